@@ -1,0 +1,96 @@
+package procfs
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSoftirqsFixtures(t *testing.T) {
+	fs := FS{Root: "testdata/offline3"}
+	s, err := fs.Softirqs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CPUs; len(got) != 3 || got[2] != 3 {
+		t.Fatalf("CPUs = %v, want [0 1 3] (CPU2 offline)", got)
+	}
+	if v, ok := s.ByCPU("NET_RX", 3); !ok || v != 7000000 {
+		t.Errorf("NET_RX on CPU3 = %d,%v", v, ok)
+	}
+	if _, ok := s.ByCPU("NET_RX", 2); ok {
+		t.Error("offline CPU2 reported")
+	}
+	if len(s.Vectors) != 10 || s.Vectors[3] != "NET_RX" {
+		t.Errorf("vectors = %v", s.Vectors)
+	}
+
+	// A live recording from a 2-CPU VM parses too.
+	live, err := FS{Root: "testdata/vm2cpu"}.Softirqs()
+	if err != nil || len(live.CPUs) != 2 {
+		t.Fatalf("vm2cpu: %v %v", live.CPUs, err)
+	}
+}
+
+func TestSoftirqsDelta(t *testing.T) {
+	prev, _ := parseSoftirqs(strings.NewReader("   CPU0 CPU1\nNET_RX: 10 20\n"))
+	cur, _ := parseSoftirqs(strings.NewReader("   CPU0 CPU1\nNET_RX: 15 90\n"))
+	d := cur.Sub(prev)
+	if d.Counts["NET_RX"][0] != 5 || d.Counts["NET_RX"][1] != 70 {
+		t.Errorf("delta = %v", d.Counts["NET_RX"])
+	}
+}
+
+func TestSoftirqsRejectsMalformed(t *testing.T) {
+	for _, in := range []string{"", "CPU0 CPU1\nNET_RX: 1\n", "CPUx\nNET_RX: 1\n", "CPU0\nNET_RX: abc\n"} {
+		if _, err := parseSoftirqs(strings.NewReader(in)); err == nil {
+			t.Errorf("accepted %q", in)
+		}
+	}
+}
+
+func TestStatFixture(t *testing.T) {
+	st, err := FS{Root: "testdata/offline3"}.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.PerCPU) != 3 || st.BootTime != 1700000000 {
+		t.Fatalf("%+v", st)
+	}
+	c3, ok := st.CPU(3)
+	if !ok || c3.SoftIRQ != 3*time.Second || c3.IRQ != 100*time.Millisecond {
+		t.Errorf("cpu3 = %+v", c3)
+	}
+	if got := c3.Total(); got != 15*time.Second+100*time.Millisecond {
+		t.Errorf("cpu3 total = %v", got)
+	}
+	d := st.Sub(Stat{PerCPU: []CPUTimes{{CPU: 3, SoftIRQ: time.Second}}})
+	if len(d.PerCPU) != 1 || d.PerCPU[0].SoftIRQ != 2*time.Second {
+		t.Errorf("delta = %+v", d.PerCPU)
+	}
+}
+
+func TestSysctl(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(dir+"/proc/sys/net/core", 0o755)
+	os.WriteFile(dir+"/proc/sys/net/core/rmem_max", []byte("212992\n"), 0o644)
+	fs := FS{Root: dir}
+	v, ok, err := fs.SysctlInt("net.core.rmem_max")
+	if err != nil || !ok || v != 212992 {
+		t.Errorf("rmem_max = %d %v %v", v, ok, err)
+	}
+	if _, ok, err := fs.SysctlInt("net.core.absent"); ok || err != nil {
+		t.Errorf("absent sysctl: ok=%v err=%v", ok, err)
+	}
+}
+
+func TestProcessStartLive(t *testing.T) {
+	start, err := Default.ProcessStart(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if age := time.Since(start); age < 0 || age > time.Hour {
+		t.Errorf("this test process started %v ago", age)
+	}
+}

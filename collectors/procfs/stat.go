@@ -1,0 +1,162 @@
+package procfs
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// userHZ is the unit of /proc/stat times. It is 100 on every Linux
+// architecture perfscope supports (the kernel exports USER_HZ, not HZ).
+const userHZ = 100
+
+// CPUTimes are the cumulative times of one CPU from /proc/stat.
+type CPUTimes struct {
+	CPU                                                   int // -1 for the "cpu" total line
+	User, Nice, System, Idle, IOWait, IRQ, SoftIRQ, Steal time.Duration
+}
+
+// Total is the sum of every state.
+func (t CPUTimes) Total() time.Duration {
+	return t.User + t.Nice + t.System + t.Idle + t.IOWait + t.IRQ + t.SoftIRQ + t.Steal
+}
+
+// Stat is the part of /proc/stat perfscope uses.
+type Stat struct {
+	Total CPUTimes
+	// PerCPU is indexed by position; use CPU for the number.
+	PerCPU []CPUTimes
+	// BootTime is btime, seconds since the epoch.
+	BootTime int64
+}
+
+// Stat reads /proc/stat.
+func (fs FS) Stat() (Stat, error) {
+	f, err := fs.Open("/proc/stat")
+	if err != nil {
+		return Stat{}, err
+	}
+	defer f.Close()
+	return parseStat(f)
+}
+
+func parseStat(r io.Reader) (Stat, error) {
+	var s Stat
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		switch {
+		case fields[0] == "btime":
+			v, err := strconv.ParseInt(fields[1], 10, 64)
+			if err != nil {
+				return s, fmt.Errorf("stat btime: %w", err)
+			}
+			s.BootTime = v
+		case strings.HasPrefix(fields[0], "cpu"):
+			t, err := parseCPULine(fields)
+			if err != nil {
+				return s, err
+			}
+			if t.CPU < 0 {
+				s.Total = t
+			} else {
+				s.PerCPU = append(s.PerCPU, t)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return s, err
+	}
+	if len(s.PerCPU) == 0 {
+		return s, fmt.Errorf("stat: no per-CPU lines")
+	}
+	return s, nil
+}
+
+func parseCPULine(fields []string) (CPUTimes, error) {
+	t := CPUTimes{CPU: -1}
+	if fields[0] != "cpu" {
+		n, err := strconv.Atoi(strings.TrimPrefix(fields[0], "cpu"))
+		if err != nil {
+			return t, fmt.Errorf("stat: bad cpu label %q", fields[0])
+		}
+		t.CPU = n
+	}
+	if len(fields) < 8 {
+		return t, fmt.Errorf("stat %s: %d fields, want at least 7 times", fields[0], len(fields)-1)
+	}
+	dst := []*time.Duration{&t.User, &t.Nice, &t.System, &t.Idle, &t.IOWait, &t.IRQ, &t.SoftIRQ, &t.Steal}
+	for i, p := range dst {
+		if i+1 >= len(fields) {
+			break // steal is absent on very old kernels
+		}
+		v, err := strconv.ParseUint(fields[i+1], 10, 64)
+		if err != nil {
+			return t, fmt.Errorf("stat %s: %w", fields[0], err)
+		}
+		*p = time.Duration(v) * time.Second / userHZ
+	}
+	return t, nil
+}
+
+// CPU returns the times of CPU n.
+func (s Stat) CPU(n int) (CPUTimes, bool) {
+	for _, t := range s.PerCPU {
+		if t.CPU == n {
+			return t, true
+		}
+	}
+	return CPUTimes{}, false
+}
+
+// Sub returns s − prev for every CPU present in both.
+func (s Stat) Sub(prev Stat) Stat {
+	d := Stat{BootTime: s.BootTime, Total: subTimes(s.Total, prev.Total)}
+	for _, t := range s.PerCPU {
+		if p, ok := prev.CPU(t.CPU); ok {
+			d.PerCPU = append(d.PerCPU, subTimes(t, p))
+		}
+	}
+	return d
+}
+
+func subTimes(a, b CPUTimes) CPUTimes {
+	return CPUTimes{CPU: a.CPU, User: a.User - b.User, Nice: a.Nice - b.Nice, System: a.System - b.System,
+		Idle: a.Idle - b.Idle, IOWait: a.IOWait - b.IOWait, IRQ: a.IRQ - b.IRQ, SoftIRQ: a.SoftIRQ - b.SoftIRQ, Steal: a.Steal - b.Steal}
+}
+
+// ProcessStart is when pid started, from its starttime in /proc/PID/stat
+// (clock ticks since boot) and btime.
+func (fs FS) ProcessStart(pid int) (time.Time, error) {
+	st, err := fs.Stat()
+	if err != nil {
+		return time.Time{}, err
+	}
+	raw, err := fs.ReadString(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return time.Time{}, err
+	}
+	// The command name (field 2) may hold spaces and parentheses: fields
+	// are counted after the last ')'.
+	i := strings.LastIndexByte(raw, ')')
+	if i < 0 {
+		return time.Time{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
+	}
+	f := strings.Fields(raw[i+1:])
+	const startTimeField = 22 - 3 // field 22, counted from field 3
+	if len(f) <= startTimeField {
+		return time.Time{}, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	ticks, err := strconv.ParseUint(f[startTimeField], 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("/proc/%d/stat starttime: %w", pid, err)
+	}
+	return time.Unix(st.BootTime, 0).Add(time.Duration(ticks) * time.Second / userHZ), nil
+}

@@ -1,0 +1,158 @@
+// Package diagnose holds perfscope's rules and the Finding model they
+// produce. A rule is a pure function of a run's evidence: it reads numbers
+// and configuration that collectors and probes gathered and returns at most
+// one Finding. Rules never touch the system, so every rule is tested with
+// table-driven evidence fixtures, including one where it must stay silent.
+package diagnose
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Severity orders findings and drives --fail-on.
+type Severity int
+
+const (
+	Info Severity = iota + 1
+	Warn
+	Crit
+)
+
+func (s Severity) String() string {
+	switch s {
+	case Info:
+		return "info"
+	case Warn:
+		return "warn"
+	case Crit:
+		return "crit"
+	}
+	return "unknown"
+}
+
+// MarshalText makes severities read as words in JSON.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText accepts the words MarshalText writes.
+func (s *Severity) UnmarshalText(b []byte) error {
+	v, err := ParseSeverity(string(b))
+	*s = v
+	return err
+}
+
+// ParseSeverity parses "info", "warn" or "crit" (as --fail-on takes them).
+func ParseSeverity(v string) (Severity, error) {
+	switch strings.ToLower(v) {
+	case "info":
+		return Info, nil
+	case "warn", "warning":
+		return Warn, nil
+	case "crit", "critical":
+		return Crit, nil
+	}
+	return 0, fmt.Errorf("unknown severity %q (want info, warn or crit)", v)
+}
+
+// Finding is one diagnosed problem with the numbers behind it.
+type Finding struct {
+	// ID is stable across releases ("net.socket-lock-contention"); scripts
+	// and --apply refer to findings by it.
+	ID       string   `json:"id"`
+	Severity Severity `json:"severity"`
+	Title    string   `json:"title"`
+	// Evidence lines quote the measured numbers that triggered the rule.
+	Evidence []string `json:"evidence"`
+	// Impact estimates the share of the bottleneck the finding explains, in
+	// [0,1] (e.g. the CPU share spent in the removable function, or the
+	// fraction of packets dropped). Findings are ranked by it.
+	Impact         float64        `json:"impact"`
+	Recommendation Recommendation `json:"recommendation"`
+}
+
+// Kind says whether perfscope can apply a recommendation itself.
+type Kind string
+
+const (
+	// KindSetting is a system setting perfscope can apply with --apply and
+	// undo with the revert script.
+	KindSetting Kind = "setting"
+	// KindCode needs a change in the application; perfscope never applies it.
+	KindCode Kind = "code"
+	// KindAdvice needs a human decision (hardware, a reboot, a JVM flag).
+	KindAdvice Kind = "advice"
+)
+
+// Recommendation is what to do about a finding and how to undo it.
+type Recommendation struct {
+	Kind Kind   `json:"kind"`
+	Why  string `json:"why"`
+	// Apply are shell commands, in order. Empty for code changes.
+	Apply []string `json:"apply,omitempty"`
+	// Revert undoes Apply, in order, restoring the values seen during the
+	// run.
+	Revert []string `json:"revert,omitempty"`
+	// Code sketches show the application change (C, Go, Java...).
+	Code []CodeSketch `json:"code,omitempty"`
+	// Expected effect, with a reference measurement where one exists (e.g.
+	// seed 003's measured gain).
+	Expected  string `json:"expected"`
+	Reference string `json:"reference,omitempty"`
+	// Caveats the user must weigh (security, other workloads).
+	Caveats []string `json:"caveats,omitempty"`
+}
+
+// CodeSketch is a short illustration of an application change.
+type CodeSketch struct {
+	Lang string `json:"lang"`
+	Code string `json:"code"`
+}
+
+// Rule is one diagnosis over evidence of type E.
+type Rule[E any] struct {
+	ID    string
+	Check func(E) *Finding
+}
+
+// Run applies every rule to e and returns the findings ranked: by impact,
+// then severity, then ID so the order is stable.
+func Run[E any](rules []Rule[E], e E) []Finding {
+	var out []Finding
+	for _, r := range rules {
+		f := r.Check(e)
+		if f == nil {
+			continue
+		}
+		if f.ID == "" {
+			f.ID = r.ID
+		}
+		out = append(out, *f)
+	}
+	Rank(out)
+	return out
+}
+
+// Rank sorts findings by impact, severity and ID.
+func Rank(fs []Finding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		if fs[i].Impact != fs[j].Impact {
+			return fs[i].Impact > fs[j].Impact
+		}
+		if fs[i].Severity != fs[j].Severity {
+			return fs[i].Severity > fs[j].Severity
+		}
+		return fs[i].ID < fs[j].ID
+	})
+}
+
+// Worst is the highest severity among fs (0 when there are none).
+func Worst(fs []Finding) Severity {
+	var w Severity
+	for _, f := range fs {
+		if f.Severity > w {
+			w = f.Severity
+		}
+	}
+	return w
+}

@@ -1,0 +1,39 @@
+// Package evidence holds the typed results of a run — what probes measured
+// and collectors read — in the form rules consume and renderers print. It
+// sits in the middle of the one-way pipeline: probes and collectors produce
+// evidence, diagnose reads it, report carries it. It imports neither side.
+package evidence
+
+import "time"
+
+// ProgramCost is what one of perfscope's BPF programs cost during a run,
+// from the kernel's bpf_stats.
+type ProgramCost struct {
+	Program   string `json:"program"`
+	RunCount  uint64 `json:"run_count"`
+	RunTimeNs uint64 `json:"run_time_ns"`
+	// PerRunNs is RunTimeNs / RunCount.
+	PerRunNs float64 `json:"per_run_ns"`
+}
+
+// NewProgramCost fills PerRunNs.
+func NewProgramCost(program string, runs uint64, runTime time.Duration) ProgramCost {
+	c := ProgramCost{Program: program, RunCount: runs, RunTimeNs: uint64(runTime)}
+	if runs > 0 {
+		c.PerRunNs = float64(runTime) / float64(runs)
+	}
+	return c
+}
+
+// Overhead is perfscope's own measured cost during a run.
+type Overhead struct {
+	AttachMethod string `json:"attach_method,omitempty"`
+	// AttachNs is the time from process start to probes attached.
+	AttachNs int64         `json:"attach_ns,omitempty"`
+	Programs []ProgramCost `json:"programs,omitempty"`
+	// EventsLost counts ring-buffer events or samples the kernel could not
+	// deliver; it must be zero for a report to be complete.
+	EventsLost uint64 `json:"events_lost"`
+	// BPFTimeShare is total BPF run time over (duration × CPUs).
+	BPFTimeShare float64 `json:"bpf_time_share"`
+}

@@ -1,0 +1,108 @@
+// Package testutil holds helpers shared by perfscope's tests.
+package testutil
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/probes"
+)
+
+// RequireRoot skips t unless it runs as root. With
+// PERFSCOPE_REQUIRE_ROOT_TESTS=1 (CI) a root test that cannot run fails
+// instead, so a missing privilege can never pass silently.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("PERFSCOPE_REQUIRE_ROOT_TESTS") == "1" {
+		t.Fatal("root test cannot run: not root, and PERFSCOPE_REQUIRE_ROOT_TESTS=1")
+	}
+	t.Skip("needs root")
+}
+
+// LockBPF serialises root tests across test binaries (go test runs packages
+// in parallel). Tests that load BPF, flood the network or count BPF objects
+// system-wide would otherwise see each other's programs and traffic.
+func LockBPF(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "perfscope-root-tests.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("open test lock: %v", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("take test lock: %v", err)
+	}
+	t.Cleanup(func() {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	})
+}
+
+// RepoRoot is the repository's top directory, found from this file.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// BPFProgramIDs is the set of BPF program ids loaded right now.
+func BPFProgramIDs(t testing.TB) map[uint32]bool {
+	t.Helper()
+	progs, err := probes.LoadedPrograms()
+	if err != nil {
+		t.Fatalf("list BPF programs: %v", err)
+	}
+	ids := map[uint32]bool{}
+	for _, p := range progs {
+		ids[p.ID] = true
+	}
+	return ids
+}
+
+// BPFMapIDs is the set of BPF map ids alive right now.
+func BPFMapIDs(t testing.TB) map[uint32]bool {
+	t.Helper()
+	maps, err := probes.LoadedMapIDs()
+	if err != nil {
+		t.Fatalf("list BPF maps: %v", err)
+	}
+	ids := map[uint32]bool{}
+	for _, id := range maps {
+		ids[id] = true
+	}
+	return ids
+}
+
+// AssertNoNewBPF fails t if BPF programs or maps that were not in
+// beforeProgs/beforeMaps are still alive. The kernel frees programs of
+// released tp_btf/raw_tp links from a deferred work item, so the check polls
+// for up to five seconds before it reports what remains.
+func AssertNoNewBPF(t testing.TB, beforeProgs, beforeMaps map[uint32]bool) {
+	t.Helper()
+	var leftProgs, leftMaps []uint32
+	for i := 0; i < 50; i++ {
+		leftProgs, leftMaps = nil, nil
+		for id := range BPFProgramIDs(t) {
+			if !beforeProgs[id] {
+				leftProgs = append(leftProgs, id)
+			}
+		}
+		for id := range BPFMapIDs(t) {
+			if !beforeMaps[id] {
+				leftMaps = append(leftMaps, id)
+			}
+		}
+		if len(leftProgs) == 0 && len(leftMaps) == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("left behind: BPF programs %v, maps %v", leftProgs, leftMaps)
+}

@@ -1,0 +1,217 @@
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+)
+
+// Hook is one tracepoint a probe handles. The probe's BPF object carries one
+// program per attach method for it, named by convention btf_<Name>,
+// raw_<Name> and tp_<Name>, so the loader can pick a method without any
+// per-probe code.
+type Hook struct {
+	Group string // tracefs group, e.g. "irq"
+	Name  string // tracepoint name, e.g. "softirq_entry"
+	// Optional hooks may be missing on older kernels: the rest of the probe
+	// still runs and Attached.Missing says which hooks could not attach.
+	Optional bool
+}
+
+// String is the "group:name" form perf and bpftrace use.
+func (h Hook) String() string { return h.Group + ":" + h.Name }
+
+func (h Hook) program(m AttachMethod) string {
+	switch m {
+	case MethodBTF:
+		return "btf_" + h.Name
+	case MethodRaw:
+		return "raw_" + h.Name
+	default:
+		return "tp_" + h.Name
+	}
+}
+
+// Attached is a loaded BPF collection with its tracepoint links. Close
+// releases everything; the kernel then frees the programs and maps because
+// nothing is pinned.
+type Attached struct {
+	Collection *ebpf.Collection
+	Method     AttachMethod
+	// Missing lists optional hooks that did not attach, with the reason.
+	Missing map[string]error
+	// Programs maps hook names ("irq:softirq_entry") to the attached program.
+	Programs map[string]*ebpf.Program
+
+	links   []link.Link
+	tracefs string // mounted by us; unmounted on Close
+}
+
+// Close detaches every link, closes every program and map, and unmounts
+// tracefs if this probe mounted it. Safe to call more than once.
+func (a *Attached) Close() error {
+	if a == nil {
+		return nil
+	}
+	var errs []error
+	for _, l := range a.links {
+		errs = append(errs, l.Close())
+	}
+	a.links = nil
+	if a.Collection != nil {
+		a.Collection.Close()
+		a.Collection = nil
+	}
+	if a.tracefs != "" {
+		errs = append(errs, UnmountTracefs(a.tracefs))
+		a.tracefs = ""
+	}
+	return errors.Join(errs...)
+}
+
+// Links is the number of attached links (used by tests and the overhead
+// report).
+func (a *Attached) Links() int { return len(a.links) }
+
+// LoadAndAttach loads spec with the programs for one attach method and
+// attaches them to hooks. With MethodAuto it tries tp_btf, raw_tp and classic
+// tracepoints in that order and keeps the first that works; the error then
+// names why each method failed. Programs in spec that belong to no hook
+// (perf_event programs, helpers) are kept and left unattached for the caller.
+// configure, when not nil, runs on the trimmed spec before loading (to set
+// const volatile variables).
+func LoadAndAttach(spec *ebpf.CollectionSpec, hooks []Hook, method AttachMethod, configure func(*ebpf.CollectionSpec) error) (*Attached, error) {
+	Prepare()
+	methods := Methods
+	if method != MethodAuto {
+		methods = []AttachMethod{method}
+	}
+	var why []string
+	var lastErr error
+	for _, m := range methods {
+		a, err := loadWith(spec, hooks, m, configure)
+		if err == nil {
+			return a, nil
+		}
+		lastErr = err
+		why = append(why, fmt.Sprintf("%s: %v", m, err))
+	}
+	if len(methods) == 1 {
+		return nil, lastErr
+	}
+	// Report the most telling sentinel: a permission problem beats "not
+	// supported" because it is the one the user can fix.
+	sentinel := ErrNotSupported
+	if strings.Contains(strings.Join(why, "\n"), ErrPermission.Error()) {
+		sentinel = ErrPermission
+	}
+	return nil, fmt.Errorf("no attach method worked (%s): %w", strings.Join(why, "; "), sentinel)
+}
+
+func loadWith(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, configure func(*ebpf.CollectionSpec) error) (*Attached, error) {
+	spec := full.Copy()
+	a := &Attached{Method: m, Missing: map[string]error{}, Programs: map[string]*ebpf.Program{}}
+
+	// Keep only this method's hook programs.
+	hookProgs := map[string]bool{}
+	for _, h := range hooks {
+		for _, other := range Methods {
+			hookProgs[h.program(other)] = true
+		}
+	}
+	keep := map[string]Hook{}
+	for _, h := range hooks {
+		keep[h.program(m)] = h
+	}
+	for name := range spec.Programs {
+		if _, ok := keep[name]; hookProgs[name] && !ok {
+			delete(spec.Programs, name)
+		}
+	}
+
+	switch m {
+	case MethodBTF:
+		// A tp_btf program for a tracepoint the kernel lacks fails at load,
+		// taking the whole collection with it, so drop missing optional
+		// hooks first.
+		kernel, err := btf.LoadKernelSpec()
+		if err != nil {
+			return nil, Classify("load kernel BTF", err)
+		}
+		for _, h := range hooks {
+			var t *btf.Typedef
+			if err := kernel.TypeByName("btf_trace_"+h.Name, &t); err != nil {
+				if !h.Optional {
+					return nil, fmt.Errorf("tracepoint %s: %w", h, ErrNotSupported)
+				}
+				a.Missing[h.String()] = fmt.Errorf("tracepoint %s not in kernel BTF: %w", h, ErrNotSupported)
+				delete(spec.Programs, h.program(m))
+			}
+		}
+	case MethodTracepoint:
+		dir, mounted, err := TracefsDir()
+		if err != nil {
+			return nil, err
+		}
+		if mounted {
+			a.tracefs = dir
+		}
+		for _, h := range hooks {
+			if _, err := os.Stat(fmt.Sprintf("%s/events/%s/%s", dir, h.Group, h.Name)); err != nil {
+				if !h.Optional {
+					a.Close()
+					return nil, fmt.Errorf("tracepoint %s: %w", h, ErrNotSupported)
+				}
+				a.Missing[h.String()] = fmt.Errorf("tracepoint %s not in tracefs: %w", h, ErrNotSupported)
+				delete(spec.Programs, h.program(m))
+			}
+		}
+	}
+
+	if configure != nil {
+		if err := configure(spec); err != nil {
+			a.Close()
+			return nil, err
+		}
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		a.Close()
+		return nil, Classify("load BPF programs ("+string(m)+")", err)
+	}
+	a.Collection = coll
+
+	for _, h := range hooks {
+		name := h.program(m)
+		prog := coll.Programs[name]
+		if prog == nil {
+			continue // dropped above as missing
+		}
+		var l link.Link
+		switch m {
+		case MethodBTF:
+			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
+		case MethodRaw:
+			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.Name, Program: prog})
+		case MethodTracepoint:
+			l, err = link.Tracepoint(h.Group, h.Name, prog, nil)
+		}
+		if err != nil {
+			err = Classify("attach "+string(m)+" "+h.String(), err)
+			if h.Optional && !errors.Is(err, ErrPermission) {
+				a.Missing[h.String()] = err
+				continue
+			}
+			a.Close()
+			return nil, err
+		}
+		a.links = append(a.links, l)
+		a.Programs[h.String()] = prog
+	}
+	return a, nil
+}

@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/*
+ * kernel.h: the kernel types perfscope's BPF programs use, written by hand.
+ *
+ * Only the types and fields the probes read are declared. Structs that mirror
+ * kernel structures carry preserve_access_index so that clang emits CO-RE
+ * relocations: the loader fixes field offsets from the running kernel's BTF,
+ * so one object works across kernel builds. A full vmlinux.h would tie the
+ * committed objects to the BTF of the machine that generated them and make
+ * the generated files non-reproducible.
+ */
+#ifndef PERFSCOPE_KERNEL_H
+#define PERFSCOPE_KERNEL_H
+
+typedef signed char __s8;
+typedef unsigned char __u8;
+typedef short __s16;
+typedef unsigned short __u16;
+typedef int __s32;
+typedef unsigned int __u32;
+typedef long long __s64;
+typedef unsigned long long __u64;
+typedef __u16 __be16;
+typedef __u32 __be32;
+typedef __u32 __wsum;
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+typedef __s32 s32;
+typedef __s64 s64;
+typedef _Bool bool;
+enum { false = 0, true = 1 };
+
+/* The subset of the BPF UAPI that bpf_helpers.h and our maps need. */
+enum bpf_map_type {
+	BPF_MAP_TYPE_UNSPEC = 0,
+	BPF_MAP_TYPE_HASH = 1,
+	BPF_MAP_TYPE_ARRAY = 2,
+	BPF_MAP_TYPE_PROG_ARRAY = 3,
+	BPF_MAP_TYPE_PERF_EVENT_ARRAY = 4,
+	BPF_MAP_TYPE_PERCPU_HASH = 5,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
+	BPF_MAP_TYPE_STACK_TRACE = 7,
+	BPF_MAP_TYPE_LRU_HASH = 9,
+	BPF_MAP_TYPE_LRU_PERCPU_HASH = 10,
+	BPF_MAP_TYPE_RINGBUF = 27,
+};
+
+enum {
+	BPF_ANY = 0,
+	BPF_NOEXIST = 1,
+	BPF_EXIST = 2,
+	BPF_F_LOCK = 4,
+};
+
+/* Flags for bpf_get_stackid. */
+enum {
+	BPF_F_SKIP_FIELD_MASK = 0xff,
+	BPF_F_USER_STACK = (1ULL << 8),
+	BPF_F_FAST_STACK_CMP = (1ULL << 9),
+	BPF_F_REUSE_STACKID = (1ULL << 10),
+};
+
+/* Softirq vectors, as in include/linux/interrupt.h. Stable kernel ABI: the
+ * order is printed by /proc/softirqs. */
+enum softirq_vec {
+	HI_SOFTIRQ = 0,
+	TIMER_SOFTIRQ,
+	NET_TX_SOFTIRQ,
+	NET_RX_SOFTIRQ,
+	BLOCK_SOFTIRQ,
+	IRQ_POLL_SOFTIRQ,
+	TASKLET_SOFTIRQ,
+	SCHED_SOFTIRQ,
+	HRTIMER_SOFTIRQ,
+	RCU_SOFTIRQ,
+	NR_SOFTIRQS
+};
+
+/* Context of raw_tp programs: the tracepoint's arguments as u64. */
+struct bpf_raw_tracepoint_args {
+	__u64 args[0];
+};
+
+/* Common header of every classic tracepoint record. */
+struct trace_entry {
+	unsigned short type;
+	unsigned char flags;
+	unsigned char preempt_count;
+	int pid;
+} __attribute__((preserve_access_index));
+
+/* irq:softirq_entry / softirq_exit / softirq_raise record. */
+struct trace_event_raw_softirq {
+	struct trace_entry ent;
+	unsigned int vec;
+} __attribute__((preserve_access_index));
+
+#endif /* PERFSCOPE_KERNEL_H */

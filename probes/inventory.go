@@ -1,0 +1,65 @@
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// LoadedProgram is a BPF program currently loaded in the kernel, by anyone.
+type LoadedProgram struct {
+	ID   uint32
+	Name string
+	// LoadedAt is the time since boot at which it was loaded.
+	LoadedAt time.Duration
+}
+
+// LoadedPrograms lists every BPF program loaded in the kernel. Tests use it
+// to prove that perfscope leaves nothing behind, the way `bpftool prog show`
+// would, without needing bpftool.
+func LoadedPrograms() ([]LoadedProgram, error) {
+	var out []LoadedProgram
+	id := ebpf.ProgramID(0)
+	for {
+		next, err := ebpf.ProgramGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			return out, nil
+		}
+		if err != nil {
+			return out, Classify("list BPF programs", err)
+		}
+		id = next
+		p, err := ebpf.NewProgramFromID(id)
+		if err != nil {
+			continue // unloaded in between
+		}
+		info, err := p.Info()
+		p.Close()
+		if err != nil {
+			return out, fmt.Errorf("program %d info: %w", id, err)
+		}
+		lp := LoadedProgram{ID: uint32(id), Name: info.Name}
+		lp.LoadedAt, _ = info.LoadTime()
+		out = append(out, lp)
+	}
+}
+
+// LoadedMapIDs lists the ids of every BPF map in the kernel.
+func LoadedMapIDs() ([]uint32, error) {
+	var out []uint32
+	id := ebpf.MapID(0)
+	for {
+		next, err := ebpf.MapGetNextID(id)
+		if errors.Is(err, os.ErrNotExist) {
+			return out, nil
+		}
+		if err != nil {
+			return out, Classify("list BPF maps", err)
+		}
+		id = next
+		out = append(out, uint32(id))
+	}
+}

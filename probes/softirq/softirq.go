@@ -1,0 +1,164 @@
+// Package softirq measures softirqs per CPU and per vector in the kernel:
+// how often each ran, for how long, and — for NET_RX and NET_TX — how long
+// a raised softirq waited before it ran.
+package softirq
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/perfscope/perfscope/probes"
+)
+
+// Vectors are the softirq vectors in kernel order (include/linux/interrupt.h),
+// named as /proc/softirqs names them.
+var Vectors = []string{"HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER", "RCU"}
+
+// Vector indexes.
+const (
+	NetTX = 2
+	NetRX = 3
+)
+
+// LatencySlots is the number of log2 buckets of a latency histogram: slot i
+// holds waits in [2^i, 2^(i+1)) ns.
+const LatencySlots = 32
+
+// Hooks are the tracepoints this probe attaches to.
+var Hooks = []probes.Hook{
+	{Group: "irq", Name: "softirq_raise"},
+	{Group: "irq", Name: "softirq_entry"},
+	{Group: "irq", Name: "softirq_exit"},
+}
+
+// Options configure a probe.
+type Options struct {
+	// Method forces an attach method; MethodAuto picks the best available.
+	Method probes.AttachMethod
+}
+
+// Probe is a loaded and attached softirq probe.
+type Probe struct {
+	att *probes.Attached
+}
+
+// VecCounts is the number of runs and total run time of one vector.
+type VecCounts struct {
+	Count uint64
+	Time  time.Duration
+}
+
+// Snapshot holds cumulative counters since the probe attached.
+type Snapshot struct {
+	Taken time.Time
+	// PerCPU[cpu][vector].
+	PerCPU [][]VecCounts
+	// NetRXLatency and NetTXLatency are raise→entry histograms per CPU:
+	// [cpu][slot] counts.
+	NetRXLatency [][]uint64
+	NetTXLatency [][]uint64
+}
+
+// Open loads the probe's BPF object and attaches it.
+func Open(opts Options) (*Probe, error) {
+	spec, err := loadSoftirq()
+	if err != nil {
+		return nil, fmt.Errorf("load softirq BPF spec: %w", err)
+	}
+	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, nil)
+	if err != nil {
+		return nil, fmt.Errorf("softirq probe: %w", err)
+	}
+	return &Probe{att: att}, nil
+}
+
+// Method is the attach method in use.
+func (p *Probe) Method() probes.AttachMethod { return p.att.Method }
+
+// Costs is each program's bpf_stats run count and time (zero unless
+// probes.EnableStats is active).
+func (p *Probe) Costs() []probes.ProgramCost { return probes.Costs(p.att.Programs) }
+
+// Close detaches and frees everything the probe created.
+func (p *Probe) Close() error {
+	if p == nil {
+		return nil
+	}
+	return p.att.Close()
+}
+
+// Snapshot reads the cumulative counters of every CPU.
+func (p *Probe) Snapshot() (Snapshot, error) {
+	s := Snapshot{Taken: time.Now()}
+	stats := p.att.Collection.Maps["softirq_stats"]
+	for vec := range Vectors {
+		var perCPU []softirqSoftirqVecStat
+		if err := stats.Lookup(uint32(vec), &perCPU); err != nil {
+			return s, fmt.Errorf("read softirq_stats[%s]: %w", Vectors[vec], err)
+		}
+		if s.PerCPU == nil {
+			s.PerCPU = make([][]VecCounts, len(perCPU))
+			for cpu := range s.PerCPU {
+				s.PerCPU[cpu] = make([]VecCounts, len(Vectors))
+			}
+		}
+		for cpu, v := range perCPU {
+			s.PerCPU[cpu][vec] = VecCounts{Count: v.Count, Time: time.Duration(v.TimeNs)}
+		}
+	}
+	var err error
+	if s.NetTXLatency, err = readHist(p.att.Collection.Maps["net_latency"], 0); err != nil {
+		return s, err
+	}
+	if s.NetRXLatency, err = readHist(p.att.Collection.Maps["net_latency"], 1); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+func readHist(m *ebpf.Map, idx uint32) ([][]uint64, error) {
+	var perCPU []softirqSoftirqLatencyHist
+	if err := m.Lookup(idx, &perCPU); err != nil {
+		return nil, fmt.Errorf("read net_latency[%d]: %w", idx, err)
+	}
+	out := make([][]uint64, len(perCPU))
+	for cpu, h := range perCPU {
+		out[cpu] = append([]uint64(nil), h.Slots[:]...)
+	}
+	return out, nil
+}
+
+// Sub returns the counters accumulated between prev and s.
+func (s Snapshot) Sub(prev Snapshot) Snapshot {
+	d := Snapshot{Taken: s.Taken}
+	d.PerCPU = make([][]VecCounts, len(s.PerCPU))
+	for cpu := range s.PerCPU {
+		d.PerCPU[cpu] = make([]VecCounts, len(s.PerCPU[cpu]))
+		for vec, v := range s.PerCPU[cpu] {
+			if cpu < len(prev.PerCPU) {
+				p := prev.PerCPU[cpu][vec]
+				v.Count -= p.Count
+				v.Time -= p.Time
+			}
+			d.PerCPU[cpu][vec] = v
+		}
+	}
+	d.NetRXLatency = subHist(s.NetRXLatency, prev.NetRXLatency)
+	d.NetTXLatency = subHist(s.NetTXLatency, prev.NetTXLatency)
+	return d
+}
+
+func subHist(cur, prev [][]uint64) [][]uint64 {
+	out := make([][]uint64, len(cur))
+	for cpu := range cur {
+		out[cpu] = append([]uint64(nil), cur[cpu]...)
+		if cpu < len(prev) {
+			for i := range out[cpu] {
+				out[cpu][i] -= prev[cpu][i]
+			}
+		}
+	}
+	return out
+}

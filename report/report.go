@@ -1,0 +1,108 @@
+// Package report is the envelope every perfscope command emits, and the
+// renderers that print it: JSON (a versioned schema) and helpers for the
+// terminal text of each command.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/evidence"
+	"golang.org/x/sys/unix"
+)
+
+// Schema names the JSON layout. It changes only with incompatible changes;
+// new fields may be added within one version.
+const Schema = "perfscope/v1"
+
+// Report is one command's result.
+type Report struct {
+	Schema  string `json:"schema"`
+	Command string `json:"command"`
+	Meta    Meta   `json:"meta"`
+	// Data is the command's own section; its layout is documented per
+	// command in the README.
+	Data      any                `json:"data"`
+	Findings  []diagnose.Finding `json:"findings"`
+	Overhead  *evidence.Overhead `json:"overhead,omitempty"`
+	Artifacts []Artifact         `json:"artifacts,omitempty"`
+}
+
+// Meta describes where and when the run happened.
+type Meta struct {
+	Version    string    `json:"version"`
+	Host       string    `json:"host"`
+	Kernel     string    `json:"kernel"`
+	CPUs       int       `json:"cpus"`
+	Started    time.Time `json:"started"`
+	DurationNs int64     `json:"duration_ns"`
+}
+
+// Artifact is a file a run wrote (a flame graph, folded stacks, a revert
+// script).
+type Artifact struct {
+	Kind string `json:"kind"`
+	Path string `json:"path"`
+}
+
+// New starts a report for command with the host's metadata.
+func New(command, version string, started time.Time) *Report {
+	host, _ := os.Hostname()
+	return &Report{
+		Schema:   Schema,
+		Command:  command,
+		Findings: []diagnose.Finding{},
+		Meta: Meta{
+			Version: version,
+			Host:    host,
+			Kernel:  KernelRelease(),
+			CPUs:    runtime.NumCPU(),
+			Started: started.UTC(),
+		},
+	}
+}
+
+// KernelRelease is uname -r.
+func KernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// WriteJSON writes r as indented JSON.
+func WriteJSON(w io.Writer, r any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Format is an output format a command supports.
+type Format string
+
+const (
+	Text Format = "text"
+	JSON Format = "json"
+)
+
+// ParseFormat checks -o against what a command supports.
+func ParseFormat(v string, allowed ...Format) (Format, error) {
+	if len(allowed) == 0 {
+		allowed = []Format{Text, JSON}
+	}
+	var names []string
+	for _, a := range allowed {
+		if string(a) == v {
+			return a, nil
+		}
+		names = append(names, string(a))
+	}
+	return "", fmt.Errorf("unknown output format %q (want %s)", v, strings.Join(names, " or "))
+}
