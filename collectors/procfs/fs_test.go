@@ -94,3 +94,35 @@ func TestProcessStartLive(t *testing.T) {
 		t.Errorf("this test process started %v ago", age)
 	}
 }
+
+func TestStatusParse(t *testing.T) {
+	in := `Name:	java
+Uid:	1000	1000	1000	1000
+Gid:	1001	1001	1001	1001
+NStgid:	4242	1
+Threads:	23
+SigCgt:	0000000181005ccf
+CapEff:	000001ffffffffff
+Cpus_allowed_list:	0-3
+`
+	s, err := parseStatus(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.UID[1] != 1000 || s.GID[0] != 1001 || s.Threads != 23 || s.CpusAllowedList != "0-3" {
+		t.Errorf("%+v", s)
+	}
+	if len(s.NStgid) != 2 || s.NStgid[1] != 1 {
+		t.Errorf("NStgid = %v", s.NStgid)
+	}
+	// SIGQUIT is 3: bit 2 of 0x...ccf (1100 1100 1111) is set.
+	if !s.Catches(3) {
+		t.Error("SIGQUIT handler not seen")
+	}
+	if !s.Capable(CapBPF) || !s.Capable(CapSysAdmin) {
+		t.Error("caps not parsed")
+	}
+	if got := parseLockdown("none [integrity] confidentiality"); got != "integrity" {
+		t.Errorf("lockdown = %q", got)
+	}
+}

@@ -1,0 +1,318 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/report"
+)
+
+// Check statuses.
+const (
+	statusOK      = "ok"
+	statusWarn    = "warn"
+	statusMissing = "missing"
+)
+
+// DoctorCheck is one line of `perfscope doctor`.
+type DoctorCheck struct {
+	Category string `json:"category"`
+	Name     string `json:"name"`
+	Status   string `json:"status"`
+	Detail   string `json:"detail"`
+	// Affects says what in perfscope depends on this check.
+	Affects string `json:"affects"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+type doctorOptions struct {
+	Output string
+	format report.Format
+	fs     procfs.FS
+	// checks is injectable so tests can run the command without a kernel.
+	checks func(procfs.FS) []DoctorCheck
+}
+
+func newDoctorCmd(g *Globals) *cobra.Command {
+	return doctorCmd(g, &doctorOptions{fs: procfs.Default, checks: hostChecks})
+}
+
+// doctorCmd binds flags to o; tests pass options with fake checks.
+func doctorCmd(g *Globals, o *doctorOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check that this kernel and these privileges can run perfscope's probes",
+		Long: `doctor asks the kernel directly what perfscope can use here: it loads and
+attaches a minimal program of each type (tracepoint, raw_tp, tp_btf,
+perf_event, kprobe, fentry), looks up every tracepoint perfscope uses, and
+reads the privileges and sysctls that decide the rest. Nothing is changed.
+
+Exit code 3 when no tracepoint attach method works or privileges are missing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := report.ParseFormat(o.Output)
+			if err != nil {
+				return asUsage(err)
+			}
+			o.format = f
+			return o.run(g)
+		},
+	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func (o *doctorOptions) run(g *Globals) error {
+	checks := o.checks(o.fs)
+	r := report.New("doctor", Version(), g.Started)
+	r.Data = struct {
+		Checks []DoctorCheck `json:"checks"`
+	}{checks}
+	if o.format == report.JSON {
+		if err := report.WriteJSON(g.Out, r); err != nil {
+			return err
+		}
+	} else {
+		writeDoctorText(g, r.Meta, checks)
+	}
+	return doctorVerdict(checks)
+}
+
+// doctorVerdict fails with exit 3 when perfscope cannot attach anything.
+func doctorVerdict(checks []DoctorCheck) error {
+	attachable := false
+	var missing []string
+	for _, c := range checks {
+		if c.Category == "program types" && c.Status == statusOK &&
+			(c.Name == "tracepoint" || c.Name == "raw_tp" || c.Name == "tp_btf") {
+			attachable = true
+		}
+		if c.Category == "privileges" && c.Status == statusMissing {
+			missing = append(missing, c.Name)
+		}
+	}
+	if len(missing) > 0 {
+		return unavailableError("missing privileges: %s", strings.Join(missing, ", "))
+	}
+	if !attachable {
+		return unavailableError("no tracepoint program type can be attached on this kernel")
+	}
+	return nil
+}
+
+func writeDoctorText(g *Globals, m report.Meta, checks []DoctorCheck) {
+	fmt.Fprintf(g.Out, "perfscope doctor — %s, kernel %s, %d CPUs\n", m.Host, m.Kernel, m.CPUs)
+	cat := ""
+	for _, c := range checks {
+		if c.Category != cat {
+			cat = c.Category
+			report.Heading(g.Out, cat)
+		}
+		fmt.Fprintf(g.Out, "%-9s %-28s %s\n", "["+c.Status+"]", c.Name, c.Detail)
+		if c.Status != statusOK {
+			if c.Affects != "" {
+				fmt.Fprintf(g.Out, "%-9s %-28s affects: %s\n", "", "", c.Affects)
+			}
+			if c.Fix != "" {
+				fmt.Fprintf(g.Out, "%-9s %-28s fix: %s\n", "", "", c.Fix)
+			}
+		}
+	}
+}
+
+// hostChecks runs every check against the live kernel.
+func hostChecks(fs procfs.FS) []DoctorCheck {
+	var out []DoctorCheck
+	add := func(c DoctorCheck) { out = append(out, c) }
+
+	add(DoctorCheck{Category: "kernel", Name: "version", Status: statusOK, Detail: report.KernelRelease()})
+	if _, err := os.Stat(fs.Path("/sys/kernel/btf/vmlinux")); err == nil {
+		add(DoctorCheck{Category: "kernel", Name: "BTF", Status: statusOK, Detail: "/sys/kernel/btf/vmlinux present"})
+	} else {
+		add(DoctorCheck{Category: "kernel", Name: "BTF", Status: statusMissing, Detail: "no /sys/kernel/btf/vmlinux",
+			Affects: "tp_btf programs and CO-RE field offsets (socket attribution of lock contention)",
+			Fix:     "use a kernel built with CONFIG_DEBUG_INFO_BTF=y"})
+	}
+	tracefs := ""
+	for _, d := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
+		if _, err := os.Stat(fs.Path(d + "/events")); err == nil {
+			tracefs = d
+			break
+		}
+	}
+	if tracefs != "" {
+		add(DoctorCheck{Category: "kernel", Name: "tracefs", Status: statusOK, Detail: "mounted at " + tracefs})
+	} else {
+		add(DoctorCheck{Category: "kernel", Name: "tracefs", Status: statusWarn, Detail: "not mounted",
+			Affects: "classic tracepoints only (tp_btf and raw_tp need no tracefs)",
+			Fix:     "perfscope mounts it when it falls back to classic tracepoints and unmounts it after; or: mount -t tracefs nodev /sys/kernel/tracing"})
+	}
+
+	tps, btfErr := probes.CheckTracepoints()
+	for _, tp := range tps {
+		c := DoctorCheck{Category: "tracepoints", Name: tp.Hook.String(), Affects: tp.UsedFor}
+		switch {
+		case tp.InBTF || (tp.InTracefs != nil && *tp.InTracefs):
+			c.Status, c.Detail = statusOK, "present"
+		case btfErr != nil && tp.InTracefs == nil:
+			c.Status, c.Detail = statusWarn, "unknown: no kernel BTF and tracefs not mounted"
+			c.Fix = "mount tracefs to check"
+		default:
+			c.Status, c.Detail = statusMissing, "not in this kernel"
+			c.Fix = "that section reports \"unavailable\"; a newer kernel has it"
+		}
+		add(c)
+	}
+
+	affects := map[string]string{
+		"tracepoint": "fallback attach method for every probe",
+		"raw_tp":     "second-choice attach method for every probe",
+		"tp_btf":     "preferred attach method (typed arguments)",
+		"perf_event": "CPU profiles (profile, udp --flame)",
+		"kprobe":     "nothing required: perfscope uses tracepoints only",
+		"fentry":     "nothing required: perfscope uses tracepoints only",
+	}
+	for _, pc := range probes.CheckProgramTypes() {
+		c := DoctorCheck{Category: "program types", Name: pc.Type, Affects: affects[pc.Type]}
+		switch {
+		case pc.OK():
+			c.Status, c.Detail = statusOK, "loads and attaches"
+		case pc.Refused():
+			c.Status, c.Detail = statusMissing, fmt.Sprintf("refused by the kernel at %s (EPERM)", pc.Stage)
+			c.Fix = "lockdown, an LSM or seccomp forbids it; perfscope does not need it"
+		default:
+			c.Status, c.Detail = statusMissing, fmt.Sprintf("not available: %s failed: %v", pc.Stage, rootCause(pc.Err))
+			if pc.Type == "kprobe" && errors.Is(pc.Err, os.ErrNotExist) {
+				// Neither the kprobe PMU nor tracefs' kprobe_events exists.
+				c.Detail = "not available: the kernel has no kprobe PMU and no kprobe_events"
+				c.Fix = "the kernel is built without CONFIG_KPROBES; perfscope does not need it"
+			}
+		}
+		add(c)
+	}
+
+	out = append(out, privilegeChecks(fs)...)
+	out = append(out, sysctlChecks(fs)...)
+	return out
+}
+
+// rootCause is the innermost error message, without the wrapping context
+// the check line already says.
+func rootCause(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+			u = j.Unwrap()[len(j.Unwrap())-1]
+		}
+		err = u
+	}
+}
+
+func privilegeChecks(fs procfs.FS) []DoctorCheck {
+	st, err := fs.Status(0)
+	if err != nil {
+		return []DoctorCheck{{Category: "privileges", Name: "capabilities", Status: statusWarn, Detail: "cannot read /proc/self/status: " + err.Error()}}
+	}
+	var out []DoctorCheck
+	root := st.UID[1] == 0
+	who := fmt.Sprintf("euid %d", st.UID[1])
+	if root {
+		who = "root (euid 0)"
+	}
+	out = append(out, DoctorCheck{Category: "privileges", Name: "user", Status: statusOK, Detail: who})
+	bpfOK := st.Capable(procfs.CapSysAdmin) || (st.Capable(procfs.CapBPF) && st.Capable(procfs.CapPerfmon))
+	capCheck := func(name string, ok bool, affects, fix string) DoctorCheck {
+		c := DoctorCheck{Category: "privileges", Name: name, Affects: affects}
+		if ok {
+			c.Status, c.Detail = statusOK, "effective"
+		} else {
+			c.Status, c.Detail, c.Fix = statusMissing, "not effective", fix
+		}
+		return c
+	}
+	out = append(out,
+		capCheck("CAP_BPF + CAP_PERFMON", bpfOK, "loading any probe",
+			"run as root, or grant CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) to the process/container"),
+		capCheck("CAP_NET_ADMIN", st.Capable(procfs.CapNetAdmin), "ethtool counters and features, --apply of network settings",
+			"run as root or add CAP_NET_ADMIN"),
+		capCheck("CAP_SYS_PTRACE", st.Capable(procfs.CapSysPtrace), "jvm attach and reading other processes' /proc/PID/root",
+			"run as root or add CAP_SYS_PTRACE"),
+	)
+	if !st.Capable(procfs.CapSysResource) {
+		out = append(out, DoctorCheck{Category: "privileges", Name: "CAP_SYS_RESOURCE", Status: statusOK,
+			Detail: "absent; fine on kernels ≥ 5.11, which charge BPF memory to the memory cgroup instead of RLIMIT_MEMLOCK"})
+	}
+	return out
+}
+
+func sysctlChecks(fs procfs.FS) []DoctorCheck {
+	var out []DoctorCheck
+	if mode, ok := fs.Lockdown(); ok {
+		c := DoctorCheck{Category: "kernel settings", Name: "lockdown", Detail: mode, Status: statusOK}
+		if mode == "confidentiality" {
+			c.Status = statusMissing
+			c.Affects = "reading kernel memory from BPF and kernel stacks"
+			c.Fix = "boot with lockdown=integrity or none"
+		}
+		out = append(out, c)
+	} else {
+		out = append(out, DoctorCheck{Category: "kernel settings", Name: "lockdown", Status: statusOK, Detail: "lockdown LSM not active"})
+	}
+
+	kr, _, _ := fs.SysctlInt("kernel.kptr_restrict")
+	readable, err := fs.KallsymsReadable()
+	c := DoctorCheck{Category: "kernel settings", Name: "kptr_restrict", Detail: fmt.Sprintf("%d", kr), Status: statusOK,
+		Affects: "kernel symbol names in stacks and lock call sites"}
+	switch {
+	case err != nil:
+		c.Status, c.Detail = statusWarn, fmt.Sprintf("%d; /proc/kallsyms unreadable: %v", kr, err)
+	case !readable:
+		c.Status, c.Detail = statusWarn, fmt.Sprintf("%d; /proc/kallsyms shows zero addresses to this process", kr)
+		c.Fix = "run as root (CAP_SYSLOG) or sysctl kernel.kptr_restrict=0"
+	default:
+		c.Detail += "; /proc/kallsyms addresses visible"
+	}
+	out = append(out, c)
+
+	if v, ok, _ := fs.SysctlInt("kernel.perf_event_paranoid"); ok {
+		st, _ := fs.Status(0)
+		c := DoctorCheck{Category: "kernel settings", Name: "perf_event_paranoid", Detail: fmt.Sprintf("%d", v), Status: statusOK,
+			Affects: "CPU profiles without CAP_PERFMON"}
+		if v > 2 && !st.Capable(procfs.CapPerfmon) && !st.Capable(procfs.CapSysAdmin) {
+			c.Status, c.Fix = statusWarn, "run as root or sysctl kernel.perf_event_paranoid=2"
+		}
+		out = append(out, c)
+	}
+	if v, ok, _ := fs.SysctlInt("kernel.unprivileged_bpf_disabled"); ok {
+		out = append(out, DoctorCheck{Category: "kernel settings", Name: "unprivileged_bpf_disabled", Status: statusOK,
+			Detail: fmt.Sprintf("%d (perfscope needs CAP_BPF regardless)", v)})
+	}
+	if v, ok, _ := fs.SysctlInt("net.core.bpf_jit_enable"); ok {
+		c := DoctorCheck{Category: "kernel settings", Name: "bpf_jit_enable", Detail: fmt.Sprintf("%d", v), Status: statusOK,
+			Affects: "probe overhead: the interpreter is several times slower than the JIT"}
+		if v == 0 {
+			c.Status, c.Fix = statusWarn, "sysctl net.core.bpf_jit_enable=1"
+		}
+		out = append(out, c)
+	} else {
+		out = append(out, DoctorCheck{Category: "kernel settings", Name: "bpf_jit_enable", Status: statusOK, Detail: "no sysctl (JIT always on)"})
+	}
+	if closer, err := probes.EnableStats(); err == nil {
+		closer.Close()
+		out = append(out, DoctorCheck{Category: "kernel settings", Name: "bpf_stats", Status: statusOK,
+			Detail: "can be enabled for a run (perfscope reports its own BPF cost)"})
+	} else {
+		out = append(out, DoctorCheck{Category: "kernel settings", Name: "bpf_stats", Status: statusWarn, Detail: rootCause(err),
+			Affects: "perfscope's own overhead figures", Fix: "needs Linux ≥ 5.8 and CAP_SYS_ADMIN"})
+	}
+	return out
+}

@@ -1,0 +1,44 @@
+package probes_test
+
+import (
+	"testing"
+
+	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/probes"
+)
+
+// On the project's machines (MACHINE.md) tracepoints, raw_tp, tp_btf and
+// perf_event work; kprobes are compiled out and fentry is refused. The test
+// asserts what the kernel says, so it documents and guards doctor's output.
+func TestProgramTypesOnThisKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	got := map[string]probes.ProgramTypeCheck{}
+	for _, c := range probes.CheckProgramTypes() {
+		got[c.Type] = c
+		t.Logf("%-10s ok=%v stage=%s err=%v", c.Type, c.OK(), c.Stage, c.Err)
+	}
+	for _, typ := range []string{"tracepoint", "raw_tp", "tp_btf", "perf_event"} {
+		if !got[typ].OK() {
+			t.Errorf("%s should work here: %v", typ, got[typ].Err)
+		}
+	}
+	if len(got) != 6 {
+		t.Errorf("checked %d types, want 6", len(got))
+	}
+	testutil.AssertNoNewBPF(t, progs, maps)
+}
+
+func TestCatalogTracepointsExist(t *testing.T) {
+	testutil.RequireRoot(t)
+	checks, err := probes.CheckTracepoints()
+	if err != nil {
+		t.Fatalf("kernel BTF: %v", err)
+	}
+	for _, c := range checks {
+		if !c.InBTF {
+			t.Errorf("%s not in kernel BTF", c.Hook)
+		}
+	}
+}
