@@ -1,0 +1,153 @@
+package flame
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/pprof/profile"
+)
+
+// pprofSampleType is the pprof value type for a unit, named as Go's own
+// profiles name them so that `go tool pprof` picks sensible defaults.
+func pprofSampleType(u Unit) *profile.ValueType {
+	switch u {
+	case Nanoseconds:
+		return &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
+	case Bytes:
+		return &profile.ValueType{Type: "space", Unit: "bytes"}
+	}
+	return &profile.ValueType{Type: "samples", Unit: "count"}
+}
+
+// WritePprof writes p as a gzipped pprof protobuf: one function and one
+// location per distinct frame name, one sample per distinct stack.
+// Frame names are kept verbatim (with their _[k]/_[j] annotations) so that
+// reading the file back gives the same stacks.
+func WritePprof(w io.Writer, p *Profile) error {
+	out := &profile.Profile{
+		SampleType: []*profile.ValueType{pprofSampleType(p.Unit)},
+		PeriodType: pprofSampleType(p.Unit),
+		Period:     1,
+	}
+	locs := make([]*profile.Location, len(p.names))
+	location := func(id uint32) *profile.Location {
+		if l := locs[id]; l != nil {
+			return l
+		}
+		fn := &profile.Function{ID: uint64(len(out.Function) + 1), Name: p.names[id], SystemName: p.names[id]}
+		out.Function = append(out.Function, fn)
+		l := &profile.Location{ID: uint64(len(out.Location) + 1), Line: []profile.Line{{Function: fn}}}
+		out.Location = append(out.Location, l)
+		locs[id] = l
+		return l
+	}
+	var path []uint32
+	var walk func(n int32)
+	walk = func(n int32) {
+		if n != 0 {
+			path = append(path, p.nodes[n].name)
+			defer func() { path = path[:len(path)-1] }()
+			if s := p.nodes[n].self; s > 0 {
+				// pprof stacks are leaf first.
+				ls := make([]*profile.Location, len(path))
+				for i, id := range path {
+					ls[len(path)-1-i] = location(id)
+				}
+				out.Sample = append(out.Sample, &profile.Sample{Location: ls, Value: []int64{s}})
+			}
+		}
+		for c := p.nodes[n].firstChild; c != noNode; c = p.nodes[c].nextSibling {
+			walk(c)
+		}
+	}
+	walk(0)
+	if err := out.CheckValid(); err != nil {
+		return fmt.Errorf("build pprof profile: %w", err)
+	}
+	return out.Write(w)
+}
+
+// ReadPprof reads a pprof protobuf (gzipped or not) into a profile, using
+// the default sample type (the last one if none is marked). Inlined
+// functions become their own frames with FlameGraph's "_[i]" suffix; a
+// location without symbols becomes its address in hex.
+func ReadPprof(r io.Reader) (*Profile, error) {
+	pp, err := profile.Parse(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse pprof: %w", err)
+	}
+	return fromPprof(pp)
+}
+
+func fromPprof(pp *profile.Profile) (*Profile, error) {
+	if len(pp.SampleType) == 0 {
+		return nil, fmt.Errorf("pprof profile has no sample types")
+	}
+	idx := len(pp.SampleType) - 1
+	if pp.DefaultSampleType != "" {
+		for i, st := range pp.SampleType {
+			if st.Type == pp.DefaultSampleType {
+				idx = i
+			}
+		}
+	}
+	unit, scale := pprofUnit(pp.SampleType[idx].Unit)
+	p := New(unit)
+	var frames []string
+	for _, s := range pp.Sample {
+		frames = frames[:0]
+		for i := len(s.Location) - 1; i >= 0; i-- {
+			frames = appendLocationFrames(frames, s.Location[i])
+		}
+		p.Add(frames, s.Value[idx]*scale)
+	}
+	return p, nil
+}
+
+// pprofUnit maps a pprof unit to ours, with the factor that converts it.
+func pprofUnit(u string) (Unit, int64) {
+	switch strings.ToLower(u) {
+	case "nanoseconds", "ns":
+		return Nanoseconds, 1
+	case "microseconds", "us":
+		return Nanoseconds, 1e3
+	case "milliseconds", "ms":
+		return Nanoseconds, 1e6
+	case "seconds", "s":
+		return Nanoseconds, 1e9
+	case "bytes", "b":
+		return Bytes, 1
+	}
+	return Samples, 1
+}
+
+// appendLocationFrames appends loc's frames root first. pprof lists a
+// location's lines innermost first; all but the outermost were inlined.
+func appendLocationFrames(frames []string, loc *profile.Location) []string {
+	if len(loc.Line) == 0 {
+		name := fmt.Sprintf("0x%x", loc.Address)
+		if loc.Mapping != nil && loc.Mapping.File != "" {
+			name = "[" + baseName(loc.Mapping.File) + "]"
+		}
+		return append(frames, name)
+	}
+	for i := len(loc.Line) - 1; i >= 0; i-- {
+		name := "[unknown]"
+		if fn := loc.Line[i].Function; fn != nil && fn.Name != "" {
+			name = fn.Name
+		}
+		if i > 0 && !strings.HasSuffix(name, "_[i]") {
+			name += "_[i]"
+		}
+		frames = append(frames, name)
+	}
+	return frames
+}
+
+func baseName(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}

@@ -1,0 +1,235 @@
+// Package flame is perfscope's stack model and its flame graph renderers.
+//
+// A Profile is a trie of root-first frames whose nodes carry an inclusive
+// and a self value in one unit (samples, nanoseconds or bytes). Readers fill
+// it from folded stacks (FlameGraph, async-profiler collapsed), `perf
+// script` output and pprof; writers emit an interactive self-contained SVG
+// or HTML flame graph, folded stacks, pprof protobuf and speedscope JSON.
+// Diff compares two profiles in the shape of either.
+//
+// The trie is built for speed on large inputs: frame names are interned
+// once, nodes live in one flat slice without pointers (so the garbage
+// collector never scans them), and renderers prune frames narrower than the
+// minimum width before they are emitted.
+package flame
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Unit is what a profile's values count.
+type Unit string
+
+const (
+	Samples     Unit = "samples"
+	Nanoseconds Unit = "nanoseconds"
+	Bytes       Unit = "bytes"
+)
+
+// ParseUnit accepts the names Unit values print as.
+func ParseUnit(s string) (Unit, error) {
+	switch Unit(s) {
+	case Samples, Nanoseconds, Bytes:
+		return Unit(s), nil
+	}
+	return "", fmt.Errorf("unknown unit %q (want samples, nanoseconds or bytes)", s)
+}
+
+// node is one frame in the trie. Children form a singly linked list
+// (firstChild → nextSibling); wide nodes are additionally indexed in
+// Profile.wide so that lookups stay O(1) for hubs such as the root.
+type node struct {
+	name        uint32
+	nchild      uint32
+	firstChild  int32
+	nextSibling int32
+	total       int64 // inclusive: this frame and everything it called
+	self        int64 // samples whose leaf is this frame
+}
+
+// wideFanout is the child count above which a node's children are looked up
+// through the map instead of by walking the sibling list.
+const wideFanout = 8
+
+const noNode = -1
+
+// Profile is a set of stacks with values, merged into a trie.
+type Profile struct {
+	Unit Unit
+
+	names []string          // interned frame names, by id
+	ids   map[string]uint32 // name → id
+	nodes []node            // nodes[0] is the synthetic root ("all")
+	wide  map[uint64]int32  // (parent<<32 | name) → child, for nodes with > wideFanout children
+}
+
+// New returns an empty profile counting unit (samples if empty).
+func New(unit Unit) *Profile {
+	if unit == "" {
+		unit = Samples
+	}
+	p := &Profile{
+		Unit:  unit,
+		ids:   make(map[string]uint32),
+		wide:  make(map[uint64]int32),
+		names: []string{"all"}, // id 0 is the root; never interned, so a frame may be named "all"
+	}
+	p.nodes = append(p.nodes, node{firstChild: noNode, nextSibling: noNode})
+	return p
+}
+
+// Add adds value to the stack frames (root first). Empty frame lists and
+// non-positive values are ignored: they carry no width.
+func (p *Profile) Add(frames []string, value int64) {
+	if len(frames) == 0 || value <= 0 {
+		return
+	}
+	n := int32(0)
+	p.nodes[0].total += value
+	for _, f := range frames {
+		n = p.child(n, p.intern(f))
+		p.nodes[n].total += value
+	}
+	p.nodes[n].self += value
+}
+
+// Total is the sum of all stacks' values.
+func (p *Profile) Total() int64 { return p.nodes[0].total }
+
+// Frames is the number of distinct frames (trie nodes, without the root).
+func (p *Profile) Frames() int { return len(p.nodes) - 1 }
+
+// intern returns name's id, adding it if new.
+func (p *Profile) intern(name string) uint32 {
+	if id, ok := p.ids[name]; ok {
+		return id
+	}
+	id := uint32(len(p.names))
+	name = strings.Clone(name) // callers may pass views into a reused buffer
+	p.names = append(p.names, name)
+	p.ids[name] = id
+	return id
+}
+
+// internBytes is intern without allocating for names already seen: the
+// map lookup with string(b) does not copy.
+func (p *Profile) internBytes(b []byte) uint32 {
+	if id, ok := p.ids[string(b)]; ok {
+		return id
+	}
+	return p.intern(string(b))
+}
+
+// child returns parent's child named name, creating it if absent.
+func (p *Profile) child(parent int32, name uint32) int32 {
+	pn := &p.nodes[parent]
+	if pn.nchild > wideFanout {
+		if c, ok := p.wide[uint64(parent)<<32|uint64(name)]; ok {
+			return c
+		}
+	} else {
+		for c := pn.firstChild; c != noNode; c = p.nodes[c].nextSibling {
+			if p.nodes[c].name == name {
+				return c
+			}
+		}
+	}
+	c := int32(len(p.nodes))
+	p.nodes = append(p.nodes, node{name: name, firstChild: noNode, nextSibling: pn.firstChild})
+	pn = &p.nodes[parent] // append may have moved the slice
+	pn.firstChild = c
+	pn.nchild++
+	switch {
+	case pn.nchild == wideFanout+1:
+		for s := pn.firstChild; s != noNode; s = p.nodes[s].nextSibling {
+			p.wide[uint64(parent)<<32|uint64(p.nodes[s].name)] = s
+		}
+	case pn.nchild > wideFanout+1:
+		p.wide[uint64(parent)<<32|uint64(name)] = c
+	}
+	return c
+}
+
+// lookup returns parent's child named name, or noNode.
+func (p *Profile) lookup(parent int32, name string) int32 {
+	id, ok := p.ids[name]
+	if !ok {
+		return noNode
+	}
+	if p.nodes[parent].nchild > wideFanout {
+		if c, ok := p.wide[uint64(parent)<<32|uint64(id)]; ok {
+			return c
+		}
+		return noNode
+	}
+	for c := p.nodes[parent].firstChild; c != noNode; c = p.nodes[c].nextSibling {
+		if p.nodes[c].name == id {
+			return c
+		}
+	}
+	return noNode
+}
+
+// sortedChildren appends n's children ordered by name (FlameGraph's
+// alphabetical order, which keeps graphs of similar profiles comparable).
+func (p *Profile) sortedChildren(dst []int32, n int32) []int32 {
+	start := len(dst)
+	for c := p.nodes[n].firstChild; c != noNode; c = p.nodes[c].nextSibling {
+		dst = append(dst, c)
+	}
+	sortByName(p, dst[start:])
+	return dst
+}
+
+// Walk calls fn for every stack with a self value, root first, in
+// alphabetical order of frames. The frames slice is reused between calls.
+func (p *Profile) Walk(fn func(frames []string, value int64) error) error {
+	var frames []string
+	var walk func(n int32) error
+	var kidsBuf []int32
+	walk = func(n int32) error {
+		if n != 0 {
+			frames = append(frames, p.names[p.nodes[n].name])
+			defer func() { frames = frames[:len(frames)-1] }()
+			if s := p.nodes[n].self; s > 0 {
+				if err := fn(frames, s); err != nil {
+					return err
+				}
+			}
+		}
+		start := len(kidsBuf)
+		kidsBuf = p.sortedChildren(kidsBuf, n)
+		kids := slices.Clone(kidsBuf[start:])
+		kidsBuf = kidsBuf[:start]
+		for _, c := range kids {
+			if err := walk(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(0)
+}
+
+// Merge adds every stack of q to p. Units must match: adding nanoseconds
+// to samples would draw a meaningless graph.
+func (p *Profile) Merge(q *Profile) error {
+	if p.Unit != q.Unit {
+		return fmt.Errorf("cannot merge a profile in %s into one in %s", q.Unit, p.Unit)
+	}
+	p.nodes[0].total += q.nodes[0].total
+	p.nodes[0].self += q.nodes[0].self
+	p.mergeChildren(0, q, 0)
+	return nil
+}
+
+func (p *Profile) mergeChildren(pn int32, q *Profile, qn int32) {
+	for qc := q.nodes[qn].firstChild; qc != noNode; qc = q.nodes[qc].nextSibling {
+		c := p.child(pn, p.intern(q.names[q.nodes[qc].name]))
+		p.nodes[c].total += q.nodes[qc].total
+		p.nodes[c].self += q.nodes[qc].self
+		p.mergeChildren(c, q, qc)
+	}
+}
