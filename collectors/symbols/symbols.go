@@ -1,0 +1,245 @@
+// Package symbols names the instruction addresses of sampled stacks: kernel
+// addresses from /proc/kallsyms, native user addresses from the ELF symbol
+// tables of the files each process maps, and JIT-compiled code from the
+// process's /tmp/perf-<pid>.map. Files are read through /proc/PID/root so
+// that processes in containers resolve against their own binaries.
+//
+// Frame names follow FlameGraph's conventions: kernel frames end in "_[k]",
+// JIT frames in "_[j]", and an address nothing names is "[unknown]" followed
+// by the module it lies in, e.g. "[unknown] (libfoo.so)".
+package symbols
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// FS reads files below Root: "/" on a live system, a fixture directory in
+// tests.
+type FS struct {
+	Root string
+}
+
+// Default reads the live system.
+var Default = FS{Root: "/"}
+
+func (f FS) path(p string) string { return filepath.Join(f.Root, p) }
+
+// Frame name suffixes and placeholders.
+const (
+	KernelSuffix = "_[k]"
+	JITSuffix    = "_[j]"
+	Unknown      = "[unknown]"
+)
+
+// Symbolizer names addresses, caching what it read: kallsyms once, each
+// binary's symbols once per (device, inode), each process's mappings and
+// perf map once until Forget. It is safe for concurrent use.
+type Symbolizer struct {
+	fs FS
+
+	mu         sync.Mutex
+	kernelDone bool
+	kernel     *KernelSymbols
+	kernelErr  error
+	binaries   map[binaryKey]*Binary // nil value: unreadable, do not retry
+	procs      map[int]*process
+}
+
+type binaryKey struct {
+	dev   string
+	inode uint64
+}
+
+// process is what one pid needs for symbolization.
+type process struct {
+	maps    []Mapping
+	mapsErr error
+	perfMap *PerfMap // nil when the process has none
+}
+
+// New returns a symbolizer reading below fs.
+func New(fs FS) *Symbolizer {
+	return &Symbolizer{fs: fs, binaries: map[binaryKey]*Binary{}, procs: map[int]*process{}}
+}
+
+// KernelSymbols loads /proc/kallsyms once.
+func (s *Symbolizer) KernelSymbols() (*KernelSymbols, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kernelSymbols()
+}
+
+func (s *Symbolizer) kernelSymbols() (*KernelSymbols, error) {
+	if !s.kernelDone {
+		s.kernelDone = true
+		f, err := os.Open(s.fs.path("/proc/kallsyms"))
+		if err != nil {
+			s.kernelErr = fmt.Errorf("open kallsyms: %w", err)
+		} else {
+			s.kernel, s.kernelErr = parseKallsyms(f)
+			f.Close()
+		}
+	}
+	return s.kernel, s.kernelErr
+}
+
+// Warnings say why some frames could not be named, in one sentence each, for
+// the report. They are empty when nothing stands in the way.
+func (s *Symbolizer) Warnings() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	if !s.kernelDone {
+		return nil
+	}
+	switch {
+	case s.kernelErr != nil:
+		out = append(out, fmt.Sprintf("kernel frames are unnamed: %v", s.kernelErr))
+	case s.kernel.Restricted:
+		out = append(out, "kernel frames are unnamed because /proc/kallsyms shows zero addresses to this user (run as root, or lower kernel.kptr_restrict)")
+	}
+	return out
+}
+
+// Kernel names kernel addresses; out[i] names addrs[i].
+func (s *Symbolizer) Kernel(addrs []uint64) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k, _ := s.kernelSymbols()
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		name, _, ok := k.Resolve(a)
+		if !ok {
+			name = Unknown
+		}
+		out[i] = name + KernelSuffix
+	}
+	return out
+}
+
+// User names addresses in process pid's address space; out[i] names
+// addrs[i]. The process must still be alive the first time it is asked
+// about (its mappings are read then); later calls use the cache.
+func (s *Symbolizer) User(pid int, addrs []uint64) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.process(pid)
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = s.userFrame(pid, p, a)
+	}
+	return out
+}
+
+func (s *Symbolizer) userFrame(pid int, p *process, addr uint64) string {
+	m, ok := findMapping(p.maps, addr)
+	if ok && m.FileBacked() {
+		if b := s.binary(pid, m); b != nil {
+			off := addr - m.Start + m.Offset
+			if name, ok := b.Resolve(b.FileOffsetToAddr(off)); ok {
+				return name
+			}
+		}
+		return Unknown + " (" + m.Module() + ")"
+	}
+	// JIT code lives in anonymous executable memory (or, when the maps
+	// could not be read, anywhere): that is what perf maps describe.
+	if name, ok := p.perfMap.Resolve(addr); ok {
+		return name + JITSuffix
+	}
+	if ok {
+		return Unknown + " (" + m.Module() + ")"
+	}
+	return Unknown
+}
+
+// process reads pid's mappings and perf map on first use.
+func (s *Symbolizer) process(pid int) *process {
+	if p, ok := s.procs[pid]; ok {
+		return p
+	}
+	p := &process{}
+	s.procs[pid] = p
+	dir := s.fs.path("/proc/" + strconv.Itoa(pid))
+	if f, err := os.Open(dir + "/maps"); err != nil {
+		p.mapsErr = err
+	} else {
+		p.maps, p.mapsErr = parseMaps(f)
+		f.Close()
+	}
+	p.perfMap, _ = s.readPerfMap(pid)
+	return p
+}
+
+// PerfMapPath is where process pid's JIT writes its perf map, as seen from
+// this (host) mount namespace: the file is named after the pid inside the
+// process's own pid namespace and lives in its own /tmp.
+func (s *Symbolizer) PerfMapPath(pid int) string {
+	nspid := pid
+	if f, err := os.Open(s.fs.path(fmt.Sprintf("/proc/%d/status", pid))); err == nil {
+		if n, ok, err := parseNSpid(f); err == nil && ok {
+			nspid = n
+		}
+		f.Close()
+	}
+	return s.fs.path(fmt.Sprintf("/proc/%d/root/tmp/perf-%d.map", pid, nspid))
+}
+
+// readPerfMap returns nil, nil when the process has no perf map.
+func (s *Symbolizer) readPerfMap(pid int) (*PerfMap, error) {
+	f, err := os.Open(s.PerfMapPath(pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parsePerfMap(f)
+}
+
+// binary returns m's symbols, reading the file through the process's root
+// on first use. Deleted files (upgraded packages, replaced binaries) are
+// still reachable through /proc/PID/map_files while they are mapped.
+func (s *Symbolizer) binary(pid int, m Mapping) *Binary {
+	key := binaryKey{m.Dev, m.Inode}
+	if b, ok := s.binaries[key]; ok {
+		return b
+	}
+	candidates := []string{s.fs.path(fmt.Sprintf("/proc/%d/root%s", pid, m.Path))}
+	mapFile := s.fs.path(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
+	if m.Deleted {
+		candidates = []string{mapFile}
+	} else {
+		candidates = append(candidates, mapFile)
+	}
+	var b *Binary
+	for _, path := range candidates {
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		b, err = ReadBinary(f)
+		f.Close()
+		if err == nil {
+			break
+		}
+	}
+	s.binaries[key] = b
+	return b
+}
+
+// Forget drops pid's cached mappings and perf map (binaries stay cached):
+// call it when the pid may have exited and been reused, or to pick up a
+// perf map written since.
+func (s *Symbolizer) Forget(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.procs, pid)
+}
