@@ -90,8 +90,13 @@ func TestProcessStartLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if age := time.Since(start); age < 0 || age > time.Hour {
+	if age := time.Since(start); age < -20*time.Millisecond || age > time.Hour {
 		t.Errorf("this test process started %v ago", age)
+	}
+	// A command name with spaces and parentheses must not shift fields.
+	line := "42 (a b) c)) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 123456 19"
+	if v, err := parseStartTime(line); err != nil || v != 123456 {
+		t.Errorf("starttime = %d, %v", v, err)
 	}
 }
 

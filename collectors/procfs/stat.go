@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // userHZ is the unit of /proc/stat times. It is 100 on every Linux
@@ -132,31 +134,40 @@ func subTimes(a, b CPUTimes) CPUTimes {
 		Idle: a.Idle - b.Idle, IOWait: a.IOWait - b.IOWait, IRQ: a.IRQ - b.IRQ, SoftIRQ: a.SoftIRQ - b.SoftIRQ, Steal: a.Steal - b.Steal}
 }
 
-// ProcessStart is when pid started, from its starttime in /proc/PID/stat
-// (clock ticks since boot) and btime.
+// ProcessStart is when pid started. starttime in /proc/PID/stat counts
+// clock ticks since boot; it is compared with CLOCK_BOOTTIME now rather than
+// added to btime, because btime is rounded to whole seconds and would put
+// up to a second of error into "time to attach".
 func (fs FS) ProcessStart(pid int) (time.Time, error) {
-	st, err := fs.Stat()
-	if err != nil {
-		return time.Time{}, err
-	}
 	raw, err := fs.ReadString(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return time.Time{}, err
 	}
+	ticks, err := parseStartTime(raw)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	var now unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &now); err != nil {
+		return time.Time{}, err
+	}
+	sinceBoot := time.Duration(now.Nano())
+	started := time.Duration(ticks) * time.Second / userHZ
+	return time.Now().Add(started - sinceBoot), nil
+}
+
+// parseStartTime reads field 22 (starttime) of a /proc/PID/stat line.
+func parseStartTime(raw string) (uint64, error) {
 	// The command name (field 2) may hold spaces and parentheses: fields
 	// are counted after the last ')'.
 	i := strings.LastIndexByte(raw, ')')
 	if i < 0 {
-		return time.Time{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
+		return 0, fmt.Errorf("malformed stat line")
 	}
 	f := strings.Fields(raw[i+1:])
 	const startTimeField = 22 - 3 // field 22, counted from field 3
 	if len(f) <= startTimeField {
-		return time.Time{}, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+		return 0, fmt.Errorf("too few fields")
 	}
-	ticks, err := strconv.ParseUint(f[startTimeField], 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("/proc/%d/stat starttime: %w", pid, err)
-	}
-	return time.Unix(st.BootTime, 0).Add(time.Duration(ticks) * time.Second / userHZ), nil
+	return strconv.ParseUint(f[startTimeField], 10, 64)
 }
