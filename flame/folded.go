@@ -74,8 +74,7 @@ func (p *Profile) addFoldedLine(line []byte, path *[]int32) error {
 	if value == 0 || len(stack) == 0 {
 		return nil
 	}
-	nodes := p.nodes
-	nodes[0].total += value
+	p.node(0).total += value
 	n := int32(0)
 	depth := 0
 	prev := *path
@@ -87,14 +86,13 @@ func (p *Profile) addFoldedLine(line []byte, path *[]int32) error {
 		} else {
 			frame, stack = stack, nil
 		}
-		if same && depth < len(prev) && p.names[nodes[prev[depth]].name] == string(frame) {
+		if same && depth < len(prev) && p.names[p.node(prev[depth]).name] == string(frame) {
 			n = prev[depth]
 		} else {
 			same = false
 			n = p.child(n, p.internBytes(frame))
-			nodes = p.nodes
 		}
-		nodes[n].total += value
+		p.node(n).total += value
 		if depth < len(prev) {
 			prev[depth] = n
 		} else {
@@ -103,7 +101,7 @@ func (p *Profile) addFoldedLine(line []byte, path *[]int32) error {
 		depth++
 	}
 	*path = prev[:depth]
-	nodes[n].self += value
+	p.node(n).self += value
 	return nil
 }
 

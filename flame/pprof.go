@@ -46,9 +46,9 @@ func WritePprof(w io.Writer, p *Profile) error {
 	var walk func(n int32)
 	walk = func(n int32) {
 		if n != 0 {
-			path = append(path, p.nodes[n].name)
+			path = append(path, p.node(n).name)
 			defer func() { path = path[:len(path)-1] }()
-			if s := p.nodes[n].self; s > 0 {
+			if s := p.node(n).self; s > 0 {
 				// pprof stacks are leaf first.
 				ls := make([]*profile.Location, len(path))
 				for i, id := range path {
@@ -57,7 +57,7 @@ func WritePprof(w io.Writer, p *Profile) error {
 				out.Sample = append(out.Sample, &profile.Sample{Location: ls, Value: []int64{s}})
 			}
 		}
-		for c := p.nodes[n].firstChild; c != noNode; c = p.nodes[c].nextSibling {
+		for c := p.node(n).firstChild; c != noNode; c = p.node(c).nextSibling {
 			walk(c)
 		}
 	}

@@ -61,8 +61,32 @@ type Profile struct {
 
 	names []string          // interned frame names, by id
 	ids   map[string]uint32 // name → id
-	nodes []node            // nodes[0] is the synthetic root ("all")
-	wide  map[uint64]int32  // (parent<<32 | name) → child, for nodes with > wideFanout children
+	// chunks hold the nodes, node n at chunks[n>>chunkBits][n&chunkMask];
+	// node 0 is the synthetic root ("all"). Fixed-size chunks never move,
+	// so growing the trie neither copies it nor leaves the old copy for
+	// the garbage collector, which halves peak memory on large inputs.
+	chunks [][]node
+	count  int32
+	wide   map[uint64]int32 // (parent<<32 | name) → child, for nodes with > wideFanout children
+}
+
+const (
+	chunkBits = 16
+	chunkMask = 1<<chunkBits - 1
+)
+
+// node returns node n; the pointer stays valid while the trie grows.
+func (p *Profile) node(n int32) *node { return &p.chunks[n>>chunkBits][n&chunkMask] }
+
+// newNode appends a node and returns its index.
+func (p *Profile) newNode(v node) int32 {
+	n := p.count
+	if int(n>>chunkBits) == len(p.chunks) {
+		p.chunks = append(p.chunks, make([]node, 1<<chunkBits))
+	}
+	p.chunks[n>>chunkBits][n&chunkMask] = v
+	p.count++
+	return n
 }
 
 // New returns an empty profile counting unit (samples if empty).
@@ -76,7 +100,7 @@ func New(unit Unit) *Profile {
 		wide:  make(map[uint64]int32),
 		names: []string{"all"}, // id 0 is the root; never interned, so a frame may be named "all"
 	}
-	p.nodes = append(p.nodes, node{firstChild: noNode, nextSibling: noNode})
+	p.newNode(node{firstChild: noNode, nextSibling: noNode})
 	return p
 }
 
@@ -87,19 +111,19 @@ func (p *Profile) Add(frames []string, value int64) {
 		return
 	}
 	n := int32(0)
-	p.nodes[0].total += value
+	p.node(0).total += value
 	for _, f := range frames {
 		n = p.child(n, p.intern(f))
-		p.nodes[n].total += value
+		p.node(n).total += value
 	}
-	p.nodes[n].self += value
+	p.node(n).self += value
 }
 
 // Total is the sum of all stacks' values.
-func (p *Profile) Total() int64 { return p.nodes[0].total }
+func (p *Profile) Total() int64 { return p.node(0).total }
 
 // Frames is the number of distinct frames (trie nodes, without the root).
-func (p *Profile) Frames() int { return len(p.nodes) - 1 }
+func (p *Profile) Frames() int { return int(p.count) - 1 }
 
 // intern returns name's id, adding it if new.
 func (p *Profile) intern(name string) uint32 {
@@ -124,27 +148,27 @@ func (p *Profile) internBytes(b []byte) uint32 {
 
 // child returns parent's child named name, creating it if absent.
 func (p *Profile) child(parent int32, name uint32) int32 {
-	pn := &p.nodes[parent]
+	pn := p.node(parent)
 	if pn.nchild > wideFanout {
 		if c, ok := p.wide[uint64(parent)<<32|uint64(name)]; ok {
 			return c
 		}
 	} else {
-		for c := pn.firstChild; c != noNode; c = p.nodes[c].nextSibling {
-			if p.nodes[c].name == name {
+		for c := pn.firstChild; c != noNode; {
+			cn := p.node(c)
+			if cn.name == name {
 				return c
 			}
+			c = cn.nextSibling
 		}
 	}
-	c := int32(len(p.nodes))
-	p.nodes = append(p.nodes, node{name: name, firstChild: noNode, nextSibling: pn.firstChild})
-	pn = &p.nodes[parent] // append may have moved the slice
+	c := p.newNode(node{name: name, firstChild: noNode, nextSibling: pn.firstChild})
 	pn.firstChild = c
 	pn.nchild++
 	switch {
 	case pn.nchild == wideFanout+1:
-		for s := pn.firstChild; s != noNode; s = p.nodes[s].nextSibling {
-			p.wide[uint64(parent)<<32|uint64(p.nodes[s].name)] = s
+		for s := pn.firstChild; s != noNode; s = p.node(s).nextSibling {
+			p.wide[uint64(parent)<<32|uint64(p.node(s).name)] = s
 		}
 	case pn.nchild > wideFanout+1:
 		p.wide[uint64(parent)<<32|uint64(name)] = c
@@ -158,14 +182,14 @@ func (p *Profile) lookup(parent int32, name string) int32 {
 	if !ok {
 		return noNode
 	}
-	if p.nodes[parent].nchild > wideFanout {
+	if p.node(parent).nchild > wideFanout {
 		if c, ok := p.wide[uint64(parent)<<32|uint64(id)]; ok {
 			return c
 		}
 		return noNode
 	}
-	for c := p.nodes[parent].firstChild; c != noNode; c = p.nodes[c].nextSibling {
-		if p.nodes[c].name == id {
+	for c := p.node(parent).firstChild; c != noNode; c = p.node(c).nextSibling {
+		if p.node(c).name == id {
 			return c
 		}
 	}
@@ -176,7 +200,7 @@ func (p *Profile) lookup(parent int32, name string) int32 {
 // alphabetical order, which keeps graphs of similar profiles comparable).
 func (p *Profile) sortedChildren(dst []int32, n int32) []int32 {
 	start := len(dst)
-	for c := p.nodes[n].firstChild; c != noNode; c = p.nodes[c].nextSibling {
+	for c := p.node(n).firstChild; c != noNode; c = p.node(c).nextSibling {
 		dst = append(dst, c)
 	}
 	sortByName(p, dst[start:])
@@ -191,9 +215,9 @@ func (p *Profile) Walk(fn func(frames []string, value int64) error) error {
 	var kidsBuf []int32
 	walk = func(n int32) error {
 		if n != 0 {
-			frames = append(frames, p.names[p.nodes[n].name])
+			frames = append(frames, p.names[p.node(n).name])
 			defer func() { frames = frames[:len(frames)-1] }()
-			if s := p.nodes[n].self; s > 0 {
+			if s := p.node(n).self; s > 0 {
 				if err := fn(frames, s); err != nil {
 					return err
 				}
@@ -219,17 +243,17 @@ func (p *Profile) Merge(q *Profile) error {
 	if p.Unit != q.Unit {
 		return fmt.Errorf("cannot merge a profile in %s into one in %s", q.Unit, p.Unit)
 	}
-	p.nodes[0].total += q.nodes[0].total
-	p.nodes[0].self += q.nodes[0].self
+	p.node(0).total += q.node(0).total
+	p.node(0).self += q.node(0).self
 	p.mergeChildren(0, q, 0)
 	return nil
 }
 
 func (p *Profile) mergeChildren(pn int32, q *Profile, qn int32) {
-	for qc := q.nodes[qn].firstChild; qc != noNode; qc = q.nodes[qc].nextSibling {
-		c := p.child(pn, p.intern(q.names[q.nodes[qc].name]))
-		p.nodes[c].total += q.nodes[qc].total
-		p.nodes[c].self += q.nodes[qc].self
+	for qc := q.node(qn).firstChild; qc != noNode; qc = q.node(qc).nextSibling {
+		c := p.child(pn, p.intern(q.names[q.node(qc).name]))
+		p.node(c).total += q.node(qc).total
+		p.node(c).self += q.node(qc).self
 		p.mergeChildren(c, q, qc)
 	}
 }

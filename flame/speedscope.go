@@ -72,14 +72,14 @@ func WriteSpeedscope(w io.Writer, p *Profile, o Options) error {
 	var walk func(n int32)
 	walk = func(n int32) {
 		if n != 0 {
-			path = append(path, int32(p.nodes[n].name)-1)
+			path = append(path, int32(p.node(n).name)-1)
 			defer func() { path = path[:len(path)-1] }()
-			if s := p.nodes[n].self; s > 0 {
+			if s := p.node(n).self; s > 0 {
 				prof.Samples = append(prof.Samples, append([]int32(nil), path...))
 				prof.Weights = append(prof.Weights, s)
 			}
 		}
-		for c := p.nodes[n].firstChild; c != noNode; c = p.nodes[c].nextSibling {
+		for c := p.node(n).firstChild; c != noNode; c = p.node(c).nextSibling {
 			walk(c)
 		}
 	}

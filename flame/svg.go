@@ -83,7 +83,7 @@ type diffView struct {
 }
 
 func (d *diffView) delta(p *Profile, n int32) float64 {
-	v := float64(p.nodes[n].total)
+	v := float64(p.node(n).total)
 	if d.shapeIsAfter {
 		return v - d.other[n]
 	}
@@ -132,7 +132,7 @@ func layout(p *Profile, o Options, d *diffView) *graph {
 		g.boxes = append(g.boxes, frameBox(f))
 		g.maxDepth = max(g.maxDepth, f.depth)
 		kids = kids[:0]
-		for c := p.nodes[f.node].firstChild; c != noNode; c = p.nodes[c].nextSibling {
+		for c := p.node(f.node).firstChild; c != noNode; c = p.node(c).nextSibling {
 			kids = append(kids, c)
 		}
 		if len(kids) == 0 {
@@ -143,10 +143,10 @@ func layout(p *Profile, o Options, d *diffView) *graph {
 		// Pushed in reverse so that frames are written left to right.
 		first := len(stack)
 		for _, c := range kids {
-			if t := p.nodes[c].total; t >= minValue {
+			if t := p.node(c).total; t >= minValue {
 				stack = append(stack, pending{c, f.depth + 1, x})
 			}
-			x += p.nodes[c].total
+			x += p.node(c).total
 		}
 		for i, j := first, len(stack)-1; i < j; i, j = i+1, j-1 {
 			stack[i], stack[j] = stack[j], stack[i]
@@ -356,7 +356,7 @@ func (g *graph) writeFrames(s *svgWriter) error {
 		}
 	}
 	for _, b := range g.boxes {
-		n := &p.nodes[b.node]
+		n := p.node(b.node)
 		name := p.names[n.name]
 		if b.node == 0 {
 			name = "all"
@@ -526,6 +526,6 @@ func sortByName(p *Profile, nodes []int32) {
 		return
 	}
 	slices.SortFunc(nodes, func(a, b int32) int {
-		return strings.Compare(p.names[p.nodes[a].name], p.names[p.nodes[b].name])
+		return strings.Compare(p.names[p.node(a).name], p.names[p.node(b).name])
 	})
 }
