@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Quick start, step 2: install what the tests need and run every tier:
+# unit tests, root probe tests and root integration tests, after checking
+# formatting, vet, and that the committed BPF objects match their sources.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "run as root: the probe and integration tests load eBPF programs" >&2; exit 3; }
+bash scripts/deps.sh test
+export PERFSCOPE_REQUIRE_ROOT_TESTS="${PERFSCOPE_REQUIRE_ROOT_TESTS:-1}"
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+[ -z "$unformatted" ] || { echo "gofmt needed:"; echo "$unformatted"; exit 1; }
+
+echo "== generated BPF objects match their sources"
+gen=$(find probes -name '*_bpfel.go' -o -name '*_bpfel.o' | sort)
+before=$(sha256sum $gen)
+go generate ./probes/...
+after=$(sha256sum $(find probes -name '*_bpfel.go' -o -name '*_bpfel.o' | sort))
+if [ "$before" != "$after" ]; then
+	diff <(echo "$before") <(echo "$after") || true
+	echo "generated BPF files differ from the sources: run 'make generate' and commit" >&2
+	exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== go test (all tiers)"
+go test -count=1 -timeout 25m ./...
