@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * cpuprofile: on-CPU stack sampling. User space opens a software cpu-clock
+ * perf event on every online CPU at a fixed frequency and attaches
+ * on_cpu_clock to each; every tick records the interrupted thread's kernel
+ * and user stacks in a stack map and counts the (thread, CPU, stacks) tuple
+ * in a hash, so only distinct stacks ever cross to user space.
+ */
+#include "kernel.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "types.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Knobs set by the loader before load. */
+const volatile __u32 target_tgid = 0;   /* 0: every process */
+const volatile bool collect_kernel = true;
+const volatile bool collect_user = true;
+const volatile bool include_idle = false;
+
+/* max_entries of both maps are resized by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64[CPUPROFILE_MAX_DEPTH]);
+} stack_traces SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 40960);
+	__type(key, struct sample_key);
+	__type(value, __u64);
+} sample_counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LOST_REASONS);
+	__type(key, enum lost_reason);
+	__type(value, __u64);
+} lost_samples SEC(".maps");
+
+/* Only task_struct->flags is read. The "___cpuprofile" flavour suffix keeps
+ * this declaration from clashing with a task_struct another probe may add to
+ * kernel.h; CO-RE ignores the suffix when matching the kernel's BTF. */
+struct task_struct___cpuprofile {
+	unsigned int flags;
+} __attribute__((preserve_access_index));
+
+enum { PF_KTHREAD = 0x00200000 };
+enum { E_FAULT = 14, E_EXIST = 17 };
+
+static __always_inline void count_lost(enum lost_reason reason)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost_samples, &reason);
+	if (n)
+		(*n)++;
+}
+
+SEC("perf_event")
+int on_cpu_clock(void *ctx)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, pid = (__u32)id;
+
+	if (target_tgid && tgid != target_tgid)
+		return 0;
+	if (pid == 0 && !include_idle)
+		return 0;
+
+	struct sample_key key;
+	__builtin_memset(&key, 0, sizeof(key));
+	key.pid = pid;
+	key.tgid = tgid;
+	key.cpu = bpf_get_smp_processor_id();
+	key.kernel_stack_id = -1;
+	key.user_stack_id = -1;
+	bpf_get_current_comm(&key.comm, sizeof(key.comm));
+
+	if (collect_kernel) {
+		long sid = bpf_get_stackid(ctx, &stack_traces, 0);
+		/* -EFAULT is the empty kernel half of a sample taken in user
+		 * mode (a kernel-mode sample has at least its own IP). */
+		if (sid == -E_EXIST) {
+			count_lost(LOST_KERNEL_STACK_COLLISION);
+			return 0;
+		}
+		if (sid < 0 && sid != -E_FAULT) {
+			count_lost(LOST_KERNEL_STACK_FAULT);
+			return 0;
+		}
+		key.kernel_stack_id = sid < 0 ? -1 : sid;
+	}
+	if (collect_user) {
+		/* Kernel threads and the idle task have no user stack: that is
+		 * not a lost sample, just an empty half. */
+		struct task_struct___cpuprofile *task = (void *)bpf_get_current_task();
+		bool kthread = pid == 0 || (BPF_CORE_READ(task, flags) & PF_KTHREAD);
+		if (!kthread) {
+			long sid = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+			if (sid < 0) {
+				count_lost(sid == -E_EXIST ? LOST_USER_STACK_COLLISION : LOST_USER_STACK_FAULT);
+				return 0;
+			}
+			key.user_stack_id = sid;
+		} else if (!collect_kernel) {
+			return 0; /* --user-only: nothing of a kernel thread to show */
+		}
+	}
+
+	__u64 *count = bpf_map_lookup_elem(&sample_counts, &key);
+	if (count) {
+		__sync_fetch_and_add(count, 1);
+		return 0;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&sample_counts, &key, &one, BPF_NOEXIST) == 0)
+		return 0;
+	/* Another CPU may have inserted the same key in between. */
+	count = bpf_map_lookup_elem(&sample_counts, &key);
+	if (count)
+		__sync_fetch_and_add(count, 1);
+	else
+		count_lost(LOST_COUNTS_FULL);
+	return 0;
+}

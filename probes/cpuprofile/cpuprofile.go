@@ -1,0 +1,432 @@
+// Package cpuprofile samples on-CPU stacks with a software cpu-clock perf
+// event on every online CPU and a BPF program that counts (thread, CPU,
+// kernel stack, user stack) tuples in the kernel. User space reads only the
+// distinct stacks and their counts; symbolization is separate
+// (collectors/symbols) so that callers can split or filter samples — by CPU,
+// by process — before paying for it.
+package cpuprofile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/probes"
+)
+
+// Stacks says which halves of each stack to record.
+type Stacks int
+
+const (
+	// KernelAndUser records both (the default).
+	KernelAndUser Stacks = iota
+	// KernelOnly skips user stacks: cheaper, and enough for softirq and
+	// network-stack work.
+	KernelOnly
+	// UserOnly skips kernel stacks and samples of kernel threads.
+	UserOnly
+)
+
+// DefaultFrequency is 99 Hz, off the 100 Hz timer tick so that sampling does
+// not run in lockstep with periodic work (the FlameGraph convention).
+const DefaultFrequency = 99
+
+// Options configure a profiler.
+type Options struct {
+	// PID limits sampling to one process (its tgid, as the host's pid
+	// namespace sees it); 0 samples every process.
+	PID int
+	// Frequency is samples per second per CPU; 0 means DefaultFrequency.
+	Frequency int
+	Stacks    Stacks
+	// IncludeIdle keeps samples of the idle task (pid 0), which otherwise
+	// dominate the profile of any machine that is not saturated.
+	IncludeIdle bool
+	// StackEntries and CountEntries size the stack map and the count hash
+	// (0: 16384 and 40960). Too small a stack map shows up as
+	// stack collisions in Lost.
+	StackEntries int
+	CountEntries int
+}
+
+// Sample is one aggregation bucket: Count ticks of thread TID of process PID
+// on CPU with the same stacks. Stacks are instruction addresses, leaf first;
+// nil when not collected.
+type Sample struct {
+	PID, TID, CPU int
+	Comm          string
+	KernelStack   []uint64
+	UserStack     []uint64
+	Count         uint64
+}
+
+// Lost counts samples that were dropped, by reason.
+type Lost struct {
+	// KernelStackCollisions and UserStackCollisions: the stack map bucket
+	// was taken by another stack (-EEXIST); a bigger StackEntries helps.
+	KernelStackCollisions uint64 `json:"kernel_stack_collisions"`
+	UserStackCollisions   uint64 `json:"user_stack_collisions"`
+	// KernelStackFaults and UserStackFaults: the stack walk failed
+	// (-EFAULT), e.g. a user stack paged out.
+	KernelStackFaults uint64 `json:"kernel_stack_faults"`
+	UserStackFaults   uint64 `json:"user_stack_faults"`
+	// CountsFull: the count hash had no room for a new tuple.
+	CountsFull uint64 `json:"counts_full"`
+}
+
+// Total is the number of samples lost for any reason.
+func (l Lost) Total() uint64 {
+	return l.KernelStackCollisions + l.UserStackCollisions + l.KernelStackFaults + l.UserStackFaults + l.CountsFull
+}
+
+// Profile is what a profiler has counted since Start.
+type Profile struct {
+	Taken   time.Time
+	Samples []Sample
+	Lost    Lost
+}
+
+// Total is the number of samples in the profile.
+func (p Profile) Total() uint64 {
+	var n uint64
+	for _, s := range p.Samples {
+		n += s.Count
+	}
+	return n
+}
+
+// Profiler is a loaded cpuprofile BPF object and, once started, its perf
+// events.
+type Profiler struct {
+	opts Options
+	// objs holds the program and maps only. Loading them through
+	// LoadAndAssign rather than NewCollection matters: a Collection also
+	// memory-maps .rodata for its Variables, and that mapping keeps the map
+	// alive after Close until the garbage collector runs.
+	objs   *profilerObjects
+	events []*perfEvent
+}
+
+type profilerObjects struct {
+	cpuprofilePrograms
+	cpuprofileMaps
+}
+
+// Open validates opts and loads the BPF object; nothing samples until Start.
+func Open(opts Options) (*Profiler, error) {
+	if opts.Frequency == 0 {
+		opts.Frequency = DefaultFrequency
+	}
+	if opts.Frequency < 0 {
+		return nil, fmt.Errorf("sampling frequency %d Hz: must be positive", opts.Frequency)
+	}
+	if opts.PID < 0 {
+		return nil, fmt.Errorf("pid %d: must be positive", opts.PID)
+	}
+	spec, err := loadCpuprofile()
+	if err != nil {
+		return nil, fmt.Errorf("load cpuprofile BPF spec: %w", err)
+	}
+	if opts.StackEntries > 0 {
+		spec.Maps[cpuprofileMapStackTraces].MaxEntries = uint32(opts.StackEntries)
+	}
+	if opts.CountEntries > 0 {
+		spec.Maps[cpuprofileMapSampleCounts].MaxEntries = uint32(opts.CountEntries)
+	}
+	vars := map[string]any{
+		cpuprofileVarTargetTgid:    uint32(opts.PID),
+		cpuprofileVarCollectKernel: opts.Stacks != UserOnly,
+		cpuprofileVarCollectUser:   opts.Stacks != KernelOnly,
+		cpuprofileVarIncludeIdle:   opts.IncludeIdle,
+	}
+	for name, v := range vars {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	probes.Prepare()
+	objs := &profilerObjects{}
+	if err := spec.LoadAndAssign(objs, nil); err != nil {
+		return nil, probes.Classify("load cpuprofile BPF program", err)
+	}
+	return &Profiler{opts: opts, objs: objs}, nil
+}
+
+// Start opens a cpu-clock perf event on every online CPU and attaches the
+// program to each. On error nothing stays open.
+func (p *Profiler) Start() error {
+	if p.events != nil {
+		return errors.New("cpuprofile: already started")
+	}
+	cpus, err := onlineCPUs()
+	if err != nil {
+		return err
+	}
+	for _, cpu := range cpus {
+		ev, err := openCPUClock(cpu, p.opts.Frequency, p.objs.OnCpuClock)
+		if err != nil {
+			p.Stop()
+			return err
+		}
+		p.events = append(p.events, ev)
+	}
+	return nil
+}
+
+// AttachMode says how the program was attached: "perf_link" (a BPF link,
+// kernel ≥ 5.15) or "ioctl" (PERF_EVENT_IOC_SET_BPF on older kernels).
+func (p *Profiler) AttachMode() string {
+	if len(p.events) == 0 {
+		return ""
+	}
+	if p.events[0].link != nil {
+		return "perf_link"
+	}
+	return "ioctl"
+}
+
+// CPUs is the number of CPUs being sampled.
+func (p *Profiler) CPUs() int { return len(p.events) }
+
+// Frequency is the sampling frequency in Hz.
+func (p *Profiler) Frequency() int { return p.opts.Frequency }
+
+// Stop detaches from every CPU and closes the perf events; the counts stay
+// readable with Snapshot until Close. Safe to call more than once.
+func (p *Profiler) Stop() error {
+	var errs []error
+	for _, ev := range p.events {
+		errs = append(errs, ev.close())
+	}
+	p.events = nil
+	return errors.Join(errs...)
+}
+
+// Close stops sampling and frees the BPF object. Safe to call more than once.
+func (p *Profiler) Close() error {
+	if p == nil {
+		return nil
+	}
+	err := p.Stop()
+	if p.objs != nil {
+		err = errors.Join(err, p.objs.cpuprofilePrograms.Close(), p.objs.cpuprofileMaps.Close())
+		p.objs = nil
+	}
+	return err
+}
+
+// Costs is the program's bpf_stats run count and time (zero unless
+// probes.EnableStats is active).
+func (p *Profiler) Costs() []probes.ProgramCost {
+	if p.objs == nil {
+		return nil
+	}
+	return probes.Costs(map[string]*ebpf.Program{cpuprofileProgOnCpuClock: p.objs.OnCpuClock})
+}
+
+// Snapshot reads every counted tuple and its stacks. Counts are cumulative
+// since Start.
+func (p *Profiler) Snapshot() (Profile, error) {
+	prof := Profile{Taken: time.Now()}
+	if p.objs == nil {
+		return prof, errors.New("cpuprofile: snapshot after Close")
+	}
+	var err error
+	if prof.Lost, err = p.readLost(); err != nil {
+		return prof, err
+	}
+	stacks := p.objs.StackTraces
+	// The value is CPUPROFILE_MAX_DEPTH addresses; its size comes from the
+	// map rather than a Go copy of the C constant.
+	ips := make([]uint64, stacks.ValueSize()/8)
+	cache := map[int32][]uint64{}
+	stack := func(id int32) ([]uint64, error) {
+		if id < 0 {
+			return nil, nil
+		}
+		if s, ok := cache[id]; ok {
+			return s, nil
+		}
+		if err := stacks.Lookup(uint32(id), ips); err != nil {
+			return nil, fmt.Errorf("read stack %d: %w", id, err)
+		}
+		s := trimStack(ips)
+		cache[id] = s
+		return s, nil
+	}
+
+	var key cpuprofileSampleKey
+	var count uint64
+	it := p.objs.SampleCounts.Iterate()
+	for it.Next(&key, &count) {
+		s := Sample{PID: int(key.Tgid), TID: int(key.Pid), CPU: int(key.Cpu), Comm: commString(key.Comm), Count: count}
+		if s.KernelStack, err = stack(key.KernelStackId); err != nil {
+			return prof, err
+		}
+		if s.UserStack, err = stack(key.UserStackId); err != nil {
+			return prof, err
+		}
+		prof.Samples = append(prof.Samples, s)
+	}
+	if err := it.Err(); err != nil {
+		return prof, fmt.Errorf("read sample_counts: %w", err)
+	}
+	return prof, nil
+}
+
+func (p *Profiler) readLost() (Lost, error) {
+	m := p.objs.LostSamples
+	sum := func(r cpuprofileLostReason) (uint64, error) {
+		var perCPU []uint64
+		if err := m.Lookup(r, &perCPU); err != nil {
+			return 0, fmt.Errorf("read lost_samples[%d]: %w", r, err)
+		}
+		var n uint64
+		for _, v := range perCPU {
+			n += v
+		}
+		return n, nil
+	}
+	var l Lost
+	for r, dst := range map[cpuprofileLostReason]*uint64{
+		cpuprofileLostReasonLOST_KERNEL_STACK_COLLISION: &l.KernelStackCollisions,
+		cpuprofileLostReasonLOST_KERNEL_STACK_FAULT:     &l.KernelStackFaults,
+		cpuprofileLostReasonLOST_USER_STACK_COLLISION:   &l.UserStackCollisions,
+		cpuprofileLostReasonLOST_USER_STACK_FAULT:       &l.UserStackFaults,
+		cpuprofileLostReasonLOST_COUNTS_FULL:            &l.CountsFull,
+	} {
+		n, err := sum(r)
+		if err != nil {
+			return l, err
+		}
+		*dst = n
+	}
+	return l, nil
+}
+
+// trimStack cuts the zero padding after the last frame.
+func trimStack(ips []uint64) []uint64 {
+	n := 0
+	for n < len(ips) && ips[n] != 0 {
+		n++
+	}
+	return append([]uint64(nil), ips[:n]...)
+}
+
+func commString(c [16]int8) string {
+	b := make([]byte, 0, len(c))
+	for _, v := range c {
+		if v == 0 {
+			break
+		}
+		b = append(b, byte(v))
+	}
+	return string(b)
+}
+
+// perfEvent is one CPU's cpu-clock event and the attachment of the program
+// to it.
+type perfEvent struct {
+	fd   int
+	link link.Link // nil when attached with the ioctl
+}
+
+func (e *perfEvent) close() error {
+	var errs []error
+	if e.link != nil {
+		errs = append(errs, e.link.Close())
+		e.link = nil
+	}
+	if e.fd >= 0 {
+		// With the ioctl attachment, closing the event is what detaches.
+		errs = append(errs, unix.Close(e.fd))
+		e.fd = -1
+	}
+	return errors.Join(errs...)
+}
+
+// openCPUClock opens a software cpu-clock event on cpu in frequency mode
+// (the kernel adjusts the period to hit freq samples/s) and attaches prog.
+// cpu-clock is an hrtimer, so it works in VMs without a PMU.
+func openCPUClock(cpu, freq int, prog *ebpf.Program) (*perfEvent, error) {
+	attr := unix.PerfEventAttr{
+		Type:   unix.PERF_TYPE_SOFTWARE,
+		Config: unix.PERF_COUNT_SW_CPU_CLOCK,
+		Sample: uint64(freq),
+		Bits:   unix.PerfBitFreq,
+	}
+	attr.Size = uint32(unsafe.Sizeof(attr))
+	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		if errors.Is(err, unix.EINVAL) {
+			return nil, fmt.Errorf("open cpu-clock perf event on CPU %d at %d Hz (above kernel.perf_event_max_sample_rate?): %w", cpu, freq, err)
+		}
+		return nil, probes.Classify(fmt.Sprintf("open cpu-clock perf event on CPU %d", cpu), err)
+	}
+	ev := &perfEvent{fd: fd}
+	l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
+	if err == nil {
+		ev.link = l
+		return ev, nil
+	}
+	// Kernels before 5.15 have no perf links: attach the old way. The
+	// attachment then lives exactly as long as the event's fd.
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog.FD()); err != nil {
+		ev.close()
+		return nil, probes.Classify(fmt.Sprintf("attach BPF to perf event on CPU %d", cpu), err)
+	}
+	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
+		ev.close()
+		return nil, probes.Classify(fmt.Sprintf("enable perf event on CPU %d", cpu), err)
+	}
+	return ev, nil
+}
+
+// onlineCPUs lists the CPUs perf can open events on: offline CPUs refuse
+// perf_event_open.
+func onlineCPUs() ([]int, error) {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return nil, fmt.Errorf("list online CPUs: %w", err)
+	}
+	return parseCPUList(strings.TrimSpace(string(b)))
+}
+
+// parseCPUList parses the kernel's CPU list format ("0-3,8,10-11").
+func parseCPUList(s string) ([]int, error) {
+	var cpus []int
+	for _, part := range strings.Split(s, ",") {
+		if part == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(part, "-")
+		first, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("cpu list %q: %w", s, err)
+		}
+		last := first
+		if isRange {
+			if last, err = strconv.Atoi(hi); err != nil {
+				return nil, fmt.Errorf("cpu list %q: %w", s, err)
+			}
+		}
+		if last < first {
+			return nil, fmt.Errorf("cpu list %q: range %s is reversed", s, part)
+		}
+		for c := first; c <= last; c++ {
+			cpus = append(cpus, c)
+		}
+	}
+	if len(cpus) == 0 {
+		return nil, fmt.Errorf("cpu list %q is empty", s)
+	}
+	return cpus, nil
+}

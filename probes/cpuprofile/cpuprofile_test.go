@@ -1,0 +1,238 @@
+package cpuprofile
+
+import (
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/internal/testutil"
+)
+
+func TestParseCPUList(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []int
+	}{
+		{"0", []int{0}},
+		{"0-1", []int{0, 1}},
+		{"0-2,5,7-8", []int{0, 1, 2, 5, 7, 8}},
+	} {
+		got, err := parseCPUList(c.in)
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("parseCPUList(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"", "a", "3-1", "0-x"} {
+		if _, err := parseCPUList(bad); err == nil {
+			t.Errorf("parseCPUList(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestFramesAreRootFirstWithRootFrame(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(dir+"/proc", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kallsyms := "ffffffff81000000 T entry_SYSCALL_64\nffffffff81001000 T do_syscall_64\nffffffff81002000 T __x64_sys_read\n"
+	if err := os.WriteFile(dir+"/proc/kallsyms", []byte(kallsyms), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sym := symbols.New(symbols.FS{Root: dir})
+	s := Sample{PID: 7, TID: 8, CPU: 1, Comm: "a;b",
+		// Leaf first, as the kernel records them; the process has no maps
+		// in the fixture so user frames are unknown.
+		KernelStack: []uint64{0xffffffff81002010, 0xffffffff81001010, 0xffffffff81000010},
+		UserStack:   []uint64{0x1000, 0x2000},
+		Count:       3,
+	}
+	want := []string{"a:b-7/8", "[unknown]", "[unknown]", "entry_SYSCALL_64_[k]", "do_syscall_64_[k]", "__x64_sys_read_[k]"}
+	if got := Frames(sym, s, RootThread); !reflect.DeepEqual(got, want) {
+		t.Errorf("frames = %q\nwant %q", got, want)
+	}
+	for root, first := range map[RootFrame]string{RootComm: "a:b", RootProcess: "a:b-7", RootCPU: "cpu-1", RootNone: "[unknown]"} {
+		if got := Frames(sym, s, root); got[0] != first {
+			t.Errorf("root %d: first frame %q, want %q", root, got[0], first)
+		}
+	}
+}
+
+// spinC burns CPU in one known function for the number of seconds given as
+// its argument (bounded by alarm in case the test dies first).
+const spinC = `
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+volatile unsigned long sink;
+
+static double now(void) {
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) void spin_here_forever(double seconds) {
+	double end = now() + seconds;
+	while (now() < end)
+		for (unsigned long i = 0; i < 2000000; i++)
+			sink += i;
+}
+
+int main(int argc, char **argv) {
+	alarm(15);
+	spin_here_forever(argc > 1 ? atof(argv[1]) : 3);
+	return 0;
+}
+`
+
+func startSpinner(t *testing.T, seconds string) *exec.Cmd {
+	t.Helper()
+	bin := testutil.BuildC(t, spinC)
+	cmd := exec.Command(bin, seconds)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return cmd
+}
+
+func profileFor(t *testing.T, opts Options, d time.Duration) Profile {
+	t.Helper()
+	p, err := Open(opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer p.Close()
+	if err := p.Start(); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	time.Sleep(d)
+	if err := p.Stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	prof, err := p.Snapshot()
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	return prof
+}
+
+// The busy loop's function must be the hottest user frame of its process,
+// and --pid must keep every other process out.
+func TestBusyLoopIsTopUserFrame(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	spinner := startSpinner(t, "3")
+	pid := spinner.Process.Pid
+	time.Sleep(100 * time.Millisecond) // past exec and dynamic loading
+
+	prof := profileFor(t, Options{PID: pid, Frequency: 199}, 1500*time.Millisecond)
+	if prof.Total() == 0 {
+		t.Fatalf("no samples of pid %d (lost: %+v)", pid, prof.Lost)
+	}
+	sym := symbols.New(symbols.Default)
+	self := map[string]uint64{}
+	for _, s := range prof.Samples {
+		if s.PID != pid {
+			t.Fatalf("sample of pid %d (%s) in a profile filtered to pid %d", s.PID, s.Comm, pid)
+		}
+		if len(s.UserStack) == 0 {
+			continue
+		}
+		self[sym.User(s.PID, s.UserStack[:1])[0]] += s.Count
+	}
+	top, topN := "", uint64(0)
+	for name, n := range self {
+		if n > topN {
+			top, topN = name, n
+		}
+	}
+	if top != "spin_here_forever" {
+		t.Errorf("top user frame = %q (%d of %d samples), want spin_here_forever; all: %v", top, topN, prof.Total(), self)
+	}
+	// 1.5 s at 199 Hz on one busy thread is ~300 samples; far fewer
+	// means samples are being dropped.
+	if prof.Total() < 100 {
+		t.Errorf("only %d samples in 1.5 s at 199 Hz of a busy thread", prof.Total())
+	}
+	t.Logf("%d samples, lost %+v, top %s %d", prof.Total(), prof.Lost, top, topN)
+}
+
+func TestKernelOnlyRecordsNoUserStacks(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	spinner := startSpinner(t, "2")
+	prof := profileFor(t, Options{Stacks: KernelOnly, Frequency: 199}, 500*time.Millisecond)
+	found := false
+	for _, s := range prof.Samples {
+		if s.UserStack != nil {
+			t.Fatalf("kernel-only profile has a user stack for %s", s.Comm)
+		}
+		if s.PID == 0 {
+			t.Fatalf("idle task sampled without IncludeIdle")
+		}
+		found = found || s.PID == spinner.Process.Pid
+	}
+	if !found {
+		t.Errorf("system-wide profile has no sample of the busy process %d", spinner.Process.Pid)
+	}
+}
+
+func TestProfilerLeavesNothingBehind(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	beforeFDs := openFDs(t)
+
+	p, err := Open(Options{Frequency: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		p.Close()
+		t.Fatal(err)
+	}
+	if p.CPUs() == 0 || p.AttachMode() == "" {
+		t.Errorf("started on %d CPUs with attach mode %q", p.CPUs(), p.AttachMode())
+	}
+	if err := p.Start(); err == nil {
+		t.Error("second Start succeeded")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if _, err := p.Snapshot(); err != nil {
+		t.Error(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("second close: %v", err)
+	}
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+	if after := openFDs(t); after > beforeFDs {
+		t.Errorf("%d file descriptors open after Close, %d before", after, beforeFDs)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && !strings.HasPrefix(target, "/proc/") {
+			n++
+		}
+	}
+	return n
+}
