@@ -377,3 +377,7 @@ func (t *Target) connect() (net.Conn, error) {
 	})
 	return conn, err
 }
+
+// HostPath is where a path inside the JVM's mount namespace is seen from
+// here.
+func (t *Target) HostPath(p string) string { return t.fs.TargetPath(t.Process.PID, p) }

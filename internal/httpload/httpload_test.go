@@ -1,0 +1,79 @@
+package httpload
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+)
+
+func TestRunCountsEveryRequest(t *testing.T) {
+	var served, posted atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		if r.Method == http.MethodPost && r.Header.Get("X-Test") == "yes" {
+			if b, _ := io.ReadAll(r.Body); string(b) == "payload" {
+				posted.Add(1)
+			}
+		}
+		if r.URL.Path == "/fail" {
+			http.Error(w, "no", http.StatusInternalServerError)
+		}
+	}))
+	defer srv.Close()
+	h := http.Header{}
+	if err := ParseHeader(h, "X-Test: yes"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(context.Background(), Spec{URL: srv.URL + "/ok", Method: "POST", Body: []byte("payload"), Header: h, Requests: 250, Concurrency: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Completed != 250 || r.Failures != 0 || served.Load() != 250 || posted.Load() != 250 {
+		t.Fatalf("completed %d failures %d served %d posted %d", r.Completed, r.Failures, served.Load(), posted.Load())
+	}
+	if !(r.P50Ns > 0 && r.P50Ns <= r.P90Ns && r.P90Ns <= r.P99Ns && r.P99Ns <= r.MaxNs) || r.RPS <= 0 {
+		t.Errorf("percentiles out of order: %+v", r)
+	}
+	r, err = Run(context.Background(), Spec{URL: srv.URL + "/fail", Requests: 10, Concurrency: 2})
+	if err != nil || r.Non2xx != 10 || r.FirstError != "HTTP 500" {
+		t.Errorf("non-2xx: %+v %v", r, err)
+	}
+}
+
+func TestRunReportsConnectionFailures(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	r, err := Run(context.Background(), Spec{URL: url, Requests: 5, Concurrency: 2})
+	if err != nil || r.Failures != 5 || r.Completed != 0 || r.FirstError == "" {
+		t.Errorf("%+v %v", r, err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, s := range []Spec{
+		{URL: "localhost:8080/x", Requests: 1, Concurrency: 1},
+		{URL: "http://x/", Requests: 0, Concurrency: 1},
+		{URL: "http://x/", Requests: 1, Concurrency: 0},
+	} {
+		if err := s.Validate(); err == nil {
+			t.Errorf("%+v accepted", s)
+		}
+	}
+	if err := ParseHeader(http.Header{}, "novalue"); err == nil {
+		t.Error("header without colon accepted")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	v := make([]int64, 100)
+	for i := range v {
+		v[i] = int64(i + 1)
+	}
+	if percentile(v, 0.5) != 50 || percentile(v, 0.99) != 99 || percentile(v, 0.9) != 90 {
+		t.Errorf("p50 %d p90 %d p99 %d", percentile(v, 0.5), percentile(v, 0.9), percentile(v, 0.99))
+	}
+}

@@ -1,0 +1,288 @@
+package asprof
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/perfscope/perfscope/jvm/attach"
+)
+
+// Event is what async-profiler samples.
+type Event string
+
+const (
+	Alloc Event = "alloc"
+	CPU   Event = "cpu"
+	Lock  Event = "lock"
+	Wall  Event = "wall"
+)
+
+// ParseEvent accepts the events perfscope exposes.
+func ParseEvent(s string) (Event, error) {
+	switch e := Event(s); e {
+	case Alloc, CPU, Lock, Wall:
+		return e, nil
+	}
+	return "", fmt.Errorf("unknown profiling event %q (want alloc, cpu, lock or wall)", s)
+}
+
+// Options configure one profiling session.
+type Options struct {
+	Event Event
+	// AllocInterval samples one allocation per this many bytes (alloc
+	// only); 0 keeps async-profiler's default.
+	AllocInterval int64
+	// Interval is the cpu/wall sampling period; 0 keeps the default.
+	Interval time.Duration
+}
+
+func (o Options) startArgs() string {
+	args := []string{"start", "event=" + string(o.Event)}
+	if o.Event == Alloc && o.AllocInterval > 0 {
+		args = append(args, fmt.Sprintf("alloc=%d", o.AllocInterval))
+	}
+	if o.Interval > 0 && (o.Event == CPU || o.Event == Wall) {
+		args = append(args, fmt.Sprintf("interval=%d", o.Interval.Nanoseconds()))
+	}
+	return strings.Join(append(args, "total"), ",")
+}
+
+// ErrAlreadyRunning: async-profiler is already profiling in the JVM
+// (another perfscope or asprof session).
+var ErrAlreadyRunning = errors.New("async-profiler is already profiling this JVM (another perfscope or asprof session); stop it first with `asprof stop PID`")
+
+// Session is async-profiler running inside one JVM.
+type Session struct {
+	target *attach.Target
+	// lib is the library's path as the JVM sees it.
+	lib string
+	// hostDir/targetDir are perfscope's scratch directory in the JVM's
+	// /tmp, seen from here and from the JVM.
+	hostDir, targetDir string
+	ownsLib            bool
+	stopped            bool
+	opts               Options
+	id                 string
+}
+
+// Start copies the library into the JVM's mount namespace (unless the JVM
+// already has async-profiler loaded), loads it and starts profiling. On any
+// error nothing is left running or on disk.
+func Start(ctx context.Context, t *attach.Target, hostLib string, opts Options) (_ *Session, err error) {
+	s := &Session{target: t, opts: opts}
+	var idb [6]byte
+	rand.Read(idb[:])
+	s.id = hex.EncodeToString(idb[:])
+	if err := s.stage(hostLib); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.cleanup()
+		}
+	}()
+	msg, err := t.Load(ctx, s.lib, s.withLog(opts.startArgs()))
+	if err != nil {
+		var le *attach.LoadError
+		if errors.As(err, &le) && le.ReturnCode == 200 && strings.Contains(s.log(), "already") {
+			return nil, ErrAlreadyRunning
+		}
+		return nil, fmt.Errorf("start async-profiler: %w%s", err, s.logSuffix(msg))
+	}
+	return s, nil
+}
+
+// stage makes the library loadable by the JVM: a JVM in a container cannot
+// see the host's cache, and a JVM running as another user may not read
+// root's home, so the library goes into a directory of the JVM's /tmp owned
+// by its user. The directory is named after the library's digest: loading
+// the same path again reuses the copy the JVM already has mapped instead of
+// loading a second async-profiler.
+func (s *Session) stage(hostLib string) error {
+	if loaded := s.loadedLibrary(); loaded != "" {
+		s.lib = loaded
+	}
+	b, err := os.ReadFile(hostLib)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	sum := sha256.Sum256(b)
+	name := ".perfscope-asprof-" + hex.EncodeToString(sum[:6])
+	s.targetDir = "/tmp/" + name
+	s.hostDir = s.target.HostPath(s.targetDir)
+	if err := os.Mkdir(s.hostDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("prepare async-profiler in the JVM's /tmp: %w", err)
+	}
+	// The JVM writes its profile here as its own user.
+	if os.Geteuid() == 0 {
+		os.Chown(s.hostDir, s.target.Process.UID, s.target.Process.GID)
+	}
+	if s.lib != "" {
+		return nil
+	}
+	hostCopy := filepath.Join(s.hostDir, libraryName)
+	if _, err := os.Stat(hostCopy); err != nil {
+		tmp := filepath.Join(s.hostDir, "."+s.id+".so")
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			return fmt.Errorf("copy async-profiler into the JVM's /tmp: %w", err)
+		}
+		if err := os.Rename(tmp, hostCopy); err != nil {
+			os.Remove(tmp)
+			return err
+		}
+	}
+	s.lib = filepath.Join(s.targetDir, libraryName)
+	s.ownsLib = true
+	return nil
+}
+
+// loadedLibrary is the path of an async-profiler the JVM already mapped
+// (from an earlier asprof run), as the JVM sees it.
+func (s *Session) loadedLibrary() string {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", s.target.Process.PID))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 6 && strings.HasSuffix(fields[5], "/"+libraryName) {
+			return fields[5]
+		}
+	}
+	return ""
+}
+
+func (s *Session) file(ext string) (target, host string) {
+	name := s.id + ext
+	return s.targetDir + "/" + name, filepath.Join(s.hostDir, name)
+}
+
+func (s *Session) withLog(args string) string {
+	logPath, _ := s.file(".log")
+	return args + ",log=" + logPath
+}
+
+func (s *Session) log() string {
+	_, host := s.file(".log")
+	b, _ := os.ReadFile(host)
+	return strings.TrimSpace(string(b))
+}
+
+func (s *Session) logSuffix(reply string) string {
+	msg := strings.TrimSpace(reply + "\n" + s.log())
+	if msg == "" {
+		return ""
+	}
+	return " (async-profiler: " + strings.ReplaceAll(msg, "\n", "; ") + ")"
+}
+
+// Stop stops profiling and returns the collapsed stacks, weighted by
+// bytes (alloc), nanoseconds (cpu, wall, lock). It always stops and cleans
+// up, even when ctx is already cancelled (Ctrl-C): the profiler must not
+// keep running in the JVM after perfscope exits.
+func (s *Session) Stop(ctx context.Context) (*Profile, error) {
+	if s.stopped {
+		return nil, errors.New("async-profiler session already stopped")
+	}
+	s.stopped = true
+	defer s.cleanup()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	targetOut, hostOut := s.file(".collapsed")
+	msg, err := s.target.Load(stopCtx, s.lib, s.withLog("stop,file="+targetOut+",collapsed,total"))
+	if err != nil {
+		return nil, fmt.Errorf("stop async-profiler: %w%s", err, s.logSuffix(msg))
+	}
+	f, err := os.Open(hostOut)
+	if err != nil {
+		return nil, fmt.Errorf("read async-profiler output: %w", err)
+	}
+	defer f.Close()
+	p, err := ParseCollapsed(f)
+	if err != nil {
+		return nil, fmt.Errorf("read async-profiler output: %w", err)
+	}
+	p.Event = s.opts.Event
+	return p, nil
+}
+
+// Close stops the profiler if Stop was not called (an error path) and
+// removes perfscope's files from the JVM's /tmp. Safe to call twice.
+func (s *Session) Close() {
+	if !s.stopped {
+		s.stopped = true
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		s.target.Load(ctx, s.lib, s.withLog("stop"))
+		cancel()
+	}
+	s.cleanup()
+}
+
+func (s *Session) cleanup() {
+	for _, ext := range []string{".collapsed", ".log"} {
+		_, host := s.file(ext)
+		os.Remove(host)
+	}
+	if s.ownsLib {
+		// The JVM keeps its mapping of a deleted file; a later load by
+		// the same path reuses it.
+		os.Remove(filepath.Join(s.hostDir, libraryName))
+	}
+	os.Remove(s.hostDir) // only if empty: another session may be using it
+}
+
+// Profile is collapsed stacks with their weights.
+type Profile struct {
+	Event  Event
+	Stacks []Stack
+	Total  int64
+}
+
+// Stack is one collapsed stack, root first.
+type Stack struct {
+	Frames []string
+	Weight int64
+}
+
+// ParseCollapsed reads "frame;frame;frame weight" lines.
+func ParseCollapsed(r io.Reader) (*Profile, error) {
+	p := &Profile{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i <= 0 {
+			return nil, fmt.Errorf("line %d: no weight: %q", n, truncate(line))
+		}
+		var w int64
+		if _, err := fmt.Sscan(line[i+1:], &w); err != nil || w < 0 {
+			return nil, fmt.Errorf("line %d: bad weight %q", n, line[i+1:])
+		}
+		p.Stacks = append(p.Stacks, Stack{Frames: strings.Split(line[:i], ";"), Weight: w})
+		p.Total += w
+	}
+	return p, sc.Err()
+}
+
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
