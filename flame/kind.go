@@ -69,6 +69,7 @@ func kindFromQualifiedName(name string) Kind {
 		return KindGo
 	}
 	segs := strings.Split(name, ".")
+	fn := segs[len(segs)-1]
 	lower := 0
 	for lower < len(segs)-1 && segs[lower] != "" && !isUpper(segs[lower][0]) && segs[lower][0] != '(' {
 		lower++
@@ -76,13 +77,14 @@ func kindFromQualifiedName(name string) Kind {
 	switch {
 	case lower >= 2 && lower < len(segs)-1 && isUpper(segs[lower][0]):
 		return KindJIT
-	case lower >= 1 && isIdent(segs[0]):
+	case lower >= 1 && isIdent(segs[0]) && fn != "" && !isDigit(fn[0]):
 		return KindGo
 	}
 	return KindNative
 }
 
 func isUpper(c byte) bool { return c >= 'A' && c <= 'Z' }
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 func isIdent(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -73,14 +73,38 @@ func WritePprof(w io.Writer, p *Profile) error {
 // functions become their own frames with FlameGraph's "_[i]" suffix; a
 // location without symbols becomes its address in hex.
 func ReadPprof(r io.Reader) (*Profile, error) {
+	return readPprof(r, RootFrames{})
+}
+
+func readPprof(r io.Reader, roots RootFrames) (*Profile, error) {
 	pp, err := profile.Parse(r)
 	if err != nil {
 		return nil, fmt.Errorf("parse pprof: %w", err)
 	}
-	return fromPprof(pp)
+	return fromPprof(pp, roots)
 }
 
-func fromPprof(pp *profile.Profile) (*Profile, error) {
+// pprofOrigin reads where a sample ran from the labels profilers commonly
+// attach (async-profiler and perf converters: pid, tid, thread, cpu).
+func pprofOrigin(s *profile.Sample) sampleOrigin {
+	o := sampleOrigin{pid: -1, tid: -1, cpu: -1}
+	num := func(k string) int64 {
+		if v := s.NumLabel[k]; len(v) > 0 {
+			return v[0]
+		}
+		return -1
+	}
+	o.pid, o.tid, o.cpu = num("pid"), num("tid"), num("cpu")
+	for _, k := range []string{"comm", "thread", "process"} {
+		if v := s.Label[k]; len(v) > 0 {
+			o.comm = v[0]
+			break
+		}
+	}
+	return o
+}
+
+func fromPprof(pp *profile.Profile, roots RootFrames) (*Profile, error) {
 	if len(pp.SampleType) == 0 {
 		return nil, fmt.Errorf("pprof profile has no sample types")
 	}
@@ -96,7 +120,7 @@ func fromPprof(pp *profile.Profile) (*Profile, error) {
 	p := New(unit)
 	var frames []string
 	for _, s := range pp.Sample {
-		frames = frames[:0]
+		frames = roots.appendRoots(frames[:0], pprofOrigin(s))
 		for i := len(s.Location) - 1; i >= 0; i-- {
 			frames = appendLocationFrames(frames, s.Location[i])
 		}

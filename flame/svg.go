@@ -80,6 +80,7 @@ type diffView struct {
 	// shapeIsAfter says whether the shape is the "after" profile (delta =
 	// shape − other) or the "before" one (delta = other − shape).
 	shapeIsAfter bool
+	normalised   bool
 }
 
 func (d *diffView) delta(p *Profile, n int32) float64 {
@@ -421,7 +422,10 @@ func (g *graph) appendDiffDetail(dst []byte, n int32, total int64) []byte {
 	dst = append(dst, label...)
 	dst = append(dst, ' ')
 	dst = appendValue(dst, g.p.Unit, int64(other+0.5))
-	dst = append(dst, " (normalised); change "...)
+	if g.diff.normalised {
+		dst = append(dst, " normalised"...)
+	}
+	dst = append(dst, "; change "...)
 	d := g.diff.delta(g.p, n)
 	if d >= 0 {
 		dst = append(dst, '+')

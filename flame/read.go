@@ -1,0 +1,109 @@
+package flame
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+)
+
+// Format is an input format.
+type Format string
+
+const (
+	FormatAuto       Format = "auto"
+	FormatFolded     Format = "folded"
+	FormatPerfScript Format = "perf"
+	FormatPprof      Format = "pprof"
+)
+
+// ParseFormat accepts the names of input formats.
+func ParseFormat(s string) (Format, error) {
+	switch Format(s) {
+	case FormatAuto, FormatFolded, FormatPerfScript, FormatPprof:
+		return Format(s), nil
+	}
+	return "", fmt.Errorf("unknown input format %q (want auto, folded, perf or pprof)", s)
+}
+
+// ErrUnknownFormat is returned when auto-detection cannot tell the format.
+var ErrUnknownFormat = errors.New("input is not folded stacks, perf script output or pprof")
+
+// Read reads a profile in format, detecting it from the first bytes when
+// format is FormatAuto; it returns the format it read. Gzipped input of any
+// format is decompressed.
+func Read(r io.Reader, format Format, roots RootFrames) (*Profile, Format, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	head, _ := br.Peek(2)
+	if len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, format, fmt.Errorf("gunzip: %w", err)
+		}
+		defer zr.Close()
+		br = bufio.NewReaderSize(zr, 1<<20)
+	}
+	if format == FormatAuto || format == "" {
+		head, _ := br.Peek(64 << 10)
+		format = detect(head)
+		if format == "" {
+			return nil, format, ErrUnknownFormat
+		}
+	}
+	var (
+		p   *Profile
+		err error
+	)
+	switch format {
+	case FormatFolded:
+		p, err = ReadFolded(br)
+	case FormatPerfScript:
+		p, err = ReadPerfScript(br, roots)
+	case FormatPprof:
+		p, err = readPprof(br, roots)
+	default:
+		err = fmt.Errorf("unknown input format %q", format)
+	}
+	return p, format, err
+}
+
+// detect guesses the format from the start of the input; "" if unknown.
+func detect(head []byte) Format {
+	if len(head) == 0 {
+		return FormatFolded // empty input: an empty profile, as flamegraph.pl
+	}
+	if !utf8.Valid(trimPartialRune(head)) || bytes.IndexByte(head, 0) >= 0 {
+		return FormatPprof // binary: protobuf
+	}
+	if looksLikePerfScript(head) {
+		return FormatPerfScript
+	}
+	for line := range bytes.Lines(head) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		if sp := bytes.LastIndexByte(line, ' '); sp > 0 {
+			if _, ok := parseCount(line[sp+1:]); ok {
+				return FormatFolded
+			}
+		}
+		return ""
+	}
+	return ""
+}
+
+// trimPartialRune drops a UTF-8 sequence cut by the end of a peek.
+func trimPartialRune(b []byte) []byte {
+	for i := 0; i < utf8.UTFMax && len(b) > 0; i++ {
+		r, size := utf8.DecodeLastRune(b)
+		if r != utf8.RuneError || size != 1 {
+			return b
+		}
+		b = b[:len(b)-1]
+	}
+	return b
+}
