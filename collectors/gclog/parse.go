@@ -1,0 +1,404 @@
+package gclog
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"math"
+	"time"
+)
+
+// maxLine bounds one line; longer lines (never written by a JVM) are
+// skipped and counted so that a corrupt file cannot grow memory.
+const maxLine = 256 << 10
+
+// maxSamples is how many unknown lines are kept verbatim for the report.
+const maxSamples = 5
+
+// Stats says how much of the input the parser understood.
+type Stats struct {
+	Lines int64 `json:"lines"`
+	Bytes int64 `json:"bytes"`
+	// Events is how many events reached the callback.
+	Events int64 `json:"events"`
+	// Unknown lines were neither events nor known detail.
+	Unknown int64 `json:"unknown_lines"`
+	// UnknownSamples are the first few unknown lines (truncated).
+	UnknownSamples []string `json:"unknown_samples,omitempty"`
+	// Formats seen: "jdk8" and/or "unified".
+	JDK8Lines    int64 `json:"jdk8_lines"`
+	UnifiedLines int64 `json:"unified_lines"`
+	// Collector as declared by the log ("Using G1", CommandLine flags).
+	Collector string `json:"collector,omitempty"`
+	// RegionBytes is the G1/Shenandoah region size when the log states it.
+	RegionBytes int64 `json:"region_bytes,omitempty"`
+}
+
+// Parser turns GC log text into events. Feed it one or more readers in
+// order (a rotated set is one log), then call Flush.
+type Parser struct {
+	// OnEvent receives each event; the pointer is reused after it returns.
+	OnEvent func(*Event)
+	// OnSafepoint receives each "threads were stopped" time (JDK 8
+	// -XX:+PrintGCApplicationStoppedTime, unified safepoint tag); optional.
+	OnSafepoint func(time.Duration)
+	// OnTenuring receives "new threshold N (max M)" from tenuring
+	// distribution lines; optional.
+	OnTenuring func(threshold, max int)
+	// OnStall receives ZGC allocation stalls; optional.
+	OnStall func(time.Duration)
+
+	Stats Stats
+
+	u      unified
+	j      jdk8
+	ev     Event
+	intern map[string]string
+	br     *bufio.Reader
+}
+
+// Parse reads r to the end. Errors are I/O errors only: malformed text is
+// counted in Stats, never returned.
+func (p *Parser) Parse(r io.Reader) error {
+	if p.br == nil {
+		p.br = bufio.NewReaderSize(r, 1<<20)
+	} else {
+		p.br.Reset(r)
+	}
+	for {
+		line, err := p.br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// An over-long line: count it, skip the rest of it.
+			p.Stats.Bytes += int64(len(line))
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = p.br.ReadSlice('\n')
+				p.Stats.Bytes += int64(len(line))
+			}
+			p.Stats.Lines++
+			p.unknown([]byte("(line longer than 1 MiB)"))
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if len(line) > 0 {
+			p.Stats.Bytes += int64(len(line))
+			p.Stats.Lines++
+			p.line(trimEOL(line))
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Flush emits an event still waiting for its detail lines (a G1 pause at
+// the very end of the log). Call it after the last Parse.
+func (p *Parser) Flush() {
+	p.j.flushPending(p)
+}
+
+func trimEOL(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func (p *Parser) line(b []byte) {
+	if len(b) > maxLine {
+		p.unknown(b[:200])
+		return
+	}
+	if len(b) > 1 && b[0] == '[' && isDecoration(b) {
+		p.Stats.UnifiedLines++
+		p.unifiedLine(b)
+		return
+	}
+	p.Stats.JDK8Lines++
+	p.jdk8Line(b)
+}
+
+func (p *Parser) unknown(b []byte) {
+	p.Stats.Unknown++
+	if len(p.Stats.UnknownSamples) < maxSamples {
+		if len(b) > 200 {
+			b = b[:200]
+		}
+		p.Stats.UnknownSamples = append(p.Stats.UnknownSamples, string(bytes.ToValidUTF8(b, []byte("?"))))
+	}
+}
+
+func (p *Parser) emit(e *Event) {
+	p.Stats.Events++
+	if p.OnEvent != nil {
+		p.OnEvent(e)
+	}
+}
+
+// str interns short, repetitive strings (names, causes) so that events
+// cost no allocation once the vocabulary of a log is known. Bounded: a log
+// of endless distinct causes stops interning.
+func (p *Parser) str(b []byte) string {
+	if p.intern == nil {
+		p.intern = make(map[string]string)
+	}
+	if s, ok := p.intern[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if len(p.intern) < 4096 && len(b) <= 128 {
+		p.intern[s] = s
+	}
+	return s
+}
+
+// --- shared lexing helpers ---
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// number parses a decimal at the start of b, accepting ',' as the decimal
+// separator (JVMs in some locales write "0,0284337 secs"). n is 0 when b
+// does not start with a digit.
+func number(b []byte) (v float64, n int) {
+	var ip uint64
+	i := 0
+	for i < len(b) && isDigit(b[i]) {
+		if i < 19 {
+			ip = ip*10 + uint64(b[i]-'0')
+		} else {
+			ip *= 10 // beyond 19 digits precision does not matter
+		}
+		i++
+	}
+	if i == 0 {
+		return 0, 0
+	}
+	v = float64(ip)
+	if i+1 < len(b) && (b[i] == '.' || b[i] == ',') && isDigit(b[i+1]) {
+		i++
+		var frac uint64
+		div := 1.0
+		for i < len(b) && isDigit(b[i]) {
+			if div < 1e18 {
+				frac = frac*10 + uint64(b[i]-'0')
+				div *= 10
+			}
+			i++
+		}
+		v += float64(frac) / div
+	}
+	return v, i
+}
+
+// size parses "123K", "1.5M", "0B", "15176 K" (CMS's YG occupancy) into
+// bytes. Units are binary, as HotSpot prints them.
+func size(b []byte) (bytes int64, n int) {
+	v, i := number(b)
+	if i == 0 {
+		return 0, 0
+	}
+	j := i
+	if j < len(b) && b[j] == ' ' && j+1 < len(b) && isUnit(b[j+1]) {
+		j++
+	}
+	if j >= len(b) || !isUnit(b[j]) {
+		return 0, 0
+	}
+	var mult float64
+	switch b[j] {
+	case 'B':
+		mult = 1
+	case 'K', 'k':
+		mult = 1 << 10
+	case 'M':
+		mult = 1 << 20
+	case 'G':
+		mult = 1 << 30
+	case 'T':
+		mult = 1 << 40
+	}
+	f := v * mult
+	if f > math.MaxInt64/2 {
+		f = math.MaxInt64 / 2
+	}
+	return int64(f), j + 1
+}
+
+func isUnit(c byte) bool {
+	return c == 'B' || c == 'K' || c == 'k' || c == 'M' || c == 'G' || c == 'T'
+}
+
+// transition finds the first "A->B(C)" (or "A(C0)->B(C)", or ZGC's
+// "A(84%)->B(56%)") in b.
+func transition(b []byte) (s Space, ok bool) {
+	for off := 0; off < len(b); {
+		k := bytes.Index(b[off:], []byte("->"))
+		if k < 0 {
+			return unknownSpace, false
+		}
+		k += off
+		off = k + 2
+		// Walk back over "(C0)" and then the size before "->".
+		st := k
+		if st > 0 && b[st-1] == ')' {
+			o := bytes.LastIndexByte(b[:st-1], '(')
+			if o < 0 {
+				continue
+			}
+			st = o
+		}
+		beg := st
+		for beg > 0 && (isDigit(b[beg-1]) || b[beg-1] == '.' || b[beg-1] == ',' || isUnit(b[beg-1])) {
+			beg--
+		}
+		before, n := size(b[beg:st])
+		if n == 0 || beg+n != st {
+			continue
+		}
+		after, n := size(b[k+2:])
+		if n == 0 {
+			continue
+		}
+		s = Space{Before: before, After: after, Capacity: -1}
+		rest := b[k+2+n:]
+		if len(rest) > 1 && rest[0] == '(' {
+			if c, m := size(rest[1:]); m > 0 {
+				s.Capacity = c
+			}
+		}
+		return s, true
+	}
+	return unknownSpace, false
+}
+
+// secs finds the last ", N secs" (or "N/M secs", taking the wall time M)
+// in b.
+func secs(b []byte) (time.Duration, bool) {
+	k := bytes.LastIndex(b, []byte(" secs"))
+	if k < 0 {
+		k = bytes.LastIndex(b, []byte(" sec"))
+		if k < 0 {
+			return 0, false
+		}
+	}
+	beg := k
+	for beg > 0 && (isDigit(b[beg-1]) || b[beg-1] == '.' || b[beg-1] == ',') {
+		beg--
+	}
+	// ',' can be both decimal separator and list separator: "x, 0,01 secs".
+	for beg < k && (b[beg] == ',' || b[beg] == '.') {
+		beg++
+	}
+	v, n := number(b[beg:k])
+	if n == 0 {
+		return 0, false
+	}
+	return seconds(v), true
+}
+
+func seconds(v float64) time.Duration {
+	if v < 0 || v > 1e9 || math.IsNaN(v) {
+		return 0
+	}
+	return time.Duration(math.Round(v * float64(time.Second)))
+}
+
+// parenGroups calls fn with the contents of each top-level "(...)" group in
+// b whose content starts with a letter (sizes like "(94208K)" are not
+// groups). Nested parens ("(System.gc())") stay inside their group.
+func parenGroups(b []byte, fn func([]byte)) {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '(' {
+			continue
+		}
+		depth := 0
+		j := i
+		for ; j < len(b); j++ {
+			if b[j] == '(' {
+				depth++
+			} else if b[j] == ')' {
+				depth--
+				if depth == 0 {
+					break
+				}
+			}
+		}
+		if j >= len(b) {
+			return
+		}
+		in := b[i+1 : j]
+		if len(in) > 0 && !isDigit(in[0]) {
+			fn(in)
+		}
+		i = j
+	}
+}
+
+// dateStamp parses an ISO-8601 stamp "2016-04-14T22:30:09.108+0200" at the
+// start of b.
+func dateStamp(b []byte) (time.Time, int) {
+	if len(b) < 19 || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' {
+		return time.Time{}, 0
+	}
+	num := func(s []byte) (int, bool) {
+		v := 0
+		for _, c := range s {
+			if !isDigit(c) {
+				return 0, false
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v, true
+	}
+	y, ok1 := num(b[0:4])
+	mo, ok2 := num(b[5:7])
+	d, ok3 := num(b[8:10])
+	h, ok4 := num(b[11:13])
+	mi, ok5 := num(b[14:16])
+	s, ok6 := num(b[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60 {
+		return time.Time{}, 0
+	}
+	i := 19
+	ns := 0
+	if i < len(b) && (b[i] == '.' || b[i] == ',') {
+		i++
+		scale := 100_000_000
+		for i < len(b) && isDigit(b[i]) {
+			ns += int(b[i]-'0') * scale
+			scale /= 10
+			i++
+		}
+	}
+	loc := time.UTC
+	if i+3 <= len(b) && (b[i] == '+' || b[i] == '-') {
+		neg := b[i] == '-'
+		if hh, ok := num(b[i+1 : i+3]); ok {
+			j := i + 3
+			if j < len(b) && b[j] == ':' {
+				j++
+			}
+			if j+2 <= len(b) {
+				if mm, ok := num(b[j : j+2]); ok {
+					off := hh*3600 + mm*60
+					if neg {
+						off = -off
+					}
+					loc = time.FixedZone("", off)
+					i = j + 2
+				}
+			}
+		}
+	} else if i < len(b) && b[i] == 'Z' {
+		i++
+	}
+	return time.Date(y, time.Month(mo), d, h, mi, s, ns, loc), i
+}
