@@ -1,0 +1,159 @@
+package sockets
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/perfscope/perfscope/internal/testutil"
+)
+
+func TestUDPLiveRecording(t *testing.T) {
+	// Recorded as root with kptr_restrict=0: the pointer column is hashed.
+	tab, err := NewFS("testdata/live").UDP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.Sockets) != 5 || tab.AddressKind != AddressHashed {
+		t.Fatalf("%d sockets, address kind %s", len(tab.Sockets), tab.AddressKind)
+	}
+	s := tab.Sockets[0]
+	if s.Local != netip.MustParseAddrPort("127.0.0.1:5353") || s.State != 7 || s.RxQueueBytes != 0xA280 || s.Inode != 75880 {
+		t.Errorf("socket 0 = %+v", s)
+	}
+	if c := tab.Sockets[3]; c.State != 1 || c.Remote != netip.MustParseAddrPort("127.0.0.1:5353") {
+		t.Errorf("connected socket = %+v", c)
+	}
+	if v6 := tab.Sockets[4]; v6.Local != netip.MustParseAddrPort("[::1]:9001") {
+		t.Errorf("udp6 = %v", v6.Local)
+	}
+	if _, ok := tab.ByAddress(tab.Sockets[1].Address); ok {
+		t.Error("a hashed pointer must not resolve to a socket")
+	}
+	groups := tab.ReusePortGroups()
+	if len(groups) != 1 || groups[0].Size != 2 || groups[0].Local.Port() != 9000 {
+		t.Errorf("groups = %+v", groups)
+	}
+	if got := tab.OnPort(9000); len(got) != 2 {
+		t.Errorf("OnPort(9000) = %d sockets", len(got))
+	}
+}
+
+func TestUDPKernelAddresses(t *testing.T) {
+	tab, err := NewFS("testdata/kptr1").UDP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tab.AddressKind != AddressKernel {
+		t.Fatalf("kind = %s", tab.AddressKind)
+	}
+	s, ok := tab.ByAddress(0xffff888104a1c480)
+	if !ok || s.Local.Port() != 9000 || s.Drops != 183211 || s.UID != 1000 {
+		t.Errorf("ByAddress = %+v %v", s, ok)
+	}
+	g := tab.ReusePortGroups()
+	if len(g) != 1 || g[0].Drops != 183223 || g[0].RxBytes != 0x34000 {
+		t.Errorf("group = %+v", g)
+	}
+	hidden, err := NewFS("testdata/hidden").UDP()
+	if err != nil || hidden.AddressKind != AddressHidden {
+		t.Errorf("hidden: %s %v", hidden.AddressKind, err)
+	}
+}
+
+func TestUDPRejectsMalformed(t *testing.T) {
+	header := "  sl local rem st q tr when retr uid timeout inode ref pointer drops\n"
+	for _, line := range []string{
+		" 1: 0100007F 00000000:0000 07 0:0 00:0 0 0 0 1 2 0 0",
+		" 1: 0100007F:14E9 00000000:0000 07 0:0 00:0 0 0 0 1 2 0",
+		" 1: 0100007:14E9 00000000:0000 07 0:0 00:0 0 0 0 1 2 0 0",
+		" 1: 0100007F:1FFFF 00000000:0000 07 0:0 00:0 0 0 0 1 2 0 0",
+		" 1: 0100007F:14E9 00000000:0000 07 00 00:0 0 0 0 1 2 0 0",
+		" 1: 0100007F:14E9 00000000:0000 07 0:0 00:0 0 x 0 1 2 0 0",
+		" 1: 0100007F:14E9 00000000:0000 07 0:0 00:0 0 0 0 1 2 zz 0",
+	} {
+		if _, err := parseUDP(strings.NewReader(header + line + "\n")); err == nil {
+			t.Errorf("accepted %q", line)
+		}
+	}
+	if _, err := NewFS(t.TempDir()).UDP(); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("no /proc/net/udp: %v", err)
+	}
+}
+
+func TestProcessSocketsAndThreads(t *testing.T) {
+	fs := NewFS("testdata/live")
+	tab, _ := fs.UDP()
+	inodes, err := fs.SocketInodes(28552)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if owned := tab.OwnedBy(inodes); len(owned) != 5 {
+		t.Errorf("pid owns %d UDP sockets, want 5", len(owned))
+	}
+	threads, err := fs.Threads(28552)
+	if err != nil || len(threads) != 1 {
+		t.Fatalf("threads = %+v %v", threads, err)
+	}
+	if th := threads[0]; th.Comm != "python3" || th.LastCPU < 0 || th.LastCPU > 1 || th.Allowed.List() != "0-1" {
+		t.Errorf("thread = %+v", th)
+	}
+	if _, err := fs.SocketInodes(999999); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("dead pid: %v", err)
+	}
+	if _, err := fs.Threads(999999); !errors.Is(err, ErrNoProcess) {
+		t.Errorf("dead pid threads: %v", err)
+	}
+}
+
+func TestParseTaskStat(t *testing.T) {
+	stat := "42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 100 1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0"
+	th, err := parseTaskStat(stat)
+	if err != nil || th.Comm != "a) b (c)" || th.LastCPU != 3 {
+		t.Errorf("%+v %v", th, err)
+	}
+	if _, err := parseTaskStat("42 (x) S 1"); err == nil {
+		t.Error("short stat accepted")
+	}
+}
+
+// TestLiveOwnSockets binds a reuseport pair in this process and finds them
+// through /proc, with real kernel addresses.
+func TestLiveOwnSockets(t *testing.T) {
+	testutil.RequireRoot(t)
+	c1, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	port := c1.LocalAddr().(*net.UDPAddr).Port
+	prev, _ := Default.ReadString("/proc/sys/kernel/kptr_restrict")
+	tab, err := Default.ReadUDPWithKernelAddresses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := Default.ReadString("/proc/sys/kernel/kptr_restrict"); after != prev {
+		t.Errorf("kptr_restrict %q → %q: not restored", prev, after)
+	}
+	if prev == "2" {
+		t.Skip("kptr_restrict=2 hides socket addresses")
+	}
+	inodes, err := Default.SocketInodes(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := tab.OwnedBy(inodes)
+	if len(mine) != 1 || int(mine[0].Local.Port()) != port || tab.AddressKind != AddressKernel {
+		t.Fatalf("own sockets = %+v (kind %s)", mine, tab.AddressKind)
+	}
+	if s, ok := tab.ByAddress(mine[0].Address); !ok || s.Inode != mine[0].Inode {
+		t.Error("ByAddress did not find the socket by its kernel address")
+	}
+	threads, err := Default.Threads(os.Getpid())
+	if err != nil || len(threads) == 0 || threads[0].Allowed.IsEmpty() {
+		t.Errorf("threads = %+v %v", threads, err)
+	}
+}
