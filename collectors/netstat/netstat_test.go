@@ -13,7 +13,7 @@ func TestUDPSNMPLive(t *testing.T) {
 	if !s.UDP6Known || s.UDP.OutDatagrams == 0 {
 		t.Errorf("%+v", s)
 	}
-	prev := UDPSNMP{UDP: UDPCounters{OutDatagrams: 1, RcvbufErrors: 5}}
+	prev := UDPSNMP{UDP: UDPCounters{OutDatagrams: 1, RcvbufErrors: s.UDP.RcvbufErrors + 5}}
 	d := s.Sub(prev)
 	if d.UDP.OutDatagrams != s.UDP.OutDatagrams-1 || d.UDP.RcvbufErrors != s.UDP.RcvbufErrors {
 		t.Errorf("delta = %+v (a counter below prev counts from zero)", d.UDP)
