@@ -103,27 +103,3 @@ func findMapping(maps []Mapping, addr uint64) (Mapping, bool) {
 	}
 	return maps[i], true
 }
-
-// parseNSpid returns the innermost namespace's id of the process from the
-// NStgid line of /proc/PID/status: the pid a containerised JIT puts in its
-// perf map's file name. Kernels before 4.1 lack the line; the host pid is
-// then the only pid.
-func parseNSpid(r io.Reader) (int, bool, error) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "NStgid:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			return 0, false, fmt.Errorf("status: empty NStgid line")
-		}
-		n, err := strconv.Atoi(f[len(f)-1])
-		if err != nil {
-			return 0, false, fmt.Errorf("status: NStgid: %w", err)
-		}
-		return n, true, nil
-	}
-	return 0, false, sc.Err()
-}

@@ -17,6 +17,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/collectors/procfs"
 )
 
 // FS reads files below Root: "/" on a live system, a fixture directory in
@@ -182,11 +186,10 @@ func (s *Symbolizer) process(pid int) *process {
 // process's own pid namespace and lives in its own /tmp.
 func (s *Symbolizer) PerfMapPath(pid int) string {
 	nspid := pid
-	if f, err := os.Open(s.fs.path(fmt.Sprintf("/proc/%d/status", pid))); err == nil {
-		if n, ok, err := parseNSpid(f); err == nil && ok {
-			nspid = n
-		}
-		f.Close()
+	// The last NStgid is the innermost namespace's pid; kernels before 4.1
+	// lack the line, and then the host pid is the only pid.
+	if st, err := (procfs.FS{Root: s.fs.Root}).Status(pid); err == nil && len(st.NStgid) > 0 {
+		nspid = st.NStgid[len(st.NStgid)-1]
 	}
 	return s.fs.path(fmt.Sprintf("/proc/%d/root/tmp/perf-%d.map", pid, nspid))
 }
@@ -212,27 +215,50 @@ func (s *Symbolizer) binary(pid int, m Mapping) *Binary {
 	if b, ok := s.binaries[key]; ok {
 		return b
 	}
-	candidates := []string{s.fs.path(fmt.Sprintf("/proc/%d/root%s", pid, m.Path))}
-	mapFile := s.fs.path(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End))
-	if m.Deleted {
-		candidates = []string{mapFile}
-	} else {
-		candidates = append(candidates, mapFile)
+	candidates := []string{
+		s.fs.path(fmt.Sprintf("/proc/%d/root%s", pid, m.Path)),
+		s.fs.path(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)),
+		// Once a short-lived process has exited, its /proc entries are
+		// gone; the same file is often still there on the host. The inode
+		// check below keeps a container's or a replaced file out.
+		s.fs.path(m.Path),
 	}
 	var b *Binary
 	for _, path := range candidates {
-		f, err := os.Open(path)
-		if err != nil {
-			continue
-		}
-		b, err = ReadBinary(f)
-		f.Close()
-		if err == nil {
+		if b = readBinaryFile(path, m.Inode); b != nil {
 			break
 		}
 	}
 	s.binaries[key] = b
 	return b
+}
+
+// readBinaryFile reads path's symbols if it is the file with the given
+// inode (the one the process mapped), else returns nil.
+func readBinaryFile(path string, inode uint64) *Binary {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Ino != inode {
+		return nil
+	}
+	b, err := ReadBinary(f)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// Prefetch reads pid's mappings and perf map now, while it runs, so that
+// its frames still resolve if it exits before the stacks are named.
+// Profilers call it for every pid they see while sampling.
+func (s *Symbolizer) Prefetch(pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.process(pid)
 }
 
 // Forget drops pid's cached mappings and perf map (binaries stay cached):

@@ -143,16 +143,6 @@ func TestParseMapsKeepsExecutableMappings(t *testing.T) {
 	}
 }
 
-func TestParseNSpidTakesInnermost(t *testing.T) {
-	n, ok, err := parseNSpid(openFixture(t, "status"))
-	if err != nil || !ok || n != 7 {
-		t.Errorf("parseNSpid = %d, %v, %v; want 7, true, nil", n, ok, err)
-	}
-	if _, ok, _ := parseNSpid(strings.NewReader("Name:\tx\n")); ok {
-		t.Error("status without NStgid reported a namespace pid")
-	}
-}
-
 // A process in a container: its perf map is named after its namespace pid
 // and lives in its own /tmp, reached through /proc/PID/root.
 func TestUserFramesOfContainerisedJIT(t *testing.T) {

@@ -73,6 +73,7 @@ Exit codes: 0 ok, 1 findings at or above --fail-on, 2 bad usage or input,
 		newVersionCmd(g),
 		newSoftirqCmd(g),
 		newDoctorCmd(g),
+		newProfileCmd(g),
 	)
 	return root
 }

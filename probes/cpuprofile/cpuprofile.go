@@ -113,6 +113,7 @@ type Profiler struct {
 	// alive after Close until the garbage collector runs.
 	objs   *profilerObjects
 	events []*perfEvent
+	cpus   int
 }
 
 type profilerObjects struct {
@@ -178,6 +179,7 @@ func (p *Profiler) Start() error {
 		}
 		p.events = append(p.events, ev)
 	}
+	p.cpus = len(cpus)
 	return nil
 }
 
@@ -193,8 +195,8 @@ func (p *Profiler) AttachMode() string {
 	return "ioctl"
 }
 
-// CPUs is the number of CPUs being sampled.
-func (p *Profiler) CPUs() int { return len(p.events) }
+// CPUs is the number of CPUs sampled since Start (still known after Stop).
+func (p *Profiler) CPUs() int { return p.cpus }
 
 // Frequency is the sampling frequency in Hz.
 func (p *Profiler) Frequency() int { return p.opts.Frequency }
@@ -280,6 +282,30 @@ func (p *Profiler) Snapshot() (Profile, error) {
 		return prof, fmt.Errorf("read sample_counts: %w", err)
 	}
 	return prof, nil
+}
+
+// PIDs lists the processes sampled so far, without reading stacks: cheap
+// enough to call every second so that callers can read the mappings of
+// short-lived processes before they exit.
+func (p *Profiler) PIDs() ([]int, error) {
+	if p.objs == nil {
+		return nil, errors.New("cpuprofile: PIDs after Close")
+	}
+	seen := map[uint32]bool{}
+	var out []int
+	var key cpuprofileSampleKey
+	var count uint64
+	it := p.objs.SampleCounts.Iterate()
+	for it.Next(&key, &count) {
+		if !seen[key.Tgid] {
+			seen[key.Tgid] = true
+			out = append(out, int(key.Tgid))
+		}
+	}
+	if err := it.Err(); err != nil {
+		return out, fmt.Errorf("read sample_counts: %w", err)
+	}
+	return out, nil
 }
 
 func (p *Profiler) readLost() (Lost, error) {

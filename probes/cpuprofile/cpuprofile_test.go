@@ -2,7 +2,6 @@ package cpuprofile
 
 import (
 	"os"
-	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -61,49 +60,6 @@ func TestFramesAreRootFirstWithRootFrame(t *testing.T) {
 	}
 }
 
-// spinC burns CPU in one known function for the number of seconds given as
-// its argument (bounded by alarm in case the test dies first).
-const spinC = `
-#include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
-
-volatile unsigned long sink;
-
-static double now(void) {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-__attribute__((noinline)) void spin_here_forever(double seconds) {
-	double end = now() + seconds;
-	while (now() < end)
-		for (unsigned long i = 0; i < 2000000; i++)
-			sink += i;
-}
-
-int main(int argc, char **argv) {
-	alarm(15);
-	spin_here_forever(argc > 1 ? atof(argv[1]) : 3);
-	return 0;
-}
-`
-
-func startSpinner(t *testing.T, seconds string) *exec.Cmd {
-	t.Helper()
-	bin := testutil.BuildC(t, spinC)
-	cmd := exec.Command(bin, seconds)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	return cmd
-}
-
 func profileFor(t *testing.T, opts Options, d time.Duration) Profile {
 	t.Helper()
 	p, err := Open(opts)
@@ -130,7 +86,7 @@ func profileFor(t *testing.T, opts Options, d time.Duration) Profile {
 func TestBusyLoopIsTopUserFrame(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
-	spinner := startSpinner(t, "3")
+	spinner := testutil.StartSpinner(t, 3)
 	pid := spinner.Process.Pid
 	time.Sleep(100 * time.Millisecond) // past exec and dynamic loading
 
@@ -155,7 +111,7 @@ func TestBusyLoopIsTopUserFrame(t *testing.T) {
 			top, topN = name, n
 		}
 	}
-	if top != "spin_here_forever" {
+	if top != testutil.SpinFunction {
 		t.Errorf("top user frame = %q (%d of %d samples), want spin_here_forever; all: %v", top, topN, prof.Total(), self)
 	}
 	// 1.5 s at 199 Hz on one busy thread is ~300 samples; far fewer
@@ -169,7 +125,7 @@ func TestBusyLoopIsTopUserFrame(t *testing.T) {
 func TestKernelOnlyRecordsNoUserStacks(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
-	spinner := startSpinner(t, "2")
+	spinner := testutil.StartSpinner(t, 2)
 	prof := profileFor(t, Options{Stacks: KernelOnly, Frequency: 199}, 500*time.Millisecond)
 	found := false
 	for _, s := range prof.Samples {

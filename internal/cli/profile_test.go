@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/probes/cpuprofile"
+)
+
+// runProfileFlags parses args with the profiling replaced, returning the
+// options run would have received and the error.
+func runProfileFlags(t *testing.T, args ...string) (*profileOptions, error) {
+	t.Helper()
+	g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
+	var got *profileOptions
+	cmd := profileCmd(g, &profileOptions{fs: procfs.Default, sym: symbols.New(symbols.Default),
+		run: func(_ context.Context, o *profileOptions, _ *Globals) error { got = o; return nil }})
+	cmd.SetArgs(args)
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	return got, cmd.Execute()
+}
+
+func TestProfileFlagsReachRun(t *testing.T) {
+	self := strconv.Itoa(os.Getpid())
+	o, err := runProfileFlags(t, "--pid", self, "--duration", "3s", "--freq", "49", "--kernel-only", "--per-cpu", "-o", "svg", "--out", "x.svg", "--title", "T")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.PID != os.Getpid() || o.Duration != 3*time.Second || o.Frequency != 49 || o.stacks != cpuprofile.KernelOnly ||
+		o.root != cpuprofile.RootCPU || o.format != formatSVG || o.OutFile != "x.svg" || o.Title != "T" {
+		t.Errorf("options = %+v", o)
+	}
+	o, err = runProfileFlags(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.PID != 0 || o.Frequency != cpuprofile.DefaultFrequency || o.stacks != cpuprofile.KernelAndUser || o.root != cpuprofile.RootComm || o.format != "text" {
+		t.Errorf("defaults = %+v", o)
+	}
+}
+
+func TestProfileBadInputExit2(t *testing.T) {
+	self := strconv.Itoa(os.Getpid())
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	thread := otherThreadOf(t)
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--pid", self, "--all"}, "exclude each other"},
+		{[]string{"--pid", strconv.Itoa(dead.Process.Pid)}, "not running"},
+		{[]string{"--pid", thread}, "is a thread of process " + self},
+		{[]string{"--pid", "-3"}, "positive"},
+		{[]string{"--kernel-only", "--user-only"}, "exclude each other"},
+		{[]string{"--per-thread", "--per-cpu"}, "exclude each other"},
+		{[]string{"-o", "png"}, "unknown output format"},
+		{[]string{"--freq", "0"}, "positive"},
+		{[]string{"--freq", "100000000"}, "perf_event_max_sample_rate"},
+		{[]string{"--duration", "0s"}, "positive"},
+		{[]string{"--top", "0"}, "positive"},
+		{[]string{"--jit-map"}, "needs --pid"},
+		{[]string{"--jit-map", "--pid", self}, "jcmd " + self + " Compiler.perfmap"},
+	} {
+		_, err := runProfileFlags(t, c.args...)
+		if CodeOf(err) != ExitUsage {
+			t.Errorf("%v: exit %d (%v), want %d", c.args, CodeOf(err), err, ExitUsage)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%v: error %q does not say %q", c.args, err, c.says)
+		}
+	}
+}
+
+// otherThreadOf returns a thread id of this process that is not its pid.
+func otherThreadOf(t *testing.T) string {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.Name() != strconv.Itoa(os.Getpid()) {
+			return e.Name()
+		}
+	}
+	t.Fatal("test process has a single thread")
+	return ""
+}
+
+func TestProfileSummaryCountsSelfAndTotal(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kallsyms := "ffffffff81000000 T outer\nffffffff81001000 T middle\nffffffff81002000 T inner\n"
+	if err := os.WriteFile(filepath.Join(dir, "proc", "kallsyms"), []byte(kallsyms), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := &profileOptions{sym: symbols.New(symbols.FS{Root: dir}), root: cpuprofile.RootComm, Frequency: 99}
+	const outer, middle, inner = 0xffffffff81000010, 0xffffffff81001010, 0xffffffff81002010
+	prof := cpuprofile.Profile{Samples: []cpuprofile.Sample{
+		{PID: 1, Comm: "a", KernelStack: []uint64{inner, middle, outer}, Count: 5},
+		{PID: 1, Comm: "a", KernelStack: []uint64{middle, outer}, Count: 3},
+		// Recursion: middle twice on one stack counts once in total.
+		{PID: 2, Comm: "b", KernelStack: []uint64{inner, middle, middle, outer}, Count: 2},
+	}}
+	fp, d := o.summarize(prof)
+	if d.Samples != 10 || fp.Total() != 10 {
+		t.Fatalf("samples = %d, flame total = %d; want 10", d.Samples, fp.Total())
+	}
+	want := map[string][2]uint64{"inner_[k]": {7, 7}, "middle_[k]": {3, 10}, "outer_[k]": {0, 10}}
+	if len(d.TopFunctions) != len(want) {
+		t.Fatalf("top functions = %+v, want the 3 kernel functions only (no root frame)", d.TopFunctions)
+	}
+	for _, f := range d.TopFunctions {
+		if w := want[f.Function]; f.Self != w[0] || f.Total != w[1] {
+			t.Errorf("%s: self %d total %d, want %d %d", f.Function, f.Self, f.Total, w[0], w[1])
+		}
+	}
+	if d.TopFunctions[0].Function != "inner_[k]" || d.TopFunctions[0].SelfShare != 0.7 {
+		t.Errorf("first top function = %+v, want inner_[k] at 70%%", d.TopFunctions[0])
+	}
+	if d.Folded[0] != (foldedStack{"a;outer_[k];middle_[k];inner_[k]", 5}) {
+		t.Errorf("first folded stack = %+v", d.Folded[0])
+	}
+	var text bytes.Buffer
+	writeProfileText(&text, nil, d, 2)
+	if !strings.Contains(text.String(), "70.0%") || !strings.Contains(text.String(), "inner_[k]") {
+		t.Errorf("text output:\n%s", text.String())
+	}
+}
+
+// The command end to end: a busy loop in a known C function is the top
+// function of its process's profile in the JSON report, and the report
+// carries the probe's own measured cost.
+func TestProfileCommandFindsBusyLoop(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	spinner := testutil.StartSpinner(t, 3)
+	time.Sleep(100 * time.Millisecond)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+
+	stdout, stderr, code := execute(t, "profile", "--pid", strconv.Itoa(spinner.Process.Pid), "--duration", "1500ms", "--freq", "199", "-o", "json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r struct {
+		Data     profileData
+		Overhead struct {
+			Programs []struct {
+				RunCount uint64 `json:"run_count"`
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("parse JSON: %v\n%s", err, stdout)
+	}
+	if len(r.Data.TopFunctions) == 0 || r.Data.TopFunctions[0].Function != testutil.SpinFunction {
+		t.Fatalf("top functions = %+v, want %s first", r.Data.TopFunctions, testutil.SpinFunction)
+	}
+	if len(r.Overhead.Programs) != 1 || r.Overhead.Programs[0].RunCount == 0 {
+		t.Errorf("overhead programs = %+v, want the sampling program with runs", r.Overhead.Programs)
+	}
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+
+	// The same profile as a flame graph file.
+	out := filepath.Join(t.TempDir(), "cpu.svg")
+	if _, stderr, code := execute(t, "profile", "--pid", strconv.Itoa(spinner.Process.Pid), "--duration", "300ms", "-o", "svg", "--out", out); code != ExitOK {
+		t.Fatalf("svg: exit %d: %s", code, stderr)
+	}
+	svg, err := os.ReadFile(out)
+	if err != nil || !bytes.Contains(svg, []byte(testutil.SpinFunction)) {
+		t.Errorf("svg (%v) does not name %s", err, testutil.SpinFunction)
+	}
+}
