@@ -52,6 +52,12 @@ type GC struct {
 	HeapBytes float64 `json:"heap_bytes"`
 	// RegionBytes is the G1 (or Shenandoah) region size when logged.
 	RegionBytes float64 `json:"region_bytes,omitempty"`
+	// LiveAfterFullBytes is the largest heap occupancy right after a full
+	// collection: the live set the heap must hold. Zero without full GCs.
+	LiveAfterFullBytes float64 `json:"live_after_full_bytes,omitempty"`
+	// MetaspaceBytes is the largest Metaspace (or PermGen) occupancy after
+	// a collection, zero when not logged.
+	MetaspaceBytes float64 `json:"metaspace_bytes,omitempty"`
 
 	// TenuringThresholdMin/Max are the lowest "new threshold" the JVM chose
 	// and the configured maximum (-XX:+PrintTenuringDistribution or

@@ -168,6 +168,8 @@ type Analyzer struct {
 	intervalCount int
 
 	eden, heapCap float64
+	liveAfterFull float64
+	meta          float64
 
 	causes                  map[string]*evidence.CauseStats
 	cmf, pf, toSpace, humon int
@@ -325,6 +327,12 @@ func (a *Analyzer) Add(e *Event) {
 	if e.Heap.Capacity > 0 {
 		a.heapCap = float64(e.Heap.Capacity)
 	}
+	if e.Kind == KindFull && e.Heap.Known() {
+		a.liveAfterFull = max(a.liveAfterFull, float64(e.Heap.After))
+	}
+	if e.Meta.Known() {
+		a.meta = max(a.meta, float64(e.Meta.After))
+	}
 	if timed && (e.IsPause() || e.Heap.Known()) {
 		a.addPoint(Point{T: t, HeapBefore: e.Heap.Before, HeapAfter: e.Heap.After, HeapCap: e.Heap.Capacity, PauseNs: int64(e.Pause), Kind: e.Kind})
 	}
@@ -479,6 +487,8 @@ func (a *Analyzer) Summary(stats Stats) Summary {
 	g.EdenBytes = a.eden
 	g.HeapBytes = a.heapCap
 	g.RegionBytes = float64(stats.RegionBytes)
+	g.LiveAfterFullBytes = a.liveAfterFull
+	g.MetaspaceBytes = a.meta
 	g.TenuringThresholdMin, g.TenuringThresholdMax = a.tenMin, a.tenMax
 	g.FullGCCauses = []evidence.CauseStats{}
 	for _, c := range a.causes {
