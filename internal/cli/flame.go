@@ -1,0 +1,483 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/report"
+)
+
+// The graph output formats (formatSVG, formatHTML, ...) are shared with
+// `perfscope profile` and declared in profile.go.
+
+// flameGraphOptions are the flags shared by `flame` and `flame diff`: how
+// to read the inputs and how to draw and where to write the result.
+type flameGraphOptions struct {
+	Output   string
+	Out      string
+	Title    string
+	Width    int
+	MinWidth string
+	Icicle   bool
+	Format   string
+	Unit     string
+	Include  string
+	Exclude  string
+	Top      int
+
+	format     report.Format
+	inputFmt   flame.Format
+	unit       flame.Unit
+	filter     flame.Filter
+	minWidthPx float64
+}
+
+type flameOptions struct {
+	flameGraphOptions
+	PerCPU     bool
+	PerProcess bool
+	PerThread  bool
+	Files      []string
+
+	// run draws the graph; tests replace it to check flag handling.
+	run func(ctx context.Context, o *flameOptions, g *Globals) error
+}
+
+type flameDiffOptions struct {
+	flameGraphOptions
+	Shape    string
+	Absolute bool
+	Before   string
+	After    string
+
+	shape flame.Shape
+	run   func(ctx context.Context, o *flameDiffOptions, g *Globals) error
+}
+
+func newFlameCmd(g *Globals) *cobra.Command {
+	return flameCmd(g, &flameOptions{run: runFlame}, &flameDiffOptions{run: runFlameDiff})
+}
+
+// flameCmd binds flags to o and d; tests pass options with a fake run.
+func flameCmd(g *Globals, o *flameOptions, d *flameDiffOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "flame FILE...",
+		Short: "Draw, convert and merge profiles: flame graph SVG/HTML, pprof, speedscope, folded",
+		Long: `flame reads profiles — folded stacks (FlameGraph, async-profiler collapsed),
+perf script output or pprof, detected from their first bytes — merges them and
+writes an interactive flame graph (self-contained SVG or HTML: hover for
+details, click to zoom, regex search with the share matched, reset zoom; the
+HTML page adds an icicle toggle), or converts them to pprof, speedscope JSON or
+folded stacks. "-" reads standard input; the result goes to standard output
+unless --out is given, so it composes in pipes like flamegraph.pl.
+-o text and -o json summarise the functions with the most self time.
+
+Frames are coloured by kind, stable per name: kernel (orange, "_[k]"), JIT
+Java (green, "_[j]"), inlined (aqua, "_[i]"), interpreted (yellow, "_[0]"),
+Go (blue), other native code (red-yellow).`,
+		Example: `  perfscope flame out.folded > cpu.svg
+  perf script | perfscope flame - --per-process -o html --out cpu.html
+  perfscope flame a.folded b.pb.gz -o pprof --out merged.pb.gz
+  perfscope flame cpu.folded --include 'Handler' --exclude '^Interpreter' --minwidth 0.5
+  perfscope flame diff before.folded after.folded -o svg --out diff.svg`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Files = args
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), o, g)
+		},
+	}
+	f := cmd.Flags()
+	o.bind(cmd, "svg")
+	f.BoolVar(&o.PerCPU, "per-cpu", false, "put a [cpu N] root frame under each stack (perf script, pprof with a cpu label)")
+	f.BoolVar(&o.PerProcess, "per-process", false, "put a comm-pid root frame under each stack (perf script, pprof with pid labels)")
+	f.BoolVar(&o.PerThread, "per-thread", false, "put a comm-pid/tid root frame under each stack (perf script, pprof with tid labels)")
+	cmd.AddCommand(flameDiffCmd(g, d))
+	return cmd
+}
+
+func flameDiffCmd(g *Globals, d *flameDiffOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "diff BEFORE AFTER",
+		Short: "Differential flame graph: red where AFTER spends more, blue where it spends less",
+		Long: `flame diff draws AFTER's flame graph (or BEFORE's with --shape before) and
+colours each frame by how its inclusive share changed: red = more in AFTER,
+blue = less, white = unchanged, deeper for larger changes. BEFORE is scaled to
+AFTER's total first (--absolute compares raw values), so a longer recording
+does not paint everything red. Frames that exist only in the profile not drawn
+are invisible: draw the other shape to see them.
+
+-o folded writes FlameGraph's difffolded format ("stack before after", raw
+values); -o text and -o json list the functions whose self value moved most.`,
+		Example: `  perfscope flame diff before.folded after.folded -o svg --out diff.svg
+  perfscope flame diff before.pb.gz after.pb.gz --shape before -o html --out vanished.html
+  perfscope flame diff before.folded after.folded -o text --top 10`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			d.Before, d.After = args[0], args[1]
+			if err := d.validate(); err != nil {
+				return err
+			}
+			return d.run(cmd.Context(), d, g)
+		},
+	}
+	d.bind(cmd, "svg")
+	f := cmd.Flags()
+	f.StringVar(&d.Shape, "shape", "after", "draw the graph in the shape of after or before (before shows frames that shrank away)")
+	f.BoolVar(&d.Absolute, "absolute", false, "compare raw values instead of scaling before to after's total")
+	return cmd
+}
+
+func (o *flameGraphOptions) bind(cmd *cobra.Command, defaultOutput string) {
+	f := cmd.Flags()
+	f.StringVarP(&o.Output, "output", "o", defaultOutput, "output format: svg, html, pprof, speedscope, folded, text or json")
+	f.StringVar(&o.Out, "out", "", "write to this file instead of standard output")
+	f.StringVar(&o.Title, "title", "", "graph title (default: \"Flame Graph\" or \"Differential Flame Graph\")")
+	f.IntVar(&o.Width, "width", 1200, "image width in pixels")
+	f.StringVar(&o.MinWidth, "minwidth", "0.1", "omit frames narrower than this: pixels (as flamegraph.pl), or a percentage of the width like 0.01% (as inferno)")
+	f.BoolVar(&o.Icicle, "icicle", false, "draw an icicle graph: root at the top (the HTML page can also toggle it)")
+	f.StringVar(&o.Format, "format", "auto", "input format: auto, folded, perf or pprof")
+	f.StringVar(&o.Unit, "unit", "samples", "what folded or perf script values count: samples, nanoseconds or bytes (pprof files carry their own)")
+	f.StringVar(&o.Include, "include", "", "keep only stacks with a frame matching this regular expression")
+	f.StringVar(&o.Exclude, "exclude", "", "drop stacks with a frame matching this regular expression")
+	f.IntVar(&o.Top, "top", 20, "functions listed by -o text and -o json")
+}
+
+func (o *flameGraphOptions) validate(allowed ...report.Format) error {
+	var err error
+	if o.format, err = report.ParseFormat(o.Output, allowed...); err != nil {
+		return asUsage(err)
+	}
+	if o.inputFmt, err = flame.ParseFormat(o.Format); err != nil {
+		return asUsage(err)
+	}
+	if o.unit, err = flame.ParseUnit(o.Unit); err != nil {
+		return asUsage(err)
+	}
+	if o.Width < 100 || o.Width > 100000 {
+		return usageError("--width must be between 100 and 100000 pixels, got %d", o.Width)
+	}
+	if o.minWidthPx, err = parseMinWidth(o.MinWidth, o.Width); err != nil {
+		return asUsage(err)
+	}
+	if o.Top < 0 {
+		return usageError("--top must not be negative, got %d", o.Top)
+	}
+	for _, re := range []struct {
+		flag, expr string
+		dst        **regexp.Regexp
+	}{{"--include", o.Include, &o.filter.Include}, {"--exclude", o.Exclude, &o.filter.Exclude}} {
+		if re.expr == "" {
+			continue
+		}
+		if *re.dst, err = regexp.Compile(re.expr); err != nil {
+			return usageError("%s %q is not a regular expression: %v", re.flag, re.expr, err)
+		}
+	}
+	return nil
+}
+
+// parseMinWidth reads --minwidth: pixels, or with "%" a share of the
+// drawable width, which is how inferno's --minwidth counts.
+func parseMinWidth(s string, width int) (float64, error) {
+	pct := strings.HasSuffix(s, "%")
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil || v < 0 || v != v {
+		return 0, fmt.Errorf("--minwidth %q: want a non-negative number of pixels, or a percentage like 0.01%%", s)
+	}
+	if pct {
+		v = v / 100 * (float64(width) - 20)
+	}
+	if v == 0 {
+		v = -1 // flame.Options: negative draws every frame, zero means the default
+	}
+	return v, nil
+}
+
+func (o *flameOptions) validate() error {
+	if err := o.flameGraphOptions.validate(formatSVG, formatHTML, formatPprof, formatSpeedscope, formatFolded, report.Text, report.JSON); err != nil {
+		return err
+	}
+	stdin := 0
+	for _, f := range o.Files {
+		if f == "-" {
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		return usageError("standard input (-) can be read only once")
+	}
+	return nil
+}
+
+func (d *flameDiffOptions) validate() error {
+	if err := d.flameGraphOptions.validate(formatSVG, formatHTML, formatFolded, report.Text, report.JSON); err != nil {
+		return err
+	}
+	var err error
+	if d.shape, err = flame.ParseShape(d.Shape); err != nil {
+		return asUsage(err)
+	}
+	if d.Before == "-" && d.After == "-" {
+		return usageError("standard input (-) can be read only once")
+	}
+	return nil
+}
+
+func (o *flameGraphOptions) drawOptions(defaultTitle string) flame.Options {
+	title := o.Title
+	if title == "" {
+		title = defaultTitle
+	}
+	return flame.Options{Title: title, Width: o.Width, MinWidth: o.minWidthPx, Reverse: o.Icicle}
+}
+
+// readProfile reads one input ("-" is standard input), stopping when ctx
+// is cancelled. Unreadable or malformed input is bad input (exit 2).
+func (o *flameGraphOptions) readProfile(ctx context.Context, path string, roots flame.RootFrames) (*flame.Profile, flame.Format, error) {
+	var r io.Reader = os.Stdin
+	name := "standard input"
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, "", usageError("cannot read profile: %v", err)
+		}
+		defer f.Close()
+		r, name = f, path
+	}
+	p, format, err := flame.Read(ctxReader{ctx, r}, o.inputFmt, roots)
+	switch {
+	case ctx.Err() != nil:
+		return nil, "", ctx.Err()
+	case errors.Is(err, flame.ErrUnknownFormat):
+		return nil, "", usageError("%s: %v; pass --format folded, perf or pprof", name, err)
+	case err != nil:
+		return nil, "", usageError("%s: %v", name, err)
+	}
+	if format != flame.FormatPprof {
+		p.Unit = o.unit // folded stacks and perf script carry no unit
+	}
+	if o.filter.Include != nil || o.filter.Exclude != nil {
+		p = p.Filter(o.filter)
+	}
+	return p, format, nil
+}
+
+// ctxReader stops a long read when the command is interrupted.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(b []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(b)
+}
+
+// writeOutput runs write against --out or standard output. A file is
+// written under a temporary name and renamed into place, so an interrupted
+// or failed run never leaves a truncated graph behind.
+func (o *flameGraphOptions) writeOutput(ctx context.Context, g *Globals, write func(io.Writer) error) error {
+	if o.Out == "" || o.Out == "-" {
+		return write(g.Out)
+	}
+	dir := filepath.Dir(o.Out)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(o.Out)+".*")
+	if err != nil {
+		return usageError("cannot write %s: %v", o.Out, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := write(tmp); err != nil {
+		return fmt.Errorf("write %s: %w", o.Out, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("write %s: %w", o.Out, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", o.Out, err)
+	}
+	if err := os.Rename(tmp.Name(), o.Out); err != nil {
+		return fmt.Errorf("write %s: %w", o.Out, err)
+	}
+	done = true
+	return nil
+}
+
+// flameInput is one file read, for the JSON report.
+type flameInput struct {
+	Path   string `json:"path"`
+	Format string `json:"format"`
+	Total  int64  `json:"total"`
+}
+
+// flameData is the "data" section of `perfscope flame -o json`.
+type flameData struct {
+	Inputs    []flameInput         `json:"inputs"`
+	Unit      flame.Unit           `json:"unit"`
+	Total     int64                `json:"total"`
+	Frames    int                  `json:"frames"`
+	Functions []flame.FunctionCost `json:"functions"`
+}
+
+func runFlame(ctx context.Context, o *flameOptions, g *Globals) error {
+	roots := flame.RootFrames{CPU: o.PerCPU, Process: o.PerProcess, Thread: o.PerThread}
+	var merged *flame.Profile
+	var inputs []flameInput
+	for _, path := range o.Files {
+		p, format, err := o.readProfile(ctx, path, roots)
+		if err != nil {
+			return err
+		}
+		inputs = append(inputs, flameInput{Path: path, Format: string(format), Total: p.Total()})
+		if merged == nil {
+			merged = p
+		} else if err := merged.Merge(p); err != nil {
+			return usageError("%s: %v", path, err)
+		}
+	}
+	opts := o.drawOptions("Flame Graph")
+	return o.writeOutput(ctx, g, func(w io.Writer) error {
+		switch o.format {
+		case formatSVG:
+			return flame.WriteSVG(w, merged, opts)
+		case formatHTML:
+			return flame.WriteHTML(w, merged, opts)
+		case formatPprof:
+			return flame.WritePprof(w, merged)
+		case formatSpeedscope:
+			return flame.WriteSpeedscope(w, merged, opts)
+		case formatFolded:
+			return flame.WriteFolded(w, merged)
+		}
+		data := flameData{Inputs: inputs, Unit: merged.Unit, Total: merged.Total(), Frames: merged.Frames(), Functions: merged.Functions(o.Top)}
+		if data.Functions == nil {
+			data.Functions = []flame.FunctionCost{}
+		}
+		if o.format == report.JSON {
+			r := report.New("flame", Version(), g.Started)
+			r.Data = data
+			return report.WriteJSON(w, r)
+		}
+		writeFlameText(w, data)
+		return nil
+	})
+}
+
+func writeFlameText(w io.Writer, d flameData) {
+	report.Heading(w, "Profile")
+	fmt.Fprintf(w, "%s %s in total, %s distinct frames, from %d input(s)\n", flameValue(d.Unit, d.Total), d.Unit, report.Count(float64(d.Frames)), len(d.Inputs))
+	if len(d.Functions) == 0 {
+		return
+	}
+	report.Heading(w, "Functions by self "+string(d.Unit))
+	t := report.Table{Header: []string{"SELF", "SELF%", "TOTAL", "TOTAL%", "KIND", "FUNCTION"}}
+	for _, f := range d.Functions {
+		t.Add(flameValue(d.Unit, f.Self), report.Percent(flameShare(f.Self, d.Total)),
+			flameValue(d.Unit, f.Total), report.Percent(flameShare(f.Total, d.Total)), f.Kind, f.Name)
+	}
+	t.Write(w)
+}
+
+func flameShare(v, total int64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return float64(v) / float64(total)
+}
+
+func flameValue(u flame.Unit, v int64) string {
+	switch u {
+	case flame.Nanoseconds:
+		return report.Nanos(float64(v))
+	case flame.Bytes:
+		return report.Bytes(float64(v))
+	}
+	return report.Count(float64(v))
+}
+
+// flameDiffData is the "data" section of `perfscope flame diff -o json`.
+type flameDiffData struct {
+	Before      flameInput             `json:"before"`
+	After       flameInput             `json:"after"`
+	Unit        flame.Unit             `json:"unit"`
+	Shape       flame.Shape            `json:"shape"`
+	Normalised  bool                   `json:"normalised"`
+	BeforeScale float64                `json:"before_scale"`
+	Changes     []flame.FunctionChange `json:"changes"`
+}
+
+func runFlameDiff(ctx context.Context, d *flameDiffOptions, g *Globals) error {
+	var ps [2]*flame.Profile
+	var ins [2]flameInput
+	for i, path := range []string{d.Before, d.After} {
+		p, format, err := d.readProfile(ctx, path, flame.RootFrames{})
+		if err != nil {
+			return err
+		}
+		ps[i], ins[i] = p, flameInput{Path: path, Format: string(format), Total: p.Total()}
+	}
+	diff, err := flame.NewDiff(ps[0], ps[1], flame.DiffOptions{Shape: d.shape, Absolute: d.Absolute})
+	if err != nil {
+		return asUsage(err)
+	}
+	opts := d.drawOptions("Differential Flame Graph")
+	return d.writeOutput(ctx, g, func(w io.Writer) error {
+		switch d.format {
+		case formatSVG:
+			return flame.WriteDiffSVG(w, diff, opts)
+		case formatHTML:
+			return flame.WriteDiffHTML(w, diff, opts)
+		case formatFolded:
+			return flame.WriteDiffFolded(w, diff)
+		}
+		scale := 1.0
+		if !d.Absolute && ps[0].Total() > 0 {
+			scale = float64(ps[1].Total()) / float64(ps[0].Total())
+		}
+		data := flameDiffData{Before: ins[0], After: ins[1], Unit: ps[1].Unit, Shape: d.shape,
+			Normalised: !d.Absolute, BeforeScale: scale, Changes: diff.Changes(d.Top)}
+		if data.Changes == nil {
+			data.Changes = []flame.FunctionChange{}
+		}
+		if d.format == report.JSON {
+			r := report.New("flame diff", Version(), g.Started)
+			r.Data = data
+			return report.WriteJSON(w, r)
+		}
+		report.Heading(w, "Change in self "+string(data.Unit)+" (before scaled ×"+strconv.FormatFloat(scale, 'f', 3, 64)+")")
+		if len(data.Changes) == 0 {
+			_, err := fmt.Fprintln(w, "No function's share changed.")
+			return err
+		}
+		t := report.Table{Header: []string{"BEFORE", "AFTER", "DELTA", "KIND", "FUNCTION"}}
+		for _, c := range data.Changes {
+			t.Add(strconv.FormatFloat(c.Before, 'f', 1, 64), strconv.FormatFloat(c.After, 'f', 1, 64),
+				strconv.FormatFloat(c.Delta, 'f', 1, 64), c.Kind, c.Name)
+		}
+		t.Write(w)
+		return nil
+	})
+}
