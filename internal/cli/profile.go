@@ -241,6 +241,9 @@ func rootFrameName(r cpuprofile.RootFrame) string {
 
 func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	p, err := cpuprofile.Open(cpuprofile.Options{PID: o.PID, Frequency: o.Frequency, Stacks: o.stacks, IncludeIdle: o.IncludeIdle})
+	if errors.Is(err, probes.ErrPermission) {
+		return unavailableError("the kernel refused to load the sampling program: run perfscope profile as root, or with CAP_BPF and CAP_PERFMON")
+	}
 	if err != nil {
 		return err
 	}
@@ -250,6 +253,9 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 		defer stats.Close()
 	}
 	if err := p.Start(); err != nil {
+		if errors.Is(err, probes.ErrPermission) {
+			return unavailableError("the kernel refused a cpu-clock perf event: run perfscope profile as root, or with CAP_PERFMON (kernel.perf_event_paranoid is in the way)")
+		}
 		return err
 	}
 	started := time.Now()
