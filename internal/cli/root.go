@@ -74,6 +74,7 @@ Exit codes: 0 ok, 1 findings at or above --fail-on, 2 bad usage or input,
 		newSoftirqCmd(g),
 		newDoctorCmd(g),
 		newProfileCmd(g),
+		newFlameCmd(g),
 	)
 	return root
 }
