@@ -1,0 +1,218 @@
+// Package netconfig gathers, in one call, the network configuration that
+// issue 4's rules judge: queues and their RPS/XPS, channels, RSS, offload
+// features, IRQ placement and irqbalance, CPU topology, netfilter, source
+// validation, audit and the net.core buffers and budgets. Every optional
+// source is either present or explicitly unknown (nil pointer or a Known
+// flag, with the reason in Unavailable) — never a silent zero — so that the
+// rules can be pure functions of a NetConfig.
+package netconfig
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/perfscope/perfscope/collectors/cpuset"
+	"github.com/perfscope/perfscope/collectors/ethtool"
+	"github.com/perfscope/perfscope/collectors/irq"
+	"github.com/perfscope/perfscope/collectors/netdev"
+	"github.com/perfscope/perfscope/collectors/procfs"
+)
+
+// NetConfig is the configuration snapshot of one interface and the host.
+type NetConfig struct {
+	Interface netdev.Interface `json:"interface"`
+	// Driver, Channels, Features and RSS come from ethtool; nil when the
+	// driver does not support the request (reason in Unavailable).
+	Driver   *ethtool.DriverInfo `json:"driver"`
+	Channels *ethtool.Channels   `json:"channels"`
+	Offloads Offloads            `json:"offloads"`
+	RSS      *ethtool.RSS        `json:"rss"`
+	// IRQs are the interface's queue IRQs with their affinities; empty for
+	// virtual devices.
+	IRQs       []QueueIRQ       `json:"irqs"`
+	Irqbalance irq.Irqbalance   `json:"irqbalance"`
+	Topology   cpuset.Topology  `json:"topology"`
+	Netfilter  Netfilter        `json:"netfilter"`
+	RPFilter   SourceValidation `json:"source_validation"`
+	Audit      Audit            `json:"audit"`
+	Core       CoreSysctls      `json:"net_core"`
+	// Unavailable maps a section name ("rss", "channels", "audit", ...) to
+	// why it could not be read.
+	Unavailable map[string]string `json:"unavailable"`
+}
+
+// Offloads are the features the diagnosis reads; nil when the device does
+// not list the feature (older kernels lack rx-udp-gro-forwarding).
+type Offloads struct {
+	GRO              *bool `json:"gro"`
+	GSO              *bool `json:"gso"`
+	TSO              *bool `json:"tso"`
+	LRO              *bool `json:"lro"`
+	GROHW            *bool `json:"gro_hw"`
+	UDPGROForwarding *bool `json:"rx_udp_gro_forwarding"`
+}
+
+// QueueIRQ is one queue IRQ of the interface and where it may, does and
+// should run.
+type QueueIRQ struct {
+	irq.QueueIRQ
+	Affinity *irq.Affinity `json:"affinity"`
+}
+
+// CoreSysctls are net.core settings; nil when absent.
+type CoreSysctls struct {
+	RmemMax           *int64 `json:"rmem_max_bytes"`
+	RmemDefault       *int64 `json:"rmem_default_bytes"`
+	NetdevMaxBacklog  *int64 `json:"netdev_max_backlog_packets"`
+	NetdevBudget      *int64 `json:"netdev_budget_packets"`
+	NetdevBudgetUsecs *int64 `json:"netdev_budget_usecs"`
+}
+
+// SourceValidation is rp_filter and accept_local (net.ipv4.conf.*). The
+// effective rp_filter of an interface is max(all, interface).
+type SourceValidation struct {
+	// RPFilter maps "all", "default" and interface names to 0 (off),
+	// 1 (strict) or 2 (loose).
+	RPFilter    map[string]int64 `json:"rp_filter"`
+	AcceptLocal map[string]int64 `json:"accept_local"`
+	// EffectiveRPFilter is max(all, iface) for the snapshot's interface;
+	// nil when either is unknown.
+	EffectiveRPFilter *int64 `json:"effective_rp_filter"`
+}
+
+// Sources are the live or recorded inputs of Snapshot.
+type Sources struct {
+	FS      procfs.FS
+	Ethtool ethtool.Source
+	// Audit asks the kernel for audit status (AUDIT_GET); nil skips it.
+	Audit func() (AuditStatus, error)
+	// Rules counts netfilter rules; nil reports counts as unknown.
+	Rules RuleCounter
+}
+
+// Live reads the running system.
+func Live() Sources {
+	return Sources{FS: procfs.Default, Ethtool: ethtool.Ioctl{}, Audit: auditStatusNetlink, Rules: ExecRuleCounter{}}
+}
+
+// Snapshot gathers everything for iface. It fails only when the interface
+// does not exist (netdev.ErrNoInterface) or the basic /sys and /proc files
+// cannot be read; every optional source that fails is recorded in
+// Unavailable and the rest is still returned.
+func (s Sources) Snapshot(iface string) (NetConfig, error) {
+	c := NetConfig{Unavailable: map[string]string{}}
+	nd := netdev.FS{FS: s.FS}
+	var err error
+	if c.Interface, err = nd.Interface(iface); err != nil {
+		return c, err
+	}
+	if c.Topology, err = (cpuset.FS{FS: s.FS}).Topology(); err != nil {
+		return c, fmt.Errorf("cpu topology: %w", err)
+	}
+	s.ethtoolSections(&c, iface)
+	s.irqSections(&c, nd, iface)
+	c.Netfilter = s.netfilter(&c)
+	c.RPFilter = s.sourceValidation(iface)
+	c.Audit = s.audit(&c)
+	c.Core = CoreSysctls{
+		RmemMax: s.sysctl("net.core.rmem_max"), RmemDefault: s.sysctl("net.core.rmem_default"),
+		NetdevMaxBacklog: s.sysctl("net.core.netdev_max_backlog"), NetdevBudget: s.sysctl("net.core.netdev_budget"),
+		NetdevBudgetUsecs: s.sysctl("net.core.netdev_budget_usecs"),
+	}
+	return c, nil
+}
+
+func (s Sources) ethtoolSections(c *NetConfig, iface string) {
+	if s.Ethtool == nil {
+		c.Unavailable["ethtool"] = "no ethtool source"
+		return
+	}
+	if d, err := s.Ethtool.DriverInfo(iface); err == nil {
+		c.Driver = &d
+	} else {
+		c.Unavailable["driver"] = err.Error()
+	}
+	if ch, err := s.Ethtool.Channels(iface); err == nil {
+		c.Channels = &ch
+	} else {
+		c.Unavailable["channels"] = err.Error()
+	}
+	if r, err := s.Ethtool.RSS(iface); err == nil {
+		c.RSS = &r
+	} else {
+		c.Unavailable["rss"] = err.Error()
+	}
+	f, err := s.Ethtool.Features(iface)
+	if err != nil {
+		c.Unavailable["features"] = err.Error()
+		return
+	}
+	c.Offloads = Offloads{
+		GRO: f.Active(ethtool.FeatureGRO), GSO: f.Active(ethtool.FeatureGSO), TSO: f.Active(ethtool.FeatureTSO),
+		LRO: f.Active(ethtool.FeatureLRO), GROHW: f.Active(ethtool.FeatureGROHW), UDPGROForwarding: f.Active(ethtool.FeatureUDPGROForwarding),
+	}
+}
+
+func (s Sources) irqSections(c *NetConfig, nd netdev.FS, iface string) {
+	ifs := irq.FS{FS: s.FS}
+	var err error
+	if c.Irqbalance, err = ifs.Irqbalance(); err != nil {
+		c.Unavailable["irqbalance"] = err.Error()
+	}
+	if c.Interface.Virtual {
+		c.Unavailable["irqs"] = "virtual device: no IRQs"
+		return
+	}
+	in, err := ifs.Interrupts()
+	if err != nil {
+		c.Unavailable["irqs"] = err.Error()
+		return
+	}
+	dev := irq.Device{Interface: iface}
+	dev.MSIIRQs, _ = nd.MSIIRQs(iface)
+	if c.Driver != nil {
+		dev.PCIAddress = c.Driver.BusInfo
+	}
+	if target, err := os.Readlink(s.FS.Path("/sys/class/net/" + iface + "/device")); err == nil && strings.HasPrefix(filepath.Base(target), "virtio") {
+		dev.Virtio = filepath.Base(target)
+	}
+	for _, q := range irq.QueueIRQs(in, dev) {
+		qi := QueueIRQ{QueueIRQ: q}
+		if a, err := ifs.Affinity(q.IRQ); err == nil {
+			qi.Affinity = &a
+		}
+		c.IRQs = append(c.IRQs, qi)
+	}
+	if len(c.IRQs) == 0 {
+		c.Unavailable["irqs"] = "no IRQ of " + iface + " found in /proc/interrupts"
+	}
+}
+
+func (s Sources) sysctl(name string) *int64 {
+	v, ok, err := s.FS.SysctlInt(name)
+	if err != nil || !ok {
+		return nil
+	}
+	return &v
+}
+
+func (s Sources) sourceValidation(iface string) SourceValidation {
+	sv := SourceValidation{RPFilter: map[string]int64{}, AcceptLocal: map[string]int64{}}
+	for _, scope := range []string{"all", "default", iface} {
+		if v := s.sysctl("net.ipv4.conf." + scope + ".rp_filter"); v != nil {
+			sv.RPFilter[scope] = *v
+		}
+		if v := s.sysctl("net.ipv4.conf." + scope + ".accept_local"); v != nil {
+			sv.AcceptLocal[scope] = *v
+		}
+	}
+	all, okAll := sv.RPFilter["all"]
+	dev, okDev := sv.RPFilter[iface]
+	if okAll && okDev {
+		eff := max(all, dev)
+		sv.EffectiveRPFilter = &eff
+	}
+	return sv
+}
