@@ -74,7 +74,11 @@ Exit codes: 0 ok, 1 findings at or above --fail-on, 2 bad usage or input,
 		newSoftirqCmd(g),
 		newDoctorCmd(g),
 		newProfileCmd(g),
+		newJVMCmd(g),
+		newLabCmd(g),
 		newFlameCmd(g),
+		newGCLogCmd(g),
+		newUDPCmd(g),
 	)
 	return root
 }

@@ -1,0 +1,276 @@
+package evidence
+
+// NetEvidence is everything one `perfscope udp` run measured and read,
+// joined per CPU, per queue and per socket. Each section either holds data
+// or says in Unavailable why its source does not exist for this interface
+// or kernel (no per-queue driver counters on lo, no IRQs on veth, a
+// tracepoint missing): the rest of the report still runs.
+type NetEvidence struct {
+	Interface  NetInterface    `json:"interface"`
+	DurationNs int64           `json:"duration_ns"`
+	Port       int             `json:"port,omitempty"`
+	PID        int             `json:"pid,omitempty"`
+	Softirq    SoftirqEvidence `json:"softirq"`
+	Queues     QueueSection    `json:"queues"`
+	QueueCPU   QueueCPUSection `json:"queue_cpu"`
+	IRQs       IRQSection      `json:"irqs"`
+	TX         TXSection       `json:"tx"`
+	Locks      LockSection     `json:"locks"`
+	Drops      DropSection     `json:"drops"`
+	Sockets    SocketSection   `json:"sockets"`
+	Profile    ProfileSection  `json:"profile"`
+}
+
+// Section is embedded by every section.
+type Section struct {
+	// Unavailable says why the section has no data ("" when it has).
+	Unavailable string `json:"unavailable,omitempty"`
+}
+
+// NetInterface describes the measured interface.
+type NetInterface struct {
+	Name     string `json:"name"`
+	Ifindex  int    `json:"ifindex"`
+	Driver   string `json:"driver,omitempty"`
+	Virtual  bool   `json:"virtual"`
+	NUMANode *int   `json:"numa_node"`
+	RXQueues int    `json:"rx_queues"`
+	TXQueues int    `json:"tx_queues"`
+}
+
+// QueueRow is one queue's traffic over the window from the two independent
+// sources. Nil means the source does not report it.
+type QueueRow struct {
+	Queue int `json:"queue"`
+	// KernelPackets: netif_receive_skb by recorded RX queue (RX) or
+	// net_dev_start_xmit by queue_mapping (TX).
+	KernelPackets *uint64 `json:"kernel_packets"`
+	// NAPIWork: packets the queue's NAPI instance polled (RX).
+	NAPIWork *uint64 `json:"napi_work,omitempty"`
+	// DriverPackets: the driver's per-queue counter delta (ethtool -S).
+	DriverPackets *uint64 `json:"driver_packets"`
+	DriverBytes   *uint64 `json:"driver_bytes,omitempty"`
+	DriverDrops   *uint64 `json:"driver_drops,omitempty"`
+	// Diff is (kernel − driver) / driver where both exist.
+	Diff *float64 `json:"diff,omitempty"`
+	Dead bool     `json:"dead"`
+	// PerS is the best packet rate known for the queue.
+	PerS float64 `json:"packets_per_s"`
+}
+
+// QueueBalance is how evenly one direction's queues carried packets.
+type QueueBalance struct {
+	Queues int     `json:"queues"`
+	Total  uint64  `json:"total_packets"`
+	Mean   float64 `json:"mean_packets"`
+	Max    uint64  `json:"max_packets"`
+	// Skew is max/mean: 1 is even.
+	Skew float64 `json:"skew"`
+	Dead []int   `json:"dead_queues"`
+	// Source names the counter used ("driver", "napi", "kernel").
+	Source string `json:"source"`
+}
+
+// QueueSection is per-queue traffic.
+type QueueSection struct {
+	Section
+	RX        []QueueRow   `json:"rx"`
+	TX        []QueueRow   `json:"tx"`
+	RXBalance QueueBalance `json:"rx_balance"`
+	TXBalance QueueBalance `json:"tx_balance"`
+	// Notes explain per-source gaps ("driver counters: not supported by lo").
+	Notes []string `json:"notes,omitempty"`
+}
+
+// QueueCPUCell is the NAPI work of one queue on one CPU.
+type QueueCPUCell struct {
+	Queue int    `json:"queue"` // -1 when the NAPI id maps to no queue
+	NAPI  uint32 `json:"napi_id"`
+	CPU   int    `json:"cpu"`
+	Polls uint64 `json:"polls"`
+	Work  uint64 `json:"work"`
+}
+
+// QueueCPUSection is the (queue × CPU) matrix: which CPU serves which queue.
+type QueueCPUSection struct {
+	Section
+	Cells []QueueCPUCell `json:"cells"`
+	// Mapping says how NAPI ids were mapped to queues.
+	Mapping string `json:"mapping,omitempty"`
+}
+
+// QueueIRQ is one queue interrupt and where it may and does go.
+type QueueIRQ struct {
+	IRQ         int    `json:"irq"`
+	Name        string `json:"name"`
+	Queue       int    `json:"queue"`
+	SMPAffinity string `json:"smp_affinity"`
+	Effective   string `json:"effective_affinity,omitempty"`
+	Hint        string `json:"affinity_hint,omitempty"`
+	HintIgnored bool   `json:"hint_ignored"`
+	// Count is interrupts over the window, per CPU ("cpuN" → count).
+	CountByCPU map[int]uint64 `json:"count_by_cpu"`
+}
+
+// IRQSection is the NIC's IRQs, irqbalance and NUMA placement.
+type IRQSection struct {
+	Section
+	IRQs           []QueueIRQ `json:"queue_irqs"`
+	Irqbalance     bool       `json:"irqbalance_running"`
+	IrqbalanceArgs []string   `json:"irqbalance_args,omitempty"`
+	HintPolicy     string     `json:"irqbalance_hint_policy,omitempty"`
+	// NICNode and the CPUs of that node; WorkCPUsOffNode lists CPUs doing
+	// NET_RX work outside the NIC's node.
+	NICNode         *int  `json:"nic_numa_node"`
+	NodeCPUs        []int `json:"nic_node_cpus,omitempty"`
+	WorkCPUsOffNode []int `json:"work_cpus_off_node,omitempty"`
+}
+
+// TXCPU is what one CPU transmitted on which TX queue, against XPS.
+type TXCPU struct {
+	CPU int `json:"cpu"`
+	// Queues maps TX queue → packets this CPU put on it.
+	Queues map[int]uint64 `json:"queues"`
+	// XPSQueues are the TX queues whose xps_cpus include this CPU.
+	XPSQueues []int `json:"xps_queues"`
+}
+
+// QdiscRow is one TX queue's qdisc activity.
+type QdiscRow struct {
+	TXQueue  int    `json:"tx_queue"`
+	Enqueues uint64 `json:"enqueues"`
+	Dequeues uint64 `json:"dequeues"`
+}
+
+// TXSection is the transmit side.
+type TXSection struct {
+	Section
+	PerCPU []TXCPU        `json:"per_cpu"`
+	Qdisc  []QdiscRow     `json:"qdisc"`
+	XPSSet bool           `json:"xps_set"`
+	XPS    map[int]string `json:"xps_cpus"` // TX queue → cpulist
+}
+
+// SocketRef names a socket a lock was attributed to.
+type SocketRef struct {
+	Addr  string `json:"addr"` // kernel address of struct sock
+	Local string `json:"local"`
+	Port  int    `json:"port"`
+	Inode uint64 `json:"inode"`
+	PID   int    `json:"pid,omitempty"`
+	Comm  string `json:"comm,omitempty"`
+	// Field is the lock inside the socket ("sk_receive_queue.lock", ...).
+	Field string `json:"field"`
+}
+
+// LockSite is contention at one kernel call site.
+type LockSite struct {
+	Class   string     `json:"class"` // socket-receive-queue, socket-wakeup, qdisc-root, txq-xmit, other
+	Site    string     `json:"site"`  // the first classifying or innermost non-lock frame
+	Stack   []string   `json:"stack"` // innermost first
+	Count   uint64     `json:"count"`
+	TotalNs uint64     `json:"total_ns"`
+	MaxNs   uint64     `json:"max_ns"`
+	Socket  *SocketRef `json:"socket,omitempty"`
+}
+
+// SocketContention is lock wait attributed to one socket.
+type SocketContention struct {
+	Socket  SocketRef `json:"socket"`
+	Count   uint64    `json:"count"`
+	TotalNs uint64    `json:"total_ns"`
+	MaxNs   uint64    `json:"max_ns"`
+}
+
+// LockSection is lock contention over the window.
+type LockSection struct {
+	Section
+	Sites   []LockSite         `json:"sites"`
+	Sockets []SocketContention `json:"sockets"`
+	ByClass map[string]uint64  `json:"total_ns_by_class"`
+	Lost    uint64             `json:"lost"`
+	TotalNs uint64             `json:"total_ns"`
+}
+
+// PortDrops are drops on one local UDP port for one reason.
+type PortDrops struct {
+	Port   int    `json:"port"`
+	Reason string `json:"reason"`
+	Count  uint64 `json:"count"`
+}
+
+// SoftnetCPU is one CPU's /proc/net/softnet_stat delta.
+type SoftnetCPU struct {
+	CPU         int    `json:"cpu"`
+	Processed   uint64 `json:"processed"`
+	Dropped     uint64 `json:"dropped"`
+	TimeSqueeze uint64 `json:"time_squeeze"`
+}
+
+// DropSection is UDP drops by port and reason, with kernel counters.
+type DropSection struct {
+	Section
+	ByPort   []PortDrops       `json:"by_port"`
+	ByReason map[string]uint64 `json:"by_reason"`
+	// SNMP deltas from /proc/net/snmp Udp (+ Udp6).
+	UDP     map[string]uint64 `json:"udp_snmp"`
+	Softnet []SoftnetCPU      `json:"softnet"`
+}
+
+// UDPSocket is one bound UDP socket.
+type UDPSocket struct {
+	Local       string  `json:"local"`
+	Port        int     `json:"port"`
+	Inode       uint64  `json:"inode"`
+	Addr        string  `json:"addr,omitempty"`
+	PID         int     `json:"pid,omitempty"`
+	RxQueueB    uint64  `json:"rx_queue_bytes"`
+	DropsDelta  uint64  `json:"drops"`
+	ReceivedPkt *uint64 `json:"received_packets,omitempty"`
+}
+
+// ReusePortGroup is the sockets bound to one local address and port.
+type ReusePortGroup struct {
+	Local  string   `json:"local"`
+	Port   int      `json:"port"`
+	Size   int      `json:"size"`
+	Inodes []uint64 `json:"inodes"`
+}
+
+// ThreadCPU is one thread of the server and where it runs.
+type ThreadCPU struct {
+	TID         int    `json:"tid"`
+	Comm        string `json:"comm"`
+	LastCPU     int    `json:"last_cpu"`
+	AllowedCPUs string `json:"allowed_cpus"`
+}
+
+// SocketSection is the UDP sockets of --port / --pid.
+type SocketSection struct {
+	Section
+	Sockets []UDPSocket      `json:"sockets"`
+	Groups  []ReusePortGroup `json:"reuseport_groups"`
+	Threads []ThreadCPU      `json:"threads"`
+	Warning string           `json:"warning,omitempty"`
+}
+
+// FunctionShare is the CPU share of a group of kernel functions seed 003
+// removes.
+type FunctionShare struct {
+	Group     string   `json:"group"`
+	Functions []string `json:"functions"`
+	Samples   uint64   `json:"samples"`
+	// Share is of all samples on the NET_RX CPUs; AllShare of all samples.
+	Share    float64 `json:"share"`
+	AllShare float64 `json:"all_share"`
+}
+
+// ProfileSection is the on-CPU profile of the run.
+type ProfileSection struct {
+	Section
+	FrequencyHz int             `json:"frequency_hz"`
+	Samples     uint64          `json:"samples"`
+	NetRXCPUs   []int           `json:"net_rx_cpus"`
+	Groups      []FunctionShare `json:"function_groups"`
+	Lost        uint64          `json:"lost"`
+}

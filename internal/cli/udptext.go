@@ -1,0 +1,260 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/report"
+)
+
+func optU(p *uint64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
+}
+
+// writeUDPText prints one screen of summary (per-CPU bars, queues, top lock
+// sites, drops by port, findings), then the details.
+func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsErr error) {
+	secs := time.Duration(ev.DurationNs).Seconds()
+	drv := ev.Interface.Driver
+	if drv == "" {
+		drv = "no driver"
+	}
+	fmt.Fprintf(w, "perfscope udp — %s (%s, %d RX / %d TX queues) for %.1fs on %d CPUs, kernel %s\n",
+		ev.Interface.Name, drv, ev.Interface.RXQueues, ev.Interface.TXQueues, secs, r.Meta.CPUs, r.Meta.Kernel)
+
+	report.Heading(w, "Softirq per CPU (share of wall time)")
+	t := report.Table{Header: []string{"CPU", "NET_RX/s", "NET_RX", "", "NET_TX/s", "NET_TX", "", "softirq"}}
+	for _, c := range ev.Softirq.CPUs {
+		rx, tx := c.Vectors["NET_RX"], c.Vectors["NET_TX"]
+		t.Add(fmt.Sprint(c.CPU), report.Count(float64(rx.Count)/secs), report.Percent(rx.Share), report.Bar(rx.Share, 20),
+			report.Count(float64(tx.Count)/secs), report.Percent(tx.Share), report.Bar(tx.Share, 10), report.Percent(c.Share))
+	}
+	t.Write(w)
+
+	report.Heading(w, "RX queues")
+	if len(ev.Queues.RX) == 0 {
+		fmt.Fprintln(w, "no RX queues reported")
+	} else {
+		qt := report.Table{Header: []string{"queue", "packets/s", "kernel", "napi", "driver", "diff", ""}}
+		for _, q := range ev.Queues.RX {
+			mark := ""
+			if q.Dead {
+				mark = "DEAD"
+			}
+			diff := "-"
+			if q.Diff != nil {
+				diff = fmt.Sprintf("%+.1f%%", *q.Diff*100)
+			}
+			qt.Add(fmt.Sprint(q.Queue), report.Count(q.PerS), optU(q.KernelPackets), optU(q.NAPIWork), optU(q.DriverPackets), diff, mark)
+		}
+		qt.Write(w)
+		b := ev.Queues.RXBalance
+		if b.Queues > 0 {
+			fmt.Fprintf(w, "skew (max/mean, from %s counters): %.2f; dead queues: %v\n", b.Source, b.Skew, b.Dead)
+		}
+	}
+	for _, n := range ev.Queues.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+
+	report.Heading(w, "Top lock contention")
+	if ev.Locks.Unavailable != "" {
+		fmt.Fprintf(w, "unavailable: %s\n", ev.Locks.Unavailable)
+	} else if len(ev.Locks.Sites) == 0 {
+		fmt.Fprintln(w, "no contended locks")
+	} else {
+		lt := report.Table{Header: []string{"class", "site", "count", "total wait", "max", "socket"}}
+		for i, s := range ev.Locks.Sites {
+			if i == 5 {
+				break
+			}
+			sock := "-"
+			if s.Socket != nil {
+				sock = fmt.Sprintf("%s (port %d)", s.Socket.Local, s.Socket.Port)
+			}
+			lt.Add(s.Class, s.Site, fmt.Sprint(s.Count), report.Nanos(float64(s.TotalNs)), report.Nanos(float64(s.MaxNs)), sock)
+		}
+		lt.Write(w)
+	}
+
+	report.Heading(w, "UDP drops by port")
+	if ev.Drops.Unavailable != "" {
+		fmt.Fprintf(w, "unavailable: %s\n", ev.Drops.Unavailable)
+	} else if len(ev.Drops.ByPort) == 0 {
+		fmt.Fprintln(w, "no drops")
+	} else {
+		dt := report.Table{Header: []string{"port", "reason", "drops", "/s"}}
+		for _, d := range ev.Drops.ByPort {
+			dt.Add(fmt.Sprint(d.Port), d.Reason, fmt.Sprint(d.Count), report.Count(float64(d.Count)/secs))
+		}
+		dt.Write(w)
+	}
+
+	report.Heading(w, "Findings")
+	report.WriteFindings(w, r.Findings)
+
+	fmt.Fprintln(w, "\n━━━━ details ━━━━")
+	writeUDPDetails(w, r, ev, statsErr)
+}
+
+func unavailable(w io.Writer, s evidence.Section) bool {
+	if s.Unavailable != "" {
+		fmt.Fprintf(w, "unavailable: %s\n", s.Unavailable)
+		return true
+	}
+	return false
+}
+
+func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsErr error) {
+	report.Heading(w, "Queue × CPU (NAPI work)")
+	if !unavailable(w, ev.QueueCPU.Section) {
+		cpus := map[int]bool{}
+		work := map[[2]int]uint64{}
+		for _, c := range ev.QueueCPU.Cells {
+			cpus[c.CPU] = true
+			work[[2]int{c.Queue, c.CPU}] += c.Work
+		}
+		header := []string{"queue"}
+		for _, c := range sortedCPUs(cpus) {
+			header = append(header, fmt.Sprintf("cpu%d", c))
+		}
+		mt := report.Table{Header: header}
+		queues := map[int]bool{}
+		for _, c := range ev.QueueCPU.Cells {
+			queues[c.Queue] = true
+		}
+		for _, q := range sortedCPUs(queues) {
+			row := []string{fmt.Sprint(q)}
+			for _, c := range sortedCPUs(cpus) {
+				row = append(row, fmt.Sprint(work[[2]int{q, c}]))
+			}
+			mt.Add(row...)
+		}
+		mt.Write(w)
+		if ev.QueueCPU.Mapping != "" {
+			fmt.Fprintf(w, "NAPI ids mapped to queues by %s\n", ev.QueueCPU.Mapping)
+		}
+	}
+
+	report.Heading(w, "IRQs")
+	if !unavailable(w, ev.IRQs.Section) {
+		it := report.Table{Header: []string{"irq", "queue", "name", "smp_affinity", "effective", "hint", "interrupts by CPU"}}
+		for _, q := range ev.IRQs.IRQs {
+			var by []string
+			for _, c := range sortedKeysU(q.CountByCPU) {
+				by = append(by, fmt.Sprintf("cpu%d:%d", c, q.CountByCPU[c]))
+			}
+			hint := q.Hint
+			if q.HintIgnored {
+				hint += " (ignored)"
+			}
+			it.Add(fmt.Sprint(q.IRQ), fmt.Sprint(q.Queue), q.Name, q.SMPAffinity, q.Effective, hint, strings.Join(by, " "))
+		}
+		it.Write(w)
+	}
+	bal := "not running"
+	if ev.IRQs.Irqbalance {
+		bal = "running " + strings.Join(ev.IRQs.IrqbalanceArgs, " ")
+	}
+	fmt.Fprintf(w, "irqbalance: %s\n", bal)
+	if ev.IRQs.NICNode != nil {
+		fmt.Fprintf(w, "NIC NUMA node %d (CPUs %v); NET_RX work off the node: %v\n", *ev.IRQs.NICNode, ev.IRQs.NodeCPUs, ev.IRQs.WorkCPUsOffNode)
+	} else {
+		fmt.Fprintln(w, "NIC NUMA node: none reported")
+	}
+
+	report.Heading(w, "TX queues")
+	if ev.TX.Unavailable != "" {
+		fmt.Fprintf(w, "unavailable: %s\n", ev.TX.Unavailable)
+	}
+	if ev.TX.XPSSet {
+		for _, q := range sortedKeysS(ev.TX.XPS) {
+			fmt.Fprintf(w, "tx-%d xps_cpus=%s\n", q, ev.TX.XPS[q])
+		}
+	} else {
+		fmt.Fprintln(w, "XPS: not set on any TX queue")
+	}
+	if len(ev.TX.PerCPU) > 0 && ev.TX.Unavailable == "" {
+		tt := report.Table{Header: []string{"CPU", "TX queues used (packets)", "XPS queues"}}
+		for _, c := range ev.TX.PerCPU {
+			var used []string
+			for _, q := range sortedKeysU(c.Queues) {
+				used = append(used, fmt.Sprintf("tx-%d:%d", q, c.Queues[q]))
+			}
+			tt.Add(fmt.Sprint(c.CPU), strings.Join(used, " "), fmt.Sprint(c.XPSQueues))
+		}
+		tt.Write(w)
+	}
+
+	report.Heading(w, "Sockets")
+	if !unavailable(w, ev.Sockets.Section) {
+		if ev.Sockets.Warning != "" {
+			fmt.Fprintf(w, "warning: %s\n", ev.Sockets.Warning)
+		}
+		st := report.Table{Header: []string{"local", "inode", "rx queue", "drops"}}
+		for _, s := range ev.Sockets.Sockets {
+			st.Add(s.Local, fmt.Sprint(s.Inode), report.Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta))
+		}
+		st.Write(w)
+		for _, g := range ev.Sockets.Groups {
+			fmt.Fprintf(w, "SO_REUSEPORT group %s: %d sockets\n", g.Local, g.Size)
+		}
+		if len(ev.Sockets.Threads) > 0 {
+			th := report.Table{Header: []string{"tid", "comm", "last CPU", "allowed CPUs"}}
+			for _, t := range ev.Sockets.Threads {
+				th.Add(fmt.Sprint(t.TID), t.Comm, fmt.Sprint(t.LastCPU), t.AllowedCPUs)
+			}
+			th.Write(w)
+		}
+	}
+
+	report.Heading(w, "CPU in the functions seed 003 removes")
+	if !unavailable(w, ev.Profile.Section) {
+		fmt.Fprintf(w, "%d samples at %d Hz; NET_RX CPUs: %v; lost: %d\n", ev.Profile.Samples, ev.Profile.FrequencyHz, ev.Profile.NetRXCPUs, ev.Profile.Lost)
+		gt := report.Table{Header: []string{"group", "share on NET_RX CPUs", "share of all", "samples"}}
+		for _, g := range ev.Profile.Groups {
+			gt.Add(g.Group, report.Percent(g.Share), report.Percent(g.AllShare), fmt.Sprint(g.Samples))
+		}
+		gt.Write(w)
+	}
+	for _, a := range r.Artifacts {
+		fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
+	}
+
+	report.Heading(w, "perfscope's own cost")
+	if statsErr != nil {
+		fmt.Fprintf(w, "bpf_stats unavailable: %v\n", statsErr)
+	}
+	ot := report.Table{Header: []string{"program", "runs", "total", "per run"}}
+	for _, p := range r.Overhead.Programs {
+		ot.Add(p.Program, fmt.Sprint(p.RunCount), report.Nanos(float64(p.RunTimeNs)), report.Nanos(p.PerRunNs))
+	}
+	ot.Write(w)
+	fmt.Fprintf(w, "BPF time: %s of all CPU time; events lost: %d; attached with %s in %s\n",
+		report.Percent(r.Overhead.BPFTimeShare), r.Overhead.EventsLost, r.Overhead.AttachMethod, report.Nanos(float64(r.Overhead.AttachNs)))
+}
+
+func sortedKeysU(m map[int]uint64) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func sortedKeysS(m map[int]string) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
