@@ -213,7 +213,7 @@ func writeGCLogText(w io.Writer, r *report.Report, s gclog.Summary) error {
 	fmt.Fprintln(w)
 
 	report.Heading(w, "Allocation")
-	a := report.Table{Header: []string{"", ""}}
+	a := kvLines{w}
 	if gc.AllocRate > 0 {
 		a.Add("allocation rate", fmt.Sprintf("%s/s (from %s occupancy)", report.Bytes(gc.AllocRate), gc.AllocSource))
 	} else {
@@ -235,7 +235,6 @@ func writeGCLogText(w io.Writer, r *report.Report, s gclog.Summary) error {
 		a.Add("per request", fmt.Sprintf("%s at %.0f requests/s", report.Bytes(m.BytesPerRequest), m.RPS))
 		a.Add(fmt.Sprintf("at %.0f requests/s", m.TargetRPS), fmt.Sprintf("%.1f young GCs/min predicted with a %s Eden (%.1f observed)", m.PredictedYoungGCsPerMinute, report.Bytes(m.EdenBytes), m.ObservedYoungGCsPerMinute))
 	}
-	a.Write(w)
 
 	if len(gc.FullGCCauses) > 0 {
 		report.Heading(w, "Full GCs by cause")
@@ -249,3 +248,8 @@ func writeGCLogText(w io.Writer, r *report.Report, s gclog.Summary) error {
 	report.WriteFindings(w, r.Findings)
 	return nil
 }
+
+// kvLines prints "name  value" lines with the names aligned.
+type kvLines struct{ w io.Writer }
+
+func (k kvLines) Add(name, value string) { fmt.Fprintf(k.w, "%-20s %s\n", name, value) }
