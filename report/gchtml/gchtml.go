@@ -175,7 +175,7 @@ func pauseChart(ps []gclog.Point) template.HTML {
 }
 
 var page = template.Must(template.New("gc").Funcs(template.FuncMap{
-	"f64": func(v int64) float64 { return float64(v) },
+	"f64":   func(v int64) float64 { return float64(v) },
 	"upper": strings.ToUpper,
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
