@@ -47,6 +47,7 @@ type profileOptions struct {
 	IncludeIdle bool
 	JITMap      bool
 	Top         int
+	StackMap    int
 	Title       string
 	Output      string
 	OutFile     string
@@ -107,6 +108,7 @@ through Java frames, and use --jit-map to name compiled Java methods.`,
 	f.BoolVar(&o.IncludeIdle, "include-idle", false, "keep samples of idle CPUs (the swapper task)")
 	f.BoolVar(&o.JITMap, "jit-map", false, "name JIT-compiled code from the process's /tmp/perf-<pid>.map (needs --pid; fails if there is none)")
 	f.IntVar(&o.Top, "top", 20, "functions listed in text output")
+	f.IntVar(&o.StackMap, "stack-map-size", 16384, "stack map entries (~1 KiB each): raise it when many distinct stacks collide and samples are lost")
 	f.StringVar(&o.Title, "title", "", "flame graph title (svg, html, speedscope)")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, folded, svg, html, pprof or speedscope")
 	f.StringVar(&o.OutFile, "out", "", "write the output to this file instead of standard output")
@@ -123,6 +125,9 @@ func (o *profileOptions) validate() error {
 	}
 	if o.Duration <= 0 {
 		return usageError("--duration must be positive, got %v", o.Duration)
+	}
+	if o.StackMap < 1024 || o.StackMap > 1<<20 {
+		return usageError("--stack-map-size must be between 1024 and 1048576, got %d", o.StackMap)
 	}
 	if o.Top <= 0 {
 		return usageError("--top must be positive, got %d", o.Top)
@@ -240,7 +245,7 @@ func rootFrameName(r cpuprofile.RootFrame) string {
 }
 
 func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
-	p, err := cpuprofile.Open(cpuprofile.Options{PID: o.PID, Frequency: o.Frequency, Stacks: o.stacks, IncludeIdle: o.IncludeIdle})
+	p, err := cpuprofile.Open(cpuprofile.Options{PID: o.PID, Frequency: o.Frequency, Stacks: o.stacks, IncludeIdle: o.IncludeIdle, StackEntries: o.StackMap})
 	if errors.Is(err, probes.ErrPermission) {
 		return unavailableError("the kernel refused to load the sampling program: run perfscope profile as root, or with CAP_BPF and CAP_PERFMON")
 	}

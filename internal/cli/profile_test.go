@@ -73,6 +73,7 @@ func TestProfileBadInputExit2(t *testing.T) {
 		{[]string{"--freq", "100000000"}, "perf_event_max_sample_rate"},
 		{[]string{"--duration", "0s"}, "positive"},
 		{[]string{"--top", "0"}, "positive"},
+		{[]string{"--stack-map-size", "10"}, "between 1024"},
 		{[]string{"--jit-map"}, "needs --pid"},
 		{[]string{"--jit-map", "--pid", self}, "jcmd " + self + " Compiler.perfmap"},
 	} {
