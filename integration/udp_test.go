@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/internal/netlab"
+	"github.com/perfscope/perfscope/internal/testutil"
+)
+
+type udpReport struct {
+	Schema   string               `json:"schema"`
+	Data     evidence.NetEvidence `json:"data"`
+	Overhead evidence.Overhead    `json:"overhead"`
+	Findings []struct {
+		ID string `json:"id"`
+	} `json:"findings"`
+}
+
+// udpRun is one lab run: a server mode in the receiver namespace, a flood
+// from the sender namespace, and perfscope udp on the receiver's veth.
+type udpRun struct {
+	mode    string
+	threads int
+	rcvbuf  int
+	senders int
+	extra   []string
+}
+
+const labPort = 9000
+
+func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
+	t.Helper()
+	bin := Perfscope(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	srvArgs := []string{bin, "lab", "udp-server", "--listen", fmt.Sprintf("%s:%d", lab.ReceiverAddr, labPort),
+		"--mode", r.mode, "--threads", fmt.Sprint(r.threads), "--for", "20s"}
+	if r.rcvbuf > 0 {
+		srvArgs = append(srvArgs, "--rcvbuf", fmt.Sprint(r.rcvbuf))
+	}
+	srv := lab.Command(ctx, lab.ReceiverNS, srvArgs...)
+	var srvErr bytes.Buffer
+	srv.Stderr = &srvErr
+	if err := lab.Start(srv); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Cancel(); srv.Wait() }()
+	for i := 0; i < 100 && !strings.Contains(srvErr.String(), "listening"); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	flood := lab.Command(ctx, lab.SenderNS, bin, "lab", "udp-flood", "--target", fmt.Sprintf("%s:%d", lab.ReceiverAddr, labPort),
+		"--senders", fmt.Sprint(r.senders), "--duration", "8s", "--max-packets", "20000000")
+	if err := lab.Start(flood); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { flood.Cancel(); flood.Wait() }()
+	time.Sleep(500 * time.Millisecond)
+
+	args := append([]string{bin, "udp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(labPort), "--duration", "3s", "-o", "json"}, r.extra...)
+	var out, stderr bytes.Buffer
+	cmd := lab.Command(ctx, lab.ReceiverNS, args...)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("perfscope udp: %v\n%s", err, stderr.String())
+	}
+	var rep udpReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("json: %v\n%s", err, out.String())
+	}
+	return rep
+}
+
+func TestUDPOnLab(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	lab, err := netlab.New(context.Background(), netlab.Config{Queues: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+
+	t.Run("single socket", func(t *testing.T) {
+		rep := runUDPLab(t, lab, udpRun{mode: "single", threads: 2, senders: 4, rcvbuf: 4096})
+		d := rep.Data
+		if d.Interface.Name != lab.ReceiverIf || d.Interface.RXQueues != 4 {
+			t.Errorf("interface = %+v", d.Interface)
+		}
+		// veth reports per-queue counters: several queues carried the
+		// flood from four source ports.
+		busy := 0
+		for _, q := range d.Queues.RX {
+			if q.DriverPackets != nil && *q.DriverPackets > 1000 {
+				busy++
+			}
+		}
+		if busy < 2 {
+			t.Errorf("only %d RX queues carried traffic: %+v", busy, d.Queues.RX)
+		}
+		if len(d.Sockets.Sockets) != 1 || len(d.Sockets.Groups) != 0 {
+			t.Errorf("single mode: sockets %+v groups %+v", d.Sockets.Sockets, d.Sockets.Groups)
+		}
+		var drops uint64
+		for _, p := range d.Drops.ByPort {
+			if p.Port == labPort {
+				drops += p.Count
+			}
+		}
+		if drops == 0 {
+			t.Errorf("no drops on port %d with a 4 KiB receive buffer: %+v", labPort, d.Drops)
+		}
+		if d.Profile.Unavailable != "" || d.Profile.Samples == 0 {
+			t.Errorf("profile: %+v", d.Profile)
+		}
+		if d.IRQs.Unavailable == "" {
+			t.Error("veth has no IRQs: the section must say so")
+		}
+	})
+
+	t.Run("reuseport", func(t *testing.T) {
+		rep := runUDPLab(t, lab, udpRun{mode: "reuseport", threads: 2, senders: 4})
+		g := rep.Data.Sockets.Groups
+		if len(g) != 1 || g[0].Size != 2 || g[0].Port != labPort {
+			t.Errorf("reuseport groups = %+v", g)
+		}
+	})
+
+	testutil.AssertNoNewBPF(t, progs, maps)
+}
+
+// An interface that lives in another network namespace gets a sentence
+// that says where and how to run there.
+func TestUDPInterfaceInOtherNamespace(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	lab, err := netlab.New(context.Background(), netlab.Config{Queues: 2, NoGRO: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	var stderr bytes.Buffer
+	cmd := lab.Command(context.Background(), lab.SenderNS, Perfscope(t), "udp", "--iface", lab.ReceiverIf)
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 2 {
+		t.Fatalf("exit %d, want 2: %v %s", code, err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), lab.ReceiverNS) {
+		t.Errorf("the sentence does not name the namespace %s: %q", lab.ReceiverNS, stderr.String())
+	}
+}

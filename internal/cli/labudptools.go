@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/collectors/cpuset"
+	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/internal/udpserver"
+)
+
+// The UDP lab's two halves run as processes inside the lab's network
+// namespaces (`ip netns exec NS perfscope lab udp-server ...`), so that
+// /proc/net, /sys/class/net and the sockets are the namespace's own, as a
+// real server's would be. They are usable by hand too.
+
+type udpServerOptions struct {
+	Listen  string
+	Mode    string
+	Threads int
+	RcvBuf  int
+	Pin     string
+	Echo    bool
+	For     time.Duration
+}
+
+func newLabUDPServerCmd(g *Globals) *cobra.Command {
+	o := &udpServerOptions{}
+	cmd := &cobra.Command{
+		Use:   "udp-server --listen ADDR:PORT",
+		Short: "The lab's UDP server: one socket, SO_REUSEPORT sockets, or reuseport steered by CPU",
+		Long: `udp-server receives UDP datagrams until interrupted (or --for elapses) and
+prints how many each mode received as JSON. Modes: single (one socket read by
+--threads threads), reuseport (one SO_REUSEPORT socket per thread, chosen by
+flow hash), reuseport-cpu (the same, steered by the receiving CPU with
+SO_ATTACH_REUSEPORT_CBPF).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			listen, err := netip.ParseAddrPort(o.Listen)
+			if err != nil {
+				return usageError("--listen %q: want ADDR:PORT", o.Listen)
+			}
+			mode, err := udpserver.ParseMode(o.Mode)
+			if err != nil {
+				return asUsage(err)
+			}
+			cfg := udpserver.Config{Listen: listen, Mode: mode, Threads: o.Threads, RcvBuf: o.RcvBuf, Echo: o.Echo}
+			if o.Pin != "" {
+				set, err := cpuset.ParseList(o.Pin)
+				if err != nil {
+					return usageError("--pin %q: %v", o.Pin, err)
+				}
+				cfg.PinCPUs = set.CPUs()
+			}
+			ctx := cmd.Context()
+			if o.For > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, o.For)
+				defer cancel()
+			}
+			s, err := udpserver.Start(cfg)
+			if err != nil {
+				return err
+			}
+			// Say we are ready on stderr so a driver can wait for it.
+			fmt.Fprintf(g.Err, "listening on %s (%s, %d sockets)\n", listen, mode, s.Sockets())
+			<-ctx.Done()
+			s.Stop()
+			return json.NewEncoder(g.Out).Encode(map[string]any{"received": s.Received(), "sockets": s.Sockets(), "mode": mode})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Listen, "listen", "", "address and port to bind, e.g. 198.18.0.2:9000")
+	f.StringVar(&o.Mode, "mode", "single", "single, reuseport or reuseport-cpu")
+	f.IntVar(&o.Threads, "threads", 2, "receiving threads (sockets, in the reuseport modes)")
+	f.IntVar(&o.RcvBuf, "rcvbuf", 0, "SO_RCVBUF in bytes (0 = the system default)")
+	f.StringVar(&o.Pin, "pin", "", "pin thread i to the i-th CPU of this list, e.g. 0-1")
+	f.BoolVar(&o.Echo, "echo", false, "send each datagram back, like seed 003's echo server")
+	f.DurationVar(&o.For, "for", 0, "stop after this long (default: until interrupted)")
+	return cmd
+}
+
+type udpFloodOptions struct {
+	Target     string
+	Senders    int
+	Payload    int
+	Duration   time.Duration
+	MaxPackets uint64
+}
+
+func newLabUDPFloodCmd(g *Globals) *cobra.Command {
+	o := &udpFloodOptions{}
+	cmd := &cobra.Command{
+		Use:   "udp-flood --target ADDR:PORT",
+		Short: "The lab's bounded UDP load generator (loopback or the lab's own addresses only)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			target, err := netip.ParseAddrPort(o.Target)
+			if err != nil {
+				return usageError("--target %q: want ADDR:PORT", o.Target)
+			}
+			// Outside loopback only the lab's benchmark range (RFC 2544),
+			// which exists only inside the lab's namespaces.
+			labNet := netip.MustParsePrefix("198.18.0.0/15")
+			if !target.Addr().IsLoopback() && !labNet.Contains(target.Addr()) {
+				return usageError("--target %s: udp-flood only sends to loopback or the lab's 198.18.0.0/15", target)
+			}
+			res, err := udpflood.Send(cmd.Context(), udpflood.Config{
+				Target: target, Senders: o.Senders, Payload: o.Payload, Duration: o.Duration,
+				MaxPackets: o.MaxPackets, AllowNonLoopback: true,
+			})
+			if err != nil {
+				return err
+			}
+			return json.NewEncoder(g.Out).Encode(map[string]any{"sent": res.Sent, "errors": res.Errors, "elapsed_ns": res.Elapsed})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Target, "target", "", "destination ADDR:PORT")
+	f.IntVar(&o.Senders, "senders", 2, "sending threads, each with its own socket (source port)")
+	f.IntVar(&o.Payload, "payload", 64, "datagram payload in bytes")
+	f.DurationVar(&o.Duration, "duration", 5*time.Second, "stop after this long (at most 10m)")
+	f.Uint64Var(&o.MaxPackets, "max-packets", 50_000_000, "stop after this many datagrams")
+	return cmd
+}
