@@ -37,6 +37,9 @@ public final class SampleApp {
 
     public static void main(String[] args) throws Exception {
         int port = args.length > 0 ? Integer.parseInt(args[0]) : 0;
+        // Headers and body go out in two writes; with Nagle on, delayed ACKs
+        // add 40 ms to every keep-alive request and hide what is measured.
+        System.setProperty("sun.net.httpserver.nodelay", "true");
         installLogHandler();
         HttpServer server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), port), 128);
         server.createContext("/alloc", SampleApp::alloc);
