@@ -1,5 +1,7 @@
 package evidence
 
+import "github.com/perfscope/perfscope/collectors/netstat"
+
 // NetEvidence is everything one `perfscope udp` run measured and read,
 // joined per CPU, per queue and per socket. Each section either holds data
 // or says in Unavailable why its source does not exist for this interface
@@ -199,22 +201,17 @@ type PortDrops struct {
 	Count  uint64 `json:"count"`
 }
 
-// SoftnetCPU is one CPU's /proc/net/softnet_stat delta.
-type SoftnetCPU struct {
-	CPU         int    `json:"cpu"`
-	Processed   uint64 `json:"processed"`
-	Dropped     uint64 `json:"dropped"`
-	TimeSqueeze uint64 `json:"time_squeeze"`
-}
-
 // DropSection is UDP drops by port and reason, with kernel counters.
 type DropSection struct {
 	Section
 	ByPort   []PortDrops       `json:"by_port"`
 	ByReason map[string]uint64 `json:"by_reason"`
-	// SNMP deltas from /proc/net/snmp Udp (+ Udp6).
-	UDP     map[string]uint64 `json:"udp_snmp"`
-	Softnet []SoftnetCPU      `json:"softnet"`
+	// SNMP is the /proc/net/snmp Udp and snmp6 Udp6 delta; nil when
+	// unreadable.
+	UDPSNMP *netstat.UDPSNMP `json:"udp_snmp"`
+	// Softnet is the per-CPU /proc/net/softnet_stat delta (backlog drops,
+	// time_squeeze).
+	Softnet []netstat.SoftnetCPU `json:"softnet"`
 }
 
 // UDPSocket is one bound UDP socket.

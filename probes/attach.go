@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/cilium/ebpf"
@@ -179,7 +180,7 @@ func loadWith(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, configure
 			return nil, err
 		}
 	}
-	coll, err := ebpf.NewCollection(spec)
+	coll, err := loadObjects(spec)
 	if err != nil {
 		a.Close()
 		return nil, Classify("load BPF programs ("+string(m)+")", err)
@@ -214,4 +215,48 @@ func loadWith(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, configure
 		a.Programs[h.String()] = prog
 	}
 	return a, nil
+}
+
+// loadObjects loads every program and map of spec, but no Variables.
+// ebpf.NewCollection would also memory-map each data section to back its
+// Variables, and such a mapping keeps the kernel map alive after Close until
+// the garbage collector runs its cleanup: a run would leave its .rodata map
+// behind. LoadAndAssign creates only what the target struct names, so the
+// struct is built at run time with one field per program and map.
+func loadObjects(spec *ebpf.CollectionSpec) (*ebpf.Collection, error) {
+	var fields []reflect.StructField
+	var progNames, mapNames []string
+	add := func(name string, typ reflect.Type) {
+		fields = append(fields, reflect.StructField{
+			Name: fmt.Sprintf("F%d", len(fields)),
+			Type: typ,
+			Tag:  reflect.StructTag(fmt.Sprintf("ebpf:%q", name)),
+		})
+	}
+	for name := range spec.Programs {
+		progNames = append(progNames, name)
+		add(name, reflect.TypeOf((*ebpf.Program)(nil)))
+	}
+	for name := range spec.Maps {
+		// Data sections are loaded as maps on demand by the programs that
+		// use them; naming them here would ask for their Variables' memory.
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		mapNames = append(mapNames, name)
+		add(name, reflect.TypeOf((*ebpf.Map)(nil)))
+	}
+	objs := reflect.New(reflect.StructOf(fields))
+	if err := spec.LoadAndAssign(objs.Interface(), nil); err != nil {
+		return nil, err
+	}
+	coll := &ebpf.Collection{Programs: map[string]*ebpf.Program{}, Maps: map[string]*ebpf.Map{}}
+	v := objs.Elem()
+	for i, name := range progNames {
+		coll.Programs[name] = v.Field(i).Interface().(*ebpf.Program)
+	}
+	for i, name := range mapNames {
+		coll.Maps[name] = v.Field(len(progNames) + i).Interface().(*ebpf.Map)
+	}
+	return coll, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/ethtool"
 	"github.com/perfscope/perfscope/collectors/irq"
 	"github.com/perfscope/perfscope/collectors/netdev"
+	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/collectors/symbols"
@@ -166,6 +167,10 @@ type netSample struct {
 	irqErr     error
 	udp        sockets.UDPTable
 	udpErr     error
+	snmp       netstat.UDPSNMP
+	snmpErr    error
+	softnet    []netstat.SoftnetCPU
+	softnetErr error
 }
 
 func takeNetSample(o *udpOptions, p *softirq.Probe) (netSample, error) {
@@ -182,6 +187,8 @@ func takeNetSample(o *udpOptions, p *softirq.Probe) (netSample, error) {
 	}
 	s.interrupts, s.irqErr = irq.Default.Interrupts()
 	s.udp, s.udpErr = sockets.Default.UDP()
+	s.snmp, s.snmpErr = netstat.Default.UDPSNMP()
+	s.softnet, s.softnetErr = netstat.Default.Softnet()
 	return s, nil
 }
 
@@ -378,7 +385,14 @@ func sortedCPUs(m map[int]bool) []int {
 // buildDrops fills the drops section from per-socket drop counters until
 // the drop probe provides reasons.
 func buildDrops(o *udpOptions, start, end netSample) evidence.DropSection {
-	d := evidence.DropSection{ByReason: map[string]uint64{}, UDP: map[string]uint64{}}
+	d := evidence.DropSection{ByReason: map[string]uint64{}}
+	if start.snmpErr == nil && end.snmpErr == nil {
+		delta := end.snmp.Sub(start.snmp)
+		d.UDPSNMP = &delta
+	}
+	if start.softnetErr == nil && end.softnetErr == nil {
+		d.Softnet = netstat.SubSoftnet(end.softnet, start.softnet)
+	}
 	if start.udpErr != nil || end.udpErr != nil {
 		d.Unavailable = "per-socket drops: /proc/net/udp unreadable"
 		return d

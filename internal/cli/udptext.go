@@ -97,6 +97,23 @@ func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsE
 		dt.Write(w)
 	}
 
+	if sn := ev.Drops.UDPSNMP; sn != nil {
+		fmt.Fprintf(w, "/proc/net/snmp over the run: Udp InDatagrams %d, RcvbufErrors %d, InErrors %d, NoPorts %d",
+			sn.UDP.InDatagrams, sn.UDP.RcvbufErrors, sn.UDP.InErrors, sn.UDP.NoPorts)
+		if sn.UDP6Known {
+			fmt.Fprintf(w, "; Udp6 RcvbufErrors %d", sn.UDP6.RcvbufErrors)
+		}
+		fmt.Fprintln(w)
+	}
+	var backlog, squeeze uint64
+	for _, c := range ev.Drops.Softnet {
+		backlog += c.Dropped
+		squeeze += c.TimeSqueeze
+	}
+	if ev.Drops.Softnet != nil {
+		fmt.Fprintf(w, "softnet_stat over the run: backlog drops %d, time_squeeze %d\n", backlog, squeeze)
+	}
+
 	report.Heading(w, "Findings")
 	report.WriteFindings(w, r.Findings)
 
