@@ -97,4 +97,120 @@ struct trace_event_raw_softirq {
 	unsigned int vec;
 } __attribute__((preserve_access_index));
 
+/* ---- Networking (netqueue, lockstat, udpdrop). Only the fields read. ---- */
+
+struct net_device {
+	int ifindex;
+} __attribute__((preserve_access_index));
+
+struct netdev_queue;
+
+struct napi_struct {
+	struct net_device *dev;
+	unsigned int napi_id;
+} __attribute__((preserve_access_index));
+
+struct sock_common {
+	__u16 skc_num; /* local port, host order */
+	unsigned short skc_family;
+} __attribute__((preserve_access_index));
+
+struct sock {
+	struct sock_common __sk_common;
+	__u16 sk_protocol;
+} __attribute__((preserve_access_index));
+
+struct sk_buff {
+	struct net_device *dev;
+	struct sock *sk;
+	unsigned int len;
+	__u16 queue_mapping;
+	/* Set by GRO (skb_mark_napi_id) to the NAPI instance that received the
+	 * packet; absent without CONFIG_NET_RX_BUSY_POLL. */
+	unsigned int napi_id;
+} __attribute__((preserve_access_index));
+
+struct Qdisc;
+
+/* napi:napi_poll record. */
+struct trace_event_raw_napi_poll {
+	struct trace_entry ent;
+	struct napi_struct *napi;
+	__u32 __data_loc_dev_name;
+	int work;
+	int budget;
+} __attribute__((preserve_access_index));
+
+/* net:netif_receive_skb record (net_dev_template). */
+struct trace_event_raw_net_dev_template {
+	struct trace_entry ent;
+	void *skbaddr;
+	unsigned int len;
+} __attribute__((preserve_access_index));
+
+/* net:net_dev_start_xmit record. */
+struct trace_event_raw_net_dev_start_xmit {
+	struct trace_entry ent;
+	__u16 queue_mapping;
+	const void *skbaddr;
+	unsigned int len;
+} __attribute__((preserve_access_index));
+
+/* qdisc:qdisc_enqueue record (5.x+). */
+struct trace_event_raw_qdisc_enqueue {
+	struct trace_entry ent;
+	struct Qdisc *qdisc;
+	const struct netdev_queue *txq;
+	void *skbaddr;
+	int ifindex;
+	__u32 handle;
+	__u32 parent;
+} __attribute__((preserve_access_index));
+
+/* qdisc:qdisc_dequeue record. */
+struct trace_event_raw_qdisc_dequeue {
+	struct trace_entry ent;
+	struct Qdisc *qdisc;
+	const struct netdev_queue *txq;
+	int packets;
+	void *skbaddr;
+	int ifindex;
+	__u32 handle;
+	__u32 parent;
+} __attribute__((preserve_access_index));
+
+/* lock:contention_begin / contention_end records (5.19+). */
+struct trace_event_raw_contention_begin {
+	struct trace_entry ent;
+	void *lock_addr;
+	unsigned int flags;
+} __attribute__((preserve_access_index));
+
+struct trace_event_raw_contention_end {
+	struct trace_entry ent;
+	void *lock_addr;
+	int ret;
+} __attribute__((preserve_access_index));
+
+/* udp:udp_fail_queue_rcv_skb record. Since 6.10 it carries the datagram's
+ * ports and family; before, only the socket's local port (lport). */
+struct trace_event_raw_udp_fail_queue_rcv_skb {
+	struct trace_entry ent;
+	int rc;
+	__u16 sport;
+	__u16 dport;
+	__u16 family;
+	__u16 lport;
+} __attribute__((preserve_access_index));
+
+/* skb:kfree_skb record. rx_sk appeared in 6.12, reason in 5.17. */
+struct trace_event_raw_kfree_skb {
+	struct trace_entry ent;
+	void *skbaddr;
+	void *location;
+	void *rx_sk;
+	unsigned short protocol;
+	int reason;
+} __attribute__((preserve_access_index));
+
 #endif /* PERFSCOPE_KERNEL_H */

@@ -1,0 +1,318 @@
+package netqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/internal/netlab"
+	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/probes"
+)
+
+func TestHooksAreInCatalog(t *testing.T) {
+	// HookFromCatalog panics at package init otherwise; this pins the
+	// optional flags the command relies on.
+	want := map[string]bool{"napi:napi_poll": true, "net:netif_receive_skb": false, "net:net_dev_start_xmit": false,
+		"qdisc:qdisc_enqueue": true, "qdisc:qdisc_dequeue": true}
+	for _, h := range Hooks {
+		opt, ok := want[h.String()]
+		if !ok || opt != h.Optional {
+			t.Errorf("hook %s optional=%v, want present with optional=%v", h, h.Optional, opt)
+		}
+	}
+}
+
+func TestNAPIQueueMap(t *testing.T) {
+	s := Snapshot{
+		NAPI: map[NAPIKey][]NAPIStats{{ID: 9001, Ifindex: 5}: {{Polls: 1}}, {ID: 9002, Ifindex: 5}: {{Polls: 1}}, {ID: 0}: {{Polls: 3}}},
+		NAPIQueues: map[NAPIQueueKey]uint64{
+			{NAPIID: 9001, Ifindex: 5, RawQueue: 1}: 90, {NAPIID: 9001, Ifindex: 5, RawQueue: 2}: 10,
+			{NAPIID: 9002, Ifindex: 5, RawQueue: 0}: 50,
+			{NAPIID: 2, Ifindex: 5, RawQueue: 3}:    500, // a sender CPU, not a NAPI id
+			{NAPIID: 9001, Ifindex: 6, RawQueue: 1}: 7,
+		},
+	}
+	got, err := s.NAPIQueueMap(5, RecordedPlusOne)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []NAPIQueueGuess{{NAPIID: 9001, Queue: 0, Share: 0.9}, {NAPIID: 9002, Queue: Unrecorded, Share: 1}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	veth, _ := s.NAPIQueueMap(5, ConventionFor("veth"))
+	if want := "[{9001 1 0.9} {9002 0 1}]"; fmt.Sprint(veth) != want {
+		t.Errorf("veth convention: got %v, want %s", veth, want)
+	}
+	if _, err := s.NAPIQueueMap(7, RecordedPlusOne); !errors.Is(err, ErrNoNAPIQueueEvidence) {
+		t.Errorf("device without evidence: err = %v", err)
+	}
+}
+
+func TestSubDropsNothingAndSubtractsPerCPU(t *testing.T) {
+	k := QueueKey{Ifindex: 1, Queue: 0}
+	prev := Snapshot{RXRaw: map[QueueKey][]Traffic{k: {{Packets: 1, Bytes: 10}, {Packets: 2, Bytes: 20}}}, Lost: Lost{RX: 1}}
+	cur := Snapshot{RXRaw: map[QueueKey][]Traffic{k: {{Packets: 5, Bytes: 50}, {Packets: 2, Bytes: 20}},
+		{Ifindex: 1, Queue: 1}: {{Packets: 3}, {}}}, Lost: Lost{RX: 4}}
+	d := cur.Sub(prev)
+	if got := d.RXRaw[k]; got[0].Packets != 4 || got[0].Bytes != 40 || got[1].Packets != 0 {
+		t.Errorf("per-CPU delta = %+v", got)
+	}
+	if got := TrafficTotal(d.RXQueues(1, RecordedPlusOne)[0]); got.Packets != 3 {
+		t.Errorf("new key delta = %+v", got)
+	}
+	if d.Lost.RX != 3 || d.Lost.Total() != 3 {
+		t.Errorf("lost = %+v", d.Lost)
+	}
+}
+
+// Loopback: every datagram is transmitted on lo and received through the
+// per-CPU backlog NAPI.
+func TestProbeSeesLoopback(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	for _, m := range probes.Methods {
+		t.Run(string(m), func(t *testing.T) {
+			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+			p, err := Open(Options{Method: m, Ifindex: 1})
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			if len(p.Missing()) != 0 {
+				t.Errorf("hooks missing on this kernel: %v", p.Missing())
+			}
+			first, err := p.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink, err := udpflood.Listen("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := udpflood.Send(context.Background(), udpflood.Config{
+				Target: sink.AddrPort(), Senders: 2, Duration: 300 * time.Millisecond, MaxPackets: 100000,
+			})
+			sink.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			last, err := p.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := last.Sub(first)
+			tx := TrafficTotal(d.TX[QueueKey{Ifindex: 1, Queue: 0}])
+			if tx.Packets < res.Sent {
+				t.Errorf("lo TX queue 0: %d packets, sent %d datagrams", tx.Packets, res.Sent)
+			}
+			rx := TrafficTotal(d.RXQueues(1, RecordedPlusOne)[Unrecorded])
+			if rx.Packets < res.Sent {
+				t.Errorf("lo RX (unrecorded queue): %d packets, sent %d", rx.Packets, res.Sent)
+			}
+			backlog := NAPITotal(d.NAPI[NAPIKey{}])
+			if backlog.Polls == 0 || backlog.Work < res.Sent {
+				t.Errorf("backlog NAPI: %+v, sent %d", backlog, res.Sent)
+			}
+			for k := range d.TX {
+				if k.Ifindex != 1 {
+					t.Errorf("ifindex filter let through %+v", k)
+				}
+			}
+			if d.Lost.Total() != 0 {
+				t.Errorf("lost %+v", d.Lost)
+			}
+			if err := p.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+		})
+	}
+}
+
+// inNetns runs fn on an OS thread switched into the named network
+// namespace; sockets fn creates belong to that namespace for their life.
+func inNetns(t *testing.T, name string, fn func() error) error {
+	t.Helper()
+	runtime.LockOSThread()
+	orig, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	target, err := os.Open("/var/run/netns/" + name)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("setns %s: %w", name, err)
+	}
+	fnErr := fn()
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		// Leave the thread locked: the runtime then ends it with the
+		// goroutine instead of reusing a thread in the wrong namespace.
+		return errors.Join(fnErr, fmt.Errorf("restore netns: %w", err))
+	}
+	runtime.UnlockOSThread()
+	return fnErr
+}
+
+var xdpPackets = regexp.MustCompile(`rx_queue_(\d+)_xdp_packets:\s+(\d+)`)
+
+func queueCounters(t *testing.T, lab *netlab.Lab) map[int]uint64 {
+	t.Helper()
+	out, err := lab.Run(context.Background(), lab.ReceiverNS, "ethtool", "-S", lab.ReceiverIf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := map[int]uint64{}
+	for _, m := range xdpPackets.FindAllStringSubmatch(out, -1) {
+		q, _ := strconv.Atoi(m[1])
+		n, _ := strconv.ParseUint(m[2], 10, 64)
+		c[q] = n
+	}
+	return c
+}
+
+func within(got, want uint64, frac float64) bool {
+	diff := float64(got) - float64(want)
+	return diff <= frac*float64(want) && -diff <= frac*float64(want)
+}
+
+func labIfindex(t *testing.T, lab *netlab.Lab, ns, dev string) int {
+	t.Helper()
+	out, err := lab.Run(context.Background(), ns, "cat", "/sys/class/net/"+dev+"/ifindex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifindex, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ifindex
+}
+
+// A 4-queue veth with GRO runs one NAPI instance per RX queue: the work
+// the probe counts per NAPI instance must match the driver's own per-queue
+// counters (ethtool -S) within 5 %.
+func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	ctx := context.Background()
+	lab, err := netlab.New(ctx, netlab.Config{Queues: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	ifindex := labIfindex(t, lab, lab.ReceiverNS, lab.ReceiverIf)
+	senderIfindex := labIfindex(t, lab, lab.SenderNS, lab.SenderIf)
+	// veth has no qdisc by default. HTB without classes sends every packet
+	// through its direct queue and, unlike pfifo_fast, never lets one
+	// bypass an empty queue, so the enqueue/dequeue counts are exact.
+	if _, err := lab.Run(ctx, lab.SenderNS, "tc", "qdisc", "replace", "dev", lab.SenderIf, "root", "handle", "1:", "htb"); err != nil {
+		t.Fatal(err)
+	}
+
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	p, err := Open(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink *udpflood.Sink
+	if err := inNetns(t, lab.ReceiverNS, func() (err error) {
+		sink, err = udpflood.Listen(netip.AddrPortFrom(lab.ReceiverAddr, 0).String())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	ethBefore := queueCounters(t, lab)
+	first, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Eight senders = eight source ports: the flow hash spreads them over
+	// the TX queues, and veth delivers TX queue N to RX queue N.
+	var res udpflood.Result
+	if err := inNetns(t, lab.SenderNS, func() (err error) {
+		res, err = udpflood.Send(ctx, udpflood.Config{Target: netip.AddrPortFrom(lab.ReceiverAddr, sink.AddrPort().Port()),
+			Senders: 8, Duration: 500 * time.Millisecond, MaxPackets: 200000, AllowNonLoopback: true})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the last NAPI polls finish
+	last, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ethAfter := queueCounters(t, lab)
+	d := last.Sub(first)
+
+	guesses, err := d.NAPIQueueMap(ifindex, ConventionFor("veth"))
+	if err != nil {
+		t.Fatalf("NAPI → queue map: %v (NAPI %v)", err, d.NAPI)
+	}
+	t.Logf("sent %d; NAPI→queue %+v", res.Sent, guesses)
+	busy := 0
+	for q := range lab.Queues {
+		eth := ethAfter[q] - ethBefore[q]
+		var work uint64
+		for _, g := range guesses {
+			if g.Queue == q {
+				work += NAPITotal(d.NAPI[NAPIKey{ID: g.NAPIID, Ifindex: ifindex}]).Work
+			}
+		}
+		t.Logf("queue %d: ethtool %d, NAPI work %d", q, eth, work)
+		if eth > 0 {
+			busy++
+		}
+		if !within(work, eth, 0.05) {
+			t.Errorf("queue %d: NAPI work %d vs ethtool rx_queue_%d_xdp_packets delta %d: more than 5%% apart", q, work, q, eth)
+		}
+	}
+	// veth hands TX queue N of the sender to RX queue N of the receiver.
+	// GRO merges datagrams, so netif_receive_skb may see fewer skbs than
+	// were sent, never more.
+	for q := range lab.Queues {
+		tx := TrafficTotal(d.TX[QueueKey{Ifindex: senderIfindex, Queue: q}]).Packets
+		rx := TrafficTotal(d.RXQueues(ifindex, PeerTXQueue)[q]).Packets
+		var enq, deq uint64
+		for _, st := range d.Qdisc[QueueKey{Ifindex: senderIfindex, Queue: q}] {
+			enq += st.Enqueues
+			deq += st.DequeuedPackets
+		}
+		t.Logf("queue %d: TX %d, qdisc enqueued %d dequeued %d, RX %d", q, tx, enq, deq, rx)
+		// A requeued packet (driver busy) reaches start_xmit twice, so
+		// allow 1 % between qdisc and driver counts.
+		if rx > tx || (tx > 0) != (rx > 0) || !within(enq, tx, 0.01) || !within(deq, tx, 0.01) {
+			t.Errorf("queue %d: sender TX %d, qdisc enqueued %d / dequeued %d, receiver RX %d: want enqueued ≈ dequeued ≈ TX >= RX", q, tx, enq, deq, rx)
+		}
+	}
+	if busy < 2 {
+		t.Errorf("only %d queue(s) carried traffic; the flood should spread over several", busy)
+	}
+	if err := p.Close(); err != nil {
+		t.Error(err)
+	}
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+}

@@ -1,0 +1,118 @@
+package probes
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// ReadPerCPUHash reads every entry of a per-CPU hash (or LRU per-CPU hash)
+// map: key → one value per possible CPU, indexed by CPU number.
+func ReadPerCPUHash[K comparable, V any](m *ebpf.Map) (map[K][]V, error) {
+	out := map[K][]V{}
+	var key K
+	var values []V
+	it := m.Iterate()
+	for it.Next(&key, &values) {
+		out[key] = append([]V(nil), values...)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read map %s: %w", m, err)
+	}
+	return out, nil
+}
+
+// ReadHash reads every entry of a plain hash map.
+func ReadHash[K comparable, V any](m *ebpf.Map) (map[K]V, error) {
+	out := map[K]V{}
+	var key K
+	var value V
+	it := m.Iterate()
+	for it.Next(&key, &value) {
+		out[key] = value
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("read map %s: %w", m, err)
+	}
+	return out, nil
+}
+
+// SumPerCPUCounters reads slots 0..n-1 of a per-CPU array of u64 counters
+// (the "lost" arrays of the probes) and sums each over CPUs.
+func SumPerCPUCounters(m *ebpf.Map, n int) ([]uint64, error) {
+	out := make([]uint64, n)
+	for i := range n {
+		var perCPU []uint64
+		if err := m.Lookup(uint32(i), &perCPU); err != nil {
+			return nil, fmt.Errorf("read map %s[%d]: %w", m, i, err)
+		}
+		for _, v := range perCPU {
+			out[i] += v
+		}
+	}
+	return out, nil
+}
+
+// SubPerCPU returns cur − prev per key and CPU, using sub for one value.
+// Keys only in prev (entries the kernel evicted from an LRU map) are
+// dropped: their activity since prev is unknown.
+func SubPerCPU[K comparable, V any](cur, prev map[K][]V, sub func(a, b V) V) map[K][]V {
+	out := make(map[K][]V, len(cur))
+	for k, vs := range cur {
+		d := append([]V(nil), vs...)
+		if p, ok := prev[k]; ok {
+			for cpu := range d {
+				if cpu < len(p) {
+					d[cpu] = sub(d[cpu], p[cpu])
+				}
+			}
+		}
+		out[k] = d
+	}
+	return out
+}
+
+// HookFromCatalog returns the catalog's hook group:name, so probes declare
+// their hooks from the one list `perfscope doctor` checks. It panics on a
+// name missing from the catalog: that is a programming error caught by
+// every test that opens the probe.
+func HookFromCatalog(group, name string, optional bool) Hook {
+	for _, e := range Catalog {
+		if e.Group == group && e.Name == name {
+			h := e.Hook
+			h.Optional = optional
+			return h
+		}
+	}
+	panic("probes: tracepoint " + group + ":" + name + " is not in probes.Catalog")
+}
+
+// BakeVariables writes the values of spec's global variables (set with
+// VariableSpec.Set) into their data-section maps' contents and removes the
+// variables from spec. Call it last in a LoadAndAttach configure callback:
+// a Collection loaded with Variables memory-maps .rodata for them, and that
+// mapping keeps the map alive after Close until the garbage collector runs,
+// which a probe that promises to leave nothing behind cannot allow. Probes
+// only set their knobs before load, so they lose nothing.
+func BakeVariables(spec *ebpf.CollectionSpec) error {
+	for name, v := range spec.Variables {
+		ms := spec.Maps[v.SectionName]
+		if ms == nil || len(ms.Contents) != 1 {
+			return fmt.Errorf("variable %s: data section %s has no single contents entry", name, v.SectionName)
+		}
+		data, ok := ms.Contents[0].Value.([]byte)
+		if !ok {
+			return fmt.Errorf("variable %s: data section %s contents are %T, not bytes", name, v.SectionName, ms.Contents[0].Value)
+		}
+		end := int(v.Offset) + len(v.Value)
+		if end > len(data) {
+			return fmt.Errorf("variable %s exceeds data section %s", name, v.SectionName)
+		}
+		// Contents may be shared with the spec this one was copied from.
+		data = append([]byte(nil), data...)
+		copy(data[v.Offset:end], v.Value)
+		ms.Contents = []ebpf.MapKV{{Key: ms.Contents[0].Key, Value: data}}
+	}
+	spec.Variables = nil
+	return nil
+}
