@@ -372,6 +372,14 @@ func TestDiff(t *testing.T) {
 		t.Errorf("unchanged frame a is %s, want white", unchanged)
 	}
 
+	var page bytes.Buffer
+	if err := WriteDiffHTML(&page, d, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page.String(), "rgb(255,") || !strings.Contains(page.String(), `"diff":true`) {
+		t.Error("diff HTML lacks red frames or the diff flag")
+	}
+
 	var df bytes.Buffer
 	if err := WriteDiffFolded(&df, d); err != nil {
 		t.Fatal(err)
