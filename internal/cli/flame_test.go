@@ -10,7 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfscope/perfscope/flame")
+	"github.com/perfscope/perfscope/flame"
+)
 
 func TestFlameFlagsReachRun(t *testing.T) {
 	var got *flameOptions
