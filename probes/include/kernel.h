@@ -203,6 +203,10 @@ struct trace_event_raw_udp_fail_queue_rcv_skb {
 	__u16 lport;
 } __attribute__((preserve_access_index));
 
+/* Values are read from kernel BTF in user space, never compiled in; the
+ * type only has to be an enum for the CO-RE field match. */
+enum skb_drop_reason { SKB_DROP_REASON__PERFSCOPE_UNUSED = 0 };
+
 /* skb:kfree_skb record. rx_sk appeared in 6.12, reason in 5.17. */
 struct trace_event_raw_kfree_skb {
 	struct trace_entry ent;
@@ -210,7 +214,7 @@ struct trace_event_raw_kfree_skb {
 	void *location;
 	void *rx_sk;
 	unsigned short protocol;
-	int reason;
+	enum skb_drop_reason reason;
 } __attribute__((preserve_access_index));
 
 #endif /* PERFSCOPE_KERNEL_H */

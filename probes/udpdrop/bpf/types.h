@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Types shared between udpdrop.bpf.c and Go (through bpf2go -type). */
+#ifndef PERFSCOPE_UDPDROP_TYPES_H
+#define PERFSCOPE_UDPDROP_TYPES_H
+
+/* Which tracepoint saw the drop. */
+enum udpdrop_kind {
+	UDPDROP_FAIL_QUEUE_RCV = 0, /* udp:udp_fail_queue_rcv_skb; reason = -rc */
+	UDPDROP_RCVQUEUE_FULL = 1,  /* sock:sock_rcvqueue_full; reason = 0 */
+	UDPDROP_KFREE_SKB = 2,      /* skb:kfree_skb; reason = skb_drop_reason */
+};
+
+/* Events not counted because a map was full. */
+enum udpdrop_lost {
+	UDPDROP_LOST_PORT = 0,
+	UDPDROP_LOST_REASON = 1,
+	UDPDROP_LOST_REASONS = 2,
+};
+
+/* Drops of one local port. port 0 with family 0: the tracepoint record did
+ * not name the socket (classic sock_rcvqueue_full has no socket pointer). */
+struct port_drop_key {
+	__u16 port;   /* local port, host order */
+	__u16 family; /* AF_INET, AF_INET6 */
+	enum udpdrop_kind kind;
+	__u32 reason;
+};
+
+#endif

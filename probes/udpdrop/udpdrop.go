@@ -1,0 +1,252 @@
+// Package udpdrop counts UDP receive drops in the kernel, per local port and
+// per reason: datagrams a socket refused (udp:udp_fail_queue_rcv_skb,
+// sock:sock_rcvqueue_full) and every dropped skb by the kernel's own drop
+// reason (skb:kfree_skb), named from the running kernel's BTF.
+package udpdrop
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/probes"
+)
+
+// Hooks are the tracepoints this probe attaches to. udp_fail_queue_rcv_skb
+// appeared in 5.x and kfree_skb's reason in 5.17, so every hook is optional:
+// the probe reports what the kernel offers and Missing says what it lacks.
+var Hooks = []probes.Hook{
+	probes.HookFromCatalog("udp", "udp_fail_queue_rcv_skb", true),
+	probes.HookFromCatalog("sock", "sock_rcvqueue_full", true),
+	probes.HookFromCatalog("skb", "kfree_skb", true),
+}
+
+// Kind is the tracepoint that saw a drop.
+type Kind uint32
+
+const (
+	// FailQueueRcv: udp:udp_fail_queue_rcv_skb; Reason is the errno
+	// (ENOMEM: receive buffer full, counted as RcvbufErrors).
+	FailQueueRcv = Kind(udpdropUdpdropKindUDPDROP_FAIL_QUEUE_RCV)
+	// RcvqueueFull: sock:sock_rcvqueue_full; Reason is 0.
+	RcvqueueFull = Kind(udpdropUdpdropKindUDPDROP_RCVQUEUE_FULL)
+	// KfreeSkb: skb:kfree_skb; Reason is an skb_drop_reason value.
+	KfreeSkb = Kind(udpdropUdpdropKindUDPDROP_KFREE_SKB)
+)
+
+// String is the tracepoint's name.
+func (k Kind) String() string {
+	switch k {
+	case FailQueueRcv:
+		return "udp_fail_queue_rcv_skb"
+	case RcvqueueFull:
+		return "sock_rcvqueue_full"
+	case KfreeSkb:
+		return "kfree_skb"
+	}
+	return fmt.Sprintf("kind(%d)", uint32(k))
+}
+
+// PortKey is one local port's drops of one kind and reason. Port 0 with
+// Family 0 means the tracepoint did not name the socket.
+type PortKey struct {
+	Port   uint16
+	Family uint16 // unix.AF_INET or unix.AF_INET6
+	Kind   Kind
+	Reason uint32
+}
+
+// Lost counts drops not counted because a map was full.
+type Lost struct {
+	Port, Reason uint64
+}
+
+// Snapshot holds cumulative counts since the probe attached, summed over
+// CPUs.
+type Snapshot struct {
+	Taken time.Time
+	Ports map[PortKey]uint64
+	// Reasons counts every dropped skb (any protocol) by skb_drop_reason.
+	Reasons map[uint32]uint64
+	Lost    Lost
+}
+
+// Options configure a probe.
+type Options struct {
+	Method probes.AttachMethod
+	// Port counts only this local port in Ports (0: every port).
+	Port uint16
+}
+
+// Probe is a loaded and attached udpdrop probe.
+type Probe struct {
+	att     *probes.Attached
+	reasons map[uint32]string
+}
+
+// Open loads the probe's BPF object and attaches it.
+func Open(opts Options) (*Probe, error) {
+	spec, err := loadUdpdrop()
+	if err != nil {
+		return nil, fmt.Errorf("load udpdrop BPF spec: %w", err)
+	}
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, probes.Classify("udpdrop: load kernel BTF", err)
+	}
+	reasons, err := DropReasonNames(kernel)
+	if err != nil {
+		return nil, fmt.Errorf("udpdrop: %w", err)
+	}
+	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, func(s *ebpf.CollectionSpec) error {
+		vars := map[string]any{"target_port": opts.Port, "kfree_skb_has_rx_sk": kfreeSkbHasRxSk(kernel)}
+		for name, v := range vars {
+			if err := s.Variables[name].Set(v); err != nil {
+				return fmt.Errorf("set %s: %w", name, err)
+			}
+		}
+		return probes.BakeVariables(s)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("udpdrop probe: %w", err)
+	}
+	return &Probe{att: att, reasons: reasons}, nil
+}
+
+// kfreeSkbHasRxSk reports whether trace_kfree_skb passes the receiving
+// socket (6.12+): btf_trace_kfree_skb(void *, skb, location, reason, rx_sk).
+func kfreeSkbHasRxSk(kernel *btf.Spec) bool {
+	var td *btf.Typedef
+	if err := kernel.TypeByName("btf_trace_kfree_skb", &td); err != nil {
+		return false
+	}
+	ptr, ok := td.Type.(*btf.Pointer)
+	if !ok {
+		return false
+	}
+	proto, ok := ptr.Target.(*btf.FuncProto)
+	return ok && len(proto.Params) >= 5
+}
+
+// DropReasonNames reads enum skb_drop_reason from kernel BTF: value → name
+// without the SKB_DROP_REASON_ prefix ("SOCKET_RCVBUFF", "NO_SOCKET").
+func DropReasonNames(kernel *btf.Spec) (map[uint32]string, error) {
+	var e *btf.Enum
+	if err := kernel.TypeByName("skb_drop_reason", &e); err != nil {
+		if errors.Is(err, btf.ErrNotFound) {
+			return map[uint32]string{}, nil // kernel < 5.17: no reasons
+		}
+		return nil, fmt.Errorf("find enum skb_drop_reason in kernel BTF: %w", err)
+	}
+	names := make(map[uint32]string, len(e.Values))
+	for _, v := range e.Values {
+		names[uint32(v.Value)] = strings.TrimPrefix(v.Name, "SKB_DROP_REASON_")
+	}
+	return names, nil
+}
+
+// ReasonName names a drop reason of kind: the skb_drop_reason for KfreeSkb,
+// the errno for FailQueueRcv ("ENOMEM").
+func (p *Probe) ReasonName(kind Kind, reason uint32) string {
+	return reasonName(p.reasons, kind, reason)
+}
+
+func reasonName(names map[uint32]string, kind Kind, reason uint32) string {
+	switch kind {
+	case KfreeSkb:
+		if n, ok := names[reason]; ok {
+			return n
+		}
+		return fmt.Sprintf("reason_%d", reason)
+	case FailQueueRcv:
+		if n := unix.ErrnoName(unix.Errno(reason)); n != "" {
+			return n
+		}
+		return fmt.Sprintf("errno_%d", reason)
+	}
+	return ""
+}
+
+// Method is the attach method in use.
+func (p *Probe) Method() probes.AttachMethod { return p.att.Method }
+
+// Missing lists hooks that did not attach, with why.
+func (p *Probe) Missing() map[string]error { return p.att.Missing }
+
+// Costs is each program's bpf_stats run count and time.
+func (p *Probe) Costs() []probes.ProgramCost { return probes.Costs(p.att.Programs) }
+
+// Close detaches and frees everything the probe created.
+func (p *Probe) Close() error {
+	if p == nil {
+		return nil
+	}
+	return p.att.Close()
+}
+
+// Snapshot reads the cumulative counts.
+func (p *Probe) Snapshot() (Snapshot, error) {
+	s := Snapshot{Taken: time.Now(), Ports: map[PortKey]uint64{}, Reasons: map[uint32]uint64{}}
+	maps := p.att.Collection.Maps
+	ports, err := probes.ReadPerCPUHash[udpdropPortDropKey, uint64](maps["port_drops"])
+	if err != nil {
+		return s, err
+	}
+	for k, perCPU := range ports {
+		s.Ports[PortKey{Port: k.Port, Family: k.Family, Kind: Kind(k.Kind), Reason: k.Reason}] = sum(perCPU)
+	}
+	reasons, err := probes.ReadPerCPUHash[uint32, uint64](maps["reason_drops"])
+	if err != nil {
+		return s, err
+	}
+	for r, perCPU := range reasons {
+		s.Reasons[r] = sum(perCPU)
+	}
+	lost, err := probes.SumPerCPUCounters(maps["lost"], int(udpdropUdpdropLostUDPDROP_LOST_REASONS))
+	if err != nil {
+		return s, err
+	}
+	s.Lost = Lost{Port: lost[udpdropUdpdropLostUDPDROP_LOST_PORT], Reason: lost[udpdropUdpdropLostUDPDROP_LOST_REASON]}
+	return s, nil
+}
+
+func sum(perCPU []uint64) (n uint64) {
+	for _, v := range perCPU {
+		n += v
+	}
+	return n
+}
+
+// Sub returns the counts accumulated between prev and s. Entries with no
+// new drops are left out.
+func (s Snapshot) Sub(prev Snapshot) Snapshot {
+	d := Snapshot{Taken: s.Taken, Ports: map[PortKey]uint64{}, Reasons: map[uint32]uint64{}}
+	for k, n := range s.Ports {
+		if n > prev.Ports[k] {
+			d.Ports[k] = n - prev.Ports[k]
+		}
+	}
+	for r, n := range s.Reasons {
+		if n > prev.Reasons[r] {
+			d.Reasons[r] = n - prev.Reasons[r]
+		}
+	}
+	d.Lost = Lost{Port: s.Lost.Port - prev.Lost.Port, Reason: s.Lost.Reason - prev.Lost.Reason}
+	return d
+}
+
+// PortTotal is the drops of one port and kind over every reason and family.
+func (s Snapshot) PortTotal(port uint16, kind Kind) uint64 {
+	var n uint64
+	for k, v := range s.Ports {
+		if k.Port == port && k.Kind == kind {
+			n += v
+		}
+	}
+	return n
+}

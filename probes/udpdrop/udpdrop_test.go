@@ -1,0 +1,153 @@
+package udpdrop
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf/btf"
+	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/collectors/netstat"
+	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/probes"
+)
+
+func TestReasonName(t *testing.T) {
+	names := map[uint32]string{2: "NO_SOCKET", 7: "SOCKET_RCVBUFF"}
+	for _, c := range []struct {
+		kind   Kind
+		reason uint32
+		want   string
+	}{
+		{KfreeSkb, 7, "SOCKET_RCVBUFF"},
+		{KfreeSkb, 999, "reason_999"},
+		{FailQueueRcv, uint32(unix.ENOMEM), "ENOMEM"},
+		{FailQueueRcv, 100000, "errno_100000"},
+		{RcvqueueFull, 0, ""},
+	} {
+		if got := reasonName(names, c.kind, c.reason); got != c.want {
+			t.Errorf("reasonName(%v, %d) = %q, want %q", c.kind, c.reason, got, c.want)
+		}
+	}
+}
+
+func TestSubKeepsOnlyNewDrops(t *testing.T) {
+	k := PortKey{Port: 53, Family: unix.AF_INET, Kind: FailQueueRcv, Reason: uint32(unix.ENOMEM)}
+	idle := PortKey{Port: 54, Kind: KfreeSkb}
+	prev := Snapshot{Ports: map[PortKey]uint64{k: 10, idle: 4}, Reasons: map[uint32]uint64{7: 1}}
+	cur := Snapshot{Ports: map[PortKey]uint64{k: 25, idle: 4}, Reasons: map[uint32]uint64{7: 3, 2: 1}, Lost: Lost{Port: 2}}
+	d := cur.Sub(prev)
+	if d.Ports[k] != 15 || len(d.Ports) != 1 || d.Reasons[7] != 2 || d.Reasons[2] != 1 || d.Lost.Port != 2 {
+		t.Errorf("delta = %+v", d)
+	}
+	if d.PortTotal(53, FailQueueRcv) != 15 || d.PortTotal(53, KfreeSkb) != 0 {
+		t.Errorf("PortTotal wrong: %+v", d)
+	}
+}
+
+func TestDropReasonNamesFromKernelBTF(t *testing.T) {
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		t.Skipf("no kernel BTF: %v", err)
+	}
+	names, err := DropReasonNames(kernel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range names {
+		found = found || n == "SOCKET_RCVBUFF"
+	}
+	if !found {
+		t.Errorf("SOCKET_RCVBUFF not among %d reasons", len(names))
+	}
+}
+
+func reasonValue(t *testing.T, p *Probe, name string) uint32 {
+	t.Helper()
+	for v, n := range p.reasons {
+		if n == name {
+			return v
+		}
+	}
+	t.Fatalf("drop reason %s unknown to this kernel", name)
+	return 0
+}
+
+// A socket with a tiny receive buffer that nobody reads, flooded by two
+// senders: every datagram past the first few is dropped, and the probe's
+// per-port counts must match the kernel's RcvbufErrors.
+func TestProbeCountsReceiveBufferDrops(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	for _, m := range probes.Methods {
+		t.Run(string(m), func(t *testing.T) {
+			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+			conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if err := conn.SetReadBuffer(4096); err != nil {
+				t.Fatal(err)
+			}
+			target := conn.LocalAddr().(*net.UDPAddr).AddrPort()
+			p, err := Open(Options{Method: m, Port: target.Port()})
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			if len(p.Missing()) != 0 {
+				t.Errorf("hooks missing: %v", p.Missing())
+			}
+			first, err := p.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			snmpBefore, err := netstat.Default.UDPSNMP()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := udpflood.Send(context.Background(), udpflood.Config{
+				Target: target, Senders: 2, Duration: 300 * time.Millisecond, MaxPackets: 50000,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			snmpAfter, err := netstat.Default.UDPSNMP()
+			if err != nil {
+				t.Fatal(err)
+			}
+			last, err := p.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := last.Sub(first)
+			rcvbuf := snmpAfter.Sub(snmpBefore).UDP.RcvbufErrors
+			failNoMem := d.Ports[PortKey{Port: target.Port(), Family: unix.AF_INET, Kind: FailQueueRcv, Reason: uint32(unix.ENOMEM)}]
+			rcvbuffReason := reasonValue(t, p, "SOCKET_RCVBUFF")
+			kfree := d.Ports[PortKey{Port: target.Port(), Family: unix.AF_INET, Kind: KfreeSkb, Reason: rcvbuffReason}]
+			t.Logf("sent %d; RcvbufErrors %d; udp_fail_queue_rcv_skb ENOMEM %d; kfree_skb SOCKET_RCVBUFF on port %d, all ports %d",
+				res.Sent, rcvbuf, failNoMem, kfree, d.Reasons[rcvbuffReason])
+			if rcvbuf < res.Sent/2 {
+				t.Fatalf("only %d of %d datagrams dropped: the test did not overflow the socket", rcvbuf, res.Sent)
+			}
+			for name, got := range map[string]uint64{"udp_fail_queue_rcv_skb ENOMEM": failNoMem, "kfree_skb SOCKET_RCVBUFF": kfree} {
+				if diff := float64(got) - float64(rcvbuf); diff > 0.03*float64(rcvbuf) || -diff > 0.03*float64(rcvbuf) {
+					t.Errorf("%s on port %d = %d, /proc/net/snmp RcvbufErrors delta = %d: more than 3%% apart", name, target.Port(), got, rcvbuf)
+				}
+			}
+			for k := range d.Ports {
+				if k.Port != target.Port() {
+					t.Errorf("port filter let through %+v", k)
+				}
+			}
+			if err := p.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+		})
+	}
+}
