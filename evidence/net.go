@@ -1,6 +1,9 @@
 package evidence
 
-import "github.com/perfscope/perfscope/collectors/netstat"
+import (
+	"github.com/perfscope/perfscope/collectors/netconfig"
+	"github.com/perfscope/perfscope/collectors/netstat"
+)
 
 // NetEvidence is everything one `perfscope udp` run measured and read,
 // joined per CPU, per queue and per socket. Each section either holds data
@@ -21,6 +24,9 @@ type NetEvidence struct {
 	Drops      DropSection     `json:"drops"`
 	Sockets    SocketSection   `json:"sockets"`
 	Profile    ProfileSection  `json:"profile"`
+	// Config is the configuration read at the start of the run (issue 4's
+	// sources); nil when it could not be read at all.
+	Config *netconfig.NetConfig `json:"config,omitempty"`
 }
 
 // Section is embedded by every section.

@@ -15,13 +15,17 @@ import (
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/ethtool"
 	"github.com/perfscope/perfscope/collectors/irq"
+	"github.com/perfscope/perfscope/collectors/netconfig"
 	"github.com/perfscope/perfscope/collectors/netdev"
 	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/internal/netapply"
+	"github.com/perfscope/perfscope/internal/netcompare"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/softirq"
@@ -38,6 +42,13 @@ type udpOptions struct {
 	Freq      int
 	NoProfile bool
 	Method    string
+	FailOn    string
+	Apply     []string
+	RevertDir string
+	Revert    string
+	Compare   []string
+
+	failOn diagnose.Severity
 
 	format report.Format
 	method probes.AttachMethod
@@ -64,9 +75,18 @@ audit, IP ID, slab, qdisc and socket spin locks).
 Sections whose source does not exist for the interface (no driver counters on
 lo, no IRQs on veth) say so in one line; the rest still runs.`,
 		Example: `  perfscope udp --iface ens1f0 --port 53 --duration 10s
-  perfscope udp --iface eth0 --pid 1234 --flame /tmp/udp -o json > run.json`,
+  perfscope udp --iface eth0 --pid 1234 --flame /tmp/udp -o json > run.json
+  perfscope udp --iface eth0 --apply net.rps-needed,net.xps-unset   # writes a revert script first
+  perfscope udp --revert ./perfscope-revert-20261121-101500.sh
+  perfscope udp --compare before.json after.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case len(o.Compare) > 0:
+				return o.runCompare(g)
+			case o.Revert != "":
+				return o.runRevert(cmd.Context(), g)
+			}
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -74,6 +94,11 @@ lo, no IRQs on veth) say so in one line; the rest still runs.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	f.StringSliceVar(&o.Apply, "apply", nil, "apply the system-setting recommendations of these finding IDs (after writing a revert script)")
+	f.StringVar(&o.RevertDir, "revert-dir", ".", "directory for the revert script --apply writes")
+	f.StringVar(&o.Revert, "revert", "", "run a revert script written by --apply, then exit")
+	f.StringSliceVar(&o.Compare, "compare", nil, "compare two saved -o json runs: --compare before.json,after.json (or the flag twice)")
 	f.StringVar(&o.Iface, "iface", "", "network interface to measure (required)")
 	f.IntVar(&o.Port, "port", 0, "local UDP port of the server to inspect")
 	f.IntVar(&o.PID, "pid", 0, "pid of the server to inspect (its sockets and threads)")
@@ -109,6 +134,16 @@ func (o *udpOptions) validate() error {
 	if o.PID > 0 {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", o.PID)); err != nil {
 			return usageError("--pid %d: no such process", o.PID)
+		}
+	}
+	if o.FailOn != "" {
+		if o.failOn, err = diagnose.ParseSeverity(o.FailOn); err != nil {
+			return usageError("--fail-on: %v", err)
+		}
+	}
+	if len(o.Apply) > 0 {
+		if st, err := os.Stat(o.RevertDir); err != nil || !st.IsDir() {
+			return usageError("--revert-dir %s is not a directory", o.RevertDir)
 		}
 	}
 	if o.FlameDir != "" {
@@ -221,6 +256,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	if err != nil {
 		return err
 	}
+	cfg, cfgErr := netconfig.Live().Snapshot(o.Iface)
 	select {
 	case <-ctx.Done():
 	case <-time.After(o.Duration):
@@ -241,7 +277,11 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	if err != nil {
 		return err
 	}
+	if cfgErr == nil {
+		ev.Config = &cfg
+	}
 	r := report.New("udp", Version(), start.softirq.probe.Taken)
+	// NETRULES: r.Findings = diagnose.Run(diagnose.NetRules, diagnose.NetInput{Evidence: ev, Config: ev.Config})
 	r.Meta.DurationNs = ev.DurationNs
 	r.Data = ev
 	r.Artifacts = artifacts
@@ -250,10 +290,79 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 		addCosts(r.Overhead, prof.Costs(), time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
 		r.Overhead.EventsLost += ev.Profile.Lost
 	}
-	if o.format == report.JSON {
-		return report.WriteJSON(g.Out, r)
+	// --apply: only after the report is complete, so the user sees why.
+	var applyErr error
+	if len(o.Apply) > 0 {
+		var path string
+		path, applyErr = applyFindings(ctx, o, g, r.Findings)
+		if path != "" {
+			r.Artifacts = append(r.Artifacts, report.Artifact{Kind: "revert-script", Path: path})
+		}
 	}
-	writeUDPText(g.Out, r, ev, statsErr)
+	if o.format == report.JSON {
+		if err := report.WriteJSON(g.Out, r); err != nil {
+			return err
+		}
+	} else {
+		writeUDPText(g.Out, r, ev, statsErr)
+	}
+	if applyErr != nil {
+		return applyErr
+	}
+	return failOn(r.Findings, o.failOn)
+}
+
+// applyFindings writes the revert script, then applies the chosen
+// settings; it reports to stderr so JSON on stdout stays clean.
+func applyFindings(ctx context.Context, o *udpOptions, g *Globals, findings []diagnose.Finding) (string, error) {
+	plan, err := netapply.NewPlan(findings, o.Apply)
+	if err != nil {
+		return "", asUsage(fmt.Errorf("--apply: %w", err))
+	}
+	path, err := netapply.WriteRevertScript(o.RevertDir, &plan)
+	if err != nil {
+		return "", fmt.Errorf("--apply: write the revert script first: %w", err)
+	}
+	fmt.Fprintf(g.Err, "revert script: %s (undo with: perfscope udp --revert %s)\n", path, path)
+	done, err := netapply.Apply(ctx, plan, netapply.Shell{})
+	for _, e := range done {
+		fmt.Fprintf(g.Err, "applied [%s]: %s\n", e.FindingID, e.Command)
+	}
+	return path, err
+}
+
+func (o *udpOptions) runRevert(ctx context.Context, g *Globals) error {
+	done, err := netapply.Revert(ctx, o.Revert, netapply.Shell{})
+	for _, e := range done {
+		fmt.Fprintf(g.Out, "reverted [%s]: %s\n", e.FindingID, e.Command)
+	}
+	if errors.Is(err, netapply.ErrNotRevertScript) || errors.Is(err, os.ErrNotExist) {
+		return asUsage(err)
+	}
+	return err
+}
+
+func (o *udpOptions) runCompare(g *Globals) error {
+	if len(o.Compare) != 2 {
+		return usageError("--compare takes two saved runs: --compare before.json,after.json")
+	}
+	f, err := report.ParseFormat(o.Output)
+	if err != nil {
+		return asUsage(err)
+	}
+	before, err := netcompare.Load(o.Compare[0])
+	if err != nil {
+		return asUsage(err)
+	}
+	after, err := netcompare.Load(o.Compare[1])
+	if err != nil {
+		return asUsage(err)
+	}
+	c := netcompare.Compare(before, after)
+	if f == report.JSON {
+		return report.WriteJSON(g.Out, c)
+	}
+	netcompare.WriteText(g.Out, c)
 	return nil
 }
 
