@@ -135,6 +135,11 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	prof, stopErr := sess.Stop(ctx)
+	// Ctrl-C ends the window early: what was measured so far is reported,
+	// like every other perfscope command.
+	if errors.Is(runErr, context.Canceled) {
+		runErr = nil
+	}
 	if runErr != nil {
 		return nil, runErr
 	}

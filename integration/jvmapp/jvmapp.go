@@ -78,9 +78,10 @@ type Config struct {
 	ClassDir string
 	// JVMArgs go before the class name (-Xmx, -XX flags).
 	JVMArgs []string
-	// Wrap runs the JVM under a launcher (e.g. unshare ... sh -c); the
-	// JVM command line is appended as one shell-quoted argument and the
-	// JVM is found as the launcher's child.
+	// Wrap runs the JVM under a launcher ending in a shell script, e.g.
+	// unshare ... sh -c "mount ... && exec"; the shell-quoted JVM command
+	// line is appended to the script, and the JVM is found as the
+	// launcher's only child.
 	Wrap []string
 	Log  *os.File
 }
@@ -96,7 +97,9 @@ func Start(ctx context.Context, c Config) (*App, error) {
 		for i, a := range argv {
 			quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		}
-		argv = append(append([]string{}, c.Wrap...), strings.Join(quoted, " "))
+		wrap := append([]string{}, c.Wrap...)
+		wrap[len(wrap)-1] += " " + strings.Join(quoted, " ")
+		argv = wrap
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = c.Log, c.Log

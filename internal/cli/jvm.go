@@ -238,7 +238,6 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 			}
 		}
 	}
-	o.measure.Locator.Stderr = g.Err
 	res, err := jvm.Measure(ctx, o.measure)
 	if err != nil {
 		return jvmError(o.PID, err)

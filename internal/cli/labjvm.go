@@ -137,7 +137,7 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 			PID:              app.PID,
 			FS:               hsperf.Default,
 			Load:             &httpload.Spec{URL: app.URL(ep), Requests: o.Requests, Concurrency: o.Concurrency},
-			Locator:          asprof.Locator{Explicit: o.AsyncProfiler, Stderr: g.Err},
+			Locator:          asprof.Locator{Explicit: o.AsyncProfiler},
 			Profile:          asprof.Options{Event: asprof.Alloc, AllocInterval: 128 << 10},
 			TopSites:         5,
 			TargetRPS:        o.TargetRPS,

@@ -53,8 +53,6 @@ type Locator struct {
 	Mvn string
 	// Arch is a GOARCH; empty means this host's.
 	Arch string
-	// Stderr receives Maven's output when it fetches.
-	Stderr io.Writer
 }
 
 // Library returns the host path of a libasyncProfiler.so for the host's
@@ -175,10 +173,9 @@ func (l Locator) fetch(ctx context.Context, repo string) error {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, mvn, "-B", "-q", "dependency:get",
 		"-Dartifact="+GroupID+":"+ArtifactID+":"+Version, "-Dtransitive=false", "-Dmaven.repo.local="+repo)
+	// Maven's output is kept for the error, not streamed: perfscope's
+	// own report owns the terminal.
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if l.Stderr != nil {
-		cmd.Stderr = io.MultiWriter(&out, l.Stderr)
-	}
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

@@ -1,0 +1,316 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/integration/jvmapp"
+	"github.com/perfscope/perfscope/internal/testutil"
+)
+
+// sampleClasses compiles the sample app for one test, outside /tmp so a
+// JVM with a private /tmp (the namespace test) still finds it.
+func sampleClasses(t *testing.T) (jvmapp.JDK, string) {
+	t.Helper()
+	jdk, err := jvmapp.FindJDK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "perfscope-jvmapp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	if err := jdk.Build(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	return jdk, dir
+}
+
+func startSample(t *testing.T, jvmArgs []string, wrap ...string) *jvmapp.App {
+	t.Helper()
+	jdk, dir := sampleClasses(t)
+	args := append([]string{"-Xmx192m", "-Xms192m", "-XX:+UseG1GC", "-XX:TieredStopAtLevel=1"}, jvmArgs...)
+	app, err := jvmapp.Start(context.Background(), jvmapp.Config{Java: jdk.Java, ClassDir: dir, JVMArgs: args, Wrap: wrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Stop)
+	// The JVM answers HTTP before hsperfdata says init is done only in
+	// theory; wait for the counters so the preflight is deterministic.
+	deadline := time.Now().Add(20 * time.Second)
+	for !app.Healthy() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return app
+}
+
+type jvmReport struct {
+	Findings []struct {
+		ID string `json:"id"`
+	} `json:"findings"`
+	Data struct {
+		PID                 int     `json:"pid"`
+		NSPID               int     `json:"nspid"`
+		Requests            int64   `json:"requests"`
+		AllocBytesProfiler  int64   `json:"alloc_bytes_profiler"`
+		AllocBytesEden      int64   `json:"alloc_bytes_eden"`
+		BytesPerRequest     float64 `json:"bytes_per_request"`
+		BytesPerRequestEden float64 `json:"bytes_per_request_eden"`
+		EdenCapacity        int64   `json:"eden_capacity"`
+		Sites               []struct {
+			Frame   string `json:"frame"`
+			Logging string `json:"logging"`
+		} `json:"sites"`
+		Logging struct {
+			Bytes           int64            `json:"bytes"`
+			Share           float64          `json:"share"`
+			BytesPerRequest float64          `json:"bytes_per_request"`
+			ByFramework     map[string]int64 `json:"by_framework"`
+		} `json:"logging"`
+		Load *struct {
+			Completed int64 `json:"completed"`
+			Failures  int64 `json:"failures"`
+		} `json:"load"`
+	} `json:"data"`
+}
+
+// perfscopeJVM runs the binary and returns its exit code, JSON report and
+// stderr.
+func perfscopeJVM(t *testing.T, env []string, args ...string) (int, jvmReport, string) {
+	t.Helper()
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(Perfscope(t), append([]string{"jvm", "-o", "json"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	cmd.Env = append(os.Environ(), env...)
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var r jvmReport
+	if code == 0 {
+		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+			t.Fatalf("bad JSON: %v\n%s", err, out.String())
+		}
+	}
+	return code, r, stderr.String()
+}
+
+func warmUp(t *testing.T, app *jvmapp.App, path string) {
+	t.Helper()
+	// Drive the handler until the JIT compiled it, so the measured window
+	// is the steady state; perfscope's own load counts exactly.
+	code, _, stderr := perfscopeJVM(t, nil, "--pid", fmt.Sprint(app.PID), "--event", "cpu", "--load", app.URL(path), "--requests", "1500")
+	if code != 0 {
+		t.Fatalf("warm-up run: exit %d: %s", code, stderr)
+	}
+}
+
+func TestJVMBytesPerRequest(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	app := startSample(t, nil)
+	pid := fmt.Sprint(app.PID)
+	perRequest := map[string]jvmReport{}
+	for _, ep := range []string{"/alloc?kb=0", "/alloc?kb=256", "/log"} {
+		warmUp(t, app, ep)
+		code, r, stderr := perfscopeJVM(t, nil, "--pid", pid, "--load", app.URL(ep), "--requests", "3000", "--concurrency", "4")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", ep, code, stderr)
+		}
+		if r.Data.Requests != 3000 || r.Data.Load == nil || r.Data.Load.Failures != 0 {
+			t.Fatalf("%s: requests %d load %+v", ep, r.Data.Requests, r.Data.Load)
+		}
+		if r.Data.AllocBytesProfiler <= 0 || r.Data.AllocBytesEden <= 0 || r.Data.EdenCapacity <= 0 {
+			t.Fatalf("%s: profiler %d eden %d capacity %d", ep, r.Data.AllocBytesProfiler, r.Data.AllocBytesEden, r.Data.EdenCapacity)
+		}
+		perRequest[ep] = r
+		t.Logf("%s: %.1f KiB/request (profiler), %.1f KiB/request (Eden), logging %.1f KiB/request",
+			ep, r.Data.BytesPerRequest/1024, r.Data.BytesPerRequestEden/1024, r.Data.Logging.BytesPerRequest/1024)
+	}
+	extra := perRequest["/alloc?kb=256"].Data.BytesPerRequest - perRequest["/alloc?kb=0"].Data.BytesPerRequest
+	if want := 256.0 * 1024; extra < want*0.9 || extra > want*1.1 {
+		t.Errorf("/alloc?kb=256 − /alloc?kb=0 = %.1f KiB per request, want 256 KiB ± 10%%", extra/1024)
+	}
+	extraEden := perRequest["/alloc?kb=256"].Data.BytesPerRequestEden - perRequest["/alloc?kb=0"].Data.BytesPerRequestEden
+	if want := 256.0 * 1024; extraEden < want*0.8 || extraEden > want*1.2 {
+		t.Errorf("hsperfdata Eden: /alloc?kb=256 − /alloc?kb=0 = %.1f KiB per request, want 256 KiB ± 20%%", extraEden/1024)
+	}
+	l := perRequest["/log"].Data.Logging
+	if l.ByFramework["java.util.logging"] <= 0 || l.BytesPerRequest <= 0 || l.Share <= 0.05 {
+		t.Errorf("/log: logging not reported: %+v", l)
+	}
+	if perRequest["/alloc?kb=0"].Data.Logging.Share > 0.01 {
+		t.Errorf("/alloc?kb=0 reports logging: %+v", perRequest["/alloc?kb=0"].Data.Logging)
+	}
+	grouped := false
+	for _, s := range perRequest["/log"].Data.Sites {
+		grouped = grouped || s.Logging == "java.util.logging"
+		if s.Logging == "" && strings.Contains(s.Frame, "java.util.logging") {
+			t.Errorf("logging frame outside the logging group: %s", s.Frame)
+		}
+	}
+	if !grouped {
+		t.Error("no grouped java.util.logging site on /log")
+	}
+	if !app.Healthy() {
+		t.Error("the sample app stopped answering")
+	}
+}
+
+// The JVM runs in its own mount and pid namespaces with a private /tmp:
+// perfscope reaches its hsperfdata and attach socket through
+// /proc/PID/root under its namespaced pid.
+func TestJVMInOtherNamespaces(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	app := startSample(t, nil, "unshare", "--mount", "--pid", "--fork", "--mount-proc", "sh", "-c", "mount -t tmpfs tmpfs /tmp && exec")
+	code, r, stderr := perfscopeJVM(t, nil, "--pid", fmt.Sprint(app.PID), "--load", app.URL("/alloc?kb=64"), "--requests", "1000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if r.Data.NSPID != 1 || r.Data.PID != app.PID {
+		t.Errorf("pid %d nspid %d, want host pid %d and nspid 1", r.Data.PID, r.Data.NSPID, app.PID)
+	}
+	if r.Data.BytesPerRequest < 64*1024 {
+		t.Errorf("%.1f KiB per request for /alloc?kb=64", r.Data.BytesPerRequest/1024)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/tmp/hsperfdata_root/%d", app.PID)); err == nil {
+		t.Error("the namespaced JVM's hsperfdata is visible in the host /tmp: the namespace rig did not work")
+	}
+	leftovers, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*", app.PID))
+	if len(leftovers) > 0 {
+		t.Errorf("left in the JVM's /tmp: %v", leftovers)
+	}
+}
+
+// Each bad input gets its exit code and one sentence, and the JVM keeps
+// running and serving.
+func TestJVMBadInputLeavesTargetRunning(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	xrs := startSample(t, []string{"-Xrs"})
+	noAttach := startSample(t, []string{"-XX:+DisableAttachMechanism"})
+	healthy := startSample(t, nil)
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	dead := exec.Command("true")
+	dead.Run()
+
+	// No async-profiler anywhere, and Maven offline (its settings come
+	// from user.home, not $HOME): the fetch fails.
+	home := t.TempDir()
+	os.MkdirAll(filepath.Join(home, ".m2"), 0o755)
+	os.WriteFile(filepath.Join(home, ".m2", "settings.xml"), []byte("<settings><offline>true</offline></settings>\n"), 0o644)
+	offline := []string{"HOME=" + home, "XDG_CACHE_HOME=" + filepath.Join(home, "cache"), "PERFSCOPE_ASYNC_PROFILER=", "MAVEN_OPTS=-Duser.home=" + home, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+	for _, tc := range []struct {
+		name    string
+		pid     int
+		env     []string
+		code    int
+		mention string
+		app     *jvmapp.App
+	}{
+		{"dead pid", dead.ProcessState.Pid(), nil, 2, "is not running", nil},
+		{"not a JVM", sleeper.Process.Pid, nil, 2, "not a HotSpot JVM", nil},
+		{"-Xrs", xrs.PID, nil, 3, "-Xrs", xrs},
+		{"attach disabled", noAttach.PID, nil, 3, "DisableAttachMechanism", noAttach},
+		{"no network to fetch async-profiler", healthy.PID, offline, 3, "--async-profiler", healthy},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := perfscopeJVM(t, tc.env, "--pid", fmt.Sprint(tc.pid), "--duration", "1s")
+			if code != tc.code || !strings.Contains(stderr, tc.mention) {
+				t.Errorf("exit %d, want %d; stderr %q should mention %q", code, tc.code, stderr, tc.mention)
+			}
+			if lines := strings.Count(strings.TrimSpace(stderr), "\n"); lines > 1 {
+				t.Errorf("more than one sentence: %q", stderr)
+			}
+			if tc.app != nil {
+				time.Sleep(300 * time.Millisecond)
+				if !tc.app.Running() || !tc.app.Healthy() {
+					t.Fatalf("the JVM (pid %d) no longer runs or answers", tc.pid)
+				}
+			}
+			if tc.name == "not a JVM" && sleeper.ProcessState != nil {
+				t.Fatal("the non-JVM process died")
+			}
+		})
+	}
+	if err := syscall.Kill(sleeper.Process.Pid, 0); err != nil {
+		t.Errorf("the non-JVM process died: %v", err)
+	}
+}
+
+// Ctrl-C mid-window stops async-profiler in the JVM and leaves no files:
+// a second session can start (it could not if the profiler still ran).
+func TestJVMInterruptStopsProfiler(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	app := startSample(t, nil)
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(Perfscope(t), "jvm", "--pid", fmt.Sprint(app.PID), "--duration", "60s", "-o", "json")
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the profiler runs in the JVM: its log file appears.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		logs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*/*.log", app.PID))
+		if len(logs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("profiler never started: %s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGINT: %v: %s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("perfscope did not stop on SIGINT")
+	}
+	var r jvmReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("no report after SIGINT: %v", err)
+	}
+	if left, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*", app.PID)); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+	code, _, errOut := perfscopeJVM(t, nil, "--pid", fmt.Sprint(app.PID), "--duration", "1s")
+	if code != 0 {
+		t.Errorf("second session after SIGINT: exit %d: %s (profiler still running?)", code, errOut)
+	}
+	if !app.Healthy() {
+		t.Error("the JVM stopped answering")
+	}
+}
