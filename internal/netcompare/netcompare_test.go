@@ -1,0 +1,151 @@
+package netcompare
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/perfscope/perfscope/collectors/netstat"
+	"github.com/perfscope/perfscope/evidence"
+)
+
+func load(t *testing.T, name string) Run {
+	t.Helper()
+	r, err := Load(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func metric(t *testing.T, c Comparison, key string) Metric {
+	t.Helper()
+	for _, m := range c.Metrics {
+		if m.Key == key {
+			return m
+		}
+	}
+	t.Fatalf("no metric %q in %+v", key, c.Metrics)
+	return Metric{}
+}
+
+func near(a *float64, want float64) bool {
+	return a != nil && math.Abs(*a-want) < 1e-9*math.Max(1, math.Abs(want))
+}
+
+func TestCompareFixtures(t *testing.T) {
+	c := Compare(load(t, "before.json"), load(t, "after.json"))
+	if c.Before.PacketSource != "sockets" || c.After.DurationNs != 5e9 {
+		t.Fatalf("run info: %+v / %+v", c.Before, c.After)
+	}
+	tests := []struct {
+		key           string
+		before, after float64
+		better        bool
+	}{
+		// 2.7M in 10 s vs 2.9M + 3.1M in 5 s.
+		{"packets_per_s", 270000, 1200000, true},
+		{"packets_per_s.port.9000", 270000, 1200000, true},
+		{"net_rx.max_share", 0.9, 0.5, true},
+		{"net_rx.max_over_mean", 0.9 / 0.46, 0.5 / 0.475, true},
+		{"net_rx.active_cpus", 1, 2, true},
+		{"lock_wait_ns_per_s", 4e8, 1.6e6, true},
+		{"lock_wait_ns_per_s.class.socket-receive-queue", 3e8, 1.6e6, true},
+		// A class gone after the fix reads as zero, not as unmeasured.
+		{"lock_wait_ns_per_s.class.socket-wakeup", 1e8, 0, true},
+		{"drops_per_s", 150000, 0, true},
+		{"drops_per_s.port.9000", 150000, 0, true},
+		{"snmp.rcvbuf_errors_per_s", 150000, 0, true},
+		// NET_RX time / packets: 9.2 s / 2.7M vs 4.75 s / 6M.
+		{"net_rx.ns_per_packet", 9.2e9 / 2.7e6, 4.75e9 / 6e6, true},
+		{"profile.share.gro", 0.049, 0, true},
+	}
+	for _, tt := range tests {
+		m := metric(t, c, tt.key)
+		if !near(m.Before, tt.before) || !near(m.After, tt.after) {
+			t.Errorf("%s: before %v after %v, want %v %v", tt.key, deref(m.Before), deref(m.After), tt.before, tt.after)
+		}
+		if m.Better == nil || *m.Better != tt.better {
+			t.Errorf("%s: better = %v, want %v", tt.key, m.Better, tt.better)
+		}
+	}
+	if m := metric(t, c, "net_rx.mean_share"); !near(m.Before, 0.46) || m.Better != nil {
+		t.Errorf("mean share is neither better nor worse: %+v", m)
+	}
+	if m := metric(t, c, "packets_per_s"); !near(m.Change, 1200000.0/270000-1) {
+		t.Errorf("packets change = %v", deref(m.Change))
+	}
+	if m := metric(t, c, "drops_per_s"); !near(m.Change, -1) {
+		t.Errorf("drops change = %v", deref(m.Change))
+	}
+	if len(c.NetRX) != 2 || !near(c.NetRX[1].Before, 0.02) || !near(c.NetRX[1].After, 0.5) {
+		t.Errorf("per-CPU NET_RX = %+v", c.NetRX)
+	}
+	ids := func(refs []FindingRef) string {
+		var s []string
+		for _, r := range refs {
+			s = append(s, r.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	if ids(c.Lost) != "net.socket-lock-contention" || ids(c.Gained) != "net.thread-pinning" || ids(c.Kept) != "net.udp-rcvbuf" {
+		t.Errorf("lost %s gained %s kept %s", ids(c.Lost), ids(c.Gained), ids(c.Kept))
+	}
+	// The kept finding shows its after-run severity.
+	if c.Kept[0].Severity.String() != "info" {
+		t.Errorf("kept severity %v", c.Kept[0].Severity)
+	}
+	if _, err := json.Marshal(c); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func TestPacketSourceFallbacks(t *testing.T) {
+	run := func(e evidence.NetEvidence) Run { return Run{Schema: "perfscope/v1", Command: "udp", Data: e} }
+	snmp := evidence.NetEvidence{DurationNs: 2e9, Drops: evidence.DropSection{UDPSNMP: &netstat.UDPSNMP{UDP: netstat.UDPCounters{InDatagrams: 100}, UDP6: netstat.UDPCounters{InDatagrams: 100}, UDP6Known: true}}}
+	queues := evidence.NetEvidence{DurationNs: 2e9, Queues: evidence.QueueSection{RX: []evidence.QueueRow{{PerS: 30}, {PerS: 20}}}}
+	none := evidence.NetEvidence{DurationNs: 2e9}
+	c := Compare(run(snmp), run(queues))
+	if m := metric(t, c, "packets_per_s"); !near(m.Before, 100) || !near(m.After, 50) || c.Before.PacketSource != "snmp" || c.After.PacketSource != "queues" {
+		t.Errorf("snmp→queues: %+v %v %v", c.Before, deref(m.Before), deref(m.After))
+	}
+	c = Compare(run(none), run(none))
+	if m := metric(t, c, "packets_per_s"); m.Before != nil || m.Change != nil || m.Better != nil {
+		t.Errorf("no source: %+v", m)
+	}
+	var buf bytes.Buffer
+	WriteText(&buf, c)
+	if !strings.Contains(buf.String(), "No findings in either run.") {
+		t.Errorf("text:\n%s", buf.String())
+	}
+}
+
+func TestDecodeRejectsOtherReports(t *testing.T) {
+	for _, in := range []string{`{"schema":"perfscope/v1","command":"softirq","data":{}}`, `{"schema":"other"}`, `not json`, ``} {
+		if _, err := Decode(strings.NewReader(in)); !errors.Is(err, ErrNotUDPReport) {
+			t.Errorf("%q: err = %v", in, err)
+		}
+	}
+}
+
+func TestWriteText(t *testing.T) {
+	var buf bytes.Buffer
+	WriteText(&buf, Compare(load(t, "before.json"), load(t, "after.json")))
+	out := buf.String()
+	for _, want := range []string{"packets/s received", "270.0k", "1.20M", "+344.4%", "better", "lost (fixed)", "net.socket-lock-contention", "gained (new)", "NET_RX share of each CPU's time", "90.0%", "400.00ms/s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+}

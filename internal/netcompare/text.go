@@ -1,0 +1,95 @@
+package netcompare
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/perfscope/perfscope/report"
+)
+
+// WriteText prints the comparison as tables: the metrics, the NET_RX share
+// per CPU, and the findings gained, lost and kept.
+func WriteText(w io.Writer, c Comparison) {
+	fmt.Fprintf(w, "before: %s  %s  %s  %s (packets from %s)\n", c.Before.Host, c.Before.Interface, c.Before.Started.Format(time.RFC3339), report.Nanos(float64(c.Before.DurationNs)), orNone(c.Before.PacketSource))
+	fmt.Fprintf(w, "after:  %s  %s  %s  %s (packets from %s)\n", c.After.Host, c.After.Interface, c.After.Started.Format(time.RFC3339), report.Nanos(float64(c.After.DurationNs)), orNone(c.After.PacketSource))
+	if c.Before.PacketSource != c.After.PacketSource {
+		fmt.Fprintln(w, "note: the two runs counted packets from different sources; compare packets/s with care")
+	}
+
+	report.Heading(w, "What changed")
+	t := report.Table{Header: []string{"metric", "before", "after", "change", ""}}
+	for _, m := range c.Metrics {
+		verdict := ""
+		if m.Better != nil {
+			verdict = "worse"
+			if *m.Better {
+				verdict = "better"
+			}
+		}
+		change := "-"
+		if m.Change != nil {
+			change = fmt.Sprintf("%+.1f%%", *m.Change*100)
+		}
+		t.Add(m.Label, formatValue(m.Unit, m.Before), formatValue(m.Unit, m.After), change, verdict)
+	}
+	t.Write(w)
+
+	if len(c.NetRX) > 0 {
+		report.Heading(w, "NET_RX share of each CPU's time")
+		t := report.Table{Header: []string{"cpu", "before", "", "after", ""}}
+		for _, s := range c.NetRX {
+			t.Add(fmt.Sprint(s.CPU), formatValue("fraction", s.Before), bar(s.Before), formatValue("fraction", s.After), bar(s.After))
+		}
+		t.Write(w)
+	}
+
+	report.Heading(w, "Findings")
+	ft := report.Table{Header: []string{"", "id", "severity", "title"}}
+	for _, group := range []struct {
+		mark string
+		refs []FindingRef
+	}{{"lost (fixed)", c.Lost}, {"gained (new)", c.Gained}, {"kept", c.Kept}} {
+		for _, f := range group.refs {
+			ft.Add(group.mark, f.ID, f.Severity.String(), f.Title)
+		}
+	}
+	if len(ft.Rows) == 0 {
+		fmt.Fprintln(w, "No findings in either run.")
+		return
+	}
+	ft.Write(w)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nowhere"
+	}
+	return s
+}
+
+func bar(v *float64) string {
+	if v == nil {
+		return ""
+	}
+	return report.Bar(*v, 20)
+}
+
+func formatValue(unit string, v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	switch unit {
+	case "fraction":
+		return report.Percent(*v)
+	case "ratio":
+		return fmt.Sprintf("%.2f", *v)
+	case "cpus":
+		return fmt.Sprintf("%.0f", *v)
+	case "ns/s":
+		return report.Nanos(*v) + "/s"
+	case "ns":
+		return report.Nanos(*v)
+	}
+	return report.Count(*v)
+}
