@@ -87,32 +87,3 @@ func HookFromCatalog(group, name string, optional bool) Hook {
 	panic("probes: tracepoint " + group + ":" + name + " is not in probes.Catalog")
 }
 
-// BakeVariables writes the values of spec's global variables (set with
-// VariableSpec.Set) into their data-section maps' contents and removes the
-// variables from spec. Call it last in a LoadAndAttach configure callback:
-// a Collection loaded with Variables memory-maps .rodata for them, and that
-// mapping keeps the map alive after Close until the garbage collector runs,
-// which a probe that promises to leave nothing behind cannot allow. Probes
-// only set their knobs before load, so they lose nothing.
-func BakeVariables(spec *ebpf.CollectionSpec) error {
-	for name, v := range spec.Variables {
-		ms := spec.Maps[v.SectionName]
-		if ms == nil || len(ms.Contents) != 1 {
-			return fmt.Errorf("variable %s: data section %s has no single contents entry", name, v.SectionName)
-		}
-		data, ok := ms.Contents[0].Value.([]byte)
-		if !ok {
-			return fmt.Errorf("variable %s: data section %s contents are %T, not bytes", name, v.SectionName, ms.Contents[0].Value)
-		}
-		end := int(v.Offset) + len(v.Value)
-		if end > len(data) {
-			return fmt.Errorf("variable %s exceeds data section %s", name, v.SectionName)
-		}
-		// Contents may be shared with the spec this one was copied from.
-		data = append([]byte(nil), data...)
-		copy(data[v.Offset:end], v.Value)
-		ms.Contents = []ebpf.MapKV{{Key: ms.Contents[0].Key, Value: data}}
-	}
-	spec.Variables = nil
-	return nil
-}

@@ -131,7 +131,7 @@ func Open(opts Options) (*Probe, error) {
 		if err := s.Variables["target_ifindex"].Set(int32(opts.Ifindex)); err != nil {
 			return fmt.Errorf("set target_ifindex: %w", err)
 		}
-		return probes.BakeVariables(s)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("netqueue probe: %w", err)

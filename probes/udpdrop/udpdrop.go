@@ -110,7 +110,7 @@ func Open(opts Options) (*Probe, error) {
 				return fmt.Errorf("set %s: %w", name, err)
 			}
 		}
-		return probes.BakeVariables(s)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("udpdrop probe: %w", err)
