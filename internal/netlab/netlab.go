@@ -91,7 +91,29 @@ func New(ctx context.Context, cfg Config) (*Lab, error) {
 			return nil, fmt.Errorf("netlab: %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
 		}
 	}
+	// operstate turns "up" asynchronously (linkwatch runs up to a second
+	// after the link comes up); wait so that the lab is usable on return.
+	for _, end := range [][2]string{{l.SenderNS, l.SenderIf}, {l.ReceiverNS, l.ReceiverIf}} {
+		if err := l.waitUp(ctx, end[0], end[1]); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
 	return l, nil
+}
+
+func (l *Lab) waitUp(ctx context.Context, ns, dev string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, err := exec.CommandContext(ctx, "ip", "-n", ns, "-o", "link", "show", dev).Output()
+		if err == nil && strings.Contains(string(out), "state UP") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netlab: %s in %s is not up after 5s: %s", dev, ns, strings.TrimSpace(string(out)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Command prepares argv to run inside namespace ns (with the namespace's
