@@ -21,22 +21,24 @@ test)
 	pkg_for llvm-strip llvm
 	pkg_for bpftool bpftool
 	pkg_for unshare util-linux
-	pkg_for gcc gcc
+	pkg_for gcc gcc              # symbolization tests build small C programs
+	[ -f /usr/include/stdio.h ] || need+=(libc6-dev)
+	pkg_for setpriv util-linux   # unprivileged-exit tests drop root with setpriv
 	pkg_for javac openjdk-17-jdk-headless
-	pkg_for mvn maven
+	pkg_for mvn maven            # async-profiler comes from the Maven repository
+	pkg_for node nodejs          # runs the flame graph's JavaScript in a test
 	[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 	;;
 esac
-
-# Extra lines contributed by each area's tests (see docs/readme/ci-*.sh).
-if [ "${1:-run}" = test ]; then
-	for f in "$(dirname "$0")"/../docs/readme/ci-*.sh; do
-		[ -f "$f" ] && . "$f"
-	done
-fi
 
 if [ ${#need[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# The jvm tests attach async-profiler from the local Maven repository, as a
+# Java shop would; fetch it once through Maven so the user's mirrors apply.
+if [ "${1:-run}" = test ] && [ ! -d "$HOME/.m2/repository/tools/profiler/async-profiler/4.1" ]; then
+	mvn -B -q dependency:get -Dartifact=tools.profiler:async-profiler:4.1 -Dtransitive=false
 fi
