@@ -348,7 +348,14 @@ func (a *Analyzer) allocation(e *Event, t float64) {
 	}
 	marks := [3]*spaceMark{&a.lastEden, &a.lastYoung, &a.lastHeap}
 	spaces := [3]Space{e.Eden, e.Young, e.Heap}
+	// A remark or cleanup between two young GCs logs only the heap; when
+	// the young GCs log Eden, counting the heap growth up to the remark
+	// too would count that allocation twice.
+	counts := collects || (!a.lastEden.ok && !a.lastYoung.ok)
 	for src := range marks {
+		if !counts {
+			break
+		}
 		m, s := marks[src], spaces[src]
 		if !s.Known() || !m.ok {
 			continue

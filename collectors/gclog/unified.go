@@ -285,7 +285,7 @@ func (p *Parser) unifiedMessage(e *Event, msg []byte, id int64, up float64, wall
 // Messages under the plain "gc" tag that carry nothing the analysis uses.
 var unifiedNoise = [][]byte{
 	[]byte("Heuristics "), []byte("Trigger: "), []byte("Min heap equals to max heap"),
-	[]byte("Cancelling GC"), []byte("Soft Max Heap"), []byte("Periodic GC"), []byte("Failed to "),
+	[]byte("Cancelling GC"), []byte("Cancel marking"), []byte("Good progress"), []byte("Bad progress"), []byte("Soft Max Heap"), []byte("Periodic GC"), []byte("Failed to "),
 	[]byte("Uncommitted "), []byte("Heap "), []byte("Version: "), []byte("Relocation Stall"),
 }
 
