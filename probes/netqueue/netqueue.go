@@ -42,7 +42,7 @@ type Options struct {
 
 // Probe is a loaded and attached netqueue probe.
 type Probe struct {
-	att *probes.Attached
+	probes.Loaded
 }
 
 // NAPIKey names one NAPI instance. ID is 0 for the per-CPU backlog
@@ -136,32 +136,13 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netqueue probe: %w", err)
 	}
-	return &Probe{att: att}, nil
-}
-
-// Method is the attach method in use.
-func (p *Probe) Method() probes.AttachMethod { return p.att.Method }
-
-// Missing lists the optional hooks ("napi:napi_poll") that did not attach,
-// with why, so a report can say "unavailable: <why>" for that section.
-func (p *Probe) Missing() map[string]error { return p.att.Missing }
-
-// Costs is each program's bpf_stats run count and time (zero unless
-// probes.EnableStats is active).
-func (p *Probe) Costs() []probes.ProgramCost { return probes.Costs(p.att.Programs) }
-
-// Close detaches and frees everything the probe created.
-func (p *Probe) Close() error {
-	if p == nil {
-		return nil
-	}
-	return p.att.Close()
+	return &Probe{Loaded: probes.Loaded{Attached: att}}, nil
 }
 
 // Snapshot reads the cumulative counters of every CPU.
 func (p *Probe) Snapshot() (Snapshot, error) {
 	s := Snapshot{Taken: time.Now(), NAPIQueues: map[NAPIQueueKey]uint64{}}
-	maps := p.att.Collection.Maps
+	maps := p.Maps()
 	napi, err := probes.ReadPerCPUHash[netqueueNapiKey, netqueueNapiStat](maps["napi_stats"])
 	if err != nil {
 		return s, err

@@ -85,7 +85,7 @@ type Options struct {
 
 // Probe is a loaded and attached udpdrop probe.
 type Probe struct {
-	att     *probes.Attached
+	probes.Loaded
 	reasons map[uint32]string
 }
 
@@ -115,7 +115,7 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udpdrop probe: %w", err)
 	}
-	return &Probe{att: att, reasons: reasons}, nil
+	return &Probe{Loaded: probes.Loaded{Attached: att}, reasons: reasons}, nil
 }
 
 // kfreeSkbHasRxSk reports whether trace_kfree_skb passes the receiving
@@ -172,27 +172,10 @@ func reasonName(names map[uint32]string, kind Kind, reason uint32) string {
 	return ""
 }
 
-// Method is the attach method in use.
-func (p *Probe) Method() probes.AttachMethod { return p.att.Method }
-
-// Missing lists hooks that did not attach, with why.
-func (p *Probe) Missing() map[string]error { return p.att.Missing }
-
-// Costs is each program's bpf_stats run count and time.
-func (p *Probe) Costs() []probes.ProgramCost { return probes.Costs(p.att.Programs) }
-
-// Close detaches and frees everything the probe created.
-func (p *Probe) Close() error {
-	if p == nil {
-		return nil
-	}
-	return p.att.Close()
-}
-
 // Snapshot reads the cumulative counts.
 func (p *Probe) Snapshot() (Snapshot, error) {
 	s := Snapshot{Taken: time.Now(), Ports: map[PortKey]uint64{}, Reasons: map[uint32]uint64{}}
-	maps := p.att.Collection.Maps
+	maps := p.Maps()
 	ports, err := probes.ReadPerCPUHash[udpdropPortDropKey, uint64](maps["port_drops"])
 	if err != nil {
 		return s, err

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * lockstat: kernel lock contention from lock:contention_begin/end (5.19+).
+ *
+ * Each contention is timed from its first begin to its end and counted
+ * twice: per call site (the waiter's kernel stack id × lock flags) for
+ * "where", and per lock address for "which object" — user space subtracts
+ * the offset of a socket's receive-queue lock (from BTF) from the address to
+ * find the socket. Only aggregates cross to user space.
+ */
+#include "kernel.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "types.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+enum { E_FAULT = 14, E_EXIST = 17 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 10240);
+	__type(key, struct inflight_key);
+	__type(value, struct inflight);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u64[LOCKSTAT_MAX_DEPTH]);
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct site_key);
+	__type(value, struct wait_stat);
+} sites SEC(".maps");
+
+/* LRU: the busiest lock addresses stay; an evicted quiet lock loses its
+ * history, which the per-site counts still hold. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, struct wait_stat);
+} locks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LOCKSTAT_LOST_REASONS);
+	__type(key, enum lockstat_lost);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+static __always_inline void count_lost(enum lockstat_lost why)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &why);
+	if (n)
+		(*n)++;
+}
+
+static __always_inline struct inflight_key waiter_key(__u64 lock_addr)
+{
+	struct inflight_key key = { .lock_addr = lock_addr };
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	/* Every CPU's idle task is tid 0, and their softirqs contend on the
+	 * same locks at once: tell them apart by CPU (tids are < 2^22). The
+	 * idle task never sleeps on a lock, so it cannot migrate mid-wait. */
+	key.waiter = tid ? tid : (0x80000000u | bpf_get_smp_processor_id());
+	return key;
+}
+
+static __always_inline int on_begin(__u64 lock_addr, __u32 flags)
+{
+	struct inflight_key key = waiter_key(lock_addr);
+	struct inflight *w = bpf_map_lookup_elem(&inflight, &key);
+	if (w) {
+		/* A mutex reports begin twice (optimistic spin, then sleep):
+		 * keep the first start so the whole wait is timed. */
+		w->flags |= flags;
+		return 0;
+	}
+	struct inflight v = { .start_ns = bpf_ktime_get_ns(), .flags = flags };
+	if (bpf_map_update_elem(&inflight, &key, &v, BPF_NOEXIST))
+		count_lost(LOCKSTAT_LOST_INFLIGHT_FULL);
+	return 0;
+}
+
+static __always_inline void add_wait(struct wait_stat *s, __u64 wait)
+{
+	s->count++;
+	s->total_ns += wait;
+	if (wait > s->max_ns)
+		s->max_ns = wait;
+}
+
+static __always_inline int on_end(void *ctx, __u64 lock_addr)
+{
+	struct inflight_key key = waiter_key(lock_addr);
+	struct inflight *w = bpf_map_lookup_elem(&inflight, &key);
+	if (!w)
+		return 0; /* began before the probe attached */
+	__u64 wait = bpf_ktime_get_ns() - w->start_ns;
+	struct site_key site = { .flags = w->flags };
+	bpf_map_delete_elem(&inflight, &key);
+
+	long id = bpf_get_stackid(ctx, &stacks, 0);
+	if (id < 0) {
+		count_lost(id == -E_EXIST ? LOCKSTAT_LOST_STACK_COLLISION : LOCKSTAT_LOST_STACK_ERROR);
+		id = -1;
+	}
+	site.stack_id = id;
+
+	struct wait_stat zero = {};
+	struct wait_stat *s = bpf_map_lookup_elem(&sites, &site);
+	if (!s) {
+		bpf_map_update_elem(&sites, &site, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&sites, &site);
+	}
+	if (s)
+		add_wait(s, wait);
+	else
+		count_lost(LOCKSTAT_LOST_SITE_FULL);
+
+	s = bpf_map_lookup_elem(&locks, &lock_addr);
+	if (!s) {
+		bpf_map_update_elem(&locks, &lock_addr, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&locks, &lock_addr);
+	}
+	if (s)
+		add_wait(s, wait);
+	else
+		count_lost(LOCKSTAT_LOST_LOCK_FULL);
+	return 0;
+}
+
+SEC("tp_btf/contention_begin")
+int BPF_PROG(btf_contention_begin, void *lock, unsigned int flags) { return on_begin((__u64)lock, flags); }
+SEC("tp_btf/contention_end")
+int BPF_PROG(btf_contention_end, void *lock, int ret) { return on_end(ctx, (__u64)lock); }
+
+SEC("raw_tp/contention_begin")
+int raw_contention_begin(struct bpf_raw_tracepoint_args *ctx) { return on_begin(ctx->args[0], (__u32)ctx->args[1]); }
+SEC("raw_tp/contention_end")
+int raw_contention_end(struct bpf_raw_tracepoint_args *ctx) { return on_end(ctx, ctx->args[0]); }
+
+SEC("tracepoint/lock/contention_begin")
+int tp_contention_begin(struct trace_event_raw_contention_begin *ctx)
+{ return on_begin((__u64)ctx->lock_addr, ctx->flags); }
+SEC("tracepoint/lock/contention_end")
+int tp_contention_end(struct trace_event_raw_contention_end *ctx) { return on_end(ctx, (__u64)ctx->lock_addr); }

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Types shared between lockstat.bpf.c and Go (through bpf2go -type). */
+#ifndef PERFSCOPE_LOCKSTAT_TYPES_H
+#define PERFSCOPE_LOCKSTAT_TYPES_H
+
+/* Kernel frames kept per stack. */
+enum { LOCKSTAT_MAX_DEPTH = 48 };
+
+/* Contentions not (fully) counted, by reason. */
+enum lockstat_lost {
+	LOCKSTAT_LOST_INFLIGHT_FULL = 0,   /* begin not recorded: in-flight map full */
+	LOCKSTAT_LOST_SITE_FULL = 1,       /* per-site map full */
+	LOCKSTAT_LOST_STACK_COLLISION = 2, /* bpf_get_stackid EEXIST (counted under stack -1) */
+	LOCKSTAT_LOST_STACK_ERROR = 3,     /* bpf_get_stackid EFAULT or other (stack -1) */
+	LOCKSTAT_LOST_LOCK_FULL = 4,       /* per-lock map insert failed */
+	LOCKSTAT_LOST_REASONS = 5,
+};
+
+/* A contention waiting now: one waiter (thread, or the CPU for the idle
+ * task) on one lock. Softirqs nest inside a thread's contention on another
+ * lock, hence the lock address in the key. */
+struct inflight_key {
+	__u64 lock_addr;
+	__u32 waiter;
+	__u32 _pad;
+};
+
+struct inflight {
+	__u64 start_ns;
+	__u32 flags; /* LCB_F_* of every begin seen for this wait, OR-ed */
+	__u32 _pad;
+};
+
+/* A call site: the waiter's kernel stack and the lock kind. */
+struct site_key {
+	__s32 stack_id; /* -1: stack not recorded (see lost) */
+	__u32 flags;
+};
+
+/* Per CPU (the maps are per-CPU). */
+struct wait_stat {
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+};
+
+#endif

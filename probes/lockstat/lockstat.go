@@ -1,0 +1,233 @@
+// Package lockstat measures kernel lock contention from
+// lock:contention_begin/end: count, total and longest wait per call site
+// (the waiter's kernel stack, symbolized from /proc/kallsyms and classified
+// — socket receive queue, socket wakeup, qdisc root lock, TX queue lock) and
+// per lock address, which Attributor maps to the UDP socket whose lock it
+// is, through the lock's offset in struct sock from kernel BTF.
+package lockstat
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/perfscope/perfscope/probes"
+)
+
+// Hooks are the tracepoints this probe attaches to (Linux 5.19+). They are
+// the probe's whole purpose, so they are required: Open fails with
+// probes.ErrNotSupported where they are missing.
+var Hooks = []probes.Hook{
+	probes.HookFromCatalog("lock", "contention_begin", false),
+	probes.HookFromCatalog("lock", "contention_end", false),
+}
+
+// Lock flags (LCB_F_* in include/trace/events/lock.h), stable since 5.19.
+const (
+	FlagSpin    = 1 << 0
+	FlagRead    = 1 << 1
+	FlagWrite   = 1 << 2
+	FlagRT      = 1 << 3
+	FlagPercpu  = 1 << 4
+	FlagMutex   = 1 << 5
+	FlagRTMutex = FlagRT | FlagMutex
+)
+
+// LockKind names a flags value the way perf lock does.
+func LockKind(flags uint32) string {
+	switch flags &^ FlagSpin {
+	case 0:
+		if flags&FlagSpin != 0 {
+			return "spinlock"
+		}
+		return "unknown"
+	case FlagRead:
+		return "rwlock:R"
+	case FlagWrite:
+		return "rwlock:W"
+	case FlagRead | FlagRT:
+		return "rwsem:R"
+	case FlagWrite | FlagRT:
+		return "rwsem:W"
+	case FlagRead | FlagPercpu:
+		return "pcpu-sem:R"
+	case FlagWrite | FlagPercpu:
+		return "pcpu-sem:W"
+	case FlagMutex:
+		return "mutex"
+	case FlagRTMutex:
+		return "rtmutex"
+	}
+	return fmt.Sprintf("flags(%#x)", flags)
+}
+
+// NoStack is the StackID of contention whose stack could not be recorded.
+const NoStack = -1
+
+// SiteKey is one call site: the waiter's kernel stack and the lock flags.
+type SiteKey struct {
+	StackID int32
+	Flags   uint32
+}
+
+// WaitStats are contention counts and wait times.
+type WaitStats struct {
+	Count uint64
+	Total time.Duration
+	// Max is the longest single wait since the probe attached (a maximum
+	// cannot be windowed; Sub keeps the later one).
+	Max time.Duration
+}
+
+func (w WaitStats) add(o WaitStats) WaitStats {
+	return WaitStats{Count: w.Count + o.Count, Total: w.Total + o.Total, Max: max(w.Max, o.Max)}
+}
+
+// Lost counts contentions not counted, or counted without a stack.
+type Lost struct {
+	InflightFull, SiteFull, LockFull uint64
+	// StackCollisions (EEXIST) and StackErrors (EFAULT, ...) were counted
+	// under StackID NoStack.
+	StackCollisions, StackErrors uint64
+}
+
+// Total is every lost or degraded event.
+func (l Lost) Total() uint64 {
+	return l.InflightFull + l.SiteFull + l.LockFull + l.StackCollisions + l.StackErrors
+}
+
+// Snapshot holds cumulative counts since the probe attached, summed over
+// CPUs.
+type Snapshot struct {
+	Taken time.Time
+	Sites map[SiteKey]WaitStats
+	// Locks is per lock address (an LRU map: the least recently contended
+	// addresses are evicted when it is full).
+	Locks map[uint64]WaitStats
+	// Stacks holds the kernel return addresses of every site's stack,
+	// innermost first.
+	Stacks map[int32][]uint64
+	Lost   Lost
+}
+
+// Options configure a probe.
+type Options struct {
+	Method probes.AttachMethod
+}
+
+// Probe is a loaded and attached lockstat probe.
+type Probe struct {
+	probes.Loaded
+}
+
+// Open loads the probe's BPF object and attaches it.
+func Open(opts Options) (*Probe, error) {
+	spec, err := loadLockstat()
+	if err != nil {
+		return nil, fmt.Errorf("load lockstat BPF spec: %w", err)
+	}
+	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, nil)
+	if err != nil {
+		return nil, fmt.Errorf("lockstat probe: %w", err)
+	}
+	return &Probe{Loaded: probes.Loaded{Attached: att}}, nil
+}
+
+func sumWaits(perCPU []lockstatWaitStat) WaitStats {
+	var w WaitStats
+	for _, v := range perCPU {
+		w = w.add(WaitStats{Count: v.Count, Total: time.Duration(v.TotalNs), Max: time.Duration(v.MaxNs)})
+	}
+	return w
+}
+
+// Snapshot reads the cumulative counts and the stacks of every site.
+func (p *Probe) Snapshot() (Snapshot, error) {
+	s := Snapshot{Taken: time.Now(), Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Stacks: map[int32][]uint64{}}
+	maps := p.Maps()
+	sites, err := probes.ReadPerCPUHash[lockstatSiteKey, lockstatWaitStat](maps["sites"])
+	if err != nil {
+		return s, err
+	}
+	for k, perCPU := range sites {
+		s.Sites[SiteKey{StackID: k.StackId, Flags: k.Flags}] = sumWaits(perCPU)
+		if k.StackId < 0 {
+			continue
+		}
+		if _, ok := s.Stacks[k.StackId]; ok {
+			continue
+		}
+		frames := make([]uint64, maps["stacks"].ValueSize()/8)
+		if err := maps["stacks"].Lookup(uint32(k.StackId), &frames); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				continue
+			}
+			return s, fmt.Errorf("read stack %d: %w", k.StackId, err)
+		}
+		s.Stacks[k.StackId] = trimStack(frames)
+	}
+	locks, err := probes.ReadPerCPUHash[uint64, lockstatWaitStat](maps["locks"])
+	if err != nil {
+		return s, err
+	}
+	for addr, perCPU := range locks {
+		s.Locks[addr] = sumWaits(perCPU)
+	}
+	lost, err := probes.SumPerCPUCounters(maps["lost"], int(lockstatLockstatLostLOCKSTAT_LOST_REASONS))
+	if err != nil {
+		return s, err
+	}
+	s.Lost = Lost{
+		InflightFull:    lost[lockstatLockstatLostLOCKSTAT_LOST_INFLIGHT_FULL],
+		SiteFull:        lost[lockstatLockstatLostLOCKSTAT_LOST_SITE_FULL],
+		StackCollisions: lost[lockstatLockstatLostLOCKSTAT_LOST_STACK_COLLISION],
+		StackErrors:     lost[lockstatLockstatLostLOCKSTAT_LOST_STACK_ERROR],
+		LockFull:        lost[lockstatLockstatLostLOCKSTAT_LOST_LOCK_FULL],
+	}
+	return s, nil
+}
+
+func trimStack(ips []uint64) []uint64 {
+	for i, ip := range ips {
+		if ip == 0 {
+			return append([]uint64(nil), ips[:i]...)
+		}
+	}
+	return append([]uint64(nil), ips...)
+}
+
+// Sub returns the contention between prev and s. Sites and locks with no
+// new contention are left out.
+func (s Snapshot) Sub(prev Snapshot) Snapshot {
+	d := Snapshot{Taken: s.Taken, Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Stacks: s.Stacks}
+	sub := func(cur, old WaitStats) (WaitStats, bool) {
+		if cur.Count <= old.Count {
+			return WaitStats{}, false
+		}
+		return WaitStats{Count: cur.Count - old.Count, Total: cur.Total - old.Total, Max: cur.Max}, true
+	}
+	for k, v := range s.Sites {
+		if w, ok := sub(v, prev.Sites[k]); ok {
+			d.Sites[k] = w
+		}
+	}
+	for k, v := range s.Locks {
+		// An address evicted and re-added restarts from zero: then the
+		// current value is the delta.
+		old := prev.Locks[k]
+		if old.Count > v.Count {
+			old = WaitStats{}
+		}
+		if w, ok := sub(v, old); ok {
+			d.Locks[k] = w
+		}
+	}
+	d.Lost = Lost{
+		InflightFull: s.Lost.InflightFull - prev.Lost.InflightFull, SiteFull: s.Lost.SiteFull - prev.Lost.SiteFull,
+		LockFull: s.Lost.LockFull - prev.Lost.LockFull, StackCollisions: s.Lost.StackCollisions - prev.Lost.StackCollisions,
+		StackErrors: s.Lost.StackErrors - prev.Lost.StackErrors,
+	}
+	return d
+}
