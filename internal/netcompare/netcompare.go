@@ -163,6 +163,9 @@ func Compare(before, after Run) Comparison {
 	}
 	add("snmp.rcvbuf_errors_per_s", "Udp RcvbufErrors/s", "packets/s", lower, bs.rcvbufErrors, as.rcvbufErrors)
 	for _, group := range unionKeys(bs.groupShare, as.groupShare) {
+		if bs.groupShare[group] == 0 && as.groupShare[group] == 0 {
+			continue // a group neither run spent CPU in is noise
+		}
 		add("profile.share."+group, "CPU share in "+group+" (NET_RX CPUs)", "fraction", lower, lookup(bs.groupShare, group), lookup(as.groupShare, group))
 	}
 	for _, cpu := range unionKeys(bs.cpuShare, as.cpuShare) {

@@ -120,6 +120,12 @@ func TestPacketSourceFallbacks(t *testing.T) {
 	if m := metric(t, c, "packets_per_s"); !near(m.Before, 100) || !near(m.After, 50) || c.Before.PacketSource != "snmp" || c.After.PacketSource != "queues" {
 		t.Errorf("snmp→queues: %+v %v %v", c.Before, deref(m.Before), deref(m.After))
 	}
+	quiet := evidence.NetEvidence{DurationNs: 2e9, Profile: evidence.ProfileSection{Samples: 10, Groups: []evidence.FunctionShare{{Group: "gro"}}}}
+	for _, m := range Compare(run(quiet), run(quiet)).Metrics {
+		if m.Key == "profile.share.gro" {
+			t.Errorf("a group at 0%% in both runs is listed: %+v", m)
+		}
+	}
 	c = Compare(run(none), run(none))
 	if m := metric(t, c, "packets_per_s"); m.Before != nil || m.Change != nil || m.Better != nil {
 		t.Errorf("no source: %+v", m)
