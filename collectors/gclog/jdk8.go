@@ -123,20 +123,24 @@ func (p *Parser) jdk8Line(b []byte) {
 	if len(b) == 0 {
 		return
 	}
-	for _, n := range jdk8Noise {
-		if bytes.HasPrefix(b, n) {
+	// Records start with a stamp (a digit) or a bracket; only other lines
+	// can be noise, which keeps the prefix checks off the hot path.
+	if c := b[0]; !isDigit(c) && c != '[' {
+		for _, n := range jdk8Noise {
+			if bytes.HasPrefix(b, n) {
+				return
+			}
+		}
+		if bytes.HasPrefix(b, pfxDesired) {
+			p.tenuring(b)
 			return
 		}
-	}
-	if bytes.HasPrefix(b, pfxDesired) {
-		p.tenuring(b)
-		return
-	}
-	if bytes.HasPrefix(b, []byte("CommandLine flags:")) {
-		if p.Stats.Collector == "" {
-			p.Stats.Collector = collectorFromFlags(b)
+		if bytes.HasPrefix(b, []byte("CommandLine flags:")) {
+			if p.Stats.Collector == "" {
+				p.Stats.Collector = collectorFromFlags(b)
+			}
+			return
 		}
-		return
 	}
 	if j.depth == 0 {
 		rest := skipStamps(b)
@@ -167,11 +171,17 @@ func (p *Parser) brackets(b []byte) {
 	startDepth := j.depth
 	opened := false
 	i := 0
+	// Positions of the next '[' and ']' (len(b) when none), found with
+	// IndexByte's vectorised scan rather than byte by byte.
+	nextOpen, nextClose := -1, -1
 	for i < len(b) {
-		k := i
-		for k < len(b) && b[k] != '[' && b[k] != ']' {
-			k++
+		if nextOpen < i {
+			nextOpen = indexFrom(b, i, '[')
 		}
+		if nextClose < i {
+			nextClose = indexFrom(b, i, ']')
+		}
+		k := min(nextOpen, nextClose)
 		if k > i && j.overflow == 0 {
 			n := &j.nodes[j.depth]
 			if room := maxNodeText - len(n.text); room > 0 {
@@ -541,4 +551,11 @@ func isGCRecord(t []byte) bool {
 		}
 	}
 	return false
+}
+
+func indexFrom(b []byte, from int, c byte) int {
+	if k := bytes.IndexByte(b[from:], c); k >= 0 {
+		return from + k
+	}
+	return len(b)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"sync"
 	"time"
 )
 
@@ -392,7 +393,7 @@ func dateStamp(b []byte) (time.Time, int) {
 					if neg {
 						off = -off
 					}
-					loc = time.FixedZone("", off)
+					loc = fixedZone(off)
 					i = j + 2
 				}
 			}
@@ -401,4 +402,16 @@ func dateStamp(b []byte) (time.Time, int) {
 		i++
 	}
 	return time.Date(y, time.Month(mo), d, h, mi, s, ns, loc), i
+}
+
+// zones caches one *time.Location per UTC offset: every JDK 8 date stamp
+// carries its offset, and building a zone per stamp costs an allocation.
+var zones sync.Map
+
+func fixedZone(off int) *time.Location {
+	if z, ok := zones.Load(off); ok {
+		return z.(*time.Location)
+	}
+	z, _ := zones.LoadOrStore(off, time.FixedZone("", off))
+	return z.(*time.Location)
 }
