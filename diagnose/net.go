@@ -1093,7 +1093,10 @@ func checkGROUDP(in NetInput) *Finding {
 
 func checkNetfilterUnused(in NetInput) *Finding {
 	c, e := in.Config, in.Evidence
-	if c == nil || !c.Netfilter.Loaded() || c.Netfilter.RuleCounts == nil {
+	// Loaded() is not required: a built-in nf_tables without module
+	// parameters is invisible in /sys/module, but a listed nft table
+	// proves it is there.
+	if c == nil || c.Netfilter.RuleCounts == nil {
 		return nil
 	}
 	g, share, ok := groupShare(e, "netfilter")
