@@ -364,3 +364,34 @@ func (s Snapshot) NAPIQueueMap(ifindex int, conv QueueConvention) ([]NAPIQueueGu
 	sort.Slice(out, func(i, j int) bool { return out[i].NAPIID < out[j].NAPIID })
 	return out, nil
 }
+
+// How a NAPI → RX queue mapping was obtained.
+const (
+	// MappedByNetlink: the driver reports it (netdev netlink
+	// NETDEV_CMD_QUEUE_GET, Linux 6.8+).
+	MappedByNetlink = "netlink"
+	// MappedBySkbNAPIID: measured in this window from the NAPI id GRO
+	// stamps on each packet (see NAPIQueueMap).
+	MappedBySkbNAPIID = "skb-napi-id"
+)
+
+// ResolveNAPIQueues returns the NAPI id → RX queue mapping of a device and
+// how it was obtained: the driver's own (netlink, from
+// netlinkq.QueueNAPI) when it reported any, else the one measured in d.
+// NAPI instances whose queue is Unrecorded are left out.
+func ResolveNAPIQueues(netlink map[uint32]int, d Snapshot, ifindex int, conv QueueConvention) (map[uint32]int, string, error) {
+	if len(netlink) > 0 {
+		return netlink, MappedByNetlink, nil
+	}
+	guesses, err := d.NAPIQueueMap(ifindex, conv)
+	if err != nil {
+		return nil, "", err
+	}
+	out := map[uint32]int{}
+	for _, g := range guesses {
+		if g.Queue != Unrecorded {
+			out[g.NAPIID] = g.Queue
+		}
+	}
+	return out, MappedBySkbNAPIID, nil
+}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/perfscope/perfscope/collectors/netlinkq"
 	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/internal/udpflood"
@@ -58,6 +59,19 @@ func TestNAPIQueueMap(t *testing.T) {
 	}
 	if _, err := s.NAPIQueueMap(7, RecordedPlusOne); !errors.Is(err, ErrNoNAPIQueueEvidence) {
 		t.Errorf("device without evidence: err = %v", err)
+	}
+}
+
+func TestResolveNAPIQueuesPrefersNetlink(t *testing.T) {
+	d := Snapshot{NAPI: map[NAPIKey][]NAPIStats{{ID: 9001, Ifindex: 5}: {{Polls: 1}}},
+		NAPIQueues: map[NAPIQueueKey]uint64{{NAPIID: 9001, Ifindex: 5, RawQueue: 3}: 10}}
+	m, how, err := ResolveNAPIQueues(map[uint32]int{9001: 0}, d, 5, RecordedPlusOne)
+	if err != nil || how != MappedByNetlink || m[9001] != 0 {
+		t.Errorf("netlink: %v %s %v", m, how, err)
+	}
+	m, how, err = ResolveNAPIQueues(nil, d, 5, RecordedPlusOne)
+	if err != nil || how != MappedBySkbNAPIID || m[9001] != 2 {
+		t.Errorf("measured: %v %s %v", m, how, err)
 	}
 }
 
@@ -268,18 +282,26 @@ func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
 	ethAfter := queueCounters(t, lab)
 	d := last.Sub(first)
 
-	guesses, err := d.NAPIQueueMap(ifindex, ConventionFor("veth"))
+	var netlinkMap map[uint32]int
+	if err := inNetns(t, lab.ReceiverNS, func() error {
+		qs, err := netlinkq.Queues(ifindex)
+		netlinkMap = netlinkq.QueueNAPI(qs)
+		return err
+	}); err != nil && !errors.Is(err, netlinkq.ErrUnavailable) {
+		t.Fatal(err)
+	}
+	napiQueue, method, err := ResolveNAPIQueues(netlinkMap, d, ifindex, ConventionFor("veth"))
 	if err != nil {
 		t.Fatalf("NAPI → queue map: %v (NAPI %v)", err, d.NAPI)
 	}
-	t.Logf("sent %d; NAPI→queue %+v", res.Sent, guesses)
+	t.Logf("sent %d; NAPI→queue %v by %s", res.Sent, napiQueue, method)
 	busy := 0
 	for q := range lab.Queues {
 		eth := ethAfter[q] - ethBefore[q]
 		var work uint64
-		for _, g := range guesses {
-			if g.Queue == q {
-				work += NAPITotal(d.NAPI[NAPIKey{ID: g.NAPIID, Ifindex: ifindex}]).Work
+		for id, queue := range napiQueue {
+			if queue == q {
+				work += NAPITotal(d.NAPI[NAPIKey{ID: id, Ifindex: ifindex}]).Work
 			}
 		}
 		t.Logf("queue %d: ethtool %d, NAPI work %d", q, eth, work)

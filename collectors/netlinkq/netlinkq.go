@@ -1,0 +1,410 @@
+// Package netlinkq reads, from the kernel's "netdev" generic-netlink family
+// (Linux 6.8+), which NAPI instance serves each RX and TX queue of a device
+// and which IRQ each NAPI instance runs on. perfscope uses it to name the
+// queue behind each napi:napi_poll it counts. It speaks netlink directly
+// through golang.org/x/sys/unix: the family needs a handful of attributes,
+// and the parser is a pure function tested on recorded replies.
+package netlinkq
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Attribute and command numbers of include/uapi/linux/netdev.h (stable
+// UAPI).
+const (
+	familyName = "netdev"
+
+	cmdQueueGet = 10 // NETDEV_CMD_QUEUE_GET, 6.8+
+	cmdNAPIGet  = 11 // NETDEV_CMD_NAPI_GET, 6.8+
+
+	attrQueueID      = 1 // NETDEV_A_QUEUE_ID
+	attrQueueIfindex = 2 // NETDEV_A_QUEUE_IFINDEX
+	attrQueueType    = 3 // NETDEV_A_QUEUE_TYPE
+	attrQueueNAPIID  = 4 // NETDEV_A_QUEUE_NAPI_ID
+
+	attrNAPIIfindex = 1 // NETDEV_A_NAPI_IFINDEX
+	attrNAPIID      = 2 // NETDEV_A_NAPI_ID
+	attrNAPIIRQ     = 3 // NETDEV_A_NAPI_IRQ
+	attrNAPIPID     = 4 // NETDEV_A_NAPI_PID
+)
+
+// ErrUnavailable means this kernel's netdev family cannot list queues
+// (older than 6.8, or built without it). Callers fall back to measuring the
+// NAPI → queue mapping (netqueue.Snapshot.NAPIQueueMap).
+var ErrUnavailable = errors.New("netdev netlink family cannot list queues (needs Linux 6.8+)")
+
+// QueueType is "rx" or "tx".
+type QueueType string
+
+// Queue types.
+const (
+	RX QueueType = "rx"
+	TX QueueType = "tx"
+)
+
+// Queue is one queue of a device.
+type Queue struct {
+	Ifindex int       `json:"ifindex"`
+	ID      int       `json:"id"`
+	Type    QueueType `json:"type"`
+	// NAPIID is the NAPI instance serving the queue; 0 when the driver
+	// does not report one (many virtual drivers, or NAPI disabled).
+	NAPIID uint32 `json:"napi_id"`
+}
+
+// NAPI is one NAPI instance of a device.
+type NAPI struct {
+	Ifindex int    `json:"ifindex"`
+	ID      uint32 `json:"id"`
+	// IRQ is the interrupt the instance is scheduled from, -1 when none
+	// is reported (veth, software devices).
+	IRQ int `json:"irq"`
+	// PID is the kernel thread polling it under threaded NAPI, 0 otherwise.
+	PID int `json:"pid"`
+}
+
+// Queues lists the queues of ifindex (every device when 0) in the caller's
+// network namespace.
+func Queues(ifindex int) ([]Queue, error) {
+	msgs, err := dump(cmdQueueGet, attrQueueIfindex, ifindex)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := parseQueues(msgs)
+	if err != nil {
+		return nil, err
+	}
+	return filterIfindex(qs, ifindex, func(q Queue) int { return q.Ifindex }), nil
+}
+
+// NAPIs lists the NAPI instances of ifindex (every device when 0).
+func NAPIs(ifindex int) ([]NAPI, error) {
+	msgs, err := dump(cmdNAPIGet, attrNAPIIfindex, ifindex)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := parseNAPIs(msgs)
+	if err != nil {
+		return nil, err
+	}
+	return filterIfindex(ns, ifindex, func(n NAPI) int { return n.Ifindex }), nil
+}
+
+// QueueNAPI maps each NAPI id serving an RX queue of the list to that
+// queue.
+func QueueNAPI(queues []Queue) map[uint32]int {
+	out := map[uint32]int{}
+	for _, q := range queues {
+		if q.Type == RX && q.NAPIID != 0 {
+			out[q.NAPIID] = q.ID
+		}
+	}
+	return out
+}
+
+func filterIfindex[T any](in []T, ifindex int, of func(T) int) []T {
+	if ifindex == 0 {
+		return in
+	}
+	var out []T
+	for _, v := range in {
+		if of(v) == ifindex {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// attrs is one message's attributes by type (last one wins).
+type attrs map[uint16][]byte
+
+func (a attrs) u32(t uint16) (uint32, bool) {
+	v, ok := a[t]
+	if !ok || len(v) < 4 {
+		return 0, false
+	}
+	return binary.NativeEndian.Uint32(v), true
+}
+
+// parseAttrs splits netlink attributes (4-byte aligned TLVs).
+func parseAttrs(b []byte) (attrs, error) {
+	out := attrs{}
+	for len(b) >= unix.SizeofNlAttr {
+		l := int(binary.NativeEndian.Uint16(b[0:2]))
+		t := binary.NativeEndian.Uint16(b[2:4]) &^ (unix.NLA_F_NESTED | 0x4000)
+		if l < unix.SizeofNlAttr || l > len(b) {
+			return nil, fmt.Errorf("netlink attribute length %d out of bounds (%d bytes left)", l, len(b))
+		}
+		out[t] = b[unix.SizeofNlAttr:l]
+		adv := (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
+		if adv > len(b) {
+			break
+		}
+		b = b[adv:]
+	}
+	return out, nil
+}
+
+const genlHeaderLen = 4 // struct genlmsghdr: cmd, version, reserved
+
+// parseQueues reads the payloads (generic-netlink header included) of a
+// NETDEV_CMD_QUEUE_GET dump.
+func parseQueues(payloads [][]byte) ([]Queue, error) {
+	var out []Queue
+	for i, p := range payloads {
+		if len(p) < genlHeaderLen {
+			return nil, fmt.Errorf("queue message %d: %d bytes, shorter than the genl header", i, len(p))
+		}
+		a, err := parseAttrs(p[genlHeaderLen:])
+		if err != nil {
+			return nil, fmt.Errorf("queue message %d: %w", i, err)
+		}
+		id, okID := a.u32(attrQueueID)
+		ifindex, okIf := a.u32(attrQueueIfindex)
+		typ, okType := a.u32(attrQueueType)
+		if !okID || !okIf || !okType {
+			return nil, fmt.Errorf("queue message %d lacks id, ifindex or type", i)
+		}
+		q := Queue{Ifindex: int(ifindex), ID: int(id), Type: RX}
+		if typ == 1 {
+			q.Type = TX
+		} else if typ != 0 {
+			continue // newer queue types (e.g. XSK) are not RX/TX queues
+		}
+		q.NAPIID, _ = a.u32(attrQueueNAPIID)
+		out = append(out, q)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Ifindex != out[j].Ifindex {
+			return out[i].Ifindex < out[j].Ifindex
+		}
+		if out[i].Type != out[j].Type {
+			return out[i].Type < out[j].Type
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// parseNAPIs reads the payloads of a NETDEV_CMD_NAPI_GET dump.
+func parseNAPIs(payloads [][]byte) ([]NAPI, error) {
+	var out []NAPI
+	for i, p := range payloads {
+		if len(p) < genlHeaderLen {
+			return nil, fmt.Errorf("napi message %d: %d bytes, shorter than the genl header", i, len(p))
+		}
+		a, err := parseAttrs(p[genlHeaderLen:])
+		if err != nil {
+			return nil, fmt.Errorf("napi message %d: %w", i, err)
+		}
+		id, okID := a.u32(attrNAPIID)
+		ifindex, okIf := a.u32(attrNAPIIfindex)
+		if !okID || !okIf {
+			return nil, fmt.Errorf("napi message %d lacks id or ifindex", i)
+		}
+		n := NAPI{Ifindex: int(ifindex), ID: id, IRQ: -1}
+		if irq, ok := a.u32(attrNAPIIRQ); ok {
+			n.IRQ = int(int32(irq))
+		}
+		if pid, ok := a.u32(attrNAPIPID); ok {
+			n.PID = int(pid)
+		}
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// attr encodes one netlink attribute.
+func attr(t uint16, value []byte) []byte {
+	l := unix.SizeofNlAttr + len(value)
+	b := make([]byte, (l+unix.NLA_ALIGNTO-1)&^(unix.NLA_ALIGNTO-1))
+	binary.NativeEndian.PutUint16(b[0:2], uint16(l))
+	binary.NativeEndian.PutUint16(b[2:4], t)
+	copy(b[unix.SizeofNlAttr:], value)
+	return b
+}
+
+func u32Attr(t uint16, v uint32) []byte {
+	var b [4]byte
+	binary.NativeEndian.PutUint32(b[:], v)
+	return attr(t, b[:])
+}
+
+// request encodes a generic-netlink request.
+func request(family uint16, flags uint16, seq uint32, cmd uint8, body []byte) []byte {
+	l := unix.NLMSG_HDRLEN + genlHeaderLen + len(body)
+	b := make([]byte, l)
+	binary.NativeEndian.PutUint32(b[0:4], uint32(l))
+	binary.NativeEndian.PutUint16(b[4:6], family)
+	binary.NativeEndian.PutUint16(b[6:8], flags|unix.NLM_F_REQUEST)
+	binary.NativeEndian.PutUint32(b[8:12], seq)
+	b[16] = cmd
+	b[17] = 1 // version
+	copy(b[unix.NLMSG_HDRLEN+genlHeaderLen:], body)
+	return b
+}
+
+// conn is a generic-netlink socket.
+type conn struct {
+	fd  int
+	seq uint32
+}
+
+func dial() (*conn, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_GENERIC)
+	if err != nil {
+		return nil, fmt.Errorf("open generic netlink socket: %w", err)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("bind generic netlink socket: %w", err)
+	}
+	return &conn{fd: fd}, nil
+}
+
+func (c *conn) close() { unix.Close(c.fd) }
+
+// roundTrip sends one request and collects the payloads of its replies
+// until NLMSG_DONE (dumps) or the single reply / ack.
+func (c *conn) roundTrip(family, flags uint16, cmd uint8, body []byte) ([][]byte, error) {
+	c.seq++
+	if err := unix.Sendto(c.fd, request(family, flags, c.seq, cmd, body), 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		return nil, fmt.Errorf("send netlink request: %w", err)
+	}
+	var out [][]byte
+	buf := make([]byte, 1<<16)
+	// A dump of even thousands of queues fits in a few hundred reads;
+	// the bound keeps a misbehaving kernel from looping us forever.
+	for range 100000 {
+		n, _, err := unix.Recvfrom(c.fd, buf, 0)
+		if err != nil {
+			return nil, fmt.Errorf("receive netlink reply: %w", err)
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return nil, fmt.Errorf("parse netlink reply: %w", err)
+		}
+		for _, m := range msgs {
+			if m.Header.Seq != c.seq {
+				continue
+			}
+			switch m.Header.Type {
+			case unix.NLMSG_DONE:
+				return out, nil
+			case unix.NLMSG_ERROR:
+				if len(m.Data) < 4 {
+					return nil, errors.New("short netlink error message")
+				}
+				if errno := -int32(binary.NativeEndian.Uint32(m.Data[:4])); errno != 0 {
+					return nil, unix.Errno(errno)
+				}
+				return out, nil // ack
+			default:
+				out = append(out, append([]byte(nil), m.Data...))
+				if flags&unix.NLM_F_DUMP == 0 {
+					return out, nil
+				}
+			}
+		}
+	}
+	return nil, errors.New("netlink dump did not end")
+}
+
+// familyID resolves the "netdev" family and checks it has the command.
+func (c *conn) familyID(cmd uint8) (uint16, error) {
+	name := append([]byte(familyName), 0)
+	replies, err := c.roundTrip(unix.GENL_ID_CTRL, 0, unix.CTRL_CMD_GETFAMILY, attr(unix.CTRL_ATTR_FAMILY_NAME, name))
+	if errors.Is(err, unix.ENOENT) {
+		return 0, fmt.Errorf("no %q generic netlink family: %w", familyName, ErrUnavailable)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("resolve %q generic netlink family: %w", familyName, err)
+	}
+	if len(replies) == 0 || len(replies[0]) < genlHeaderLen {
+		return 0, fmt.Errorf("empty reply resolving %q", familyName)
+	}
+	a, err := parseAttrs(replies[0][genlHeaderLen:])
+	if err != nil {
+		return 0, err
+	}
+	raw, ok := a[unix.CTRL_ATTR_FAMILY_ID]
+	if !ok || len(raw) < 2 {
+		return 0, fmt.Errorf("reply for %q has no family id", familyName)
+	}
+	if !hasOp(a[unix.CTRL_ATTR_OPS], cmd) {
+		return 0, fmt.Errorf("%q family lacks command %d: %w", familyName, cmd, ErrUnavailable)
+	}
+	return binary.NativeEndian.Uint16(raw), nil
+}
+
+// hasOp looks for cmd in the nested CTRL_ATTR_OPS list.
+func hasOp(ops []byte, cmd uint8) bool {
+	list, err := parseAttrsList(ops)
+	if err != nil {
+		return false
+	}
+	for _, op := range list {
+		a, err := parseAttrs(op)
+		if err != nil {
+			continue
+		}
+		if id, ok := a.u32(unix.CTRL_ATTR_OP_ID); ok && id == uint32(cmd) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseAttrsList splits a nested attribute whose children all share
+// position-numbered types (an array), keeping every child.
+func parseAttrsList(b []byte) ([][]byte, error) {
+	var out [][]byte
+	for len(b) >= unix.SizeofNlAttr {
+		l := int(binary.NativeEndian.Uint16(b[0:2]))
+		if l < unix.SizeofNlAttr || l > len(b) {
+			return nil, fmt.Errorf("netlink attribute length %d out of bounds", l)
+		}
+		out = append(out, b[unix.SizeofNlAttr:l])
+		adv := (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
+		if adv > len(b) {
+			break
+		}
+		b = b[adv:]
+	}
+	return out, nil
+}
+
+// dump runs a netdev dump command, filtered by ifindex where the kernel
+// supports it (the result is filtered again by the caller either way).
+func dump(cmd uint8, ifindexAttr uint16, ifindex int) ([][]byte, error) {
+	c, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+	family, err := c.familyID(cmd)
+	if err != nil {
+		return nil, err
+	}
+	var body []byte
+	if ifindex > 0 {
+		body = u32Attr(ifindexAttr, uint32(ifindex))
+	}
+	msgs, err := c.roundTrip(family, unix.NLM_F_DUMP, cmd, body)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
+		return nil, fmt.Errorf("netdev command %d: %w (%w)", cmd, ErrUnavailable, err)
+	}
+	if errors.Is(err, unix.ENODEV) {
+		return nil, fmt.Errorf("no device with ifindex %d in this network namespace: %w", ifindex, os.ErrNotExist)
+	}
+	return msgs, err
+}
