@@ -134,23 +134,28 @@ func (a attrs) u32(t uint16) (uint32, bool) {
 	return binary.NativeEndian.Uint32(v), true
 }
 
-// parseAttrs splits netlink attributes (4-byte aligned TLVs).
-func parseAttrs(b []byte) (attrs, error) {
-	out := attrs{}
+// walkAttrs visits netlink attributes (4-byte aligned TLVs) in order.
+func walkAttrs(b []byte, visit func(t uint16, v []byte)) error {
 	for len(b) >= unix.SizeofNlAttr {
 		l := int(binary.NativeEndian.Uint16(b[0:2]))
-		t := binary.NativeEndian.Uint16(b[2:4]) &^ (unix.NLA_F_NESTED | 0x4000)
 		if l < unix.SizeofNlAttr || l > len(b) {
-			return nil, fmt.Errorf("netlink attribute length %d out of bounds (%d bytes left)", l, len(b))
+			return fmt.Errorf("netlink attribute length %d out of bounds (%d bytes left)", l, len(b))
 		}
-		out[t] = b[unix.SizeofNlAttr:l]
+		visit(binary.NativeEndian.Uint16(b[2:4])&^(unix.NLA_F_NESTED|0x4000), b[unix.SizeofNlAttr:l])
 		adv := (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
 		if adv > len(b) {
 			break
 		}
 		b = b[adv:]
 	}
-	return out, nil
+	return nil
+}
+
+// parseAttrs returns one message's attributes by type.
+func parseAttrs(b []byte) (attrs, error) {
+	out := attrs{}
+	err := walkAttrs(b, func(t uint16, v []byte) { out[t] = v })
+	return out, err
 }
 
 const genlHeaderLen = 4 // struct genlmsghdr: cmd, version, reserved
@@ -364,23 +369,12 @@ func hasOp(ops []byte, cmd uint8) bool {
 	return false
 }
 
-// parseAttrsList splits a nested attribute whose children all share
-// position-numbered types (an array), keeping every child.
+// parseAttrsList returns every child of a nested array attribute (whose
+// children are numbered by position, so a map would keep only one).
 func parseAttrsList(b []byte) ([][]byte, error) {
 	var out [][]byte
-	for len(b) >= unix.SizeofNlAttr {
-		l := int(binary.NativeEndian.Uint16(b[0:2]))
-		if l < unix.SizeofNlAttr || l > len(b) {
-			return nil, fmt.Errorf("netlink attribute length %d out of bounds", l)
-		}
-		out = append(out, b[unix.SizeofNlAttr:l])
-		adv := (l + unix.NLA_ALIGNTO - 1) &^ (unix.NLA_ALIGNTO - 1)
-		if adv > len(b) {
-			break
-		}
-		b = b[adv:]
-	}
-	return out, nil
+	err := walkAttrs(b, func(_ uint16, v []byte) { out = append(out, v) })
+	return out, err
 }
 
 // dump runs a netdev dump command, filtered by ifindex where the kernel
