@@ -373,6 +373,10 @@ func checkIRQAffinityHint(in NetInput) *Finding {
 		f.Recommendation.Apply = append([]string{"systemctl stop irqbalance"}, f.Recommendation.Apply...)
 		f.Recommendation.Revert = append(f.Recommendation.Revert, "systemctl start irqbalance")
 	}
+	if _, top := maxNetRX(in.Evidence); top < NetRXBusyShare {
+		f.Severity = Info // a static misplacement with no receive load to hurt
+		f.Evidence = append(f.Evidence, "no CPU did measurable NET_RX work during the run")
+	}
 	f.Recommendation.Kind = KindSetting
 	f.Recommendation.Why = "The driver's affinity_hint spreads queue interrupts one per CPU across both NUMA nodes; irqbalance without a hint policy packs them onto a subset, so the other CPUs never run a queue's softirq."
 	f.Recommendation.Expected = "Every queue's softirq moves to the CPU its driver meant; in seed 003 irqbalance had put all IRQs on node 0 (CPUs 0-4,10-14) and `-h exact` spread them over all 20 CPUs."
@@ -448,6 +452,10 @@ func checkRSSIndirection(in NetInput) *Finding {
 			fmt.Sprintf("queues %s receive nothing from RSS", cpuset.Of(unused...).List()),
 		},
 		Impact: 0.5 * float64(len(unused)) / float64(n),
+	}
+	if _, top := maxNetRX(in.Evidence); top < NetRXBusyShare {
+		f.Severity = Info
+		f.Evidence = append(f.Evidence, "no CPU did measurable NET_RX work during the run")
 	}
 	for _, r := range in.Evidence.Queues.RX {
 		if slices.Contains(unused, r.Queue) && len(f.Evidence) < 8 {

@@ -694,3 +694,41 @@ func TestTunedIsQuiet(t *testing.T) {
 		}
 	}
 }
+
+// TestNetRulesOnEmptyInput: a run where every section is missing or
+// unavailable produces no finding and no panic.
+func TestNetRulesOnEmptyInput(t *testing.T) {
+	unavailable := evidence.NetEvidence{DurationNs: 5e9}
+	unavailable.Locks.Unavailable = "no lock probe"
+	unavailable.TX.Unavailable = "no queue probe"
+	unavailable.Queues.Unavailable = "no queue probe"
+	for name, in := range map[string]NetInput{
+		"zero":             {},
+		"zero config":      {Config: &netconfig.NetConfig{}},
+		"sections missing": {Evidence: unavailable, Config: &netconfig.NetConfig{}},
+	} {
+		if fs := DiagnoseNet(in); len(fs) != 0 {
+			var ids []string
+			for _, f := range fs {
+				ids = append(ids, f.ID)
+			}
+			t.Errorf("%s: findings %v", name, ids)
+		}
+	}
+}
+
+// TestStaticConfigWithoutLoad: configuration facts still show without
+// traffic, but only as info.
+func TestStaticConfigWithoutLoad(t *testing.T) {
+	var ids []string
+	for _, f := range DiagnoseNet(NetInput{Config: seedConfig(t)}) {
+		ids = append(ids, f.ID)
+		if f.Severity != Info {
+			t.Errorf("%s at %v without load", f.ID, f.Severity)
+		}
+	}
+	slices.Sort(ids)
+	if want := []string{"net.irq-affinity-ignores-hint", "net.rss-indirection-narrow", "net.smt-off"}; !slices.Equal(ids, want) {
+		t.Errorf("findings %v, want %v", ids, want)
+	}
+}
