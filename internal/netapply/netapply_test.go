@@ -216,3 +216,45 @@ func TestShellRunner(t *testing.T) {
 		t.Fatal("exit 3 succeeded")
 	}
 }
+
+// TestShellApplyAndRevertEndToEnd drives the production runner through a
+// whole apply and revert on a file standing in for a /sys knob.
+func TestShellApplyAndRevertEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	knob := filepath.Join(dir, "rps_cpus")
+	if err := os.WriteFile(knob, []byte("0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := []diagnose.Finding{{ID: "net.rps-needed", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting,
+		Apply: []string{"echo 3 > " + knob}, Revert: []string{"echo 0 > " + knob}}}}
+	p, err := NewPlan(fs, []string{"net.rps-needed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := WriteRevertScript(dir, &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(context.Background(), p, Shell{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(knob); string(b) != "3\n" {
+		t.Fatalf("after apply: %q", b)
+	}
+	if _, err := Revert(context.Background(), script, Shell{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(knob); string(b) != "0\n" {
+		t.Fatalf("after revert: %q", b)
+	}
+	// The script also works on its own, as its header says.
+	if err := os.WriteFile(knob, []byte("3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := (Shell{}).Run(context.Background(), "sh "+script); err != nil {
+		t.Fatalf("sh %s: %v %s", script, err, out)
+	}
+	if b, _ := os.ReadFile(knob); string(b) != "0\n" {
+		t.Fatalf("after sh: %q", b)
+	}
+}
