@@ -171,3 +171,13 @@ func SocketOwners(fs sockets.FS, inodes map[uint64]bool) (map[uint64][]int, erro
 	}
 	return out, nil
 }
+
+// KernelLockOffsets is LockOffsets of the running kernel, for callers
+// outside probes/ (which do not import cilium/ebpf).
+func KernelLockOffsets() ([]LockOffset, error) {
+	kernel, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load kernel BTF: %w", err)
+	}
+	return LockOffsets(kernel)
+}
