@@ -124,6 +124,15 @@ func TestUDPOnLab(t *testing.T) {
 		if d.IRQs.Unavailable == "" {
 			t.Error("veth has no IRQs: the section must say so")
 		}
+		// RcvbufErrors under a flood into a 4 KiB buffer must become the
+		// receive-buffer finding, with a computed size.
+		found := false
+		for _, f := range rep.Findings {
+			found = found || f.ID == "net.udp-rcvbuf"
+		}
+		if !found {
+			t.Errorf("no net.udp-rcvbuf finding; findings: %+v", rep.Findings)
+		}
 	})
 
 	t.Run("reuseport", func(t *testing.T) {

@@ -281,7 +281,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 		ev.Config = &cfg
 	}
 	r := report.New("udp", Version(), start.softirq.probe.Taken)
-	// NETRULES: r.Findings = diagnose.Run(diagnose.NetRules, diagnose.NetInput{Evidence: ev, Config: ev.Config})
+	r.Findings = diagnose.DiagnoseNet(diagnose.NetInput{Evidence: ev, Config: ev.Config})
 	r.Meta.DurationNs = ev.DurationNs
 	r.Data = ev
 	r.Artifacts = artifacts
