@@ -195,9 +195,12 @@ type LockSection struct {
 	Section
 	Sites   []LockSite         `json:"sites"`
 	Sockets []SocketContention `json:"sockets"`
-	ByClass map[string]uint64  `json:"total_ns_by_class"`
-	Lost    uint64             `json:"lost"`
-	TotalNs uint64             `json:"total_ns"`
+	// SocketsUnavailable says why contention could not be attributed to
+	// sockets (the sites are still classified).
+	SocketsUnavailable string            `json:"sockets_unavailable,omitempty"`
+	ByClass            map[string]uint64 `json:"total_ns_by_class"`
+	Lost               uint64            `json:"lost"`
+	TotalNs            uint64            `json:"total_ns"`
 }
 
 // PortDrops are drops on one local UDP port for one reason.
@@ -218,6 +221,7 @@ type DropSection struct {
 	// Softnet is the per-CPU /proc/net/softnet_stat delta (backlog drops,
 	// time_squeeze).
 	Softnet []netstat.SoftnetCPU `json:"softnet"`
+	Notes   []string             `json:"notes,omitempty"`
 }
 
 // UDPSocket is one bound UDP socket.

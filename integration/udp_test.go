@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,19 @@ func TestUDPOnLab(t *testing.T) {
 	defer lab.Close()
 	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 
+	// Socket attribution needs the real socket addresses /proc/net/udp
+	// shows root only with kernel.kptr_restrict=1. perfscope never changes
+	// sysctls on its own, so the test sets it and restores it.
+	prevKptr, err := os.ReadFile("/proc/sys/kernel/kptr_restrict")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/proc/sys/kernel/kptr_restrict", []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	defer os.WriteFile("/proc/sys/kernel/kptr_restrict", prevKptr, 0)
+
+	var singleWakeup uint64
 	t.Run("single socket", func(t *testing.T) {
 		rep := runUDPLab(t, lab, udpRun{mode: "single", threads: 2, senders: 4, rcvbuf: 4096})
 		d := rep.Data
@@ -133,6 +147,47 @@ func TestUDPOnLab(t *testing.T) {
 		if !found {
 			t.Errorf("no net.udp-rcvbuf finding; findings: %+v", rep.Findings)
 		}
+
+		// Two CPUs' softirqs feed one socket: its locks are contended, and
+		// the receive-queue lock is attributed to the server's port.
+		singleWakeup = d.Locks.ByClass["socket-wakeup"]
+		sockWait := d.Locks.ByClass["socket-receive-queue"] + singleWakeup
+		if sockWait == 0 {
+			t.Errorf("no socket lock contention with one socket: %+v", d.Locks.ByClass)
+		}
+		attributed := false
+		for _, sc := range d.Locks.Sockets {
+			attributed = attributed || sc.Socket.Port == labPort
+		}
+		if !attributed {
+			t.Errorf("socket contention not attributed to port %d: sockets %+v (%s)", labPort, d.Locks.Sockets, d.Locks.SocketsUnavailable)
+		}
+
+		// Per-queue counts from NAPI and from the driver agree within 5 %.
+		for _, q := range d.Queues.RX {
+			if q.NAPIWork == nil || q.DriverPackets == nil || *q.DriverPackets < 1000 {
+				continue
+			}
+			diff := float64(*q.NAPIWork)/float64(*q.DriverPackets) - 1
+			if diff > 0.05 || diff < -0.05 {
+				t.Errorf("queue %d: NAPI work %d vs driver %d (%.1f%%)", q.Queue, *q.NAPIWork, *q.DriverPackets, diff*100)
+			}
+		}
+		// The (queue × CPU) matrix: every busy queue was polled, and no
+		// RPS was set, so each queue's packets were processed where its
+		// NAPI ran: the matrix work of a queue equals its NAPI work.
+		work := map[int]uint64{}
+		for _, c := range d.QueueCPU.Cells {
+			work[c.Queue] += c.Work
+		}
+		for _, q := range d.Queues.RX {
+			if q.NAPIWork != nil && *q.NAPIWork > 0 && work[q.Queue] != *q.NAPIWork {
+				t.Errorf("queue %d: matrix work %d, NAPI work %d", q.Queue, work[q.Queue], *q.NAPIWork)
+			}
+		}
+		if len(d.QueueCPU.Cells) == 0 {
+			t.Errorf("empty queue × CPU matrix: %s", d.QueueCPU.Unavailable)
+		}
 	})
 
 	t.Run("reuseport", func(t *testing.T) {
@@ -140,6 +195,11 @@ func TestUDPOnLab(t *testing.T) {
 		g := rep.Data.Sockets.Groups
 		if len(g) != 1 || g[0].Size != 2 || g[0].Port != labPort {
 			t.Errorf("reuseport groups = %+v", g)
+		}
+		// Each socket now has its own wait queue: far less wakeup
+		// contention than one socket shared by both CPUs.
+		if w := rep.Data.Locks.ByClass["socket-wakeup"]; singleWakeup > 0 && w*2 > singleWakeup {
+			t.Errorf("socket-wakeup wait %v with reuseport, %v with one socket: want at most half", w, singleWakeup)
 		}
 	})
 

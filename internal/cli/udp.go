@@ -206,6 +206,7 @@ type netSample struct {
 	snmpErr    error
 	softnet    []netstat.SoftnetCPU
 	softnetErr error
+	probes     netProbeSample
 }
 
 func takeNetSample(o *udpOptions, p *softirq.Probe) (netSample, error) {
@@ -234,6 +235,9 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	}
 	defer sp.Close()
 
+	np := openNetProbes(o)
+	defer np.Close()
+
 	var prof *cpuprofile.Profiler
 	profErr := errors.New("disabled with --no-profile")
 	if !o.NoProfile {
@@ -256,6 +260,9 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	if err != nil {
 		return err
 	}
+	if start.probes, err = np.snapshot(); err != nil {
+		return err
+	}
 	cfg, cfgErr := netconfig.Live().Snapshot(o.Iface)
 	select {
 	case <-ctx.Done():
@@ -263,6 +270,9 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	}
 	end, err := takeNetSample(o, sp)
 	if err != nil {
+		return err
+	}
+	if end.probes, err = np.snapshot(); err != nil {
 		return err
 	}
 	var profile cpuprofile.Profile
@@ -273,7 +283,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 		}
 	}
 
-	ev, artifacts, err := buildNetEvidence(o, start, end, prof, profile, profErr)
+	ev, artifacts, err := buildNetEvidence(o, start, end, np, prof, profile, profErr)
 	if err != nil {
 		return err
 	}
@@ -286,6 +296,8 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	r.Data = ev
 	r.Artifacts = artifacts
 	r.Overhead = softirqOverhead(sp, attached, time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
+	addCosts(r.Overhead, np.costs(), time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
+	r.Overhead.EventsLost += ev.Locks.Lost
 	if prof != nil {
 		addCosts(r.Overhead, prof.Costs(), time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
 		r.Overhead.EventsLost += ev.Profile.Lost
@@ -381,7 +393,7 @@ func addCosts(ov *evidence.Overhead, costs []probes.ProgramCost, window time.Dur
 	}
 }
 
-func buildNetEvidence(o *udpOptions, start, end netSample, prof *cpuprofile.Profiler, profile cpuprofile.Profile, profErr error) (evidence.NetEvidence, []report.Artifact, error) {
+func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *cpuprofile.Profiler, profile cpuprofile.Profile, profErr error) (evidence.NetEvidence, []report.Artifact, error) {
 	window := end.softirq.probe.Taken.Sub(start.softirq.probe.Taken)
 	ev := evidence.NetEvidence{
 		DurationNs: int64(window), Port: o.Port, PID: o.PID,
@@ -401,8 +413,20 @@ func buildNetEvidence(o *udpOptions, start, end netSample, prof *cpuprofile.Prof
 	if driverErr == nil && start.driverErr == nil {
 		driver = ethtool.SubQueues(end.driver, start.driver)
 	}
-	ev.Queues = evidence.BuildQueues(o.iface, driver, driverErr, evidence.QueueCounts{}, window)
-	ev.QueueCPU.Unavailable = "NAPI queue × CPU matrix: the queue probe is not built into this version"
+	var kernel evidence.QueueCounts
+	var txByCPU map[int]map[int]uint64
+	var qdisc []evidence.QdiscRow
+	if np.queue != nil {
+		kernel, ev.QueueCPU, txByCPU, qdisc = queueSides(o, ev.Interface.Driver, end.probes.queue.Sub(start.probes.queue))
+	} else {
+		ev.QueueCPU.Unavailable = fmt.Sprintf("queue probe: %v", np.queueErr)
+	}
+	ev.Queues = evidence.BuildQueues(o.iface, driver, driverErr, kernel, window)
+	if np.queue == nil {
+		ev.Queues.Notes = append(ev.Queues.Notes, fmt.Sprintf("kernel per-queue counts: queue probe unavailable: %v", np.queueErr))
+	} else if m := missingNote(np.queue.Missing()); m != "" {
+		ev.Queues.Notes = append(ev.Queues.Notes, "tracepoints unavailable: "+m)
+	}
 
 	// IRQs.
 	topo, topoErr := cpuset.NewFS("/").Topology()
@@ -431,10 +455,21 @@ func buildNetEvidence(o *udpOptions, start, end netSample, prof *cpuprofile.Prof
 		ev.IRQs = evidence.BuildIRQs(o.iface, qirqs, end.interrupts.Sub(start.interrupts), aff, bal, topo, sortedCPUs(netRX))
 	}
 
-	ev.TX = evidence.BuildTX(o.iface, nil, nil)
-	ev.TX.Unavailable = "per-CPU TX queues and qdisc activity: the queue probe is not built into this version (XPS configuration shown)"
-	ev.Locks.Unavailable = "lock contention: the lock probe is not built into this version"
+	ev.TX = evidence.BuildTX(o.iface, txByCPU, qdisc)
+	if np.queue == nil {
+		ev.TX.Unavailable = fmt.Sprintf("per-CPU TX queues and qdisc activity: queue probe unavailable: %v (XPS configuration shown)", np.queueErr)
+	}
+	if np.lock != nil {
+		ev.Locks = lockSection(end.probes.lock.Sub(start.probes.lock), end.udp, end.udpErr)
+	} else {
+		ev.Locks.Unavailable = fmt.Sprintf("lock contention: %v", np.lockErr)
+	}
 	ev.Drops = buildDrops(o, start, end)
+	if np.drop != nil {
+		addProbeDrops(&ev.Drops, np.drop, end.probes.drop.Sub(start.probes.drop))
+	} else {
+		ev.Drops.Notes = append(ev.Drops.Notes, fmt.Sprintf("drop reasons: drop probe unavailable: %v (socket drop counters shown)", np.dropErr))
+	}
 
 	// Sockets.
 	if start.udpErr != nil || end.udpErr != nil {

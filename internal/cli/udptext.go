@@ -82,6 +82,12 @@ func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsE
 			lt.Add(s.Class, s.Site, fmt.Sprint(s.Count), report.Nanos(float64(s.TotalNs)), report.Nanos(float64(s.MaxNs)), sock)
 		}
 		lt.Write(w)
+		for _, sc := range ev.Locks.Sockets {
+			fmt.Fprintf(w, "socket %s (port %d, inode %d, %s): %d waits, %s total\n", sc.Socket.Local, sc.Socket.Port, sc.Socket.Inode, sc.Socket.Field, sc.Count, report.Nanos(float64(sc.TotalNs)))
+		}
+		if ev.Locks.SocketsUnavailable != "" {
+			fmt.Fprintf(w, "socket attribution unavailable: %s\n", ev.Locks.SocketsUnavailable)
+		}
 	}
 
 	report.Heading(w, "UDP drops by port")
@@ -104,6 +110,9 @@ func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsE
 			fmt.Fprintf(w, "; Udp6 RcvbufErrors %d", sn.UDP6.RcvbufErrors)
 		}
 		fmt.Fprintln(w)
+	}
+	for _, n := range ev.Drops.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	var backlog, squeeze uint64
 	for _, c := range ev.Drops.Softnet {

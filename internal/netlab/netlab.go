@@ -73,8 +73,10 @@ func New(ctx context.Context, cfg Config) (*Lab, error) {
 	steps := [][]string{
 		{"ip", "netns", "add", l.SenderNS},
 		{"ip", "netns", "add", l.ReceiverNS},
-		{"ip", "link", "add", "name", l.SenderIf, "netns", l.SenderNS, "numtxqueues", q, "numrxqueues", q,
-			"type", "veth", "peer", "name", l.ReceiverIf, "netns", l.ReceiverNS, "numtxqueues", q, "numrxqueues", q},
+		// Distinct ifindexes: in two fresh namespaces both ends would be
+		// ifindex 2, and the queue probe filters devices by ifindex only.
+		{"ip", "link", "add", "name", l.SenderIf, "index", "40", "netns", l.SenderNS, "numtxqueues", q, "numrxqueues", q,
+			"type", "veth", "peer", "name", l.ReceiverIf, "index", "41", "netns", l.ReceiverNS, "numtxqueues", q, "numrxqueues", q},
 		{"ip", "-n", l.SenderNS, "addr", "add", l.SenderAddr.String() + "/24", "dev", l.SenderIf},
 		{"ip", "-n", l.ReceiverNS, "addr", "add", l.ReceiverAddr.String() + "/24", "dev", l.ReceiverIf},
 		{"ip", "-n", l.SenderNS, "link", "set", "lo", "up"},

@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/perfscope/perfscope/collectors/netlinkq"
+	"github.com/perfscope/perfscope/collectors/sockets"
+	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/lockstat"
+	"github.com/perfscope/perfscope/probes/netqueue"
+	"github.com/perfscope/perfscope/probes/udpdrop"
+)
+
+// netProbes are the udp command's optional probes. Each one that fails to
+// open leaves its error, which its section prints as "unavailable: <why>".
+type netProbes struct {
+	queue    *netqueue.Probe
+	queueErr error
+	lock     *lockstat.Probe
+	lockErr  error
+	drop     *udpdrop.Probe
+	dropErr  error
+}
+
+func openNetProbes(o *udpOptions) *netProbes {
+	p := &netProbes{}
+	p.queue, p.queueErr = netqueue.Open(netqueue.Options{Method: o.method, Ifindex: o.iface.Index})
+	p.lock, p.lockErr = lockstat.Open(lockstat.Options{Method: o.method})
+	p.drop, p.dropErr = udpdrop.Open(udpdrop.Options{Method: o.method, Port: uint16(o.Port)})
+	return p
+}
+
+func (p *netProbes) Close() {
+	if p.queue != nil {
+		p.queue.Close()
+	}
+	if p.lock != nil {
+		p.lock.Close()
+	}
+	if p.drop != nil {
+		p.drop.Close()
+	}
+}
+
+// costs are the bpf_stats of every open probe.
+func (p *netProbes) costs() []probes.ProgramCost {
+	var out []probes.ProgramCost
+	if p.queue != nil {
+		out = append(out, p.queue.Costs()...)
+	}
+	if p.lock != nil {
+		out = append(out, p.lock.Costs()...)
+	}
+	if p.drop != nil {
+		out = append(out, p.drop.Costs()...)
+	}
+	return out
+}
+
+// netProbeSample is one reading of every open probe.
+type netProbeSample struct {
+	queue netqueue.Snapshot
+	lock  lockstat.Snapshot
+	drop  udpdrop.Snapshot
+}
+
+func (p *netProbes) snapshot() (netProbeSample, error) {
+	var s netProbeSample
+	var err error
+	if p.queue != nil {
+		if s.queue, err = p.queue.Snapshot(); err != nil {
+			return s, fmt.Errorf("read queue probe: %w", err)
+		}
+	}
+	if p.lock != nil {
+		if s.lock, err = p.lock.Snapshot(); err != nil {
+			return s, fmt.Errorf("read lock probe: %w", err)
+		}
+	}
+	if p.drop != nil {
+		if s.drop, err = p.drop.Snapshot(); err != nil {
+			return s, fmt.Errorf("read drop probe: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// missingNote lists optional hooks that did not attach.
+func missingNote(m map[string]error) string {
+	var parts []string
+	for hook, err := range m {
+		parts = append(parts, fmt.Sprintf("%s: %v", hook, err))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
+
+// queueSides turns the queue probe's window into the kernel-side per-queue
+// counts, the (queue × CPU) NAPI matrix, per-CPU TX queues and qdisc rows.
+func queueSides(o *udpOptions, driver string, d netqueue.Snapshot) (evidence.QueueCounts, evidence.QueueCPUSection, map[int]map[int]uint64, []evidence.QdiscRow) {
+	ifindex := o.iface.Index
+	conv := netqueue.ConventionFor(driver)
+	var counts evidence.QueueCounts
+	counts.RX = map[int]uint64{}
+	for q, perCPU := range d.RXQueues(ifindex, conv) {
+		if q >= 0 {
+			counts.RX[q] = netqueue.TrafficTotal(perCPU).Packets
+		}
+	}
+	counts.TX = map[int]uint64{}
+	txByCPU := map[int]map[int]uint64{}
+	for k, perCPU := range d.TX {
+		if k.Ifindex != ifindex {
+			continue
+		}
+		counts.TX[k.Queue] += netqueue.TrafficTotal(perCPU).Packets
+		for cpu, t := range perCPU {
+			if t.Packets == 0 {
+				continue
+			}
+			if txByCPU[cpu] == nil {
+				txByCPU[cpu] = map[int]uint64{}
+			}
+			txByCPU[cpu][k.Queue] += t.Packets
+		}
+	}
+	var qdisc []evidence.QdiscRow
+	byQ := map[int]*evidence.QdiscRow{}
+	for k, perCPU := range d.Qdisc {
+		if k.Ifindex != ifindex {
+			continue
+		}
+		r := byQ[k.Queue]
+		if r == nil {
+			r = &evidence.QdiscRow{TXQueue: k.Queue}
+			byQ[k.Queue] = r
+		}
+		for _, s := range perCPU {
+			r.Enqueues += s.Enqueues
+			r.Dequeues += s.DequeuedPackets
+		}
+	}
+	for _, q := range sortedKeysQdisc(byQ) {
+		qdisc = append(qdisc, *byQ[q])
+	}
+
+	var matrix evidence.QueueCPUSection
+	var fromNetlink map[uint32]int
+	if qs, err := netlinkq.Queues(ifindex); err == nil {
+		fromNetlink = netlinkq.QueueNAPI(qs)
+	}
+	napiQueue, method, err := netqueue.ResolveNAPIQueues(fromNetlink, d, ifindex, conv)
+	if err != nil {
+		matrix.Unavailable = fmt.Sprintf("NAPI ids of %s could not be mapped to queues: %v", o.Iface, err)
+	}
+	matrix.Mapping = method
+	counts.NAPIWork = map[int]uint64{}
+	for k, perCPU := range d.NAPI {
+		if k.Ifindex != ifindex {
+			continue
+		}
+		q, ok := napiQueue[k.ID]
+		if !ok {
+			q = -1
+		}
+		for cpu, s := range perCPU {
+			if s.Polls == 0 && s.Work == 0 {
+				continue
+			}
+			matrix.Cells = append(matrix.Cells, evidence.QueueCPUCell{Queue: q, NAPI: k.ID, CPU: cpu, Polls: s.Polls, Work: s.Work})
+			if q >= 0 {
+				counts.NAPIWork[q] += s.Work
+			}
+		}
+	}
+	if len(matrix.Cells) == 0 && matrix.Unavailable == "" {
+		matrix.Unavailable = fmt.Sprintf("no NAPI polls on %s in the window (no per-queue NAPI: on veth it needs GRO or XDP)", o.Iface)
+	}
+	if len(counts.NAPIWork) == 0 {
+		counts.NAPIWork = nil
+	}
+	sort.Slice(matrix.Cells, func(i, j int) bool {
+		a, b := matrix.Cells[i], matrix.Cells[j]
+		if a.Queue != b.Queue {
+			return a.Queue < b.Queue
+		}
+		return a.CPU < b.CPU
+	})
+	return counts, matrix, txByCPU, qdisc
+}
+
+func sortedKeysQdisc(m map[int]*evidence.QdiscRow) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// lockPrimitive reports frames that take or wait on a lock; the site shown
+// for a stack is its first frame past them.
+func lockPrimitive(f string) bool {
+	f = strings.TrimSuffix(f, "_[k]")
+	for _, p := range []string{"spin_lock", "queued_spin", "queued_read", "queued_write", "mutex_lock", "__mutex", "rwsem", "down_read", "down_write", "contention", "__bpf_trace", "bpf_trace_run", "perf_trace"} {
+		if strings.Contains(f, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// lockSection symbolizes and classifies contended sites and attributes
+// contended socket locks to sockets. Attribution needs the real socket
+// addresses /proc/net/udp shows to root only with kernel.kptr_restrict=1
+// (0 hashes them, 2 hides them); perfscope does not change that sysctl.
+func lockSection(d lockstat.Snapshot, udp sockets.UDPTable, udpErr error) evidence.LockSection {
+	sec := evidence.LockSection{ByClass: map[string]uint64{}, Lost: d.Lost.StackCollisions + d.Lost.StackErrors + d.Lost.SiteFull + d.Lost.LockFull + d.Lost.InflightFull}
+	ksyms, _ := symbols.New(symbols.Default).KernelSymbols()
+	for k, w := range d.Sites {
+		if w.Count == 0 {
+			continue
+		}
+		var frames []string
+		if ksyms != nil {
+			frames = lockstat.Symbolize(d.Stacks[k.StackID], ksyms)
+		}
+		class := lockstat.Classify(frames)
+		site := "[unknown]"
+		for _, f := range frames {
+			if !lockPrimitive(f) {
+				site = strings.TrimSuffix(f, "_[k]")
+				break
+			}
+		}
+		sec.Sites = append(sec.Sites, evidence.LockSite{Class: string(class), Site: site, Stack: frames,
+			Count: w.Count, TotalNs: uint64(w.Total), MaxNs: uint64(w.Max)})
+		sec.ByClass[string(class)] += uint64(w.Total)
+		sec.TotalNs += uint64(w.Total)
+	}
+	sort.Slice(sec.Sites, func(i, j int) bool { return sec.Sites[i].TotalNs > sec.Sites[j].TotalNs })
+
+	// Socket attribution.
+	switch {
+	case udpErr != nil:
+		sec.SocketsUnavailable = fmt.Sprintf("/proc/net/udp: %v", udpErr)
+	case udp.AddressKind != sockets.AddressKernel:
+		sec.SocketsUnavailable = fmt.Sprintf("/proc/net/udp shows %s socket addresses: kernel.kptr_restrict=0 hashes them even for root, 2 hides them; "+
+			"with kernel.kptr_restrict=1 root sees real addresses (and other users zeros). perfscope does not change sysctls on its own", udp.AddressKind)
+	default:
+		offs, err := lockstat.KernelLockOffsets()
+		if err != nil {
+			sec.SocketsUnavailable = fmt.Sprintf("socket lock offsets from BTF: %v", err)
+			break
+		}
+		inodes := map[uint64]bool{}
+		for _, s := range udp.Sockets {
+			inodes[s.Inode] = true
+		}
+		owners, _ := lockstat.SocketOwners(sockets.Default, inodes)
+		attr, err := lockstat.NewAttributor(offs, udp, owners)
+		if err != nil {
+			sec.SocketsUnavailable = err.Error()
+			break
+		}
+		bySock := map[uint64]*evidence.SocketContention{}
+		for addr, w := range d.Locks {
+			ref, field, ok := attr.Attribute(addr)
+			if !ok || w.Count == 0 {
+				continue
+			}
+			sc := bySock[ref.Addr]
+			if sc == nil {
+				sc = &evidence.SocketContention{Socket: evidence.SocketRef{Addr: fmt.Sprintf("%#x", ref.Addr), Local: ref.Local.String(),
+					Port: int(ref.Port), Inode: ref.Inode, Field: field}}
+				if len(ref.PIDs) > 0 {
+					sc.Socket.PID = ref.PIDs[0]
+				}
+				bySock[ref.Addr] = sc
+			}
+			sc.Count += w.Count
+			sc.TotalNs += uint64(w.Total)
+			if uint64(w.Max) > sc.MaxNs {
+				sc.MaxNs = uint64(w.Max)
+			}
+		}
+		for _, sc := range bySock {
+			sec.Sockets = append(sec.Sockets, *sc)
+		}
+		sort.Slice(sec.Sockets, func(i, j int) bool { return sec.Sockets[i].TotalNs > sec.Sockets[j].TotalNs })
+		// Sites are per stack, not per lock: name the socket on socket
+		// sites when one socket holds most of the socket wait.
+		if len(sec.Sockets) > 0 {
+			top := sec.Sockets[0]
+			var all uint64
+			for _, sc := range sec.Sockets {
+				all += sc.TotalNs
+			}
+			if float64(top.TotalNs) >= 0.8*float64(all) {
+				for i := range sec.Sites {
+					if lockstat.IsSocketClass(lockstat.Class(sec.Sites[i].Class)) {
+						s := top.Socket
+						sec.Sites[i].Socket = &s
+					}
+				}
+			}
+		}
+	}
+	return sec
+}
+
+// addProbeDrops adds the drop probe's per-port reasons to the counters.
+func addProbeDrops(sec *evidence.DropSection, p *udpdrop.Probe, d udpdrop.Snapshot) {
+	// The probe names the reason; replace the coarser sk_drops rows.
+	sec.ByPort = nil
+	type key struct {
+		port   int
+		reason string
+	}
+	agg := map[key]uint64{}
+	for k, n := range d.Ports {
+		if n == 0 {
+			continue
+		}
+		reason := k.Kind.String()
+		if name := p.ReasonName(k.Kind, k.Reason); name != "" {
+			reason += ":" + name
+		}
+		agg[key{int(k.Port), reason}] += n
+	}
+	for k, n := range agg {
+		sec.ByPort = append(sec.ByPort, evidence.PortDrops{Port: k.port, Reason: k.reason, Count: n})
+	}
+	sort.Slice(sec.ByPort, func(i, j int) bool { return sec.ByPort[i].Count > sec.ByPort[j].Count })
+	for r, n := range d.Reasons {
+		if n > 0 {
+			sec.ByReason[p.ReasonName(udpdrop.KfreeSkb, r)] += n
+		}
+	}
+}
