@@ -79,8 +79,6 @@ Exit codes: 0 ok, 1 findings at or above --fail-on, 2 bad usage or input,
 		newFlameCmd(g),
 		newGCLogCmd(g),
 		newUDPCmd(g),
-		newJVMCmd(g),
-		newLabCmd(g),
 	)
 	return root
 }
