@@ -217,12 +217,12 @@ func checkFullGCSystem(g evidence.GC) *Finding {
 		Evidence: fullGCEvidence(g, n, total, causes),
 		Impact:   fullGCImpact(g, total),
 		Recommendation: Recommendation{
-			Kind:   KindAdvice,
-			Why:    "Something calls System.gc() (application code, RMI's distributed GC every hour, a monitoring agent, or a direct-buffer limit), and each call stops the whole application for a full collection.",
-			Apply:  []string{apply},
-			Revert: []string{"restart the JVM without the flag"},
-			Code: []CodeSketch{{Lang: "shell", Code: "# find the caller while the JVM runs:\njcmd <pid> Thread.print | grep -B2 -A8 'System.gc'\n# RMI: -Dsun.rmi.dgc.client.gcInterval=3600000 -Dsun.rmi.dgc.server.gcInterval=3600000"}},
-			Caveats: []string{"NIO direct buffers rely on System.gc() to free native memory when -XX:MaxDirectMemorySize is reached: with -XX:+DisableExplicitGC they can fail with OutOfMemoryError: Direct buffer memory."},
+			Kind:     KindAdvice,
+			Why:      "Something calls System.gc() (application code, RMI's distributed GC every hour, a monitoring agent, or a direct-buffer limit), and each call stops the whole application for a full collection.",
+			Apply:    []string{apply},
+			Revert:   []string{"restart the JVM without the flag"},
+			Code:     []CodeSketch{{Lang: "shell", Code: "# find the caller while the JVM runs:\njcmd <pid> Thread.print | grep -B2 -A8 'System.gc'\n# RMI: -Dsun.rmi.dgc.client.gcInterval=3600000 -Dsun.rmi.dgc.server.gcInterval=3600000"}},
+			Caveats:  []string{"NIO direct buffers rely on System.gc() to free native memory when -XX:MaxDirectMemorySize is reached: with -XX:+DisableExplicitGC they can fail with OutOfMemoryError: Direct buffer memory."},
 			Expected: "no explicit full GCs",
 		},
 	}
