@@ -17,7 +17,7 @@ type lockstatInflight struct {
 	_       structs.HostLayout
 	StartNs uint64
 	Flags   uint32
-	Pad     uint32
+	StackId int32
 }
 
 type lockstatInflightKey struct {

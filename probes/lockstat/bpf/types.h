@@ -3,7 +3,8 @@
 #ifndef PERFSCOPE_LOCKSTAT_TYPES_H
 #define PERFSCOPE_LOCKSTAT_TYPES_H
 
-/* Kernel frames kept per stack. */
+/* Kernel frames per stack in the object; the loader resizes the stack map
+ * to the depth the user asks for (unwinding stops there). */
 enum { LOCKSTAT_MAX_DEPTH = 48 };
 
 /* Contentions not (fully) counted, by reason. */
@@ -27,8 +28,8 @@ struct inflight_key {
 
 struct inflight {
 	__u64 start_ns;
-	__u32 flags; /* LCB_F_* of every begin seen for this wait, OR-ed */
-	__u32 _pad;
+	__u32 flags;    /* LCB_F_* of every begin seen for this wait, OR-ed */
+	__s32 stack_id; /* taken at begin, see lockstat.bpf.c */
 };
 
 /* A call site: the waiter's kernel stack and the lock kind. */
