@@ -131,6 +131,13 @@ func Open(opts Options) (*Probe, error) {
 		if err := s.Variables["target_ifindex"].Set(int32(opts.Ifindex)); err != nil {
 			return fmt.Errorf("set target_ifindex: %w", err)
 		}
+		cpus, err := ebpf.PossibleCPU()
+		if err != nil {
+			return fmt.Errorf("count possible CPUs: %w", err)
+		}
+		if err := s.Variables["possible_cpus"].Set(uint32(cpus)); err != nil {
+			return fmt.Errorf("set possible_cpus: %w", err)
+		}
 		return nil
 	})
 	if err != nil {

@@ -89,6 +89,7 @@ const (
 	netqueueProgTpNetifReceiveSkb  = "tp_netif_receive_skb"
 	netqueueProgTpQdiscDequeue     = "tp_qdisc_dequeue"
 	netqueueProgTpQdiscEnqueue     = "tp_qdisc_enqueue"
+	netqueueVarPossibleCpus        = "possible_cpus"
 	netqueueVarTargetIfindex       = "target_ifindex"
 )
 
@@ -167,6 +168,7 @@ type netqueueMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netqueueVariableSpecs struct {
+	PossibleCpus  *ebpf.VariableSpec `ebpf:"possible_cpus"`
 	TargetIfindex *ebpf.VariableSpec `ebpf:"target_ifindex"`
 }
 
@@ -213,6 +215,7 @@ func (m *netqueueMaps) Close() error {
 //
 // It can be passed to loadNetqueueObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netqueueVariables struct {
+	PossibleCpus  *ebpf.Variable `ebpf:"possible_cpus"`
 	TargetIfindex *ebpf.Variable `ebpf:"target_ifindex"`
 }
 

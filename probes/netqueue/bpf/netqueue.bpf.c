@@ -26,6 +26,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Only count this device (0: every device). The per-CPU backlog NAPI has no
  * device and is always counted, as ifindex 0. */
 const volatile __s32 target_ifindex = 0;
+/* Number of possible CPUs. skb->napi_id shares its slot with sender_cpu
+ * (CPU + 1), and NAPI ids start above NR_CPUS, so values up to this are not
+ * NAPI ids; skipping them saves a map update per packet on loopback. */
+const volatile __u32 possible_cpus = 0;
 
 #define MAX_NAPI 4096
 #define MAX_QUEUES 8192
@@ -157,6 +161,8 @@ static __always_inline int on_receive(struct sk_buff *skb)
 		.ifindex = key.ifindex,
 		.raw_queue = qm,
 	};
+	if (nq.napi_id <= possible_cpus)
+		return 0;
 	__u64 zero = 0;
 	__u64 *n = upsert(&napi_queues, &nq, &zero, NETQUEUE_LOST_NAPI_QUEUE);
 	if (n)
