@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -93,14 +92,7 @@ func TestUDPOnLab(t *testing.T) {
 	// Socket attribution needs the real socket addresses /proc/net/udp
 	// shows root only with kernel.kptr_restrict=1. perfscope never changes
 	// sysctls on its own, so the test sets it and restores it.
-	prevKptr, err := os.ReadFile("/proc/sys/kernel/kptr_restrict")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile("/proc/sys/kernel/kptr_restrict", []byte("1"), 0); err != nil {
-		t.Fatal(err)
-	}
-	defer os.WriteFile("/proc/sys/kernel/kptr_restrict", prevKptr, 0)
+	testutil.ShowKernelPointers(t)
 
 	var singleWakeup uint64
 	t.Run("single socket", func(t *testing.T) {

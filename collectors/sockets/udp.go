@@ -59,7 +59,8 @@ type UDPTable struct {
 	// with %pK: real addresses only for CAP_SYSLOG with kptr_restrict=1,
 	// hashed values with kptr_restrict=0 (even to root), zeros otherwise.
 	// Lock contention can be attributed to a socket only with
-	// AddressKernel; see ReadUDPWithKernelAddresses.
+	// AddressKernel: root with kernel.kptr_restrict=1 (0 hashes them, 2 hides
+	// them). perfscope reads the table as it is and never changes the sysctl.
 	AddressKind AddressKind `json:"address_kind"`
 }
 
@@ -276,26 +277,4 @@ func (t UDPTable) ReusePortGroups() []ReusePortGroup {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Local.Port() < out[j].Local.Port() })
 	return out
-}
-
-// ReadUDPWithKernelAddresses reads the UDP table with real socket
-// addresses. With kptr_restrict=0 the kernel hashes %pK pointers even for
-// root, so this raises kernel.kptr_restrict to 1 for the duration of the
-// read (1 shows addresses only to CAP_SYSLOG, which is stricter than 0 for
-// everyone else) and restores the previous value. With kptr_restrict=2 it
-// changes nothing and the addresses stay hidden.
-func (fs FS) ReadUDPWithKernelAddresses() (UDPTable, error) {
-	const knob = "/proc/sys/kernel/kptr_restrict"
-	prev, err := fs.ReadString(knob)
-	if err != nil || strings.TrimSpace(prev) != "0" {
-		return fs.UDP()
-	}
-	if err := os.WriteFile(fs.Path(knob), []byte("1"), 0); err != nil {
-		return fs.UDP()
-	}
-	t, readErr := fs.UDP()
-	if err := os.WriteFile(fs.Path(knob), []byte(prev), 0); err != nil {
-		return t, errors.Join(readErr, fmt.Errorf("restore kernel.kptr_restrict=%s: %w", prev, err))
-	}
-	return t, readErr
 }

@@ -400,8 +400,9 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 		Interface: evidence.NetInterface{Name: o.iface.Name, Ifindex: o.iface.Index, Driver: o.iface.Driver,
 			Virtual: o.iface.Virtual, NUMANode: o.iface.NUMANode, RXQueues: len(o.iface.RX), TXQueues: len(o.iface.TX)},
 	}
-	if di, err := (ethtool.Ioctl{}).DriverInfo(o.Iface); err == nil && ev.Interface.Driver == "" {
-		ev.Interface.Driver = di.Driver
+	drvInfo, drvErr := (ethtool.Ioctl{}).DriverInfo(o.Iface)
+	if drvErr == nil && ev.Interface.Driver == "" {
+		ev.Interface.Driver = drvInfo.Driver
 	}
 	ev.Softirq = evidence.BuildSoftirq(softirqInput(start.softirq, end.softirq, cpuset.Set{}))
 	netRX := netRXCPUs(ev.Softirq)
@@ -434,8 +435,8 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 		ev.IRQs.Unavailable = fmt.Sprintf("/proc/interrupts: %v", errors.Join(start.irqErr, end.irqErr))
 	} else {
 		dev := irq.Device{Interface: o.iface.Name}
-		if di, err := (ethtool.Ioctl{}).DriverInfo(o.Iface); err == nil {
-			dev.PCIAddress = di.BusInfo
+		if drvErr == nil {
+			dev.PCIAddress = drvInfo.BusInfo
 		}
 		if link, err := os.Readlink(filepath.Join("/sys/class/net", o.Iface, "device")); err == nil && strings.HasPrefix(filepath.Base(link), "virtio") {
 			dev.Virtio = filepath.Base(link)
@@ -575,9 +576,7 @@ func buildProfile(o *udpOptions, prof *cpuprofile.Profiler, p cpuprofile.Profile
 			other.Add(frames, int64(s.Count))
 		}
 	}
-	var netTotal uint64
-	sec.Groups, sec.Samples, netTotal = evidence.GroupShares(samples, netRX)
-	_ = netTotal
+	sec.Groups, sec.Samples, _ = evidence.GroupShares(samples, netRX)
 	if o.FlameDir == "" {
 		return sec, nil, nil
 	}

@@ -110,8 +110,8 @@ type Attributor struct {
 var ErrNoSocketAddresses = errors.New("/proc/net/udp shows no kernel socket addresses (needs root and kernel.kptr_restrict < 2)")
 
 // NewAttributor prepares attribution against the sockets of table (read
-// with sockets.FS.ReadUDPWithKernelAddresses at the end of the window, so
-// the sockets are the ones alive then). owners maps socket inodes to the
+// with sockets.FS.UDP at the end of the window, so the sockets are the
+// ones alive then; real addresses need kernel.kptr_restrict=1). owners maps socket inodes to the
 // pids holding them (see SocketOwners); it may be nil.
 func NewAttributor(offsets []LockOffset, table sockets.UDPTable, owners map[uint64][]int) (*Attributor, error) {
 	if table.AddressKind != sockets.AddressKernel {

@@ -24,6 +24,7 @@ import (
 // /proc/net/udp, to the sink's port.
 func TestProbeAttributesSocketContention(t *testing.T) {
 	testutil.RequireRoot(t)
+	testutil.ShowKernelPointers(t)
 	testutil.LockBPF(t)
 	kernel, err := btf.LoadKernelSpec()
 	if err != nil {
@@ -64,7 +65,7 @@ func TestProbeAttributesSocketContention(t *testing.T) {
 				sink.Close()
 				t.Fatal(err)
 			}
-			table, err := sockets.Default.ReadUDPWithKernelAddresses()
+			table, err := sockets.Default.UDP()
 			if err != nil {
 				sink.Close()
 				t.Fatal(err)
