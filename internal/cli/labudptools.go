@@ -91,6 +91,7 @@ type udpFloodOptions struct {
 	Payload    int
 	Duration   time.Duration
 	MaxPackets uint64
+	Rate       int
 }
 
 func newLabUDPFloodCmd(g *Globals) *cobra.Command {
@@ -104,6 +105,9 @@ func newLabUDPFloodCmd(g *Globals) *cobra.Command {
 			if err != nil {
 				return usageError("--target %q: want ADDR:PORT", o.Target)
 			}
+			if o.Rate < 0 {
+				return usageError("--rate must be 0 (unpaced) or positive, got %d", o.Rate)
+			}
 			// Outside loopback only the lab's benchmark range (RFC 2544),
 			// which exists only inside the lab's namespaces.
 			labNet := netip.MustParsePrefix("198.18.0.0/15")
@@ -112,7 +116,7 @@ func newLabUDPFloodCmd(g *Globals) *cobra.Command {
 			}
 			res, err := udpflood.Send(cmd.Context(), udpflood.Config{
 				Target: target, Senders: o.Senders, Payload: o.Payload, Duration: o.Duration,
-				MaxPackets: o.MaxPackets, AllowNonLoopback: true,
+				MaxPackets: o.MaxPackets, AllowNonLoopback: true, Rate: o.Rate,
 			})
 			if err != nil {
 				return err
@@ -126,5 +130,6 @@ func newLabUDPFloodCmd(g *Globals) *cobra.Command {
 	f.IntVar(&o.Payload, "payload", 64, "datagram payload in bytes")
 	f.DurationVar(&o.Duration, "duration", 5*time.Second, "stop after this long (at most 10m)")
 	f.Uint64Var(&o.MaxPackets, "max-packets", 50_000_000, "stop after this many datagrams")
+	f.IntVar(&o.Rate, "rate", 0, "datagrams per second of all senders together (0 = as fast as possible)")
 	return cmd
 }

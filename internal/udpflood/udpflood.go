@@ -29,6 +29,10 @@ type Config struct {
 	AllowNonLoopback bool
 	// Bind, when valid, is the local address senders bind to.
 	Bind netip.Addr
+	// Rate caps the datagrams per second of all senders together
+	// (0 = as fast as they can). Pacing is in bursts of about a
+	// millisecond, like a real client population, not evenly spaced.
+	Rate int
 }
 
 // Result is what a flood sent.
@@ -80,7 +84,11 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 			defer conn.Close()
 			buf := make([]byte, cfg.Payload)
 			buf[0] = byte(id)
+			pace := newPacer(cfg.Rate, cfg.Senders)
 			for n := 0; ; n++ {
+				if !pace.wait(ctx, n) {
+					return
+				}
 				// Check the context every 64 datagrams: cheap enough to
 				// keep the sender near line rate, often enough to stop
 				// within microseconds.
@@ -107,6 +115,32 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 		return r, fmt.Errorf("udpflood: nothing sent: %w", firstErr)
 	}
 	return r, nil
+}
+
+// pacer holds one sender to its share of Config.Rate.
+type pacer struct {
+	perSecond float64
+	start     time.Time
+}
+
+func newPacer(rate, senders int) pacer {
+	return pacer{perSecond: float64(rate) / float64(senders), start: time.Now()}
+}
+
+// wait blocks until the sender may send its n-th datagram, and says false
+// when the flood ended meanwhile. Sleeping in steps of a millisecond keeps
+// the timer cost negligible at any rate.
+func (p pacer) wait(ctx context.Context, n int) bool {
+	if p.perSecond <= 0 {
+		return true
+	}
+	for float64(n) > p.perSecond*time.Since(p.start).Seconds() {
+		if ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 // Sink receives datagrams on one socket and counts them.

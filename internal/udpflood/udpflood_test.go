@@ -1,0 +1,51 @@
+package udpflood
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func TestSendStopsAtMaxPackets(t *testing.T) {
+	sink, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	res, err := Send(context.Background(), Config{Target: sink.AddrPort(), Senders: 2, Duration: 5 * time.Second, MaxPackets: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each sender checks the shared count before sending, so the two can
+	// overshoot by at most one datagram each.
+	if res.Sent < 1000 || res.Sent > 1002 {
+		t.Errorf("sent %d, want 1000 (+ at most one per sender)", res.Sent)
+	}
+}
+
+func TestSendHoldsRate(t *testing.T) {
+	sink, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	const rate = 2000
+	res, err := Send(context.Background(), Config{Target: sink.AddrPort(), Senders: 2, Duration: 500 * time.Millisecond, Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unpaced, loopback takes hundreds of thousands per second; paced,
+	// never more than the budget of the elapsed time (+1 per sender).
+	limit := uint64(rate*res.Elapsed.Seconds()) + 2
+	if res.Sent > limit || res.Sent < limit/4 {
+		t.Errorf("sent %d in %v at --rate %d, want about %d", res.Sent, res.Elapsed, rate, limit)
+	}
+}
+
+func TestSendRefusesNonLoopback(t *testing.T) {
+	_, err := Send(context.Background(), Config{Target: netip.MustParseAddrPort("192.0.2.1:9"), Duration: time.Second})
+	if err == nil {
+		t.Fatal("a flood to a non-loopback address without AllowNonLoopback was accepted")
+	}
+}
