@@ -14,7 +14,8 @@ const (
 	// enqueuing datagrams and by the reader dequeuing them.
 	SocketReceiveQueue Class = "socket-receive-queue"
 	// SocketWakeup: the socket wait-queue lock, taken by sock_def_readable
-	// to wake the reader of every enqueued datagram.
+	// to wake the reader of every enqueued datagram, and by the reader
+	// when it goes to sleep on it.
 	SocketWakeup Class = "socket-wakeup"
 	// SocketLock: the socket's own lock (sk_lock.slock: lock_sock,
 	// release_sock).
@@ -87,6 +88,29 @@ var socketWakers = map[string]bool{
 	"sock_wfree":                 true,
 }
 
+// waitQueueJoiners take a wait-queue lock to add or remove a sleeper: the
+// reader's side of the socket wakeup lock when a socket receive function
+// is further out (__skb_wait_for_more_packets under __skb_recv_udp), so a
+// reader going to sleep contends with the softirq waking it.
+var waitQueueJoiners = map[string]bool{
+	"prepare_to_wait_exclusive": true,
+	"prepare_to_wait":           true,
+	"prepare_to_wait_event":     true,
+	"finish_wait":               true,
+	"add_wait_queue":            true,
+	"add_wait_queue_exclusive":  true,
+	"remove_wait_queue":         true,
+}
+
+// socketSleepers are the socket receive functions that sleep on the
+// socket's wait queue.
+var socketSleepers = map[string]bool{
+	"__skb_wait_for_more_packets": true,
+	"__skb_recv_udp":              true,
+	"__skb_recv_datagram":         true,
+	"sk_wait_data":                true,
+}
+
 // skbQueueLockers take an sk_buff_head lock of any queue: a socket's
 // receive queue only when a socket receive function is further out.
 var skbQueueLockers = map[string]bool{
@@ -126,6 +150,11 @@ func Classify(frames []string) Class {
 		switch {
 		case wakeupLockers[name]:
 			if outerHasAny(outer, socketWakers) {
+				return SocketWakeup
+			}
+			return Other
+		case waitQueueJoiners[name]:
+			if outerHasAny(outer, socketSleepers) {
 				return SocketWakeup
 			}
 			return Other
