@@ -31,7 +31,7 @@ func WriteText(w io.Writer, c Comparison) {
 		if m.Change != nil {
 			change = fmt.Sprintf("%+.1f%%", *m.Change*100)
 		}
-		t.Add(m.Label, formatValue(m.Unit, m.Before), formatValue(m.Unit, m.After), change, verdict)
+		t.Add(m.Label, FormatValue(m.Unit, m.Before), FormatValue(m.Unit, m.After), change, verdict)
 	}
 	t.Write(w)
 
@@ -39,7 +39,7 @@ func WriteText(w io.Writer, c Comparison) {
 		report.Heading(w, "NET_RX share of each CPU's time")
 		t := report.Table{Header: []string{"cpu", "before", "", "after", ""}}
 		for _, s := range c.NetRX {
-			t.Add(fmt.Sprint(s.CPU), formatValue("fraction", s.Before), bar(s.Before), formatValue("fraction", s.After), bar(s.After))
+			t.Add(fmt.Sprint(s.CPU), FormatValue("fraction", s.Before), bar(s.Before), FormatValue("fraction", s.After), bar(s.After))
 		}
 		t.Write(w)
 	}
@@ -75,7 +75,8 @@ func bar(v *float64) string {
 	return report.Bar(*v, 20)
 }
 
-func formatValue(unit string, v *float64) string {
+// FormatValue prints a metric value in its unit ("-" when unmeasured).
+func FormatValue(unit string, v *float64) string {
 	if v == nil {
 		return "-"
 	}

@@ -159,6 +159,20 @@ func (l *Lab) WriteSys(ctx context.Context, ns, path, value string) error {
 // Close stops every process the lab started and deletes both namespaces
 // (which destroys the veth pair).
 func (l *Lab) Close() error {
+	l.Stop()
+	var errs []error
+	for _, ns := range []string{l.SenderNS, l.ReceiverNS} {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil &&
+			!strings.Contains(string(out), "No such file") {
+			errs = append(errs, fmt.Errorf("netlab: delete %s: %v: %s", ns, err, strings.TrimSpace(string(out))))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stop stops every process the lab started (SIGINT, then SIGKILL after 10
+// s) and leaves the namespaces, for a user who wants to look around.
+func (l *Lab) Stop() {
 	l.mu.Lock()
 	procs := l.procs
 	l.procs = nil
@@ -180,14 +194,6 @@ func (l *Lab) Close() error {
 			}
 		}
 	}
-	var errs []error
-	for _, ns := range []string{l.SenderNS, l.ReceiverNS} {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil &&
-			!strings.Contains(string(out), "No such file") {
-			errs = append(errs, fmt.Errorf("netlab: delete %s: %v: %s", ns, err, strings.TrimSpace(string(out))))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // Namespaces lists the lab namespaces that exist now (leftovers included).

@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/internal/udplab"
+	"github.com/perfscope/perfscope/report"
+)
+
+type labUDPOptions struct {
+	Scenarios []string
+	Keep      bool
+	Duration  time.Duration
+	Freq      int
+	Output    string
+
+	format report.Format
+	run    func(ctx context.Context, o *labUDPOptions, g *Globals) error
+}
+
+func newLabUDPCmd(g *Globals) *cobra.Command {
+	return labUDPCmd(g, &labUDPOptions{run: runLabUDP})
+}
+
+func labUDPCmd(g *Globals, o *labUDPOptions) *cobra.Command {
+	var list strings.Builder
+	for _, s := range udplab.Scenarios {
+		fmt.Fprintf(&list, "  %-22s %s\n", s.Name, s.Fault)
+	}
+	cmd := &cobra.Command{
+		Use:   "udp",
+		Short: "Seed 003 end to end: plant each network fault, let perfscope find it, apply the fix, measure again",
+		Long: `lab udp builds two network namespaces joined by a 4-queue veth pair (nothing
+outside them is touched), and for each scenario plants one fault seed 003
+describes, runs a UDP server and a bounded flood, runs ` + "`perfscope udp`" + ` in the
+receiver's namespace, applies the fix perfscope recommends (its own --apply
+for system settings, a restarted server for code changes), runs again, and
+prints the before/after table. The namespaces, processes and files of each
+scenario are removed when it ends, also on Ctrl-C (--keep leaves the
+namespaces and the JSON reports).
+
+Scenarios:
+` + list.String() + `
+Exit status 1 when a scenario's finding did not appear, or did not go away
+after its fix (or the tuned rig has a finding of severity warn or worse).`,
+		Example: `  perfscope lab udp
+  perfscope lab udp --scenario single-socket,rps-off
+  perfscope lab udp --scenario gro-on --keep -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.format, err = report.ParseFormat(o.Output); err != nil {
+				return asUsage(err)
+			}
+			if o.Duration < time.Second || o.Duration > time.Minute {
+				return usageError("--duration must be between 1s and 1m, got %v", o.Duration)
+			}
+			if o.Freq <= 0 || o.Freq > 10000 {
+				return usageError("--freq must be between 1 and 10000 Hz, got %d", o.Freq)
+			}
+			for _, name := range o.Scenarios {
+				if _, ok := udplab.Lookup(name); !ok {
+					return usageError("--scenario %q: unknown; the scenarios are %s", name, strings.Join(udplab.Names(), ", "))
+				}
+			}
+			return o.run(cmd.Context(), o, g)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&o.Scenarios, "scenario", nil, "run only these scenarios (comma-separated; default all)")
+	f.BoolVar(&o.Keep, "keep", false, "keep each scenario's namespaces and JSON reports (servers are stopped)")
+	f.DurationVarP(&o.Duration, "duration", "d", 3*time.Second, "each perfscope udp measurement")
+	f.IntVar(&o.Freq, "freq", 499, "CPU profile samples per second per CPU")
+	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// labUDPTools are the commands the lab runs; nft only for the netfilter
+// scenario.
+func labUDPTools(scenarios []udplab.Scenario) error {
+	need := map[string]string{"ip": "iproute2", "ethtool": "ethtool", "taskset": "util-linux", "sysctl": "procps"}
+	for _, s := range scenarios {
+		for _, c := range s.Setup {
+			if c[0] == "nft" {
+				need["nft"] = "nftables"
+			}
+		}
+	}
+	var missing, pkgs []string
+	for tool, pkg := range need {
+		if _, err := exec.LookPath(tool); err != nil {
+			missing = append(missing, tool)
+			pkgs = append(pkgs, pkg)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	slices.Sort(pkgs)
+	return unavailableError("lab udp needs %s: apt-get install %s", strings.Join(missing, ", "), strings.Join(slices.Compact(pkgs), " "))
+}
+
+func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
+	if os.Geteuid() != 0 {
+		return unavailableError("lab udp needs root: it creates network namespaces and loads eBPF probes (run it with sudo)")
+	}
+	scenarios := udplab.Scenarios
+	if len(o.Scenarios) > 0 {
+		scenarios = nil
+		for _, name := range o.Scenarios {
+			s, _ := udplab.Lookup(name)
+			scenarios = append(scenarios, s)
+		}
+	}
+	if err := labUDPTools(scenarios); err != nil {
+		return err
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("lab udp: find the perfscope binary: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "perfscope-lab-udp-")
+	if err != nil {
+		return err
+	}
+	if !o.Keep {
+		defer os.RemoveAll(dir)
+	}
+	opts := udplab.Options{Binary: bin, Duration: o.Duration, Freq: o.Freq, Dir: dir, Keep: o.Keep, Log: g.Err}
+	started := time.Now()
+	var results []udplab.Result
+	for _, sc := range scenarios {
+		res, err := udplab.Run(ctx, opts, sc)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("lab udp interrupted during %s; its namespaces were removed", sc.Name)
+			}
+			return err
+		}
+		results = append(results, res)
+		if o.format == report.Text {
+			udplab.WriteScenario(g.Out, res)
+		}
+	}
+	took := time.Since(started)
+	if o.format == report.JSON {
+		r := report.New("lab udp", Version(), started)
+		r.Meta.DurationNs = int64(took)
+		r.Data = results
+		if err := report.WriteJSON(g.Out, r); err != nil {
+			return err
+		}
+	} else {
+		udplab.WriteSummary(g.Out, results, took)
+		if o.Keep {
+			fmt.Fprintf(g.Out, "Kept: reports in %s; namespaces:", dir)
+			for _, r := range results {
+				fmt.Fprintf(g.Out, " %s", strings.Join(r.Namespaces, " "))
+			}
+			fmt.Fprintln(g.Out, "\n(remove with: ip netns del NAME; look around with: ip netns exec NAME perfscope udp --iface vb)")
+		}
+	}
+	for _, r := range results {
+		if !r.OK() {
+			return &ExitError{Code: ExitFindings, Err: fmt.Errorf("%d of %d scenarios did not prove their fix", countFailed(results), len(results))}
+		}
+	}
+	return nil
+}
+
+func countFailed(rs []udplab.Result) int {
+	n := 0
+	for _, r := range rs {
+		if !r.OK() {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,245 @@
+package udplab
+
+import (
+	"fmt"
+
+	"github.com/perfscope/perfscope/internal/netlab"
+)
+
+// Server is the lab server of one phase (`perfscope lab udp-server`).
+type Server struct {
+	Mode    string `json:"mode"` // single, reuseport or reuseport-cpu
+	Threads int    `json:"threads"`
+	// Pin pins thread i to the i-th CPU of this list ("" = unpinned).
+	Pin  string `json:"pin,omitempty"`
+	Echo bool   `json:"echo,omitempty"`
+}
+
+func (s Server) String() string {
+	text := fmt.Sprintf("%s, %d threads", s.Mode, s.Threads)
+	if s.Pin != "" {
+		text += " pinned to CPUs " + s.Pin
+	}
+	if s.Echo {
+		text += ", echoing"
+	}
+	return text
+}
+
+// Flood is the lab's load (`perfscope lab udp-flood` in the sender
+// namespace).
+type Flood struct {
+	Senders int `json:"senders"`
+	// Rate is datagrams/s of all senders (0 = as fast as they can).
+	Rate int `json:"rate,omitempty"`
+	// CPUs confines the senders (taskset) so that the receive softirq,
+	// which veth runs on the sending CPU, lands where the scenario needs.
+	CPUs string `json:"cpus,omitempty"`
+}
+
+// Fix is how the lab applies the scenario's recommendation.
+type Fix int
+
+const (
+	// FixApply: perfscope's own `udp --apply FINDING` changes the system
+	// setting (inside the lab's receiver namespace) and writes its revert
+	// script.
+	FixApply Fix = iota
+	// FixServer: the recommendation is a code change; the lab restarts its
+	// server as the finding's code sketch would build it.
+	FixServer
+	// FixNone: a reference scenario without a fault.
+	FixNone
+)
+
+// Scenario plants one of seed 003's faults on the lab and names the finding
+// perfscope must produce for it.
+type Scenario struct {
+	Name string `json:"name"`
+	// Fault is what the scenario plants, in a few words.
+	Fault string `json:"fault"`
+	// Step is seed 003's step this reproduces.
+	Step string `json:"seed_003_step"`
+	// Finding is the finding ID that must appear before and disappear
+	// after the fix ("" for the tuned reference).
+	Finding string `json:"finding,omitempty"`
+	// FixText says what the fix is.
+	FixText string `json:"fix"`
+	Fix     Fix    `json:"-"`
+
+	Lab netlab.Config `json:"-"`
+	// Setup runs in the receiver namespace before anything starts: the
+	// planted fault, or the tuning of the reference rig.
+	Setup [][]string `json:"setup,omitempty"`
+	// SenderSetup runs in the sender namespace.
+	SenderSetup [][]string `json:"-"`
+	Before      Server     `json:"server_before"`
+	// After is the server after the fix; for FixApply it is Before.
+	After Server `json:"server_after"`
+	Flood Flood  `json:"flood"`
+	// Group is the seed-003 function group whose CPU share the fix
+	// removes ("" when the fix is not about a function group).
+	Group string `json:"function_group,omitempty"`
+	// LockClass is the lock class whose wait the fix removes.
+	LockClass string `json:"lock_class,omitempty"`
+	// Leaves are host files the fix writes (revert data) that the lab
+	// removes with the namespaces.
+	Leaves []string `json:"-"`
+}
+
+// Addresses and port of the lab (netlab's RFC 2544 pair).
+const Port = 9000
+
+// rxIf is the receiver's end of the lab's veth pair (netlab names it).
+const rxIf = "vb"
+
+func xps(queue int, mask string) []string {
+	return []string{"sh", "-c", fmt.Sprintf("echo %s > /sys/class/net/%s/queues/tx-%d/xps_cpus", mask, rxIf, queue)}
+}
+
+// Scenarios are the faults of seed 003 one machine can reproduce, in the
+// order the seed meets them, then the tuned reference. A 2-CPU machine is
+// assumed to be the smallest: masks and pins name CPUs 0 and 1.
+var Scenarios = []Scenario{
+	{
+		Name:    "single-socket",
+		Fault:   "one UDP socket read by 2 threads, 4 senders",
+		Step:    "4: SO_REUSEPORT (17k → 2.54M tps)",
+		Finding: "net.socket-lock-contention",
+		FixText: "restart the server with one SO_REUSEPORT socket per thread (the finding's code sketch)",
+		Fix:     FixServer,
+		Lab:     netlab.Config{Queues: 4},
+		Before:  Server{Mode: "single", Threads: 4},
+		After:   Server{Mode: "reuseport", Threads: 2},
+		Flood:   Flood{Senders: 4},
+
+		LockClass: "socket-receive-queue",
+	},
+	{
+		Name:    "reuseport-no-steering",
+		Fault:   "SO_REUSEPORT group of 2 sockets chosen by flow hash, threads unpinned",
+		Step:    "5-6: SO_ATTACH_REUSEPORT_CBPF and pinning (2.54M → 5.05M tps)",
+		Finding: "net.reuseport-steering",
+		FixText: "restart the server with SO_ATTACH_REUSEPORT_CBPF steering by CPU, each thread pinned to its socket's CPU",
+		Fix:     FixServer,
+		Lab:     netlab.Config{Queues: 4},
+		Before:  Server{Mode: "reuseport", Threads: 2},
+		After:   Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
+		Flood:   Flood{Senders: 4},
+
+		LockClass: "socket-receive-queue",
+	},
+	{
+		Name:    "rps-off",
+		Fault:   "one RX queue, its softirq on CPU 0 only, RPS off",
+		Step:    "3: RPS (queues 6-9 → CPUs 16-19)",
+		Finding: "net.rps-needed",
+		FixText: "perfscope udp --apply net.rps-needed (rps_cpus masks)",
+		Fix:     FixApply,
+		Lab:     netlab.Config{Queues: 1},
+		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
+		Flood:   Flood{Senders: 1, CPUs: "0"},
+	},
+	{
+		Name:    "xps-off",
+		Fault:   "echo server; XPS unset, so both CPUs send on TX queues picked by flow hash",
+		Step:    "7: XPS (1.09M → 5.05M tps when ixgbe's XPS was removed)",
+		Finding: "net.xps-unset",
+		FixText: "perfscope udp --apply net.xps-unset (xps_cpus one CPU per queue)",
+		Fix:     FixApply,
+		Lab:     netlab.Config{Queues: 4},
+		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1", Echo: true},
+		Flood:   Flood{Senders: 4},
+
+		LockClass: "qdisc-root",
+	},
+	{
+		Name:    "gro-on",
+		Fault:   "GRO on for a UDP-only receive path",
+		Step:    "8: GRO off (5.05M → 5.18M tps)",
+		Finding: "net.gro-udp",
+		FixText: "perfscope udp --apply net.gro-udp (ethtool -K vb gro off)",
+		Fix:     FixApply,
+		Lab:     netlab.Config{Queues: 4},
+		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
+		Flood:   Flood{Senders: 4},
+		Group:   "gro",
+	},
+	{
+		Name:    "netfilter-empty",
+		Fault:   "an empty filter table with an input hook (what `iptables -L` leaves behind)",
+		Step:    "9: unload iptables (5.18M → 5.38M tps)",
+		Finding: "net.netfilter-unused",
+		FixText: "perfscope udp --apply net.netfilter-unused (nft delete table, saved for the revert)",
+		Fix:     FixApply,
+		Lab:     netlab.Config{Queues: 4, NoGRO: true},
+		Setup: [][]string{
+			{"nft", "add", "table", "ip", "filter"},
+			{"nft", "add", "chain", "ip", "filter", "INPUT", "{ type filter hook input priority 0; policy accept; }"},
+		},
+		Before: Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
+		Flood:  Flood{Senders: 4},
+		Group:  "netfilter",
+		Leaves: []string{"/var/tmp/perfscope-nft-ip-filter.nft"},
+	},
+	{
+		Name:    "rp-filter",
+		Fault:   "strict reverse-path filtering (rp_filter=1)",
+		Step:    "10: rp_filter=0, accept_local=1 (5.38M → 5.49M tps)",
+		Finding: "net.rp-filter",
+		FixText: "perfscope udp --apply net.rp-filter (sysctl rp_filter=0, accept_local=1)",
+		Fix:     FixApply,
+		Lab:     netlab.Config{Queues: 4, NoGRO: true},
+		Setup: [][]string{
+			{"sysctl", "-qw", "net.ipv4.conf.all.rp_filter=1"},
+			{"sysctl", "-qw", "net.ipv4.conf." + rxIf + ".rp_filter=1"},
+		},
+		Before: Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
+		Flood:  Flood{Senders: 4},
+		Group:  "fib-validation",
+	},
+	{
+		Name:    "rcvbuf-small",
+		Fault:   "16 KiB default receive buffer (net.core.rmem_default), bursty 40k datagrams/s",
+		Step:    "drops the seed's benchmark does not count (Udp RcvbufErrors)",
+		Finding: "net.udp-rcvbuf",
+		FixText: "perfscope udp --apply net.udp-rcvbuf (rmem_max/rmem_default from the measured rate), server restarted",
+		Fix:     FixApply,
+		Lab:     netlab.Config{Queues: 4, NoGRO: true},
+		Setup: [][]string{
+			{"sysctl", "-qw", "net.core.rmem_default=16384"},
+		},
+		Before: Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
+		Flood:  Flood{Senders: 2, Rate: 40000},
+	},
+	{
+		Name:    "tuned",
+		Fault:   "none: reuseport steered by CPU, pinned threads, XPS set, GRO off, no netfilter, rp_filter 0",
+		Step:    "the end state of seed 003 on this machine",
+		FixText: "nothing to fix: perfscope must report no finding of severity warn or worse",
+		Fix:     FixNone,
+		Lab:     netlab.Config{Queues: 4, NoGRO: true},
+		Setup:   [][]string{xps(0, "1"), xps(1, "2")},
+		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1", Echo: true},
+		Flood:   Flood{Senders: 4},
+	},
+}
+
+// Lookup returns the scenario called name.
+func Lookup(name string) (Scenario, bool) {
+	for _, s := range Scenarios {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// Names lists the scenarios.
+func Names() []string {
+	names := make([]string, len(Scenarios))
+	for i, s := range Scenarios {
+		names[i] = s.Name
+	}
+	return names
+}
