@@ -1,6 +1,7 @@
 package probes
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cilium/ebpf"
@@ -110,3 +111,28 @@ func (l *Loaded) Close() error { return l.Attached.Close() }
 
 // Maps are the loaded maps by name.
 func (l *Loaded) Maps() map[string]*ebpf.Map { return l.Attached.Collection.Maps }
+
+// ReadPerCPUArray reads every slot of a per-CPU array in one batch: slot →
+// one value per possible CPU, indexed by CPU number.
+func ReadPerCPUArray[V any](m *ebpf.Map) ([][]V, error) {
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("read map %s: %w", m, err)
+	}
+	n := int(m.MaxEntries())
+	keys := make([]uint32, n)
+	flat := make([]V, n*cpus)
+	var cursor ebpf.MapBatchCursor
+	got, err := m.BatchLookup(&cursor, keys, flat, nil)
+	if err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return nil, fmt.Errorf("read map %s: %w", m, err)
+	}
+	if got != n {
+		return nil, fmt.Errorf("read map %s: %d of %d slots", m, got, n)
+	}
+	out := make([][]V, n)
+	for i := range out {
+		out[i] = flat[i*cpus : (i+1)*cpus : (i+1)*cpus]
+	}
+	return out, nil
+}

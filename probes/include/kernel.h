@@ -99,8 +99,25 @@ struct trace_event_raw_softirq {
 
 /* ---- Networking (netqueue, lockstat, udpdrop). Only the fields read. ---- */
 
+/* A network namespace is named by the inode of /proc/PID/ns/net: ns.inum. */
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct net {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+/* The kernel's possible_net_t is an anonymous struct; CO-RE matches members
+ * by name, so a named local struct works. */
+struct possible_net {
+	struct net *net;
+} __attribute__((preserve_access_index));
+typedef struct possible_net possible_net_t;
+
 struct net_device {
 	int ifindex;
+	possible_net_t nd_net;
 } __attribute__((preserve_access_index));
 
 struct netdev_queue;
@@ -113,11 +130,27 @@ struct napi_struct {
 struct sock_common {
 	__u16 skc_num; /* local port, host order */
 	unsigned short skc_family;
+	possible_net_t skc_net;
+} __attribute__((preserve_access_index));
+
+/* A socket's inode number (what /proc/net/udp and /proc/PID/fd show) is its
+ * file's inode: sk->sk_socket->file->f_inode->i_ino. */
+struct inode {
+	unsigned long i_ino;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct socket {
+	struct file *file;
 } __attribute__((preserve_access_index));
 
 struct sock {
 	struct sock_common __sk_common;
 	__u16 sk_protocol;
+	struct socket *sk_socket;
 } __attribute__((preserve_access_index));
 
 struct sk_buff {
@@ -215,6 +248,16 @@ struct trace_event_raw_kfree_skb {
 	void *rx_sk;
 	unsigned short protocol;
 	enum skb_drop_reason reason;
+} __attribute__((preserve_access_index));
+
+/* sock:sock_recv_length record (6.6+; event class sock_msg_length). */
+struct trace_event_raw_sock_msg_length {
+	struct trace_entry ent;
+	void *sk;
+	__u16 family;
+	__u16 protocol;
+	int ret;
+	int flags;
 } __attribute__((preserve_access_index));
 
 #endif /* PERFSCOPE_KERNEL_H */

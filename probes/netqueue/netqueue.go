@@ -1,8 +1,10 @@
-// Package netqueue measures network traffic per NIC queue and per CPU from
-// the kernel's side: NAPI polls and work per NAPI instance, packets and
-// bytes per RX queue (net:netif_receive_skb) and per TX queue
+// Package netqueue measures one device's network traffic per queue and per
+// CPU from the kernel's side: NAPI polls and work per NAPI instance, packets
+// and bytes per RX queue (net:netif_receive_skb) and per TX queue
 // (net:net_dev_start_xmit), and qdisc enqueues/dequeues per TX queue. All
 // counts are per CPU, so the caller gets the queue × CPU matrix directly.
+// The device is named by its network namespace and ifindex, because an
+// ifindex alone is ambiguous across namespaces (lo is 1 in every one).
 package netqueue
 
 import (
@@ -35,14 +37,18 @@ var Hooks = []probes.Hook{
 type Options struct {
 	// Method forces an attach method; MethodAuto picks the best available.
 	Method probes.AttachMethod
-	// Ifindex counts only this device (0: every device). The per-CPU
-	// backlog NAPI (ifindex 0) is always counted.
+	// Ifindex is the device to count (required). The per-CPU backlog NAPI
+	// (ifindex 0) is always counted: it has no device.
 	Ifindex int
+	// Netns is the inode of the network namespace the device lives in
+	// (probes.NetnsInode); 0 means this process's own.
+	Netns uint32
 }
 
 // Probe is a loaded and attached netqueue probe.
 type Probe struct {
 	probes.Loaded
+	ifindex int
 }
 
 // NAPIKey names one NAPI instance. ID is 0 for the per-CPU backlog
@@ -94,7 +100,9 @@ type NAPIQueueKey struct {
 	RawQueue int
 }
 
-// Lost counts events not counted because a map was full.
+// Lost counts events not counted: RX, TX and Qdisc because the queue index
+// was beyond the probe's per-queue arrays, NAPI and NAPIQueue because the
+// NAPI hash was full.
 type Lost struct {
 	NAPI, RX, TX, Qdisc, NAPIQueue uint64
 }
@@ -120,8 +128,15 @@ type Snapshot struct {
 
 // Open loads the probe's BPF object and attaches it.
 func Open(opts Options) (*Probe, error) {
-	if opts.Ifindex < 0 {
-		return nil, fmt.Errorf("netqueue: ifindex %d is negative", opts.Ifindex)
+	if opts.Ifindex <= 0 {
+		return nil, fmt.Errorf("netqueue: ifindex %d is not a device", opts.Ifindex)
+	}
+	if opts.Netns == 0 {
+		ns, err := probes.OwnNetns()
+		if err != nil {
+			return nil, fmt.Errorf("netqueue: %w", err)
+		}
+		opts.Netns = ns
 	}
 	spec, err := loadNetqueue()
 	if err != nil {
@@ -130,6 +145,9 @@ func Open(opts Options) (*Probe, error) {
 	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, func(s *ebpf.CollectionSpec) error {
 		if err := s.Variables["target_ifindex"].Set(int32(opts.Ifindex)); err != nil {
 			return fmt.Errorf("set target_ifindex: %w", err)
+		}
+		if err := s.Variables["target_netns"].Set(opts.Netns); err != nil {
+			return fmt.Errorf("set target_netns: %w", err)
 		}
 		cpus, err := ebpf.PossibleCPU()
 		if err != nil {
@@ -143,7 +161,7 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netqueue probe: %w", err)
 	}
-	return &Probe{Loaded: probes.Loaded{Attached: att}}, nil
+	return &Probe{Loaded: probes.Loaded{Attached: att}, ifindex: opts.Ifindex}, nil
 }
 
 // Snapshot reads the cumulative counters of every CPU.
@@ -160,19 +178,16 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		})
 	traffic := func(v netqueueTrafficStat) Traffic { return Traffic{Packets: v.Packets, Bytes: v.Bytes} }
 	for name, dst := range map[string]*map[QueueKey][]Traffic{"rx_stats": &s.RXRaw, "tx_stats": &s.TX} {
-		raw, err := probes.ReadPerCPUHash[netqueueQueueKey, netqueueTrafficStat](maps[name])
-		if err != nil {
+		if *dst, err = queueArray(maps[name], p.ifindex, traffic); err != nil {
 			return s, err
 		}
-		*dst = convert(raw, queueKey, traffic)
 	}
-	qd, err := probes.ReadPerCPUHash[netqueueQueueKey, netqueueQdiscStat](maps["qdisc_stats"])
+	s.Qdisc, err = queueArray(maps["qdisc_stats"], p.ifindex, func(v netqueueQdiscStat) QdiscStats {
+		return QdiscStats{Enqueues: v.Enqueues, Dequeues: v.Dequeues, DequeuedPackets: v.DequeuedPackets}
+	})
 	if err != nil {
 		return s, err
 	}
-	s.Qdisc = convert(qd, queueKey, func(v netqueueQdiscStat) QdiscStats {
-		return QdiscStats{Enqueues: v.Enqueues, Dequeues: v.Dequeues, DequeuedPackets: v.DequeuedPackets}
-	})
 	nq, err := probes.ReadPerCPUHash[netqueueNapiQueueKey, uint64](maps["napi_queues"])
 	if err != nil {
 		return s, err
@@ -198,8 +213,30 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 	return s, nil
 }
 
-func queueKey(k netqueueQueueKey) QueueKey {
-	return QueueKey{Ifindex: int(k.Ifindex), Queue: int(k.Queue)}
+// queueArray reads a per-queue per-CPU array into per-queue values of the
+// device, leaving out queues no CPU counted anything on.
+func queueArray[V comparable, OV any](m *ebpf.Map, ifindex int, val func(V) OV) (map[QueueKey][]OV, error) {
+	slots, err := probes.ReadPerCPUArray[V](m)
+	if err != nil {
+		return nil, err
+	}
+	out := map[QueueKey][]OV{}
+	var zero V
+	for q, perCPU := range slots {
+		used := false
+		for _, v := range perCPU {
+			used = used || v != zero
+		}
+		if !used {
+			continue
+		}
+		o := make([]OV, len(perCPU))
+		for cpu, v := range perCPU {
+			o[cpu] = val(v)
+		}
+		out[QueueKey{Ifindex: ifindex, Queue: q}] = o
+	}
+	return out, nil
 }
 
 // QueueConvention is how a driver leaves skb->queue_mapping on received

@@ -52,12 +52,6 @@ type netqueueQdiscStat struct {
 	DequeuedPackets uint64
 }
 
-type netqueueQueueKey struct {
-	_       structs.HostLayout
-	Ifindex int32
-	Queue   uint32
-}
-
 type netqueueTrafficStat struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -91,6 +85,7 @@ const (
 	netqueueProgTpQdiscEnqueue     = "tp_qdisc_enqueue"
 	netqueueVarPossibleCpus        = "possible_cpus"
 	netqueueVarTargetIfindex       = "target_ifindex"
+	netqueueVarTargetNetns         = "target_netns"
 )
 
 // loadNetqueue returns the embedded CollectionSpec for netqueue.
@@ -170,6 +165,7 @@ type netqueueMapSpecs struct {
 type netqueueVariableSpecs struct {
 	PossibleCpus  *ebpf.VariableSpec `ebpf:"possible_cpus"`
 	TargetIfindex *ebpf.VariableSpec `ebpf:"target_ifindex"`
+	TargetNetns   *ebpf.VariableSpec `ebpf:"target_netns"`
 }
 
 // netqueueObjects contains all objects after they have been loaded into the kernel.
@@ -217,6 +213,7 @@ func (m *netqueueMaps) Close() error {
 type netqueueVariables struct {
 	PossibleCpus  *ebpf.Variable `ebpf:"possible_cpus"`
 	TargetIfindex *ebpf.Variable `ebpf:"target_ifindex"`
+	TargetNetns   *ebpf.Variable `ebpf:"target_netns"`
 }
 
 // netqueuePrograms contains all programs after they have been loaded into the kernel.

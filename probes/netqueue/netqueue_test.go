@@ -225,18 +225,8 @@ func labIfindex(t *testing.T, lab *netlab.Lab, ns, dev string) int {
 // the probe counts per NAPI instance must match the driver's own per-queue
 // counters (ethtool -S) within 5 %.
 func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.LockBPF(t)
 	ctx := context.Background()
-	lab, err := netlab.New(ctx, netlab.Config{Queues: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := lab.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	lab := newLab(t, netlab.Config{Queues: 4})
 	ifindex := labIfindex(t, lab, lab.ReceiverNS, lab.ReceiverIf)
 	senderIfindex := labIfindex(t, lab, lab.SenderNS, lab.SenderIf)
 	// veth has no qdisc by default. HTB without classes sends every packet
@@ -247,10 +237,9 @@ func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
 	}
 
 	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
-	p, err := Open(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// One probe per end: each counts one device of one namespace.
+	p := openIn(t, lab.ReceiverNS, ifindex, probes.MethodAuto)
+	sender := openIn(t, lab.SenderNS, senderIfindex, probes.MethodAuto)
 	var sink *udpflood.Sink
 	if err := inNetns(t, lab.ReceiverNS, func() (err error) {
 		sink, err = udpflood.Listen(netip.AddrPortFrom(lab.ReceiverAddr, 0).String())
@@ -261,6 +250,10 @@ func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
 	defer sink.Close()
 	ethBefore := queueCounters(t, lab)
 	first, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	senderFirst, err := sender.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,8 +272,12 @@ func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	senderLast, err := sender.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ethAfter := queueCounters(t, lab)
-	d := last.Sub(first)
+	d, sd := last.Sub(first), senderLast.Sub(senderFirst)
 
 	var netlinkMap map[uint32]int
 	if err := inNetns(t, lab.ReceiverNS, func() error {
@@ -316,10 +313,10 @@ func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
 	// GRO merges datagrams, so netif_receive_skb may see fewer skbs than
 	// were sent, never more.
 	for q := range lab.Queues {
-		tx := TrafficTotal(d.TX[QueueKey{Ifindex: senderIfindex, Queue: q}]).Packets
+		tx := TrafficTotal(sd.TX[QueueKey{Ifindex: senderIfindex, Queue: q}]).Packets
 		rx := TrafficTotal(d.RXQueues(ifindex, PeerTXQueue)[q]).Packets
 		var enq, deq uint64
-		for _, st := range d.Qdisc[QueueKey{Ifindex: senderIfindex, Queue: q}] {
+		for _, st := range sd.Qdisc[QueueKey{Ifindex: senderIfindex, Queue: q}] {
 			enq += st.Enqueues
 			deq += st.DequeuedPackets
 		}
@@ -333,8 +330,98 @@ func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
 	if busy < 2 {
 		t.Errorf("only %d queue(s) carried traffic; the flood should spread over several", busy)
 	}
-	if err := p.Close(); err != nil {
-		t.Error(err)
+	for _, pr := range []*Probe{p, sender} {
+		if err := pr.Close(); err != nil {
+			t.Error(err)
+		}
 	}
 	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+}
+
+// newLab is a root test's lab, closed when the test ends.
+func newLab(t *testing.T, cfg netlab.Config) *netlab.Lab {
+	t.Helper()
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	lab, err := netlab.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return lab
+}
+
+// openIn opens a probe on device ifindex of the lab namespace ns.
+func openIn(t *testing.T, ns string, ifindex int, m probes.AttachMethod) *Probe {
+	t.Helper()
+	inode, err := probes.NetnsInode("/var/run/netns/" + ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Open(Options{Method: m, Ifindex: ifindex, Netns: inode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func snapshot(t *testing.T, p *Probe) Snapshot {
+	t.Helper()
+	s, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// lo is ifindex 1 in every network namespace: a probe on lo of one
+// namespace must not count loopback traffic of another. Both namespaces
+// are the lab's own, so no other traffic on the machine interferes.
+func TestNetnsFilterTellsSameIfindexApart(t *testing.T) {
+	ctx := context.Background()
+	lab := newLab(t, netlab.Config{Queues: 1, NoGRO: true})
+	for _, m := range probes.Methods {
+		t.Run(string(m), func(t *testing.T) {
+			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+			busy, idle := openIn(t, lab.ReceiverNS, 1, m), openIn(t, lab.SenderNS, 1, m)
+			busyFirst, idleFirst := snapshot(t, busy), snapshot(t, idle)
+			var res udpflood.Result
+			if err := inNetns(t, lab.ReceiverNS, func() error {
+				sink, err := udpflood.Listen("127.0.0.1:0")
+				if err != nil {
+					return err
+				}
+				defer sink.Close()
+				res, err = udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 2,
+					Duration: 300 * time.Millisecond, MaxPackets: 50000})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			b, i := snapshot(t, busy).Sub(busyFirst), snapshot(t, idle).Sub(idleFirst)
+			if tx := TrafficTotal(b.TX[QueueKey{Ifindex: 1, Queue: 0}]).Packets; tx < res.Sent {
+				t.Errorf("lo of %s: %d TX packets, sent %d", lab.ReceiverNS, tx, res.Sent)
+			}
+			for k, perCPU := range i.TX {
+				if n := TrafficTotal(perCPU).Packets; n > 0 {
+					t.Errorf("lo of the idle %s counted %d TX packets on %+v: the flood ran in %s", lab.SenderNS, n, k, lab.ReceiverNS)
+				}
+			}
+			for k, perCPU := range i.RXRaw {
+				if n := TrafficTotal(perCPU).Packets; n > 0 {
+					t.Errorf("lo of the idle %s counted %d RX packets on %+v", lab.SenderNS, n, k)
+				}
+			}
+			for _, p := range []*Probe{busy, idle} {
+				if err := p.Close(); err != nil {
+					t.Error(err)
+				}
+			}
+			testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+		})
+	}
 }

@@ -3,7 +3,15 @@
 #ifndef PERFSCOPE_NETQUEUE_TYPES_H
 #define PERFSCOPE_NETQUEUE_TYPES_H
 
-/* Why an event could not be counted: a map was full. */
+/* Map sizes. Queue indexes at or above NETQUEUE_MAX_QUEUES are not counted
+ * (lost); NICs have at most a few hundred queues. */
+enum netqueue_limits {
+	NETQUEUE_MAX_QUEUES = 1024,
+	NETQUEUE_MAX_NAPI = 4096,
+};
+
+/* Why an event could not be counted: a queue index beyond the per-queue
+ * arrays (RX, TX, QDISC) or a full NAPI hash (NAPI, NAPI_QUEUE). */
 enum netqueue_lost {
 	NETQUEUE_LOST_NAPI = 0,
 	NETQUEUE_LOST_RX = 1,
@@ -13,7 +21,7 @@ enum netqueue_lost {
 	NETQUEUE_LOST_REASONS = 5,
 };
 
-/* One NAPI instance. ifindex is 0 for the per-CPU backlog (process_backlog:
+/* One NAPI instance. ifindex is the target's, or 0 for the per-CPU backlog (process_backlog:
  * loopback, RPS and drivers without NAPI), whose napi_struct has no device. */
 struct napi_key {
 	__u32 napi_id;
@@ -27,13 +35,9 @@ struct napi_stat {
 	__u64 budget_exhausted; /* polls with work >= budget: more was pending */
 };
 
-/* A queue of one device. For RX, queue is the raw skb->queue_mapping (see
- * netqueue.bpf.c); for TX and qdisc it is the TX queue index. */
-struct queue_key {
-	__s32 ifindex;
-	__u32 queue;
-};
-
+/* Per-queue values live in per-CPU arrays indexed by the queue: for RX the
+ * raw skb->queue_mapping (see netqueue.bpf.c), for TX and qdisc the TX
+ * queue index. */
 struct traffic_stat {
 	__u64 packets;
 	__u64 bytes;
