@@ -357,6 +357,20 @@ func TestSocketLockContention(t *testing.T) {
 		{name: "little contention", silent: true, edit: func(in *NetInput) {
 			in.Evidence.Locks.ByClass = map[string]uint64{"socket-receive-queue": 1e6}
 		}},
+		{name: "some contention on a socket that drops", edit: func(in *NetInput) {
+			// 0.5 % of 10 CPUs' 10 s waiting, but the socket is saturated:
+			// the 2-CPU lab's single socket looks like this.
+			in.Evidence.Locks.ByClass = map[string]uint64{"socket-wakeup": 5e8}
+		}, want: func(t *testing.T, f *Finding) {
+			if f.Severity != Warn || !strings.Contains(f.Title, "one UDP socket is the bottleneck") {
+				t.Errorf("%v %q", f.Severity, f.Title)
+			}
+			contains(t, "evidence", f.Evidence, "980000 drops on port 9000")
+		}},
+		{name: "some contention, no drops", silent: true, edit: func(in *NetInput) {
+			in.Evidence.Locks.ByClass = map[string]uint64{"socket-wakeup": 5e8}
+			in.Evidence.Drops.ByPort = nil
+		}},
 		{name: "locks not measured", silent: true, edit: func(in *NetInput) { in.Evidence.Locks.Unavailable = "lock tracepoints missing" }},
 	})
 }
@@ -730,5 +744,20 @@ func TestStaticConfigWithoutLoad(t *testing.T) {
 	slices.Sort(ids)
 	if want := []string{"net.irq-affinity-ignores-hint", "net.rss-indirection-narrow", "net.smt-off"}; !slices.Equal(ids, want) {
 		t.Errorf("findings %v, want %v", ids, want)
+	}
+}
+
+func TestDropsOnPortCountsADropOnce(t *testing.T) {
+	e := evidence.NetEvidence{}
+	e.Drops.ByPort = []evidence.PortDrops{
+		{Port: 9000, Reason: "udp_fail_queue_rcv_skb:ENOMEM", Count: 100},
+		{Port: 9000, Reason: "kfree_skb:SOCKET_RCVBUFF", Count: 100},
+		{Port: 9000, Reason: "kfree_skb:NO_SOCKET", Count: 5},
+		{Port: 53, Reason: "kfree_skb:SOCKET_RCVBUFF", Count: 7},
+	}
+	n, reasons := dropsOnPort(e, 9000)
+	// Two tracepoints saw the same 100 drops; kfree_skb saw 5 more.
+	if n != 105 || len(reasons) != 3 {
+		t.Errorf("dropsOnPort = %d %q, want 105 from 3 reasons", n, reasons)
 	}
 }
