@@ -70,8 +70,9 @@ SO_ATTACH_REUSEPORT_CBPF).`,
 			// Say we are ready on stderr so a driver can wait for it.
 			fmt.Fprintf(g.Err, "listening on %s (%s, %d sockets)\n", listen, mode, s.Sockets())
 			<-ctx.Done()
+			sockets := s.Sockets() // Stop closes them
 			s.Stop()
-			return json.NewEncoder(g.Out).Encode(map[string]any{"received": s.Received(), "sockets": s.Sockets(), "mode": mode})
+			return json.NewEncoder(g.Out).Encode(map[string]any{"received": s.Received(), "sockets": sockets, "mode": mode})
 		},
 	}
 	f := cmd.Flags()
