@@ -524,6 +524,13 @@ func TestNetfilterUnused(t *testing.T) {
 		}},
 		{name: "filter table has rules", silent: true, edit: func(in *NetInput) { in.Config.Netfilter.RuleCounts["ipv4/filter"] = 3 }},
 		{name: "rule counts unknown", silent: true, edit: func(in *NetInput) { in.Config.Netfilter.RuleCounts = nil }},
+		{name: "cost below what the profile resolves", silent: true, edit: func(in *NetInput) {
+			for i, g := range in.Evidence.Profile.Groups {
+				if g.Group == "netfilter" {
+					in.Evidence.Profile.Groups[i].Share, in.Evidence.Profile.Groups[i].Samples = 0.02, 4
+				}
+			}
+		}},
 	})
 }
 

@@ -20,7 +20,7 @@ func keyMetrics(sc Scenario) []string {
 	if sc.Group != "" {
 		keys = append(keys, "profile.share."+sc.Group)
 	}
-	return append(keys, "net_rx.active_cpus")
+	return append(keys, "net_rx.ns_per_packet", "net_rx.active_cpus")
 }
 
 // WriteScenario prints one scenario: the fault, what perfscope found, the
