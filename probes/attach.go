@@ -38,6 +38,32 @@ func (h Hook) program(m AttachMethod) string {
 	}
 }
 
+// RemoveHookPrograms deletes the programs of hooks, for every attach method,
+// from spec: for hooks a probe decides not to attach on this kernel (one
+// tracepoint made redundant by another), so LoadAndAttach neither loads
+// nor attaches them.
+func RemoveHookPrograms(spec *ebpf.CollectionSpec, hooks ...Hook) {
+	for _, h := range hooks {
+		for _, m := range Methods {
+			delete(spec.Programs, h.program(m))
+		}
+	}
+}
+
+// SetVariables sets const volatile globals of spec by name, before load.
+func SetVariables(spec *ebpf.CollectionSpec, vars map[string]any) error {
+	for name, v := range vars {
+		sv, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("set %s: no such variable in the BPF object", name)
+		}
+		if err := sv.Set(v); err != nil {
+			return fmt.Errorf("set %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // Attached is a loaded BPF collection with its tracepoint links. Close
 // releases everything; the kernel then frees the programs and maps because
 // nothing is pinned.

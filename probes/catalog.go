@@ -14,9 +14,9 @@ var Catalog = []CatalogEntry{
 	{Hook{Group: "qdisc", Name: "qdisc_dequeue"}, "qdisc dequeues per TX queue (udp)"},
 	{Hook{Group: "lock", Name: "contention_begin"}, "lock contention per call site and socket (udp)"},
 	{Hook{Group: "lock", Name: "contention_end"}, "lock contention wait time (udp)"},
-	{Hook{Group: "udp", Name: "udp_fail_queue_rcv_skb"}, "UDP drops per local port (udp)"},
-	{Hook{Group: "sock", Name: "sock_rcvqueue_full"}, "receive-buffer-full drops per socket (udp)"},
-	{Hook{Group: "skb", Name: "kfree_skb"}, "packet drops by reason (udp)"},
+	{Hook{Group: "udp", Name: "udp_fail_queue_rcv_skb"}, "UDP drops per local port before 6.12 (udp)"},
+	{Hook{Group: "skb", Name: "kfree_skb"}, "packet drops by reason, and per UDP port since 6.12 (udp)"},
+	{Hook{Group: "sock", Name: "sock_recv_length"}, "datagrams read per UDP socket (udp)"},
 }
 
 // CatalogEntry is one tracepoint and what perfscope uses it for.

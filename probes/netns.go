@@ -25,3 +25,12 @@ func NetnsInode(path string) (uint32, error) {
 // OwnNetns is the inode of this process's network namespace: the one
 // perfscope measures, since it refuses interfaces that live elsewhere.
 func OwnNetns() (uint32, error) { return NetnsInode("/proc/self/ns/net") }
+
+// NetnsOrOwn is inode, or this process's namespace when inode is 0 (the
+// probes' Options default).
+func NetnsOrOwn(inode uint32) (uint32, error) {
+	if inode != 0 {
+		return inode, nil
+	}
+	return OwnNetns()
+}

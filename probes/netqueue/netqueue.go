@@ -131,32 +131,20 @@ func Open(opts Options) (*Probe, error) {
 	if opts.Ifindex <= 0 {
 		return nil, fmt.Errorf("netqueue: ifindex %d is not a device", opts.Ifindex)
 	}
-	if opts.Netns == 0 {
-		ns, err := probes.OwnNetns()
-		if err != nil {
-			return nil, fmt.Errorf("netqueue: %w", err)
-		}
-		opts.Netns = ns
+	netns, err := probes.NetnsOrOwn(opts.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("netqueue: %w", err)
 	}
 	spec, err := loadNetqueue()
 	if err != nil {
 		return nil, fmt.Errorf("load netqueue BPF spec: %w", err)
 	}
 	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, func(s *ebpf.CollectionSpec) error {
-		if err := s.Variables["target_ifindex"].Set(int32(opts.Ifindex)); err != nil {
-			return fmt.Errorf("set target_ifindex: %w", err)
-		}
-		if err := s.Variables["target_netns"].Set(opts.Netns); err != nil {
-			return fmt.Errorf("set target_netns: %w", err)
-		}
 		cpus, err := ebpf.PossibleCPU()
 		if err != nil {
 			return fmt.Errorf("count possible CPUs: %w", err)
 		}
-		if err := s.Variables["possible_cpus"].Set(uint32(cpus)); err != nil {
-			return fmt.Errorf("set possible_cpus: %w", err)
-		}
-		return nil
+		return probes.SetVariables(s, map[string]any{"target_ifindex": int32(opts.Ifindex), "target_netns": netns, "possible_cpus": uint32(cpus)})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("netqueue probe: %w", err)

@@ -5,15 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/netlinkq"
 	"github.com/perfscope/perfscope/internal/netlab"
@@ -155,37 +151,6 @@ func TestProbeSeesLoopback(t *testing.T) {
 	}
 }
 
-// inNetns runs fn on an OS thread switched into the named network
-// namespace; sockets fn creates belong to that namespace for their life.
-func inNetns(t *testing.T, name string, fn func() error) error {
-	t.Helper()
-	runtime.LockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	target, err := os.Open("/var/run/netns/" + name)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("setns %s: %w", name, err)
-	}
-	fnErr := fn()
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		// Leave the thread locked: the runtime then ends it with the
-		// goroutine instead of reusing a thread in the wrong namespace.
-		return errors.Join(fnErr, fmt.Errorf("restore netns: %w", err))
-	}
-	runtime.UnlockOSThread()
-	return fnErr
-}
-
 var xdpPackets = regexp.MustCompile(`rx_queue_(\d+)_xdp_packets:\s+(\d+)`)
 
 func queueCounters(t *testing.T, lab *netlab.Lab) map[int]uint64 {
@@ -241,7 +206,7 @@ func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
 	p := openIn(t, lab.ReceiverNS, ifindex, probes.MethodAuto)
 	sender := openIn(t, lab.SenderNS, senderIfindex, probes.MethodAuto)
 	var sink *udpflood.Sink
-	if err := inNetns(t, lab.ReceiverNS, func() (err error) {
+	if err := testutil.InNetns(lab.ReceiverNS, func() (err error) {
 		sink, err = udpflood.Listen(netip.AddrPortFrom(lab.ReceiverAddr, 0).String())
 		return err
 	}); err != nil {
@@ -260,7 +225,7 @@ func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
 	// Eight senders = eight source ports: the flow hash spreads them over
 	// the TX queues, and veth delivers TX queue N to RX queue N.
 	var res udpflood.Result
-	if err := inNetns(t, lab.SenderNS, func() (err error) {
+	if err := testutil.InNetns(lab.SenderNS, func() (err error) {
 		res, err = udpflood.Send(ctx, udpflood.Config{Target: netip.AddrPortFrom(lab.ReceiverAddr, sink.AddrPort().Port()),
 			Senders: 8, Duration: 500 * time.Millisecond, MaxPackets: 200000, AllowNonLoopback: true})
 		return err
@@ -280,7 +245,7 @@ func TestPerQueueNAPIMatchesEthtool(t *testing.T) {
 	d, sd := last.Sub(first), senderLast.Sub(senderFirst)
 
 	var netlinkMap map[uint32]int
-	if err := inNetns(t, lab.ReceiverNS, func() error {
+	if err := testutil.InNetns(lab.ReceiverNS, func() error {
 		qs, err := netlinkq.Queues(ifindex)
 		netlinkMap = netlinkq.QueueNAPI(qs)
 		return err
@@ -390,7 +355,7 @@ func TestNetnsFilterTellsSameIfindexApart(t *testing.T) {
 			busy, idle := openIn(t, lab.ReceiverNS, 1, m), openIn(t, lab.SenderNS, 1, m)
 			busyFirst, idleFirst := snapshot(t, busy), snapshot(t, idle)
 			var res udpflood.Result
-			if err := inNetns(t, lab.ReceiverNS, func() error {
+			if err := testutil.InNetns(lab.ReceiverNS, func() error {
 				sink, err := udpflood.Listen("127.0.0.1:0")
 				if err != nil {
 					return err

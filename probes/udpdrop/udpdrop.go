@@ -1,7 +1,9 @@
 // Package udpdrop counts UDP receive drops in the kernel, per local port and
-// per reason: datagrams a socket refused (udp:udp_fail_queue_rcv_skb,
-// sock:sock_rcvqueue_full) and every dropped skb by the kernel's own drop
-// reason (skb:kfree_skb), named from the running kernel's BTF.
+// per reason, with one BPF handler per dropped datagram: skb:kfree_skb
+// counts every dropped skb by the kernel's own drop reason (named from the
+// running kernel's BTF) and, since 6.12, names the receiving socket, hence
+// its port; older kernels get the port from udp:udp_fail_queue_rcv_skb.
+// Per-port counts are restricted to UDP sockets of one network namespace.
 package udpdrop
 
 import (
@@ -17,13 +19,22 @@ import (
 	"github.com/perfscope/perfscope/probes"
 )
 
-// Hooks are the tracepoints this probe attaches to. udp_fail_queue_rcv_skb
-// appeared in 5.x and kfree_skb's reason in 5.17, so every hook is optional:
-// the probe reports what the kernel offers and Missing says what it lacks.
-var Hooks = []probes.Hook{
-	probes.HookFromCatalog("udp", "udp_fail_queue_rcv_skb", true),
-	probes.HookFromCatalog("sock", "sock_rcvqueue_full", true),
-	probes.HookFromCatalog("skb", "kfree_skb", true),
+// The tracepoints this probe can attach to. udp_fail_queue_rcv_skb appeared
+// in 5.x and kfree_skb's reason in 5.17, so both are optional: the probe
+// reports what the kernel offers and Missing says what it lacks.
+var (
+	failQueueHook = probes.HookFromCatalog("udp", "udp_fail_queue_rcv_skb", true)
+	kfreeSkbHook  = probes.HookFromCatalog("skb", "kfree_skb", true)
+)
+
+// HooksFor are the hooks attached on a kernel: kfree_skb alone when it
+// names the receiving socket (6.12+, see the BPF file's header), else
+// udp_fail_queue_rcv_skb for ports and kfree_skb for reasons.
+func HooksFor(kfreeHasRxSk bool) []probes.Hook {
+	if kfreeHasRxSk {
+		return []probes.Hook{kfreeSkbHook}
+	}
+	return []probes.Hook{failQueueHook, kfreeSkbHook}
 }
 
 // Kind is the tracepoint that saw a drop.
@@ -33,8 +44,6 @@ const (
 	// FailQueueRcv: udp:udp_fail_queue_rcv_skb; Reason is the errno
 	// (ENOMEM: receive buffer full, counted as RcvbufErrors).
 	FailQueueRcv = Kind(udpdropUdpdropKindUDPDROP_FAIL_QUEUE_RCV)
-	// RcvqueueFull: sock:sock_rcvqueue_full; Reason is 0.
-	RcvqueueFull = Kind(udpdropUdpdropKindUDPDROP_RCVQUEUE_FULL)
 	// KfreeSkb: skb:kfree_skb; Reason is an skb_drop_reason value.
 	KfreeSkb = Kind(udpdropUdpdropKindUDPDROP_KFREE_SKB)
 )
@@ -44,16 +53,14 @@ func (k Kind) String() string {
 	switch k {
 	case FailQueueRcv:
 		return "udp_fail_queue_rcv_skb"
-	case RcvqueueFull:
-		return "sock_rcvqueue_full"
 	case KfreeSkb:
 		return "kfree_skb"
 	}
 	return fmt.Sprintf("kind(%d)", uint32(k))
 }
 
-// PortKey is one local port's drops of one kind and reason. Port 0 with
-// Family 0 means the tracepoint did not name the socket.
+// PortKey is one local port's drops of one kind and reason. Family 0 means
+// the tracepoint did not say (classic udp_fail_queue_rcv_skb before 6.10).
 type PortKey struct {
 	Port   uint16
 	Family uint16 // unix.AF_INET or unix.AF_INET6
@@ -81,6 +88,13 @@ type Options struct {
 	Method probes.AttachMethod
 	// Port counts only this local port in Ports (0: every port).
 	Port uint16
+	// Netns is the inode of the network namespace whose sockets are
+	// counted in Ports (probes.NetnsInode); 0 means this process's own.
+	Netns uint32
+
+	// preRxSk makes the probe behave as on kernels before 6.12 (ports
+	// from udp_fail_queue_rcv_skb), so tests cover that path here.
+	preRxSk bool
 }
 
 // Probe is a loaded and attached udpdrop probe.
@@ -103,14 +117,16 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udpdrop: %w", err)
 	}
-	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, func(s *ebpf.CollectionSpec) error {
-		vars := map[string]any{"target_port": opts.Port, "kfree_skb_has_rx_sk": kfreeSkbHasRxSk(kernel)}
-		for name, v := range vars {
-			if err := s.Variables[name].Set(v); err != nil {
-				return fmt.Errorf("set %s: %w", name, err)
-			}
-		}
-		return nil
+	netns, err := probes.NetnsOrOwn(opts.Netns)
+	if err != nil {
+		return nil, fmt.Errorf("udpdrop: %w", err)
+	}
+	hasRxSk := kfreeSkbHasRxSk(kernel) && !opts.preRxSk
+	if hasRxSk {
+		probes.RemoveHookPrograms(spec, failQueueHook)
+	}
+	att, err := probes.LoadAndAttach(spec, HooksFor(hasRxSk), opts.Method, func(s *ebpf.CollectionSpec) error {
+		return probes.SetVariables(s, map[string]any{"target_port": opts.Port, "target_netns": netns, "kfree_skb_has_rx_sk": hasRxSk})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("udpdrop probe: %w", err)
@@ -183,11 +199,20 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 	for k, perCPU := range ports {
 		s.Ports[PortKey{Port: k.Port, Family: k.Family, Kind: Kind(k.Kind), Reason: k.Reason}] = sum(perCPU)
 	}
-	reasons, err := probes.ReadPerCPUHash[uint32, uint64](maps["reason_drops"])
+	core, err := probes.ReadPerCPUArray[uint64](maps["reason_drops"])
 	if err != nil {
 		return s, err
 	}
-	for r, perCPU := range reasons {
+	for r, perCPU := range core {
+		if n := sum(perCPU); n > 0 {
+			s.Reasons[uint32(r)] = n
+		}
+	}
+	subsys, err := probes.ReadPerCPUHash[uint32, uint64](maps["subsys_reason_drops"])
+	if err != nil {
+		return s, err
+	}
+	for r, perCPU := range subsys {
 		s.Reasons[r] = sum(perCPU)
 	}
 	lost, err := probes.SumPerCPUCounters(maps["lost"], int(udpdropUdpdropLostUDPDROP_LOST_REASONS))

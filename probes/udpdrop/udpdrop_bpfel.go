@@ -25,7 +25,6 @@ type udpdropUdpdropKind uint32
 
 const (
 	udpdropUdpdropKindUDPDROP_FAIL_QUEUE_RCV udpdropUdpdropKind = 0
-	udpdropUdpdropKindUDPDROP_RCVQUEUE_FULL  udpdropUdpdropKind = 1
 	udpdropUdpdropKindUDPDROP_KFREE_SKB      udpdropUdpdropKind = 2
 )
 
@@ -44,16 +43,15 @@ const (
 	udpdropMapLost                   = "lost"
 	udpdropMapPortDrops              = "port_drops"
 	udpdropMapReasonDrops            = "reason_drops"
+	udpdropMapSubsysReasonDrops      = "subsys_reason_drops"
 	udpdropProgBtfKfreeSkb           = "btf_kfree_skb"
-	udpdropProgBtfSockRcvqueueFull   = "btf_sock_rcvqueue_full"
 	udpdropProgBtfUdpFailQueueRcvSkb = "btf_udp_fail_queue_rcv_skb"
 	udpdropProgRawKfreeSkb           = "raw_kfree_skb"
-	udpdropProgRawSockRcvqueueFull   = "raw_sock_rcvqueue_full"
 	udpdropProgRawUdpFailQueueRcvSkb = "raw_udp_fail_queue_rcv_skb"
 	udpdropProgTpKfreeSkb            = "tp_kfree_skb"
-	udpdropProgTpSockRcvqueueFull    = "tp_sock_rcvqueue_full"
 	udpdropProgTpUdpFailQueueRcvSkb  = "tp_udp_fail_queue_rcv_skb"
 	udpdropVarKfreeSkbHasRxSk        = "kfree_skb_has_rx_sk"
+	udpdropVarTargetNetns            = "target_netns"
 	udpdropVarTargetPort             = "target_port"
 )
 
@@ -100,13 +98,10 @@ type udpdropSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type udpdropProgramSpecs struct {
 	BtfKfreeSkb           *ebpf.ProgramSpec `ebpf:"btf_kfree_skb"`
-	BtfSockRcvqueueFull   *ebpf.ProgramSpec `ebpf:"btf_sock_rcvqueue_full"`
 	BtfUdpFailQueueRcvSkb *ebpf.ProgramSpec `ebpf:"btf_udp_fail_queue_rcv_skb"`
 	RawKfreeSkb           *ebpf.ProgramSpec `ebpf:"raw_kfree_skb"`
-	RawSockRcvqueueFull   *ebpf.ProgramSpec `ebpf:"raw_sock_rcvqueue_full"`
 	RawUdpFailQueueRcvSkb *ebpf.ProgramSpec `ebpf:"raw_udp_fail_queue_rcv_skb"`
 	TpKfreeSkb            *ebpf.ProgramSpec `ebpf:"tp_kfree_skb"`
-	TpSockRcvqueueFull    *ebpf.ProgramSpec `ebpf:"tp_sock_rcvqueue_full"`
 	TpUdpFailQueueRcvSkb  *ebpf.ProgramSpec `ebpf:"tp_udp_fail_queue_rcv_skb"`
 }
 
@@ -114,9 +109,10 @@ type udpdropProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type udpdropMapSpecs struct {
-	Lost        *ebpf.MapSpec `ebpf:"lost"`
-	PortDrops   *ebpf.MapSpec `ebpf:"port_drops"`
-	ReasonDrops *ebpf.MapSpec `ebpf:"reason_drops"`
+	Lost              *ebpf.MapSpec `ebpf:"lost"`
+	PortDrops         *ebpf.MapSpec `ebpf:"port_drops"`
+	ReasonDrops       *ebpf.MapSpec `ebpf:"reason_drops"`
+	SubsysReasonDrops *ebpf.MapSpec `ebpf:"subsys_reason_drops"`
 }
 
 // udpdropVariableSpecs contains global variables before they are loaded into the kernel.
@@ -124,6 +120,7 @@ type udpdropMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type udpdropVariableSpecs struct {
 	KfreeSkbHasRxSk *ebpf.VariableSpec `ebpf:"kfree_skb_has_rx_sk"`
+	TargetNetns     *ebpf.VariableSpec `ebpf:"target_netns"`
 	TargetPort      *ebpf.VariableSpec `ebpf:"target_port"`
 }
 
@@ -147,9 +144,10 @@ func (o *udpdropObjects) Close() error {
 //
 // It can be passed to loadUdpdropObjects or ebpf.CollectionSpec.LoadAndAssign.
 type udpdropMaps struct {
-	Lost        *ebpf.Map `ebpf:"lost"`
-	PortDrops   *ebpf.Map `ebpf:"port_drops"`
-	ReasonDrops *ebpf.Map `ebpf:"reason_drops"`
+	Lost              *ebpf.Map `ebpf:"lost"`
+	PortDrops         *ebpf.Map `ebpf:"port_drops"`
+	ReasonDrops       *ebpf.Map `ebpf:"reason_drops"`
+	SubsysReasonDrops *ebpf.Map `ebpf:"subsys_reason_drops"`
 }
 
 func (m *udpdropMaps) Close() error {
@@ -157,6 +155,7 @@ func (m *udpdropMaps) Close() error {
 		m.Lost,
 		m.PortDrops,
 		m.ReasonDrops,
+		m.SubsysReasonDrops,
 	)
 }
 
@@ -165,6 +164,7 @@ func (m *udpdropMaps) Close() error {
 // It can be passed to loadUdpdropObjects or ebpf.CollectionSpec.LoadAndAssign.
 type udpdropVariables struct {
 	KfreeSkbHasRxSk *ebpf.Variable `ebpf:"kfree_skb_has_rx_sk"`
+	TargetNetns     *ebpf.Variable `ebpf:"target_netns"`
 	TargetPort      *ebpf.Variable `ebpf:"target_port"`
 }
 
@@ -173,26 +173,20 @@ type udpdropVariables struct {
 // It can be passed to loadUdpdropObjects or ebpf.CollectionSpec.LoadAndAssign.
 type udpdropPrograms struct {
 	BtfKfreeSkb           *ebpf.Program `ebpf:"btf_kfree_skb"`
-	BtfSockRcvqueueFull   *ebpf.Program `ebpf:"btf_sock_rcvqueue_full"`
 	BtfUdpFailQueueRcvSkb *ebpf.Program `ebpf:"btf_udp_fail_queue_rcv_skb"`
 	RawKfreeSkb           *ebpf.Program `ebpf:"raw_kfree_skb"`
-	RawSockRcvqueueFull   *ebpf.Program `ebpf:"raw_sock_rcvqueue_full"`
 	RawUdpFailQueueRcvSkb *ebpf.Program `ebpf:"raw_udp_fail_queue_rcv_skb"`
 	TpKfreeSkb            *ebpf.Program `ebpf:"tp_kfree_skb"`
-	TpSockRcvqueueFull    *ebpf.Program `ebpf:"tp_sock_rcvqueue_full"`
 	TpUdpFailQueueRcvSkb  *ebpf.Program `ebpf:"tp_udp_fail_queue_rcv_skb"`
 }
 
 func (p *udpdropPrograms) Close() error {
 	return _UdpdropClose(
 		p.BtfKfreeSkb,
-		p.BtfSockRcvqueueFull,
 		p.BtfUdpFailQueueRcvSkb,
 		p.RawKfreeSkb,
-		p.RawSockRcvqueueFull,
 		p.RawUdpFailQueueRcvSkb,
 		p.TpKfreeSkb,
-		p.TpSockRcvqueueFull,
 		p.TpUdpFailQueueRcvSkb,
 	)
 }

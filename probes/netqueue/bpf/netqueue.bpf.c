@@ -18,7 +18,8 @@
  *   - tp_btf programs read fields through the BTF-typed arguments with plain
  *     loads, which the verifier turns into fault-safe PROBE_MEM loads; only
  *     the raw_tp and classic tracepoint fallbacks, whose arguments are
- *     untyped integers, pay a bpf_probe_read_kernel call per field (READ()).
+ *     untyped integers, pay a bpf_probe_read_kernel call per field (READ()
+ *     in access.h).
  *   - per-queue counters are per-CPU arrays indexed by the queue: the
  *     lookup is an inlined bounds check and a per-CPU offset, no hashing,
  *     and no insert ever happens on the packet path. Each CPU has its own
@@ -37,6 +38,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include "access.h"
 #include "types.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -93,12 +95,6 @@ struct {
 	__type(key, enum netqueue_lost);
 	__type(value, __u64);
 } lost SEC(".maps");
-
-/* p->field: a plain load through a BTF-typed pointer when direct (tp_btf),
- * else a CO-RE bpf_probe_read_kernel (raw_tp and tracepoint arguments are
- * plain integers to the verifier). direct is a constant in every caller, so
- * the compiler keeps one branch. */
-#define READ(direct, p, field) ((direct) ? (p)->field : BPF_CORE_READ(p, field))
 
 static __always_inline void count_lost(enum netqueue_lost why)
 {

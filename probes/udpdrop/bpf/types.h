@@ -6,7 +6,6 @@
 /* Which tracepoint saw the drop. */
 enum udpdrop_kind {
 	UDPDROP_FAIL_QUEUE_RCV = 0, /* udp:udp_fail_queue_rcv_skb; reason = -rc */
-	UDPDROP_RCVQUEUE_FULL = 1,  /* sock:sock_rcvqueue_full; reason = 0 */
 	UDPDROP_KFREE_SKB = 2,      /* skb:kfree_skb; reason = skb_drop_reason */
 };
 
@@ -17,8 +16,12 @@ enum udpdrop_lost {
 	UDPDROP_LOST_REASONS = 2,
 };
 
-/* Drops of one local port. port 0 with family 0: the tracepoint record did
- * not name the socket (classic sock_rcvqueue_full has no socket pointer). */
+/* Core skb_drop_reason values (below SKB_DROP_REASON_MAX, about 130 in
+ * 6.18) are counted in an array of this many slots. */
+enum { UDPDROP_REASON_SLOTS = 512 };
+
+/* Drops of one local port. family 0: the tracepoint record did not say
+ * (classic udp_fail_queue_rcv_skb before 6.10). */
 struct port_drop_key {
 	__u16 port;   /* local port, host order */
 	__u16 family; /* AF_INET, AF_INET6 */

@@ -1,0 +1,42 @@
+package testutil
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// InNetns runs fn on an OS thread switched into the named network namespace
+// (/var/run/netns/NAME, as `ip netns` and internal/netlab create them);
+// sockets fn creates belong to that namespace for their whole life, even
+// when other goroutines use them afterwards.
+func InNetns(name string, fn func() error) error {
+	runtime.LockOSThread()
+	orig, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer orig.Close()
+	target, err := os.Open("/var/run/netns/" + name)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("setns %s: %w", name, err)
+	}
+	fnErr := fn()
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		// Leave the thread locked: the runtime then ends it with the
+		// goroutine instead of reusing a thread in the wrong namespace.
+		return errors.Join(fnErr, fmt.Errorf("restore netns: %w", err))
+	}
+	runtime.UnlockOSThread()
+	return fnErr
+}

@@ -1,0 +1,138 @@
+package udpsock
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/internal/netlab"
+	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/probes"
+)
+
+func TestSubKeepsOnlyNewReads(t *testing.T) {
+	prev := Snapshot{Sockets: map[uint64]Reads{10: {Datagrams: 5, Bytes: 50}, 11: {Datagrams: 3, Bytes: 3}}, Lost: 1}
+	cur := Snapshot{Sockets: map[uint64]Reads{10: {Datagrams: 9, Bytes: 90}, 11: {Datagrams: 3, Bytes: 3}, 12: {Datagrams: 2, Bytes: 8}}, Lost: 4}
+	d := cur.Sub(prev)
+	if d.Sockets[10] != (Reads{Datagrams: 4, Bytes: 40}) || d.Sockets[12] != (Reads{Datagrams: 2, Bytes: 8}) || len(d.Sockets) != 2 || d.Lost != 3 {
+		t.Errorf("delta = %+v", d)
+	}
+}
+
+// inode is the socket inode of conn, as /proc/net/udp lists it.
+func inode(t *testing.T, conn *net.UDPConn) uint64 {
+	t.Helper()
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	var statErr error
+	if err := raw.Control(func(fd uintptr) { statErr = unix.Fstat(int(fd), &st) }); err != nil {
+		t.Fatal(err)
+	}
+	if statErr != nil {
+		t.Fatal(statErr)
+	}
+	return st.Ino
+}
+
+// A paced loopback flood into a sink that keeps up: the datagrams the probe
+// counts for the sink's socket equal what the sink read. The lab's two
+// namespaces make the second half exact and isolated from other traffic:
+// the sink lives in the receiver namespace, a probe there counts its reads,
+// and a probe of this process's namespace, filtered to the same port, does
+// not.
+func TestProbeCountsReadsPerSocketInItsNamespace(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	ctx := context.Background()
+	lab, err := netlab.New(ctx, netlab.Config{Queues: 1, NoGRO: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lab.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	labNetns, err := probes.NetnsInode("/var/run/netns/" + lab.ReceiverNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range probes.Methods {
+		t.Run(string(m), func(t *testing.T) {
+			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+			var sink *udpflood.Sink
+			if err := testutil.InNetns(lab.ReceiverNS, func() (err error) {
+				sink, err = udpflood.Listen("127.0.0.1:0")
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			defer sink.Close()
+			port := sink.AddrPort().Port()
+			ino := inode(t, sink.Conn)
+
+			there, err := Open(Options{Method: m, Netns: labNetns})
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			here, err := Open(Options{Method: m, Port: port})
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			first, err := there.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := sink.Received()
+			var res udpflood.Result
+			if err := testutil.InNetns(lab.ReceiverNS, func() (err error) {
+				// Paced so the sink keeps up: every datagram is read.
+				res, err = udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 1,
+					Duration: 500 * time.Millisecond, MaxPackets: 5000, Rate: 20000})
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 100 && sink.Received()-before < res.Sent; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
+			read := sink.Received() - before
+			last, err := there.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := last.Sub(first)
+			got := d.Sockets[ino]
+			t.Logf("sent %d, sink read %d, probe counted %+v for inode %d", res.Sent, read, got, ino)
+			if read == 0 {
+				t.Fatal("the sink read nothing")
+			}
+			if got.Datagrams != read || got.Bytes != read*64 {
+				t.Errorf("inode %d: probe counted %+v, the sink read %d datagrams of 64 bytes", ino, got, read)
+			}
+			if d.Lost != 0 {
+				t.Errorf("lost %d", d.Lost)
+			}
+			other, err := here.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, ok := other.Sockets[ino]; ok {
+				t.Errorf("the probe of this namespace counted %+v for a socket of %s", r, lab.ReceiverNS)
+			}
+			for _, p := range []*Probe{there, here} {
+				if err := p.Close(); err != nil {
+					t.Error(err)
+				}
+			}
+			testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+		})
+	}
+}
