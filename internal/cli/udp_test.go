@@ -28,3 +28,26 @@ func TestUDPBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestLabUDPBadInput(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "udp", "--scenario", "nosuch"}, `--scenario "nosuch": unknown; the scenarios are single-socket, `},
+		{[]string{"lab", "udp", "--duration", "0s"}, "--duration must be between 1s and 1m"},
+		{[]string{"lab", "udp", "--freq", "0"}, "--freq must be between 1 and 10000 Hz"},
+		{[]string{"lab", "udp", "-o", "yaml"}, "unknown output format"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--rate", "-5"}, "--rate must be 0 (unpaced) or positive"},
+		{[]string{"lab", "udp-flood", "--target", "192.0.2.1:9"}, "udp-flood only sends to loopback or the lab's 198.18.0.0/15"},
+	}
+	for _, c := range cases {
+		_, stderr, code := execute(t, c.args...)
+		if code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d (%q)", c.args, code, ExitUsage, stderr)
+		}
+		if !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: stderr %q does not say %q", c.args, stderr, c.want)
+		}
+	}
+}
