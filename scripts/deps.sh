@@ -11,12 +11,20 @@ pkg_for() { # tool package
 
 case "${1:-run}" in
 run)
+	# perfscope lab udp: namespaces, veth features, pinned senders,
+	# per-namespace sysctls and the netfilter scenario's table.
 	pkg_for ip iproute2
 	pkg_for ethtool ethtool
+	pkg_for taskset util-linux
+	pkg_for sysctl procps
+	pkg_for nft nftables
 	;;
 test)
 	pkg_for ip iproute2
 	pkg_for ethtool ethtool
+	pkg_for taskset util-linux
+	pkg_for sysctl procps
+	pkg_for nft nftables         # lab udp's netfilter scenario
 	pkg_for clang clang
 	pkg_for llvm-strip llvm
 	pkg_for bpftool bpftool
