@@ -741,7 +741,11 @@ func checkSocketLockContention(in NetInput) *Finding {
 	sc, attributed := contendedSocket(e)
 	if attributed {
 		port = sc.Socket.Port
-		label = fmt.Sprintf("socket %s (inode %d", sc.Socket.Local, sc.Socket.Inode)
+		where := sc.Socket.Local
+		if where == "" { // not in perfscope's network namespace
+			where = fmt.Sprintf("port %d in netns %d", sc.Socket.Port, sc.Socket.NetNS)
+		}
+		label = fmt.Sprintf("socket %s (inode %d", where, sc.Socket.Inode)
 		if sc.Socket.PID > 0 {
 			label += fmt.Sprintf(", pid %d %s", sc.Socket.PID, sc.Socket.Comm)
 		}

@@ -71,7 +71,7 @@ func seedEvidence() evidence.NetEvidence {
 		e.QueueCPU.Cells = append(e.QueueCPU.Cells, evidence.QueueCPUCell{Queue: q, CPU: cpu, Work: n})
 	}
 	e.Queues.RXBalance = evidence.QueueBalance{Queues: 20, Total: 16 * 230_000, Mean: 184_000, Max: 230_000, Skew: 1.25, Dead: []int{16, 17, 18, 19}, Source: "driver"}
-	sock := evidence.SocketRef{Addr: "ffff8881", Local: "10.0.0.1:9000", Port: 9000, Inode: 5555, PID: 4242, Comm: "echo", Field: "sk_receive_queue.lock"}
+	sock := evidence.SocketRef{Local: "10.0.0.1:9000", Port: 9000, Inode: 5555, PID: 4242, Comm: "echo", Field: "sk_receive_queue.lock"}
 	e.Locks = evidence.LockSection{
 		Sites: []evidence.LockSite{
 			{Class: "socket-receive-queue", Site: "__udp_enqueue_schedule_skb", Count: 900_000, TotalNs: 40e9, MaxNs: 2e6, Socket: &sock},

@@ -159,15 +159,26 @@ type TXSection struct {
 	XPS    map[int]string `json:"xps_cpus"` // TX queue → cpulist
 }
 
-// SocketRef names a socket a lock was attributed to.
+// SocketRef names a socket a lock was attributed to. perfscope's BPF
+// probe recognises the lock as a socket's and records the socket's inode,
+// port and network namespace; Local and PID come from /proc by inode.
 type SocketRef struct {
-	Addr  string `json:"addr"` // kernel address of struct sock
-	Local string `json:"local"`
-	Port  int    `json:"port"`
-	Inode uint64 `json:"inode"`
-	PID   int    `json:"pid,omitempty"`
-	Comm  string `json:"comm,omitempty"`
-	// Field is the lock inside the socket ("sk_receive_queue.lock", ...).
+	// Local is the bound address from /proc/net/udp or udp6; "" when
+	// the socket is not listed there (another network namespace, TCP, or
+	// closed before the end of the run).
+	Local    string `json:"local"`
+	Port     int    `json:"port"`
+	Protocol string `json:"protocol"` // udp, udplite, tcp
+	Inode    uint64 `json:"inode"`
+	// NetNS is the inode of the socket's network namespace (as in
+	// /proc/PID/ns/net); OtherNetNS is set when it is not perfscope's.
+	NetNS      uint32 `json:"netns"`
+	OtherNetNS bool   `json:"other_netns,omitempty"`
+	PID        int    `json:"pid,omitempty"`
+	Comm       string `json:"comm,omitempty"`
+	// Field is the lock inside the socket with the most wait:
+	// sk_receive_queue.lock, reader_queue.lock, sk_lock.slock or
+	// socket.wq.wait.lock (the wakeup's wait-queue lock).
 	Field string `json:"field"`
 }
 
@@ -188,6 +199,16 @@ type SocketContention struct {
 	Count   uint64    `json:"count"`
 	TotalNs uint64    `json:"total_ns"`
 	MaxNs   uint64    `json:"max_ns"`
+	// ByLock splits it by the socket's lock, most wait first.
+	ByLock []SocketLockWait `json:"by_lock"`
+}
+
+// SocketLockWait is the wait on one lock of a socket.
+type SocketLockWait struct {
+	Field   string `json:"field"`
+	Count   uint64 `json:"count"`
+	TotalNs uint64 `json:"total_ns"`
+	MaxNs   uint64 `json:"max_ns"`
 }
 
 // LockSection is lock contention over the window.
@@ -195,12 +216,9 @@ type LockSection struct {
 	Section
 	Sites   []LockSite         `json:"sites"`
 	Sockets []SocketContention `json:"sockets"`
-	// SocketsUnavailable says why contention could not be attributed to
-	// sockets (the sites are still classified).
-	SocketsUnavailable string            `json:"sockets_unavailable,omitempty"`
-	ByClass            map[string]uint64 `json:"total_ns_by_class"`
-	Lost               uint64            `json:"lost"`
-	TotalNs            uint64            `json:"total_ns"`
+	ByClass map[string]uint64  `json:"total_ns_by_class"`
+	Lost    uint64             `json:"lost"`
+	TotalNs uint64             `json:"total_ns"`
 }
 
 // PortDrops are drops on one local UDP port for one reason.

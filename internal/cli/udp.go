@@ -461,7 +461,7 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 		ev.TX.Unavailable = fmt.Sprintf("per-CPU TX queues and qdisc activity: queue probe unavailable: %v (XPS configuration shown)", np.queueErr)
 	}
 	if np.lock != nil {
-		ev.Locks = lockSection(end.probes.lock.Sub(start.probes.lock), end.udp, end.udpErr)
+		ev.Locks = lockSection(end.probes.lock.Sub(start.probes.lock), end.udp)
 	} else {
 		ev.Locks.Unavailable = fmt.Sprintf("lock contention: %v", np.lockErr)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/perfscope/perfscope/collectors/netlinkq"
+	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
@@ -214,12 +215,14 @@ func lockPrimitive(f string) bool {
 	return false
 }
 
-// lockSection symbolizes and classifies contended sites and attributes
-// contended socket locks to sockets. Attribution needs the real socket
-// addresses /proc/net/udp shows to root only with kernel.kptr_restrict=1
-// (0 hashes them, 2 hides them); perfscope does not change that sysctl.
-func lockSection(d lockstat.Snapshot, udp sockets.UDPTable, udpErr error) evidence.LockSection {
-	sec := evidence.LockSection{ByClass: map[string]uint64{}, Lost: d.Lost.StackCollisions + d.Lost.StackErrors + d.Lost.SiteFull + d.Lost.LockFull + d.Lost.InflightFull}
+// lockSection symbolizes and classifies contended sites and names the
+// sockets whose locks were contended. The lock probe recognises a socket's
+// lock in the kernel and records the socket's inode, port and network
+// namespace; this namespace's /proc/net/udp (udp, a zero table when it
+// could not be read) adds the bound address and /proc/PID/fd the
+// processes, both by inode, so no kernel address is needed.
+func lockSection(d lockstat.Snapshot, udp sockets.UDPTable) evidence.LockSection {
+	sec := evidence.LockSection{ByClass: map[string]uint64{}, Lost: d.Lost.Total()}
 	ksyms, _ := symbols.New(symbols.Default).KernelSymbols()
 	for k, w := range d.Sites {
 		if w.Count == 0 {
@@ -244,73 +247,55 @@ func lockSection(d lockstat.Snapshot, udp sockets.UDPTable, udpErr error) eviden
 	}
 	sort.Slice(sec.Sites, func(i, j int) bool { return sec.Sites[i].TotalNs > sec.Sites[j].TotalNs })
 
-	// Socket attribution.
-	switch {
-	case udpErr != nil:
-		sec.SocketsUnavailable = fmt.Sprintf("/proc/net/udp: %v", udpErr)
-	case udp.AddressKind != sockets.AddressKernel:
-		sec.SocketsUnavailable = fmt.Sprintf("/proc/net/udp shows %s socket addresses: kernel.kptr_restrict=0 hashes them even for root, 2 hides them; "+
-			"with kernel.kptr_restrict=1 root sees real addresses (and other users zeros). perfscope does not change sysctls on its own", udp.AddressKind)
-	default:
-		offs, err := lockstat.KernelLockOffsets()
-		if err != nil {
-			sec.SocketsUnavailable = fmt.Sprintf("socket lock offsets from BTF: %v", err)
-			break
+	// An unreadable namespace link (0) leaves every socket in "this"
+	// namespace: inodes are unique across namespaces, so the join by inode
+	// still finds only our own sockets in /proc/net/udp.
+	netns, _ := sockets.Default.NetNS("self")
+	pids, _ := lockstat.SocketOwners(sockets.Default, d.Inodes())
+	for _, sw := range d.SocketWaits(lockstat.NewSocketDirectory(netns, udp, pids)) {
+		sec.Sockets = append(sec.Sockets, socketContention(sw))
+	}
+	// Sites are per stack, not per lock: name the socket on socket
+	// sites when one socket holds most of the socket wait.
+	if len(sec.Sockets) > 0 {
+		top := sec.Sockets[0]
+		var all uint64
+		for _, sc := range sec.Sockets {
+			all += sc.TotalNs
 		}
-		inodes := map[uint64]bool{}
-		for _, s := range udp.Sockets {
-			inodes[s.Inode] = true
-		}
-		owners, _ := lockstat.SocketOwners(sockets.Default, inodes)
-		attr, err := lockstat.NewAttributor(offs, udp, owners)
-		if err != nil {
-			sec.SocketsUnavailable = err.Error()
-			break
-		}
-		bySock := map[uint64]*evidence.SocketContention{}
-		for addr, w := range d.Locks {
-			ref, field, ok := attr.Attribute(addr)
-			if !ok || w.Count == 0 {
-				continue
-			}
-			sc := bySock[ref.Addr]
-			if sc == nil {
-				sc = &evidence.SocketContention{Socket: evidence.SocketRef{Addr: fmt.Sprintf("%#x", ref.Addr), Local: ref.Local.String(),
-					Port: int(ref.Port), Inode: ref.Inode, Field: field}}
-				if len(ref.PIDs) > 0 {
-					sc.Socket.PID = ref.PIDs[0]
-				}
-				bySock[ref.Addr] = sc
-			}
-			sc.Count += w.Count
-			sc.TotalNs += uint64(w.Total)
-			if uint64(w.Max) > sc.MaxNs {
-				sc.MaxNs = uint64(w.Max)
-			}
-		}
-		for _, sc := range bySock {
-			sec.Sockets = append(sec.Sockets, *sc)
-		}
-		sort.Slice(sec.Sockets, func(i, j int) bool { return sec.Sockets[i].TotalNs > sec.Sockets[j].TotalNs })
-		// Sites are per stack, not per lock: name the socket on socket
-		// sites when one socket holds most of the socket wait.
-		if len(sec.Sockets) > 0 {
-			top := sec.Sockets[0]
-			var all uint64
-			for _, sc := range sec.Sockets {
-				all += sc.TotalNs
-			}
-			if float64(top.TotalNs) >= 0.8*float64(all) {
-				for i := range sec.Sites {
-					if lockstat.IsSocketClass(lockstat.Class(sec.Sites[i].Class)) {
-						s := top.Socket
-						sec.Sites[i].Socket = &s
-					}
+		if float64(top.TotalNs) >= 0.8*float64(all) {
+			for i := range sec.Sites {
+				if lockstat.IsSocketClass(lockstat.Class(sec.Sites[i].Class)) {
+					s := top.Socket
+					sec.Sites[i].Socket = &s
 				}
 			}
 		}
 	}
 	return sec
+}
+
+func socketContention(sw lockstat.SocketWait) evidence.SocketContention {
+	ref := sw.Socket
+	sc := evidence.SocketContention{
+		Socket: evidence.SocketRef{Port: int(ref.Port), Protocol: ref.Protocol, Inode: ref.Inode, NetNS: ref.NetNS,
+			OtherNetNS: ref.OtherNetNS, Field: string(ref.Field)},
+		Count: sw.Count, TotalNs: uint64(sw.Total), MaxNs: uint64(sw.Max),
+	}
+	if ref.Local.IsValid() {
+		sc.Socket.Local = ref.Local.String()
+	}
+	if len(ref.PIDs) > 0 {
+		sc.Socket.PID = ref.PIDs[0]
+		if comm, err := procfs.Default.ReadString(fmt.Sprintf("/proc/%d/comm", ref.PIDs[0])); err == nil {
+			sc.Socket.Comm = comm
+		}
+	}
+	for _, f := range sw.ByField {
+		sc.ByLock = append(sc.ByLock, evidence.SocketLockWait{Field: string(f.Field), Count: f.Count,
+			TotalNs: uint64(f.Total), MaxNs: uint64(f.Max)})
+	}
+	return sc
 }
 
 // addProbeDrops adds the drop probe's per-port reasons to the counters.

@@ -77,16 +77,13 @@ func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsE
 			}
 			sock := "-"
 			if s.Socket != nil {
-				sock = fmt.Sprintf("%s (port %d)", s.Socket.Local, s.Socket.Port)
+				sock = socketLabel(*s.Socket)
 			}
 			lt.Add(s.Class, s.Site, fmt.Sprint(s.Count), report.Nanos(float64(s.TotalNs)), report.Nanos(float64(s.MaxNs)), sock)
 		}
 		lt.Write(w)
 		for _, sc := range ev.Locks.Sockets {
-			fmt.Fprintf(w, "socket %s (port %d, inode %d, %s): %d waits, %s total\n", sc.Socket.Local, sc.Socket.Port, sc.Socket.Inode, sc.Socket.Field, sc.Count, report.Nanos(float64(sc.TotalNs)))
-		}
-		if ev.Locks.SocketsUnavailable != "" {
-			fmt.Fprintf(w, "socket attribution unavailable: %s\n", ev.Locks.SocketsUnavailable)
+			fmt.Fprintf(w, "socket %s: %d waits, %s total (%s)\n", socketLabel(sc.Socket), sc.Count, report.Nanos(float64(sc.TotalNs)), lockSplit(sc.ByLock))
 		}
 	}
 
@@ -283,4 +280,41 @@ func sortedKeysS(m map[int]string) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// socketLabel names a socket a lock was attributed to: its address, or,
+// when this namespace's /proc/net/udp does not list it, its port and
+// namespace; then its inode and first process.
+func socketLabel(s evidence.SocketRef) string {
+	where := s.Local
+	switch {
+	case where != "" && s.Protocol != "udp":
+		where = s.Protocol + " " + where
+	case where == "" && s.OtherNetNS:
+		where = fmt.Sprintf("%s port %d in netns %d", s.Protocol, s.Port, s.NetNS)
+	case where == "":
+		where = fmt.Sprintf("%s port %d", s.Protocol, s.Port)
+	}
+	label := fmt.Sprintf("%s (inode %d", where, s.Inode)
+	if s.PID > 0 {
+		label += fmt.Sprintf(", pid %d %s", s.PID, s.Comm)
+	}
+	return label + ")"
+}
+
+// lockSplit is a socket's wait by lock: "sk_receive_queue.lock 80%, ...".
+func lockSplit(locks []evidence.SocketLockWait) string {
+	var all uint64
+	for _, l := range locks {
+		all += l.TotalNs
+	}
+	var parts []string
+	for _, l := range locks {
+		share := 0.0
+		if all > 0 {
+			share = 100 * float64(l.TotalNs) / float64(all)
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", l.Field, share))
+	}
+	return strings.Join(parts, ", ")
 }

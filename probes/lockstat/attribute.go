@@ -1,149 +1,190 @@
 package lockstat
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"sort"
 	"strconv"
-
-	"github.com/cilium/ebpf/btf"
 
 	"github.com/perfscope/perfscope/collectors/sockets"
 )
 
-// LockOffset is where one lock sits inside a socket structure.
-type LockOffset struct {
-	// Field is the lock's path, e.g. "sk_receive_queue.lock".
-	Field  string
-	Offset uint64
+// SockField names the lock of a socket that a contended address is.
+type SockField string
+
+const (
+	// FieldReceiveQueue is sk_receive_queue.lock: the queue softirqs
+	// append datagrams to.
+	FieldReceiveQueue SockField = "sk_receive_queue.lock"
+	// FieldReaderQueue is udp_sock's reader_queue.lock: the queue the
+	// reader splices sk_receive_queue into and dequeues from.
+	FieldReaderQueue SockField = "reader_queue.lock"
+	// FieldSockLock is sk_lock.slock (lock_sock, release_sock).
+	FieldSockLock SockField = "sk_lock.slock"
+	// FieldWaitQueue is the socket's wait-queue lock (socket.wq.wait.lock),
+	// taken by sock_def_readable to wake the reader of each datagram.
+	FieldWaitQueue SockField = "socket.wq.wait.lock"
+)
+
+var sockFields = map[lockstatLockstatSockField]SockField{
+	lockstatLockstatSockFieldLOCKSTAT_FIELD_RECEIVE_QUEUE: FieldReceiveQueue,
+	lockstatLockstatSockFieldLOCKSTAT_FIELD_READER_QUEUE:  FieldReaderQueue,
+	lockstatLockstatSockFieldLOCKSTAT_FIELD_SOCK_LOCK:     FieldSockLock,
+	lockstatLockstatSockFieldLOCKSTAT_FIELD_WAIT_QUEUE:    FieldWaitQueue,
 }
 
-// socketLocks are the socket locks contention can be attributed to:
-// struct sock starts struct udp_sock, so all offsets are from the socket
-// address /proc/net/udp prints.
-var socketLocks = []struct {
-	structName string
-	path       []string
-	field      string
-}{
-	{"sock", []string{"sk_receive_queue", "lock"}, "sk_receive_queue.lock"},
-	{"udp_sock", []string{"reader_queue", "lock"}, "reader_queue.lock"},
-	{"sock", []string{"sk_lock", "slock"}, "sk_lock.slock"},
+// Owner is the socket a contended lock belongs to. The BPF program finds
+// it when the lock is first contended — the lock address minus the offset
+// of each socket lock (from the running kernel's BTF), kept only if the
+// candidate socket's struct socket points back at it — and records what
+// user space can join on without kernel addresses: inodes and the port.
+type Owner struct {
+	Field SockField `json:"field"`
+	// Protocol is "udp", "udplite" or "tcp".
+	Protocol string `json:"protocol"`
+	IPv6     bool   `json:"ipv6"`
+	// Port is the local port (0 for a socket not bound yet).
+	Port uint16 `json:"port"`
+	// Inode is the socket's inode: the "inode" column of /proc/net/udp and
+	// the N of "socket:[N]" in /proc/PID/fd.
+	Inode uint64 `json:"inode"`
+	// NetNS is the inode of the socket's network namespace, as in
+	// "net:[N]" of /proc/PID/ns/net (0: kernel without network namespaces).
+	NetNS uint32 `json:"netns"`
 }
 
-// LockOffsets computes the offsets of the socket locks from kernel BTF. A
-// lock missing from this kernel (reader_queue before 4.13) is left out.
-func LockOffsets(kernel *btf.Spec) ([]LockOffset, error) {
-	var out []LockOffset
-	for _, l := range socketLocks {
-		var s *btf.Struct
-		if err := kernel.TypeByName(l.structName, &s); err != nil {
-			if errors.Is(err, btf.ErrNotFound) {
-				continue
-			}
-			return nil, fmt.Errorf("find struct %s in kernel BTF: %w", l.structName, err)
-		}
-		off, ok := memberOffset(s, l.path)
-		if !ok {
-			continue
-		}
-		out = append(out, LockOffset{Field: l.field, Offset: off})
+var protocolNames = map[uint16]string{6: "tcp", 17: "udp", 136: "udplite"}
+
+func ownerOf(v lockstatLockOwner) Owner {
+	proto, ok := protocolNames[v.Protocol]
+	if !ok {
+		proto = fmt.Sprintf("proto(%d)", v.Protocol)
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("kernel BTF names none of the socket locks")
+	field, ok := sockFields[v.Field]
+	if !ok {
+		field = SockField(fmt.Sprintf("field(%d)", v.Field))
 	}
-	return out, nil
+	const afInet6 = 10
+	return Owner{Field: field, Protocol: proto, IPv6: v.Family == afInet6, Port: v.Port, Inode: v.SockInode, NetNS: v.NetnsInode}
 }
 
-// memberOffset is the byte offset of a member path inside a struct,
-// descending into anonymous structs and unions on the way.
-func memberOffset(t btf.Type, path []string) (uint64, bool) {
-	if len(path) == 0 {
-		return 0, true
-	}
-	var members []btf.Member
-	switch c := btf.UnderlyingType(t).(type) {
-	case *btf.Struct:
-		members = c.Members
-	case *btf.Union:
-		members = c.Members
-	default:
-		return 0, false
-	}
-	for _, m := range members {
-		if m.Name == path[0] {
-			rest, ok := memberOffset(m.Type, path[1:])
-			return uint64(m.Offset.Bytes()) + rest, ok
-		}
-		if m.Name == "" {
-			if rest, ok := memberOffset(m.Type, path); ok {
-				return uint64(m.Offset.Bytes()) + rest, true
-			}
-		}
-	}
-	return 0, false
-}
-
-// SocketRef is the UDP socket a contended lock belongs to.
+// SocketRef is a socket contended locks belong to: the kernel's Owner
+// joined, by inode, with /proc.
 type SocketRef struct {
-	// Addr is the kernel address of struct sock.
-	Addr  uint64
-	Local netip.AddrPort
-	Port  uint16
-	Inode uint64
-	// Family is "udp" or "udp6", the /proc/net file that lists it.
-	Family string
-	// PIDs are the processes holding the socket open.
-	PIDs []int
+	Owner
+	// Local is the bound address from /proc/net/udp or udp6 of perfscope's
+	// network namespace; invalid when the socket is not listed there
+	// (another namespace, TCP, or closed before the table was read).
+	Local netip.AddrPort `json:"local"`
+	// OtherNetNS is set when the socket lives in another network
+	// namespace than perfscope (its /proc/net/udp is not the one read).
+	OtherNetNS bool `json:"other_netns"`
+	// PIDs are the processes holding the socket open (any namespace).
+	PIDs []int `json:"pids"`
 }
 
-// Attributor maps lock addresses to sockets.
-type Attributor struct {
-	offsets []LockOffset
-	byAddr  map[uint64]SocketRef
+// SocketDirectory resolves kernel-identified owners to sockets of /proc.
+type SocketDirectory struct {
+	netns   uint32
+	byInode map[uint64]sockets.UDPSocket
+	pids    map[uint64][]int
 }
 
-// ErrNoSocketAddresses means /proc/net/udp did not show real socket
-// addresses (not root, or kernel.kptr_restrict=2), so no lock can be
-// attributed.
-var ErrNoSocketAddresses = errors.New("/proc/net/udp shows no kernel socket addresses (needs root and kernel.kptr_restrict < 2)")
-
-// NewAttributor prepares attribution against the sockets of table (read
-// with sockets.FS.UDP at the end of the window, so the sockets are the
-// ones alive then; real addresses need kernel.kptr_restrict=1). owners maps socket inodes to the
-// pids holding them (see SocketOwners); it may be nil.
-func NewAttributor(offsets []LockOffset, table sockets.UDPTable, owners map[uint64][]int) (*Attributor, error) {
-	if table.AddressKind != sockets.AddressKernel {
-		return nil, ErrNoSocketAddresses
-	}
-	a := &Attributor{offsets: offsets, byAddr: map[uint64]SocketRef{}}
+// NewSocketDirectory joins owners against table (the UDP sockets of
+// perfscope's network namespace, whose inode is netns) and pids (socket
+// inode → processes holding it, see SocketOwners; may be nil).
+func NewSocketDirectory(netns uint32, table sockets.UDPTable, pids map[uint64][]int) *SocketDirectory {
+	d := &SocketDirectory{netns: netns, byInode: map[uint64]sockets.UDPSocket{}, pids: pids}
 	for _, s := range table.Sockets {
-		family := "udp"
-		if s.Local.Addr().Is6() {
-			family = "udp6"
-		}
-		a.byAddr[s.Address] = SocketRef{Addr: s.Address, Local: s.Local, Port: s.Local.Port(), Inode: s.Inode,
-			Family: family, PIDs: owners[s.Inode]}
+		d.byInode[s.Inode] = s
 	}
-	return a, nil
+	return d
 }
 
-// Attribute finds the socket whose lock is at lockAddr: lockAddr minus a
-// lock's offset must be a socket /proc/net/udp lists. field names the lock.
-func (a *Attributor) Attribute(lockAddr uint64) (ref SocketRef, field string, ok bool) {
-	if a == nil {
-		return SocketRef{}, "", false
+// Resolve names the socket of o. A socket of another namespace keeps the
+// port and namespace the kernel recorded.
+func (d *SocketDirectory) Resolve(o Owner) SocketRef {
+	ref := SocketRef{Owner: o, PIDs: d.pids[o.Inode]}
+	// Without network namespaces (NetNS 0) there is only one.
+	ref.OtherNetNS = o.NetNS != 0 && d.netns != 0 && o.NetNS != d.netns
+	if s, ok := d.byInode[o.Inode]; ok && !ref.OtherNetNS {
+		ref.Local = s.Local
 	}
-	for _, o := range a.offsets {
-		if lockAddr < o.Offset {
+	return ref
+}
+
+// FieldWait is the contention on one lock of a socket.
+type FieldWait struct {
+	Field SockField `json:"field"`
+	WaitStats
+}
+
+// SocketWait is the contention on the locks of one socket.
+type SocketWait struct {
+	Socket SocketRef
+	WaitStats
+	// ByField splits it by lock, most total wait first; Socket.Field is the
+	// first one.
+	ByField []FieldWait
+}
+
+// SocketWaits groups the per-lock waits of d by the socket owning each
+// lock, most total wait first. Locks that are no socket's are left out.
+func (d Snapshot) SocketWaits(dir *SocketDirectory) []SocketWait {
+	type sockKey struct {
+		inode uint64
+		netns uint32
+		port  uint16
+	}
+	bySock := map[sockKey]*SocketWait{}
+	byField := map[sockKey]map[SockField]WaitStats{}
+	for addr, w := range d.Locks {
+		o, ok := d.Owners[addr]
+		if !ok || w.Count == 0 {
 			continue
 		}
-		if ref, ok := a.byAddr[lockAddr-o.Offset]; ok {
-			return ref, o.Field, true
+		k := sockKey{o.Inode, o.NetNS, o.Port}
+		sw := bySock[k]
+		if sw == nil {
+			sw = &SocketWait{Socket: dir.Resolve(o)}
+			bySock[k] = sw
+			byField[k] = map[SockField]WaitStats{}
 		}
+		sw.WaitStats = sw.add(w)
+		byField[k][o.Field] = byField[k][o.Field].add(w)
 	}
-	return SocketRef{}, "", false
+	var out []SocketWait
+	for k, sw := range bySock {
+		for f, w := range byField[k] {
+			sw.ByField = append(sw.ByField, FieldWait{Field: f, WaitStats: w})
+		}
+		sort.Slice(sw.ByField, func(i, j int) bool {
+			a, b := sw.ByField[i], sw.ByField[j]
+			if a.Total != b.Total {
+				return a.Total > b.Total
+			}
+			return a.Field < b.Field
+		})
+		sw.Socket.Field = sw.ByField[0].Field
+		out = append(out, *sw)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Total != out[j].Total {
+			return out[i].Total > out[j].Total
+		}
+		return out[i].Socket.Inode < out[j].Socket.Inode
+	})
+	return out
+}
+
+// Inodes are the socket inodes of the owners in s.
+func (s Snapshot) Inodes() map[uint64]bool {
+	out := map[uint64]bool{}
+	for _, o := range s.Owners {
+		out[o.Inode] = true
+	}
+	return out
 }
 
 // SocketOwners finds, for each inode, the pids whose /proc/PID/fd holds
@@ -169,15 +210,8 @@ func SocketOwners(fs sockets.FS, inodes map[uint64]bool) (map[uint64][]int, erro
 			}
 		}
 	}
-	return out, nil
-}
-
-// KernelLockOffsets is LockOffsets of the running kernel, for callers
-// outside probes/ (which do not import cilium/ebpf).
-func KernelLockOffsets() ([]LockOffset, error) {
-	kernel, err := btf.LoadKernelSpec()
-	if err != nil {
-		return nil, fmt.Errorf("load kernel BTF: %w", err)
+	for _, pids := range out {
+		sort.Ints(pids)
 	}
-	return LockOffsets(kernel)
+	return out, nil
 }

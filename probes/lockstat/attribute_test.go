@@ -2,94 +2,143 @@ package lockstat
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf/btf"
 
 	"github.com/perfscope/perfscope/collectors/sockets"
 )
 
-func TestMemberOffsetThroughAnonymousMembers(t *testing.T) {
-	u32 := &btf.Int{Name: "u32", Size: 4}
-	spinlock := &btf.Struct{Name: "spinlock", Size: 4, Members: []btf.Member{{Name: "raw", Type: u32}}}
-	head := &btf.Struct{Name: "sk_buff_head", Size: 24, Members: []btf.Member{
-		{Name: "next", Type: u32, Offset: 0}, {Name: "qlen", Type: u32, Offset: 128}, {Name: "lock", Type: spinlock, Offset: 160},
-	}}
-	anon := &btf.Union{Size: 24, Members: []btf.Member{{Name: "sk_receive_queue", Type: head}}}
-	sock := &btf.Struct{Name: "sock", Size: 400, Members: []btf.Member{
-		{Name: "__sk_common", Type: u32}, {Name: "", Type: anon, Offset: 8 * 184},
-	}}
-	off, ok := memberOffset(sock, []string{"sk_receive_queue", "lock"})
-	if !ok || off != 184+20 {
-		t.Errorf("offset = %d, %v; want 204", off, ok)
+func TestOwnerOf(t *testing.T) {
+	o := ownerOf(lockstatLockOwner{SockInode: 11, NetnsInode: 4026531833, Field: lockstatLockstatSockFieldLOCKSTAT_FIELD_WAIT_QUEUE,
+		Port: 9000, Family: 10, Protocol: 17})
+	want := Owner{Field: FieldWaitQueue, Protocol: "udp", IPv6: true, Port: 9000, Inode: 11, NetNS: 4026531833}
+	if o != want {
+		t.Errorf("ownerOf = %+v, want %+v", o, want)
 	}
-	if _, ok := memberOffset(sock, []string{"sk_receive_queue", "nope"}); ok {
-		t.Error("found a member that does not exist")
+	o = ownerOf(lockstatLockOwner{Field: 9, Family: 2, Protocol: 6})
+	if o.Protocol != "tcp" || o.IPv6 || o.Field != "field(9)" {
+		t.Errorf("ownerOf(tcp, unknown field) = %+v", o)
+	}
+	if o := ownerOf(lockstatLockOwner{Protocol: 33}); o.Protocol != "proto(33)" {
+		t.Errorf("unknown protocol named %q", o.Protocol)
 	}
 }
 
-func TestLockOffsetsFromKernelBTF(t *testing.T) {
-	if _, err := btf.LoadKernelSpec(); err != nil {
-		t.Skipf("no kernel BTF: %v", err)
+// Three locks of one socket (receive queue, reader queue, wakeup), one of
+// a socket in another namespace, one of a socket /proc/net/udp no longer
+// lists, and a lock that is no socket's.
+func TestSocketWaits(t *testing.T) {
+	const here, there = 4026531833, 4026532290
+	udp := func(f SockField, port uint16, inode uint64, netns uint32) Owner {
+		return Owner{Field: f, Protocol: "udp", Port: port, Inode: inode, NetNS: netns}
 	}
-	offs, err := KernelLockOffsets()
-	if err != nil {
-		t.Fatal(err)
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	d := Snapshot{
+		Locks: map[uint64]WaitStats{
+			0x1000: {Count: 10, Total: ms(30), Max: ms(5)},
+			0x1010: {Count: 5, Total: ms(10), Max: ms(7)},
+			0x2000: {Count: 20, Total: ms(50), Max: ms(3)},
+			0x3000: {Count: 2, Total: ms(4), Max: ms(2)},
+			0x4000: {Count: 1, Total: ms(1), Max: ms(1)},
+			0x5000: {Count: 99, Total: ms(99), Max: ms(9)},
+			0x6000: {}, // owned, but no contention in the window
+		},
+		Owners: map[uint64]Owner{
+			0x1000: udp(FieldReceiveQueue, 9000, 11, here),
+			0x1010: udp(FieldReaderQueue, 9000, 11, here),
+			0x2000: udp(FieldWaitQueue, 9000, 11, here),
+			0x3000: udp(FieldReceiveQueue, 53, 12, there),
+			0x4000: udp(FieldReceiveQueue, 7000, 13, here),
+			0x6000: udp(FieldSockLock, 6000, 14, here),
+		},
 	}
-	fields := map[string]uint64{}
-	for _, o := range offs {
-		fields[o.Field] = o.Offset
-	}
-	if fields["sk_receive_queue.lock"] == 0 || fields["sk_lock.slock"] == 0 {
-		t.Errorf("offsets %v", offs)
-	}
-}
-
-func TestAttribute(t *testing.T) {
-	offsets := []LockOffset{{"sk_receive_queue.lock", 0xa4}, {"reader_queue.lock", 0x3b4}}
-	table := sockets.UDPTable{AddressKind: sockets.AddressKernel, Sockets: []sockets.UDPSocket{
-		{Local: netip.MustParseAddrPort("127.0.0.1:9000"), Inode: 11, Address: 0xffff888004a1c000},
-		{Local: netip.MustParseAddrPort("[::]:53"), Inode: 12, Address: 0xffff888004a1d000},
+	table := sockets.UDPTable{Sockets: []sockets.UDPSocket{
+		{Local: netip.MustParseAddrPort("10.0.0.2:9000"), Inode: 11},
+		// Same inode number in the table as the other namespace's socket
+		// would be a different socket: it must not lend its address.
+		{Local: netip.MustParseAddrPort("10.0.0.2:53"), Inode: 12},
 	}}
-	a, err := NewAttributor(offsets, table, map[uint64][]int{11: {42}})
-	if err != nil {
-		t.Fatal(err)
+	dir := NewSocketDirectory(here, table, map[uint64][]int{11: {42, 43}, 12: {77}})
+	got := d.SocketWaits(dir)
+	if len(got) != 3 {
+		t.Fatalf("%d sockets, want 3: %+v", len(got), got)
 	}
-	for _, c := range []struct {
-		lock  uint64
-		port  uint16
-		field string
-		ok    bool
-	}{
-		{0xffff888004a1c0a4, 9000, "sk_receive_queue.lock", true},
-		{0xffff888004a1d3b4, 53, "reader_queue.lock", true},
-		{0xffff888004a1c0a8, 0, "", false},
-		{0x10, 0, "", false},
-	} {
-		ref, field, ok := a.Attribute(c.lock)
-		if ok != c.ok || ref.Port != c.port || field != c.field {
-			t.Errorf("Attribute(%#x) = %+v, %q, %v", c.lock, ref, field, ok)
+
+	s := got[0]
+	if s.Socket.Port != 9000 || s.Socket.Local != netip.MustParseAddrPort("10.0.0.2:9000") || s.Socket.OtherNetNS ||
+		!reflect.DeepEqual(s.Socket.PIDs, []int{42, 43}) {
+		t.Errorf("socket 9000 = %+v", s.Socket)
+	}
+	if s.Count != 35 || s.Total != ms(90) || s.Max != ms(7) {
+		t.Errorf("socket 9000 waits %+v, want 35 / 90ms / max 7ms", s.WaitStats)
+	}
+	wantFields := []SockField{FieldWaitQueue, FieldReceiveQueue, FieldReaderQueue}
+	for i, f := range s.ByField {
+		if f.Field != wantFields[i] {
+			t.Errorf("ByField[%d] = %s, want %s (by total wait)", i, f.Field, wantFields[i])
 		}
 	}
-	ref, _, _ := a.Attribute(0xffff888004a1c0a4)
-	if ref.Family != "udp" || len(ref.PIDs) != 1 || ref.PIDs[0] != 42 || ref.Inode != 11 {
-		t.Errorf("ref = %+v", ref)
+	if s.Socket.Field != FieldWaitQueue {
+		t.Errorf("Socket.Field = %s, want the most-waited lock", s.Socket.Field)
 	}
-	if ref, _, _ := a.Attribute(0xffff888004a1d3b4); ref.Family != "udp6" {
-		t.Errorf("v6 family = %s", ref.Family)
+
+	if o := got[1].Socket; o.Port != 53 || !o.OtherNetNS || o.Local.IsValid() || o.NetNS != there || !reflect.DeepEqual(o.PIDs, []int{77}) {
+		t.Errorf("other-namespace socket = %+v", o)
 	}
-	if _, err := NewAttributor(offsets, sockets.UDPTable{AddressKind: sockets.AddressHashed}, nil); err != ErrNoSocketAddresses {
-		t.Errorf("hashed addresses: err = %v", err)
+	if o := got[2].Socket; o.Port != 7000 || o.OtherNetNS || o.Local.IsValid() || o.PIDs != nil {
+		t.Errorf("closed socket = %+v", o)
+	}
+}
+
+// A kernel without network namespaces records 0: every socket is local.
+func TestResolveWithoutNetNS(t *testing.T) {
+	table := sockets.UDPTable{Sockets: []sockets.UDPSocket{{Local: netip.MustParseAddrPort("[::1]:9001"), Inode: 5}}}
+	ref := NewSocketDirectory(0, table, nil).Resolve(Owner{Port: 9001, Inode: 5})
+	if ref.OtherNetNS || ref.Local.Port() != 9001 {
+		t.Errorf("Resolve = %+v", ref)
+	}
+}
+
+func TestSocketOwners(t *testing.T) {
+	root := t.TempDir()
+	link := func(pid, fd, target string) {
+		dir := filepath.Join(root, "proc", pid, "fd")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, fd)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("300", "3", "socket:[11]")
+	link("300", "4", "socket:[99]")
+	link("20", "7", "socket:[11]")
+	link("20", "8", "/dev/null")
+	link("4", "0", "socket:[12]")
+	if err := os.MkdirAll(filepath.Join(root, "proc", "sys"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := SocketOwners(sockets.NewFS(root), map[uint64]bool{11: true, 12: true, 13: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64][]int{11: {20, 300}, 12: {4}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SocketOwners = %v, want %v", got, want)
 	}
 }
 
 func TestSubWindows(t *testing.T) {
 	site := SiteKey{StackID: 3, Flags: FlagSpin}
+	owner := Owner{Field: FieldReceiveQueue, Port: 9000, Inode: 11}
 	prev := Snapshot{Sites: map[SiteKey]WaitStats{site: {Count: 2, Total: 20, Max: 15}},
-		Locks: map[uint64]WaitStats{0x100: {Count: 9, Total: 90}, 0x200: {Count: 1, Total: 5}}}
+		Locks: map[uint64]WaitStats{0x100: {Count: 9, Total: 90}, 0x200: {Count: 1, Total: 5}}, Lost: Lost{OwnerFull: 1}}
 	cur := Snapshot{Sites: map[SiteKey]WaitStats{site: {Count: 5, Total: 50, Max: 15}, {StackID: NoStack}: {Count: 1, Total: time.Microsecond}},
-		Locks: map[uint64]WaitStats{0x100: {Count: 3, Total: 30}, 0x200: {Count: 1, Total: 5}}, Lost: Lost{StackCollisions: 2}}
+		Locks:  map[uint64]WaitStats{0x100: {Count: 3, Total: 30}, 0x200: {Count: 1, Total: 5}},
+		Owners: map[uint64]Owner{0x100: owner}, Lost: Lost{StackCollisions: 2, OwnerFull: 4}}
 	d := cur.Sub(prev)
 	if w := d.Sites[site]; w.Count != 3 || w.Total != 30 || w.Max != 15 {
 		t.Errorf("site delta %+v", w)
@@ -101,7 +150,10 @@ func TestSubWindows(t *testing.T) {
 	if w := d.Locks[0x100]; w.Count != 3 {
 		t.Errorf("re-added lock delta %+v", w)
 	}
-	if d.Lost.Total() != 2 {
+	if d.Owners[0x100] != owner {
+		t.Errorf("owners not carried: %+v", d.Owners)
+	}
+	if d.Lost.Total() != 5 || d.Lost.OwnerFull != 3 {
 		t.Errorf("lost %+v", d.Lost)
 	}
 }

@@ -191,7 +191,7 @@ func outerClass(frames []string) Class {
 }
 
 // IsSocketClass reports whether contention of class c is on a lock inside
-// a socket, so Attributor can name the socket.
+// a socket (SocketWaits names the socket).
 func IsSocketClass(c Class) bool {
 	return c == SocketReceiveQueue || c == SocketWakeup || c == SocketLock
 }

@@ -2,8 +2,10 @@
 // lock:contention_begin/end: count, total and longest wait per call site
 // (the waiter's kernel stack, symbolized from /proc/kallsyms and classified
 // — socket receive queue, socket wakeup, qdisc root lock, TX queue lock) and
-// per lock address, which Attributor maps to the UDP socket whose lock it
-// is, through the lock's offset in struct sock from kernel BTF.
+// per lock address. The BPF program also recognises a socket's locks and
+// records the socket's port and inodes (Owner), which SocketWaits joins with
+// /proc to name the socket and its processes, whatever kernel.kptr_restrict
+// says.
 package lockstat
 
 import (
@@ -88,6 +90,8 @@ func (w WaitStats) add(o WaitStats) WaitStats {
 // Lost counts contentions not counted, or counted without a stack.
 type Lost struct {
 	InflightFull, SiteFull, LockFull uint64
+	// OwnerFull are socket locks whose owner could not be stored.
+	OwnerFull uint64
 	// StackCollisions (EEXIST) and StackErrors (EFAULT, ...) were counted
 	// under StackID NoStack.
 	StackCollisions, StackErrors uint64
@@ -95,7 +99,7 @@ type Lost struct {
 
 // Total is every lost or degraded event.
 func (l Lost) Total() uint64 {
-	return l.InflightFull + l.SiteFull + l.LockFull + l.StackCollisions + l.StackErrors
+	return l.InflightFull + l.SiteFull + l.LockFull + l.OwnerFull + l.StackCollisions + l.StackErrors
 }
 
 // Snapshot holds cumulative counts since the probe attached, summed over
@@ -106,6 +110,9 @@ type Snapshot struct {
 	// Locks is per lock address (an LRU map: the least recently contended
 	// addresses are evicted when it is full).
 	Locks map[uint64]WaitStats
+	// Owners are the sockets of the lock addresses that are a socket's
+	// lock, identified when each address entered Locks.
+	Owners map[uint64]Owner
 	// Stacks holds the kernel return addresses of every site's stack,
 	// innermost first.
 	Stacks map[int32][]uint64
@@ -163,7 +170,7 @@ func sumWaits(perCPU []lockstatWaitStat) WaitStats {
 
 // Snapshot reads the cumulative counts and the stacks of every site.
 func (p *Probe) Snapshot() (Snapshot, error) {
-	s := Snapshot{Taken: time.Now(), Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Stacks: map[int32][]uint64{}}
+	s := Snapshot{Taken: time.Now(), Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Owners: map[uint64]Owner{}, Stacks: map[int32][]uint64{}}
 	maps := p.Maps()
 	sites, err := probes.ReadPerCPUHash[lockstatSiteKey, lockstatWaitStat](maps["sites"])
 	if err != nil {
@@ -193,6 +200,13 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 	for addr, perCPU := range locks {
 		s.Locks[addr] = sumWaits(perCPU)
 	}
+	owners, err := probes.ReadHash[uint64, lockstatLockOwner](maps["owners"])
+	if err != nil {
+		return s, err
+	}
+	for addr, o := range owners {
+		s.Owners[addr] = ownerOf(o)
+	}
 	lost, err := probes.SumPerCPUCounters(maps["lost"], int(lockstatLockstatLostLOCKSTAT_LOST_REASONS))
 	if err != nil {
 		return s, err
@@ -203,6 +217,7 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		StackCollisions: lost[lockstatLockstatLostLOCKSTAT_LOST_STACK_COLLISION],
 		StackErrors:     lost[lockstatLockstatLostLOCKSTAT_LOST_STACK_ERROR],
 		LockFull:        lost[lockstatLockstatLostLOCKSTAT_LOST_LOCK_FULL],
+		OwnerFull:       lost[lockstatLockstatLostLOCKSTAT_LOST_OWNER_FULL],
 	}
 	return s, nil
 }
@@ -217,9 +232,10 @@ func trimStack(ips []uint64) []uint64 {
 }
 
 // Sub returns the contention between prev and s. Sites and locks with no
-// new contention are left out.
+// new contention are left out; owners and stacks are s's (identities, not
+// counts).
 func (s Snapshot) Sub(prev Snapshot) Snapshot {
-	d := Snapshot{Taken: s.Taken, Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Stacks: s.Stacks}
+	d := Snapshot{Taken: s.Taken, Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Owners: s.Owners, Stacks: s.Stacks}
 	sub := func(cur, old WaitStats) (WaitStats, bool) {
 		if cur.Count <= old.Count {
 			return WaitStats{}, false
@@ -244,8 +260,9 @@ func (s Snapshot) Sub(prev Snapshot) Snapshot {
 	}
 	d.Lost = Lost{
 		InflightFull: s.Lost.InflightFull - prev.Lost.InflightFull, SiteFull: s.Lost.SiteFull - prev.Lost.SiteFull,
-		LockFull: s.Lost.LockFull - prev.Lost.LockFull, StackCollisions: s.Lost.StackCollisions - prev.Lost.StackCollisions,
-		StackErrors: s.Lost.StackErrors - prev.Lost.StackErrors,
+		LockFull: s.Lost.LockFull - prev.Lost.LockFull, OwnerFull: s.Lost.OwnerFull - prev.Lost.OwnerFull,
+		StackCollisions: s.Lost.StackCollisions - prev.Lost.StackCollisions,
+		StackErrors:     s.Lost.StackErrors - prev.Lost.StackErrors,
 	}
 	return d
 }

@@ -13,18 +13,29 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-type lockstatInflight struct {
+type lockstatInflightKey struct {
+	_        structs.HostLayout
+	LockAddr uint64
+	Waiter   uint32
+	Pad      uint32
+}
+
+type lockstatInflightWait struct {
 	_       structs.HostLayout
 	StartNs uint64
 	Flags   uint32
 	StackId int32
 }
 
-type lockstatInflightKey struct {
-	_        structs.HostLayout
-	LockAddr uint64
-	Waiter   uint32
-	Pad      uint32
+type lockstatLockOwner struct {
+	_          structs.HostLayout
+	SockInode  uint64
+	NetnsInode uint32
+	Field      lockstatLockstatSockField
+	Port       uint16
+	Family     uint16
+	Protocol   uint16
+	Pad        uint16
 }
 
 type lockstatLockstatLost uint32
@@ -35,7 +46,18 @@ const (
 	lockstatLockstatLostLOCKSTAT_LOST_STACK_COLLISION lockstatLockstatLost = 2
 	lockstatLockstatLostLOCKSTAT_LOST_STACK_ERROR     lockstatLockstatLost = 3
 	lockstatLockstatLostLOCKSTAT_LOST_LOCK_FULL       lockstatLockstatLost = 4
-	lockstatLockstatLostLOCKSTAT_LOST_REASONS         lockstatLockstatLost = 5
+	lockstatLockstatLostLOCKSTAT_LOST_OWNER_FULL      lockstatLockstatLost = 5
+	lockstatLockstatLostLOCKSTAT_LOST_REASONS         lockstatLockstatLost = 6
+)
+
+type lockstatLockstatSockField uint32
+
+const (
+	lockstatLockstatSockFieldLOCKSTAT_FIELD_NONE          lockstatLockstatSockField = 0
+	lockstatLockstatSockFieldLOCKSTAT_FIELD_RECEIVE_QUEUE lockstatLockstatSockField = 1
+	lockstatLockstatSockFieldLOCKSTAT_FIELD_READER_QUEUE  lockstatLockstatSockField = 2
+	lockstatLockstatSockFieldLOCKSTAT_FIELD_SOCK_LOCK     lockstatLockstatSockField = 3
+	lockstatLockstatSockFieldLOCKSTAT_FIELD_WAIT_QUEUE    lockstatLockstatSockField = 4
 )
 
 type lockstatSiteKey struct {
@@ -58,6 +80,7 @@ const (
 	lockstatMapInflight            = "inflight"
 	lockstatMapLocks               = "locks"
 	lockstatMapLost                = "lost"
+	lockstatMapOwners              = "owners"
 	lockstatMapSites               = "sites"
 	lockstatMapStacks              = "stacks"
 	lockstatProgBtfContentionBegin = "btf_contention_begin"
@@ -125,6 +148,7 @@ type lockstatMapSpecs struct {
 	Inflight *ebpf.MapSpec `ebpf:"inflight"`
 	Locks    *ebpf.MapSpec `ebpf:"locks"`
 	Lost     *ebpf.MapSpec `ebpf:"lost"`
+	Owners   *ebpf.MapSpec `ebpf:"owners"`
 	Sites    *ebpf.MapSpec `ebpf:"sites"`
 	Stacks   *ebpf.MapSpec `ebpf:"stacks"`
 }
@@ -158,6 +182,7 @@ type lockstatMaps struct {
 	Inflight *ebpf.Map `ebpf:"inflight"`
 	Locks    *ebpf.Map `ebpf:"locks"`
 	Lost     *ebpf.Map `ebpf:"lost"`
+	Owners   *ebpf.Map `ebpf:"owners"`
 	Sites    *ebpf.Map `ebpf:"sites"`
 	Stacks   *ebpf.Map `ebpf:"stacks"`
 }
@@ -167,6 +192,7 @@ func (m *lockstatMaps) Close() error {
 		m.Inflight,
 		m.Locks,
 		m.Lost,
+		m.Owners,
 		m.Sites,
 		m.Stacks,
 	)

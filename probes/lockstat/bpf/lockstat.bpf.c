@@ -10,25 +10,31 @@
  *
  * Each contention is timed from its first begin to its end and counted
  * twice: per call site (the waiter's kernel stack id × lock flags) for
- * "where", and per lock address for "which object" — user space subtracts
- * the offset of a socket's receive-queue lock (from BTF) from the address to
- * find the socket. Only aggregates cross to user space.
+ * "where", and per lock address for "which object". The first time a lock
+ * address is counted, it is checked against the locks of a socket (see
+ * identify_owner) and, if it is one, the socket's port and inodes are
+ * recorded: user space cannot do this from the address alone, because
+ * /proc/net/udp shows socket addresses only with kernel.kptr_restrict=1.
+ * Only aggregates cross to user space.
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "types.h"
+#include "sock.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 enum { E_FAULT = 14, E_EXIST = 17 };
+enum { AF_INET = 2, AF_INET6 = 10 };
+enum { IPPROTO_TCP = 6, IPPROTO_UDP = 17, IPPROTO_UDPLITE = 136 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 10240);
 	__type(key, struct inflight_key);
-	__type(value, struct inflight);
+	__type(value, struct inflight_wait);
 } inflight SEC(".maps");
 
 struct {
@@ -53,6 +59,16 @@ struct {
 	__type(key, __u64);
 	__type(value, struct wait_stat);
 } locks SEC(".maps");
+
+/* The socket of each contended socket lock, by lock address. Written once
+ * per address (when it enters `locks`), so an LRU the size of `locks` keeps
+ * every owner `locks` can still report. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64);
+	__type(value, struct lock_owner);
+} owners SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -92,14 +108,14 @@ static __always_inline __s32 stack_id(void *ctx)
 static __always_inline int on_begin(void *ctx, __u64 lock_addr, __u32 flags)
 {
 	struct inflight_key key = waiter_key(lock_addr);
-	struct inflight *w = bpf_map_lookup_elem(&inflight, &key);
+	struct inflight_wait *w = bpf_map_lookup_elem(&inflight, &key);
 	if (w) {
 		/* A mutex reports begin twice (optimistic spin, then sleep):
 		 * keep the first start so the whole wait is timed. */
 		w->flags |= flags;
 		return 0;
 	}
-	struct inflight v = { .flags = flags, .stack_id = stack_id(ctx) };
+	struct inflight_wait v = { .flags = flags, .stack_id = stack_id(ctx) };
 	v.start_ns = bpf_ktime_get_ns(); /* after the unwind: time the wait, not us */
 	if (bpf_map_update_elem(&inflight, &key, &v, BPF_NOEXIST))
 		count_lost(LOCKSTAT_LOST_INFLIGHT_FULL);
@@ -114,10 +130,100 @@ static __always_inline void add_wait(struct wait_stat *s, __u64 wait)
 		s->max_ns = wait;
 }
 
+/* A live socket's struct socket points back at it: a candidate address
+ * that is not a struct sock fails this (its reads fail or mismatch), which
+ * is what makes guessing the container from the lock's offset safe. */
+static __always_inline struct socket___lockstat *socket_of(struct sock___lockstat *sk)
+{
+	struct socket___lockstat *sock = 0;
+	struct sock___lockstat *back = 0;
+
+	if (bpf_core_read(&sock, sizeof(sock), &sk->sk_socket) || !sock)
+		return 0;
+	if (bpf_core_read(&back, sizeof(back), &sock->sk) || back != sk)
+		return 0;
+	return sock;
+}
+
+/* Fills o from a verified socket; false unless it is an inet socket of a
+ * protocol perfscope reports. reader_queue exists only in struct udp_sock,
+ * so a match at its offset counts only for UDP. */
+static __always_inline bool describe(struct sock___lockstat *sk, struct socket___lockstat *sock,
+				     enum lockstat_sock_field field, struct lock_owner *o)
+{
+	if (bpf_core_read(&o->family, sizeof(o->family), &sk->__sk_common.skc_family) ||
+	    (o->family != AF_INET && o->family != AF_INET6))
+		return false;
+	if (bpf_core_read(&o->protocol, sizeof(o->protocol), &sk->sk_protocol))
+		return false;
+	bool udp = o->protocol == IPPROTO_UDP || o->protocol == IPPROTO_UDPLITE;
+	if (!udp && (o->protocol != IPPROTO_TCP || field == LOCKSTAT_FIELD_READER_QUEUE))
+		return false;
+	o->field = field;
+	bpf_core_read(&o->port, sizeof(o->port), &sk->__sk_common.skc_num);
+
+	struct socket_alloc___lockstat *alloc =
+		(void *)((__u64)sock - bpf_core_field_offset(struct socket_alloc___lockstat, socket));
+	unsigned long ino = 0;
+	bpf_core_read(&ino, sizeof(ino), &alloc->vfs_inode.i_ino);
+	o->sock_inode = ino;
+
+	if (bpf_core_field_exists(sk->__sk_common.skc_net.net)) {
+		struct net___lockstat *net = 0;
+		if (!bpf_core_read(&net, sizeof(net), &sk->__sk_common.skc_net.net) && net)
+			bpf_core_read(&o->netns_inode, sizeof(o->netns_inode), &net->ns.inum);
+	}
+	return true;
+}
+
+/* Is the lock at addr one of a socket's? Tries each lock a UDP socket's
+ * receive path contends on: the container is addr minus the lock's offset
+ * (CO-RE, from the running kernel's BTF), verified by its back pointer.
+ * A few failed reads for any other lock; run once per lock address. */
+static __always_inline bool identify_owner(__u64 addr, struct lock_owner *o)
+{
+	struct sock___lockstat *sk;
+	struct socket___lockstat *sock;
+
+	sk = (void *)(addr - bpf_core_field_offset(struct sock___lockstat, sk_receive_queue.lock));
+	if ((sock = socket_of(sk)))
+		return describe(sk, sock, LOCKSTAT_FIELD_RECEIVE_QUEUE, o);
+
+	if (bpf_core_field_exists(struct udp_sock___lockstat, reader_queue)) {
+		sk = (void *)(addr - bpf_core_field_offset(struct udp_sock___lockstat, reader_queue.lock));
+		if ((sock = socket_of(sk)))
+			return describe(sk, sock, LOCKSTAT_FIELD_READER_QUEUE, o);
+	}
+
+	sk = (void *)(addr - bpf_core_field_offset(struct sock___lockstat, sk_lock.slock));
+	if ((sock = socket_of(sk)))
+		return describe(sk, sock, LOCKSTAT_FIELD_SOCK_LOCK, o);
+
+	/* The wait queue is in struct socket: verify socket->sk->sk_socket. */
+	sock = (void *)(addr - bpf_core_field_offset(struct socket___lockstat, wq.wait.lock));
+	sk = 0;
+	if (bpf_core_read(&sk, sizeof(sk), &sock->sk) || !sk || socket_of(sk) != sock)
+		return false;
+	return describe(sk, sock, LOCKSTAT_FIELD_WAIT_QUEUE, o);
+}
+
+/* Records (or forgets: the address may have been a socket's before its
+ * entry in `locks` was evicted) the owner of a lock entering `locks`. */
+static __always_inline void note_owner(__u64 addr)
+{
+	struct lock_owner o = {};
+	if (!identify_owner(addr, &o)) {
+		bpf_map_delete_elem(&owners, &addr);
+		return;
+	}
+	if (bpf_map_update_elem(&owners, &addr, &o, BPF_ANY))
+		count_lost(LOCKSTAT_LOST_OWNER_FULL);
+}
+
 static __always_inline int on_end(__u64 lock_addr)
 {
 	struct inflight_key key = waiter_key(lock_addr);
-	struct inflight *w = bpf_map_lookup_elem(&inflight, &key);
+	struct inflight_wait *w = bpf_map_lookup_elem(&inflight, &key);
 	if (!w)
 		return 0; /* began before the probe attached */
 	__u64 wait = bpf_ktime_get_ns() - w->start_ns;
@@ -137,7 +243,10 @@ static __always_inline int on_end(__u64 lock_addr)
 
 	s = bpf_map_lookup_elem(&locks, &lock_addr);
 	if (!s) {
-		bpf_map_update_elem(&locks, &lock_addr, &zero, BPF_NOEXIST);
+		/* First contention on this address (or first since eviction):
+		 * the one time its owner is looked for. */
+		if (!bpf_map_update_elem(&locks, &lock_addr, &zero, BPF_NOEXIST))
+			note_owner(lock_addr);
 		s = bpf_map_lookup_elem(&locks, &lock_addr);
 	}
 	if (s)

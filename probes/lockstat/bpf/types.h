@@ -14,7 +14,17 @@ enum lockstat_lost {
 	LOCKSTAT_LOST_STACK_COLLISION = 2, /* bpf_get_stackid EEXIST (counted under stack -1) */
 	LOCKSTAT_LOST_STACK_ERROR = 3,     /* bpf_get_stackid EFAULT or other (stack -1) */
 	LOCKSTAT_LOST_LOCK_FULL = 4,       /* per-lock map insert failed */
-	LOCKSTAT_LOST_REASONS = 5,
+	LOCKSTAT_LOST_OWNER_FULL = 5,      /* a socket lock's owner not recorded */
+	LOCKSTAT_LOST_REASONS = 6,
+};
+
+/* Which lock of a socket a contended address is. */
+enum lockstat_sock_field {
+	LOCKSTAT_FIELD_NONE = 0,
+	LOCKSTAT_FIELD_RECEIVE_QUEUE = 1, /* sock.sk_receive_queue.lock */
+	LOCKSTAT_FIELD_READER_QUEUE = 2,  /* udp_sock.reader_queue.lock */
+	LOCKSTAT_FIELD_SOCK_LOCK = 3,     /* sock.sk_lock.slock */
+	LOCKSTAT_FIELD_WAIT_QUEUE = 4,    /* socket.wq.wait.lock (sock_def_readable's wakeup) */
 };
 
 /* A contention waiting now: one waiter (thread, or the CPU for the idle
@@ -26,7 +36,7 @@ struct inflight_key {
 	__u32 _pad;
 };
 
-struct inflight {
+struct inflight_wait {
 	__u64 start_ns;
 	__u32 flags;    /* LCB_F_* of every begin seen for this wait, OR-ed */
 	__s32 stack_id; /* taken at begin, see lockstat.bpf.c */
@@ -36,6 +46,19 @@ struct inflight {
 struct site_key {
 	__s32 stack_id; /* -1: stack not recorded (see lost) */
 	__u32 flags;
+};
+
+/* The socket a contended lock belongs to, identified in the kernel when
+ * the lock is first contended. Inodes are what /proc/net/udp, /proc/PID/fd
+ * and /proc/PID/ns/net print, whatever kernel.kptr_restrict says. */
+struct lock_owner {
+	__u64 sock_inode;  /* SOCK_INODE(sk->sk_socket)->i_ino */
+	__u32 netns_inode; /* sock_net(sk)->ns.inum; 0 without CONFIG_NET_NS */
+	enum lockstat_sock_field field;
+	__u16 port;        /* skc_num: local port, host order */
+	__u16 family;      /* AF_INET or AF_INET6 */
+	__u16 protocol;    /* IPPROTO_UDP, IPPROTO_UDPLITE or IPPROTO_TCP */
+	__u16 _pad;
 };
 
 /* Per CPU (the maps are per-CPU). */

@@ -1,0 +1,67 @@
+package lockstat
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+)
+
+// endRunner runs the raw_tp contention_end handler through
+// BPF_PROG_TEST_RUN, unattached, on its own maps: it feeds the handler
+// chosen lock addresses, where a flood only feeds the ones it contends.
+type endRunner struct {
+	End      *ebpf.Program `ebpf:"raw_contention_end"`
+	Inflight *ebpf.Map     `ebpf:"inflight"`
+	Locks    *ebpf.Map     `ebpf:"locks"`
+	Owners   *ebpf.Map     `ebpf:"owners"`
+}
+
+// newEndRunner loads the handler and locks the calling goroutine to its
+// thread (a contention is keyed by the waiter's tid) until Close.
+func newEndRunner(tb testing.TB) *endRunner {
+	tb.Helper()
+	spec, err := loadLockstat()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r := &endRunner{}
+	if err := spec.LoadAndAssign(r, nil); err != nil {
+		tb.Fatal(err)
+	}
+	runtime.LockOSThread()
+	return r
+}
+
+func (r *endRunner) Close() {
+	runtime.UnlockOSThread()
+	r.End.Close()
+	r.Inflight.Close()
+	r.Locks.Close()
+	r.Owners.Close()
+}
+
+// end ends a contention on lock begun by this thread, as the first one
+// on lock if firstSeen (the lock is removed from the per-lock map).
+func (r *endRunner) end(tb testing.TB, lock uint64, firstSeen bool) {
+	if firstSeen {
+		r.Locks.Delete(lock)
+	}
+	key := lockstatInflightKey{LockAddr: lock, Waiter: uint32(unix.Gettid())}
+	if err := r.Inflight.Put(key, lockstatInflightWait{StartNs: 1, Flags: FlagSpin}); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := r.End.Run(&ebpf.RunOptions{Context: [2]uint64{lock, 0}}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// owner is what the handler recorded for lock.
+func (r *endRunner) owner(lock uint64) (Owner, bool) {
+	var o lockstatLockOwner
+	if err := r.Owners.Lookup(lock, &o); err != nil {
+		return Owner{}, false
+	}
+	return ownerOf(o), true
+}
