@@ -244,14 +244,19 @@ type DropSection struct {
 
 // UDPSocket is one bound UDP socket.
 type UDPSocket struct {
-	Local       string  `json:"local"`
-	Port        int     `json:"port"`
-	Inode       uint64  `json:"inode"`
-	Addr        string  `json:"addr,omitempty"`
-	PID         int     `json:"pid,omitempty"`
-	RxQueueB    uint64  `json:"rx_queue_bytes"`
-	DropsDelta  uint64  `json:"drops"`
-	ReceivedPkt *uint64 `json:"received_packets,omitempty"`
+	Local      string `json:"local"`
+	Port       int    `json:"port"`
+	Inode      uint64 `json:"inode"`
+	Addr       string `json:"addr,omitempty"`
+	PID        int    `json:"pid,omitempty"`
+	RxQueueB   uint64 `json:"rx_queue_bytes"`
+	DropsDelta uint64 `json:"drops"`
+	// ReceivedPkt is the datagrams the socket's owner read in the window
+	// (the socket probe, sock:sock_recv_length), ReceivedPerS the same per
+	// second; nil when the probe is unavailable (see
+	// SocketSection.ReceivedUnavailable).
+	ReceivedPkt  *uint64  `json:"received_packets,omitempty"`
+	ReceivedPerS *float64 `json:"received_per_s,omitempty"`
 }
 
 // ReusePortGroup is the sockets bound to one local address and port.
@@ -277,6 +282,8 @@ type SocketSection struct {
 	Groups  []ReusePortGroup `json:"reuseport_groups"`
 	Threads []ThreadCPU      `json:"threads"`
 	Warning string           `json:"warning,omitempty"`
+	// ReceivedUnavailable says why sockets carry no received counts.
+	ReceivedUnavailable string `json:"received_unavailable,omitempty"`
 }
 
 // FunctionShare is the CPU share of a group of kernel functions seed 003

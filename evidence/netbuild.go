@@ -270,3 +270,16 @@ func BuildSockets(port int, pid int, start, end sockets.UDPTable, owned map[uint
 	}
 	return s
 }
+
+// AddSocketReads fills each socket's received datagrams and rate from
+// per-inode counts of the window (a socket absent from reads read nothing).
+func AddSocketReads(s *SocketSection, reads map[uint64]uint64, window time.Duration) {
+	for i := range s.Sockets {
+		n := reads[s.Sockets[i].Inode]
+		s.Sockets[i].ReceivedPkt = &n
+		if window > 0 {
+			rate := float64(n) / window.Seconds()
+			s.Sockets[i].ReceivedPerS = &rate
+		}
+	}
+}

@@ -15,12 +15,19 @@ import (
 )
 
 type udpReport struct {
-	Schema   string               `json:"schema"`
+	Schema string `json:"schema"`
+	Meta   struct {
+		Started time.Time `json:"started"`
+	} `json:"meta"`
 	Data     evidence.NetEvidence `json:"data"`
 	Overhead evidence.Overhead    `json:"overhead"`
 	Findings []struct {
 		ID string `json:"id"`
 	} `json:"findings"`
+
+	// serverRead is what the lab's server says it read during perfscope's
+	// window (from its --progress lines).
+	serverRead float64
 }
 
 // udpRun is one lab run: a server mode in the receiver namespace, a flood
@@ -42,12 +49,12 @@ func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 	defer cancel()
 
 	srvArgs := []string{bin, "lab", "udp-server", "--listen", fmt.Sprintf("%s:%d", lab.ReceiverAddr, labPort),
-		"--mode", r.mode, "--threads", fmt.Sprint(r.threads), "--for", "20s"}
+		"--mode", r.mode, "--threads", fmt.Sprint(r.threads), "--for", "20s", "--progress", "50ms"}
 	if r.rcvbuf > 0 {
 		srvArgs = append(srvArgs, "--rcvbuf", fmt.Sprint(r.rcvbuf))
 	}
 	srv := lab.Command(ctx, lab.ReceiverNS, srvArgs...)
-	var srvErr bytes.Buffer
+	var srvErr lockedBuffer
 	srv.Stderr = &srvErr
 	if err := lab.Start(srv); err != nil {
 		t.Fatal(err)
@@ -76,7 +83,76 @@ func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("json: %v\n%s", err, out.String())
 	}
+	time.Sleep(100 * time.Millisecond) // one more progress line past the window
+	from := rep.Meta.Started
+	to := from.Add(time.Duration(rep.Data.DurationNs))
+	read, err := readBetween(srvErr.String(), from, to)
+	if err != nil {
+		t.Fatalf("server progress: %v", err)
+	}
+	rep.serverRead = read
 	return rep
+}
+
+// readBetween is how many datagrams the lab server read between from and
+// to, interpolated linearly between its `received N at UNIX_NS` lines.
+func readBetween(progress string, from, to time.Time) (float64, error) {
+	type sample struct {
+		at time.Time
+		n  float64
+	}
+	var samples []sample
+	for _, line := range strings.Split(progress, "\n") {
+		var n, at int64
+		if _, err := fmt.Sscanf(line, "received %d at %d", &n, &at); err == nil {
+			samples = append(samples, sample{time.Unix(0, at), float64(n)})
+		}
+	}
+	countAt := func(t time.Time) (float64, error) {
+		for i := 1; i < len(samples); i++ {
+			a, b := samples[i-1], samples[i]
+			if !t.Before(a.at) && !t.After(b.at) {
+				return a.n + (b.n-a.n)*float64(t.Sub(a.at))/float64(b.at.Sub(a.at)), nil
+			}
+		}
+		return 0, fmt.Errorf("no progress lines around %v (%d lines)", t, len(samples))
+	}
+	a, err := countAt(from)
+	if err != nil {
+		return 0, err
+	}
+	b, err := countAt(to)
+	return b - a, err
+}
+
+// checkSocketReads compares the datagrams perfscope counted per socket
+// (sock:sock_recv_length) with what the server read in the same window.
+func checkSocketReads(t *testing.T, rep udpReport, sockets int) {
+	t.Helper()
+	s := rep.Data.Sockets
+	if s.ReceivedUnavailable != "" || len(s.Sockets) != sockets {
+		t.Fatalf("sockets %+v; received counts: %s", s.Sockets, s.ReceivedUnavailable)
+	}
+	var counted uint64
+	for _, k := range s.Sockets {
+		if k.ReceivedPkt == nil || k.ReceivedPerS == nil {
+			t.Fatalf("socket %s has no received count", k.Local)
+		}
+		t.Logf("socket %s (inode %d): %d datagrams read, %.0f/s", k.Local, k.Inode, *k.ReceivedPkt, *k.ReceivedPerS)
+		if *k.ReceivedPkt == 0 {
+			t.Errorf("socket %s read nothing under the flood", k.Local)
+		}
+		counted += *k.ReceivedPkt
+	}
+	t.Logf("perfscope counted %d datagrams read; the server read %.0f in the window", counted, rep.serverRead)
+	if rep.serverRead < 1000 {
+		t.Fatalf("the server read only %.0f datagrams in the window", rep.serverRead)
+	}
+	// The probe's snapshots are a few milliseconds after the window's
+	// softirq samples, and the server's lines are 50 ms apart.
+	if diff := float64(counted)/rep.serverRead - 1; diff > 0.05 || diff < -0.05 {
+		t.Errorf("perfscope counted %d datagrams read, the server read %.0f: %.1f%% apart", counted, rep.serverRead, 100*diff)
+	}
 }
 
 func TestUDPOnLab(t *testing.T) {
@@ -92,6 +168,7 @@ func TestUDPOnLab(t *testing.T) {
 	var singleWakeup uint64
 	t.Run("single socket", func(t *testing.T) {
 		rep := runUDPLab(t, lab, udpRun{mode: "single", threads: 2, senders: 4, rcvbuf: 4096})
+		checkSocketReads(t, rep, 1)
 		d := rep.Data
 		if d.Interface.Name != lab.ReceiverIf || d.Interface.RXQueues != 4 {
 			t.Errorf("interface = %+v", d.Interface)
@@ -206,6 +283,7 @@ func TestUDPOnLab(t *testing.T) {
 
 	t.Run("reuseport", func(t *testing.T) {
 		rep := runUDPLab(t, lab, udpRun{mode: "reuseport", threads: 2, senders: 4})
+		checkSocketReads(t, rep, 2)
 		g := rep.Data.Sockets.Groups
 		if len(g) != 1 || g[0].Size != 2 || g[0].Port != labPort {
 			t.Errorf("reuseport groups = %+v", g)

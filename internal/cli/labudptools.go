@@ -20,13 +20,14 @@ import (
 // real server's would be. They are usable by hand too.
 
 type udpServerOptions struct {
-	Listen  string
-	Mode    string
-	Threads int
-	RcvBuf  int
-	Pin     string
-	Echo    bool
-	For     time.Duration
+	Listen   string
+	Mode     string
+	Threads  int
+	RcvBuf   int
+	Pin      string
+	Echo     bool
+	For      time.Duration
+	Progress time.Duration
 }
 
 func newLabUDPServerCmd(g *Globals) *cobra.Command {
@@ -69,7 +70,7 @@ SO_ATTACH_REUSEPORT_CBPF).`,
 			}
 			// Say we are ready on stderr so a driver can wait for it.
 			fmt.Fprintf(g.Err, "listening on %s (%s, %d sockets)\n", listen, mode, s.Sockets())
-			<-ctx.Done()
+			serverProgress(ctx, g, s, o.Progress)
 			sockets := s.Sockets() // Stop closes them
 			s.Stop()
 			return json.NewEncoder(g.Out).Encode(map[string]any{"received": s.Received(), "sockets": sockets, "mode": mode})
@@ -83,7 +84,28 @@ SO_ATTACH_REUSEPORT_CBPF).`,
 	f.StringVar(&o.Pin, "pin", "", "pin thread i to the i-th CPU of this list, e.g. 0-1")
 	f.BoolVar(&o.Echo, "echo", false, "send each datagram back, like seed 003's echo server")
 	f.DurationVar(&o.For, "for", 0, "stop after this long (default: until interrupted)")
+	f.DurationVar(&o.Progress, "progress", 0, "print `received N at UNIX_NS` to stderr this often (0: never)")
 	return cmd
+}
+
+// serverProgress waits for ctx, printing the datagrams read so far every
+// interval, with the wall-clock time in Unix nanoseconds, so a driver can
+// tell what the server read during another tool's measurement window.
+func serverProgress(ctx context.Context, g *Globals, s *udpserver.Server, interval time.Duration) {
+	if interval <= 0 {
+		<-ctx.Done()
+		return
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		fmt.Fprintf(g.Err, "received %d at %d\n", s.Received(), time.Now().UnixNano())
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 type udpFloodOptions struct {

@@ -483,6 +483,9 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 			threads, _ = sockets.Default.Threads(o.PID)
 		}
 		ev.Sockets = evidence.BuildSockets(o.Port, o.PID, start.udp, end.udp, owned, threads)
+		if ev.Sockets.Unavailable == "" {
+			addSocketReads(&ev.Sockets, np, end.probes.sock.Sub(start.probes.sock), window)
+		}
 	}
 
 	var artifacts []report.Artifact

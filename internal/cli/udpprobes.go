@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/perfscope/perfscope/collectors/netlinkq"
 	"github.com/perfscope/perfscope/collectors/procfs"
@@ -14,6 +16,7 @@ import (
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
 	"github.com/perfscope/perfscope/probes/udpdrop"
+	"github.com/perfscope/perfscope/probes/udpsock"
 )
 
 // netProbes are the udp command's optional probes. Each one that fails to
@@ -25,6 +28,8 @@ type netProbes struct {
 	lockErr  error
 	drop     *udpdrop.Probe
 	dropErr  error
+	sock     *udpsock.Probe
+	sockErr  error
 }
 
 func openNetProbes(o *udpOptions) *netProbes {
@@ -32,6 +37,13 @@ func openNetProbes(o *udpOptions) *netProbes {
 	p.queue, p.queueErr = netqueue.Open(netqueue.Options{Method: o.method, Ifindex: o.iface.Index})
 	p.lock, p.lockErr = lockstat.Open(lockstat.Options{Method: o.method})
 	p.drop, p.dropErr = udpdrop.Open(udpdrop.Options{Method: o.method, Port: uint16(o.Port)})
+	// Per-socket reads only matter for the sockets section, which needs
+	// --port or --pid; without them the probe is not loaded at all.
+	if o.Port != 0 || o.PID != 0 {
+		p.sock, p.sockErr = udpsock.Open(udpsock.Options{Method: o.method, Port: uint16(o.Port)})
+	} else {
+		p.sockErr = errors.New("no --port or --pid given")
+	}
 	return p
 }
 
@@ -44,6 +56,9 @@ func (p *netProbes) Close() {
 	}
 	if p.drop != nil {
 		p.drop.Close()
+	}
+	if p.sock != nil {
+		p.sock.Close()
 	}
 }
 
@@ -59,6 +74,9 @@ func (p *netProbes) costs() []probes.ProgramCost {
 	if p.drop != nil {
 		out = append(out, p.drop.Costs()...)
 	}
+	if p.sock != nil {
+		out = append(out, p.sock.Costs()...)
+	}
 	return out
 }
 
@@ -67,6 +85,7 @@ type netProbeSample struct {
 	queue netqueue.Snapshot
 	lock  lockstat.Snapshot
 	drop  udpdrop.Snapshot
+	sock  udpsock.Snapshot
 }
 
 func (p *netProbes) snapshot() (netProbeSample, error) {
@@ -85,6 +104,11 @@ func (p *netProbes) snapshot() (netProbeSample, error) {
 	if p.drop != nil {
 		if s.drop, err = p.drop.Snapshot(); err != nil {
 			return s, fmt.Errorf("read drop probe: %w", err)
+		}
+	}
+	if p.sock != nil {
+		if s.sock, err = p.sock.Snapshot(); err != nil {
+			return s, fmt.Errorf("read socket probe: %w", err)
 		}
 	}
 	return s, nil
@@ -325,5 +349,22 @@ func addProbeDrops(sec *evidence.DropSection, p *udpdrop.Probe, d udpdrop.Snapsh
 		if n > 0 {
 			sec.ByReason[p.ReasonName(udpdrop.KfreeSkb, r)] += n
 		}
+	}
+}
+
+// addSocketReads fills the sockets' received datagrams from the socket
+// probe's window, or says why they are missing.
+func addSocketReads(sec *evidence.SocketSection, np *netProbes, d udpsock.Snapshot, window time.Duration) {
+	if np.sock == nil {
+		sec.ReceivedUnavailable = fmt.Sprintf("socket probe: %v", np.sockErr)
+		return
+	}
+	reads := make(map[uint64]uint64, len(d.Sockets))
+	for ino, r := range d.Sockets {
+		reads[ino] = r.Datagrams
+	}
+	evidence.AddSocketReads(sec, reads, window)
+	if d.Lost > 0 {
+		sec.ReceivedUnavailable = fmt.Sprintf("%d reads not counted: the socket probe's map was full", d.Lost)
 	}
 }

@@ -221,11 +221,18 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 		if ev.Sockets.Warning != "" {
 			fmt.Fprintf(w, "warning: %s\n", ev.Sockets.Warning)
 		}
-		st := report.Table{Header: []string{"local", "inode", "rx queue", "drops"}}
+		st := report.Table{Header: []string{"local", "inode", "read/s", "read", "rx queue", "drops"}}
 		for _, s := range ev.Sockets.Sockets {
-			st.Add(s.Local, fmt.Sprint(s.Inode), report.Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta))
+			rate := "-"
+			if s.ReceivedPerS != nil {
+				rate = report.Count(*s.ReceivedPerS)
+			}
+			st.Add(s.Local, fmt.Sprint(s.Inode), rate, optU(s.ReceivedPkt), report.Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta))
 		}
 		st.Write(w)
+		if ev.Sockets.ReceivedUnavailable != "" {
+			fmt.Fprintf(w, "datagrams read per socket unavailable: %s\n", ev.Sockets.ReceivedUnavailable)
+		}
 		for _, g := range ev.Sockets.Groups {
 			fmt.Fprintf(w, "SO_REUSEPORT group %s: %d sockets\n", g.Local, g.Size)
 		}
