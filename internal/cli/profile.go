@@ -13,10 +13,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/report"
@@ -57,12 +59,16 @@ type profileOptions struct {
 	root   cpuprofile.RootFrame
 	fs     procfs.FS
 	sym    *symbols.Symbolizer
+	// jvmFS finds HotSpot JVMs (hsperfdata) for --jit-map; jvm is the
+	// --pid JVM that will be asked for its perf map when the window ends.
+	jvmFS hsperf.FS
+	jvm   *attach.Target
 	// run is the profiling itself; tests replace it to check flag handling.
 	run func(ctx context.Context, o *profileOptions, g *Globals) error
 }
 
 func newProfileCmd(g *Globals) *cobra.Command {
-	return profileCmd(g, &profileOptions{fs: procfs.Default, sym: symbols.New(symbols.Default), run: runProfile})
+	return profileCmd(g, &profileOptions{fs: procfs.Default, sym: symbols.New(symbols.Default), jvmFS: hsperf.Default, run: runProfile})
 }
 
 // profileCmd binds flags to o; tests pass options with a fake run.
@@ -81,11 +87,14 @@ Text output lists the top functions by self and total samples; -o folded,
 svg, html, pprof and speedscope write the profile for flame graph tools.
 
 For JVMs, start the JVM with -XX:+PreserveFramePointer so stacks unwind
-through Java frames, and use --jit-map to name compiled Java methods.`,
+through Java frames, and use --jit-map to name compiled Java methods: a
+HotSpot JVM (JDK 17+) is asked through the attach protocol to write its perf
+map (Compiler.perfmap) when the window ends; other runtimes must have written
+/tmp/perf-<pid>.map themselves.`,
 		Example: `  perfscope profile --duration 10s
   perfscope profile --pid 1234 -o svg --out cpu.svg
   perfscope profile --all --kernel-only --per-cpu -o folded > kernel.folded
-  jcmd 1234 Compiler.perfmap && perfscope profile --pid 1234 --jit-map -o html --out jvm.html`,
+  perfscope profile --pid 1234 --jit-map -o html --out jvm.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -106,7 +115,7 @@ through Java frames, and use --jit-map to name compiled Java methods.`,
 	f.BoolVar(&o.PerCPU, "per-cpu", false, `root each stack at "cpu-N"`)
 	f.BoolVar(&o.NoComm, "no-comm", false, "put no process name at the root of stacks")
 	f.BoolVar(&o.IncludeIdle, "include-idle", false, "keep samples of idle CPUs (the swapper task)")
-	f.BoolVar(&o.JITMap, "jit-map", false, "name JIT-compiled code from the process's /tmp/perf-<pid>.map (needs --pid; fails if there is none)")
+	f.BoolVar(&o.JITMap, "jit-map", false, "name JIT-compiled code from the process's perf map: a HotSpot JVM (JDK 17+) is asked to write it, other runtimes must have written /tmp/perf-<pid>.map (needs --pid)")
 	f.IntVar(&o.Top, "top", 20, "functions listed in text output")
 	f.IntVar(&o.StackMap, "stack-map-size", 16384, "stack map entries (~1 KiB each): raise it when many distinct stacks collide and samples are lost")
 	f.StringVar(&o.Title, "title", "", "flame graph title (svg, html, speedscope)")
@@ -172,12 +181,31 @@ func (o *profileOptions) validate() error {
 		if o.PID == 0 {
 			return usageError("--jit-map needs --pid: perf maps belong to one process")
 		}
-		path := o.sym.PerfMapPath(o.PID)
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return usageError("process %d has no JIT perf map (%s): for a JVM run `jcmd %d Compiler.perfmap` (JDK 17+) first, and start it with -XX:+PreserveFramePointer so Java stacks unwind", o.PID, path, o.PID)
-		}
+		return o.checkJITMap()
 	}
 	return nil
+}
+
+// checkJITMap decides where --jit-map's names come from, before anything
+// is loaded: a HotSpot JVM that can be attached to writes its map when the
+// window ends; any other process must already have one.
+func (o *profileOptions) checkJITMap() error {
+	path := o.sym.PerfMapPath(o.PID)
+	_, statErr := os.Stat(path)
+	hasMap := !errors.Is(statErr, fs.ErrNotExist)
+	t, err := attach.Preflight(o.jvmFS, o.PID)
+	switch {
+	case err == nil:
+		o.jvm = t
+		return nil
+	case hasMap:
+		// Not a JVM (node --perf-basic-prof, a .NET runtime), or a JVM
+		// perfscope must not signal: use the map as it is.
+		return nil
+	case errors.Is(err, attach.ErrNotJVM):
+		return usageError("process %d has no JIT perf map (%s) and is not a HotSpot JVM perfscope could ask for one: start its runtime so that it writes /tmp/perf-<pid>.map (e.g. node --perf-basic-prof)", o.PID, path)
+	}
+	return unavailableError("process %d is a JVM perfscope cannot ask for its perf map (%v) and has none at %s: drop --jit-map, or restart it without -Xrs / -XX:+DisableAttachMechanism", o.PID, err, path)
 }
 
 // checkProcess turns a dead pid or a thread id into one clear sentence
@@ -277,10 +305,15 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	if err != nil {
 		return err
 	}
+	jitWarning, removeJITMap := o.writeJITMap(ctx)
+	defer removeJITMap()
 
 	r := report.New("profile", Version(), started)
 	r.Meta.DurationNs = int64(window)
 	fp, data := o.summarize(prof)
+	if jitWarning != "" {
+		data.Warnings = append(data.Warnings, jitWarning)
+	}
 	data.CPUs, data.DurationNs = p.CPUs(), int64(window)
 	if statsErr != nil {
 		data.Warnings = append(data.Warnings, fmt.Sprintf("BPF run time not measured: %v", statsErr))
@@ -288,6 +321,33 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	r.Data = data
 	r.Overhead = profileOverhead(p, attached, window, prof.Lost.Total())
 	return o.write(g, r, data, fp)
+}
+
+// writeJITMap asks the --pid JVM, through the attach protocol, to write
+// its perf map (Compiler.perfmap, JDK 17+) now that sampling is over, so
+// that code compiled during the window is named too, and makes the
+// symbolizer read it afresh. A map perfscope caused to exist is removed by
+// the returned func once the frames are named; one the user had is left
+// (updated). A JVM that cannot write it costs the names, not the profile.
+func (o *profileOptions) writeJITMap(ctx context.Context) (warning string, remove func()) {
+	remove = func() {}
+	if o.jvm == nil {
+		return "", remove
+	}
+	path := o.sym.PerfMapPath(o.PID)
+	_, statErr := os.Stat(path)
+	existed := statErr == nil
+	// Ctrl-C ended the window; the map is still wanted for the report.
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := o.jvm.Jcmd(jctx, "Compiler.perfmap"); err != nil {
+		return fmt.Sprintf("compiled Java frames are unnamed: the JVM did not write its perf map (%v; Compiler.perfmap needs JDK 17 or later)", err), remove
+	}
+	o.sym.Forget(o.PID)
+	if !existed {
+		remove = func() { os.Remove(path) }
+	}
+	return "", remove
 }
 
 // sampleUntilDone waits for the duration or Ctrl-C. Meanwhile it reads,

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/internal/testutil"
@@ -24,7 +25,7 @@ func runProfileFlags(t *testing.T, args ...string) (*profileOptions, error) {
 	t.Helper()
 	g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
 	var got *profileOptions
-	cmd := profileCmd(g, &profileOptions{fs: procfs.Default, sym: symbols.New(symbols.Default),
+	cmd := profileCmd(g, &profileOptions{fs: procfs.Default, sym: symbols.New(symbols.Default), jvmFS: hsperf.Default,
 		run: func(_ context.Context, o *profileOptions, _ *Globals) error { got = o; return nil }})
 	cmd.SetArgs(args)
 	cmd.SetOut(&bytes.Buffer{})
@@ -75,7 +76,7 @@ func TestProfileBadInputExit2(t *testing.T) {
 		{[]string{"--top", "0"}, "positive"},
 		{[]string{"--stack-map-size", "10"}, "between 1024"},
 		{[]string{"--jit-map"}, "needs --pid"},
-		{[]string{"--jit-map", "--pid", self}, "jcmd " + self + " Compiler.perfmap"},
+		{[]string{"--jit-map", "--pid", self}, "is not a HotSpot JVM"},
 	} {
 		_, err := runProfileFlags(t, c.args...)
 		if CodeOf(err) != ExitUsage {
