@@ -268,6 +268,9 @@ func Apply(ctx context.Context, p Plan, r Runner) ([]Executed, error) {
 				return done, &CommandError{FindingID: s.FindingID, Command: c, Err: fmt.Errorf("not run: %w", err), Ran: len(done), Script: p.RevertScript}
 			}
 			out, err := r.Run(ctx, c)
+			if err == nil {
+				err = checkSysctl(ctx, r, c)
+			}
 			if err != nil {
 				return done, &CommandError{FindingID: s.FindingID, Command: c, Output: string(out), Err: err, Ran: len(done), Script: p.RevertScript}
 			}
@@ -321,10 +324,42 @@ func Revert(ctx context.Context, path string, r Runner) ([]Executed, error) {
 			return done, &CommandError{Command: c, Err: fmt.Errorf("not run: %w", err), Ran: len(done), Script: path, revert: true}
 		}
 		out, err := r.Run(ctx, c)
+		if err == nil {
+			err = checkSysctl(ctx, r, c)
+		}
 		if err != nil {
 			return done, &CommandError{Command: c, Output: string(out), Err: err, Ran: len(done), Script: path, revert: true}
 		}
 		done = append(done, Executed{Command: c, Output: strings.TrimSpace(string(out))})
 	}
 	return done, nil
+}
+
+// sysctlWrite parses "sysctl -w KEY=VALUE" (any flags containing w).
+func sysctlWrite(command string) (key, value string, ok bool) {
+	f := strings.Fields(command)
+	if len(f) != 3 || f[0] != "sysctl" || !strings.HasPrefix(f[1], "-") || !strings.Contains(f[1], "w") {
+		return "", "", false
+	}
+	return strings.Cut(f[2], "=")
+}
+
+// checkSysctl reads back what a sysctl write set. procps sysctl exits 0
+// when the kernel refuses a write with EINVAL, which is what a read-only
+// per-namespace copy does (net.core.rmem_default outside the initial
+// network namespace): without the read-back, --apply would report a change
+// that never happened.
+func checkSysctl(ctx context.Context, r Runner, command string) error {
+	key, want, ok := sysctlWrite(command)
+	if !ok {
+		return nil
+	}
+	out, err := r.Run(ctx, "sysctl -n "+key)
+	if err != nil {
+		return fmt.Errorf("read %s back: %w", key, err)
+	}
+	if got := strings.Join(strings.Fields(string(out)), " "); got != strings.Join(strings.Fields(want), " ") {
+		return fmt.Errorf("the kernel kept %s = %s (sysctl exits 0 when a write is refused; is the key read-only here, e.g. in a network namespace?)", key, got)
+	}
+	return nil
 }

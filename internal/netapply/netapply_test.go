@@ -18,12 +18,25 @@ import (
 type recorder struct {
 	ran    []string
 	failOn string
+	// sysctls is what sysctl -n reads back; writes update it unless the
+	// key is in readOnly (where sysctl -w still exits 0, as procps does).
+	sysctls  map[string]string
+	readOnly map[string]bool
 }
 
 func (r *recorder) Run(_ context.Context, command string) ([]byte, error) {
+	if key, ok := strings.CutPrefix(command, "sysctl -n "); ok {
+		return []byte(r.sysctls[key] + "\n"), nil
+	}
 	r.ran = append(r.ran, command)
 	if command == r.failOn {
 		return []byte("ethtool: Operation not supported\n"), errors.New("exit status 1")
+	}
+	if key, value, ok := sysctlWrite(command); ok && !r.readOnly[key] {
+		if r.sysctls == nil {
+			r.sysctls = map[string]string{}
+		}
+		r.sysctls[key] = value
 	}
 	return []byte("ok\n"), nil
 }
@@ -256,5 +269,56 @@ func TestShellApplyAndRevertEndToEnd(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(knob); string(b) != "0\n" {
 		t.Fatalf("after sh: %q", b)
+	}
+}
+
+func TestApplyReadsSysctlsBack(t *testing.T) {
+	dir := t.TempDir()
+	fs := []diagnose.Finding{{ID: "net.udp-rcvbuf", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting,
+		Apply:  []string{"sysctl -w net.core.rmem_max=1048576", "sysctl -w net.core.rmem_default=1048576"},
+		Revert: []string{"sysctl -w net.core.rmem_default=212992", "sysctl -w net.core.rmem_max=212992"}}}}
+	plan, err := NewPlan(fs, []string{"net.udp-rcvbuf"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteRevertScript(dir, &plan); err != nil {
+		t.Fatal(err)
+	}
+	// Taken: both writes read back.
+	ok := &recorder{}
+	if done, err := Apply(context.Background(), plan, ok); err != nil || len(done) != 2 {
+		t.Fatalf("apply: %v, %d done", err, len(done))
+	}
+	// Refused with exit 0 (a read-only key in a network namespace): the
+	// second command fails, and the error says why and how to undo.
+	ro := &recorder{sysctls: map[string]string{"net.core.rmem_default": "212992"}, readOnly: map[string]bool{"net.core.rmem_default": true}}
+	done, err := Apply(context.Background(), plan, ro)
+	var ce *CommandError
+	if !errors.As(err, &ce) || len(done) != 1 || ce.Ran != 1 {
+		t.Fatalf("apply on a read-only key: %v, %d done", err, len(done))
+	}
+	for _, want := range []string{"the kernel kept net.core.rmem_default = 212992", "read-only", "perfscope udp --revert"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestSysctlWrite(t *testing.T) {
+	for cmd, want := range map[string]string{
+		"sysctl -w net.core.rmem_max=8388608":            "net.core.rmem_max 8388608",
+		"sysctl -qw net.ipv4.conf.all.rp_filter=0":       "net.ipv4.conf.all.rp_filter 0",
+		"sysctl net.core.rmem_max":                       "",
+		"echo 1 > /proc/sys/net/core/rmem_max":           "",
+		"sysctl -w net.ipv4.tcp_rmem=4096 87380 6291456": "",
+	} {
+		k, v, ok := sysctlWrite(cmd)
+		got := ""
+		if ok {
+			got = k + " " + v
+		}
+		if got != want {
+			t.Errorf("sysctlWrite(%q) = %q, want %q", cmd, got, want)
+		}
 	}
 }
