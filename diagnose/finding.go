@@ -101,6 +101,9 @@ type Recommendation struct {
 	Reference string `json:"reference,omitempty"`
 	// Caveats the user must weigh (security, other workloads).
 	Caveats []string `json:"caveats,omitempty"`
+	// Parameters are the recommendation's computed values for scripts
+	// (e.g. "so_rcvbuf_bytes"), so they need not be parsed from text.
+	Parameters map[string]int64 `json:"parameters,omitempty"`
 }
 
 // CodeSketch is a short illustration of an application change.

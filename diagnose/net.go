@@ -1424,9 +1424,20 @@ func checkUDPRcvbuf(in NetInput) *Finding {
 		"If drops persist at the same rate, the receiver is too slow on average: a bigger buffer only adds latency. Fix throughput (net.socket-lock-contention, net.reuseport-steering) first.",
 		"rmem_default applies to sockets created afterwards: restart the service (or have it call SO_RCVBUF).",
 	}
+	r.Parameters = map[string]int64{"so_rcvbuf_bytes": need}
 	var oldMax, oldDefault *int64
 	if in.Config != nil {
 		oldMax, oldDefault = in.Config.Core.RmemMax, in.Config.Core.RmemDefault
+		if w := in.Config.Core.RmemWritable; w != nil && !*w {
+			// A network namespace (a container): the sysctls are the
+			// host's, read-only here. The socket option is the way.
+			r.Kind = KindCode
+			f.Evidence = append(f.Evidence, fmt.Sprintf("net.core.rmem_default (%s B) and rmem_max (%s B) are read-only in this network namespace: they follow the host's", intOrUnknown(oldDefault), intOrUnknown(oldMax)))
+			if oldMax != nil && *oldMax < need {
+				r.Caveats = append(r.Caveats, fmt.Sprintf("SO_RCVBUF is capped at rmem_max (%d B); above it the application needs SO_RCVBUFFORCE (CAP_NET_ADMIN), or the host's rmem_max raised.", *oldMax))
+			}
+			return f
+		}
 	}
 	if oldMax != nil && oldDefault != nil && *oldDefault >= need && *oldMax >= need {
 		// Buffers are already that large: the receiver is the problem.
@@ -1453,4 +1464,11 @@ func checkUDPRcvbuf(in NetInput) *Finding {
 		r.Revert = append(r.Revert, fmt.Sprintf("sysctl -w net.core.rmem_default=%d", *oldDefault))
 	}
 	return f
+}
+
+func intOrUnknown(v *int64) string {
+	if v == nil {
+		return "?"
+	}
+	return strconv.FormatInt(*v, 10)
 }

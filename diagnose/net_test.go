@@ -636,6 +636,17 @@ func TestUDPRcvbuf(t *testing.T) {
 				t.Errorf("%+v", f.Recommendation)
 			}
 		}},
+		{name: "in a network namespace: the socket option", edit: func(in *NetInput) {
+			ro := false
+			in.Config.Core.RmemWritable = &ro
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if r.Kind != KindCode || len(r.Apply) != 0 || r.Parameters["so_rcvbuf_bytes"] != 8388608 {
+				t.Errorf("%+v", r)
+			}
+			contains(t, "evidence", f.Evidence, "read-only in this network namespace")
+			contains(t, "caveats", r.Caveats, "SO_RCVBUFFORCE")
+		}},
 		{name: "no config: advice without revert", edit: func(in *NetInput) { in.Config = nil }, want: func(t *testing.T, f *Finding) {
 			if f.Recommendation.Kind != KindAdvice || len(f.Recommendation.Revert) != 0 || len(f.Recommendation.Apply) != 2 {
 				t.Errorf("%+v", f.Recommendation)

@@ -68,6 +68,10 @@ type CoreSysctls struct {
 	NetdevMaxBacklog  *int64 `json:"netdev_max_backlog_packets"`
 	NetdevBudget      *int64 `json:"netdev_budget_packets"`
 	NetdevBudgetUsecs *int64 `json:"netdev_budget_usecs"`
+	// RmemWritable says whether rmem_max and rmem_default can be set here:
+	// outside the initial network namespace the kernel shows them as
+	// read-only (mode 0444) copies of the host's values. Nil when absent.
+	RmemWritable *bool `json:"rmem_writable"`
 }
 
 // SourceValidation is rp_filter and accept_local (net.ipv4.conf.*). The
@@ -120,8 +124,24 @@ func (s Sources) Snapshot(iface string) (NetConfig, error) {
 		RmemMax: s.sysctl("net.core.rmem_max"), RmemDefault: s.sysctl("net.core.rmem_default"),
 		NetdevMaxBacklog: s.sysctl("net.core.netdev_max_backlog"), NetdevBudget: s.sysctl("net.core.netdev_budget"),
 		NetdevBudgetUsecs: s.sysctl("net.core.netdev_budget_usecs"),
+		RmemWritable:      s.sysctlWritable("net.core.rmem_default", "net.core.rmem_max"),
 	}
 	return c, nil
+}
+
+// sysctlWritable reports whether every named sysctl has a write bit.
+// /proc/sys files carry the mode the kernel enforces (even on root), so the
+// bits answer without trying a write.
+func (s Sources) sysctlWritable(names ...string) *bool {
+	writable := true
+	for _, name := range names {
+		st, err := os.Stat(s.FS.Path("/proc/sys/" + strings.ReplaceAll(name, ".", "/")))
+		if err != nil {
+			return nil
+		}
+		writable = writable && st.Mode().Perm()&0o222 != 0
+	}
+	return &writable
 }
 
 func (s Sources) ethtoolSections(c *NetConfig, iface string) {

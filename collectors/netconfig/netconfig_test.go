@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -185,4 +186,26 @@ func TestSnapshotLive(t *testing.T) {
 		t.Error("rule counts unknown without a reason")
 	}
 	t.Logf("unavailable: %v; netfilter %+v; audit %+v", c.Unavailable, c.Netfilter, c.Audit)
+}
+
+func TestRmemWritable(t *testing.T) {
+	dir := t.TempDir()
+	core := filepath.Join(dir, "proc/sys/net/core")
+	if err := os.MkdirAll(core, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := Sources{FS: procfs.FS{Root: dir}}
+	if got := s.sysctlWritable("net.core.rmem_default", "net.core.rmem_max"); got != nil {
+		t.Errorf("absent sysctls: %v, want nil", *got)
+	}
+	os.WriteFile(filepath.Join(core, "rmem_default"), []byte("212992\n"), 0o644)
+	os.WriteFile(filepath.Join(core, "rmem_max"), []byte("212992\n"), 0o644)
+	if got := s.sysctlWritable("net.core.rmem_default", "net.core.rmem_max"); got == nil || !*got {
+		t.Errorf("0644 files: %v, want writable", got)
+	}
+	// What a network namespace shows: the host's value, read-only.
+	os.Chmod(filepath.Join(core, "rmem_default"), 0o444)
+	if got := s.sysctlWritable("net.core.rmem_default", "net.core.rmem_max"); got == nil || *got {
+		t.Errorf("a 0444 file: %v, want read-only", got)
+	}
 }

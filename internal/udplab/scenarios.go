@@ -13,6 +13,11 @@ type Server struct {
 	// Pin pins thread i to the i-th CPU of this list ("" = unpinned).
 	Pin  string `json:"pin,omitempty"`
 	Echo bool   `json:"echo,omitempty"`
+	// RcvBuf is the sockets' SO_RCVBUF (0: the system default).
+	RcvBuf int `json:"rcvbuf,omitempty"`
+	// RcvBufFromFinding takes RcvBuf from the finding's so_rcvbuf_bytes
+	// parameter: the fix the finding computed.
+	RcvBufFromFinding bool `json:"rcvbuf_from_finding,omitempty"`
 }
 
 func (s Server) String() string {
@@ -22,6 +27,9 @@ func (s Server) String() string {
 	}
 	if s.Echo {
 		text += ", echoing"
+	}
+	if s.RcvBuf > 0 {
+		text += fmt.Sprintf(", SO_RCVBUF %d B", s.RcvBuf)
 	}
 	return text
 }
@@ -200,17 +208,18 @@ var Scenarios = []Scenario{
 	},
 	{
 		Name:    "rcvbuf-small",
-		Fault:   "16 KiB default receive buffer (net.core.rmem_default), bursty 40k datagrams/s",
+		Fault:   "SO_RCVBUF of 4 KiB on each socket, bursty 40k datagrams/s",
 		Step:    "drops the seed's benchmark does not count (Udp RcvbufErrors)",
 		Finding: "net.udp-rcvbuf",
-		FixText: "perfscope udp --apply net.udp-rcvbuf (rmem_max/rmem_default from the measured rate), server restarted",
-		Fix:     FixApply,
+		// In a network namespace net.core.rmem_default is the host's,
+		// read-only; perfscope then recommends the socket option with a
+		// computed size, which the lab's server takes.
+		FixText: "restart the server with the SO_RCVBUF the finding computed (so_rcvbuf_bytes)",
+		Fix:     FixServer,
 		Lab:     netlab.Config{Queues: 4, NoGRO: true},
-		Setup: [][]string{
-			{"sysctl", "-qw", "net.core.rmem_default=16384"},
-		},
-		Before: Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
-		Flood:  Flood{Senders: 2, Rate: 40000},
+		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1", RcvBuf: 4096},
+		After:   Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1", RcvBufFromFinding: true},
+		Flood:   Flood{Senders: 2, Rate: 40000},
 	},
 	{
 		Name:    "tuned",

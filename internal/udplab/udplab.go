@@ -165,6 +165,14 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 			return res, nil
 		}
 	case FixServer:
+		if sc.After.RcvBufFromFinding {
+			size := res.Found.Recommendation.Parameters["so_rcvbuf_bytes"]
+			if size <= 0 {
+				res.Problem = fmt.Sprintf("%s names no so_rcvbuf_bytes to apply", sc.Finding)
+				return res, nil
+			}
+			sc.After.RcvBuf, sc.After.RcvBufFromFinding = int(size), false
+		}
 		res.Applied = []string{fmt.Sprintf("server restarted: %s → %s", sc.Before, sc.After)}
 	}
 	for _, a := range res.Applied {
@@ -204,6 +212,9 @@ func (o Options) phase(ctx context.Context, lab *netlab.Lab, sc Scenario, srv Se
 	}
 	if srv.Echo {
 		srvArgs = append(srvArgs, "--echo")
+	}
+	if srv.RcvBuf > 0 {
+		srvArgs = append(srvArgs, "--rcvbuf", fmt.Sprint(srv.RcvBuf))
 	}
 	server := lab.Command(ctx, lab.ReceiverNS, srvArgs...)
 	var srvOut, srvErr syncBuffer

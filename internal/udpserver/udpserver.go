@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -120,7 +121,13 @@ func (s *Server) bind(cfg Config) (int, error) {
 		}
 	}
 	if cfg.RcvBuf > 0 {
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, cfg.RcvBuf); err != nil {
+		// SO_RCVBUFFORCE (root) is not capped by net.core.rmem_max, which a
+		// lab namespace cannot raise: it is the host's, read-only.
+		opt := unix.SO_RCVBUF
+		if os.Geteuid() == 0 {
+			opt = unix.SO_RCVBUFFORCE
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, cfg.RcvBuf); err != nil {
 			unix.Close(fd)
 			return -1, fmt.Errorf("udpserver: SO_RCVBUF: %w", err)
 		}
