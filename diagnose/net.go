@@ -46,6 +46,10 @@ const (
 	// CPU steering; ReuseportSkew: busiest socket over the mean.
 	ReuseportRemainingShare = 0.005
 	ReuseportSkew           = 1.5
+	// ReuseportCrossFeed: a socket of a reuseport group counts as fed by a
+	// CPU that queued at least this share of its wakeups; a socket fed by
+	// two or more NET_RX CPUs is what steering by CPU removes.
+	ReuseportCrossFeed = 0.2
 	// FunctionShareMin: a seed-003 function group worth removing, as a
 	// share of the NET_RX CPUs' samples; FunctionShareWarn raises severity.
 	FunctionShareMin  = 0.01
@@ -872,7 +876,22 @@ func checkReuseportSteering(in NetInput) *Finding {
 			skew = top / mean
 		}
 	}
-	if share < ReuseportRemainingShare && skew < ReuseportSkew {
+	// Cross-fed sockets: several NET_RX CPUs queue into the same socket.
+	rx := netRXCPUs(e)
+	var crossFed []string
+	for _, s := range socketsOnPort(e, port) {
+		cpus, _ := s.FeedingCPUs(ReuseportCrossFeed)
+		n := 0
+		for _, c := range cpus {
+			if rx.Contains(c) {
+				n++
+			}
+		}
+		if n >= 2 {
+			crossFed = append(crossFed, fmt.Sprintf("socket inode %d was fed by CPUs %s (%s of its wakeups)", s.Inode, cpuset.Of(cpus...).List(), feedShares(s, cpus)))
+		}
+	}
+	if share < ReuseportRemainingShare && skew < ReuseportSkew && len(crossFed) == 0 {
 		return nil
 	}
 	f := &Finding{
@@ -886,6 +905,11 @@ func checkReuseportSteering(in NetInput) *Finding {
 	if skew >= ReuseportSkew {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("busiest socket received %.0f packets, %.2f× the group mean of %.0f", top, skew, mean))
 	}
+	if len(crossFed) > 0 {
+		f.Evidence = append(f.Evidence, crossFed...)
+		// Every cross-fed socket bounces its queue between CPUs' caches.
+		f.Impact = math.Min(1, f.Impact+0.1*float64(len(crossFed))/float64(g.Size))
+	}
 	f.Evidence = append(f.Evidence, fmt.Sprintf("%d CPUs run NET_RX (%s); the flow hash can send two CPUs' packets to one socket", netRXCPUs(e).Len(), netRXCPUs(e).List()))
 	f.Recommendation = Recommendation{
 		Kind: KindCode,
@@ -897,6 +921,19 @@ func checkReuseportSteering(in NetInput) *Finding {
 		Caveats:   []string{"Needs one socket per CPU that runs NET_RX, created in CPU order, and packets spread over those CPUs (RSS/RPS); SO_ATTACH_REUSEPORT_EBPF does the same with an eBPF program."},
 	}
 	return f
+}
+
+// feedShares prints the wakeup shares of cpus for a socket: "55%, 45%".
+func feedShares(s evidence.UDPSocket, cpus []int) string {
+	var total uint64
+	for _, n := range s.WakeupsByCPU {
+		total += n
+	}
+	parts := make([]string, len(cpus))
+	for i, c := range cpus {
+		parts[i] = pct(float64(s.WakeupsByCPU[c]) / float64(total))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // --- 8. thread pinning -----------------------------------------------------

@@ -397,6 +397,24 @@ func TestReuseportSteering(t *testing.T) {
 			in.Evidence.Sockets.Sockets[1].ReceivedPkt = u64(3_000_000)
 			in.Evidence.Locks.ByClass = map[string]uint64{"socket-receive-queue": 1e6}
 		}},
+		{name: "balanced and quiet, but every socket fed by two CPUs", edit: func(in *NetInput) {
+			group(in)
+			in.Evidence.Sockets.Sockets[1].ReceivedPkt = u64(3_000_000)
+			in.Evidence.Locks.ByClass = map[string]uint64{"socket-receive-queue": 1e6}
+			cpus := netRXCPUs(in.Evidence).CPUs()
+			in.Evidence.Sockets.Sockets[0].WakeupsByCPU = map[int]uint64{cpus[0]: 550, cpus[1]: 450}
+			in.Evidence.Sockets.Sockets[1].WakeupsByCPU = map[int]uint64{cpus[0]: 300, cpus[1]: 700}
+		}, want: func(t *testing.T, f *Finding) {
+			contains(t, "evidence", f.Evidence, "socket inode 1 was fed by CPUs", "(55.0%, 45.0% of its wakeups)", "socket inode 2 was fed by CPUs")
+		}},
+		{name: "steered: one CPU per socket", silent: true, edit: func(in *NetInput) {
+			group(in)
+			in.Evidence.Sockets.Sockets[1].ReceivedPkt = u64(3_000_000)
+			in.Evidence.Locks.ByClass = map[string]uint64{"socket-receive-queue": 1e6}
+			cpus := netRXCPUs(in.Evidence).CPUs()
+			in.Evidence.Sockets.Sockets[0].WakeupsByCPU = map[int]uint64{cpus[0]: 1000, cpus[1]: 3}
+			in.Evidence.Sockets.Sockets[1].WakeupsByCPU = map[int]uint64{cpus[1]: 1000}
+		}},
 		{name: "no group", silent: true},
 	})
 }

@@ -3,6 +3,7 @@ package evidence
 import (
 	"github.com/perfscope/perfscope/collectors/netconfig"
 	"github.com/perfscope/perfscope/collectors/netstat"
+	"sort"
 )
 
 // NetEvidence is everything one `perfscope udp` run measured and read,
@@ -257,6 +258,32 @@ type UDPSocket struct {
 	// SocketSection.ReceivedUnavailable).
 	ReceivedPkt  *uint64  `json:"received_packets,omitempty"`
 	ReceivedPerS *float64 `json:"received_per_s,omitempty"`
+	// WakeupsByCPU counts the data-ready wakeups (sock:sk_data_ready) by
+	// the CPU that queued the datagram: which CPUs' softirqs fed this
+	// socket. Shares, not datagram counts: since 6.13 UDP wakes only an
+	// empty queue's reader. Absent without the tracepoint.
+	WakeupsByCPU map[int]uint64 `json:"wakeups_by_cpu,omitempty"`
+}
+
+// FeedingCPUs returns the CPUs that queued at least minShare of the
+// socket's wakeups, and the largest share one CPU had.
+func (s UDPSocket) FeedingCPUs(minShare float64) (cpus []int, top float64) {
+	var total uint64
+	for _, n := range s.WakeupsByCPU {
+		total += n
+	}
+	if total == 0 {
+		return nil, 0
+	}
+	for cpu, n := range s.WakeupsByCPU {
+		share := float64(n) / float64(total)
+		if share >= minShare {
+			cpus = append(cpus, cpu)
+		}
+		top = max(top, share)
+	}
+	sort.Ints(cpus)
+	return cpus, top
 }
 
 // ReusePortGroup is the sockets bound to one local address and port.

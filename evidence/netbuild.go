@@ -271,6 +271,15 @@ func BuildSockets(port int, pid int, start, end sockets.UDPTable, owned map[uint
 	return s
 }
 
+// AddSocketWakeups fills each socket's data-ready wakeups by CPU.
+func AddSocketWakeups(s *SocketSection, wakeups map[uint64]map[int]uint64) {
+	for i := range s.Sockets {
+		if w := wakeups[s.Sockets[i].Inode]; len(w) > 0 {
+			s.Sockets[i].WakeupsByCPU = w
+		}
+	}
+}
+
 // AddSocketReads fills each socket's received datagrams and rate from
 // per-inode counts of the window (a socket absent from reads read nothing).
 func AddSocketReads(s *SocketSection, reads map[uint64]uint64, window time.Duration) {

@@ -17,6 +17,7 @@ var Catalog = []CatalogEntry{
 	{Hook{Group: "udp", Name: "udp_fail_queue_rcv_skb"}, "UDP drops per local port before 6.12 (udp)"},
 	{Hook{Group: "skb", Name: "kfree_skb"}, "packet drops by reason, and per UDP port since 6.12 (udp)"},
 	{Hook{Group: "sock", Name: "sock_recv_length"}, "datagrams read per UDP socket (udp)"},
+	{Hook{Group: "sock", Name: "sk_data_ready"}, "which CPUs' softirqs feed each UDP socket (udp)"},
 }
 
 // CatalogEntry is one tracepoint and what perfscope uses it for.

@@ -364,6 +364,7 @@ func addSocketReads(sec *evidence.SocketSection, np *netProbes, d udpsock.Snapsh
 		reads[ino] = r.Datagrams
 	}
 	evidence.AddSocketReads(sec, reads, window)
+	evidence.AddSocketWakeups(sec, d.Wakeups)
 	if d.Lost > 0 {
 		sec.ReceivedUnavailable = fmt.Sprintf("%d reads not counted: the socket probe's map was full", d.Lost)
 	}

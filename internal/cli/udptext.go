@@ -221,13 +221,13 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 		if ev.Sockets.Warning != "" {
 			fmt.Fprintf(w, "warning: %s\n", ev.Sockets.Warning)
 		}
-		st := report.Table{Header: []string{"local", "inode", "read/s", "read", "rx queue", "drops"}}
+		st := report.Table{Header: []string{"local", "inode", "read/s", "read", "rx queue", "drops", "fed by CPUs (wakeups)"}}
 		for _, s := range ev.Sockets.Sockets {
 			rate := "-"
 			if s.ReceivedPerS != nil {
 				rate = report.Count(*s.ReceivedPerS)
 			}
-			st.Add(s.Local, fmt.Sprint(s.Inode), rate, optU(s.ReceivedPkt), report.Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta))
+			st.Add(s.Local, fmt.Sprint(s.Inode), rate, optU(s.ReceivedPkt), report.Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta), feeders(s))
 		}
 		st.Write(w)
 		if ev.Sockets.ReceivedUnavailable != "" {
@@ -322,6 +322,29 @@ func lockSplit(locks []evidence.SocketLockWait) string {
 			share = 100 * float64(l.TotalNs) / float64(all)
 		}
 		parts = append(parts, fmt.Sprintf("%s %.0f%%", l.Field, share))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// feeders prints a socket's wakeups by CPU, busiest first: "1 62%, 0 38%".
+func feeders(s evidence.UDPSocket) string {
+	var total uint64
+	cpus := make([]int, 0, len(s.WakeupsByCPU))
+	for cpu, n := range s.WakeupsByCPU {
+		total += n
+		cpus = append(cpus, cpu)
+	}
+	if total == 0 {
+		return "-"
+	}
+	sort.Slice(cpus, func(i, j int) bool { return s.WakeupsByCPU[cpus[i]] > s.WakeupsByCPU[cpus[j]] })
+	var parts []string
+	for _, cpu := range cpus {
+		share := float64(s.WakeupsByCPU[cpu]) / float64(total)
+		if share < 0.01 || len(parts) == 4 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", cpu, report.Percent(share)))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -260,4 +260,13 @@ struct trace_event_raw_sock_msg_length {
 	int flags;
 } __attribute__((preserve_access_index));
 
+/* sock:sk_data_ready record (6.7+). */
+struct trace_event_raw_sk_data_ready {
+	struct trace_entry ent;
+	const void *skaddr;
+	__u16 family;
+	__u16 protocol;
+	unsigned long ip;
+} __attribute__((preserve_access_index));
+
 #endif /* PERFSCOPE_KERNEL_H */

@@ -15,9 +15,11 @@ import (
 )
 
 // Hooks are the tracepoints this probe attaches to. sock_recv_length
-// appeared in 6.6.
+// appeared in 6.6, sk_data_ready in 6.7 (optional: without it the socket
+// counts stay and the CPU feeding each socket is unknown).
 var Hooks = []probes.Hook{
 	probes.HookFromCatalog("sock", "sock_recv_length", false),
+	probes.HookFromCatalog("sock", "sk_data_ready", true),
 }
 
 // Options configure a probe.
@@ -50,7 +52,11 @@ type Snapshot struct {
 	Taken time.Time
 	// Sockets maps a socket's inode number to its reads.
 	Sockets map[uint64]Reads
-	// Lost counts reads not counted because the socket map was full.
+	// Wakeups maps a socket's inode number to the data-ready wakeups per
+	// CPU that queued the datagram: which CPUs' softirqs fed it. Nil when
+	// the kernel lacks sock:sk_data_ready.
+	Wakeups map[uint64]map[int]uint64
+	// Lost counts reads and wakeups not counted because a map was full.
 	Lost uint64
 }
 
@@ -89,11 +95,27 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		}
 		s.Sockets[ino] = r
 	}
+	if _, missing := p.Missing()[Hooks[1].String()]; !missing {
+		wake, err := probes.ReadPerCPUHash[uint64, uint64](maps["wakeups"])
+		if err != nil {
+			return s, err
+		}
+		s.Wakeups = make(map[uint64]map[int]uint64, len(wake))
+		for ino, perCPU := range wake {
+			byCPU := map[int]uint64{}
+			for cpu, n := range perCPU {
+				if n > 0 {
+					byCPU[cpu] = n
+				}
+			}
+			s.Wakeups[ino] = byCPU
+		}
+	}
 	lost, err := probes.SumPerCPUCounters(maps["lost"], int(udpsockUdpsockLostUDPSOCK_LOST_REASONS))
 	if err != nil {
 		return s, err
 	}
-	s.Lost = lost[udpsockUdpsockLostUDPSOCK_LOST_SOCKET]
+	s.Lost = lost[udpsockUdpsockLostUDPSOCK_LOST_SOCKET] + lost[udpsockUdpsockLostUDPSOCK_LOST_WAKEUP]
 	return s, nil
 }
 
@@ -105,6 +127,19 @@ func (s Snapshot) Sub(prev Snapshot) Snapshot {
 		p := prev.Sockets[ino]
 		if r.Datagrams > p.Datagrams {
 			d.Sockets[ino] = Reads{Datagrams: r.Datagrams - p.Datagrams, Bytes: r.Bytes - p.Bytes}
+		}
+	}
+	if s.Wakeups != nil {
+		d.Wakeups = map[uint64]map[int]uint64{}
+		for ino, byCPU := range s.Wakeups {
+			for cpu, n := range byCPU {
+				if p := prev.Wakeups[ino][cpu]; n > p {
+					if d.Wakeups[ino] == nil {
+						d.Wakeups[ino] = map[int]uint64{}
+					}
+					d.Wakeups[ino][cpu] = n - p
+				}
+			}
 		}
 	}
 	return d

@@ -23,7 +23,8 @@ type udpsockUdpsockLost uint32
 
 const (
 	udpsockUdpsockLostUDPSOCK_LOST_SOCKET  udpsockUdpsockLost = 0
-	udpsockUdpsockLostUDPSOCK_LOST_REASONS udpsockUdpsockLost = 1
+	udpsockUdpsockLostUDPSOCK_LOST_WAKEUP  udpsockUdpsockLost = 1
+	udpsockUdpsockLostUDPSOCK_LOST_REASONS udpsockUdpsockLost = 2
 )
 
 // Names of all BPF objects in the ELF.
@@ -32,8 +33,12 @@ const (
 const (
 	udpsockMapLost               = "lost"
 	udpsockMapReads              = "reads"
+	udpsockMapWakeups            = "wakeups"
+	udpsockProgBtfSkDataReady    = "btf_sk_data_ready"
 	udpsockProgBtfSockRecvLength = "btf_sock_recv_length"
+	udpsockProgRawSkDataReady    = "raw_sk_data_ready"
 	udpsockProgRawSockRecvLength = "raw_sock_recv_length"
+	udpsockProgTpSkDataReady     = "tp_sk_data_ready"
 	udpsockProgTpSockRecvLength  = "tp_sock_recv_length"
 	udpsockVarTargetNetns        = "target_netns"
 	udpsockVarTargetPort         = "target_port"
@@ -81,8 +86,11 @@ type udpsockSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type udpsockProgramSpecs struct {
+	BtfSkDataReady    *ebpf.ProgramSpec `ebpf:"btf_sk_data_ready"`
 	BtfSockRecvLength *ebpf.ProgramSpec `ebpf:"btf_sock_recv_length"`
+	RawSkDataReady    *ebpf.ProgramSpec `ebpf:"raw_sk_data_ready"`
 	RawSockRecvLength *ebpf.ProgramSpec `ebpf:"raw_sock_recv_length"`
+	TpSkDataReady     *ebpf.ProgramSpec `ebpf:"tp_sk_data_ready"`
 	TpSockRecvLength  *ebpf.ProgramSpec `ebpf:"tp_sock_recv_length"`
 }
 
@@ -90,8 +98,9 @@ type udpsockProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type udpsockMapSpecs struct {
-	Lost  *ebpf.MapSpec `ebpf:"lost"`
-	Reads *ebpf.MapSpec `ebpf:"reads"`
+	Lost    *ebpf.MapSpec `ebpf:"lost"`
+	Reads   *ebpf.MapSpec `ebpf:"reads"`
+	Wakeups *ebpf.MapSpec `ebpf:"wakeups"`
 }
 
 // udpsockVariableSpecs contains global variables before they are loaded into the kernel.
@@ -122,14 +131,16 @@ func (o *udpsockObjects) Close() error {
 //
 // It can be passed to loadUdpsockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type udpsockMaps struct {
-	Lost  *ebpf.Map `ebpf:"lost"`
-	Reads *ebpf.Map `ebpf:"reads"`
+	Lost    *ebpf.Map `ebpf:"lost"`
+	Reads   *ebpf.Map `ebpf:"reads"`
+	Wakeups *ebpf.Map `ebpf:"wakeups"`
 }
 
 func (m *udpsockMaps) Close() error {
 	return _UdpsockClose(
 		m.Lost,
 		m.Reads,
+		m.Wakeups,
 	)
 }
 
@@ -145,15 +156,21 @@ type udpsockVariables struct {
 //
 // It can be passed to loadUdpsockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type udpsockPrograms struct {
+	BtfSkDataReady    *ebpf.Program `ebpf:"btf_sk_data_ready"`
 	BtfSockRecvLength *ebpf.Program `ebpf:"btf_sock_recv_length"`
+	RawSkDataReady    *ebpf.Program `ebpf:"raw_sk_data_ready"`
 	RawSockRecvLength *ebpf.Program `ebpf:"raw_sock_recv_length"`
+	TpSkDataReady     *ebpf.Program `ebpf:"tp_sk_data_ready"`
 	TpSockRecvLength  *ebpf.Program `ebpf:"tp_sock_recv_length"`
 }
 
 func (p *udpsockPrograms) Close() error {
 	return _UdpsockClose(
+		p.BtfSkDataReady,
 		p.BtfSockRecvLength,
+		p.RawSkDataReady,
 		p.RawSockRecvLength,
+		p.TpSkDataReady,
 		p.TpSockRecvLength,
 	)
 }

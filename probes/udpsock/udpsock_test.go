@@ -120,12 +120,25 @@ func TestProbeCountsReadsPerSocketInItsNamespace(t *testing.T) {
 			if d.Lost != 0 {
 				t.Errorf("lost %d", d.Lost)
 			}
+			// Every queued datagram whose queue was empty woke the reader
+			// (all of them before 6.13): at least one, at most one each.
+			var wakeups uint64
+			for _, n := range d.Wakeups[ino] {
+				wakeups += n
+			}
+			t.Logf("wakeups by CPU: %v", d.Wakeups[ino])
+			if wakeups == 0 || wakeups > read {
+				t.Errorf("inode %d: %d data-ready wakeups for %d datagrams read", ino, wakeups, read)
+			}
 			other, err := here.Snapshot()
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r, ok := other.Sockets[ino]; ok {
 				t.Errorf("the probe of this namespace counted %+v for a socket of %s", r, lab.ReceiverNS)
+			}
+			if w, ok := other.Wakeups[ino]; ok {
+				t.Errorf("the probe of this namespace counted wakeups %v for a socket of %s", w, lab.ReceiverNS)
 			}
 			for _, p := range []*Probe{there, here} {
 				if err := p.Close(); err != nil {

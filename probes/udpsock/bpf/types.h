@@ -11,8 +11,9 @@ struct sock_reads {
 
 /* Events not counted because the socket map was full. */
 enum udpsock_lost {
-	UDPSOCK_LOST_SOCKET = 0,
-	UDPSOCK_LOST_REASONS = 1,
+	UDPSOCK_LOST_SOCKET = 0, /* reads: the socket map was full */
+	UDPSOCK_LOST_WAKEUP = 1, /* wakeups: the socket map was full */
+	UDPSOCK_LOST_REASONS = 2,
 };
 
 #endif

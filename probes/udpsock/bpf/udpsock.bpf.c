@@ -18,6 +18,15 @@
  * hash lookup. The inode is sk->sk_socket->file->f_inode->i_ino, the same
  * inode SOCK_INODE() names, reached through pointers the verifier can type
  * instead of container_of arithmetic.
+ *
+ *   sock:sk_data_ready (6.7+)     when a datagram is queued and the reader
+ *                                 is woken, on the CPU that queued it
+ *
+ * Counted per socket in a per-CPU map, so the CPU dimension is the CPU whose
+ * softirq fed the socket: a reuseport group steered by CPU has one CPU per
+ * socket, a group chosen by flow hash has every socket fed by every CPU.
+ * Since 6.13 UDP calls it only when the receive queue was empty, so these
+ * are wakeups (a sample of the enqueues), read as shares, not as counts.
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
@@ -46,18 +55,29 @@ struct {
 } reads SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, __u64);
+} wakeups SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, UDPSOCK_LOST_REASONS);
 	__type(key, enum udpsock_lost);
 	__type(value, __u64);
 } lost SEC(".maps");
 
-static __always_inline int on_recv(const struct sock *sk, int ret, int flags, const bool direct)
+static __always_inline void count_lost(enum udpsock_lost why)
 {
-	if (ret < 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)) || !sk)
-		return 0;
-	if (udp_port_in(sk, target_netns, target_port, direct) < 0)
-		return 0;
+	__u64 *n = bpf_map_lookup_elem(&lost, &why);
+	if (n)
+		(*n)++;
+}
+
+/* The socket's inode number, 0 when it has no file (kernel sockets). */
+static __always_inline __u64 sock_inode(const struct sock *sk, const bool direct)
+{
 	struct socket *sock = READ(direct, sk, sk_socket);
 	if (!sock)
 		return 0;
@@ -67,7 +87,18 @@ static __always_inline int on_recv(const struct sock *sk, int ret, int flags, co
 	struct inode *inode = READ(direct, file, f_inode);
 	if (!inode)
 		return 0;
-	__u64 ino = READ(direct, inode, i_ino);
+	return READ(direct, inode, i_ino);
+}
+
+static __always_inline int on_recv(const struct sock *sk, int ret, int flags, const bool direct)
+{
+	if (ret < 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)) || !sk)
+		return 0;
+	if (udp_port_in(sk, target_netns, target_port, direct) < 0)
+		return 0;
+	__u64 ino = sock_inode(sk, direct);
+	if (!ino)
+		return 0;
 	struct sock_reads *r = bpf_map_lookup_elem(&reads, &ino);
 	if (r) {
 		r->datagrams++;
@@ -85,10 +116,30 @@ static __always_inline int on_recv(const struct sock *sk, int ret, int flags, co
 		r->bytes += ret;
 		return 0;
 	}
-	enum udpsock_lost why = UDPSOCK_LOST_SOCKET;
-	__u64 *n = bpf_map_lookup_elem(&lost, &why);
+	count_lost(UDPSOCK_LOST_SOCKET);
+	return 0;
+}
+
+static __always_inline int on_data_ready(const struct sock *sk, const bool direct)
+{
+	if (!sk || udp_port_in(sk, target_netns, target_port, direct) < 0)
+		return 0;
+	__u64 ino = sock_inode(sk, direct);
+	if (!ino)
+		return 0;
+	__u64 *n = bpf_map_lookup_elem(&wakeups, &ino);
+	if (n) {
+		(*n)++;
+		return 0;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&wakeups, &ino, &one, BPF_NOEXIST) == 0)
+		return 0;
+	n = bpf_map_lookup_elem(&wakeups, &ino);
 	if (n)
 		(*n)++;
+	else
+		count_lost(UDPSOCK_LOST_WAKEUP);
 	return 0;
 }
 
@@ -107,4 +158,18 @@ int tp_sock_recv_length(struct trace_event_raw_sock_msg_length *ctx)
 	if (ctx->protocol != PERFSCOPE_IPPROTO_UDP)
 		return 0;
 	return on_recv(ctx->sk, ctx->ret, ctx->flags, false);
+}
+
+SEC("tp_btf/sk_data_ready")
+int BPF_PROG(btf_sk_data_ready, const struct sock *sk) { return on_data_ready(sk, true); }
+
+SEC("raw_tp/sk_data_ready")
+int raw_sk_data_ready(struct bpf_raw_tracepoint_args *ctx) { return on_data_ready((void *)ctx->args[0], false); }
+
+SEC("tracepoint/sock/sk_data_ready")
+int tp_sk_data_ready(struct trace_event_raw_sk_data_ready *ctx)
+{
+	if (ctx->protocol != PERFSCOPE_IPPROTO_UDP)
+		return 0;
+	return on_data_ready(ctx->skaddr, false);
 }
