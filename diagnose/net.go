@@ -738,9 +738,6 @@ func checkSocketLockContention(in NetInput) *Finding {
 	}
 	ns := socketLockNs(e)
 	share := lockShare(e, ns)
-	if share < SocketLockShareSaturated {
-		return nil
-	}
 	port, label := e.Port, fmt.Sprintf("port %d", e.Port)
 	sc, attributed := contendedSocket(e)
 	if attributed {
@@ -761,10 +758,26 @@ func checkSocketLockContention(in NetInput) *Finding {
 	drops, reasons := dropsOnPort(e, port)
 	delivered, _ := e.Drops.InDatagrams()
 	saturated := drops > 0 && float64(drops) >= SocketDropShare*float64(drops+delivered)
-	if share < SocketLockShareWarn && !saturated {
+	rx := netRXCPUs(e)
+	// Several NET_RX CPUs queueing into the one socket of the port.
+	var feeders []int
+	var fedSocket evidence.UDPSocket
+	if socks := socketsOnPort(e, port); len(socks) == 1 {
+		fedSocket = socks[0]
+		cpus, _ := fedSocket.FeedingCPUs(ReuseportCrossFeed)
+		for _, c := range cpus {
+			if rx.Contains(c) {
+				feeders = append(feeders, c)
+			}
+		}
+	}
+	crossFed := len(feeders) >= 2
+	switch {
+	case share >= SocketLockShareWarn:
+	case saturated && (share >= SocketLockShareSaturated || crossFed):
+	default:
 		return nil
 	}
-	rx := netRXCPUs(e)
 	f := &Finding{
 		Severity: Warn,
 		Title:    fmt.Sprintf("%d CPUs contend on one UDP socket's lock: %s of their time lost waiting", max(rx.Len(), 1), pct(share)),
@@ -784,9 +797,12 @@ func checkSocketLockContention(in NetInput) *Finding {
 	if drops > 0 {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%d drops on port %d over the window (%s)", drops, port, strings.Join(reasons, ", ")))
 	}
+	if crossFed {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("softirqs on CPUs %s all queue into it (%s of its wakeups)", cpuset.Of(feeders...).List(), feedShares(fedSocket, feeders)))
+	}
 	if share < SocketLockShareWarn {
 		// Below the plain threshold only because the socket is saturated.
-		f.Title = fmt.Sprintf("one UDP socket is the bottleneck: it drops %s of its datagrams while %d CPUs contend on its locks", pct(float64(drops)/float64(drops+delivered)), max(rx.Len(), 1))
+		f.Title = fmt.Sprintf("one UDP socket is the bottleneck: it drops %s of its datagrams while %d CPUs feed it", pct(float64(drops)/float64(drops+delivered)), max(rx.Len(), len(feeders), 1))
 		f.Impact = math.Max(share, float64(drops)/float64(drops+delivered))
 	}
 	if socks := socketsOnPort(e, port); len(socks) == 1 {

@@ -367,6 +367,21 @@ func TestSocketLockContention(t *testing.T) {
 			}
 			contains(t, "evidence", f.Evidence, "980000 drops on port 9000")
 		}},
+		{name: "no measurable wait, but two CPUs feed the saturated socket", edit: func(in *NetInput) {
+			in.Evidence.Locks.ByClass = map[string]uint64{"socket-wakeup": 1e6}
+			cpus := netRXCPUs(in.Evidence).CPUs()
+			in.Evidence.Sockets.Sockets[0].WakeupsByCPU = map[int]uint64{cpus[0]: 600, cpus[1]: 400}
+		}, want: func(t *testing.T, f *Finding) {
+			if !strings.Contains(f.Title, "one UDP socket is the bottleneck") {
+				t.Errorf("title %q", f.Title)
+			}
+			contains(t, "evidence", f.Evidence, "all queue into it (60.0%, 40.0% of its wakeups)")
+		}},
+		{name: "one CPU feeds the saturated socket, no wait", silent: true, edit: func(in *NetInput) {
+			in.Evidence.Locks.ByClass = map[string]uint64{"socket-wakeup": 1e6}
+			cpus := netRXCPUs(in.Evidence).CPUs()
+			in.Evidence.Sockets.Sockets[0].WakeupsByCPU = map[int]uint64{cpus[0]: 1000}
+		}},
 		{name: "some contention, no drops", silent: true, edit: func(in *NetInput) {
 			in.Evidence.Locks.ByClass = map[string]uint64{"socket-wakeup": 5e8}
 			in.Evidence.Drops.ByPort = nil
