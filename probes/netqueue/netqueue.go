@@ -160,10 +160,17 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 	if err != nil {
 		return s, err
 	}
-	s.NAPI = convert(napi, func(k netqueueNapiKey) NAPIKey { return NAPIKey{ID: k.NapiId, Ifindex: int(k.Ifindex)} },
-		func(v netqueueNapiStat) NAPIStats {
-			return NAPIStats{Polls: v.Polls, Work: v.Work, BudgetExhausted: v.BudgetExhausted}
-		})
+	napiStats := func(v netqueueNapiStat) NAPIStats {
+		return NAPIStats{Polls: v.Polls, Work: v.Work, BudgetExhausted: v.BudgetExhausted}
+	}
+	s.NAPI = convert(napi, func(k netqueueNapiKey) NAPIKey { return NAPIKey{ID: k.NapiId, Ifindex: int(k.Ifindex)} }, napiStats)
+	backlog, err := queueArray(maps["backlog_stats"], 0, napiStats)
+	if err != nil {
+		return s, err
+	}
+	if perCPU, ok := backlog[QueueKey{}]; ok {
+		s.NAPI[NAPIKey{}] = perCPU
+	}
 	traffic := func(v netqueueTrafficStat) Traffic { return Traffic{Packets: v.Packets, Bytes: v.Bytes} }
 	for name, dst := range map[string]*map[QueueKey][]Traffic{"rx_stats": &s.RXRaw, "tx_stats": &s.TX} {
 		if *dst, err = queueArray(maps[name], p.ifindex, traffic); err != nil {

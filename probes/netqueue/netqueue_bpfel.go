@@ -62,6 +62,7 @@ type netqueueTrafficStat struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	netqueueMapBacklogStats        = "backlog_stats"
 	netqueueMapLost                = "lost"
 	netqueueMapNapiQueues          = "napi_queues"
 	netqueueMapNapiStats           = "napi_stats"
@@ -151,12 +152,13 @@ type netqueueProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type netqueueMapSpecs struct {
-	Lost       *ebpf.MapSpec `ebpf:"lost"`
-	NapiQueues *ebpf.MapSpec `ebpf:"napi_queues"`
-	NapiStats  *ebpf.MapSpec `ebpf:"napi_stats"`
-	QdiscStats *ebpf.MapSpec `ebpf:"qdisc_stats"`
-	RxStats    *ebpf.MapSpec `ebpf:"rx_stats"`
-	TxStats    *ebpf.MapSpec `ebpf:"tx_stats"`
+	BacklogStats *ebpf.MapSpec `ebpf:"backlog_stats"`
+	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	NapiQueues   *ebpf.MapSpec `ebpf:"napi_queues"`
+	NapiStats    *ebpf.MapSpec `ebpf:"napi_stats"`
+	QdiscStats   *ebpf.MapSpec `ebpf:"qdisc_stats"`
+	RxStats      *ebpf.MapSpec `ebpf:"rx_stats"`
+	TxStats      *ebpf.MapSpec `ebpf:"tx_stats"`
 }
 
 // netqueueVariableSpecs contains global variables before they are loaded into the kernel.
@@ -188,16 +190,18 @@ func (o *netqueueObjects) Close() error {
 //
 // It can be passed to loadNetqueueObjects or ebpf.CollectionSpec.LoadAndAssign.
 type netqueueMaps struct {
-	Lost       *ebpf.Map `ebpf:"lost"`
-	NapiQueues *ebpf.Map `ebpf:"napi_queues"`
-	NapiStats  *ebpf.Map `ebpf:"napi_stats"`
-	QdiscStats *ebpf.Map `ebpf:"qdisc_stats"`
-	RxStats    *ebpf.Map `ebpf:"rx_stats"`
-	TxStats    *ebpf.Map `ebpf:"tx_stats"`
+	BacklogStats *ebpf.Map `ebpf:"backlog_stats"`
+	Lost         *ebpf.Map `ebpf:"lost"`
+	NapiQueues   *ebpf.Map `ebpf:"napi_queues"`
+	NapiStats    *ebpf.Map `ebpf:"napi_stats"`
+	QdiscStats   *ebpf.Map `ebpf:"qdisc_stats"`
+	RxStats      *ebpf.Map `ebpf:"rx_stats"`
+	TxStats      *ebpf.Map `ebpf:"tx_stats"`
 }
 
 func (m *netqueueMaps) Close() error {
 	return _NetqueueClose(
+		m.BacklogStats,
 		m.Lost,
 		m.NapiQueues,
 		m.NapiStats,

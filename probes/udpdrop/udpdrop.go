@@ -101,6 +101,7 @@ type Options struct {
 type Probe struct {
 	probes.Loaded
 	reasons map[uint32]string
+	port    uint16
 }
 
 // Open loads the probe's BPF object and attaches it.
@@ -131,7 +132,11 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udpdrop probe: %w", err)
 	}
-	return &Probe{Loaded: probes.Loaded{Attached: att}, reasons: reasons}, nil
+	if n := att.Collection.Maps["target_port_drops"].MaxEntries(); n != 2*familySlots*reasonSlots {
+		att.Close()
+		return nil, fmt.Errorf("udpdrop: target_port_drops has %d slots, the decoder expects %d", n, 2*familySlots*reasonSlots)
+	}
+	return &Probe{Loaded: probes.Loaded{Attached: att}, reasons: reasons, port: opts.Port}, nil
 }
 
 // kfreeSkbHasRxSk reports whether trace_kfree_skb passes the receiving
@@ -199,6 +204,17 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 	for k, perCPU := range ports {
 		s.Ports[PortKey{Port: k.Port, Family: k.Family, Kind: Kind(k.Kind), Reason: k.Reason}] = sum(perCPU)
 	}
+	if p.port != 0 {
+		target, err := probes.ReadPerCPUArray[uint64](maps["target_port_drops"])
+		if err != nil {
+			return s, err
+		}
+		for idx, perCPU := range target {
+			if n := sum(perCPU); n > 0 {
+				s.Ports[targetPortKey(p.port, idx)] += n
+			}
+		}
+	}
 	core, err := probes.ReadPerCPUArray[uint64](maps["reason_drops"])
 	if err != nil {
 		return s, err
@@ -221,6 +237,23 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 	}
 	s.Lost = Lost{Port: lost[udpdropUdpdropLostUDPDROP_LOST_PORT], Reason: lost[udpdropUdpdropLostUDPDROP_LOST_REASON]}
 	return s, nil
+}
+
+// Layout of the target_port_drops array (udpdrop.bpf.c, count_port).
+const (
+	reasonSlots = 512
+	familySlots = 3
+)
+
+var slotFamilies = [familySlots]uint16{0, unix.AF_INET, unix.AF_INET6}
+
+// targetPortKey decodes an index of the target port's array.
+func targetPortKey(port uint16, idx int) PortKey {
+	kind := FailQueueRcv
+	if idx/(familySlots*reasonSlots) == 1 {
+		kind = KfreeSkb
+	}
+	return PortKey{Port: port, Family: slotFamilies[idx/reasonSlots%familySlots], Kind: kind, Reason: uint32(idx % reasonSlots)}
 }
 
 func sum(perCPU []uint64) (n uint64) {

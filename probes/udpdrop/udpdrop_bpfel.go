@@ -44,6 +44,7 @@ const (
 	udpdropMapPortDrops              = "port_drops"
 	udpdropMapReasonDrops            = "reason_drops"
 	udpdropMapSubsysReasonDrops      = "subsys_reason_drops"
+	udpdropMapTargetPortDrops        = "target_port_drops"
 	udpdropProgBtfKfreeSkb           = "btf_kfree_skb"
 	udpdropProgBtfUdpFailQueueRcvSkb = "btf_udp_fail_queue_rcv_skb"
 	udpdropProgRawKfreeSkb           = "raw_kfree_skb"
@@ -113,6 +114,7 @@ type udpdropMapSpecs struct {
 	PortDrops         *ebpf.MapSpec `ebpf:"port_drops"`
 	ReasonDrops       *ebpf.MapSpec `ebpf:"reason_drops"`
 	SubsysReasonDrops *ebpf.MapSpec `ebpf:"subsys_reason_drops"`
+	TargetPortDrops   *ebpf.MapSpec `ebpf:"target_port_drops"`
 }
 
 // udpdropVariableSpecs contains global variables before they are loaded into the kernel.
@@ -148,6 +150,7 @@ type udpdropMaps struct {
 	PortDrops         *ebpf.Map `ebpf:"port_drops"`
 	ReasonDrops       *ebpf.Map `ebpf:"reason_drops"`
 	SubsysReasonDrops *ebpf.Map `ebpf:"subsys_reason_drops"`
+	TargetPortDrops   *ebpf.Map `ebpf:"target_port_drops"`
 }
 
 func (m *udpdropMaps) Close() error {
@@ -156,6 +159,7 @@ func (m *udpdropMaps) Close() error {
 		m.PortDrops,
 		m.ReasonDrops,
 		m.SubsysReasonDrops,
+		m.TargetPortDrops,
 	)
 }
 

@@ -93,15 +93,20 @@ func TestProbeCountsReceiveBufferDrops(t *testing.T) {
 	if !kfreeSkbHasRxSk(kernel) {
 		t.Fatal("this kernel's kfree_skb has no rx_sk argument: the test expects 6.12+")
 	}
+	// With a port the per-port counts go to an array; allPorts uses the
+	// hash for every port.
 	for _, c := range []struct {
-		m       probes.AttachMethod
-		preRxSk bool
-	}{{probes.MethodBTF, false}, {probes.MethodRaw, false}, {probes.MethodTracepoint, false},
-		{probes.MethodBTF, true}, {probes.MethodTracepoint, true}} {
+		m                 probes.AttachMethod
+		preRxSk, allPorts bool
+	}{{probes.MethodBTF, false, false}, {probes.MethodRaw, false, false}, {probes.MethodTracepoint, false, false},
+		{probes.MethodBTF, true, false}, {probes.MethodTracepoint, true, false}, {probes.MethodBTF, false, true}} {
 		m := c.m
 		name := string(m)
 		if c.preRxSk {
 			name += "/before-6.12"
+		}
+		if c.allPorts {
+			name += "/all-ports"
 		}
 		t.Run(name, func(t *testing.T) {
 			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
@@ -114,7 +119,11 @@ func TestProbeCountsReceiveBufferDrops(t *testing.T) {
 				t.Fatal(err)
 			}
 			target := conn.LocalAddr().(*net.UDPAddr).AddrPort()
-			p, err := Open(Options{Method: m, Port: target.Port(), preRxSk: c.preRxSk})
+			opts := Options{Method: m, Port: target.Port(), preRxSk: c.preRxSk}
+			if c.allPorts {
+				opts.Port = 0
+			}
+			p, err := Open(opts)
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}
@@ -172,7 +181,7 @@ func TestProbeCountsReceiveBufferDrops(t *testing.T) {
 				t.Errorf("kfree_skb SOCKET_RCVBUFF on all ports %d < %d on the port", r, counted)
 			}
 			for k := range d.Ports {
-				if k.Port != target.Port() {
+				if !c.allPorts && k.Port != target.Port() {
 					t.Errorf("port filter let through %+v", k)
 				}
 			}
@@ -181,5 +190,21 @@ func TestProbeCountsReceiveBufferDrops(t *testing.T) {
 			}
 			testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
 		})
+	}
+}
+
+func TestTargetPortKeyDecodesTheBPFLayout(t *testing.T) {
+	for _, c := range []struct {
+		idx  int
+		want PortKey
+	}{
+		{0, PortKey{Port: 53, Kind: FailQueueRcv}},
+		{1*reasonSlots + 12, PortKey{Port: 53, Family: unix.AF_INET, Kind: FailQueueRcv, Reason: 12}},
+		{(1*familySlots+2)*reasonSlots + 6, PortKey{Port: 53, Family: unix.AF_INET6, Kind: KfreeSkb, Reason: 6}},
+		{(1*familySlots+1)*reasonSlots + reasonSlots - 1, PortKey{Port: 53, Family: unix.AF_INET, Kind: KfreeSkb, Reason: reasonSlots - 1}},
+	} {
+		if got := targetPortKey(53, c.idx); got != c.want {
+			t.Errorf("index %d: %+v, want %+v", c.idx, got, c.want)
+		}
 	}
 }

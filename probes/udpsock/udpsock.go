@@ -30,6 +30,10 @@ type Options struct {
 	// Netns is the inode of the network namespace whose sockets are
 	// counted (probes.NetnsInode); 0 means this process's own.
 	Netns uint32
+
+	// oneSlot maps every socket to one slot of the direct-mapped table, so
+	// tests cover the hash it falls back to.
+	oneSlot bool
 }
 
 // Probe is a loaded and attached udpsock probe.
@@ -71,7 +75,11 @@ func Open(opts Options) (*Probe, error) {
 		return nil, fmt.Errorf("load udpsock BPF spec: %w", err)
 	}
 	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, func(s *ebpf.CollectionSpec) error {
-		return probes.SetVariables(s, map[string]any{"target_port": opts.Port, "target_netns": netns})
+		vars := map[string]any{"target_port": opts.Port, "target_netns": netns}
+		if opts.oneSlot {
+			vars["slot_mask"] = uint32(0)
+		}
+		return probes.SetVariables(s, vars)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("udpsock probe: %w", err)
@@ -87,13 +95,30 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 	if err != nil {
 		return s, err
 	}
-	for ino, perCPU := range raw {
-		var r Reads
-		for _, v := range perCPU {
-			r.Datagrams += v.Datagrams
-			r.Bytes += v.Bytes
-		}
+	add := func(ino uint64, v udpsockSockReads) {
+		r := s.Sockets[ino]
+		r.Datagrams += v.Datagrams
+		r.Bytes += v.Bytes
 		s.Sockets[ino] = r
+	}
+	for ino, perCPU := range raw {
+		for _, v := range perCPU {
+			add(ino, v)
+		}
+	}
+	// The direct-mapped table holds most sockets' reads (see the BPF
+	// file); a socket can be in a slot on one CPU and in the hash on
+	// another.
+	slots, err := probes.ReadPerCPUArray[udpsockSockSlot](maps["read_slots"])
+	if err != nil {
+		return s, err
+	}
+	for _, perCPU := range slots {
+		for _, v := range perCPU {
+			if v.Ino != 0 {
+				add(v.Ino, v.Reads)
+			}
+		}
 	}
 	if _, missing := p.Missing()[Hooks[1].String()]; !missing {
 		wake, err := probes.ReadPerCPUHash[uint64, uint64](maps["wakeups"])

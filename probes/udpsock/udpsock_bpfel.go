@@ -19,6 +19,12 @@ type udpsockSockReads struct {
 	Bytes     uint64
 }
 
+type udpsockSockSlot struct {
+	_     structs.HostLayout
+	Ino   uint64
+	Reads udpsockSockReads
+}
+
 type udpsockUdpsockLost uint32
 
 const (
@@ -32,6 +38,7 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	udpsockMapLost               = "lost"
+	udpsockMapReadSlots          = "read_slots"
 	udpsockMapReads              = "reads"
 	udpsockMapWakeups            = "wakeups"
 	udpsockProgBtfSkDataReady    = "btf_sk_data_ready"
@@ -40,6 +47,7 @@ const (
 	udpsockProgRawSockRecvLength = "raw_sock_recv_length"
 	udpsockProgTpSkDataReady     = "tp_sk_data_ready"
 	udpsockProgTpSockRecvLength  = "tp_sock_recv_length"
+	udpsockVarSlotMask           = "slot_mask"
 	udpsockVarTargetNetns        = "target_netns"
 	udpsockVarTargetPort         = "target_port"
 )
@@ -98,15 +106,17 @@ type udpsockProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type udpsockMapSpecs struct {
-	Lost    *ebpf.MapSpec `ebpf:"lost"`
-	Reads   *ebpf.MapSpec `ebpf:"reads"`
-	Wakeups *ebpf.MapSpec `ebpf:"wakeups"`
+	Lost      *ebpf.MapSpec `ebpf:"lost"`
+	ReadSlots *ebpf.MapSpec `ebpf:"read_slots"`
+	Reads     *ebpf.MapSpec `ebpf:"reads"`
+	Wakeups   *ebpf.MapSpec `ebpf:"wakeups"`
 }
 
 // udpsockVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type udpsockVariableSpecs struct {
+	SlotMask    *ebpf.VariableSpec `ebpf:"slot_mask"`
 	TargetNetns *ebpf.VariableSpec `ebpf:"target_netns"`
 	TargetPort  *ebpf.VariableSpec `ebpf:"target_port"`
 }
@@ -131,14 +141,16 @@ func (o *udpsockObjects) Close() error {
 //
 // It can be passed to loadUdpsockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type udpsockMaps struct {
-	Lost    *ebpf.Map `ebpf:"lost"`
-	Reads   *ebpf.Map `ebpf:"reads"`
-	Wakeups *ebpf.Map `ebpf:"wakeups"`
+	Lost      *ebpf.Map `ebpf:"lost"`
+	ReadSlots *ebpf.Map `ebpf:"read_slots"`
+	Reads     *ebpf.Map `ebpf:"reads"`
+	Wakeups   *ebpf.Map `ebpf:"wakeups"`
 }
 
 func (m *udpsockMaps) Close() error {
 	return _UdpsockClose(
 		m.Lost,
+		m.ReadSlots,
 		m.Reads,
 		m.Wakeups,
 	)
@@ -148,6 +160,7 @@ func (m *udpsockMaps) Close() error {
 //
 // It can be passed to loadUdpsockObjects or ebpf.CollectionSpec.LoadAndAssign.
 type udpsockVariables struct {
+	SlotMask    *ebpf.Variable `ebpf:"slot_mask"`
 	TargetNetns *ebpf.Variable `ebpf:"target_netns"`
 	TargetPort  *ebpf.Variable `ebpf:"target_port"`
 }

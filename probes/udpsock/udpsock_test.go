@@ -149,3 +149,50 @@ func TestProbeCountsReadsPerSocketInItsNamespace(t *testing.T) {
 		})
 	}
 }
+
+// Two sockets that share a slot of the direct-mapped table: the first
+// takes it, the second is counted in the hash, and both counts are exact.
+func TestReadsOfSocketsSharingASlot(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	p, err := Open(Options{Method: probes.MethodBTF, oneSlot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := map[uint64]uint64{}
+	for range 2 {
+		sink, err := udpflood.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := udpflood.Send(context.Background(), udpflood.Config{Target: sink.AddrPort(), Senders: 1,
+			Duration: 300 * time.Millisecond, MaxPackets: 2000, Rate: 20000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 100 && sink.Received() < res.Sent; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		read[inode(t, sink.Conn)] = sink.Received()
+		sink.Close()
+	}
+	last, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := last.Sub(first)
+	for ino, n := range read {
+		if got := d.Sockets[ino].Datagrams; got != n || n == 0 {
+			t.Errorf("inode %d: probe counted %d, the sink read %d", ino, got, n)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Error(err)
+	}
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+}

@@ -25,9 +25,11 @@
  *     and no insert ever happens on the packet path. Each CPU has its own
  *     slot, so no atomics, and the per-CPU values user space reads are the
  *     queue x CPU matrix.
- *   - NAPI ids are large, sparse numbers, so NAPI instances stay in per-CPU
- *     hashes; a new key is inserted with its first event's counts already
- *     in it (no insert-then-lookup).
+ *   - NAPI ids are large, sparse numbers, so the device's NAPI instances
+ *     stay in a per-CPU hash; a new key is inserted with its first event's
+ *     counts already in it (no insert-then-lookup). The per-CPU backlog
+ *     (loopback, RPS), which polls once per packet on loopback, has its own
+ *     one-slot per-CPU array instead.
  * Events that do not fit (a queue index >= MAX_QUEUES, a full hash) are
  * counted in `lost`.
  *
@@ -58,6 +60,14 @@ struct {
 	__type(key, struct napi_key);
 	__type(value, struct napi_stat);
 } napi_stats SEC(".maps");
+
+/* The per-CPU backlog NAPI (process_backlog: no device, napi_id 0). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct napi_stat);
+} backlog_stats SEC(".maps");
 
 /* Indexed by the raw skb->queue_mapping (see on_receive). */
 struct {
@@ -128,15 +138,23 @@ static __always_inline int on_napi_poll(struct napi_struct *napi, int work, int 
 	if (!napi)
 		return 0;
 	struct net_device *dev = READ(direct, napi, dev);
-	struct napi_key key = { .napi_id = READ(direct, napi, napi_id) };
-	if (dev) {
-		if (!is_target(dev, direct))
-			return 0;
-		key.ifindex = target_ifindex;
-	}
 	__u64 w = work > 0 ? work : 0;
 	__u64 exhausted = work >= budget;
-	struct napi_stat *s = bpf_map_lookup_elem(&napi_stats, &key);
+	struct napi_stat *s;
+	if (!dev) {
+		__u32 zero = 0;
+		s = bpf_map_lookup_elem(&backlog_stats, &zero);
+		if (s) {
+			s->polls++;
+			s->work += w;
+			s->budget_exhausted += exhausted;
+		}
+		return 0;
+	}
+	if (!is_target(dev, direct))
+		return 0;
+	struct napi_key key = { .napi_id = READ(direct, napi, napi_id), .ifindex = target_ifindex };
+	s = bpf_map_lookup_elem(&napi_stats, &key);
 	if (!s) {
 		/* A per-CPU hash insert from BPF sets this CPU's value and zeroes
 		 * the others. EEXIST: another CPU inserted the key meanwhile. */

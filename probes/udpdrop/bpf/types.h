@@ -20,6 +20,9 @@ enum udpdrop_lost {
  * 6.18) are counted in an array of this many slots. */
 enum { UDPDROP_REASON_SLOTS = 512 };
 
+/* Family slots of the target port's array: unknown, AF_INET, AF_INET6. */
+enum { UDPDROP_FAMILY_SLOTS = 3 };
+
 /* Drops of one local port. family 0: the tracepoint record did not say
  * (classic udp_fail_queue_rcv_skb before 6.10). */
 struct port_drop_key {

@@ -27,7 +27,9 @@
  * Per event: reasons below UDPDROP_REASON_SLOTS (all of the core
  * skb_drop_reason values; subsystem reasons carry a subsystem id in the
  * high bits) are counted in a per-CPU array, an inlined bounds check with
- * no hashing; only the per-port counts need a hash, looked up first and
+ * no hashing. With a target port (perfscope udp --port) the per-port key
+ * space is small too (kind x family x reason) and goes to a second per-CPU
+ * array; only counts for every port need a hash, looked up first and
  * inserted with the count already in it. tp_btf programs read fields with
  * plain loads (access.h); raw_tp/tracepoint fall back to CO-RE reads.
  * Reason names come from the kernel's BTF (enum skb_drop_reason) in user
@@ -41,6 +43,8 @@
 #include "types.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+enum { AF_INET = 2, AF_INET6 = 10 };
 
 /* Only count this local port in the per-port map (0: every port). Reason
  * totals are always system-wide. */
@@ -65,6 +69,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } reason_drops SEC(".maps");
+
+/* Drops on target_port: index (kind slot * UDPDROP_FAMILY_SLOTS + family
+ * slot) * UDPDROP_REASON_SLOTS + reason; see count_port. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2 * UDPDROP_FAMILY_SLOTS * UDPDROP_REASON_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} target_port_drops SEC(".maps");
 
 /* Subsystem drop reasons (subsystem id << 16 | code). */
 struct {
@@ -110,6 +123,16 @@ static __always_inline void count(void *map, const void *key, enum udpdrop_lost 
 
 static __always_inline void count_port(__u16 port, __u16 family, enum udpdrop_kind kind, __u32 reason)
 {
+	if (target_port && reason < UDPDROP_REASON_SLOTS) {
+		__u32 fam = family == AF_INET ? 1 : family == AF_INET6 ? 2 : 0;
+		__u32 k = kind == UDPDROP_KFREE_SKB ? 1 : 0;
+		__u32 idx = (k * UDPDROP_FAMILY_SLOTS + fam) * UDPDROP_REASON_SLOTS + reason;
+		__u64 *n = bpf_map_lookup_elem(&target_port_drops, &idx);
+		if (n) {
+			(*n)++;
+			return;
+		}
+	}
 	struct port_drop_key key = { .port = port, .family = family, .kind = kind, .reason = reason };
 	count(&port_drops, &key, UDPDROP_LOST_PORT);
 }

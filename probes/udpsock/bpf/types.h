@@ -9,6 +9,16 @@ struct sock_reads {
 	__u64 bytes;     /* what those calls returned */
 };
 
+/* One slot of the direct-mapped per-CPU table of reads (udpsock.bpf.c).
+ * ino 0: free. */
+struct sock_slot {
+	__u64 ino;
+	struct sock_reads reads;
+};
+
+/* Slots of that table; a power of two (the slot is ino & (SLOTS - 1)). */
+enum { UDPSOCK_SLOTS = 1024 };
+
 /* Events not counted because the socket map was full. */
 enum udpsock_lost {
 	UDPSOCK_LOST_SOCKET = 0, /* reads: the socket map was full */
