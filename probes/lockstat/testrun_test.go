@@ -18,8 +18,6 @@ type endRunner struct {
 	Owners   *ebpf.Map     `ebpf:"owners"`
 }
 
-// newEndRunner loads the handler and locks the calling goroutine to its
-// thread (a contention is keyed by the waiter's tid) until Close.
 func newEndRunner(tb testing.TB) *endRunner {
 	tb.Helper()
 	spec, err := loadLockstat()
@@ -30,12 +28,10 @@ func newEndRunner(tb testing.TB) *endRunner {
 	if err := spec.LoadAndAssign(r, nil); err != nil {
 		tb.Fatal(err)
 	}
-	runtime.LockOSThread()
 	return r
 }
 
 func (r *endRunner) Close() {
-	runtime.UnlockOSThread()
 	r.End.Close()
 	r.Inflight.Close()
 	r.Locks.Close()
@@ -43,8 +39,12 @@ func (r *endRunner) Close() {
 }
 
 // end ends a contention on lock begun by this thread, as the first one
-// on lock if firstSeen (the lock is removed from the per-lock map).
+// on lock if firstSeen (the lock is removed from the per-lock map). The
+// thread stays locked from the begin to the run: a contention is keyed by
+// the waiter's tid, and a goroutine may move between threads.
 func (r *endRunner) end(tb testing.TB, lock uint64, firstSeen bool) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	if firstSeen {
 		r.Locks.Delete(lock)
 	}
