@@ -277,6 +277,12 @@ func lockSection(d lockstat.Snapshot, udp sockets.UDPTable) evidence.LockSection
 	netns, _ := sockets.Default.NetNS("self")
 	pids, _ := lockstat.SocketOwners(sockets.Default, d.Inodes())
 	for _, sw := range d.SocketWaits(lockstat.NewSocketDirectory(netns, udp, pids)) {
+		// The probe also names TCP sockets' locks; this command (and its
+		// rules, which act on the most contended socket) is about UDP.
+		// Their wait still counts in the sites and classes above.
+		if sw.Socket.Protocol == "tcp" {
+			continue
+		}
 		sec.Sockets = append(sec.Sockets, socketContention(sw))
 	}
 	// Sites are per stack, not per lock: name the socket on socket

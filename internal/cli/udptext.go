@@ -82,7 +82,12 @@ func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsE
 			lt.Add(s.Class, s.Site, fmt.Sprint(s.Count), report.Nanos(float64(s.TotalNs)), report.Nanos(float64(s.MaxNs)), sock)
 		}
 		lt.Write(w)
-		for _, sc := range ev.Locks.Sockets {
+		const shownSockets = 5
+		for i, sc := range ev.Locks.Sockets {
+			if i == shownSockets {
+				fmt.Fprintf(w, "… %d more sockets with lock wait (all in -o json)\n", len(ev.Locks.Sockets)-shownSockets)
+				break
+			}
 			fmt.Fprintf(w, "socket %s: %d waits, %s total (%s)\n", socketLabel(sc.Socket), sc.Count, report.Nanos(float64(sc.TotalNs)), lockSplit(sc.ByLock))
 		}
 	}
