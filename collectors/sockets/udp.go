@@ -1,6 +1,5 @@
 // Package sockets reads UDP sockets and the processes and threads that own
-// them: /proc/net/udp and udp6 (addresses, queues, drops and the kernel
-// address of each socket, which lock-contention probes resolve to a port),
+// them: /proc/net/udp and udp6 (addresses, queues, drops, inodes),
 // /proc/PID/fd (which sockets a process holds), SO_REUSEPORT groups, and
 // each thread's last CPU and allowed CPUs.
 package sockets
@@ -58,9 +57,8 @@ type UDPTable struct {
 	// AddressKind says what the pointer column holds. The kernel prints it
 	// with %pK: real addresses only for CAP_SYSLOG with kptr_restrict=1,
 	// hashed values with kptr_restrict=0 (even to root), zeros otherwise.
-	// Lock contention can be attributed to a socket only with
-	// AddressKernel: root with kernel.kptr_restrict=1 (0 hashes them, 2 hides
-	// them). perfscope reads the table as it is and never changes the sysctl.
+	// perfscope reads the table as it is and never changes the sysctl;
+	// nothing in it depends on the addresses (sockets are joined by inode).
 	AddressKind AddressKind `json:"address_kind"`
 }
 
@@ -207,20 +205,6 @@ func parseAddrPort(text string) (netip.AddrPort, error) {
 	}
 	addr, _ := netip.AddrFromSlice(raw)
 	return netip.AddrPortFrom(addr, uint16(port)), nil
-}
-
-// ByAddress finds the socket whose struct sock is at addr (from a lock
-// address minus the lock's offset in struct sock).
-func (t UDPTable) ByAddress(addr uint64) (UDPSocket, bool) {
-	if addr == 0 || t.AddressKind != AddressKernel {
-		return UDPSocket{}, false
-	}
-	for _, s := range t.Sockets {
-		if s.Address == addr {
-			return s, true
-		}
-	}
-	return UDPSocket{}, false
 }
 
 // OnPort returns the sockets bound to local port.

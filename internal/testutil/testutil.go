@@ -106,25 +106,3 @@ func AssertNoNewBPF(t testing.TB, beforeProgs, beforeMaps map[uint32]bool) {
 	}
 	t.Errorf("left behind: BPF programs %v, maps %v", leftProgs, leftMaps)
 }
-
-// ShowKernelPointers sets kernel.kptr_restrict=1 for the rest of the test
-// and restores the previous value on cleanup. With 0 the kernel hashes the
-// socket addresses /proc/net/udp prints, even for root; with 1 root sees
-// the real ones, which lock→socket attribution needs. perfscope itself
-// never changes this sysctl; tests that check attribution set it here.
-func ShowKernelPointers(t testing.TB) {
-	t.Helper()
-	const knob = "/proc/sys/kernel/kptr_restrict"
-	prev, err := os.ReadFile(knob)
-	if err != nil {
-		t.Fatalf("read %s: %v", knob, err)
-	}
-	if err := os.WriteFile(knob, []byte("1"), 0); err != nil {
-		t.Fatalf("set %s=1: %v", knob, err)
-	}
-	t.Cleanup(func() {
-		if err := os.WriteFile(knob, prev, 0); err != nil {
-			t.Errorf("restore %s=%s: %v", knob, prev, err)
-		}
-	})
-}
