@@ -4,9 +4,11 @@ package hsperf
 // what was allocated and promoted. hsperfdata has no allocation counter, so
 // allocation is reconstructed the way jstat users do it by hand: Eden
 // growth between samples, and across a young GC the Eden that was left to
-// fill before it plus what was allocated after. Sampled often enough (the
-// JVM itself refreshes the counters every PerfDataSamplingInterval, 50 ms
-// by default) the error is under one sample's allocation per GC.
+// fill before it (capacity - used at the last sample) plus what was
+// allocated after. That assumes the GC ran because Eden was full, so the
+// error per GC is how far from full it was (a GC for another cause, G1's
+// region rounding), not how old the last sample was; only several GCs
+// between two samples add the assumption that Eden kept its size.
 type Window struct {
 	First, Last Heap
 	samples     int

@@ -96,7 +96,7 @@ Ctrl-C.`,
 	f.StringArrayVarP(&o.Headers, "header", "H", nil, "request header of the load, Name:value (repeatable)")
 	f.IntVarP(&o.Concurrency, "concurrency", "c", 4, "concurrent connections of the load")
 	f.StringVar(&o.Event, "event", "alloc", "async-profiler event: alloc, cpu, lock or wall (bytes per request needs alloc or falls back to hsperfdata)")
-	f.StringVar(&o.AllocInterval, "alloc-interval", "128k", "sample one allocation per this many bytes (k, m suffixes)")
+	f.StringVar(&o.AllocInterval, "alloc-interval", strconv.Itoa(asprof.DefaultAllocInterval>>10)+"k", "sample one allocation per this many bytes (k, m suffixes); smaller is more precise and costs the JVM more")
 	f.StringVar(&o.AsyncProfiler, "async-profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"), "libasyncProfiler.so, an async-profiler directory or its asprof launcher (default: $PERFSCOPE_ASYNC_PROFILER, asprof on PATH, else tools.profiler:async-profiler:"+asprof.Version+" via Maven)")
 	f.Float64Var(&o.TargetRPS, "target-rps", 0, "request rate to predict young GCs at (default: the measured rate)")
 	f.DurationVar(&o.TargetGCInterval, "target-gc-interval", diagnose.DefaultTargetGCInterval, "young-GC interval to size Eden for")

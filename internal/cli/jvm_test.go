@@ -34,7 +34,7 @@ func TestJVMFlags(t *testing.T) {
 		if got := CodeOf(cmd.ExecuteContext(context.Background())); got != tc.code {
 			t.Errorf("%q: exit %d, want %d", tc.args, got, tc.code)
 		}
-		if tc.code == ExitOK && (ran == nil || ran.measure.Profile.Event != asprof.Alloc || ran.measure.Profile.AllocInterval != 128<<10) {
+		if tc.code == ExitOK && (ran == nil || ran.measure.Profile.Event != asprof.Alloc || ran.measure.Profile.AllocInterval != asprof.DefaultAllocInterval) {
 			t.Errorf("%q: options %+v", tc.args, ran)
 		}
 	}

@@ -133,6 +133,9 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 		if _, err := httpload.Run(ctx, httpload.Spec{URL: app.URL(ep), Requests: min(o.Requests, 1000), Concurrency: o.Concurrency}); err != nil {
 			return err
 		}
+		// The lab's windows are short (a few thousand requests in under a
+		// second) and it demonstrates accuracy on a lab app, so it samples
+		// allocations 4x more often than perfscope jvm's default.
 		res, err := jvm.Measure(ctx, jvm.Options{
 			PID:              app.PID,
 			FS:               hsperf.Default,
