@@ -157,6 +157,7 @@ func Compare(before, after Run) Comparison {
 	for _, class := range unionKeys(bs.lockByClass, as.lockByClass) {
 		add("lock_wait_ns_per_s.class."+class, "lock wait, "+class, "ns/s", lower, lookup(bs.lockByClass, class), lookup(as.lockByClass, class))
 	}
+	add("tx.shared_queues", "TX queues used by several CPUs", "queues", lower, bs.sharedTXQueues, as.sharedTXQueues)
 	add("drops_per_s", "drops/s, all ports", "packets/s", lower, bs.dropsTotal, as.dropsTotal)
 	for _, port := range unionKeys(bs.portDrops, as.portDrops) {
 		add("drops_per_s.port."+strconv.Itoa(port), fmt.Sprintf("drops/s, port %d", port), "packets/s", lower, lookup(bs.portDrops, port), lookup(as.portDrops, port))
@@ -196,6 +197,9 @@ type runSummary struct {
 	// groupShare is each seed-003 function group's share of the samples
 	// on the NET_RX CPUs.
 	groupShare map[string]float64
+	// sharedTXQueues counts TX queues that several CPUs transmitted on
+	// (what XPS removes); nil when the TX section is unavailable.
+	sharedTXQueues *float64
 }
 
 func ptr(v float64) *float64 { return &v }
@@ -212,6 +216,23 @@ func summarize(r Run) runSummary {
 	if secs <= 0 {
 		// Without a window there are no rates; only findings compare.
 		return s
+	}
+	if e.TX.Unavailable == "" {
+		users := map[int]int{}
+		for _, c := range e.TX.PerCPU {
+			for q, n := range c.Queues {
+				if n > 0 {
+					users[q]++
+				}
+			}
+		}
+		shared := 0
+		for _, n := range users {
+			if n > 1 {
+				shared++
+			}
+		}
+		s.sharedTXQueues = ptr(float64(shared))
 	}
 	// Packets at the socket: what the sockets themselves counted is the
 	// closest to "what the application got"; SNMP counts every UDP socket

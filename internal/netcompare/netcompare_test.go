@@ -155,3 +155,24 @@ func TestWriteText(t *testing.T) {
 		}
 	}
 }
+
+func TestSharedTXQueues(t *testing.T) {
+	run := func(perCPU ...map[int]uint64) Run {
+		r := Run{Data: evidence.NetEvidence{DurationNs: 1e9}}
+		for cpu, q := range perCPU {
+			r.Data.TX.PerCPU = append(r.Data.TX.PerCPU, evidence.TXCPU{CPU: cpu, Queues: q})
+		}
+		return r
+	}
+	// Before XPS both CPUs sent on queues 1 and 3; after, one queue each.
+	c := Compare(run(map[int]uint64{1: 10, 3: 5}, map[int]uint64{1: 7, 3: 9}), run(map[int]uint64{0: 10}, map[int]uint64{1: 9}))
+	for _, m := range c.Metrics {
+		if m.Key == "tx.shared_queues" {
+			if *m.Before != 2 || *m.After != 0 || m.Better == nil || !*m.Better {
+				t.Errorf("%+v", m)
+			}
+			return
+		}
+	}
+	t.Fatal("no tx.shared_queues metric")
+}

@@ -85,7 +85,7 @@ func FormatValue(unit string, v *float64) string {
 		return report.Percent(*v)
 	case "ratio":
 		return fmt.Sprintf("%.2f", *v)
-	case "cpus":
+	case "cpus", "queues":
 		return fmt.Sprintf("%.0f", *v)
 	case "ns/s":
 		return report.Nanos(*v) + "/s"

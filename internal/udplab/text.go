@@ -20,6 +20,9 @@ func keyMetrics(sc Scenario) []string {
 	if sc.Group != "" {
 		keys = append(keys, "profile.share."+sc.Group)
 	}
+	if sc.Metric != "" {
+		keys = append(keys, sc.Metric)
+	}
 	return append(keys, "net_rx.ns_per_packet", "net_rx.active_cpus")
 }
 
