@@ -38,14 +38,14 @@ func ParseEvent(s string) (Event, error) {
 
 // DefaultAllocInterval is perfscope jvm's allocation sampling interval, and
 // async-profiler's own default. Each sample costs the allocating thread
-// about 15 µs (a JVMTI stack walk and a class name lookup), so the cost
+// 15-30 µs (a JVMTI stack walk and a class name lookup), so the cost
 // is proportional to bytes allocated per CPU-second: on the sample app,
 // the worst case there is (51 KiB per request in 40 µs of CPU), the
-// first default of 128 KiB added 13 % CPU per request and 512 KiB adds
-// about 6 %, while a service allocating 300 MB per CPU-second pays under
-// 1 % (BENCHMARKS.md, "jvm: overhead on the sample app"). The price is
+// first default of 128 KiB added 13-18 % CPU per request and 512 KiB
+// adds 6-7 %, while a service allocating 300 MB per CPU-second pays
+// 1-2 % (BENCHMARKS.md, "jvm: overhead on the sample app"). The price is
 // statistical: the totals are good to about 1/sqrt(allocated/interval),
-// ±5 % from 100 MB allocated in the window; shorter or quieter windows
+// ±5 % from 200 MB allocated in the window; shorter or quieter windows
 // want --alloc-interval 128k.
 const DefaultAllocInterval = 512 << 10
 
