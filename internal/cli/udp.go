@@ -418,7 +418,7 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 	var txByCPU map[int]map[int]uint64
 	var qdisc []evidence.QdiscRow
 	if np.queue != nil {
-		kernel, ev.QueueCPU, txByCPU, qdisc = queueSides(o, ev.Interface.Driver, end.probes.queue.Sub(start.probes.queue))
+		kernel, ev.QueueCPU, txByCPU, qdisc = queueSides(o, ev.Interface.Driver, end.probes.queue.Sub(start.probes.queue), np.queue.NoNAPI())
 	} else {
 		ev.QueueCPU.Unavailable = fmt.Sprintf("queue probe: %v", np.queueErr)
 	}

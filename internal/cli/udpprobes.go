@@ -34,7 +34,13 @@ type netProbes struct {
 
 func openNetProbes(o *udpOptions) *netProbes {
 	p := &netProbes{}
-	p.queue, p.queueErr = netqueue.Open(netqueue.Options{Method: o.method, Ifindex: o.iface.Index})
+	// A device without NAPI instances of its own (lo, veth without GRO)
+	// gets no napi_poll probe: on loopback it fires once per packet for
+	// nothing the report shows. Kernels without the netdev family (< 6.8)
+	// cannot tell, and keep it.
+	napis, napiErr := netlinkq.NAPIs(o.iface.Index)
+	noNAPI := napiErr == nil && len(napis) == 0
+	p.queue, p.queueErr = netqueue.Open(netqueue.Options{Method: o.method, Ifindex: o.iface.Index, NoNAPI: noNAPI})
 	p.lock, p.lockErr = lockstat.Open(lockstat.Options{Method: o.method})
 	p.drop, p.dropErr = udpdrop.Open(udpdrop.Options{Method: o.method, Port: uint16(o.Port)})
 	// Per-socket reads only matter for the sockets section, which needs
@@ -126,7 +132,7 @@ func missingNote(m map[string]error) string {
 
 // queueSides turns the queue probe's window into the kernel-side per-queue
 // counts, the (queue × CPU) NAPI matrix, per-CPU TX queues and qdisc rows.
-func queueSides(o *udpOptions, driver string, d netqueue.Snapshot) (evidence.QueueCounts, evidence.QueueCPUSection, map[int]map[int]uint64, []evidence.QdiscRow) {
+func queueSides(o *udpOptions, driver string, d netqueue.Snapshot, noNAPI bool) (evidence.QueueCounts, evidence.QueueCPUSection, map[int]map[int]uint64, []evidence.QdiscRow) {
 	ifindex := o.iface.Index
 	conv := netqueue.ConventionFor(driver)
 	var counts evidence.QueueCounts
@@ -179,7 +185,10 @@ func queueSides(o *udpOptions, driver string, d netqueue.Snapshot) (evidence.Que
 		fromNetlink = netlinkq.QueueNAPI(qs)
 	}
 	napiQueue, method, err := netqueue.ResolveNAPIQueues(fromNetlink, d, ifindex, conv)
-	if err != nil {
+	switch {
+	case noNAPI:
+		matrix.Unavailable = fmt.Sprintf("%s has no NAPI instance of its own (netdev netlink lists none; loopback and RPS use the per-CPU backlog): napi:napi_poll not attached", o.Iface)
+	case err != nil:
 		matrix.Unavailable = fmt.Sprintf("NAPI ids of %s could not be mapped to queues: %v", o.Iface, err)
 	}
 	matrix.Mapping = method

@@ -18,6 +18,9 @@ import (
 	"github.com/perfscope/perfscope/probes"
 )
 
+// ErrNoNAPI is why napi:napi_poll is not attached with Options.NoNAPI.
+var ErrNoNAPI = errors.New("not attached: the device has no NAPI instance of its own (the netdev netlink family lists none)")
+
 // Unrecorded is the RX queue of packets whose driver did not record one
 // (skb_rx_queue_recorded() false: loopback, most virtual devices).
 const Unrecorded = -1
@@ -43,13 +46,22 @@ type Options struct {
 	// Netns is the inode of the network namespace the device lives in
 	// (probes.NetnsInode); 0 means this process's own.
 	Netns uint32
+	// NoNAPI says the device has no NAPI instance of its own (the netdev
+	// netlink family lists none: lo, veth without GRO or XDP). napi_poll
+	// is then not attached: on loopback it fires once per packet, for the
+	// per-CPU backlog only, and Missing says why it is absent.
+	NoNAPI bool
 }
 
 // Probe is a loaded and attached netqueue probe.
 type Probe struct {
 	probes.Loaded
 	ifindex int
+	noNAPI  bool
 }
+
+// NoNAPI reports that napi:napi_poll was left out (Options.NoNAPI).
+func (p *Probe) NoNAPI() bool { return p.noNAPI }
 
 // NAPIKey names one NAPI instance. ID is 0 for the per-CPU backlog
 // (process_backlog), which serves loopback, RPS and devices without NAPI;
@@ -139,7 +151,12 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load netqueue BPF spec: %w", err)
 	}
-	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, func(s *ebpf.CollectionSpec) error {
+	hooks := Hooks
+	if opts.NoNAPI {
+		hooks = Hooks[1:]
+		probes.RemoveHookPrograms(spec, Hooks[0])
+	}
+	att, err := probes.LoadAndAttach(spec, hooks, opts.Method, func(s *ebpf.CollectionSpec) error {
 		cpus, err := ebpf.PossibleCPU()
 		if err != nil {
 			return fmt.Errorf("count possible CPUs: %w", err)
@@ -149,7 +166,10 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netqueue probe: %w", err)
 	}
-	return &Probe{Loaded: probes.Loaded{Attached: att}, ifindex: opts.Ifindex}, nil
+	if opts.NoNAPI {
+		att.Missing[Hooks[0].String()] = ErrNoNAPI
+	}
+	return &Probe{Loaded: probes.Loaded{Attached: att}, ifindex: opts.Ifindex, noNAPI: opts.NoNAPI}, nil
 }
 
 // Snapshot reads the cumulative counters of every CPU.

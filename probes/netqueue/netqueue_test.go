@@ -390,3 +390,40 @@ func TestNetnsFilterTellsSameIfindexApart(t *testing.T) {
 		})
 	}
 }
+
+// A device without NAPI instances (lo) needs no napi_poll: the probe leaves
+// it unattached, says why, and still counts the device's queues.
+func TestNoNAPILeavesNAPIPollOut(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	p, err := Open(Options{Ifindex: 1, NoNAPI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Missing()[Hooks[0].String()]; !errors.Is(err, ErrNoNAPI) || p.Attached.Links() != len(Hooks)-1 {
+		t.Errorf("napi_poll: missing %v, %d links of %d hooks", err, p.Attached.Links(), len(Hooks))
+	}
+	first := snapshot(t, p)
+	sink, err := udpflood.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := udpflood.Send(context.Background(), udpflood.Config{Target: sink.AddrPort(), Senders: 1,
+		Duration: 200 * time.Millisecond, MaxPackets: 20000})
+	sink.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := snapshot(t, p).Sub(first)
+	if tx := TrafficTotal(d.TX[QueueKey{Ifindex: 1, Queue: 0}]).Packets; tx < res.Sent {
+		t.Errorf("lo TX queue 0: %d packets, sent %d", tx, res.Sent)
+	}
+	if len(d.NAPI) != 0 {
+		t.Errorf("NAPI counted without napi_poll: %+v", d.NAPI)
+	}
+	if err := p.Close(); err != nil {
+		t.Error(err)
+	}
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+}
