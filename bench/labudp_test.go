@@ -75,7 +75,7 @@ func labRow(r udplab.Result) string {
 	if r.Comparison != nil {
 		want := map[string]bool{"packets_per_s": true, "drops_per_s": true, "net_rx.ns_per_packet": true,
 			"lock_wait_ns_per_s.class." + r.Scenario.LockClass: r.Scenario.LockClass != "",
-			"profile.share." + r.Scenario.Group:                 r.Scenario.Group != ""}
+			"profile.share." + r.Scenario.Group:                r.Scenario.Group != ""}
 		for _, m := range r.Comparison.Metrics {
 			if !want[m.Key] || m.Before == nil || m.After == nil {
 				continue
