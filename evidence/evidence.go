@@ -36,4 +36,16 @@ type Overhead struct {
 	EventsLost uint64 `json:"events_lost"`
 	// BPFTimeShare is total BPF run time over (duration × CPUs).
 	BPFTimeShare float64 `json:"bpf_time_share"`
+	// StatsSample, when set, says bpf_stats ran for part of the run only
+	// and Programs' runs and times were scaled to the whole run.
+	StatsSample *StatsSample `json:"bpf_stats_sample,omitempty"`
+}
+
+// StatsSample is how bpf_stats were sampled: on for OnNs of TotalNs, counts
+// multiplied by Scale (1 when another process kept them on: Shared).
+type StatsSample struct {
+	OnNs    int64   `json:"on_ns"`
+	TotalNs int64   `json:"total_ns"`
+	Scale   float64 `json:"scale"`
+	Shared  bool    `json:"shared,omitempty"`
 }

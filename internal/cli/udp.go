@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -251,9 +252,21 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 		}
 	}
 	attached := time.Since(g.Started)
-	stats, statsErr := probes.EnableStats()
+	// bpf_stats run for probes.StatsSampleOn of every StatsSamplePeriod:
+	// left on, they cost each program run more than most programs do.
+	stats, statsErr := probes.SampleStats(probes.StatsSampleOn, probes.StatsSamplePeriod, func() uint64 {
+		costs := append(sp.Costs(), np.costs()...)
+		if prof != nil {
+			costs = append(costs, prof.Costs()...)
+		}
+		var n uint64
+		for _, c := range costs {
+			n += c.RunCount
+		}
+		return n
+	})
 	if statsErr == nil {
-		defer stats.Close()
+		defer stats.Stop()
 	}
 
 	start, err := takeNetSample(o, sp)
@@ -274,6 +287,10 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	}
 	if end.probes, err = np.snapshot(); err != nil {
 		return err
+	}
+	var sample probes.StatsSample
+	if statsErr == nil {
+		sample = stats.Stop()
 	}
 	var profile cpuprofile.Profile
 	if prof != nil {
@@ -301,6 +318,9 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	if prof != nil {
 		addCosts(r.Overhead, prof.Costs(), time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
 		r.Overhead.EventsLost += ev.Profile.Lost
+	}
+	if statsErr == nil {
+		scaleCosts(r.Overhead, sample, time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
 	}
 	// --apply: only after the report is complete, so the user sees why.
 	var applyErr error
@@ -376,6 +396,23 @@ func (o *udpOptions) runCompare(g *Globals) error {
 	}
 	netcompare.WriteText(g.Out, c)
 	return nil
+}
+
+// scaleCosts turns sampled bpf_stats into estimates for the whole run; the
+// per-run times are measured and stay as they are.
+func scaleCosts(ov *evidence.Overhead, s probes.StatsSample, window time.Duration, cpus int) {
+	k := s.Scale()
+	ov.StatsSample = &evidence.StatsSample{OnNs: int64(s.On), TotalNs: int64(s.Total), Scale: k, Shared: s.Shared}
+	var total uint64
+	for i := range ov.Programs {
+		p := &ov.Programs[i]
+		p.RunCount = uint64(math.Round(float64(p.RunCount) * k))
+		p.RunTimeNs = uint64(math.Round(float64(p.RunTimeNs) * k))
+		total += p.RunTimeNs
+	}
+	if window > 0 && cpus > 0 {
+		ov.BPFTimeShare = float64(total) / (float64(window) * float64(cpus))
+	}
 }
 
 // addCosts appends more programs' bpf_stats to an overhead report and

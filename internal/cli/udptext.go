@@ -272,6 +272,14 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 		ot.Add(p.Program, fmt.Sprint(p.RunCount), report.Nanos(float64(p.RunTimeNs)), report.Nanos(p.PerRunNs))
 	}
 	ot.Write(w)
+	if s := r.Overhead.StatsSample; s != nil {
+		if s.Shared {
+			fmt.Fprintln(w, "bpf_stats: another process kept them on for the whole run; runs and times as counted")
+		} else {
+			fmt.Fprintf(w, "bpf_stats sampled: on for %s of %s, runs and totals scaled ×%.1f (per-run times measured)\n",
+				report.Nanos(float64(s.OnNs)), report.Nanos(float64(s.TotalNs)), s.Scale)
+		}
+	}
 	fmt.Fprintf(w, "BPF time: %s of all CPU time; events lost: %d; attached with %s in %s\n",
 		report.Percent(r.Overhead.BPFTimeShare), r.Overhead.EventsLost, r.Overhead.AttachMethod, report.Nanos(float64(r.Overhead.AttachNs)))
 }
