@@ -12,23 +12,29 @@ import (
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
 	"github.com/perfscope/perfscope/probes/udpdrop"
+	"github.com/perfscope/perfscope/probes/udpsock"
 )
 
 // floodRate floods a loopback sink with two senders for d and returns the
 // datagrams per second the sink received.
-func floodRate(b *testing.B, d time.Duration) float64 {
+func floodRate(b *testing.B, sink *udpflood.Sink, d time.Duration) float64 {
 	b.Helper()
-	sink, err := udpflood.Listen("127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sink.Close()
+	before := sink.Received()
 	res, err := udpflood.Send(context.Background(), udpflood.Config{Target: sink.AddrPort(), Senders: 2, Duration: d})
 	if err != nil {
 		b.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	return float64(sink.Received()) / res.Elapsed.Seconds()
+	return float64(sink.Received()-before) / res.Elapsed.Seconds()
+}
+
+func newSink(b *testing.B) *udpflood.Sink {
+	b.Helper()
+	sink, err := udpflood.Listen("127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sink
 }
 
 type costly interface {
@@ -36,21 +42,25 @@ type costly interface {
 	Close() error
 }
 
-var probeOpeners = map[string]func() (costly, error){
-	"netqueue": func() (costly, error) { return netqueue.Open(netqueue.Options{Ifindex: 1}) },
-	"lockstat": func() (costly, error) { return lockstat.Open(lockstat.Options{}) },
-	"udpdrop":  func() (costly, error) { return udpdrop.Open(udpdrop.Options{}) },
+// probeOpeners open each probe as `perfscope udp --iface lo --port P`
+// does, for the sink's port.
+var probeOpeners = map[string]func(port uint16) (costly, error){
+	"netqueue": func(uint16) (costly, error) { return netqueue.Open(netqueue.Options{Ifindex: 1}) },
+	"lockstat": func(uint16) (costly, error) { return lockstat.Open(lockstat.Options{}) },
+	"udpdrop":  func(port uint16) (costly, error) { return udpdrop.Open(udpdrop.Options{Port: port}) },
+	"udpsock":  func(port uint16) (costly, error) { return udpsock.Open(udpsock.Options{Port: port}) },
 }
 
 // BenchmarkUDPProbesOverhead alternates loopback floods (2 senders → 1
 // reading socket) without and with udp probes attached (netqueue on lo,
-// lockstat, udpdrop; all, then each alone), and reports the received
-// datagrams/s of each, the loss in %, and each probe's mean BPF cost per
-// event from bpf_stats.
+// lockstat, udpdrop, udpsock; all, then each alone), and reports the
+// received datagrams/s of each, the loss in %, and each probe's mean BPF
+// cost per event from bpf_stats. BenchmarkUDPCommandOverhead measures the
+// whole command.
 func BenchmarkUDPProbesOverhead(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
-	for _, set := range [][]string{{"netqueue", "lockstat", "udpdrop"}, {"netqueue"}, {"lockstat"}, {"udpdrop"}} {
+	for _, set := range [][]string{{"netqueue", "lockstat", "udpdrop", "udpsock"}, {"netqueue"}, {"lockstat"}, {"udpdrop"}, {"udpsock"}} {
 		name := strings.Join(set, "+")
 		b.Run(name, func(b *testing.B) { benchProbes(b, set) })
 	}
@@ -62,21 +72,25 @@ func benchProbes(b *testing.B, set []string) {
 		var without, with float64
 		cost := map[string][2]uint64{}
 		for r := 0; r < rounds; r++ {
-			without += floodRate(b, window)
+			sink := newSink(b)
+			without += floodRate(b, sink, window)
+			sink.Close()
 
 			stats, err := probes.EnableStats()
 			if err != nil {
 				b.Fatal(err)
 			}
+			sink = newSink(b)
 			open := map[string]costly{}
 			for _, name := range set {
-				p, err := probeOpeners[name]()
+				p, err := probeOpeners[name](sink.AddrPort().Port())
 				if err != nil {
 					b.Fatal(err)
 				}
 				open[name] = p
 			}
-			with += floodRate(b, window)
+			with += floodRate(b, sink, window)
+			sink.Close()
 			for name, p := range open {
 				c := cost[name]
 				for _, pc := range p.Costs() {

@@ -15,6 +15,10 @@ type LoadedProgram struct {
 	Name string
 	// LoadedAt is the time since boot at which it was loaded.
 	LoadedAt time.Duration
+	// RunCount and RunTime are its bpf_stats (zero unless statistics are
+	// enabled): benchmarks use them to cost other tools' programs.
+	RunCount uint64
+	RunTime  time.Duration
 }
 
 // LoadedPrograms lists every BPF program loaded in the kernel. Tests use it
@@ -37,12 +41,16 @@ func LoadedPrograms() ([]LoadedProgram, error) {
 			continue // unloaded in between
 		}
 		info, err := p.Info()
+		stats, statsErr := p.Stats()
 		p.Close()
 		if err != nil {
 			return out, fmt.Errorf("program %d info: %w", id, err)
 		}
 		lp := LoadedProgram{ID: uint32(id), Name: info.Name}
 		lp.LoadedAt, _ = info.LoadTime()
+		if statsErr == nil {
+			lp.RunCount, lp.RunTime = stats.RunCount, stats.Runtime
+		}
 		out = append(out, lp)
 	}
 }

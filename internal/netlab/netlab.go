@@ -74,7 +74,8 @@ func New(ctx context.Context, cfg Config) (*Lab, error) {
 		{"ip", "netns", "add", l.SenderNS},
 		{"ip", "netns", "add", l.ReceiverNS},
 		// Distinct ifindexes: in two fresh namespaces both ends would be
-		// ifindex 2, and the queue probe filters devices by ifindex only.
+		// ifindex 2. The queue probe tells devices apart by namespace too,
+		// but ethtool output and logs are easier to read this way.
 		{"ip", "link", "add", "name", l.SenderIf, "index", "40", "netns", l.SenderNS, "numtxqueues", q, "numrxqueues", q,
 			"type", "veth", "peer", "name", l.ReceiverIf, "index", "41", "netns", l.ReceiverNS, "numtxqueues", q, "numrxqueues", q},
 		{"ip", "-n", l.SenderNS, "addr", "add", l.SenderAddr.String() + "/24", "dev", l.SenderIf},
