@@ -77,3 +77,51 @@ func TestProbeSeesLoopbackFlood(t *testing.T) {
 		})
 	}
 }
+
+// With NoLatency the raise tracepoint is not attached: counts and time
+// stay, the histograms stay empty, and there is one program fewer per
+// softirq.
+func TestNoLatencyKeepsCounts(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	p, err := Open(Options{NoLatency: true})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	if n := len(p.att.Programs); n != 2 {
+		t.Errorf("%d programs attached, want 2 (entry, exit)", n)
+	}
+	first, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := udpflood.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = udpflood.Send(context.Background(), udpflood.Config{Target: sink.AddrPort(), Senders: 1, Duration: 200 * time.Millisecond, MaxPackets: 100000})
+	sink.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := last.Sub(first)
+	if rx, rxTime := sum(d, NetRX); rx == 0 || rxTime == 0 {
+		t.Errorf("no NET_RX counted: %d in %v", rx, rxTime)
+	}
+	for _, cpu := range d.NetRXLatency {
+		for _, n := range cpu {
+			if n != 0 {
+				t.Fatalf("latency histogram filled without the raise tracepoint: %v", d.NetRXLatency)
+			}
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Error(err)
+	}
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+}
