@@ -121,19 +121,31 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		}
 	}
 	if _, missing := p.Missing()[Hooks[1].String()]; !missing {
+		s.Wakeups = map[uint64]map[int]uint64{}
+		addWake := func(ino uint64, cpu int, n uint64) {
+			if n == 0 {
+				return
+			}
+			if s.Wakeups[ino] == nil {
+				s.Wakeups[ino] = map[int]uint64{}
+			}
+			s.Wakeups[ino][cpu] += n
+		}
+		for _, perCPU := range slots {
+			for cpu, v := range perCPU {
+				if v.Ino != 0 {
+					addWake(v.Ino, cpu, v.Wakeups)
+				}
+			}
+		}
 		wake, err := probes.ReadPerCPUHash[uint64, uint64](maps["wakeups"])
 		if err != nil {
 			return s, err
 		}
-		s.Wakeups = make(map[uint64]map[int]uint64, len(wake))
 		for ino, perCPU := range wake {
-			byCPU := map[int]uint64{}
 			for cpu, n := range perCPU {
-				if n > 0 {
-					byCPU[cpu] = n
-				}
+				addWake(ino, cpu, n)
 			}
-			s.Wakeups[ino] = byCPU
 		}
 	}
 	lost, err := probes.SumPerCPUCounters(maps["lost"], int(udpsockUdpsockLostUDPSOCK_LOST_REASONS))

@@ -20,9 +20,10 @@ type udpsockSockReads struct {
 }
 
 type udpsockSockSlot struct {
-	_     structs.HostLayout
-	Ino   uint64
-	Reads udpsockSockReads
+	_       structs.HostLayout
+	Ino     uint64
+	Reads   udpsockSockReads
+	Wakeups uint64
 }
 
 type udpsockUdpsockLost uint32

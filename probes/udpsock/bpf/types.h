@@ -9,11 +9,12 @@ struct sock_reads {
 	__u64 bytes;     /* what those calls returned */
 };
 
-/* One slot of the direct-mapped per-CPU table of reads (udpsock.bpf.c).
- * ino 0: free. */
+/* One slot of the direct-mapped per-CPU table of reads and data-ready
+ * wakeups (udpsock.bpf.c). ino 0: free. */
 struct sock_slot {
 	__u64 ino;
 	struct sock_reads reads;
+	__u64 wakeups;
 };
 
 /* Slots of that table; a power of two (the slot is ino & (SLOTS - 1)). */

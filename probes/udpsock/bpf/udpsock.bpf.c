@@ -151,6 +151,14 @@ static __always_inline int on_data_ready(const struct sock *sk, const bool direc
 	__u64 ino = sock_inode(sk, direct);
 	if (!ino)
 		return 0;
+	/* The same slot as the socket's reads: one array lookup, no hash. */
+	__u32 idx = ino & slot_mask;
+	struct sock_slot *slot = bpf_map_lookup_elem(&read_slots, &idx);
+	if (slot && (slot->ino == ino || slot->ino == 0)) {
+		slot->ino = ino;
+		slot->wakeups++;
+		return 0;
+	}
 	__u64 *n = bpf_map_lookup_elem(&wakeups, &ino);
 	if (n) {
 		(*n)++;
