@@ -192,6 +192,11 @@ type LockSite struct {
 	TotalNs uint64     `json:"total_ns"`
 	MaxNs   uint64     `json:"max_ns"`
 	Socket  *SocketRef `json:"socket,omitempty"`
+	// SampledCount is the contentions whose stack was taken here; with
+	// LockSection.StackEvery > 1, Count and TotalNs are those scaled to
+	// every contention of the lock kind (estimates) and MaxNs is the
+	// longest sampled wait.
+	SampledCount uint64 `json:"sampled_count"`
 }
 
 // SocketContention is lock wait attributed to one socket.
@@ -217,9 +222,15 @@ type LockSection struct {
 	Section
 	Sites   []LockSite         `json:"sites"`
 	Sockets []SocketContention `json:"sockets"`
-	ByClass map[string]uint64  `json:"total_ns_by_class"`
-	Lost    uint64             `json:"lost"`
-	TotalNs uint64             `json:"total_ns"`
+	// ByClass sums the sites' TotalNs: estimates when StackEvery > 1.
+	ByClass map[string]uint64 `json:"total_ns_by_class"`
+	Lost    uint64            `json:"lost"`
+	// TotalNs is every contention's wait, exact whatever StackEvery.
+	TotalNs uint64 `json:"total_ns"`
+	// StackEvery is N when the waiter's stack was taken for about 1 in N
+	// contentions: sites (and ByClass) are then estimates; Sockets and
+	// TotalNs count every contention.
+	StackEvery int `json:"stack_every"`
 }
 
 // PortDrops are drops on one local UDP port for one reason.

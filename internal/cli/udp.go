@@ -29,6 +29,7 @@ import (
 	"github.com/perfscope/perfscope/internal/netcompare"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/softirq"
 	"github.com/perfscope/perfscope/report"
 )
@@ -48,6 +49,8 @@ type udpOptions struct {
 	RevertDir string
 	Revert    string
 	Compare   []string
+	// LockStacks is the lock probe's stack sampling: 1 in N contentions.
+	LockStacks int
 
 	failOn diagnose.Severity
 
@@ -108,6 +111,8 @@ lo, no IRQs on veth) say so in one line; the rest still runs.`,
 	f.StringVar(&o.FlameDir, "flame", "", "write folded stacks and flame graphs (NET_RX CPUs, other CPUs, all) to this directory")
 	f.IntVar(&o.Freq, "freq", cpuprofile.DefaultFrequency, "CPU profile samples per second per CPU")
 	f.BoolVar(&o.NoProfile, "no-profile", false, "skip the on-CPU profile")
+	f.IntVar(&o.LockStacks, "lock-stacks", lockstat.DefaultStackEvery,
+		"take the kernel stack of 1 in N lock contentions (1: every one; per-lock and per-socket waits stay exact, per-site ones are scaled estimates)")
 	f.StringVar(&o.Method, "attach-method", "", "force tp_btf, raw_tp or tracepoint")
 	return cmd
 }
@@ -128,6 +133,9 @@ func (o *udpOptions) validate() error {
 	}
 	if o.Freq <= 0 || o.Freq > 10000 {
 		return usageError("--freq must be between 1 and 10000 Hz, got %d", o.Freq)
+	}
+	if o.LockStacks < 1 || o.LockStacks > lockstat.MaxStackEvery {
+		return usageError("--lock-stacks must be between 1 and %d, got %d", lockstat.MaxStackEvery, o.LockStacks)
 	}
 	if o.PID < 0 {
 		return usageError("--pid must be positive, got %d", o.PID)

@@ -17,6 +17,7 @@ func TestUDPBadInput(t *testing.T) {
 		{[]string{"udp", "--iface", "lo", "--port", "70000"}, "is not a UDP port"},
 		{[]string{"udp", "--iface", "lo", "--duration", "-1s"}, "--duration must be positive"},
 		{[]string{"udp", "--iface", "lo", "-o", "yaml"}, "unknown output format"},
+		{[]string{"udp", "--iface", "lo", "--lock-stacks", "0"}, "--lock-stacks must be between 1 and 1024, got 0"},
 	}
 	for _, c := range cases {
 		_, stderr, code := execute(t, c.args...)

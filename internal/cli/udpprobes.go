@@ -41,7 +41,7 @@ func openNetProbes(o *udpOptions) *netProbes {
 	napis, napiErr := netlinkq.NAPIs(o.iface.Index)
 	noNAPI := napiErr == nil && len(napis) == 0
 	p.queue, p.queueErr = netqueue.Open(netqueue.Options{Method: o.method, Ifindex: o.iface.Index, NoNAPI: noNAPI})
-	p.lock, p.lockErr = lockstat.Open(lockstat.Options{Method: o.method})
+	p.lock, p.lockErr = lockstat.Open(lockstat.Options{Method: o.method, StackEvery: o.LockStacks})
 	p.drop, p.dropErr = udpdrop.Open(udpdrop.Options{Method: o.method, Port: uint16(o.Port)})
 	// Per-socket reads only matter for the sockets section, which needs
 	// --port or --pid; without them the probe is not loaded at all.
@@ -254,28 +254,39 @@ func lockPrimitive(f string) bool {
 // namespace; this namespace's /proc/net/udp (udp, a zero table when it
 // could not be read) adds the bound address and /proc/PID/fd the
 // processes, both by inode, so no kernel address is needed.
+//
+// With stacks sampled (d.StackEvery > 1) the sites' counts and waits, and
+// so total_ns_by_class, are lockstat.SiteWaits' estimates: each sampled
+// stack scaled to every contention of its lock kind, unbiased for the
+// class shares the rules compare. total_ns and the sockets are exact.
 func lockSection(d lockstat.Snapshot, udp sockets.UDPTable) evidence.LockSection {
-	sec := evidence.LockSection{ByClass: map[string]uint64{}, Lost: d.Lost.Total()}
+	sec := evidence.LockSection{ByClass: map[string]uint64{}, Lost: d.Lost.Total(), StackEvery: max(d.StackEvery, 1)}
 	ksyms, _ := symbols.New(symbols.Default).KernelSymbols()
-	for k, w := range d.Sites {
+	for k, sw := range d.SiteWaits() {
+		w := sw.Estimated
 		if w.Count == 0 {
 			continue
 		}
+		class, site := lockstat.NotSampled, "[unsampled]"
 		var frames []string
-		if ksyms != nil {
-			frames = lockstat.Symbolize(d.Stacks[k.StackID], ksyms)
-		}
-		class := lockstat.Classify(frames)
-		site := "[unknown]"
-		for _, f := range frames {
-			if !lockPrimitive(f) {
-				site = strings.TrimSuffix(f, "_[k]")
-				break
+		if k.StackID != lockstat.Unsampled {
+			if ksyms != nil {
+				frames = lockstat.Symbolize(d.Stacks[k.StackID], ksyms)
+			}
+			class, site = lockstat.Classify(frames), "[unknown]"
+			for _, f := range frames {
+				if !lockPrimitive(f) {
+					site = strings.TrimSuffix(f, "_[k]")
+					break
+				}
 			}
 		}
 		sec.Sites = append(sec.Sites, evidence.LockSite{Class: string(class), Site: site, Stack: frames,
-			Count: w.Count, TotalNs: uint64(w.Total), MaxNs: uint64(w.Max)})
+			Count: w.Count, TotalNs: uint64(w.Total), MaxNs: uint64(w.Max), SampledCount: sw.Sampled.Count})
 		sec.ByClass[string(class)] += uint64(w.Total)
+	}
+	// The exact total: the estimates add up to it only up to rounding.
+	for _, w := range d.Sites {
 		sec.TotalNs += uint64(w.Total)
 	}
 	sort.Slice(sec.Sites, func(i, j int) bool { return sec.Sites[i].TotalNs > sec.Sites[j].TotalNs })

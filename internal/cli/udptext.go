@@ -82,6 +82,9 @@ func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsE
 			lt.Add(s.Class, s.Site, fmt.Sprint(s.Count), report.Nanos(float64(s.TotalNs)), report.Nanos(float64(s.MaxNs)), sock)
 		}
 		lt.Write(w)
+		if n := ev.Locks.StackEvery; n > 1 {
+			fmt.Fprintf(w, "sites sampled 1/%d: each site's count and wait are its sampled stacks' scaled to all contentions of its lock kind (estimates); sockets below count every contention\n", n)
+		}
 		const shownSockets = 5
 		for i, sc := range ev.Locks.Sockets {
 			if i == shownSockets {

@@ -28,6 +28,10 @@ const (
 	TXQueueLock Class = "tx-queue-xmit-lock"
 	// Other: any other lock.
 	Other Class = "other"
+	// NotSampled: contention of a lock kind none of whose stacks was
+	// sampled in the window (see Options.StackEvery): its call site is
+	// unknown.
+	NotSampled Class = "unsampled"
 )
 
 // classOf maps the kernel functions that take (or directly wrap the taking

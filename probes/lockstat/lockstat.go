@@ -65,8 +65,15 @@ func LockKind(flags uint32) string {
 	return fmt.Sprintf("flags(%#x)", flags)
 }
 
-// NoStack is the StackID of contention whose stack could not be recorded.
-const NoStack = -1
+// Stack ids of sites without a stack (enum lockstat_stack in bpf/types.h).
+const (
+	// NoStack is the StackID of contention whose stack could not be
+	// recorded.
+	NoStack = -1
+	// Unsampled is the StackID under which contention whose stack was not
+	// sampled is counted (see Options.StackEvery), one site per lock kind.
+	Unsampled = -2
+)
 
 // SiteKey is one call site: the waiter's kernel stack and the lock flags.
 type SiteKey struct {
@@ -117,6 +124,9 @@ type Snapshot struct {
 	// innermost first.
 	Stacks map[int32][]uint64
 	Lost   Lost
+	// StackEvery is the probe's Options.StackEvery: Sites holds the stacks
+	// of about 1 in StackEvery contentions and the rest under Unsampled.
+	StackEvery int
 }
 
 // DefaultStackDepth is how many kernel frames a site keeps by default.
@@ -126,17 +136,35 @@ type Snapshot struct {
 // classifies it (about 6-10 frames out) and a little beyond.
 const DefaultStackDepth = 16
 
+// DefaultStackEvery is how many contentions share one stack unwind by
+// default. The unwind (~3-4 µs at begin) was half of what `perfscope udp`
+// cost a loopback flood; sampling 1 in 8 leaves the per-lock numbers exact
+// and, at the thousands of contentions a second that make contention worth
+// reporting, still hundreds of stacks a second for the sites (see
+// BENCHMARKS.md, "udp probes").
+const DefaultStackEvery = 8
+
+// MaxStackEvery bounds Options.StackEvery: beyond it a short window holds
+// too few stacks to name any site.
+const MaxStackEvery = 1024
+
 // Options configure a probe.
 type Options struct {
 	Method probes.AttachMethod
 	// StackDepth is the number of kernel frames recorded per site
 	// (default DefaultStackDepth, at most 127, the kernel's limit).
 	StackDepth int
+	// StackEvery takes the waiter's stack for about 1 in StackEvery
+	// contentions (default DefaultStackEvery; 1: every one, at most
+	// MaxStackEvery). Every contention is still timed and counted per lock
+	// address and per lock kind; SiteWaits scales the sampled sites.
+	StackEvery int
 }
 
 // Probe is a loaded and attached lockstat probe.
 type Probe struct {
 	probes.Loaded
+	stackEvery int
 }
 
 // Open loads the probe's BPF object and attaches it.
@@ -147,17 +175,26 @@ func Open(opts Options) (*Probe, error) {
 	if opts.StackDepth < 1 || opts.StackDepth > 127 {
 		return nil, fmt.Errorf("lockstat: stack depth %d out of range 1..127", opts.StackDepth)
 	}
+	if opts.StackEvery == 0 {
+		opts.StackEvery = DefaultStackEvery
+	}
+	if opts.StackEvery < 1 || opts.StackEvery > MaxStackEvery {
+		return nil, fmt.Errorf("lockstat: stack sampling 1 in %d out of range 1..%d", opts.StackEvery, MaxStackEvery)
+	}
 	spec, err := loadLockstat()
 	if err != nil {
 		return nil, fmt.Errorf("load lockstat BPF spec: %w", err)
 	}
 	// bpf_get_stackid unwinds at most value_size/8 frames.
-	spec.Maps["stacks"].ValueSize = uint32(8 * opts.StackDepth)
+	spec.Maps[lockstatMapStacks].ValueSize = uint32(8 * opts.StackDepth)
+	if err := probes.SetVariables(spec, map[string]any{lockstatVarStackEvery: uint32(opts.StackEvery)}); err != nil {
+		return nil, fmt.Errorf("lockstat: %w", err)
+	}
 	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, nil)
 	if err != nil {
 		return nil, fmt.Errorf("lockstat probe: %w", err)
 	}
-	return &Probe{Loaded: probes.Loaded{Attached: att}}, nil
+	return &Probe{Loaded: probes.Loaded{Attached: att}, stackEvery: opts.StackEvery}, nil
 }
 
 func sumWaits(perCPU []lockstatWaitStat) WaitStats {
@@ -170,8 +207,13 @@ func sumWaits(perCPU []lockstatWaitStat) WaitStats {
 
 // Snapshot reads the cumulative counts and the stacks of every site.
 func (p *Probe) Snapshot() (Snapshot, error) {
-	s := Snapshot{Taken: time.Now(), Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Owners: map[uint64]Owner{}, Stacks: map[int32][]uint64{}}
-	maps := p.Maps()
+	return readSnapshot(p.Maps(), p.stackEvery)
+}
+
+// readSnapshot reads the maps of a loaded lockstat object, attached or not.
+func readSnapshot(maps map[string]*ebpf.Map, stackEvery int) (Snapshot, error) {
+	s := Snapshot{Taken: time.Now(), Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Owners: map[uint64]Owner{},
+		Stacks: map[int32][]uint64{}, StackEvery: stackEvery}
 	sites, err := probes.ReadPerCPUHash[lockstatSiteKey, lockstatWaitStat](maps["sites"])
 	if err != nil {
 		return s, err
@@ -235,7 +277,8 @@ func trimStack(ips []uint64) []uint64 {
 // new contention are left out; owners and stacks are s's (identities, not
 // counts).
 func (s Snapshot) Sub(prev Snapshot) Snapshot {
-	d := Snapshot{Taken: s.Taken, Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Owners: s.Owners, Stacks: s.Stacks}
+	d := Snapshot{Taken: s.Taken, Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Owners: s.Owners, Stacks: s.Stacks,
+		StackEvery: s.StackEvery}
 	sub := func(cur, old WaitStats) (WaitStats, bool) {
 		if cur.Count <= old.Count {
 			return WaitStats{}, false

@@ -82,6 +82,7 @@ const (
 	lockstatMapLost                = "lost"
 	lockstatMapOwners              = "owners"
 	lockstatMapSites               = "sites"
+	lockstatMapStackCountdown      = "stack_countdown"
 	lockstatMapStacks              = "stacks"
 	lockstatProgBtfContentionBegin = "btf_contention_begin"
 	lockstatProgBtfContentionEnd   = "btf_contention_end"
@@ -89,6 +90,7 @@ const (
 	lockstatProgRawContentionEnd   = "raw_contention_end"
 	lockstatProgTpContentionBegin  = "tp_contention_begin"
 	lockstatProgTpContentionEnd    = "tp_contention_end"
+	lockstatVarStackEvery          = "stack_every"
 )
 
 // loadLockstat returns the embedded CollectionSpec for lockstat.
@@ -145,18 +147,20 @@ type lockstatProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lockstatMapSpecs struct {
-	Inflight *ebpf.MapSpec `ebpf:"inflight"`
-	Locks    *ebpf.MapSpec `ebpf:"locks"`
-	Lost     *ebpf.MapSpec `ebpf:"lost"`
-	Owners   *ebpf.MapSpec `ebpf:"owners"`
-	Sites    *ebpf.MapSpec `ebpf:"sites"`
-	Stacks   *ebpf.MapSpec `ebpf:"stacks"`
+	Inflight       *ebpf.MapSpec `ebpf:"inflight"`
+	Locks          *ebpf.MapSpec `ebpf:"locks"`
+	Lost           *ebpf.MapSpec `ebpf:"lost"`
+	Owners         *ebpf.MapSpec `ebpf:"owners"`
+	Sites          *ebpf.MapSpec `ebpf:"sites"`
+	StackCountdown *ebpf.MapSpec `ebpf:"stack_countdown"`
+	Stacks         *ebpf.MapSpec `ebpf:"stacks"`
 }
 
 // lockstatVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type lockstatVariableSpecs struct {
+	StackEvery *ebpf.VariableSpec `ebpf:"stack_every"`
 }
 
 // lockstatObjects contains all objects after they have been loaded into the kernel.
@@ -179,12 +183,13 @@ func (o *lockstatObjects) Close() error {
 //
 // It can be passed to loadLockstatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lockstatMaps struct {
-	Inflight *ebpf.Map `ebpf:"inflight"`
-	Locks    *ebpf.Map `ebpf:"locks"`
-	Lost     *ebpf.Map `ebpf:"lost"`
-	Owners   *ebpf.Map `ebpf:"owners"`
-	Sites    *ebpf.Map `ebpf:"sites"`
-	Stacks   *ebpf.Map `ebpf:"stacks"`
+	Inflight       *ebpf.Map `ebpf:"inflight"`
+	Locks          *ebpf.Map `ebpf:"locks"`
+	Lost           *ebpf.Map `ebpf:"lost"`
+	Owners         *ebpf.Map `ebpf:"owners"`
+	Sites          *ebpf.Map `ebpf:"sites"`
+	StackCountdown *ebpf.Map `ebpf:"stack_countdown"`
+	Stacks         *ebpf.Map `ebpf:"stacks"`
 }
 
 func (m *lockstatMaps) Close() error {
@@ -194,6 +199,7 @@ func (m *lockstatMaps) Close() error {
 		m.Lost,
 		m.Owners,
 		m.Sites,
+		m.StackCountdown,
 		m.Stacks,
 	)
 }
@@ -202,6 +208,7 @@ func (m *lockstatMaps) Close() error {
 //
 // It can be passed to loadLockstatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lockstatVariables struct {
+	StackEvery *ebpf.Variable `ebpf:"stack_every"`
 }
 
 // lockstatPrograms contains all programs after they have been loaded into the kernel.

@@ -2,6 +2,7 @@ package lockstat
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -79,7 +80,10 @@ func TestProbeAttributesSocketContention(t *testing.T) {
 				frames []string
 			}
 			var sites []site
-			for k, w := range d.Sites {
+			// Stacks are sampled (DefaultStackEvery): compare estimates,
+			// scaled to every contention, with the exact per-lock counts.
+			for k, sw := range d.SiteWaits() {
+				w := sw.Estimated
 				frames := Symbolize(d.Stacks[k.StackID], ksyms)
 				byClass[Classify(frames)] += w.Count
 				if Classify(frames) == SocketWakeup && locker(frames) != "ep_poll_callback" {
@@ -262,5 +266,78 @@ func TestIdentifyOnlySocketLocks(t *testing.T) {
 			}
 		}
 	}()
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+}
+
+// Sampling stacks must not change what is counted: with 1 in 8 stacks the
+// per-lock counts are exactly those of every-stack mode, every contention is
+// in a site (sampled or Unsampled), about 1 in 8 is sampled, and the
+// estimates of each lock kind add up to its exact count and wait.
+func TestSampledStacksKeepExactCounts(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	// Addresses no socket lives at: identify_owner's reads fail on them.
+	const spinLock, mutex = uint64(0x10), uint64(0x20)
+	const spins, mutexes = 600, 200
+	for _, every := range []int{1, 8} {
+		t.Run(fmt.Sprintf("1-in-%d", every), func(t *testing.T) {
+			r := newContentionRunner(t, every)
+			defer r.Close()
+			r.contend(t, spinLock, FlagSpin, spins)
+			r.contend(t, mutex, FlagMutex, mutexes)
+			s := r.snapshot(t)
+			if s.Lost.Total() != 0 {
+				t.Errorf("lost %+v", s.Lost)
+			}
+			if got := s.Locks[spinLock].Count; got != spins {
+				t.Errorf("spinlock counted %d times, want %d", got, spins)
+			}
+			if got := s.Locks[mutex].Count; got != mutexes {
+				t.Errorf("mutex counted %d times, want %d", got, mutexes)
+			}
+
+			all, sampled := map[uint32]WaitStats{}, map[uint32]uint64{}
+			for k, w := range s.Sites {
+				all[k.Flags] = all[k.Flags].add(w)
+				if k.StackID != Unsampled {
+					sampled[k.Flags] += w.Count
+				}
+			}
+			if all[FlagSpin].Count != spins || all[FlagMutex].Count != mutexes {
+				t.Errorf("sites hold %d spinlock and %d mutex contentions, want %d and %d", all[FlagSpin].Count, all[FlagMutex].Count, spins, mutexes)
+			}
+			n := sampled[FlagSpin] + sampled[FlagMutex]
+			t.Logf("%d of 800 contentions' stacks taken", n)
+			// Gaps uniform in 1..2N-1: over 800 contentions the number of
+			// samples is 800/N ± ~6 (one standard deviation) for N = 8.
+			if lo, hi := uint64(800/every-40), uint64(800/every+40); every > 1 && (n < lo || n > hi) {
+				t.Errorf("%d of 800 stacks taken with 1 in %d, want %d..%d", n, every, lo, hi)
+			}
+			if every == 1 && n != spins+mutexes {
+				t.Errorf("%d of 800 stacks taken with every one sampled", n)
+			}
+
+			est := map[uint32]WaitStats{}
+			sites := 0
+			for k, sw := range s.SiteWaits() {
+				if k.StackID == Unsampled {
+					t.Errorf("lock kind %s has an Unsampled site %+v although %d of its stacks were sampled", LockKind(k.Flags), sw, sampled[k.Flags])
+				}
+				est[k.Flags] = est[k.Flags].add(sw.Estimated)
+				sites++
+			}
+			for flags, w := range all {
+				e := est[flags]
+				// Counts are rounded per site; waits are scaled by their own ratio.
+				if d := int64(e.Count) - int64(w.Count); d < -int64(sites) || d > int64(sites) {
+					t.Errorf("%s: estimated %d contentions, counted %d", LockKind(flags), e.Count, w.Count)
+				}
+				if d := e.Total - w.Total; d < -time.Duration(sites) || d > time.Duration(sites) {
+					t.Errorf("%s: estimated %v of wait, measured %v", LockKind(flags), e.Total, w.Total)
+				}
+			}
+		})
+	}
 	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
 }

@@ -65,3 +65,67 @@ func (r *endRunner) owner(lock uint64) (Owner, bool) {
 	}
 	return ownerOf(o), true
 }
+
+// contentionRunner runs a whole lockstat object, loaded with stack_every set
+// and unattached, through BPF_PROG_TEST_RUN of the raw_tp handlers: a test
+// then knows exactly how many contentions the probe saw.
+type contentionRunner struct {
+	Begin  *ebpf.Program `ebpf:"raw_contention_begin"`
+	End    *ebpf.Program `ebpf:"raw_contention_end"`
+	Sites  *ebpf.Map     `ebpf:"sites"`
+	Stacks *ebpf.Map     `ebpf:"stacks"`
+	Locks  *ebpf.Map     `ebpf:"locks"`
+	Owners *ebpf.Map     `ebpf:"owners"`
+	Lost   *ebpf.Map     `ebpf:"lost"`
+
+	stackEvery int
+}
+
+// LoadAndAssign, not NewCollection: a collection memory-maps .rodata for
+// its Variables, which keeps the map alive after Close until a GC.
+func newContentionRunner(tb testing.TB, stackEvery int) *contentionRunner {
+	tb.Helper()
+	spec, err := loadLockstat()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := spec.Variables[lockstatVarStackEvery].Set(uint32(stackEvery)); err != nil {
+		tb.Fatal(err)
+	}
+	r := &contentionRunner{stackEvery: stackEvery}
+	if err := spec.LoadAndAssign(r, nil); err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+func (r *contentionRunner) Close() {
+	for _, c := range []interface{ Close() error }{r.Begin, r.End, r.Sites, r.Stacks, r.Locks, r.Owners, r.Lost} {
+		c.Close()
+	}
+}
+
+func (r *contentionRunner) contend(tb testing.TB, lock uint64, flags uint32, n int) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	begin, end := r.Begin, r.End
+	for i := 0; i < n; i++ {
+		if _, err := begin.Run(&ebpf.RunOptions{Context: [2]uint64{lock, uint64(flags)}}); err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := end.Run(&ebpf.RunOptions{Context: [2]uint64{lock, 0}}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+func (r *contentionRunner) snapshot(tb testing.TB) Snapshot {
+	tb.Helper()
+	maps := map[string]*ebpf.Map{lockstatMapSites: r.Sites, lockstatMapStacks: r.Stacks, lockstatMapLocks: r.Locks,
+		lockstatMapOwners: r.Owners, lockstatMapLost: r.Lost}
+	s, err := readSnapshot(maps, r.stackEvery)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}

@@ -7,6 +7,12 @@
  * to the depth the user asks for (unwinding stops there). */
 enum { LOCKSTAT_MAX_DEPTH = 48 };
 
+/* Stack ids a site can have besides bpf_get_stackid's. */
+enum lockstat_stack {
+	LOCKSTAT_STACK_NONE = -1,      /* the unwind failed (see lost) */
+	LOCKSTAT_STACK_UNSAMPLED = -2, /* not sampled: see stack_every in lockstat.bpf.c */
+};
+
 /* Contentions not (fully) counted, by reason. */
 enum lockstat_lost {
 	LOCKSTAT_LOST_INFLIGHT_FULL = 0,   /* begin not recorded: in-flight map full */
@@ -44,7 +50,7 @@ struct inflight_wait {
 
 /* A call site: the waiter's kernel stack and the lock kind. */
 struct site_key {
-	__s32 stack_id; /* -1: stack not recorded (see lost) */
+	__s32 stack_id; /* or enum lockstat_stack */
 	__u32 flags;
 };
 
