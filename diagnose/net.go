@@ -791,7 +791,12 @@ func checkSocketLockContention(in NetInput) *Finding {
 	}
 	for _, s := range e.Locks.Sites {
 		if (s.Class == "socket-receive-queue" || s.Class == "socket-wakeup") && len(f.Evidence) < 5 {
-			f.Evidence = append(f.Evidence, fmt.Sprintf("site %s (%s): %d waits, %s", s.Site, s.Class, s.Count, ms(float64(s.TotalNs))))
+			est := ""
+			if n := e.Locks.StackEvery; n > 1 {
+				// Sites are sampled stacks scaled to every contention.
+				est = fmt.Sprintf(" (estimated from 1 in %d stacks)", n)
+			}
+			f.Evidence = append(f.Evidence, fmt.Sprintf("site %s (%s): %d waits, %s%s", s.Site, s.Class, s.Count, ms(float64(s.TotalNs)), est))
 		}
 	}
 	if drops > 0 {
@@ -1075,7 +1080,7 @@ func checkXPSUnset(in NetInput) *Finding {
 		}
 	}
 	sort.Ints(shared)
-	qdiscNs := e.Locks.ByClass["qdisc-root"] + e.Locks.ByClass["txq-xmit"]
+	qdiscNs := e.Locks.ByClass["qdisc-root-lock"] + e.Locks.ByClass["tx-queue-xmit-lock"]
 	share := lockShare(e, qdiscNs)
 	if len(shared) == 0 && qdiscNs == 0 {
 		return nil

@@ -99,7 +99,7 @@ func seedEvidence() evidence.NetEvidence {
 		XPSSet: false,
 		XPS:    map[int]string{},
 	}
-	e.Locks.ByClass["qdisc-root"] = 2e9
+	e.Locks.ByClass["qdisc-root-lock"] = 2e9
 	e.Profile = evidence.ProfileSection{FrequencyHz: 999, Samples: 200_000, NetRXCPUs: node0.CPUs(), Groups: []evidence.FunctionShare{
 		{Group: "gro", Functions: []string{"dev_gro_receive"}, Samples: 9800, Share: 0.049},
 		{Group: "netfilter", Functions: []string{"nf_hook_slow", "ipt_do_table"}, Samples: 6000, Share: 0.03},
@@ -501,7 +501,7 @@ func TestXPSUnset(t *testing.T) {
 		{name: "no sharing, no qdisc wait", silent: true, edit: func(in *NetInput) {
 			xpsOff(in)
 			in.Evidence.TX.PerCPU = []evidence.TXCPU{{CPU: 0, Queues: map[int]uint64{0: 5}}, {CPU: 1, Queues: map[int]uint64{1: 5}}}
-			delete(in.Evidence.Locks.ByClass, "qdisc-root")
+			delete(in.Evidence.Locks.ByClass, "qdisc-root-lock")
 		}},
 		{name: "single TX queue", silent: true, edit: func(in *NetInput) {
 			in.Config = nil

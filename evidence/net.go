@@ -185,7 +185,7 @@ type SocketRef struct {
 
 // LockSite is contention at one kernel call site.
 type LockSite struct {
-	Class   string     `json:"class"` // socket-receive-queue, socket-wakeup, qdisc-root, txq-xmit, other
+	Class   string     `json:"class"` // socket-receive-queue, socket-wakeup, socket-lock, qdisc-root-lock, tx-queue-xmit-lock, other, unsampled
 	Site    string     `json:"site"`  // the first classifying or innermost non-lock frame
 	Stack   []string   `json:"stack"` // innermost first
 	Count   uint64     `json:"count"`
