@@ -60,6 +60,27 @@ const (
 	FixNone
 )
 
+var fixNames = []string{FixApply: "apply", FixServer: "server", FixNone: "none"}
+
+// MarshalText names the kind in JSON: "apply", "server" or "none".
+func (f Fix) MarshalText() ([]byte, error) {
+	if int(f) < 0 || int(f) >= len(fixNames) {
+		return nil, fmt.Errorf("udplab: fix kind %d", int(f))
+	}
+	return []byte(fixNames[f]), nil
+}
+
+// UnmarshalText reads a kind MarshalText wrote.
+func (f *Fix) UnmarshalText(b []byte) error {
+	for i, n := range fixNames {
+		if n == string(b) {
+			*f = Fix(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("udplab: unknown fix kind %q", b)
+}
+
 // Scenario plants one of seed 003's faults on the lab and names the finding
 // perfscope must produce for it.
 type Scenario struct {
@@ -73,7 +94,7 @@ type Scenario struct {
 	Finding string `json:"finding,omitempty"`
 	// FixText says what the fix is.
 	FixText string `json:"fix"`
-	Fix     Fix    `json:"-"`
+	Fix     Fix    `json:"fix_kind"`
 
 	Lab netlab.Config `json:"-"`
 	// Setup runs in the receiver namespace before anything starts: the

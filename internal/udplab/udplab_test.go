@@ -2,6 +2,7 @@ package udplab
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -109,5 +110,21 @@ func TestTextShowsFindingFixAndNumbers(t *testing.T) {
 	// Only the scenario's own function group, not every group.
 	if strings.Contains(out, "CPU share in slab") {
 		t.Errorf("output shows an unrelated group:\n%s", out)
+	}
+}
+
+func TestFixKindRoundTrips(t *testing.T) {
+	for _, sc := range Scenarios {
+		b, err := json.Marshal(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Scenario
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.Fix != sc.Fix || back.Name != sc.Name {
+			t.Errorf("%s: fix %v came back as %v", sc.Name, sc.Fix, back.Fix)
+		}
 	}
 }
