@@ -69,13 +69,14 @@ func labRow(r udplab.Result) string {
 		}
 	}
 	if r.Scenario.Fix == udplab.FixNone {
-		found = fmt.Sprintf("warn+: %v", r.WarnOrWorse)
+		found = fmt.Sprintf("warn or worse after: %v", r.WarnOrWorse)
 	}
 	metrics := ""
 	if r.Comparison != nil {
 		want := map[string]bool{"packets_per_s": true, "drops_per_s": true, "net_rx.ns_per_packet": true,
 			"lock_wait_ns_per_s.class." + r.Scenario.LockClass: r.Scenario.LockClass != "",
-			"profile.share." + r.Scenario.Group:                r.Scenario.Group != ""}
+			"profile.share." + r.Scenario.Group:                r.Scenario.Group != "",
+			r.Scenario.Metric:                                  r.Scenario.Metric != ""}
 		for _, m := range r.Comparison.Metrics {
 			if !want[m.Key] || m.Before == nil || m.After == nil {
 				continue
