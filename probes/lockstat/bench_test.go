@@ -2,6 +2,7 @@ package lockstat
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,19 +13,27 @@ import (
 
 // BenchmarkContentionFlood attaches the probe during a loopback flood (2
 // senders → 1 reading socket, seed 003's contention) and reports the mean
-// bpf_stats cost of each handler: contention_end runs with the lock held,
-// so its cost lengthens the contended critical section.
+// bpf_stats cost of each handler, with a stack for every contention and for
+// 1 in DefaultStackEvery and 2×DefaultStackEvery: contention_end runs with
+// the lock held, so its cost lengthens the contended critical section, and
+// contention_begin's unwind is what stack sampling saves.
 //
 // Run it alone on the machine: flock /tmp/perfscope-bench.lock go test ...
 func BenchmarkContentionFlood(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
+	for _, every := range []int{1, DefaultStackEvery, 2 * DefaultStackEvery} {
+		b.Run(fmt.Sprintf("stack-1-in-%d", every), func(b *testing.B) { benchContentionFlood(b, every) })
+	}
+}
+
+func benchContentionFlood(b *testing.B, every int) {
 	for i := 0; i < b.N; i++ {
 		stats, err := probes.EnableStats()
 		if err != nil {
 			b.Fatal(err)
 		}
-		p, err := Open(Options{})
+		p, err := Open(Options{StackEvery: every})
 		if err != nil {
 			stats.Close()
 			b.Fatal(err)
@@ -34,6 +43,7 @@ func BenchmarkContentionFlood(b *testing.B) {
 			b.Fatal(err)
 		}
 		res, err := udpflood.Send(context.Background(), udpflood.Config{Target: sink.AddrPort(), Senders: 2, Duration: 2 * time.Second})
+		received := sink.Received()
 		sink.Close()
 		if err != nil {
 			b.Fatal(err)
@@ -42,6 +52,7 @@ func BenchmarkContentionFlood(b *testing.B) {
 			b.ReportMetric(float64(c.PerRun().Nanoseconds()), c.Program+"-ns/run")
 			b.ReportMetric(float64(c.RunCount)/res.Elapsed.Seconds(), c.Program+"-runs/s")
 		}
+		b.ReportMetric(float64(received)/res.Elapsed.Seconds(), "received/s")
 		snap, err := p.Snapshot()
 		if err != nil {
 			b.Fatal(err)
