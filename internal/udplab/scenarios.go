@@ -135,7 +135,7 @@ var Scenarios = []Scenario{
 	{
 		Name:    "single-socket",
 		Fault:   "one UDP socket read by 2 threads, 4 senders",
-		Step:    "4: SO_REUSEPORT (17k → 2.54M tps)",
+		Step:    "step 4: SO_REUSEPORT (17k → 2.54M tps)",
 		Finding: "net.socket-lock-contention",
 		FixText: "restart the server with one SO_REUSEPORT socket per thread (the finding's code sketch)",
 		Fix:     FixServer,
@@ -149,7 +149,7 @@ var Scenarios = []Scenario{
 	{
 		Name:    "reuseport-no-steering",
 		Fault:   "SO_REUSEPORT group of 2 sockets chosen by flow hash, threads unpinned",
-		Step:    "5-6: SO_ATTACH_REUSEPORT_CBPF and pinning (2.54M → 5.05M tps)",
+		Step:    "step 5-6: SO_ATTACH_REUSEPORT_CBPF and pinning (2.54M → 5.05M tps)",
 		Finding: "net.reuseport-steering",
 		FixText: "restart the server with SO_ATTACH_REUSEPORT_CBPF steering by CPU, each thread pinned to its socket's CPU",
 		Fix:     FixServer,
@@ -163,7 +163,7 @@ var Scenarios = []Scenario{
 	{
 		Name:    "rps-off",
 		Fault:   "one RX queue, its softirq on CPU 0 only, RPS off",
-		Step:    "3: RPS (queues 6-9 → CPUs 16-19)",
+		Step:    "step 3: RPS (queues 6-9 → CPUs 16-19)",
 		Finding: "net.rps-needed",
 		FixText: "perfscope udp --apply net.rps-needed (rps_cpus masks)",
 		Fix:     FixApply,
@@ -174,7 +174,7 @@ var Scenarios = []Scenario{
 	{
 		Name:    "xps-off",
 		Fault:   "echo server; XPS unset, so both CPUs send on TX queues picked by flow hash",
-		Step:    "7: XPS (1.09M → 5.05M tps when ixgbe's XPS was removed)",
+		Step:    "step 7: XPS (1.09M → 5.05M tps when ixgbe's XPS was removed)",
 		Finding: "net.xps-unset",
 		FixText: "perfscope udp --apply net.xps-unset (xps_cpus one CPU per queue)",
 		Fix:     FixApply,
@@ -187,7 +187,7 @@ var Scenarios = []Scenario{
 	{
 		Name:    "gro-on",
 		Fault:   "GRO on for a UDP-only receive path",
-		Step:    "8: GRO off (5.05M → 5.18M tps)",
+		Step:    "step 8: GRO off (5.05M → 5.18M tps)",
 		Finding: "net.gro-udp",
 		FixText: "perfscope udp --apply net.gro-udp (ethtool -K vb gro off)",
 		Fix:     FixApply,
@@ -199,7 +199,7 @@ var Scenarios = []Scenario{
 	{
 		Name:    "netfilter-empty",
 		Fault:   "an empty filter table with an input hook (what `iptables -L` leaves behind)",
-		Step:    "9: unload iptables (5.18M → 5.38M tps)",
+		Step:    "step 9: unload iptables (5.18M → 5.38M tps)",
 		Finding: "net.netfilter-unused",
 		FixText: "perfscope udp --apply net.netfilter-unused (nft delete table, saved for the revert)",
 		Fix:     FixApply,
@@ -216,7 +216,7 @@ var Scenarios = []Scenario{
 	{
 		Name:    "rp-filter",
 		Fault:   "strict reverse-path filtering (rp_filter=1)",
-		Step:    "10: rp_filter=0, accept_local=1 (5.38M → 5.49M tps)",
+		Step:    "step 10: rp_filter=0, accept_local=1 (5.38M → 5.49M tps)",
 		Finding: "net.rp-filter",
 		FixText: "perfscope udp --apply net.rp-filter (sysctl rp_filter=0, accept_local=1)",
 		Fix:     FixApply,
