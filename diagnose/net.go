@@ -764,7 +764,7 @@ func checkSocketLockContention(in NetInput) *Finding {
 	var fedSocket evidence.UDPSocket
 	if socks := socketsOnPort(e, port); len(socks) == 1 {
 		fedSocket = socks[0]
-		cpus, _ := fedSocket.FeedingCPUs(ReuseportCrossFeed)
+		cpus := fedSocket.FeedingCPUs(ReuseportCrossFeed)
 		for _, c := range cpus {
 			if rx.Contains(c) {
 				feeders = append(feeders, c)
@@ -901,7 +901,7 @@ func checkReuseportSteering(in NetInput) *Finding {
 	rx := netRXCPUs(e)
 	var crossFed []string
 	for _, s := range socketsOnPort(e, port) {
-		cpus, _ := s.FeedingCPUs(ReuseportCrossFeed)
+		cpus := s.FeedingCPUs(ReuseportCrossFeed)
 		n := 0
 		for _, c := range cpus {
 			if rx.Contains(c) {
@@ -946,13 +946,10 @@ func checkReuseportSteering(in NetInput) *Finding {
 
 // feedShares prints the wakeup shares of cpus for a socket: "55%, 45%".
 func feedShares(s evidence.UDPSocket, cpus []int) string {
-	var total uint64
-	for _, n := range s.WakeupsByCPU {
-		total += n
-	}
+	shares := s.WakeupShares()
 	parts := make([]string, len(cpus))
 	for i, c := range cpus {
-		parts[i] = pct(float64(s.WakeupsByCPU[c]) / float64(total))
+		parts[i] = pct(shares[c])
 	}
 	return strings.Join(parts, ", ")
 }

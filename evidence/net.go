@@ -276,25 +276,34 @@ type UDPSocket struct {
 	WakeupsByCPU map[int]uint64 `json:"wakeups_by_cpu,omitempty"`
 }
 
-// FeedingCPUs returns the CPUs that queued at least minShare of the
-// socket's wakeups, and the largest share one CPU had.
-func (s UDPSocket) FeedingCPUs(minShare float64) (cpus []int, top float64) {
+// WakeupShares is each CPU's share of the socket's wakeups (nil when none
+// were counted).
+func (s UDPSocket) WakeupShares() map[int]float64 {
 	var total uint64
 	for _, n := range s.WakeupsByCPU {
 		total += n
 	}
 	if total == 0 {
-		return nil, 0
+		return nil
 	}
+	shares := make(map[int]float64, len(s.WakeupsByCPU))
 	for cpu, n := range s.WakeupsByCPU {
-		share := float64(n) / float64(total)
+		shares[cpu] = float64(n) / float64(total)
+	}
+	return shares
+}
+
+// FeedingCPUs returns the CPUs that queued at least minShare of the
+// socket's wakeups, in order.
+func (s UDPSocket) FeedingCPUs(minShare float64) []int {
+	var cpus []int
+	for cpu, share := range s.WakeupShares() {
 		if share >= minShare {
 			cpus = append(cpus, cpu)
 		}
-		top = max(top, share)
 	}
 	sort.Ints(cpus)
-	return cpus, top
+	return cpus
 }
 
 // ReusePortGroup is the sockets bound to one local address and port.

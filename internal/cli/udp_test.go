@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"github.com/perfscope/perfscope/evidence"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,15 @@ func TestLabUDPBadInput(t *testing.T) {
 		if !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: stderr %q does not say %q", c.args, stderr, c.want)
 		}
+	}
+}
+
+func TestFeedersBusiestFirst(t *testing.T) {
+	got := feeders(evidence.UDPSocket{WakeupsByCPU: map[int]uint64{0: 380, 1: 620, 2: 1}})
+	if !strings.HasPrefix(got, "1 62") || !strings.Contains(got, ", 0 38") || strings.Contains(got, "2 ") {
+		t.Errorf("feeders = %q, want CPU 1 then CPU 0, CPU 2 (0.1%%) left out", got)
+	}
+	if got := feeders(evidence.UDPSocket{}); got != "-" {
+		t.Errorf("no wakeups: %q", got)
 	}
 }

@@ -344,23 +344,21 @@ func lockSplit(locks []evidence.SocketLockWait) string {
 
 // feeders prints a socket's wakeups by CPU, busiest first: "1 62%, 0 38%".
 func feeders(s evidence.UDPSocket) string {
-	var total uint64
-	cpus := make([]int, 0, len(s.WakeupsByCPU))
-	for cpu, n := range s.WakeupsByCPU {
-		total += n
-		cpus = append(cpus, cpu)
-	}
-	if total == 0 {
+	shares := s.WakeupShares()
+	if shares == nil {
 		return "-"
 	}
-	sort.Slice(cpus, func(i, j int) bool { return s.WakeupsByCPU[cpus[i]] > s.WakeupsByCPU[cpus[j]] })
+	cpus := make([]int, 0, len(shares))
+	for cpu := range shares {
+		cpus = append(cpus, cpu)
+	}
+	sort.Slice(cpus, func(i, j int) bool { return shares[cpus[i]] > shares[cpus[j]] })
 	var parts []string
 	for _, cpu := range cpus {
-		share := float64(s.WakeupsByCPU[cpu]) / float64(total)
-		if share < 0.01 || len(parts) == 4 {
+		if shares[cpu] < 0.01 || len(parts) == 4 {
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%d %s", cpu, report.Percent(share)))
+		parts = append(parts, fmt.Sprintf("%d %s", cpu, report.Percent(shares[cpu])))
 	}
 	return strings.Join(parts, ", ")
 }
