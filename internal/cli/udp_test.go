@@ -56,7 +56,7 @@ func TestLabUDPBadInput(t *testing.T) {
 
 func TestFeedersBusiestFirst(t *testing.T) {
 	got := feeders(evidence.UDPSocket{WakeupsByCPU: map[int]uint64{0: 380, 1: 619, 2: 1}})
-	if !strings.HasPrefix(got, "1 62") || !strings.Contains(got, ", 0 38") || strings.Contains(got, "2 ") {
+	if !strings.HasPrefix(got, "1 61.9%") || !strings.Contains(got, ", 0 38.0%") || strings.Contains(got, "2 ") {
 		t.Errorf("feeders = %q, want CPU 1 then CPU 0, CPU 2 (0.1%%) left out", got)
 	}
 	if got := feeders(evidence.UDPSocket{}); got != "-" {
