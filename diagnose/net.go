@@ -931,7 +931,7 @@ func checkReuseportSteering(in NetInput) *Finding {
 		// Every cross-fed socket bounces its queue between CPUs' caches.
 		f.Impact = math.Min(1, f.Impact+0.1*float64(len(crossFed))/float64(g.Size))
 	}
-	f.Evidence = append(f.Evidence, fmt.Sprintf("%d CPUs run NET_RX (%s); the flow hash can send two CPUs' packets to one socket", netRXCPUs(e).Len(), netRXCPUs(e).List()))
+	f.Evidence = append(f.Evidence, fmt.Sprintf("%d CPUs run NET_RX (%s); the flow hash can send two CPUs' packets to one socket", rx.Len(), rx.List()))
 	f.Recommendation = Recommendation{
 		Kind: KindCode,
 		Why: "SO_REUSEPORT picks the socket by flow hash, independent of the CPU that runs the softirq, so two CPUs still meet on one socket's lock while another socket idles. " +

@@ -169,20 +169,14 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 			fmt.Fprintln(g.Out, "\n(remove with: ip netns del NAME; look around with: ip netns exec NAME perfscope udp --iface vb)")
 		}
 	}
+	failed := 0
 	for _, r := range results {
 		if !r.OK() {
-			return &ExitError{Code: ExitFindings, Err: fmt.Errorf("%d of %d scenarios did not prove their fix", countFailed(results), len(results))}
+			failed++
 		}
+	}
+	if failed > 0 {
+		return &ExitError{Code: ExitFindings, Err: fmt.Errorf("%d of %d scenarios did not prove their fix", failed, len(results))}
 	}
 	return nil
-}
-
-func countFailed(rs []udplab.Result) int {
-	n := 0
-	for _, r := range rs {
-		if !r.OK() {
-			n++
-		}
-	}
-	return n
 }
