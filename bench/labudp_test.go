@@ -73,10 +73,10 @@ func labRow(r udplab.Result) string {
 	}
 	metrics := ""
 	if r.Comparison != nil {
-		want := map[string]bool{"packets_per_s": true, "drops_per_s": true, "net_rx.ns_per_packet": true,
-			"lock_wait_ns_per_s.class." + r.Scenario.LockClass: r.Scenario.LockClass != "",
-			"profile.share." + r.Scenario.Group:                r.Scenario.Group != "",
-			r.Scenario.Metric:                                  r.Scenario.Metric != ""}
+		want := map[string]bool{"packets_per_s": true, "drops_per_s": true, "net_rx.ns_per_packet": true}
+		for _, k := range r.Scenario.Metrics {
+			want[k] = true
+		}
 		for _, m := range r.Comparison.Metrics {
 			if !want[m.Key] || m.Before == nil || m.After == nil {
 				continue

@@ -80,7 +80,7 @@ SO_ATTACH_REUSEPORT_CBPF).`,
 	f.StringVar(&o.Listen, "listen", "", "address and port to bind, e.g. 198.18.0.2:9000")
 	f.StringVar(&o.Mode, "mode", "single", "single, reuseport or reuseport-cpu")
 	f.IntVar(&o.Threads, "threads", 2, "receiving threads (sockets, in the reuseport modes)")
-	f.IntVar(&o.RcvBuf, "rcvbuf", 0, "SO_RCVBUF in bytes (0 = the system default)")
+	f.IntVar(&o.RcvBuf, "rcvbuf", 0, "SO_RCVBUF in bytes, the kernel doubles it (0 = the system default; as root SO_RCVBUFFORCE, not capped by rmem_max)")
 	f.StringVar(&o.Pin, "pin", "", "pin thread i to the i-th CPU of this list, e.g. 0-1")
 	f.BoolVar(&o.Echo, "echo", false, "send each datagram back, like seed 003's echo server")
 	f.DurationVar(&o.For, "for", 0, "stop after this long (default: until interrupted)")

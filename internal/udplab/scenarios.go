@@ -106,13 +106,10 @@ type Scenario struct {
 	// After is the server after the fix; for FixApply it is Before.
 	After Server `json:"server_after"`
 	Flood Flood  `json:"flood"`
-	// Group is the seed-003 function group whose CPU share the fix
-	// removes ("" when the fix is not about a function group).
-	Group string `json:"function_group,omitempty"`
-	// LockClass is the lock class whose wait the fix removes.
-	LockClass string `json:"lock_class,omitempty"`
-	// Metric is one more comparison key the scenario's table shows.
-	Metric string `json:"metric,omitempty"`
+	// Metrics are the comparison keys (netcompare) of what the fix
+	// removes — a lock class's wait, a function group's CPU share —
+	// shown after packets/s, drops and lock wait.
+	Metrics []string `json:"metrics,omitempty"`
 	// Leaves are host files the fix writes (revert data) that the lab
 	// removes with the namespaces.
 	Leaves []string `json:"-"`
@@ -143,8 +140,7 @@ var Scenarios = []Scenario{
 		Before:  Server{Mode: "single", Threads: 2},
 		After:   Server{Mode: "reuseport", Threads: 2},
 		Flood:   Flood{Senders: 4},
-
-		LockClass: "socket-receive-queue",
+		Metrics: []string{"lock_wait_ns_per_s.class.socket-receive-queue"},
 	},
 	{
 		Name:    "reuseport-no-steering",
@@ -157,8 +153,7 @@ var Scenarios = []Scenario{
 		Before:  Server{Mode: "reuseport", Threads: 2},
 		After:   Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
 		Flood:   Flood{Senders: 4},
-
-		LockClass: "socket-receive-queue",
+		Metrics: []string{"lock_wait_ns_per_s.class.socket-receive-queue"},
 	},
 	{
 		Name:    "rps-off",
@@ -182,7 +177,7 @@ var Scenarios = []Scenario{
 		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1", Echo: true},
 		Flood:   Flood{Senders: 4},
 		// veth's qdisc is noqueue: the shared queues themselves show it.
-		Metric: "tx.shared_queues",
+		Metrics: []string{"tx.shared_queues"},
 	},
 	{
 		Name:    "gro-on",
@@ -194,7 +189,7 @@ var Scenarios = []Scenario{
 		Lab:     netlab.Config{Queues: 4},
 		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
 		Flood:   Flood{Senders: 4},
-		Group:   "gro",
+		Metrics: []string{"profile.share.gro"},
 	},
 	{
 		Name:    "netfilter-empty",
@@ -208,10 +203,10 @@ var Scenarios = []Scenario{
 			{"nft", "add", "table", "ip", "filter"},
 			{"nft", "add", "chain", "ip", "filter", "INPUT", "{ type filter hook input priority 0; policy accept; }"},
 		},
-		Before: Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
-		Flood:  Flood{Senders: 4},
-		Group:  "netfilter",
-		Leaves: []string{"/var/tmp/perfscope-nft-ip-filter.nft"},
+		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
+		Flood:   Flood{Senders: 4},
+		Metrics: []string{"profile.share.netfilter"},
+		Leaves:  []string{"/var/tmp/perfscope-nft-ip-filter.nft"},
 	},
 	{
 		Name:    "rp-filter",
@@ -225,9 +220,9 @@ var Scenarios = []Scenario{
 			{"sysctl", "-qw", "net.ipv4.conf.all.rp_filter=1"},
 			{"sysctl", "-qw", "net.ipv4.conf." + rxIf + ".rp_filter=1"},
 		},
-		Before: Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
-		Flood:  Flood{Senders: 4},
-		Group:  "fib-validation",
+		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
+		Flood:   Flood{Senders: 4},
+		Metrics: []string{"profile.share.fib-validation"},
 	},
 	{
 		Name:    "rcvbuf-small",

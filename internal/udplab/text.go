@@ -14,15 +14,7 @@ import (
 // function group.
 func keyMetrics(sc Scenario) []string {
 	keys := []string{"packets_per_s", "drops_per_s", "lock_wait_ns_per_s"}
-	if sc.LockClass != "" {
-		keys = append(keys, "lock_wait_ns_per_s.class."+sc.LockClass)
-	}
-	if sc.Group != "" {
-		keys = append(keys, "profile.share."+sc.Group)
-	}
-	if sc.Metric != "" {
-		keys = append(keys, sc.Metric)
-	}
+	keys = append(keys, sc.Metrics...)
 	return append(keys, "net_rx.ns_per_packet", "net_rx.active_cpus")
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/internal/netcompare"
 )
 
@@ -44,6 +45,14 @@ func TestScenariosAreComplete(t *testing.T) {
 			}
 			if !known {
 				t.Errorf("%s: finding %q is no rule of diagnose.NetRules", s.Name, s.Finding)
+			}
+		}
+	}
+	// A scenario's extra rows must name a group the profile measures.
+	for _, s := range Scenarios {
+		for _, k := range s.Metrics {
+			if g, ok := strings.CutPrefix(k, "profile.share."); ok && !slices.ContainsFunc(evidence.KernelGroups, func(kg evidence.KernelGroup) bool { return kg.Name == g }) {
+				t.Errorf("%s: metric %s names no evidence.KernelGroups group", s.Name, k)
 			}
 		}
 	}
