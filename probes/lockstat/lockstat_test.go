@@ -36,7 +36,7 @@ func TestProbeAttributesSocketContention(t *testing.T) {
 	for _, m := range probes.Methods {
 		t.Run(string(m), func(t *testing.T) {
 			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
-			p, err := Open(Options{Method: m})
+			p, err := Open(Options{Method: m, StackEvery: 1})
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}
@@ -80,8 +80,10 @@ func TestProbeAttributesSocketContention(t *testing.T) {
 				frames []string
 			}
 			var sites []site
-			// Stacks are sampled (DefaultStackEvery): compare estimates,
-			// scaled to every contention, with the exact per-lock counts.
+			// Every stack is taken (StackEvery 1): this test compares the
+			// classified stacks with the exact per-lock counts, and a few
+			// dozen wakeups estimated from 1 in 8 stacks are too noisy
+			// for that (TestSampledStacksKeepExactCounts covers sampling).
 			for k, sw := range d.SiteWaits() {
 				w := sw.Estimated
 				frames := Symbolize(d.Stacks[k.StackID], ksyms)
