@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -27,7 +29,22 @@ const (
 	tracerNone      tracer = "none"
 	tracerPerfscope tracer = "perfscope"
 	tracerBpftrace  tracer = "bpftrace"
+	// Empty tp_btf programs on the tracepoints perfscope attaches to: the
+	// floor any BPF tool pays there, whatever it does in its programs.
+	tracerEmpty tracer = "empty"
 )
+
+// floorTracepoints are the tracepoints `perfscope udp --iface lo --port P`
+// attaches to on this kernel (its CPU profile is a perf event, not among
+// them); reportUDPCommand fails unless perfscope's report names exactly
+// these, so the floor keeps matching the command.
+var floorTracepoints = []string{
+	"softirq_entry", "softirq_exit", // softirq (raise left off in udp)
+	"netif_receive_skb", "net_dev_start_xmit", "qdisc_enqueue", "qdisc_dequeue", // netqueue
+	"contention_begin", "contention_end", // lockstat
+	"kfree_skb",                         // udpdrop (6.12+: kfree_skb names the socket)
+	"sock_recv_length", "sk_data_ready", // udpsock
+}
 
 // roundResult is one flood under one tracer.
 type roundResult struct {
@@ -74,7 +91,7 @@ func BenchmarkUDPCommandOverhead(b *testing.B) {
 
 func benchUDPCommand(b *testing.B, bin, bt, script string, senders int) {
 	const rounds, window = 8, 2 * time.Second
-	order := []tracer{tracerNone, tracerPerfscope, tracerBpftrace}
+	order := []tracer{tracerNone, tracerPerfscope, tracerBpftrace, tracerEmpty}
 	for i := 0; i < b.N; i++ {
 		all := map[tracer][]roundResult{}
 		for r := 0; r < rounds; r++ {
@@ -110,7 +127,7 @@ func reportUDPCommand(b *testing.B, all map[tracer][]roundResult) {
 	}
 	base := mean(tracerNone)
 	b.ReportMetric(base, "pps-none")
-	for _, tr := range []tracer{tracerPerfscope, tracerBpftrace} {
+	for _, tr := range []tracer{tracerPerfscope, tracerBpftrace, tracerEmpty} {
 		m := mean(tr)
 		b.ReportMetric(m, "pps-"+string(tr))
 		b.ReportMetric(100*(base-m)/base, "loss-%-"+string(tr))
@@ -143,9 +160,17 @@ func reportUDPCommand(b *testing.B, all map[tracer][]roundResult) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	var attached []string
 	for _, name := range names {
 		v := perProgram[name]
 		b.Logf("perfscope program %-28s %10d runs %8.0f ns/run", name, v[0], perRun(v[1], v[0]))
+		if _, tp, ok := strings.Cut(name, ":"); ok {
+			attached = append(attached, tp)
+		}
+	}
+	floor := slices.Sorted(slices.Values(floorTracepoints))
+	if slices.Sort(attached); !slices.Equal(attached, floor) {
+		b.Errorf("perfscope attached to %v, the empty-program floor to %v: update floorTracepoints", attached, floor)
 	}
 }
 
@@ -187,6 +212,13 @@ func floodUnder(tr tracer, bin, bt, script string, senders int, window time.Dura
 		if err := waitAttached(before, 10, 30*time.Second); err != nil {
 			return res, fmt.Errorf("%s did not attach: %w\n%s", tr, err, stderr.String())
 		}
+	}
+	if tr == tracerEmpty {
+		e, err := probes.AttachEmpty(floorTracepoints)
+		if err != nil {
+			return res, err
+		}
+		defer e.Close()
 	}
 	var stats interface{ Close() error }
 	if tr == tracerBpftrace {

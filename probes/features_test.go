@@ -1,6 +1,7 @@
 package probes_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/perfscope/perfscope/internal/testutil"
@@ -41,4 +42,26 @@ func TestCatalogTracepointsExist(t *testing.T) {
 			t.Errorf("%s not in kernel BTF", c.Hook)
 		}
 	}
+}
+
+// AttachEmpty attaches one program per tracepoint, detaches all of them on
+// Close, and names the tracepoint it cannot attach to.
+func TestAttachEmpty(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	e, err := probes.AttachEmpty([]string{"softirq_entry", "softirq_exit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(testutil.BPFProgramIDs(t)) - len(beforeProgs); n != 2 {
+		t.Errorf("%d programs attached, want 2", n)
+	}
+	if err := e.Close(); err != nil {
+		t.Error(err)
+	}
+	if _, err := probes.AttachEmpty([]string{"softirq_entry", "no_such_tracepoint"}); err == nil || !strings.Contains(err.Error(), "no_such_tracepoint") {
+		t.Errorf("attaching to a missing tracepoint: %v, want an error naming it", err)
+	}
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
 }

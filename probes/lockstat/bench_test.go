@@ -22,7 +22,7 @@ import (
 func BenchmarkContentionFlood(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
-	for _, every := range []int{1, DefaultStackEvery, 2 * DefaultStackEvery} {
+	for _, every := range []int{1, DefaultStackEvery, 2 * DefaultStackEvery, MaxStackEvery} {
 		b.Run(fmt.Sprintf("stack-1-in-%d", every), func(b *testing.B) { benchContentionFlood(b, every) })
 	}
 }

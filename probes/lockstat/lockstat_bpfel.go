@@ -66,6 +66,17 @@ type lockstatSiteKey struct {
 	Flags   uint32
 }
 
+type lockstatSpinWaits struct {
+	_     structs.HostLayout
+	Depth uint32
+	Pad   uint32
+	Slot  [4]struct {
+		_        structs.HostLayout
+		LockAddr uint64
+		Wait     lockstatInflightWait
+	}
+}
+
 type lockstatWaitStat struct {
 	_       structs.HostLayout
 	Count   uint64
@@ -82,6 +93,7 @@ const (
 	lockstatMapLost                = "lost"
 	lockstatMapOwners              = "owners"
 	lockstatMapSites               = "sites"
+	lockstatMapSpinning            = "spinning"
 	lockstatMapStackCountdown      = "stack_countdown"
 	lockstatMapStacks              = "stacks"
 	lockstatProgBtfContentionBegin = "btf_contention_begin"
@@ -152,6 +164,7 @@ type lockstatMapSpecs struct {
 	Lost           *ebpf.MapSpec `ebpf:"lost"`
 	Owners         *ebpf.MapSpec `ebpf:"owners"`
 	Sites          *ebpf.MapSpec `ebpf:"sites"`
+	Spinning       *ebpf.MapSpec `ebpf:"spinning"`
 	StackCountdown *ebpf.MapSpec `ebpf:"stack_countdown"`
 	Stacks         *ebpf.MapSpec `ebpf:"stacks"`
 }
@@ -188,6 +201,7 @@ type lockstatMaps struct {
 	Lost           *ebpf.Map `ebpf:"lost"`
 	Owners         *ebpf.Map `ebpf:"owners"`
 	Sites          *ebpf.Map `ebpf:"sites"`
+	Spinning       *ebpf.Map `ebpf:"spinning"`
 	StackCountdown *ebpf.Map `ebpf:"stack_countdown"`
 	Stacks         *ebpf.Map `ebpf:"stacks"`
 }
@@ -199,6 +213,7 @@ func (m *lockstatMaps) Close() error {
 		m.Lost,
 		m.Owners,
 		m.Sites,
+		m.Spinning,
 		m.StackCountdown,
 		m.Stacks,
 	)

@@ -343,3 +343,63 @@ func TestSampledStacksKeepExactCounts(t *testing.T) {
 	}
 	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
 }
+
+// Spinning waits are kept per CPU, innermost last: an interrupt's
+// contention inside a thread's is timed on its own and the thread's wait
+// includes it; a wait whose end never ran (the kernel skips a handler that
+// fires inside itself) is dropped by the next end below it, or when the
+// nest is full, and never times a later contention on its lock.
+func TestSpinningWaitsNest(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	const task, irq, stale, mutex = uint64(0x10), uint64(0x20), uint64(0x30), uint64(0x40)
+	r := newContentionRunner(t, 1)
+	defer r.Close() // if the test stops early; closed again below, before the leak check
+	onOneCPU(t, func() {
+		// A thread spins on task; an interrupt spins on irq inside it, and
+		// a mutex wait (thread-keyed) begins and ends in between too.
+		r.begin(t, task, FlagSpin)
+		r.begin(t, irq, FlagSpin)
+		time.Sleep(2 * time.Millisecond)
+		r.end(t, irq)
+		r.begin(t, mutex, FlagMutex)
+		r.end(t, mutex)
+		r.end(t, task)
+
+		// An end lost inside task's wait: task's end drops it.
+		r.begin(t, task, FlagSpin)
+		r.begin(t, stale, FlagSpin|FlagRead)
+		r.end(t, task)
+		// stale is no longer in flight: its next end is not a contention.
+		r.end(t, stale)
+
+		// Five begins whose ends were all lost overflow the nest of 4:
+		// the fifth starts it again and is counted when it ends.
+		for i := 0; i < 5; i++ {
+			r.begin(t, irq, FlagSpin)
+		}
+		r.end(t, irq)
+	})
+	s := r.snapshot(t)
+	r.Close()
+	if got := s.Locks[task].Count; got != 2 {
+		t.Errorf("task lock counted %d times, want 2", got)
+	}
+	if got := s.Locks[irq].Count; got != 2 {
+		t.Errorf("irq lock counted %d times, want 2 (one nested, one after the overflow)", got)
+	}
+	if got := s.Locks[mutex].Count; got != 1 {
+		t.Errorf("mutex counted %d times, want 1", got)
+	}
+	if _, ok := s.Locks[stale]; ok {
+		t.Errorf("a wait whose end was lost was counted: %+v", s.Locks[stale])
+	}
+	if s.Locks[task].Max < s.Locks[irq].Max || s.Locks[irq].Max < 2*time.Millisecond {
+		t.Errorf("the thread waited %v and the interrupt inside it %v: want ≥ 2 ms, the thread's no shorter", s.Locks[task].Max, s.Locks[irq].Max)
+	}
+	if s.Lost.InflightFull != 1 {
+		t.Errorf("lost %+v, want one overflow of the nest", s.Lost)
+	}
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+}

@@ -3,6 +3,7 @@ package lockstat
 import (
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -106,16 +107,51 @@ func (r *contentionRunner) Close() {
 }
 
 func (r *contentionRunner) contend(tb testing.TB, lock uint64, flags uint32, n int) {
+	onOneCPU(tb, func() {
+		for i := 0; i < n; i++ {
+			r.begin(tb, lock, flags)
+			r.end(tb, lock)
+		}
+	})
+}
+
+// onOneCPU runs f on a thread pinned to one CPU: a spinning wait
+// is kept per CPU and a sleeping one per thread, so a begin and its end
+// must share both, as they do in the kernel (BPF_F_TEST_RUN_ON_CPU would
+// run the handler in an IPI, under another task's tid).
+func onOneCPU(tb testing.TB, f func()) {
+	tb.Helper()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	begin, end := r.Begin, r.End
-	for i := 0; i < n; i++ {
-		if _, err := begin.Run(&ebpf.RunOptions{Context: [2]uint64{lock, uint64(flags)}}); err != nil {
-			tb.Fatal(err)
+	var was unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &was); err != nil {
+		tb.Fatal(err)
+	}
+	var one unix.CPUSet
+	for cpu := 0; cpu < 8*int(unsafe.Sizeof(was)); cpu++ {
+		if was.IsSet(cpu) {
+			one.Set(cpu)
+			break
 		}
-		if _, err := end.Run(&ebpf.RunOptions{Context: [2]uint64{lock, 0}}); err != nil {
-			tb.Fatal(err)
-		}
+	}
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		tb.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &was)
+	f()
+}
+
+func (r *contentionRunner) begin(tb testing.TB, lock uint64, flags uint32) {
+	tb.Helper()
+	if _, err := r.Begin.Run(&ebpf.RunOptions{Context: [2]uint64{lock, uint64(flags)}}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (r *contentionRunner) end(tb testing.TB, lock uint64) {
+	tb.Helper()
+	if _, err := r.End.Run(&ebpf.RunOptions{Context: [2]uint64{lock, 0}}); err != nil {
+		tb.Fatal(err)
 	}
 }
 

@@ -75,6 +75,9 @@ func Open(opts Options) (*Probe, error) {
 	if opts.NoLatency {
 		probes.RemoveHookPrograms(spec, Hooks[0])
 		hooks = Hooks[1:]
+		if err := spec.Variables[softirqVarLatency].Set(false); err != nil {
+			return nil, fmt.Errorf("softirq probe: %w", err)
+		}
 	}
 	att, err := probes.LoadAndAttach(spec, hooks, opts.Method, nil)
 	if err != nil {

@@ -41,6 +41,7 @@ const (
 	softirqProgTpSoftirqEntry  = "tp_softirq_entry"
 	softirqProgTpSoftirqExit   = "tp_softirq_exit"
 	softirqProgTpSoftirqRaise  = "tp_softirq_raise"
+	softirqVarLatency          = "latency"
 )
 
 // loadSoftirq returns the embedded CollectionSpec for softirq.
@@ -110,6 +111,7 @@ type softirqMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type softirqVariableSpecs struct {
+	Latency *ebpf.VariableSpec `ebpf:"latency"`
 }
 
 // softirqObjects contains all objects after they have been loaded into the kernel.
@@ -151,6 +153,7 @@ func (m *softirqMaps) Close() error {
 //
 // It can be passed to loadSoftirqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type softirqVariables struct {
+	Latency *ebpf.Variable `ebpf:"latency"`
 }
 
 // softirqPrograms contains all programs after they have been loaded into the kernel.

@@ -94,6 +94,14 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+/* Per CPU: the spinning waits in flight (see struct spin_waits). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct spin_waits);
+} spinning SEC(".maps");
+
 /* Per CPU: contentions left until the next one whose stack is taken. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -148,8 +156,51 @@ static __always_inline __s32 stack_id(void *ctx)
 	return id;
 }
 
+/* LCB_F_* flags (include/trace/events/lock.h). */
+enum { LCB_F_SPIN = 1 << 0, LCB_F_RT = 1 << 3, LCB_F_PERCPU = 1 << 4, LCB_F_MUTEX = 1 << 5 };
+
+/* A spinlock or rwlock waiter spins with preemption off from begin to end;
+ * a mutex (even in its optimistic spin, which can turn into a sleep), an
+ * rwsem, an rt_mutex or a percpu rwsem may sleep and wake on another CPU. */
+static __always_inline bool spins_in_place(__u32 flags)
+{
+	return (flags & LCB_F_SPIN) && !(flags & (LCB_F_MUTEX | LCB_F_RT | LCB_F_PERCPU));
+}
+
+static __always_inline struct spin_waits *cpu_spinning(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&spinning, &zero);
+}
+
+static __always_inline int begin_spin(void *ctx, __u64 lock_addr, __u32 flags)
+{
+	struct spin_waits *sw = cpu_spinning();
+	if (!sw)
+		return 0;
+	__u32 d = sw->depth;
+	if (d >= LOCKSTAT_SPIN_NEST) {
+		/* Real nesting stops at 4 (task, softirq, hardirq, NMI): a full
+		 * stack holds waits whose end never ran a program (an end that
+		 * fired inside this probe's own end handler is skipped by the
+		 * kernel's recursion guard). Forget them. */
+		count_lost(LOCKSTAT_LOST_INFLIGHT_FULL);
+		d = 0;
+	}
+	struct spin_wait *w = &sw->slot[d & (LOCKSTAT_SPIN_NEST - 1)];
+	w->lock_addr = lock_addr;
+	w->wait.flags = flags;
+	w->wait.stack_id = stack_id(ctx);
+	w->wait.start_ns = bpf_ktime_get_ns(); /* after any unwind: time the wait, not us */
+	sw->depth = d + 1;
+	return 0;
+}
+
 static __always_inline int on_begin(void *ctx, __u64 lock_addr, __u32 flags)
 {
+	if (spins_in_place(flags))
+		return begin_spin(ctx, lock_addr, flags);
+
 	struct inflight_key key = waiter_key(lock_addr);
 	struct inflight_wait *w = bpf_map_lookup_elem(&inflight, &key);
 	if (w) {
@@ -163,6 +214,28 @@ static __always_inline int on_begin(void *ctx, __u64 lock_addr, __u32 flags)
 	if (bpf_map_update_elem(&inflight, &key, &v, BPF_NOEXIST))
 		count_lost(LOCKSTAT_LOST_INFLIGHT_FULL);
 	return 0;
+}
+
+/* Ends this CPU's innermost spinning wait on lock_addr into *out, dropping
+ * any wait above it (nesting is last in, first out: those never ended).
+ * False if this CPU is not spinning on it. */
+static __always_inline bool end_spin(__u64 lock_addr, struct inflight_wait *out)
+{
+	struct spin_waits *sw = cpu_spinning();
+	if (!sw)
+		return false;
+	__u32 d = sw->depth;
+	for (int k = 1; k <= LOCKSTAT_SPIN_NEST; k++) {
+		if (k > d)
+			return false;
+		struct spin_wait *w = &sw->slot[(d - k) & (LOCKSTAT_SPIN_NEST - 1)];
+		if (w->lock_addr == lock_addr) {
+			*out = w->wait;
+			sw->depth = d - k;
+			return true;
+		}
+	}
+	return false;
 }
 
 static __always_inline void add_wait(struct wait_stat *s, __u64 wait)
@@ -265,13 +338,18 @@ static __always_inline void note_owner(__u64 addr)
 
 static __always_inline int on_end(__u64 lock_addr)
 {
-	struct inflight_key key = waiter_key(lock_addr);
-	struct inflight_wait *w = bpf_map_lookup_elem(&inflight, &key);
-	if (!w)
-		return 0; /* began before the probe attached */
-	__u64 wait = bpf_ktime_get_ns() - w->start_ns;
-	struct site_key site = { .stack_id = w->stack_id, .flags = w->flags };
-	bpf_map_delete_elem(&inflight, &key);
+	__u64 now = bpf_ktime_get_ns();
+	struct inflight_wait began;
+	if (!end_spin(lock_addr, &began)) {
+		struct inflight_key key = waiter_key(lock_addr);
+		struct inflight_wait *w = bpf_map_lookup_elem(&inflight, &key);
+		if (!w)
+			return 0; /* began before the probe attached */
+		began = *w;
+		bpf_map_delete_elem(&inflight, &key);
+	}
+	__u64 wait = now - began.start_ns;
+	struct site_key site = { .stack_id = began.stack_id, .flags = began.flags };
 
 	struct wait_stat zero = {};
 	struct wait_stat *s = bpf_map_lookup_elem(&sites, &site);

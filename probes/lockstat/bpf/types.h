@@ -48,6 +48,24 @@ struct inflight_wait {
 	__s32 stack_id; /* taken at begin, see lockstat.bpf.c */
 };
 
+/* Spinning waits in flight on one CPU, innermost last. A spinning waiter
+ * cannot sleep or migrate between begin and end, so its wait lives in a
+ * per-CPU slot instead of the shared in-flight hash, whose insert cost
+ * more than the rest of begin under the very contention it times. They
+ * nest only by interrupts (task, softirq, hardirq, NMI), hence 4 slots. */
+enum { LOCKSTAT_SPIN_NEST = 4 };
+
+struct spin_wait {
+	__u64 lock_addr;
+	struct inflight_wait wait;
+};
+
+struct spin_waits {
+	__u32 depth;
+	__u32 _pad;
+	struct spin_wait slot[LOCKSTAT_SPIN_NEST];
+};
+
 /* A call site: the waiter's kernel stack and the lock kind. */
 struct site_key {
 	__s32 stack_id; /* or enum lockstat_stack */

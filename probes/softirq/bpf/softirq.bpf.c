@@ -20,6 +20,11 @@
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
+/* False when softirq_raise is left unattached (Options.NoLatency): entry
+ * then skips looking for a raise time that is never written, on a path
+ * that runs once per packet in a flood. */
+const volatile bool latency = true;
+
 /* Index = vector. Per CPU. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -97,7 +102,7 @@ static __always_inline int on_entry(__u32 vec)
 	if (ts)
 		*ts = now;
 
-	if (vec != NET_RX_SOFTIRQ && vec != NET_TX_SOFTIRQ)
+	if (!latency || (vec != NET_RX_SOFTIRQ && vec != NET_TX_SOFTIRQ))
 		return 0;
 	__u64 *raised = bpf_map_lookup_elem(&raise_ts, &vec);
 	if (!raised || *raised == 0)
