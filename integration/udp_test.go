@@ -168,7 +168,9 @@ func TestUDPOnLab(t *testing.T) {
 
 	var singleWakeup uint64
 	t.Run("single socket", func(t *testing.T) {
-		rep := runUDPLab(t, lab, udpRun{mode: "single", threads: 2, senders: 4, rcvbuf: 4096})
+		// Every lock stack (--lock-stacks 1): the wakeup comparison below
+		// reads per-site waits, which 1-in-8 stacks would only estimate.
+		rep := runUDPLab(t, lab, udpRun{mode: "single", threads: 2, senders: 4, rcvbuf: 4096, extra: []string{"--lock-stacks", "1"}})
 		checkSocketReads(t, rep, 1)
 		d := rep.Data
 		if d.Interface.Name != lab.ReceiverIf || d.Interface.RXQueues != 4 {
@@ -286,7 +288,7 @@ func TestUDPOnLab(t *testing.T) {
 	})
 
 	t.Run("reuseport", func(t *testing.T) {
-		rep := runUDPLab(t, lab, udpRun{mode: "reuseport", threads: 2, senders: 4})
+		rep := runUDPLab(t, lab, udpRun{mode: "reuseport", threads: 2, senders: 4, extra: []string{"--lock-stacks", "1"}})
 		checkSocketReads(t, rep, 2)
 		g := rep.Data.Sockets.Groups
 		if len(g) != 1 || g[0].Size != 2 || g[0].Port != labPort {
