@@ -75,7 +75,7 @@ func Open(opts Options) (*Probe, error) {
 	if opts.NoLatency {
 		probes.RemoveHookPrograms(spec, Hooks[0])
 		hooks = Hooks[1:]
-		if err := spec.Variables[softirqVarLatency].Set(false); err != nil {
+		if err := probes.SetVariables(spec, map[string]any{softirqVarLatency: false}); err != nil {
 			return nil, fmt.Errorf("softirq probe: %w", err)
 		}
 	}

@@ -181,7 +181,7 @@ static __always_inline int begin_spin(void *ctx, __u64 lock_addr, __u32 flags)
 	__u32 d = sw->depth;
 	if (d >= LOCKSTAT_SPIN_NEST) {
 		/* Real nesting stops at 4 (task, softirq, hardirq, NMI): a full
-		 * stack holds waits whose end never ran a program (an end that
+		 * nest holds waits whose end never ran a program (an end that
 		 * fired inside this probe's own end handler is skipped by the
 		 * kernel's recursion guard). Forget them. */
 		count_lost(LOCKSTAT_LOST_INFLIGHT_FULL);
