@@ -33,7 +33,7 @@ import (
 //	PERFSCOPE_JVM_BENCH_ROUNDS  rounds per rate; each is one window without
 //	                            and one with perfscope attached (5)
 //	PERFSCOPE_JVM_BENCH_WINDOW  load window of one round (10s)
-//	PERFSCOPE_JVM_BENCH_PATH    endpoint (/alloc?kb=32: about seed 000's
+//	PERFSCOPE_JVM_BENCH_PATH    endpoint (/alloc?kb=32: about the Spring Boot allocation study's
 //	                            34 KB per Spring Boot request)
 //	PERFSCOPE_JVM_BENCH_ARGS    extra `perfscope jvm` flags, space separated,
 //	                            to compare settings (none: the defaults)
@@ -93,7 +93,7 @@ func jvmBenchConfigFromEnv(b *testing.B) jvmBenchConfig {
 // otherwise the JIT and GC defaults a service would run with.
 var jvmBenchFlags = []string{"-Xms256m", "-Xmx256m", "-XX:+UseG1GC"}
 
-// BenchmarkJVMOverhead judges perfscope jvm's cost the way seed 004 judges
+// BenchmarkJVMOverhead judges perfscope jvm's cost the way the APM-agent overhead study judges
 // an APM agent: the sample app under a fixed request rate, rounds
 // alternating without and with `perfscope jvm --pid PID` (its default
 // settings unless PERFSCOPE_JVM_BENCH_ARGS says otherwise) attached for

@@ -96,7 +96,7 @@ type Recommendation struct {
 	// Code sketches show the application change (C, Go, Java...).
 	Code []CodeSketch `json:"code,omitempty"`
 	// Expected effect, with a reference measurement where one exists (e.g.
-	// seed 003's measured gain).
+	// Makita's measured gain).
 	Expected  string `json:"expected"`
 	Reference string `json:"reference,omitempty"`
 	// Caveats the user must weigh (security, other workloads).

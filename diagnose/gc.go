@@ -41,7 +41,7 @@ var GCRules = []Rule[evidence.GC]{
 	{ID: "gc.allocation-stall", Check: checkAllocationStall},
 }
 
-// GCModelFor applies seed 000's model to a GC log: the request rate during
+// GCModelFor applies the allocation → young-GC model to a GC log: the request rate during
 // the log (rps, or requests over the log's window) turns the allocation
 // rate into bytes per request, and targetRPS (default: rps) into predicted
 // young collections per minute with the log's Eden. Nil when no request
@@ -114,9 +114,9 @@ func checkGCYoungFrequency(g evidence.GC) *Finding {
 	}
 	r := Recommendation{
 		Kind:      KindAdvice,
-		Why:       "Young collections happen when Eden fills, so their frequency is allocation rate over Eden size (seed 000): allocate less per request, or give Eden room for the target interval.",
+		Why:       "Young collections happen when Eden fills, so their frequency is allocation rate over Eden size (the allocation → young-GC model): allocate less per request, or give Eden room for the target interval.",
 		Expected:  fmt.Sprintf("one young GC every %v at %s/s", interval, mib(rate)),
-		Reference: "seed 000: 0.5 MB/request × 500 rps = 15 GB/min, several young GCs a minute even with a 5 GB Eden",
+		Reference: "Allocation per request (a Spring Boot measurement): 0.5 MB/request × 500 rps = 15 GB/min, several young GCs a minute even with a 5 GB Eden",
 		Revert:    []string{"restart the JVM with its previous heap flags"},
 	}
 	if isG1(g) {

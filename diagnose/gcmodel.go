@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Seed 000's model: young collections happen when Eden fills, so their
+// the allocation → young-GC model: young collections happen when Eden fills, so their
 // frequency is the allocation rate over the Eden size, and the allocation
 // rate is bytes per request × requests per second. Both `perfscope gclog`
 // and `perfscope jvm` predict with these functions so the two agree.

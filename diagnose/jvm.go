@@ -10,7 +10,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 )
 
-// Thresholds of the JVM rules. Seed 000 calls ~34 KB per Spring Boot
+// Thresholds of the JVM rules. The Spring Boot allocation study calls ~34 KB per Spring Boot
 // request already heavy; a young collection more often than every 10 s is
 // where its arithmetic starts to matter.
 const (
@@ -83,9 +83,9 @@ func checkYoungGCFrequency(e evidence.JVM) *Finding {
 	}
 	r := Recommendation{
 		Kind:      KindAdvice,
-		Why:       "Young collections happen when Eden fills, so their frequency is allocation rate over Eden size (seed 000); either allocate less per request or give Eden room for the target interval.",
+		Why:       "Young collections happen when Eden fills, so their frequency is allocation rate over Eden size (the allocation → young-GC model); either allocate less per request or give Eden room for the target interval.",
 		Expected:  fmt.Sprintf("about %.1f young GCs per minute at %.0f requests/s", YoungGCsPerMinute(rate, need), rps),
-		Reference: "seed 000: 0.5 MB/request × 500 rps = 15 GB/min, several young GCs a minute even with a 5 GB Eden",
+		Reference: "Allocation per request (a Spring Boot measurement): 0.5 MB/request × 500 rps = 15 GB/min, several young GCs a minute even with a 5 GB Eden",
 	}
 	if strings.Contains(e.Collector, "GarbageFirst") || e.RegionSize > 0 {
 		regions := 0.0
@@ -140,7 +140,7 @@ func checkAllocPerRequest(e evidence.JVM) *Finding {
 			Why:       "Every byte allocated per request brings the next young GC closer; the sites above are where the bytes come from.",
 			Code:      []CodeSketch{{Lang: "java", Code: "// reuse buffers instead of allocating per request\nprivate static final ThreadLocal<byte[]> BUF = ThreadLocal.withInitial(() -> new byte[64 * 1024]);\nbyte[] buf = BUF.get();"}},
 			Expected:  "young GC frequency falls in proportion to the bytes removed per request",
-			Reference: "seed 000: a Spring Boot request allocates ~34 KB even with a 50-byte body",
+			Reference: "Allocation per request (a Spring Boot measurement): a Spring Boot request allocates ~34 KB even with a 50-byte body",
 		},
 	}
 }
@@ -165,10 +165,10 @@ func checkLoggingAllocation(e evidence.JVM) *Finding {
 		Impact:   e.Logging.Share,
 		Recommendation: Recommendation{
 			Kind:      KindCode,
-			Why:       "Formatting a log line builds strings, arrays and varargs per call; seed 000 measured +20 KB per request for one log line.",
+			Why:       "Formatting a log line builds strings, arrays and varargs per call; the Spring Boot allocation study measured +20 KB per request for one log line.",
 			Code:      []CodeSketch{{Lang: "java", Code: "// parameterised, and skipped entirely when the level is off\nif (log.isDebugEnabled()) {\n    log.debug(\"order {} from {}\", id, client);\n}\n// logback: wrap appenders in AsyncAppender; log4j2: use async loggers"}},
 			Expected:  "allocation per request drops by the logging share when the line is removed or demoted",
-			Reference: "seed 000: +20 KB per request with one log.warn line",
+			Reference: "Allocation per request (a Spring Boot measurement): +20 KB per request with one log.warn line",
 		},
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 )
 
-// busyJVM is seed 000's arithmetic at small scale: 300 KB per request at
+// busyJVM is the Spring Boot allocation study's arithmetic at small scale: 300 KB per request at
 // 200 requests/s into a 64 MB Eden fills it every ~1 s.
 func busyJVM() evidence.JVM {
 	return evidence.JVM{

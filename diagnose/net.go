@@ -31,7 +31,7 @@ const (
 	NetRXIdleShare      = 0.01
 	NetRXSaturatedShare = 0.30
 	// SocketLockShareWarn is lock wait on a socket as a share of the NET_RX
-	// CPUs' time; Crit marks seed 003's collapse.
+	// CPUs' time; Crit marks Makita's collapse.
 	SocketLockShareWarn = 0.02
 	SocketLockShareCrit = 0.10
 	// SocketLockShareSaturated is enough lock wait for a warning when the
@@ -50,7 +50,7 @@ const (
 	// CPU that queued at least this share of its wakeups; a socket fed by
 	// two or more NET_RX CPUs is what steering by CPU removes.
 	ReuseportCrossFeed = 0.2
-	// FunctionShareMin: a seed-003 function group worth removing, as a
+	// FunctionShareMin: a Makita function group worth removing, as a
 	// share of the NET_RX CPUs' samples; FunctionShareWarn raises severity.
 	FunctionShareMin  = 0.01
 	FunctionShareWarn = 0.03
@@ -76,10 +76,10 @@ const (
 	PinningMaxThreads = 64
 )
 
-// Seed003 is the reference measurement every network finding cites.
-const Seed003 = "seed 003: Toshiaki Makita, \"Boost UDP Transaction Performance\" (100-byte UDP echo, 20-core Xeon E5-2650 v3, Intel 82599ES)"
+// Makita2016 is the reference measurement every network finding cites.
+const Makita2016 = "Toshiaki Makita (NTT), \"Boost UDP Transaction Performance\", LinuxCon Japan 2016 (100-byte UDP echo, 20-core Xeon E5-2650 v3, Intel 82599ES)"
 
-// NetRules are the rules of `perfscope udp`, seed 003's ten steps.
+// NetRules are the rules of `perfscope udp`: the ten steps of Makita's talk.
 var NetRules = []Rule[NetInput]{
 	{ID: "net.softirq-concentrated", Check: checkSoftirqConcentrated},
 	{ID: "net.irq-affinity-ignores-hint", Check: checkIRQAffinityHint},
@@ -181,7 +181,7 @@ func maskOrZero(s cpuset.Set, nr int) string {
 	return s.Mask(nr)
 }
 
-// groupShare is the share of the NET_RX CPUs' samples in a seed-003
+// groupShare is the share of the NET_RX CPUs' samples in a Makita
 // function group (the all-CPU share when no NET_RX CPU was sampled).
 func groupShare(e evidence.NetEvidence, name string) (evidence.FunctionShare, float64, bool) {
 	if e.Profile.Unavailable != "" || e.Profile.Samples == 0 {
@@ -266,7 +266,7 @@ func dropsOnPort(e evidence.NetEvidence, port int) (n uint64, reasons []string) 
 	return n, reasons
 }
 
-// functionGroupFinding starts a finding about CPU in one of seed 003's
+// functionGroupFinding starts a finding about CPU in one of Makita's
 // removable function groups: info, warn from FunctionShareWarn, ranked by
 // the share.
 func functionGroupFinding(g evidence.FunctionShare, share float64, title string) *Finding {
@@ -333,9 +333,9 @@ func checkSoftirqConcentrated(in NetInput) *Finding {
 	f.Recommendation = Recommendation{
 		Kind: KindAdvice,
 		Why:  "Each RX queue's softirq runs on the CPU its interrupt is delivered to; when interrupts, the RSS table or RPS cover only some CPUs, those saturate while the others wait, and the socket sees what the busiest CPU can push.",
-		Expected: "Spreading NET_RX over every CPU is what made seed 003's later steps possible; the spreading alone (affinity_hint + RPS, 270k → 17k tps) made things worse " +
+		Expected: "Spreading NET_RX over every CPU is what made Makita's later steps possible; the spreading alone (affinity_hint + RPS, 270k → 17k tps) made things worse " +
 			"until SO_REUSEPORT removed the socket lock contention it exposed (→ 2.54M tps).",
-		Reference: Seed003,
+		Reference: Makita2016,
 		Caveats:   []string{"Act on the specific findings that explain the concentration: net.irq-affinity-ignores-hint, net.rss-indirection-narrow, net.dead-rx-queues, net.rps-needed — and on net.socket-lock-contention first if it is reported."},
 	}
 	return f
@@ -405,11 +405,11 @@ func checkIRQAffinityHint(in NetInput) *Finding {
 	}
 	f.Recommendation.Kind = KindSetting
 	f.Recommendation.Why = "The driver's affinity_hint spreads queue interrupts one per CPU across both NUMA nodes; irqbalance without a hint policy packs them onto a subset, so the other CPUs never run a queue's softirq."
-	f.Recommendation.Expected = "Every queue's softirq moves to the CPU its driver meant; in seed 003 irqbalance had put all IRQs on node 0 (CPUs 0-4,10-14) and `-h exact` spread them over all 20 CPUs."
-	f.Recommendation.Reference = Seed003
+	f.Recommendation.Expected = "Every queue's softirq moves to the CPU its driver meant; on Makita's server irqbalance had put all IRQs on node 0 (CPUs 0-4,10-14) and `-h exact` spread them over all 20 CPUs."
+	f.Recommendation.Reference = Makita2016
 	f.Recommendation.Caveats = []string{
 		"A running irqbalance moves IRQs back; the apply stops it. To keep it running instead, start it with `--hintpolicy=exact` (irqbalance < 1.8: `-h exact`) or ban these IRQs (IRQBALANCE_BANNED_IRQS).",
-		"Spreading softirq alone made seed 003 slower (270k → 17k tps) while one socket took all packets: fix net.socket-lock-contention first.",
+		"Spreading softirq alone made Makita's server slower (270k → 17k tps) while one socket took all packets: fix net.socket-lock-contention first.",
 	}
 	return f
 }
@@ -493,8 +493,8 @@ func checkRSSIndirection(in NetInput) *Finding {
 		Why:       "The NIC hashes each flow to an entry of the indirection table and delivers it to the queue stored there; queues missing from the table stay idle however many exist.",
 		Apply:     []string{fmt.Sprintf("ethtool -X %s equal %d", iface, n)},
 		Revert:    []string{indirectionRevert(iface, c.RSS.Indirection)},
-		Expected:  fmt.Sprintf("Traffic reaches all %d queues and their CPUs. Seed 003's 82599 refused `ethtool -X ens1f0 equal 20` (its table addresses 16 queues) and used RPS for queues' CPUs 16-19 instead.", n),
-		Reference: Seed003,
+		Expected:  fmt.Sprintf("Traffic reaches all %d queues and their CPUs. Makita's 82599 refused `ethtool -X ens1f0 equal 20` (its table addresses 16 queues) and used RPS for queues' CPUs 16-19 instead.", n),
+		Reference: Makita2016,
 		Caveats: []string{
 			"Some NICs' tables address fewer queues than the NIC has (ixgbe: 16); ethtool then fails with \"Invalid argument\" and net.rps-needed covers the remaining CPUs.",
 		},
@@ -542,7 +542,7 @@ func checkDeadRXQueues(in NetInput) *Finding {
 			fmt.Sprintf("ethtool -n %s   # ntuple rules steering flows to fixed queues", iface),
 		},
 		Expected:  "Traffic on every queue; where the flows are too few to spread, RPS (net.rps-needed) spreads their protocol work in software.",
-		Reference: Seed003 + ": ethtool -S showed rx_queue_16..19_packets = 4, 3, 0, 8 against ~160M on queues 0-15.",
+		Reference: Makita2016 + ": ethtool -S showed rx_queue_16..19_packets = 4, 3, 0, 8 against ~160M on queues 0-15.",
 		Caveats:   []string{"Hashing on ports reorders nothing within a flow but spreads fragments of one datagram differently (fragments carry no ports)."},
 	}
 	return f
@@ -690,9 +690,9 @@ func checkRPSNeeded(in NetInput) *Finding {
 	}
 	r.Kind = KindSetting
 	r.Why = "RPS is RSS in software: the queue's CPU hashes each packet and hands the protocol work (IP, UDP, socket enqueue) to another CPU of the queue's rps_cpus. With fewer queues than CPUs it is the only way to use the rest; masks stay NUMA-local."
-	r.Expected = "NET_RX spreads over the listed CPUs. In seed 003 RPS for queues 6-9 brought CPUs 16-19 into play, but only paid off (17k → 2.54M tps) once SO_REUSEPORT removed the socket lock it exposed."
-	r.Reference = Seed003
-	r.Caveats = []string{"Seed 003: RPS without SO_REUSEPORT dropped 270k → 17k tps because more CPUs fought over one socket's lock. Apply it only with several sockets (see net.socket-lock-contention)."}
+	r.Expected = "NET_RX spreads over the listed CPUs. On Makita's server RPS for queues 6-9 brought CPUs 16-19 into play, but only paid off (17k → 2.54M tps) once SO_REUSEPORT removed the socket lock it exposed."
+	r.Reference = Makita2016
+	r.Caveats = []string{"Makita (LinuxCon Japan 2016): RPS without SO_REUSEPORT dropped 270k → 17k tps because more CPUs fought over one socket's lock. Apply it only with several sockets (see net.socket-lock-contention)."}
 	if len(socketsOnPort(e, e.Port)) == 1 {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("only one socket receives on port %d: spreading now will contend on its lock", e.Port))
 		f.Severity = Info
@@ -821,8 +821,8 @@ func checkSocketLockContention(in NetInput) *Finding {
 		Why: "Every CPU running NET_RX enqueues into the same socket, so they serialise on its receive-queue spinlock (queued_spin_lock_slowpath under __udp_enqueue_schedule_skb) and on the wakeup. " +
 			"SO_REUSEPORT lets several sockets bind the same port; the kernel picks one per packet by flow hash, so each socket's lock sees a fraction of the CPUs.",
 		Code:      []CodeSketch{{Lang: "c", Code: reuseportC}, {Lang: "go", Code: reuseportGo}},
-		Expected:  "Seed 003: 17k → 2.54M tps (×150) with one SO_REUSEPORT socket per thread; the flame graph's queued_spin_lock_slowpath shrank to a sliver.",
-		Reference: Seed003,
+		Expected:  "Makita (LinuxCon Japan 2016): 17k → 2.54M tps (×150) with one SO_REUSEPORT socket per thread; the flame graph's queued_spin_lock_slowpath shrank to a sliver.",
+		Reference: Makita2016,
 		Caveats:   []string{"The default flow hash can still put two CPUs' packets on one socket; net.reuseport-steering then steers by CPU (SO_ATTACH_REUSEPORT_CBPF)."},
 	}
 	return f
@@ -937,8 +937,8 @@ func checkReuseportSteering(in NetInput) *Finding {
 		Why: "SO_REUSEPORT picks the socket by flow hash, independent of the CPU that runs the softirq, so two CPUs still meet on one socket's lock while another socket idles. " +
 			"A reuseport BPF program returning the current CPU's index gives every CPU its own socket: no cross-CPU lock, and the receiving thread can sit on that CPU.",
 		Code:      []CodeSketch{{Lang: "c", Code: steeringC}, {Lang: "go", Code: steeringGo}},
-		Expected:  "Seed 003: 2.54M → 4.25M tps (+67%) with SO_ATTACH_REUSEPORT_CBPF; softirqs stopped contending.",
-		Reference: Seed003,
+		Expected:  "Makita (LinuxCon Japan 2016): 2.54M → 4.25M tps (+67%) with SO_ATTACH_REUSEPORT_CBPF; softirqs stopped contending.",
+		Reference: Makita2016,
 		Caveats:   []string{"Needs one socket per CPU that runs NET_RX, created in CPU order, and packets spread over those CPUs (RSS/RPS); SO_ATTACH_REUSEPORT_EBPF does the same with an eBPF program."},
 	}
 	return f
@@ -1007,8 +1007,8 @@ func checkThreadPinning(in NetInput) *Finding {
 	r.Why = "A thread that reads on another CPU than the one that enqueued its packets pulls every skb and the socket's cache lines across CPUs and wakes remotely; one receiving thread per NET_RX CPU, on that CPU, keeps the path cache-local."
 	r.Code = []CodeSketch{{Lang: "c", Code: "cpu_set_t set; CPU_ZERO(&set); CPU_SET(cpu, &set);   /* the CPU of this thread's socket */\npthread_setaffinity_np(pthread_self(), sizeof(set), &set);"},
 		{Lang: "go", Code: "runtime.LockOSThread() // this goroutine owns its OS thread\nvar set unix.CPUSet\nset.Set(cpu)\nunix.SchedSetaffinity(0, &set)"}}
-	r.Expected = "Seed 003: 4.25M → 5.05M tps (+19%) pinning each thread to its socket's CPU."
-	r.Reference = Seed003
+	r.Expected = "Makita (LinuxCon Japan 2016): 4.25M → 5.05M tps (+19%) pinning each thread to its socket's CPU."
+	r.Reference = Makita2016
 	r.Caveats = []string{
 		"taskset lasts for the life of these threads: make it permanent in the application (code above) or the service unit (CPUAffinity=).",
 		"Pin thread i to CPU i only if socket i receives CPU i's packets (net.reuseport-steering); otherwise locality is partial.",
@@ -1126,8 +1126,8 @@ func checkXPSUnset(in NetInput) *Finding {
 	}
 	r.Kind = KindSetting
 	r.Why = "Without XPS the TX queue (and its qdisc, with its own lock) is chosen by flow hash, so replies from different CPUs meet on the same qdisc lock. XPS maps each CPU to its own queue."
-	r.Expected = "Seed 003: disabling XPS on ixgbe (which sets it by itself) cut 5.05M → 1.086M tps with heavy qdisc lock contention; setting xps_cpus one CPU per queue restores it."
-	r.Reference = Seed003
+	r.Expected = "Makita (LinuxCon Japan 2016): disabling XPS on ixgbe (which sets it by itself) cut 5.05M → 1.086M tps with heavy qdisc lock contention; setting xps_cpus one CPU per queue restores it."
+	r.Reference = Makita2016
 	if in.Evidence.Interface.Virtual {
 		r.Caveats = append(r.Caveats, "On a virtual device the qdisc is usually noqueue; XPS then only spreads the TX queues the peer sees.")
 	}
@@ -1176,8 +1176,8 @@ func checkGROUDP(in NetInput) *Finding {
 		Why:       "GRO merges TCP segments (and tunnelled flows) into larger packets; UDP datagrams have boundaries and cannot be merged, so GRO only adds per-packet work on a UDP receive path.",
 		Apply:     []string{fmt.Sprintf("ethtool -K %s gro off", iface)},
 		Revert:    []string{fmt.Sprintf("ethtool -K %s gro on", iface)},
-		Expected:  "Seed 003: GRO took 4.9% of CPU; turning it off gave 5.05M → 5.18M tps (+2.6%).",
-		Reference: Seed003,
+		Expected:  "Makita (LinuxCon Japan 2016): GRO took 4.9% of CPU; turning it off gave 5.05M → 5.18M tps (+2.6%).",
+		Reference: Makita2016,
 		Caveats: []string{
 			"Do not turn GRO off where TCP receive throughput matters: TCP receivers lose it.",
 			"Do not turn it off on KVM/VM hosts: GRO carries tunnelled and guest TCP traffic.",
@@ -1257,8 +1257,8 @@ func checkNetfilterUnused(in NetInput) *Finding {
 		Why:       "A loaded filter table registers netfilter hooks that every packet traverses even when the table has no rule; some distributions load them by default.",
 		Apply:     apply,
 		Revert:    revert,
-		Expected:  "Seed 003: iptables took 3% of CPU with no rules; unloading iptable_filter and ip_tables gave 5.18M → 5.38M tps (+3.9%).",
-		Reference: Seed003,
+		Expected:  "Makita (LinuxCon Japan 2016): iptables took 3% of CPU with no rules; unloading iptable_filter and ip_tables gave 5.18M → 5.38M tps (+3.9%).",
+		Reference: Makita2016,
 		Caveats:   append([]string{"Only if this host needs no packet filter: a firewall manager (firewalld, ufw, docker) will recreate the tables."}, caveats...),
 	}
 	return f
@@ -1298,11 +1298,11 @@ func checkRPFilter(in NetInput) *Finding {
 	f.Evidence = append(f.Evidence, fmt.Sprintf("rp_filter: all=%d %s=%d (effective %d); accept_local: all=%d", sv.RPFilter["all"], iface, sv.RPFilter[iface], *sv.EffectiveRPFilter, sv.AcceptLocal["all"]))
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
-		Why:       "With rp_filter on, fib_validate_source does a second FIB lookup per packet (the reverse path); accept_local=1 also skips the local-address check. Seed 003 measured ~1.8% of CPU per lookup.",
+		Why:       "With rp_filter on, fib_validate_source does a second FIB lookup per packet (the reverse path); accept_local=1 also skips the local-address check. Makita measured ~1.8% of CPU per lookup.",
 		Apply:     apply,
 		Revert:    revert,
-		Expected:  "Seed 003: 5.38M → 5.49M tps (+2%) with rp_filter=0 and accept_local=1.",
-		Reference: Seed003,
+		Expected:  "Makita (LinuxCon Japan 2016): 5.38M → 5.49M tps (+2%) with rp_filter=0 and accept_local=1.",
+		Reference: Makita2016,
 		Caveats: []string{
 			"Security trade-off: rp_filter drops packets with spoofed source addresses (a source not routable back through the receiving interface); accept_local=1 accepts packets claiming a local source. Turn them off only where an upstream router or firewall already filters spoofed sources.",
 		},
@@ -1326,8 +1326,8 @@ func checkAudit(in NetInput) *Finding {
 	f.Evidence = append(f.Evidence, fmt.Sprintf("audit enabled=%d, auditd running: %v", enabled, c.Audit.AuditdRunning))
 	r := &f.Recommendation
 	r.Why = "With audit enabled every recvfrom/sendto syscall goes through the audit entry and exit hooks, a per-packet cost for a one-datagram-per-syscall server."
-	r.Expected = "Seed 003: audit took ~2.5% of CPU; disabling it gave 5.49M → 5.86M tps (+6.7%)."
-	r.Reference = Seed003
+	r.Expected = "Makita (LinuxCon Japan 2016): audit took ~2.5% of CPU; disabling it gave 5.49M → 5.86M tps (+6.7%)."
+	r.Reference = Makita2016
 	r.Caveats = []string{"Audit is often a compliance requirement: disable it only where no policy needs the audit trail."}
 	if enabled == 2 {
 		r.Kind = KindAdvice
@@ -1337,7 +1337,7 @@ func checkAudit(in NetInput) *Finding {
 	r.Kind = KindSetting
 	r.Apply = []string{"auditctl -e 0"}
 	r.Revert = []string{fmt.Sprintf("auditctl -e %d", enabled)}
-	r.Caveats = append(r.Caveats, "auditctl -e 0 lasts until auditd restarts and loads its rules; seed 003 made it permanent with `systemctl disable auditd` and a reboot.")
+	r.Caveats = append(r.Caveats, "auditctl -e 0 lasts until auditd restarts and loads its rules; Makita made it permanent with `systemctl disable auditd` and a reboot.")
 	return f
 }
 
@@ -1356,8 +1356,8 @@ func checkIPIdent(in NetInput) *Finding {
 			{Lang: "c", Code: "int pmtu = IP_PMTUDISC_DO;\nsetsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));"},
 			{Lang: "go", Code: "raw.Control(func(fd uintptr) {\n\terr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)\n})"},
 		},
-		Expected:  "Seed 003: __ip_select_ident took 4.82% of CPU; skipping it gave 5.86M → 6.01M tps (+2.6%).",
-		Reference: Seed003,
+		Expected:  "Makita (LinuxCon Japan 2016): __ip_select_ident took 4.82% of CPU; skipping it gave 5.86M → 6.01M tps (+2.6%).",
+		Reference: Makita2016,
 		Caveats:   []string{"MTU: with IP_PMTUDISC_DO a datagram larger than the path MTU is never fragmented — sendto fails with EMSGSIZE. Use it only if replies always fit the MTU."},
 	}
 	return f
@@ -1385,8 +1385,8 @@ func checkSMTOff(in NetInput) *Finding {
 		Why:       "Sibling threads add execution contexts for softirq and receiving threads; a packet-per-syscall workload stalls on memory often enough for siblings to use the gaps.",
 		Apply:     []string{"echo on > /sys/devices/system/cpu/smt/control"},
 		Revert:    []string{"echo off > /sys/devices/system/cpu/smt/control"},
-		Expected:  "Seed 003: 6.01M → 7.01M tps (+17%) with hyper-threading on and RPS spread over all 40 logical CPUs.",
-		Reference: Seed003,
+		Expected:  "Makita (LinuxCon Japan 2016): 6.01M → 7.01M tps (+17%) with hyper-threading on and RPS spread over all 40 logical CPUs.",
+		Reference: Makita2016,
 		Caveats: []string{
 			"SMT may be off on purpose: L1TF/MDS-class side channels let sibling threads leak data between tenants.",
 			"The new sibling CPUs get no receive work until RPS/IRQ masks include them: run perfscope again after enabling.",
@@ -1474,7 +1474,7 @@ func checkUDPRcvbuf(in NetInput) *Finding {
 	r.Code = []CodeSketch{{Lang: "c", Code: fmt.Sprintf("int size = %d;  /* capped by net.core.rmem_max */\nsetsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));", need)},
 		{Lang: "go", Code: fmt.Sprintf("conn.(*net.UDPConn).SetReadBuffer(%d) // capped by net.core.rmem_max", need)}}
 	r.Expected = fmt.Sprintf("Buffers of %d MiB per socket absorb a %.0f ms stall at the measured rate; receive-buffer drops stop unless the receiver is slower than arrivals on average.", need>>20, RcvbufStallSeconds*1000)
-	r.Reference = Seed003 + " (its benchmark counts only delivered transactions; drops are what a full buffer costs)."
+	r.Reference = Makita2016 + " (its benchmark counts only delivered transactions; drops are what a full buffer costs)."
 	r.Caveats = []string{
 		"If drops persist at the same rate, the receiver is too slow on average: a bigger buffer only adds latency. Fix throughput (net.socket-lock-contention, net.reuseport-steering) first.",
 		"rmem_default applies to sockets created afterwards: restart the service (or have it call SO_RCVBUF).",

@@ -14,23 +14,23 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 )
 
-// The fixtures are seed 003's starting point: the collectors' recorded
+// The fixtures are Makita's starting point: the collectors' recorded
 // ens1f0 host (20 CPUs on two nodes with SMT off, 20 queues of which RSS
 // uses 16, IRQs packed on node 0 against ixgbe's hints, GRO on, an empty
 // iptables filter table, rp_filter and audit on) and a 10 s run of an echo
 // server with one socket on port 9000.
 
-const seedRoot = "../collectors/netconfig/testdata/seed003"
+const referenceRoot = "../collectors/netconfig/testdata/ixgbe-ens1f0"
 
 type fixedRules map[string]int
 
 func (f fixedRules) CountRules() (map[string]int, string, error) { return f, "iptables-save", nil }
 
-func seedConfig(t *testing.T) *netconfig.NetConfig {
+func referenceConfig(t *testing.T) *netconfig.NetConfig {
 	t.Helper()
 	c, err := netconfig.Sources{
-		FS:      procfs.FS{Root: seedRoot},
-		Ethtool: ethtool.Recorded{Dir: seedRoot + "/ethtool"},
+		FS:      procfs.FS{Root: referenceRoot},
+		Ethtool: ethtool.Recorded{Dir: referenceRoot + "/ethtool"},
 		Audit:   func() (netconfig.AuditStatus, error) { return netconfig.AuditStatus{Enabled: 1}, nil },
 		Rules:   fixedRules{"ipv4/filter": 0, "ipv4/nat": 1},
 	}.Snapshot("ens1f0")
@@ -42,7 +42,7 @@ func seedConfig(t *testing.T) *netconfig.NetConfig {
 
 func u64(v uint64) *uint64 { return &v }
 
-func seedEvidence() evidence.NetEvidence {
+func referenceEvidence() evidence.NetEvidence {
 	const dur = 10e9
 	e := evidence.NetEvidence{
 		Interface:  evidence.NetInterface{Name: "ens1f0", Driver: "ixgbe", RXQueues: 20, TXQueues: 20},
@@ -145,7 +145,7 @@ func runNetCases(t *testing.T, id string, cases []netCase) {
 	r := rule(t, id)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in := NetInput{Evidence: seedEvidence(), Config: seedConfig(t)}
+			in := NetInput{Evidence: referenceEvidence(), Config: referenceConfig(t)}
 			if tc.edit != nil {
 				tc.edit(&in)
 			}
@@ -163,7 +163,7 @@ func runNetCases(t *testing.T, id string, cases []netCase) {
 				t.Errorf("incomplete finding: %+v", f)
 			}
 			rec := f.Recommendation
-			if rec.Why == "" || rec.Expected == "" || !strings.Contains(rec.Reference, "seed 003") {
+			if rec.Why == "" || rec.Expected == "" || !strings.Contains(rec.Reference, "Boost UDP Transaction Performance") {
 				t.Errorf("recommendation lacks why/expected/reference: %+v", rec)
 			}
 			if rec.Kind == KindSetting && (len(rec.Apply) == 0 || len(rec.Revert) == 0) {
@@ -276,9 +276,9 @@ func TestDeadRXQueues(t *testing.T) {
 
 func TestRPSNeeded(t *testing.T) {
 	// After the hint fix: queue q's softirq on CPU q, RSS on 0-15, so
-	// CPUs 16-19 (node 1) idle. Seed 003 spread them over queues 6-9.
+	// CPUs 16-19 (node 1) idle. Makita's talk spread them over queues 6-9.
 	afterHint := func(in *NetInput) {
-		// The recorded host already has seed 003's RPS on rx-6..9: clear it.
+		// The recorded host already has Makita's RPS on rx-6..9: clear it.
 		for i := range in.Config.Interface.RX {
 			in.Config.Interface.RX[i].RPSCPUs = cpuset.Set{}
 		}
@@ -308,7 +308,7 @@ func TestRPSNeeded(t *testing.T) {
 			if r.Revert[0] != "echo 0 > /sys/class/net/ens1f0/queues/rx-5/rps_cpus" {
 				t.Errorf("revert %q", r.Revert)
 			}
-			// One socket: spreading alone made seed 003 slower.
+			// One socket: spreading alone made Makita's server slower.
 			if f.Severity != Info {
 				t.Errorf("severity %v with one socket", f.Severity)
 			}
@@ -466,7 +466,7 @@ func TestThreadPinning(t *testing.T) {
 }
 
 func TestXPSUnset(t *testing.T) {
-	// The recorded ixgbe sets XPS itself; seed 003 measured the cost of
+	// The recorded ixgbe sets XPS itself; Makita's talk measured the cost of
 	// turning it off (echo 0 > xps_cpus).
 	xpsOff := func(in *NetInput) {
 		for i := range in.Config.Interface.TX {
@@ -512,7 +512,7 @@ func TestXPSUnset(t *testing.T) {
 
 func TestGROUDP(t *testing.T) {
 	runNetCases(t, "net.gro-udp", []netCase{
-		{name: "seed 003's 4.9%", want: func(t *testing.T, f *Finding) {
+		{name: "Makita's 4.9%", want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
 			if f.Severity != Warn || r.Apply[0] != "ethtool -K ens1f0 gro off" || r.Revert[0] != "ethtool -K ens1f0 gro on" {
 				t.Errorf("%v %q %q", f.Severity, r.Apply, r.Revert)
@@ -705,10 +705,10 @@ func TestRcvbufSize(t *testing.T) {
 	}
 }
 
-// TestSeed003Ranking runs every rule on the starting point: the socket
+// TestReferenceHostRanking runs every rule on the starting point: the socket
 // lock dominates, settings come with reverts, and the JSON round-trips.
-func TestSeed003Ranking(t *testing.T) {
-	fs := DiagnoseNet(NetInput{Evidence: seedEvidence(), Config: seedConfig(t)})
+func TestReferenceHostRanking(t *testing.T) {
+	fs := DiagnoseNet(NetInput{Evidence: referenceEvidence(), Config: referenceConfig(t)})
 	var ids []string
 	for _, f := range fs {
 		ids = append(ids, f.ID)
@@ -734,8 +734,8 @@ func TestSeed003Ranking(t *testing.T) {
 // TestTunedIsQuiet: with every fix applied nothing at warn or worse
 // remains.
 func TestTunedIsQuiet(t *testing.T) {
-	e := seedEvidence()
-	c := seedConfig(t)
+	e := referenceEvidence()
+	c := referenceConfig(t)
 	for i := range e.Softirq.CPUs {
 		e.Softirq.CPUs[i].Vectors["NET_RX"] = evidence.SoftirqVector{Share: 0.6}
 	}
@@ -786,7 +786,7 @@ func TestNetRulesOnEmptyInput(t *testing.T) {
 // traffic, but only as info.
 func TestStaticConfigWithoutLoad(t *testing.T) {
 	var ids []string
-	for _, f := range DiagnoseNet(NetInput{Config: seedConfig(t)}) {
+	for _, f := range DiagnoseNet(NetInput{Config: referenceConfig(t)}) {
 		ids = append(ids, f.ID)
 		if f.Severity != Info {
 			t.Errorf("%s at %v without load", f.ID, f.Severity)

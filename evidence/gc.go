@@ -84,7 +84,7 @@ type GC struct {
 
 	// Goals are what the user asked for; rules compare against them.
 	Goals GCGoals `json:"goals"`
-	// Model is seed 000's request → allocation → young GC model, present
+	// Model is the Spring Boot allocation study's request → allocation → young GC model, present
 	// when a request rate was given.
 	Model *GCModel `json:"model,omitempty"`
 }
@@ -121,7 +121,7 @@ type GCGoals struct {
 	YoungIntervalNs int64 `json:"young_interval_ns"`
 }
 
-// GCModel applies seed 000's arithmetic to the log: bytes per request from
+// GCModel applies the Spring Boot allocation study's arithmetic to the log: bytes per request from
 // the allocation rate and the request rate during the log, and the young
 // collections per minute that follow at a target request rate.
 type GCModel struct {

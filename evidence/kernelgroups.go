@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// KernelGroup is a set of kernel functions seed 003 found on the receive
+// KernelGroup is a set of kernel functions Makita's talk found on the receive
 // path and removed one by one, each worth a measured gain.
 type KernelGroup struct {
 	Name string

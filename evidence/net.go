@@ -333,7 +333,7 @@ type SocketSection struct {
 	ReceivedUnavailable string `json:"received_unavailable,omitempty"`
 }
 
-// FunctionShare is the CPU share of a group of kernel functions seed 003
+// FunctionShare is the CPU share of a group of kernel functions Makita's talk
 // removes.
 type FunctionShare struct {
 	Group     string   `json:"group"`

@@ -21,7 +21,7 @@ type QueueCounts struct {
 }
 
 // deadShare is the share of the mean below which a queue counts as dead
-// while others carry traffic (seed 003's rx_queue_16..19 had ~0 of ~160 M).
+// while others carry traffic (Makita's rx_queue_16..19 had ~0 of ~160 M).
 const deadShare = ethtool.DeadShare
 
 // BuildQueues joins the driver's per-queue counters (ethtool -S deltas; nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/perfscope/perfscope/report"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,7 +58,7 @@ func runLabUDP(t *testing.T, scenarios []string) labUDPReport {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("json: %v\n%s\n%s", err, out.String(), stderr.String())
 	}
-	if rep.Schema != "perfscope/v1" || rep.Command != "lab udp" {
+	if rep.Schema != report.Schema || rep.Command != "lab udp" {
 		t.Fatalf("envelope %q %q", rep.Schema, rep.Command)
 	}
 	t.Logf("lab udp %v:\n%s", scenarios, stderr.String())

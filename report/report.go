@@ -19,7 +19,7 @@ import (
 
 // Schema names the JSON layout. It changes only with incompatible changes;
 // new fields may be added within one version.
-const Schema = "perfscope/v1"
+const Schema = "perfscope/v2"
 
 // Report is one command's result.
 type Report struct {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quick start, step 1: build perfscope and run its main job on the built-in
-# lab: seed 003's network faults planted one at a time in two network
+# lab: Makita's network faults planted one at a time in two network
 # namespaces, each found by `perfscope udp`, fixed, and measured again.
 set -euo pipefail
 cd "$(dirname "$0")/.."

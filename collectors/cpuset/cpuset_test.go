@@ -57,8 +57,8 @@ func TestParseMask(t *testing.T) {
 		{"00000000,00000000", ""},
 		{"3\n", "0-1"},
 		{"0x3", "0-1"},
-		{"10040", "6,16"},             // seed 003: rx-6 → CPUs 6 and 16
-		{"80200", "9,19"},             // seed 003: rx-9
+		{"10040", "6,16"},             // Makita (LinuxCon Japan 2016): rx-6 → CPUs 6 and 16
+		{"80200", "9,19"},             // Makita (LinuxCon Japan 2016): rx-9
 		{"00000000,00010040", "6,16"}, // kernel's own form of the same mask
 		{"000000ff,ffffffff", "0-39"},
 		{"1,00000000", "32"},
@@ -91,7 +91,7 @@ func TestMaskFormat(t *testing.T) {
 		{"0-1", 2, "3"},       // as /proc/irq/N/smp_affinity prints on 2 CPUs
 		{"", 2, "0"},          // RPS off
 		{"", 0, "0"},          // no width known
-		{"6,16", 20, "10040"}, // seed 003's echo 10040 > rps_cpus
+		{"6,16", 20, "10040"}, // Makita's echo 10040 > rps_cpus
 		{"6,16", 40, "00,00010040"},
 		{"0-39", 40, "ff,ffffffff"},
 		{"6,16", 64, "00000000,00010040"},

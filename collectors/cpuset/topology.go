@@ -13,7 +13,7 @@ import (
 )
 
 // SMT is the state of simultaneous multithreading from
-// /sys/devices/system/cpu/smt. Seed 003 gains throughput by turning it on,
+// /sys/devices/system/cpu/smt. Makita's talk gains throughput by turning it on,
 // so "available but off" must be told apart from "not supported".
 type SMT struct {
 	// Known is false when the kernel has no smt directory (older kernels,

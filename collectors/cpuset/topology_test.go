@@ -4,10 +4,10 @@ import (
 	"testing"
 )
 
-func TestTopologySeed003(t *testing.T) {
-	// Seed 003's server: 2 sockets × 10 cores, hyper-threading off, node 0
+func TestTopologyReferenceHost(t *testing.T) {
+	// Makita's server: 2 sockets × 10 cores, hyper-threading off, node 0
 	// holding CPUs 0-4 and 10-14.
-	topo, err := NewFS("testdata/seed003").Topology()
+	topo, err := NewFS("testdata/ixgbe-ens1f0").Topology()
 	if err != nil {
 		t.Fatal(err)
 	}

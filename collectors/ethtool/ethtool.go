@@ -140,7 +140,7 @@ type RSS struct {
 }
 
 // QueuesUsed returns the distinct queues the indirection table points at —
-// seed 003's ens1f0 table covered queues 0-15 of 20.
+// Makita's ens1f0 table covered queues 0-15 of 20.
 func (r RSS) QueuesUsed() []int {
 	seen := map[uint32]bool{}
 	var out []int

@@ -77,7 +77,7 @@ func TestPerQueueDrivers(t *testing.T) {
 	}
 }
 
-func TestSeed003DeadQueues(t *testing.T) {
+func TestReferenceHostDeadQueues(t *testing.T) {
 	stats, err := Recorded{Dir: "testdata/ixgbe"}.Stats("ens1f0")
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestChannelsFeaturesRSS(t *testing.T) {
 		t.Errorf("rss = %+v", rss)
 	}
 	if used := rss.QueuesUsed(); len(used) != 16 || used[15] != 15 {
-		t.Errorf("queues used = %v, want 0-15 (seed 003)", used)
+		t.Errorf("queues used = %v, want 0-15 (Makita's talk)", used)
 	}
 	b, _ := json.Marshal(rss)
 	var back RSS

@@ -176,7 +176,7 @@ type Balance struct {
 	MaxQueue int     `json:"max_queue"`
 	Skew     float64 `json:"skew"`
 	// Dead lists queues with fewer than deadShare × Mean packets while the
-	// direction carried traffic — seed 003's rx_queue_16..19.
+	// direction carried traffic — Makita's rx_queue_16..19.
 	Dead []int `json:"dead_queues"`
 }
 

@@ -29,7 +29,7 @@ type Affinity struct {
 }
 
 // HintIgnored reports whether a driver hint exists and the allowed set does
-// not follow it — seed 003's irqbalance without "-h exact".
+// not follow it — Makita's irqbalance without "-h exact".
 func (a Affinity) HintIgnored() bool {
 	return a.HintKnown && !a.Hint.IsEmpty() && !a.SMPAffinity.Equal(a.Hint)
 }

@@ -1,7 +1,7 @@
 // Package irq reads interrupt counters and placement: /proc/interrupts (per
 // IRQ and CPU), /proc/irq/N affinities (smp_affinity, effective_affinity,
 // affinity_hint, node), the mapping of a NIC's IRQ names to its queues, and
-// whether irqbalance runs and with which options. Seed 003's first steps
+// whether irqbalance runs and with which options. Makita's first steps
 // (softirq on one NUMA node only, irqbalance ignoring affinity_hint) are
 // found from these.
 package irq

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-func TestInterruptsSeed003(t *testing.T) {
-	in, err := NewFS("testdata/seed003").Interrupts()
+func TestInterruptsReferenceHost(t *testing.T) {
+	in, err := NewFS("testdata/ixgbe-ens1f0").Interrupts()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +145,8 @@ func TestQueueIRQsTable(t *testing.T) {
 	}
 }
 
-func TestAffinitySeed003(t *testing.T) {
-	fs := NewFS("testdata/seed003")
+func TestAffinityReferenceHost(t *testing.T) {
+	fs := NewFS("testdata/ixgbe-ens1f0")
 	a, err := fs.Affinity(81) // ens1f0-TxRx-16
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestIrqbalance(t *testing.T) {
 		configFile string
 		banned     string
 	}{
-		{"testdata/seed003", true, "", "/etc/sysconfig/irqbalance", ""},
+		{"testdata/ixgbe-ens1f0", true, "", "/etc/sysconfig/irqbalance", ""},
 		{"testdata/exact", true, "exact", "/etc/sysconfig/irqbalance", ""},
 		{"testdata/debian", false, "subset", "/etc/default/irqbalance", "0-1"},
 		{"testdata/vm2cpu", false, "", "", ""},

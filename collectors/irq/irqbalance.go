@@ -10,7 +10,7 @@ import (
 )
 
 // Irqbalance is whether the irqbalance daemon runs and how it is told to
-// treat drivers' affinity hints. Seed 003 needed "-h exact" so that
+// treat drivers' affinity hints. Makita's talk needed "-h exact" so that
 // irqbalance spread ixgbe's queues the way affinity_hint asks.
 type Irqbalance struct {
 	Running bool `json:"running"`

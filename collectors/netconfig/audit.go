@@ -21,7 +21,7 @@ type AuditStatus struct {
 	PID uint32 `json:"pid"`
 }
 
-// Audit is whether the kernel audits syscalls (seed 003: "disable auditd"
+// Audit is whether the kernel audits syscalls (Makita (LinuxCon Japan 2016): "disable auditd"
 // removed audit_* from the per-packet path).
 type Audit struct {
 	// Enabled is nil when the status could not be read (no

@@ -22,10 +22,10 @@ type fixedRules struct {
 
 func (f fixedRules) CountRules() (map[string]int, string, error) { return f.counts, "fixture", f.err }
 
-func seed003Sources() Sources {
+func referenceHostSources() Sources {
 	return Sources{
-		FS:      procfs.FS{Root: "testdata/seed003"},
-		Ethtool: ethtool.Recorded{Dir: "testdata/seed003/ethtool"},
+		FS:      procfs.FS{Root: "testdata/ixgbe-ens1f0"},
+		Ethtool: ethtool.Recorded{Dir: "testdata/ixgbe-ens1f0/ethtool"},
 		Audit:   func() (AuditStatus, error) { return AuditStatus{Enabled: 1, PID: 900}, nil },
 		Rules:   fixedRules{counts: CountIptablesSave(readFile("testdata/iptables-save.txt"))},
 	}
@@ -39,11 +39,11 @@ func readFile(p string) string {
 	return string(b)
 }
 
-// TestSnapshotSeed003 is seed 003's starting point: 20 queues of which RSS
+// TestSnapshotReferenceHost is Makita's starting point: 20 queues of which RSS
 // uses 16, IRQs on node 0 against ixgbe's hints, GRO on, an empty
 // iptables filter table loaded, rp_filter on, audit on.
-func TestSnapshotSeed003(t *testing.T) {
-	c, err := seed003Sources().Snapshot("ens1f0")
+func TestSnapshotReferenceHost(t *testing.T) {
+	c, err := referenceHostSources().Snapshot("ens1f0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,11 +99,11 @@ func TestSnapshotSeed003(t *testing.T) {
 }
 
 func TestSnapshotDegrades(t *testing.T) {
-	src := seed003Sources()
+	src := referenceHostSources()
 	src.Ethtool = ethtool.Recorded{Dir: t.TempDir()} // driver answers nothing
 	src.Audit = func() (AuditStatus, error) { return AuditStatus{}, syscall.EPERM }
 	src.Rules = fixedRules{err: errors.New("unknown: neither iptables-save nor nft is installed")}
-	src.FS = procfs.FS{Root: "testdata/seed003"}
+	src.FS = procfs.FS{Root: "testdata/ixgbe-ens1f0"}
 	c, err := src.Snapshot("ens1f0")
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestSnapshotDegrades(t *testing.T) {
 }
 
 func TestSnapshotLoopbackVirtual(t *testing.T) {
-	c, err := seed003Sources().Snapshot("lo")
+	c, err := referenceHostSources().Snapshot("lo")
 	if err != nil {
 		t.Fatal(err)
 	}

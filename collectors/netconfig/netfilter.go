@@ -23,7 +23,7 @@ const (
 )
 
 // netfilterModules are the modules whose hooks cost CPU per packet even
-// with empty tables (seed 003: "unload iptables").
+// with empty tables (Makita (LinuxCon Japan 2016): "unload iptables").
 var netfilterModules = []string{"ip_tables", "iptable_filter", "ip6_tables", "ip6table_filter", "nf_tables", "nf_conntrack"}
 
 // Netfilter is the packet filter state.

@@ -1,7 +1,7 @@
 // Package netdev reads what the kernel exposes about one network interface
 // in /sys/class/net: whether it exists and is up, its driver, whether it is
 // virtual, its NUMA node, and its RX/TX queues with their RPS and XPS
-// settings — the per-queue configuration that seed 003 tunes. It also finds
+// settings — the per-queue configuration that Makita's talk tunes. It also finds
 // an interface that lives in another network namespace, so the CLI can tell
 // the user where to run instead of just "not found".
 package netdev

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-func TestInterfaceSeed003(t *testing.T) {
-	it, err := NewFS("testdata/seed003").Interface("ens1f0")
+func TestInterfaceReferenceHost(t *testing.T) {
+	it, err := NewFS("testdata/ixgbe-ens1f0").Interface("ens1f0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestInterfaceSeed003(t *testing.T) {
 	if it.RX[10].Index != 10 || it.TX[19].Index != 19 {
 		t.Errorf("queue order: rx[10]=%d tx[19]=%d", it.RX[10].Index, it.TX[19].Index)
 	}
-	// Seed 003's RPS: rx-6 → CPUs 6 and 16.
+	// Makita's RPS: rx-6 → CPUs 6 and 16.
 	if q := it.RX[6]; !q.RPSKnown || q.RPSCPUs.List() != "6,16" || q.RPSFlowCnt != 0 {
 		t.Errorf("rx-6 = %+v", q)
 	}
@@ -36,14 +36,14 @@ func TestInterfaceSeed003(t *testing.T) {
 	if q := it.TX[17]; !q.XPSKnown || q.XPSCPUs.List() != "17" {
 		t.Errorf("tx-17 = %+v", q)
 	}
-	irqs, err := NewFS("testdata/seed003").MSIIRQs("ens1f0")
+	irqs, err := NewFS("testdata/ixgbe-ens1f0").MSIIRQs("ens1f0")
 	if err != nil || len(irqs) != 21 || irqs[0] != 65 || irqs[20] != 85 {
 		t.Errorf("msi_irqs = %v %v", irqs, err)
 	}
 }
 
 func TestInterfaceLoopbackAndDown(t *testing.T) {
-	fs := NewFS("testdata/seed003")
+	fs := NewFS("testdata/ixgbe-ens1f0")
 	lo, err := fs.Interface("lo")
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestInterfaceVeth(t *testing.T) {
 }
 
 func TestInterfaceUnknown(t *testing.T) {
-	fs := NewFS("testdata/seed003")
+	fs := NewFS("testdata/ixgbe-ens1f0")
 	for _, name := range []string{"eth9", "", "../net", "."} {
 		if _, err := fs.Interface(name); !errors.Is(err, ErrNoInterface) {
 			t.Errorf("Interface(%q) err = %v, want ErrNoInterface", name, err)

@@ -1,6 +1,6 @@
 // Package netstat reads the kernel's network counters that locate UDP
 // drops and softirq pressure: the Udp and Udp6 groups of /proc/net/snmp and
-// snmp6 (RcvbufErrors is seed 003's receive-buffer overflow), and
+// snmp6 (RcvbufErrors is Makita's receive-buffer overflow), and
 // /proc/net/softnet_stat per CPU (backlog drops, time_squeeze, RPS). All are
 // cumulative; read at start and end and use Sub.
 package netstat

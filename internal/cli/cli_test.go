@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/perfscope/perfscope/report"
 	"strings"
 	"testing"
 	"time"
@@ -105,7 +106,7 @@ func TestDoctorJSONAndVerdict(t *testing.T) {
 	if err := json.Unmarshal(g.Out.(*bytes.Buffer).Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Schema != "perfscope/v1" || len(r.Data.Checks) != 2 {
+	if r.Schema != report.Schema || len(r.Data.Checks) != 2 {
 		t.Errorf("json = %+v", r)
 	}
 	if doctorVerdict([]DoctorCheck{{Category: "program types", Name: "tp_btf", Status: statusOK}}) != nil {

@@ -53,7 +53,7 @@ read too, oldest first, unless --no-rotated.
 It reports pause statistics by kind, GC throughput, the young-GC interval, the
 allocation rate (Eden before GC n+1 minus Eden after GC n, from the heap when
 Eden is not logged), the promotion rate and full GCs by cause, then applies
-seed 000's model: with --rps (or --requests over the log's window) it prints
+the allocation → young-GC model: with --rps (or --requests over the log's window) it prints
 the bytes allocated per request and the young GCs per minute at --target-rps.`,
 		Example: `  perfscope gclog /var/log/app/gc.log
   perfscope gclog gc.log --rps 800 --target-rps 2000 --young-interval 30s

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/perfscope/perfscope/report"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,7 +86,7 @@ func TestGCLogJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Schema != "perfscope/v1" || r.Command != "gclog" || r.Data.GC.Collector != "Parallel" || len(r.Data.Series) != 5 {
+	if r.Schema != report.Schema || r.Command != "gclog" || r.Data.GC.Collector != "Parallel" || len(r.Data.Series) != 5 {
 		t.Errorf("report %+v", r)
 	}
 	// 9418.4 requests over the 94.184 s window: 100 requests/s.

@@ -199,7 +199,7 @@ func parseSize(s string) (int64, error) {
 type jvmData struct {
 	evidence.JVM
 	Load *httpload.Result `json:"load,omitempty"`
-	// Model is seed 000's prediction at the planning rate.
+	// Model is the Spring Boot allocation study's prediction at the planning rate.
 	Model jvmModel `json:"model"`
 }
 

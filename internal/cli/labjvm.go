@@ -41,11 +41,11 @@ func newLabJVMCmd(g *Globals) *cobra.Command {
 func labJVMCmd(g *Globals, o *labJVMOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jvm",
-		Short: "Seed 000 end to end: bytes per request of a sample JVM service, and the GCs they cost",
+		Short: "Bytes per request end to end: bytes per request of a sample JVM service, and the GCs they cost",
 		Long: `lab jvm compiles perfscope's sample HTTP service with the local JDK, starts it
 on loopback with a small G1 heap, and runs ` + "`perfscope jvm`" + `'s measurement against
 three endpoints with a known extra allocation: /alloc?kb=0, /alloc?kb=KB and
-/log (one java.util.logging line per request). It prints seed 000's table —
+/log (one java.util.logging line per request). It prints the Spring Boot allocation study's table —
 bytes per request, and young GCs per minute at --target-rps — and checks that
 the measured difference between the two /alloc endpoints is KB. The service
 is stopped and its files removed at the end.`,
@@ -191,7 +191,7 @@ func waitAttachable(ctx context.Context, pid int) error {
 
 func writeLabJVMText(w io.Writer, o *labJVMOptions, d labJVMData) {
 	fmt.Fprintf(w, "Sample service, G1, -Xmx%s; %d requests per endpoint, %d connections\n", o.Heap, o.Requests, o.Concurrency)
-	report.Heading(w, fmt.Sprintf("Bytes per request and young GCs at %.0f requests/s (seed 000)", o.TargetRPS))
+	report.Heading(w, fmt.Sprintf("Bytes per request and young GCs at %.0f requests/s (the allocation → young-GC model)", o.TargetRPS))
 	t := report.Table{Header: []string{"endpoint", "req/s", "p99", "per request", "per request (Eden)", "logging/request", "Eden", "young GCs/min", "Eden for 1 GC/10s"}}
 	for _, s := range d.Scenarios {
 		e, m := s.Data.JVM, s.Data.Model

@@ -37,9 +37,9 @@ func labUDPCmd(g *Globals, o *labUDPOptions) *cobra.Command {
 	}
 	cmd := &cobra.Command{
 		Use:   "udp",
-		Short: "Seed 003 end to end: plant each network fault, let perfscope find it, apply the fix, measure again",
+		Short: "Toshiaki Makita's UDP tuning steps end to end: plant each network fault, let perfscope find it, apply the fix, measure again",
 		Long: `lab udp builds two network namespaces joined by a 4-queue veth pair (nothing
-outside them is touched), and for each scenario plants one fault seed 003
+outside them is touched), and for each scenario plants one fault Makita's talk
 describes, runs a UDP server and a bounded flood, runs ` + "`perfscope udp`" + ` in the
 receiver's namespace, applies the fix perfscope recommends (its own --apply
 for system settings, a restarted server for code changes), runs again, and

@@ -82,7 +82,7 @@ SO_ATTACH_REUSEPORT_CBPF).`,
 	f.IntVar(&o.Threads, "threads", 2, "receiving threads (sockets, in the reuseport modes)")
 	f.IntVar(&o.RcvBuf, "rcvbuf", 0, "SO_RCVBUF in bytes, the kernel doubles it (0 = the system default; as root SO_RCVBUFFORCE, not capped by rmem_max)")
 	f.StringVar(&o.Pin, "pin", "", "pin thread i to the i-th CPU of this list, e.g. 0-1")
-	f.BoolVar(&o.Echo, "echo", false, "send each datagram back, like seed 003's echo server")
+	f.BoolVar(&o.Echo, "echo", false, "send each datagram back, like Makita's echo server")
 	f.DurationVar(&o.For, "for", 0, "stop after this long (default: until interrupted)")
 	f.DurationVar(&o.Progress, "progress", 0, "print `received N at UNIX_NS` to stderr this often (0: never)")
 	return cmd

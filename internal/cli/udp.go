@@ -68,12 +68,12 @@ func udpCmd(g *Globals, o *udpOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "udp --iface IF",
 		Short: "Where UDP packets spend CPU and wait: per CPU, per queue, per lock, per socket",
-		Long: `udp measures, in one run, the four things seed 003 reads to take a UDP
+		Long: `udp measures, in one run, the four things Makita's talk reads to take a UDP
 server from 270k to 7M transactions/s: softirq load per CPU; packets per NIC
 queue from the kernel and from the driver's own counters, with dead queues and
 skew; which CPU serves which queue (IRQ affinity, NUMA); and an on-CPU profile
 of every CPU, split into the CPUs that run NET_RX and the others, with the share
-of the kernel functions seed 003 removes (GRO, netfilter, FIB validation,
+of the kernel functions Makita's talk removes (GRO, netfilter, FIB validation,
 audit, IP ID, slab, qdisc and socket spin locks).
 
 Sections whose source does not exist for the interface (no driver counters on

@@ -253,7 +253,7 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 		}
 	}
 
-	report.Heading(w, "CPU in the functions seed 003 removes")
+	report.Heading(w, "CPU in the functions Makita's talk removes")
 	if !unavailable(w, ev.Profile.Section) {
 		fmt.Fprintf(w, "%d samples at %d Hz; NET_RX CPUs: %v; lost: %d\n", ev.Profile.Samples, ev.Profile.FrequencyHz, ev.Profile.NetRXCPUs, ev.Profile.Lost)
 		gt := report.Table{Header: []string{"group", "share on NET_RX CPUs", "share of all", "samples"}}

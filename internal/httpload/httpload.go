@@ -1,8 +1,8 @@
 // Package httpload drives a fixed number of HTTP requests at a service and
 // reports like ab: requests per second, latency percentiles and failures.
 // perfscope uses it so that "bytes allocated per request" has an exact
-// request count (seed 000 did it by hand with JMeter), and the benchmark
-// uses its fixed-rate mode to judge perfscope's own overhead (seed 004).
+// request count (the Spring Boot allocation study did it by hand with JMeter), and the benchmark
+// uses its fixed-rate mode to judge perfscope's own overhead (the APM-agent overhead study).
 package httpload
 
 import (

@@ -48,7 +48,9 @@ func Decode(r io.Reader) (Run, error) {
 	if err := dec.Decode(&run); err != nil {
 		return Run{}, fmt.Errorf("%w: %v", ErrNotUDPReport, err)
 	}
-	if run.Schema != report.Schema || run.Command != "udp" {
+	// v1 → v2 renamed fields of other commands only (lab udp's
+	// seed_003_step), so a udp report saved by v1 still compares.
+	if (run.Schema != report.Schema && run.Schema != "perfscope/v1") || run.Command != "udp" {
 		return Run{}, fmt.Errorf("%w: schema %q, command %q (want %q, \"udp\")", ErrNotUDPReport, run.Schema, run.Command, report.Schema)
 	}
 	return run, nil
@@ -194,7 +196,7 @@ type runSummary struct {
 	rcvbufErrors *float64
 	// netRXPerPacket is NET_RX time over all CPUs per packet received.
 	netRXPerPacket *float64
-	// groupShare is each seed-003 function group's share of the samples
+	// groupShare is each Makita function group's share of the samples
 	// on the NET_RX CPUs.
 	groupShare map[string]float64
 	// sharedTXQueues counts TX queues that several CPUs transmitted on

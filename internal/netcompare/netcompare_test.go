@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/perfscope/perfscope/report"
 	"math"
 	"path/filepath"
 	"strings"
@@ -112,7 +113,7 @@ func deref(p *float64) any {
 }
 
 func TestPacketSourceFallbacks(t *testing.T) {
-	run := func(e evidence.NetEvidence) Run { return Run{Schema: "perfscope/v1", Command: "udp", Data: e} }
+	run := func(e evidence.NetEvidence) Run { return Run{Schema: report.Schema, Command: "udp", Data: e} }
 	snmp := evidence.NetEvidence{DurationNs: 2e9, Drops: evidence.DropSection{UDPSNMP: &netstat.UDPSNMP{UDP: netstat.UDPCounters{InDatagrams: 100}, UDP6: netstat.UDPCounters{InDatagrams: 100}, UDP6Known: true}}}
 	queues := evidence.NetEvidence{DurationNs: 2e9, Queues: evidence.QueueSection{RX: []evidence.QueueRow{{PerS: 30}, {PerS: 20}}}}
 	none := evidence.NetEvidence{DurationNs: 2e9}

@@ -81,14 +81,14 @@ func (f *Fix) UnmarshalText(b []byte) error {
 	return fmt.Errorf("udplab: unknown fix kind %q", b)
 }
 
-// Scenario plants one of seed 003's faults on the lab and names the finding
+// Scenario plants one of Makita's faults on the lab and names the finding
 // perfscope must produce for it.
 type Scenario struct {
 	Name string `json:"name"`
 	// Fault is what the scenario plants, in a few words.
 	Fault string `json:"fault"`
-	// Step is seed 003's step this reproduces.
-	Step string `json:"seed_003_step"`
+	// Step is Makita's step this reproduces.
+	Step string `json:"reference_step"`
 	// Finding is the finding ID that must appear before and disappear
 	// after the fix ("" for the tuned reference).
 	Finding string `json:"finding,omitempty"`
@@ -125,7 +125,7 @@ func xps(queue int, mask string) []string {
 	return []string{"sh", "-c", fmt.Sprintf("echo %s > /sys/class/net/%s/queues/tx-%d/xps_cpus", mask, rxIf, queue)}
 }
 
-// Scenarios are the faults of seed 003 one machine can reproduce, in the
+// Scenarios are the faults of Makita's talk one machine can reproduce, in the
 // order the seed meets them, then the tuned reference. A 2-CPU machine is
 // assumed to be the smallest: masks and pins name CPUs 0 and 1.
 var Scenarios = []Scenario{
@@ -242,7 +242,7 @@ var Scenarios = []Scenario{
 	{
 		Name:    "tuned",
 		Fault:   "none: reuseport steered by CPU, pinned threads, XPS set, GRO off, no netfilter, rp_filter 0",
-		Step:    "the end state of seed 003 on this machine",
+		Step:    "the end state of Makita's talk on this machine",
 		FixText: "nothing to fix: perfscope must report no finding of severity warn or worse",
 		Fix:     FixNone,
 		Lab:     netlab.Config{Queues: 4, NoGRO: true},

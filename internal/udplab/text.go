@@ -23,7 +23,7 @@ func keyMetrics(sc Scenario) []string {
 func WriteScenario(w io.Writer, r Result) {
 	sc := r.Scenario
 	report.Heading(w, fmt.Sprintf("%s: %s", sc.Name, sc.Fault))
-	fmt.Fprintf(w, "seed 003: %s\n", sc.Step)
+	fmt.Fprintf(w, "Makita (LinuxCon Japan 2016): %s\n", sc.Step)
 	if sc.Fix == FixNone {
 		if len(r.WarnOrWorse) == 0 {
 			fmt.Fprintln(w, "findings of severity warn or worse: none")

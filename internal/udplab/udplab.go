@@ -1,4 +1,4 @@
-// Package udplab is `perfscope lab udp`: for each fault of seed 003 that one
+// Package udplab is `perfscope lab udp`: for each fault of Makita's talk that one
 // machine can reproduce, it builds the network lab (internal/netlab), plants
 // the fault, runs `perfscope udp` in the receiver's namespace, applies the
 // fix perfscope recommends, runs again and compares the two runs.

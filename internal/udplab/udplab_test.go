@@ -62,7 +62,7 @@ func TestScenariosAreComplete(t *testing.T) {
 		}
 	}
 	if !slices.Equal(Names()[:2], []string{"single-socket", "reuseport-no-steering"}) {
-		t.Errorf("names %v: seed 003's order", Names())
+		t.Errorf("names %v: Makita's order", Names())
 	}
 }
 

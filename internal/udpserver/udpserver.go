@@ -1,5 +1,5 @@
 // Package udpserver is the UDP server of perfscope's labs: it reproduces
-// the server configurations seed 003 walks through — one socket shared by
+// the server configurations Makita's talk walks through — one socket shared by
 // every receiving thread, N SO_REUSEPORT sockets selected by flow hash, and
 // N SO_REUSEPORT sockets steered by the receiving CPU with
 // SO_ATTACH_REUSEPORT_CBPF — each socket served by its own OS thread,
@@ -23,7 +23,7 @@ import (
 type Mode string
 
 const (
-	// Single: one socket, read by Threads threads (seed 003's starting
+	// Single: one socket, read by Threads threads (Makita's starting
 	// point: every softirq contends on the one socket's locks).
 	Single Mode = "single"
 	// ReusePort: one SO_REUSEPORT socket per thread; the kernel picks a
@@ -52,7 +52,7 @@ type Config struct {
 	RcvBuf int
 	// PinCPUs pins thread i to PinCPUs[i % len]; empty = no pinning.
 	PinCPUs []int
-	// Echo sends each datagram back, as seed 003's echo server does.
+	// Echo sends each datagram back, as Makita's echo server does.
 	Echo bool
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkContentionFlood attaches the probe during a loopback flood (2
-// senders → 1 reading socket, seed 003's contention) and reports the mean
+// senders → 1 reading socket, Makita's contention) and reports the mean
 // bpf_stats cost of each handler, with a stack for every contention and for
 // 1 in DefaultStackEvery and 2×DefaultStackEvery: contention_end runs with
 // the lock held, so its cost lengthens the contended critical section, and

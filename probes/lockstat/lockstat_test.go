@@ -18,7 +18,7 @@ import (
 
 // Two senders flooding one socket that one goroutine reads: softirqs
 // enqueuing and the reader dequeuing contend on the socket's receive-queue
-// and wakeup locks (seed 003's starting point). The probe must classify the
+// and wakeup locks (Makita's starting point). The probe must classify the
 // contention and identify, in the kernel, the sink's socket as the owner of
 // its locks — with whatever kernel.kptr_restrict the machine has, since no
 // kernel address is read from /proc.
