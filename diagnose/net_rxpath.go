@@ -1,0 +1,241 @@
+package diagnose
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/perfscope/perfscope/collectors/netconfig"
+)
+
+// Rules about per-packet work on the receive path that a setting removes:
+// GRO for UDP, unused netfilter tables, rp_filter, audit, IP ID.
+
+func checkGROUDP(in NetInput) *Finding {
+	c, e := in.Config, in.Evidence
+	if c == nil || !boolPtr(c.Offloads.GRO) {
+		return nil
+	}
+	g, share, ok := groupShare(e, "gro")
+	if !ok || share < FunctionShareMin {
+		return nil
+	}
+	// UDP-only: the datagrams the UDP layer saw over the packets received.
+	var rxPkts uint64
+	for _, q := range e.Queues.RX {
+		if q.KernelPackets != nil {
+			rxPkts += *q.KernelPackets
+		} else if q.DriverPackets != nil {
+			rxPkts += *q.DriverPackets
+		}
+	}
+	udp, udpKnown := e.Drops.InDatagrams()
+	rcvbuf, _ := e.Drops.RcvbufErrors()
+	udp += rcvbuf
+	udpOnly, known := false, udpKnown && rxPkts > 0
+	if known {
+		udpOnly = float64(udp) >= UDPOnlyShare*float64(rxPkts)
+		if !udpOnly {
+			return nil // other traffic (TCP, tunnels) may need GRO
+		}
+	}
+	iface := c.Interface.Name
+	f := functionGroupFinding(g, share, fmt.Sprintf("GRO is on for a UDP receive path and costs %s of the NET_RX CPUs", pct(share)))
+	if known {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%d UDP datagrams of %d packets received (%s): the receive path is UDP", udp, rxPkts, pct(float64(udp)/float64(rxPkts))))
+	} else {
+		f.Evidence = append(f.Evidence, "whether other protocols arrive on this interface was not measured")
+	}
+	f.Recommendation = Recommendation{
+		Kind:      KindSetting,
+		Why:       "GRO merges TCP segments (and tunnelled flows) into larger packets; UDP datagrams have boundaries and cannot be merged, so GRO only adds per-packet work on a UDP receive path.",
+		Apply:     []string{fmt.Sprintf("ethtool -K %s gro off", iface)},
+		Revert:    []string{fmt.Sprintf("ethtool -K %s gro on", iface)},
+		Expected:  "Makita (LinuxCon Japan 2016): GRO took 4.9% of CPU; turning it off gave 5.05M → 5.18M tps (+2.6%).",
+		Reference: Makita2016,
+		Caveats: []string{
+			"Do not turn GRO off where TCP receive throughput matters: TCP receivers lose it.",
+			"Do not turn it off on KVM/VM hosts: GRO carries tunnelled and guest TCP traffic.",
+		},
+	}
+	if e.Interface.Virtual {
+		f.Recommendation.Caveats = append(f.Recommendation.Caveats, "On veth, GRO (with rx-udp-gro-forwarding) is what enables per-queue NAPI; off, packets take the per-CPU backlog instead.")
+	}
+	return f
+}
+
+// --- 11. netfilter loaded without rules ------------------------------------
+
+func checkNetfilterUnused(in NetInput) *Finding {
+	c, e := in.Config, in.Evidence
+	// Loaded() is not required: a built-in nf_tables without module
+	// parameters is invisible in /sys/module, but a listed nft table
+	// proves it is there.
+	if c == nil || c.Netfilter.RuleCounts == nil {
+		return nil
+	}
+	g, share, ok := groupShare(e, "netfilter")
+	if !ok || share < FunctionShareWaste || g.Samples < FunctionSamplesMin {
+		return nil
+	}
+	nf := c.Netfilter
+	var apply, revert, empty, caveats []string
+	legacy := func(family, tableModule, coreModule string) {
+		count, listed := nf.RuleCounts[family+"/filter"]
+		if !listed || count > 0 || nf.Modules[tableModule] != netconfig.ModuleLoaded {
+			if listed && count == 0 && nf.Modules[tableModule] == netconfig.ModuleBuiltin {
+				caveats = append(caveats, fmt.Sprintf("%s is built into the kernel: its empty filter table cannot be unloaded", tableModule))
+			}
+			return
+		}
+		empty = append(empty, family+"/filter")
+		apply = append(apply, "modprobe -r "+tableModule)
+		// The core module goes too when no other table of the family holds
+		// rules (nat, mangle load their own modules on top of it).
+		others := 0
+		for k, n := range nf.RuleCounts {
+			if strings.HasPrefix(k, family+"/") && k != family+"/filter" {
+				others += n + 1
+			}
+		}
+		if others == 0 && nf.Modules[coreModule] == netconfig.ModuleLoaded {
+			apply = append(apply, "modprobe -r "+coreModule)
+			revert = append(revert, "modprobe "+coreModule)
+		}
+		revert = append(revert, "modprobe "+tableModule)
+	}
+	legacy("ipv4", "iptable_filter", "ip_tables")
+	legacy("ipv6", "ip6table_filter", "ip6_tables")
+	var nftTables []string
+	for k, n := range nf.RuleCounts {
+		if strings.HasPrefix(k, "nft/") && n == 0 {
+			nftTables = append(nftTables, strings.TrimPrefix(k, "nft/"))
+		}
+	}
+	sort.Strings(nftTables)
+	for _, t := range nftTables {
+		family, name, _ := strings.Cut(t, "/")
+		saved := fmt.Sprintf("/var/tmp/perfscope-nft-%s-%s.nft", family, name)
+		empty = append(empty, "nft "+t)
+		// Save the table (its base chains hook packets even without rules)
+		// so that the revert restores it exactly.
+		apply = append(apply, fmt.Sprintf("nft list table %s %s > %s && nft delete table %s %s", family, name, saved, family, name))
+		revert = append(revert, "nft -f "+saved)
+	}
+	if len(apply) == 0 {
+		return nil
+	}
+	f := functionGroupFinding(g, share, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(share)))
+	f.Evidence = append(f.Evidence, fmt.Sprintf("tables without a rule: %s (rule counts from %s)", strings.Join(empty, ", "), nf.RuleSource))
+	f.Recommendation = Recommendation{
+		Kind:      KindSetting,
+		Why:       "A loaded filter table registers netfilter hooks that every packet traverses even when the table has no rule; some distributions load them by default.",
+		Apply:     apply,
+		Revert:    revert,
+		Expected:  "Makita (LinuxCon Japan 2016): iptables took 3% of CPU with no rules; unloading iptable_filter and ip_tables gave 5.18M → 5.38M tps (+3.9%).",
+		Reference: Makita2016,
+		Caveats:   append([]string{"Only if this host needs no packet filter: a firewall manager (firewalld, ufw, docker) will recreate the tables."}, caveats...),
+	}
+	return f
+}
+
+// --- 12. rp_filter ---------------------------------------------------------
+
+func checkRPFilter(in NetInput) *Finding {
+	c, e := in.Config, in.Evidence
+	if c == nil || c.RPFilter.EffectiveRPFilter == nil || *c.RPFilter.EffectiveRPFilter == 0 {
+		return nil
+	}
+	g, share, ok := groupShare(e, "fib-validation")
+	if !ok || share < FunctionShareMin/2 {
+		return nil
+	}
+	iface := c.Interface.Name
+	sv := c.RPFilter
+	type knob struct{ name, scope string }
+	var apply, revert []string
+	set := func(k knob, want int64, values map[string]int64) {
+		old, ok := values[k.scope]
+		if !ok || old == want {
+			return
+		}
+		key := fmt.Sprintf("net.ipv4.conf.%s.%s", k.scope, k.name)
+		apply = append(apply, fmt.Sprintf("sysctl -w %s=%d", key, want))
+		revert = append(revert, fmt.Sprintf("sysctl -w %s=%d", key, old))
+	}
+	set(knob{"rp_filter", "all"}, 0, sv.RPFilter)
+	set(knob{"rp_filter", iface}, 0, sv.RPFilter)
+	set(knob{"accept_local", "all"}, 1, sv.AcceptLocal)
+	if len(apply) == 0 {
+		return nil
+	}
+	f := functionGroupFinding(g, share, fmt.Sprintf("reverse-path filtering (rp_filter=%d) validates every packet's source: %s of the NET_RX CPUs", *sv.EffectiveRPFilter, pct(share)))
+	f.Evidence = append(f.Evidence, fmt.Sprintf("rp_filter: all=%d %s=%d (effective %d); accept_local: all=%d", sv.RPFilter["all"], iface, sv.RPFilter[iface], *sv.EffectiveRPFilter, sv.AcceptLocal["all"]))
+	f.Recommendation = Recommendation{
+		Kind:      KindSetting,
+		Why:       "With rp_filter on, fib_validate_source does a second FIB lookup per packet (the reverse path); accept_local=1 also skips the local-address check. Makita measured ~1.8% of CPU per lookup.",
+		Apply:     apply,
+		Revert:    revert,
+		Expected:  "Makita (LinuxCon Japan 2016): 5.38M → 5.49M tps (+2%) with rp_filter=0 and accept_local=1.",
+		Reference: Makita2016,
+		Caveats: []string{
+			"Security trade-off: rp_filter drops packets with spoofed source addresses (a source not routable back through the receiving interface); accept_local=1 accepts packets claiming a local source. Turn them off only where an upstream router or firewall already filters spoofed sources.",
+		},
+	}
+	return f
+}
+
+// --- 13. audit -------------------------------------------------------------
+
+func checkAudit(in NetInput) *Finding {
+	c, e := in.Config, in.Evidence
+	if c == nil || c.Audit.Enabled == nil || *c.Audit.Enabled == 0 {
+		return nil
+	}
+	g, share, ok := groupShare(e, "audit")
+	if !ok || share < FunctionShareMin/2 {
+		return nil
+	}
+	enabled := *c.Audit.Enabled
+	f := functionGroupFinding(g, share, fmt.Sprintf("kernel audit is on and costs %s of the NET_RX CPUs", pct(share)))
+	f.Evidence = append(f.Evidence, fmt.Sprintf("audit enabled=%d, auditd running: %v", enabled, c.Audit.AuditdRunning))
+	r := &f.Recommendation
+	r.Why = "With audit enabled every recvfrom/sendto syscall goes through the audit entry and exit hooks, a per-packet cost for a one-datagram-per-syscall server."
+	r.Expected = "Makita (LinuxCon Japan 2016): audit took ~2.5% of CPU; disabling it gave 5.49M → 5.86M tps (+6.7%)."
+	r.Reference = Makita2016
+	r.Caveats = []string{"Audit is often a compliance requirement: disable it only where no policy needs the audit trail."}
+	if enabled == 2 {
+		r.Kind = KindAdvice
+		r.Apply = []string{"# audit is locked (-e 2) until reboot: remove '-e 2' from /etc/audit/rules.d/*.rules, `systemctl disable auditd`, reboot"}
+		return f
+	}
+	r.Kind = KindSetting
+	r.Apply = []string{"auditctl -e 0"}
+	r.Revert = []string{fmt.Sprintf("auditctl -e %d", enabled)}
+	r.Caveats = append(r.Caveats, "auditctl -e 0 lasts until auditd restarts and loads its rules; Makita made it permanent with `systemctl disable auditd` and a reboot.")
+	return f
+}
+
+// --- 14. IP ID selection ---------------------------------------------------
+
+func checkIPIdent(in NetInput) *Finding {
+	g, share, ok := groupShare(in.Evidence, "ip-ident")
+	if !ok || share < FunctionShareMin {
+		return nil
+	}
+	f := functionGroupFinding(g, share, fmt.Sprintf("IP ID generation (__ip_select_ident) costs %s of the NET_RX CPUs", pct(share)))
+	f.Recommendation = Recommendation{
+		Kind: KindCode,
+		Why:  "Datagrams that may be fragmented need an IP ID, drawn from a shared hashed counter with an atomic per send; many replies to the same peers contend on its cache line. With DF set (IP_PMTUDISC_DO) the kernel skips it.",
+		Code: []CodeSketch{
+			{Lang: "c", Code: "int pmtu = IP_PMTUDISC_DO;\nsetsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof(pmtu));"},
+			{Lang: "go", Code: "raw.Control(func(fd uintptr) {\n\terr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_DO)\n})"},
+		},
+		Expected:  "Makita (LinuxCon Japan 2016): __ip_select_ident took 4.82% of CPU; skipping it gave 5.86M → 6.01M tps (+2.6%).",
+		Reference: Makita2016,
+		Caveats:   []string{"MTU: with IP_PMTUDISC_DO a datagram larger than the path MTU is never fragmented — sendto fails with EMSGSIZE. Use it only if replies always fit the MTU."},
+	}
+	return f
+}
+
+// --- 15. SMT off -----------------------------------------------------------
