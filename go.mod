@@ -11,8 +11,14 @@ require (
 )
 
 require (
+	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/google/nftables v0.3.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/mdlayher/netlink v1.7.3-0.20250113171957-fbb4dce95f42 // indirect
+	github.com/mdlayher/socket v0.5.1 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	golang.org/x/net v0.48.0 // indirect
+	golang.org/x/sync v0.20.0 // indirect
 )
 
 tool github.com/cilium/ebpf/cmd/bpf2go

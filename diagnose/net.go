@@ -265,22 +265,6 @@ func dropsOnPort(e evidence.NetEvidence, port int) (n uint64, reasons []string) 
 	return n, reasons
 }
 
-// functionGroupFinding starts a finding about CPU in one of Makita's
-// removable function groups: info, warn from FunctionShareWarn, ranked by
-// the share.
-func functionGroupFinding(g evidence.FunctionShare, share float64, title string) *Finding {
-	f := &Finding{
-		Severity: Info,
-		Title:    title,
-		Evidence: []string{fmt.Sprintf("%d profile samples (%s of the NET_RX CPUs) in %s", g.Samples, pct(share), strings.Join(g.Functions, ", "))},
-		Impact:   share,
-	}
-	if share >= FunctionShareWarn {
-		f.Severity = Warn
-	}
-	return f
-}
-
 func boolPtr(b *bool) bool { return b != nil && *b }
 
 // --- 1. softirq concentrated ----------------------------------------------

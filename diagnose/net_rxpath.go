@@ -16,10 +16,11 @@ func checkGROUDP(in NetInput) *Finding {
 	if c == nil || !boolPtr(c.Offloads.GRO) {
 		return nil
 	}
-	g, share, ok := groupShare(e, "gro")
-	if !ok || share < FunctionShareMin {
+	w, ok := weighGroup(e, "gro", FunctionShareMin, 1)
+	if !ok {
 		return nil
 	}
+	share := w.Share
 	// UDP-only: the datagrams the UDP layer saw over the packets received.
 	var rxPkts uint64
 	for _, q := range e.Queues.RX {
@@ -40,7 +41,7 @@ func checkGROUDP(in NetInput) *Finding {
 		}
 	}
 	iface := c.Interface.Name
-	f := functionGroupFinding(g, share, fmt.Sprintf("GRO is on for a UDP receive path and costs %s of the NET_RX CPUs", pct(share)))
+	f := functionGroupFinding(w, fmt.Sprintf("GRO is on for a UDP receive path and costs %s of the NET_RX CPUs", pct(share)))
 	if known {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%d UDP datagrams of %d packets received (%s): the receive path is UDP", udp, rxPkts, pct(float64(udp)/float64(rxPkts))))
 	} else {
@@ -74,10 +75,11 @@ func checkNetfilterUnused(in NetInput) *Finding {
 	if c == nil || c.Netfilter.RuleCounts == nil {
 		return nil
 	}
-	g, share, ok := groupShare(e, "netfilter")
-	if !ok || share < FunctionShareWaste || g.Samples < FunctionSamplesMin {
+	w, ok := weighGroup(e, "netfilter", FunctionShareWaste, FunctionSamplesMin)
+	if !ok {
 		return nil
 	}
+	share := w.Share
 	nf := c.Netfilter
 	var apply, revert, empty, caveats []string
 	legacy := func(family, tableModule, coreModule string) {
@@ -125,7 +127,7 @@ func checkNetfilterUnused(in NetInput) *Finding {
 	if len(apply) == 0 {
 		return nil
 	}
-	f := functionGroupFinding(g, share, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(share)))
+	f := functionGroupFinding(w, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(share)))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("tables without a rule: %s (rule counts from %s)", strings.Join(empty, ", "), nf.RuleSource))
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
@@ -146,10 +148,11 @@ func checkRPFilter(in NetInput) *Finding {
 	if c == nil || c.RPFilter.EffectiveRPFilter == nil || *c.RPFilter.EffectiveRPFilter == 0 {
 		return nil
 	}
-	g, share, ok := groupShare(e, "fib-validation")
-	if !ok || share < FunctionShareMin/2 {
+	w, ok := weighGroup(e, "fib-validation", FunctionShareMin/2, 1)
+	if !ok {
 		return nil
 	}
+	share := w.Share
 	iface := c.Interface.Name
 	sv := c.RPFilter
 	type knob struct{ name, scope string }
@@ -169,7 +172,7 @@ func checkRPFilter(in NetInput) *Finding {
 	if len(apply) == 0 {
 		return nil
 	}
-	f := functionGroupFinding(g, share, fmt.Sprintf("reverse-path filtering (rp_filter=%d) validates every packet's source: %s of the NET_RX CPUs", *sv.EffectiveRPFilter, pct(share)))
+	f := functionGroupFinding(w, fmt.Sprintf("reverse-path filtering (rp_filter=%d) validates every packet's source: %s of the NET_RX CPUs", *sv.EffectiveRPFilter, pct(share)))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("rp_filter: all=%d %s=%d (effective %d); accept_local: all=%d", sv.RPFilter["all"], iface, sv.RPFilter[iface], *sv.EffectiveRPFilter, sv.AcceptLocal["all"]))
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
@@ -192,12 +195,13 @@ func checkAudit(in NetInput) *Finding {
 	if c == nil || c.Audit.Enabled == nil || *c.Audit.Enabled == 0 {
 		return nil
 	}
-	g, share, ok := groupShare(e, "audit")
-	if !ok || share < FunctionShareMin/2 {
+	w, ok := weighGroup(e, "audit", FunctionShareMin/2, 1)
+	if !ok {
 		return nil
 	}
+	share := w.Share
 	enabled := *c.Audit.Enabled
-	f := functionGroupFinding(g, share, fmt.Sprintf("kernel audit is on and costs %s of the NET_RX CPUs", pct(share)))
+	f := functionGroupFinding(w, fmt.Sprintf("kernel audit is on and costs %s of the NET_RX CPUs", pct(share)))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("audit enabled=%d, auditd running: %v", enabled, c.Audit.AuditdRunning))
 	r := &f.Recommendation
 	r.Why = "With audit enabled every recvfrom/sendto syscall goes through the audit entry and exit hooks, a per-packet cost for a one-datagram-per-syscall server."
@@ -219,11 +223,12 @@ func checkAudit(in NetInput) *Finding {
 // --- 14. IP ID selection ---------------------------------------------------
 
 func checkIPIdent(in NetInput) *Finding {
-	g, share, ok := groupShare(in.Evidence, "ip-ident")
-	if !ok || share < FunctionShareMin {
+	w, ok := weighGroup(in.Evidence, "ip-ident", FunctionShareMin, 1)
+	if !ok {
 		return nil
 	}
-	f := functionGroupFinding(g, share, fmt.Sprintf("IP ID generation (__ip_select_ident) costs %s of the NET_RX CPUs", pct(share)))
+	share := w.Share
+	f := functionGroupFinding(w, fmt.Sprintf("IP ID generation (__ip_select_ident) costs %s of the NET_RX CPUs", pct(share)))
 	f.Recommendation = Recommendation{
 		Kind: KindCode,
 		Why:  "Datagrams that may be fragmented need an IP ID, drawn from a shared hashed counter with an atomic per send; many replies to the same peers contend on its cache line. With DF set (IP_PMTUDISC_DO) the kernel skips it.",

@@ -57,10 +57,13 @@ func TestNetfilterUnused(t *testing.T) {
 		{name: "filter table has rules", silent: true, edit: func(in *NetInput) { in.Config.Netfilter.RuleCounts["ipv4/filter"] = 3 }},
 		{name: "rule counts unknown", silent: true, edit: func(in *NetInput) { in.Config.Netfilter.RuleCounts = nil }},
 		{name: "cost below what the profile resolves", silent: true, edit: func(in *NetInput) {
-			for i, g := range in.Evidence.Profile.Groups {
-				if g.Group == "netfilter" {
-					in.Evidence.Profile.Groups[i].Share, in.Evidence.Profile.Groups[i].Samples = 0.02, 4
-				}
+			setGroup(in, "netfilter", 4, 200_000)
+		}},
+		{name: "4 samples over the threshold: undecided", edit: func(in *NetInput) {
+			setGroup(in, "netfilter", 4, 200)
+		}, want: func(t *testing.T, f *Finding) {
+			if f.Severity != Info || !strings.HasPrefix(f.Title, "undecided: ") {
+				t.Errorf("%v %q", f.Severity, f.Title)
 			}
 		}},
 	})

@@ -107,6 +107,13 @@ func referenceEvidence() evidence.NetEvidence {
 		{Group: "audit", Functions: []string{"audit_*"}, Samples: 5000, Share: 0.025},
 		{Group: "ip-ident", Functions: []string{"__ip_select_ident"}, Samples: 9640, Share: 0.0482},
 	}}
+	// Every sample of the fixture is on a NET_RX CPU.
+	e.Profile.NetRXSamples = e.Profile.Samples
+	for i := range e.Profile.Groups {
+		g := &e.Profile.Groups[i]
+		g.NetRXSamples = g.Samples
+		g.ShareLow, g.ShareHigh = evidence.WilsonInterval(g.Samples, e.Profile.Samples)
+	}
 	return e
 }
 

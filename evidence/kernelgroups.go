@@ -90,9 +90,10 @@ func GroupShares(samples []ProfileSample, netRXCPUs map[int]bool) (groups []Func
 		}
 	}
 	for gi, g := range KernelGroups {
-		fs := FunctionShare{Group: g.Name, Functions: g.Functions, Samples: counts[gi]}
+		fs := FunctionShare{Group: g.Name, Functions: g.Functions, Samples: counts[gi], NetRXSamples: netCounts[gi]}
 		if netRXTotal > 0 {
 			fs.Share = float64(netCounts[gi]) / float64(netRXTotal)
+			fs.ShareLow, fs.ShareHigh = WilsonInterval(netCounts[gi], netRXTotal)
 		}
 		if total > 0 {
 			fs.AllShare = float64(counts[gi]) / float64(total)

@@ -342,6 +342,12 @@ type FunctionShare struct {
 	// Share is of all samples on the NET_RX CPUs; AllShare of all samples.
 	Share    float64 `json:"share"`
 	AllShare float64 `json:"all_share"`
+	// NetRXSamples is the group's samples on the NET_RX CPUs (Share's
+	// numerator); ShareLow and ShareHigh bound Share at 95 % confidence
+	// (Wilson score interval): what a finding built on Share may claim.
+	NetRXSamples uint64  `json:"net_rx_samples"`
+	ShareLow     float64 `json:"share_low"`
+	ShareHigh    float64 `json:"share_high"`
 }
 
 // ProfileSection is the on-CPU profile of the run.
@@ -352,4 +358,31 @@ type ProfileSection struct {
 	NetRXCPUs   []int           `json:"net_rx_cpus"`
 	Groups      []FunctionShare `json:"function_groups"`
 	Lost        uint64          `json:"lost"`
+	// NetRXSamples is the samples on the NET_RX CPUs (the denominator of
+	// every group's Share).
+	NetRXSamples uint64 `json:"net_rx_samples"`
+	// IdleInterruptSamples are samples of the idle task taken while the
+	// idle CPU served an interrupt or a softirq — on a real NIC most
+	// NET_RX work — kept in the profile; IdleLoopSamples are the idle
+	// loop's, left out of it.
+	IdleInterruptSamples uint64 `json:"idle_interrupt_samples"`
+	IdleLoopSamples      uint64 `json:"idle_loop_samples"`
+	// CPUs is the profile per CPU, to set each CPU's receive work in the
+	// profile beside the softirq probe's time on it.
+	CPUs []ProfileCPU `json:"per_cpu,omitempty"`
+}
+
+// ProfileCPU is one CPU's share of the profile.
+type ProfileCPU struct {
+	CPU int `json:"cpu"`
+	// Samples are the samples kept (threads, and interrupts on idle).
+	Samples              uint64 `json:"samples"`
+	IdleInterruptSamples uint64 `json:"idle_interrupt_samples"`
+	IdleLoopSamples      uint64 `json:"idle_loop_samples"`
+	// NetRXSamples are the samples whose stack passes through
+	// net_rx_action: NET_RX softirq work, whatever task it interrupted.
+	NetRXSamples uint64 `json:"net_rx_samples"`
+	// NetRXShare is NetRXSamples over every tick of the CPU (Samples +
+	// IdleLoopSamples): comparable with the softirq probe's NET_RX share.
+	NetRXShare float64 `json:"net_rx_share"`
 }

@@ -39,6 +39,11 @@ type udpRun struct {
 	rcvbuf  int
 	senders int
 	extra   []string
+	// pin pins the server's threads (--pin); floodCPUs confines the
+	// senders (taskset); rate paces them (datagrams/s, 0: flat out).
+	pin       string
+	floodCPUs string
+	rate      int
 }
 
 const labPort = 9000
@@ -54,6 +59,9 @@ func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 	if r.rcvbuf > 0 {
 		srvArgs = append(srvArgs, "--rcvbuf", fmt.Sprint(r.rcvbuf))
 	}
+	if r.pin != "" {
+		srvArgs = append(srvArgs, "--pin", r.pin)
+	}
 	srv := lab.Command(ctx, lab.ReceiverNS, srvArgs...)
 	var srvErr lockedBuffer
 	srv.Stderr = &srvErr
@@ -65,8 +73,15 @@ func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	flood := lab.Command(ctx, lab.SenderNS, bin, "lab", "udp-flood", "--target", fmt.Sprintf("%s:%d", lab.ReceiverAddr, labPort),
-		"--senders", fmt.Sprint(r.senders), "--duration", "8s", "--max-packets", "20000000")
+	floodArgs := []string{bin, "lab", "udp-flood", "--target", fmt.Sprintf("%s:%d", lab.ReceiverAddr, labPort),
+		"--senders", fmt.Sprint(r.senders), "--duration", "8s", "--max-packets", "20000000"}
+	if r.rate > 0 {
+		floodArgs = append(floodArgs, "--rate", fmt.Sprint(r.rate))
+	}
+	if r.floodCPUs != "" {
+		floodArgs = append([]string{"taskset", "-c", r.floodCPUs}, floodArgs...)
+	}
+	flood := lab.Command(ctx, lab.SenderNS, floodArgs...)
 	if err := lab.Start(flood); err != nil {
 		t.Fatal(err)
 	}

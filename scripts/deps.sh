@@ -18,6 +18,7 @@ run)
 	pkg_for taskset util-linux
 	pkg_for sysctl procps
 	pkg_for nft nftables
+	pkg_for iptables-legacy iptables # the legacy-iptables scenario's tables
 	;;
 test)
 	pkg_for ip iproute2
@@ -25,6 +26,7 @@ test)
 	pkg_for taskset util-linux
 	pkg_for sysctl procps
 	pkg_for nft nftables         # lab udp's netfilter scenario
+	pkg_for iptables-legacy iptables # legacy tables: the netfilter reader's tests, lab udp
 	pkg_for clang clang
 	pkg_for llvm-strip llvm
 	pkg_for bpftool bpftool

@@ -253,7 +253,9 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	var prof *cpuprofile.Profiler
 	profErr := errors.New("disabled with --no-profile")
 	if !o.NoProfile {
-		prof, profErr = cpuprofile.Open(cpuprofile.Options{Frequency: o.Freq})
+		// NET_RX on a real NIC runs mostly from irq_exit on idle CPUs:
+		// keep those samples of the idle task, drop only its loop.
+		prof, profErr = cpuprofile.Open(cpuprofile.Options{Frequency: o.Freq, KeepIdleInterrupts: true})
 		if profErr == nil {
 			defer prof.Close()
 			if profErr = prof.Start(); profErr != nil {
@@ -615,6 +617,7 @@ func buildDrops(o *udpOptions, start, end netSample) evidence.DropSection {
 func buildProfile(o *udpOptions, prof *cpuprofile.Profiler, p cpuprofile.Profile, netRX map[int]bool) (evidence.ProfileSection, []report.Artifact, error) {
 	sec := evidence.ProfileSection{FrequencyHz: prof.Frequency(), NetRXCPUs: sortedCPUs(netRX), Lost: p.Lost.Total()}
 	sym := symbols.New(symbols.Default)
+	p, idle := p.SplitIdle(sym)
 	all, netrx, other := flame.New(flame.Samples), flame.New(flame.Samples), flame.New(flame.Samples)
 	var samples []evidence.ProfileSample
 	for _, s := range p.Samples {
@@ -627,7 +630,9 @@ func buildProfile(o *udpOptions, prof *cpuprofile.Profiler, p cpuprofile.Profile
 			other.Add(frames, int64(s.Count))
 		}
 	}
-	sec.Groups, sec.Samples, _ = evidence.GroupShares(samples, netRX)
+	sec.Groups, sec.Samples, sec.NetRXSamples = evidence.GroupShares(samples, netRX)
+	sec.IdleInterruptSamples, sec.IdleLoopSamples = idle.Interrupt(), idle.Loop()
+	sec.CPUs = evidence.ProfileCPUs(samples, idle.InterruptByCPU, idle.LoopByCPU)
 	if o.FlameDir == "" {
 		return sec, nil, nil
 	}

@@ -256,9 +256,11 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 	report.Heading(w, "CPU in the functions Makita's talk removes")
 	if !unavailable(w, ev.Profile.Section) {
 		fmt.Fprintf(w, "%d samples at %d Hz; NET_RX CPUs: %v; lost: %d\n", ev.Profile.Samples, ev.Profile.FrequencyHz, ev.Profile.NetRXCPUs, ev.Profile.Lost)
-		gt := report.Table{Header: []string{"group", "share on NET_RX CPUs", "share of all", "samples"}}
+		fmt.Fprintf(w, "interrupts and softirqs on idle CPUs: %d samples kept; idle loop: %d samples left out\n", ev.Profile.IdleInterruptSamples, ev.Profile.IdleLoopSamples)
+		gt := report.Table{Header: []string{"group", "share on NET_RX CPUs", "95% interval", "samples (NET_RX CPUs)", "share of all"}}
 		for _, g := range ev.Profile.Groups {
-			gt.Add(g.Group, report.Percent(g.Share), report.Percent(g.AllShare), fmt.Sprint(g.Samples))
+			gt.Add(g.Group, report.Percent(g.Share), report.Percent(g.ShareLow)+"–"+report.Percent(g.ShareHigh),
+				fmt.Sprintf("%d of %d", g.NetRXSamples, ev.Profile.NetRXSamples), report.Percent(g.AllShare))
 		}
 		gt.Write(w)
 	}

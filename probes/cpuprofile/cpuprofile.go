@@ -50,6 +50,12 @@ type Options struct {
 	// IncludeIdle keeps samples of the idle task (pid 0), which otherwise
 	// dominate the profile of any machine that is not saturated.
 	IncludeIdle bool
+	// KeepIdleInterrupts keeps the idle task's samples taken while the CPU
+	// served an interrupt or a softirq — on a real NIC most NET_RX work
+	// runs that way, on CPUs that were idle — and drops only the idle loop
+	// itself. The kernel side keeps every idle sample with its kernel
+	// stack; call Profile.SplitIdle to classify them.
+	KeepIdleInterrupts bool
 	// StackEntries and CountEntries size the stack map and the count hash
 	// (0: 16384 and 40960). Too small a stack map shows up as
 	// stack collisions in Lost.
@@ -143,10 +149,11 @@ func Open(opts Options) (*Profiler, error) {
 		spec.Maps[cpuprofileMapSampleCounts].MaxEntries = uint32(opts.CountEntries)
 	}
 	vars := map[string]any{
-		cpuprofileVarTargetTgid:    uint32(opts.PID),
-		cpuprofileVarCollectKernel: opts.Stacks != UserOnly,
-		cpuprofileVarCollectUser:   opts.Stacks != KernelOnly,
-		cpuprofileVarIncludeIdle:   opts.IncludeIdle,
+		cpuprofileVarTargetTgid:         uint32(opts.PID),
+		cpuprofileVarCollectKernel:      opts.Stacks != UserOnly,
+		cpuprofileVarCollectUser:        opts.Stacks != KernelOnly,
+		cpuprofileVarIncludeIdle:        opts.IncludeIdle,
+		cpuprofileVarKeepIdleInterrupts: opts.KeepIdleInterrupts,
 	}
 	for name, v := range vars {
 		if err := spec.Variables[name].Set(v); err != nil {

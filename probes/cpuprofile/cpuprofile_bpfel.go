@@ -38,14 +38,15 @@ type cpuprofileSampleKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	cpuprofileMapLostSamples   = "lost_samples"
-	cpuprofileMapSampleCounts  = "sample_counts"
-	cpuprofileMapStackTraces   = "stack_traces"
-	cpuprofileProgOnCpuClock   = "on_cpu_clock"
-	cpuprofileVarCollectKernel = "collect_kernel"
-	cpuprofileVarCollectUser   = "collect_user"
-	cpuprofileVarIncludeIdle   = "include_idle"
-	cpuprofileVarTargetTgid    = "target_tgid"
+	cpuprofileMapLostSamples        = "lost_samples"
+	cpuprofileMapSampleCounts       = "sample_counts"
+	cpuprofileMapStackTraces        = "stack_traces"
+	cpuprofileProgOnCpuClock        = "on_cpu_clock"
+	cpuprofileVarCollectKernel      = "collect_kernel"
+	cpuprofileVarCollectUser        = "collect_user"
+	cpuprofileVarIncludeIdle        = "include_idle"
+	cpuprofileVarKeepIdleInterrupts = "keep_idle_interrupts"
+	cpuprofileVarTargetTgid         = "target_tgid"
 )
 
 // loadCpuprofile returns the embedded CollectionSpec for cpuprofile.
@@ -106,10 +107,11 @@ type cpuprofileMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type cpuprofileVariableSpecs struct {
-	CollectKernel *ebpf.VariableSpec `ebpf:"collect_kernel"`
-	CollectUser   *ebpf.VariableSpec `ebpf:"collect_user"`
-	IncludeIdle   *ebpf.VariableSpec `ebpf:"include_idle"`
-	TargetTgid    *ebpf.VariableSpec `ebpf:"target_tgid"`
+	CollectKernel      *ebpf.VariableSpec `ebpf:"collect_kernel"`
+	CollectUser        *ebpf.VariableSpec `ebpf:"collect_user"`
+	IncludeIdle        *ebpf.VariableSpec `ebpf:"include_idle"`
+	KeepIdleInterrupts *ebpf.VariableSpec `ebpf:"keep_idle_interrupts"`
+	TargetTgid         *ebpf.VariableSpec `ebpf:"target_tgid"`
 }
 
 // cpuprofileObjects contains all objects after they have been loaded into the kernel.
@@ -149,10 +151,11 @@ func (m *cpuprofileMaps) Close() error {
 //
 // It can be passed to loadCpuprofileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type cpuprofileVariables struct {
-	CollectKernel *ebpf.Variable `ebpf:"collect_kernel"`
-	CollectUser   *ebpf.Variable `ebpf:"collect_user"`
-	IncludeIdle   *ebpf.Variable `ebpf:"include_idle"`
-	TargetTgid    *ebpf.Variable `ebpf:"target_tgid"`
+	CollectKernel      *ebpf.Variable `ebpf:"collect_kernel"`
+	CollectUser        *ebpf.Variable `ebpf:"collect_user"`
+	IncludeIdle        *ebpf.Variable `ebpf:"include_idle"`
+	KeepIdleInterrupts *ebpf.Variable `ebpf:"keep_idle_interrupts"`
+	TargetTgid         *ebpf.Variable `ebpf:"target_tgid"`
 }
 
 // cpuprofilePrograms contains all programs after they have been loaded into the kernel.

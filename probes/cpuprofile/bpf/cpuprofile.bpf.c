@@ -18,6 +18,10 @@ const volatile __u32 target_tgid = 0;   /* 0: every process */
 const volatile bool collect_kernel = true;
 const volatile bool collect_user = true;
 const volatile bool include_idle = false;
+/* Keep the idle task's samples too, so that user space can tell the idle
+ * loop from interrupts and softirqs run on an idle CPU (see
+ * keep_idle_interrupts in cpuprofile.go). */
+const volatile bool keep_idle_interrupts = false;
 
 /* max_entries of both maps are resized by the loader. */
 struct {
@@ -66,7 +70,13 @@ int on_cpu_clock(void *ctx)
 
 	if (target_tgid && tgid != target_tgid)
 		return 0;
-	if (pid == 0 && !include_idle)
+	/* On a real NIC most NET_RX softirqs run from irq_exit on a CPU that
+	 * was idle, i.e. in the idle task's context: dropping pid 0 would drop
+	 * them. The preempt count that says "serving softirq" is a per-CPU
+	 * variable on x86 that a loader without typed ksyms cannot reach, so
+	 * the idle task's samples go to user space, which classifies them by
+	 * their kernel stack (few distinct stacks: cheap). */
+	if (pid == 0 && !include_idle && !keep_idle_interrupts)
 		return 0;
 
 	struct sample_key key;

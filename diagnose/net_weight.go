@@ -1,0 +1,124 @@
+package diagnose
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/perfscope/perfscope/evidence"
+)
+
+// A profile-based finding is a share estimated from samples: 6 samples in a
+// group are 0.77 % on one run and 1.2 % on the next. Every such finding
+// states its count and a 95 % interval, and a group whose share is within a
+// factor of two below its threshold, with an interval that reaches the
+// threshold, is reported at info with the run length that would decide it
+// instead of being left out.
+
+// groupWeight is one function group's share weighed against a rule's
+// threshold.
+type groupWeight struct {
+	Group     evidence.FunctionShare
+	Share     float64
+	Threshold float64
+	// Samples of Total: the share's numerator and denominator (the NET_RX
+	// CPUs' samples, or all samples when no NET_RX CPU was sampled).
+	Samples, Total uint64
+	Low, High      float64
+	// Undecided: below the threshold but near it (≥ half) with an
+	// interval that reaches it — more samples would decide.
+	Undecided bool
+	// DecideSeconds is the window that would put the threshold outside
+	// the interval at the measured share (0 when not undecided); why says
+	// what is undecided.
+	DecideSeconds float64
+	why           string
+}
+
+// weighGroup returns the group's weight and whether a rule should speak:
+// share at or above the threshold (with at least minSamples), or undecided.
+func weighGroup(e evidence.NetEvidence, name string, threshold float64, minSamples uint64) (groupWeight, bool) {
+	g, share, ok := groupShare(e, name)
+	if !ok {
+		return groupWeight{}, false
+	}
+	w := groupWeight{Group: g, Share: share, Threshold: threshold, Samples: g.NetRXSamples, Total: e.Profile.NetRXSamples}
+	if g.Share == 0 {
+		// groupShare fell back to the all-CPU share.
+		w.Samples, w.Total = g.Samples, e.Profile.Samples
+	}
+	if w.Total == 0 {
+		// A report from before the counts were kept: the share alone.
+		w.Samples, w.Low, w.High = g.Samples, share, share
+		return w, share >= threshold && w.Samples >= minSamples
+	}
+	w.Low, w.High = evidence.WilsonInterval(w.Samples, w.Total)
+	if share >= threshold && w.Samples >= minSamples {
+		return w, true
+	}
+	if share < threshold/2 || w.High < threshold {
+		return w, false
+	}
+	w.Undecided = true
+	if share >= threshold {
+		// Over the threshold on fewer than minSamples samples: run until
+		// the share would give minSamples.
+		w.why = fmt.Sprintf("only %d samples (a finding needs %d)", w.Samples, minSamples)
+		perSecond := float64(w.Total) / seconds(e.DurationNs)
+		w.DecideSeconds = math.Ceil(float64(minSamples)/share/perSecond/5) * 5
+		return w, true
+	}
+	w.why = fmt.Sprintf("below the %s threshold, but the interval reaches it", pct(threshold))
+	w.DecideSeconds = decideSeconds(share, threshold, w.Total, e.DurationNs)
+	return w, true
+}
+
+// decideSeconds is how long a run at the same sample rate needs for the
+// 95 % interval around share to exclude threshold: n = z²·p(1−p)/(p−T)²
+// samples. A share within a tenth of the threshold is taken a tenth away:
+// closer than that, no run length decides and the answer would be absurd.
+func decideSeconds(share, threshold float64, total uint64, durationNs int64) float64 {
+	if total == 0 || durationNs <= 0 {
+		return 0
+	}
+	gap := math.Max(math.Abs(threshold-share), threshold/10)
+	p := math.Max(share, 1/float64(total))
+	need := 1.96 * 1.96 * p * (1 - p) / (gap * gap)
+	perSecond := float64(total) / seconds(durationNs)
+	s := need / perSecond
+	return math.Ceil(s/5) * 5 // a round --duration
+}
+
+// line states the weight: "6 of 780 samples on the NET_RX CPUs (0.8 %,
+// 95 % interval 0.4–1.7 %) in dev_gro_receive, ...".
+func (w groupWeight) line() string {
+	return fmt.Sprintf("%d of %d profile samples on the NET_RX CPUs (%s, 95%% interval %s–%s) in %s",
+		w.Samples, w.Total, pct(w.Share), pct(w.Low), pct(w.High), strings.Join(w.Group.Functions, ", "))
+}
+
+// functionGroupFinding starts a finding about CPU in one of Makita's
+// removable function groups: info, warn from FunctionShareWarn, ranked by
+// the share. An undecided group is an info finding whose title says so and
+// whose evidence says how long to run.
+func functionGroupFinding(w groupWeight, title string) *Finding {
+	f := &Finding{
+		Severity: Info,
+		Title:    title,
+		Evidence: []string{w.line()},
+		Impact:   w.Share,
+	}
+	if w.Undecided {
+		f.Title = "undecided: " + title
+		f.Impact = w.Share / 2
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s: too few samples to decide; run for --duration %.0fs (at the same --freq) to decide",
+			w.why, w.DecideSeconds))
+		return f
+	}
+	if w.Low < w.Threshold {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("the interval's lower end is below the %s threshold: a longer run would confirm it", pct(w.Threshold)))
+	}
+	if w.Share >= FunctionShareWarn {
+		f.Severity = Warn
+	}
+	return f
+}
