@@ -96,6 +96,8 @@ var NetRules = []Rule[NetInput]{
 	{ID: "net.ip-ident", Check: checkIPIdent},
 	{ID: "net.smt-off", Check: checkSMTOff},
 	{ID: "net.udp-rcvbuf", Check: checkUDPRcvbuf},
+	{ID: "net.softnet-squeeze", Check: checkSoftnetSqueeze},
+	{ID: "net.backlog-drops", Check: checkBacklogDrops},
 }
 
 // DiagnoseNet runs NetRules.

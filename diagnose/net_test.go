@@ -170,7 +170,9 @@ func runNetCases(t *testing.T, id string, cases []netCase) {
 				t.Errorf("incomplete finding: %+v", f)
 			}
 			rec := f.Recommendation
-			if rec.Why == "" || rec.Expected == "" || !strings.Contains(rec.Reference, "Boost UDP Transaction Performance") {
+			// Makita's steps cite his talk; the rest of a receive path cites
+			// the kernel documentation or the tool's own.
+			if rec.Why == "" || rec.Expected == "" || rec.Reference == "" {
 				t.Errorf("recommendation lacks why/expected/reference: %+v", rec)
 			}
 			if rec.Kind == KindSetting && (len(rec.Apply) == 0 || len(rec.Revert) == 0) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
@@ -72,6 +73,20 @@ type CoreSysctls struct {
 	// outside the initial network namespace the kernel shows them as
 	// read-only (mode 0444) copies of the host's values. Nil when absent.
 	RmemWritable *bool `json:"rmem_writable"`
+	// FlowLimitCPUBitmap is net.core.flow_limit_cpu_bitmap (a cpumask, "0"
+	// when off); RPSSockFlowEntries is net.core.rps_sock_flow_entries
+	// (RFS's global flow table, 0 when RFS is off). Nil when absent.
+	FlowLimitCPUBitmap *string `json:"flow_limit_cpu_bitmap"`
+	RPSSockFlowEntries *int64  `json:"rps_sock_flow_entries"`
+	// UDPMem is net.ipv4.udp_mem: min, pressure and max, in pages, for
+	// all UDP sockets together; nil when absent.
+	UDPMem *[3]int64 `json:"udp_mem_pages"`
+	// HostOnly is true when this network namespace does not show the
+	// host-wide sysctls (netdev_budget, netdev_max_backlog,
+	// flow_limit_cpu_bitmap, rps_sock_flow_entries, udp_mem): the kernel
+	// registers them in the initial namespace only, so they can be read and
+	// set only there.
+	HostOnly bool `json:"host_only_sysctls_hidden"`
 }
 
 // SourceValidation is rp_filter and accept_local (net.ipv4.conf.*). The
@@ -123,8 +138,16 @@ func (s Sources) Snapshot(iface string) (NetConfig, error) {
 	c.Core = CoreSysctls{
 		RmemMax: s.sysctl("net.core.rmem_max"), RmemDefault: s.sysctl("net.core.rmem_default"),
 		NetdevMaxBacklog: s.sysctl("net.core.netdev_max_backlog"), NetdevBudget: s.sysctl("net.core.netdev_budget"),
-		NetdevBudgetUsecs: s.sysctl("net.core.netdev_budget_usecs"),
-		RmemWritable:      s.sysctlWritable("net.core.rmem_default", "net.core.rmem_max"),
+		NetdevBudgetUsecs:  s.sysctl("net.core.netdev_budget_usecs"),
+		RmemWritable:       s.sysctlWritable("net.core.rmem_default", "net.core.rmem_max"),
+		RPSSockFlowEntries: s.sysctl("net.core.rps_sock_flow_entries"),
+		FlowLimitCPUBitmap: s.sysctlString("net.core.flow_limit_cpu_bitmap"),
+		UDPMem:             s.udpMem(),
+	}
+	// rmem_max is per namespace, netdev_budget only in the initial one.
+	if c.Core.NetdevBudget == nil && c.Core.RmemMax != nil {
+		c.Core.HostOnly = true
+		c.Unavailable["host_sysctls"] = "net.core.netdev_budget, netdev_budget_usecs, netdev_max_backlog, flow_limit_cpu_bitmap, rps_sock_flow_entries and net.ipv4.udp_mem are host-wide: this network namespace does not show them"
 	}
 	return c, nil
 }
@@ -216,6 +239,35 @@ func (s Sources) sysctl(name string) *int64 {
 		return nil
 	}
 	return &v
+}
+
+func (s Sources) sysctlString(name string) *string {
+	v, err := s.FS.Sysctl(name)
+	if err != nil {
+		return nil
+	}
+	return &v
+}
+
+// udpMem reads net.ipv4.udp_mem ("min pressure max" in pages).
+func (s Sources) udpMem() *[3]int64 {
+	v, err := s.FS.Sysctl("net.ipv4.udp_mem")
+	if err != nil {
+		return nil
+	}
+	f := strings.Fields(v)
+	if len(f) != 3 {
+		return nil
+	}
+	var out [3]int64
+	for i, w := range f {
+		n, err := strconv.ParseInt(w, 10, 64)
+		if err != nil {
+			return nil
+		}
+		out[i] = n
+	}
+	return &out
 }
 
 func (s Sources) sourceValidation(iface string) SourceValidation {
