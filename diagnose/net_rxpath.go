@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -50,8 +51,8 @@ func checkGROUDP(in NetInput) *Finding {
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
 		Why:       "GRO merges TCP segments (and tunnelled flows) into larger packets; UDP datagrams have boundaries and cannot be merged, so GRO only adds per-packet work on a UDP receive path.",
-		Apply:     []string{fmt.Sprintf("ethtool -K %s gro off", iface)},
-		Revert:    []string{fmt.Sprintf("ethtool -K %s gro on", iface)},
+		Apply:     []string{fmt.Sprintf("ethtool -K %s gro off", shellQuote(iface))},
+		Revert:    []string{fmt.Sprintf("ethtool -K %s gro on", shellQuote(iface))},
 		Expected:  "Makita (LinuxCon Japan 2016): GRO took 4.9% of CPU; turning it off gave 5.05M → 5.18M tps (+2.6%).",
 		Reference: Makita2016,
 		Caveats: []string{
@@ -80,34 +81,82 @@ func checkNetfilterUnused(in NetInput) *Finding {
 		return nil
 	}
 	share := w.Share
-	nf := c.Netfilter
-	var apply, revert, empty, caveats []string
-	legacy := func(family, tableModule, coreModule string) {
-		count, listed := nf.RuleCounts[family+"/filter"]
-		if !listed || count > 0 || nf.Modules[tableModule] != netconfig.ModuleLoaded {
-			if listed && count == 0 && nf.Modules[tableModule] == netconfig.ModuleBuiltin {
-				caveats = append(caveats, fmt.Sprintf("%s is built into the kernel: its empty filter table cannot be unloaded", tableModule))
+	plan := planNetfilterRemoval(c.Netfilter)
+	if len(plan.apply) == 0 && len(plan.builtin) == 0 {
+		return nil
+	}
+	if len(plan.apply) == 0 {
+		return builtinLegacyFinding(w, plan, c.Netfilter)
+	}
+	f := functionGroupFinding(w, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(share)))
+	f.Evidence = append(f.Evidence, fmt.Sprintf("tables without a rule: %s (rule counts from %s)", strings.Join(plan.empty, ", "), c.Netfilter.RuleSource))
+	var caveats []string
+	for _, t := range plan.builtin {
+		caveats = append(caveats, fmt.Sprintf("the empty legacy table %s is built into the kernel and cannot be unloaded: it stays until reboot (see the finding's advice when it is alone)", t))
+	}
+	f.Recommendation = Recommendation{
+		Kind:      KindSetting,
+		Why:       "A loaded filter table registers netfilter hooks that every packet traverses even when the table has no rule; some distributions load them by default.",
+		Apply:     plan.apply,
+		Revert:    plan.revert,
+		Expected:  "Makita (LinuxCon Japan 2016): iptables took 3% of CPU with no rules; unloading iptable_filter and ip_tables gave 5.18M → 5.38M tps (+3.9%).",
+		Reference: Makita2016,
+		Caveats:   append([]string{"Only if this host needs no packet filter: a firewall manager (firewalld, ufw, docker) will recreate the tables."}, caveats...),
+	}
+	return f
+}
+
+// netfilterRemoval is what can be done about empty tables: unload modules
+// of loaded legacy tables, delete empty nft tables (saved for the revert);
+// builtin lists empty legacy tables whose module is in the kernel image.
+type netfilterRemoval struct {
+	apply, revert, empty, builtin []string
+}
+
+// legacyTables are the x_tables tables that hook packets on the receive
+// path, with their modules (per family: iptable_X, ip6table_X).
+var legacyTables = []string{"filter", "raw", "mangle"}
+
+func planNetfilterRemoval(nf netconfig.Netfilter) netfilterRemoval {
+	var p netfilterRemoval
+	legacy := func(family, prefix, coreModule string) {
+		var unloaded []string
+		for _, table := range legacyTables {
+			key, module := family+"/"+table, prefix+table
+			count, listed := nf.RuleCounts[key]
+			if !listed || count > 0 {
+				continue
 			}
+			switch nf.Modules[module] {
+			case netconfig.ModuleLoaded:
+				p.empty = append(p.empty, key)
+				p.apply = append(p.apply, "modprobe -r "+module)
+				unloaded = append(unloaded, key)
+			case netconfig.ModuleBuiltin:
+				p.builtin = append(p.builtin, key)
+			}
+		}
+		if len(unloaded) == 0 {
 			return
 		}
-		empty = append(empty, family+"/filter")
-		apply = append(apply, "modprobe -r "+tableModule)
-		// The core module goes too when no other table of the family holds
-		// rules (nat, mangle load their own modules on top of it).
+		// The core module goes too when every other table of the family
+		// goes with it (nat, mangle load their own modules on top of it).
 		others := 0
-		for k, n := range nf.RuleCounts {
-			if strings.HasPrefix(k, family+"/") && k != family+"/filter" {
-				others += n + 1
+		for k := range nf.RuleCounts {
+			if strings.HasPrefix(k, family+"/") && !slices.Contains(unloaded, k) {
+				others++
 			}
 		}
 		if others == 0 && nf.Modules[coreModule] == netconfig.ModuleLoaded {
-			apply = append(apply, "modprobe -r "+coreModule)
-			revert = append(revert, "modprobe "+coreModule)
+			p.apply = append(p.apply, "modprobe -r "+coreModule)
+			p.revert = append(p.revert, "modprobe "+coreModule)
 		}
-		revert = append(revert, "modprobe "+tableModule)
+		for i := len(unloaded) - 1; i >= 0; i-- {
+			p.revert = append(p.revert, "modprobe "+prefix+strings.TrimPrefix(unloaded[i], family+"/"))
+		}
 	}
-	legacy("ipv4", "iptable_filter", "ip_tables")
-	legacy("ipv6", "ip6table_filter", "ip6_tables")
+	legacy("ipv4", "iptable_", "ip_tables")
+	legacy("ipv6", "ip6table_", "ip6_tables")
 	var nftTables []string
 	for k, n := range nf.RuleCounts {
 		if strings.HasPrefix(k, "nft/") && n == 0 {
@@ -117,26 +166,36 @@ func checkNetfilterUnused(in NetInput) *Finding {
 	sort.Strings(nftTables)
 	for _, t := range nftTables {
 		family, name, _ := strings.Cut(t, "/")
-		saved := fmt.Sprintf("/var/tmp/perfscope-nft-%s-%s.nft", family, name)
-		empty = append(empty, "nft "+t)
+		saved := shellQuote(fmt.Sprintf("/var/tmp/perfscope-nft-%s-%s.nft", family, name))
+		qf, qn := shellQuote(family), shellQuote(name)
+		p.empty = append(p.empty, "nft "+t)
 		// Save the table (its base chains hook packets even without rules)
 		// so that the revert restores it exactly.
-		apply = append(apply, fmt.Sprintf("nft list table %s %s > %s && nft delete table %s %s", family, name, saved, family, name))
-		revert = append(revert, "nft -f "+saved)
+		p.apply = append(p.apply, fmt.Sprintf("nft list table %s %s > %s && nft delete table %s %s", qf, qn, saved, qf, qn))
+		p.revert = append(p.revert, "nft -f "+saved)
 	}
-	if len(apply) == 0 {
-		return nil
-	}
-	f := functionGroupFinding(w, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(share)))
-	f.Evidence = append(f.Evidence, fmt.Sprintf("tables without a rule: %s (rule counts from %s)", strings.Join(empty, ", "), nf.RuleSource))
+	return p
+}
+
+// builtinLegacyFinding reports empty legacy tables that cannot be removed:
+// their module is built in, so they live as long as the namespace. The cost
+// is real and measured; the advice is what created them and how to avoid
+// it, never a command that cannot work.
+func builtinLegacyFinding(w groupWeight, p netfilterRemoval, nf netconfig.Netfilter) *Finding {
+	f := functionGroupFinding(w, fmt.Sprintf("empty legacy iptables tables (%s) hook every packet: %s of the NET_RX CPUs; built into the kernel, they cannot be removed", strings.Join(p.builtin, ", "), pct(w.Share)))
+	f.Severity = Info
+	f.Evidence = append(f.Evidence, fmt.Sprintf("legacy x_tables without a rule: %s, in the kernel image (not a module); rule counts from %s", strings.Join(p.builtin, ", "), nf.RuleSource))
 	f.Recommendation = Recommendation{
-		Kind:      KindSetting,
-		Why:       "A loaded filter table registers netfilter hooks that every packet traverses even when the table has no rule; some distributions load them by default.",
-		Apply:     apply,
-		Revert:    revert,
-		Expected:  "Makita (LinuxCon Japan 2016): iptables took 3% of CPU with no rules; unloading iptable_filter and ip_tables gave 5.18M → 5.38M tps (+3.9%).",
+		Kind: KindAdvice,
+		Why: "These tables exist only because a legacy iptables command touched them in this network namespace — iptables-legacy (even `iptables-legacy -L`: listing creates the table), an old iptables binary, or software built on legacy libiptc. " +
+			"`iptables-save` of the nft variant (Debian/Ubuntu's default) does not show them. With the table code built into the kernel they cannot be unloaded: they stay, and keep hooking every packet, until reboot.",
+		Apply: []string{
+			"# find what created them: `iptables -V` ('(legacy)' or '(nf_tables)'), `update-alternatives --display iptables`, and services that call iptables-legacy",
+			"# do not run iptables-legacy (not even -L) on this host or namespace; use nft or iptables-nft",
+			"# the tables go away with a reboot, or run the service in a new network namespace, which starts without them",
+		},
+		Expected:  "Makita (LinuxCon Japan 2016): empty iptables tables took 3% of CPU; removing them gave 5.18M → 5.38M tps (+3.9%).",
 		Reference: Makita2016,
-		Caveats:   append([]string{"Only if this host needs no packet filter: a firewall manager (firewalld, ufw, docker) will recreate the tables."}, caveats...),
 	}
 	return f
 }
@@ -163,8 +222,8 @@ func checkRPFilter(in NetInput) *Finding {
 			return
 		}
 		key := fmt.Sprintf("net.ipv4.conf.%s.%s", k.scope, k.name)
-		apply = append(apply, fmt.Sprintf("sysctl -w %s=%d", key, want))
-		revert = append(revert, fmt.Sprintf("sysctl -w %s=%d", key, old))
+		apply = append(apply, "sysctl -w "+shellQuote(fmt.Sprintf("%s=%d", key, want)))
+		revert = append(revert, "sysctl -w "+shellQuote(fmt.Sprintf("%s=%d", key, old)))
 	}
 	set(knob{"rp_filter", "all"}, 0, sv.RPFilter)
 	set(knob{"rp_filter", iface}, 0, sv.RPFilter)

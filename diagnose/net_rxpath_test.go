@@ -51,8 +51,37 @@ func TestNetfilterUnused(t *testing.T) {
 				t.Errorf("apply %q revert %q", r.Apply, r.Revert)
 			}
 		}},
-		{name: "built-in module cannot go", silent: true, edit: func(in *NetInput) {
+		{name: "built-in legacy tables: info with advice", edit: func(in *NetInput) {
 			in.Config.Netfilter.Modules["iptable_filter"] = netconfig.ModuleBuiltin
+			in.Config.Netfilter.Modules["iptable_raw"] = netconfig.ModuleBuiltin
+			in.Config.Netfilter.RuleCounts = map[string]int{"ipv4/filter": 0, "ipv4/raw": 0}
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if f.Severity != Info || r.Kind != KindAdvice || len(r.Revert) != 0 {
+				t.Errorf("%v %v revert %q", f.Severity, r.Kind, r.Revert)
+			}
+			if !strings.Contains(f.Title, "ipv4/filter, ipv4/raw") {
+				t.Errorf("title %q", f.Title)
+			}
+			contains(t, "apply", r.Apply, "do not run iptables-legacy", "reboot", "new network namespace")
+			contains(t, "evidence", f.Evidence, "6000 of 200000 profile samples")
+		}},
+		{name: "empty legacy raw table, module loaded", edit: func(in *NetInput) {
+			in.Config.Netfilter.Modules["iptable_raw"] = netconfig.ModuleLoaded
+			in.Config.Netfilter.RuleCounts = map[string]int{"ipv4/filter": 2, "ipv4/raw": 0}
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if !slices.Equal(r.Apply, []string{"modprobe -r iptable_raw"}) || !slices.Equal(r.Revert, []string{"modprobe iptable_raw"}) {
+				t.Errorf("apply %q revert %q", r.Apply, r.Revert)
+			}
+		}},
+		{name: "a table name read from the system is quoted", edit: func(in *NetInput) {
+			in.Config.Netfilter.RuleCounts = map[string]int{"nft/inet/x;reboot": 0}
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if r.Apply[0] != "nft list table inet 'x;reboot' > '/var/tmp/perfscope-nft-inet-x;reboot.nft' && nft delete table inet 'x;reboot'" {
+				t.Errorf("apply %q", r.Apply)
+			}
 		}},
 		{name: "filter table has rules", silent: true, edit: func(in *NetInput) { in.Config.Netfilter.RuleCounts["ipv4/filter"] = 3 }},
 		{name: "rule counts unknown", silent: true, edit: func(in *NetInput) { in.Config.Netfilter.RuleCounts = nil }},

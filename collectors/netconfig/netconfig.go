@@ -113,7 +113,9 @@ type Sources struct {
 
 // Live reads the running system.
 func Live() Sources {
-	return Sources{FS: procfs.Default, Ethtool: ethtool.Ioctl{}, Audit: auditStatusNetlink, Rules: ExecRuleCounter{}}
+	s := Sources{FS: procfs.Default, Ethtool: ethtool.Ioctl{}, Audit: auditStatusNetlink}
+	s.Rules = NativeRuleCounter{Sources: s}
+	return s
 }
 
 // Snapshot gathers everything for iface. It fails only when the interface

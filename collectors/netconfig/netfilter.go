@@ -24,7 +24,8 @@ const (
 
 // netfilterModules are the modules whose hooks cost CPU per packet even
 // with empty tables (Makita (LinuxCon Japan 2016): "unload iptables").
-var netfilterModules = []string{"ip_tables", "iptable_filter", "ip6_tables", "ip6table_filter", "nf_tables", "nf_conntrack"}
+var netfilterModules = []string{"ip_tables", "iptable_filter", "iptable_raw", "iptable_mangle", "iptable_nat",
+	"ip6_tables", "ip6table_filter", "ip6table_raw", "ip6table_mangle", "ip6table_nat", "nf_tables", "nf_conntrack"}
 
 // Netfilter is the packet filter state.
 type Netfilter struct {
@@ -36,9 +37,10 @@ type Netfilter struct {
 	// loadable modules: everything present is built in).
 	ModulesListed bool                   `json:"modules_listed"`
 	Modules       map[string]ModuleState `json:"modules"`
-	// RuleCounts maps "ipv4/filter", "ipv6/filter", "nft/inet/filter" to
-	// rule counts; nil when unknown (no iptables-save or nft binary, or they
-	// failed — reason in NetConfig.Unavailable["netfilter_rules"]).
+	// RuleCounts maps "ipv4/filter" (legacy x_tables), "ipv6/raw",
+	// "nft/inet/filter" to rule counts; nil when nothing could be read. A
+	// table that could not be read is absent, never 0, and the reason is in
+	// NetConfig.Unavailable["netfilter_rules"].
 	RuleCounts map[string]int `json:"rule_counts"`
 	// RuleSource names the tools the counts came from.
 	RuleSource string `json:"rule_source,omitempty"`
@@ -104,8 +106,8 @@ func (s Sources) netfilter(c *NetConfig) Netfilter {
 	}
 	counts, source, err := s.Rules.CountRules()
 	if err != nil {
+		// Partial counts stay: the rules read only what is listed.
 		c.Unavailable["netfilter_rules"] = err.Error()
-		return n
 	}
 	n.RuleCounts, n.RuleSource = counts, source
 	return n
@@ -120,12 +122,12 @@ func (s Sources) impliedByProc(module string, n Netfilter) bool {
 	switch module {
 	case "ip_tables":
 		return n.IPTables != nil
-	case "iptable_filter":
-		return slices.Contains(n.IPTables, "filter")
+	case "iptable_filter", "iptable_raw", "iptable_mangle", "iptable_nat":
+		return slices.Contains(n.IPTables, strings.TrimPrefix(module, "iptable_"))
 	case "ip6_tables":
 		return n.IP6Tables != nil
-	case "ip6table_filter":
-		return slices.Contains(n.IP6Tables, "filter")
+	case "ip6table_filter", "ip6table_raw", "ip6table_mangle", "ip6table_nat":
+		return slices.Contains(n.IP6Tables, strings.TrimPrefix(module, "ip6table_"))
 	case "nf_conntrack":
 		return s.exists("/proc/sys/net/netfilter/nf_conntrack_max")
 	}
