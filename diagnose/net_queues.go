@@ -122,7 +122,11 @@ func checkIRQAffinityHint(in NetInput) *Finding {
 		}
 	}
 	if c.Irqbalance.Running {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("irqbalance runs (pid %d, args %q, hint policy %q)", c.Irqbalance.PID, strings.Join(c.Irqbalance.Args, " "), c.Irqbalance.HintPolicy))
+		ver := c.Irqbalance.Version
+		if ver == "" {
+			ver = "unknown"
+		}
+		f.Evidence = append(f.Evidence, fmt.Sprintf("irqbalance %s runs (pid %d, args %q)", ver, c.Irqbalance.PID, strings.Join(c.Irqbalance.Args, " ")))
 		// irqbalance rewrites smp_affinity every 10 s: stop it first and
 		// restart it last when reverting.
 		f.Recommendation.Apply = append([]string{"systemctl stop irqbalance"}, f.Recommendation.Apply...)
@@ -137,8 +141,15 @@ func checkIRQAffinityHint(in NetInput) *Finding {
 	f.Recommendation.Expected = "Every queue's softirq moves to the CPU its driver meant; on Makita's server irqbalance had put all IRQs on node 0 (CPUs 0-4,10-14) and `-h exact` spread them over all 20 CPUs."
 	f.Recommendation.Reference = Makita2016
 	f.Recommendation.Caveats = []string{
-		"A running irqbalance moves IRQs back; the apply stops it. To keep it running instead, start it with `--hintpolicy=exact` (irqbalance < 1.8: `-h exact`) or ban these IRQs (IRQBALANCE_BANNED_IRQS).",
+		"A running irqbalance moves IRQs back; the apply stops it.",
 		"Spreading softirq alone made Makita's server slower (270k → 17k tps) while one socket took all packets: fix net.socket-lock-contention first.",
+	}
+	if c.Irqbalance.Running {
+		var irqs []int
+		for _, q := range ignored {
+			irqs = append(irqs, q.IRQ)
+		}
+		f.Recommendation.Caveats = append(f.Recommendation.Caveats, irqbalanceAdvice(c.Irqbalance, irqs)...)
 	}
 	return f
 }

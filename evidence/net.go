@@ -128,6 +128,9 @@ type IRQSection struct {
 	Irqbalance     bool       `json:"irqbalance_running"`
 	IrqbalanceArgs []string   `json:"irqbalance_args,omitempty"`
 	HintPolicy     string     `json:"irqbalance_hint_policy,omitempty"`
+	// IrqbalanceVersion is the installed irqbalance's version ("" unknown):
+	// which options the advice may name.
+	IrqbalanceVersion string `json:"irqbalance_version,omitempty"`
 	// NICNode and the CPUs of that node; WorkCPUsOffNode lists CPUs doing
 	// NET_RX work outside the NIC's node.
 	NICNode         *int  `json:"nic_numa_node"`

@@ -139,7 +139,7 @@ func balance(rows []QueueRow) QueueBalance {
 // BuildIRQs describes the NIC's queue IRQs: counts over the window per CPU
 // and where each may, does and should go.
 func BuildIRQs(iface netdev.Interface, qirqs []irq.QueueIRQ, delta irq.Interrupts, aff map[int]irq.Affinity, bal irq.Irqbalance, topo cpuset.Topology, netRXWorkCPUs []int) IRQSection {
-	s := IRQSection{Irqbalance: bal.Running, IrqbalanceArgs: bal.Args, HintPolicy: bal.HintPolicy, NICNode: iface.NUMANode}
+	s := IRQSection{Irqbalance: bal.Running, IrqbalanceArgs: bal.Args, HintPolicy: bal.HintPolicy, IrqbalanceVersion: bal.Version, NICNode: iface.NUMANode}
 	if iface.Virtual {
 		s.Unavailable = fmt.Sprintf("%s is a virtual device: it has no IRQs", iface.Name)
 	} else if len(qirqs) == 0 {

@@ -195,3 +195,35 @@ func TestIrqbalance(t *testing.T) {
 		}
 	}
 }
+
+func TestIrqbalanceVersion(t *testing.T) {
+	status := `Package: irqbalance-ui
+Status: install ok installed
+Version: 9.9
+
+Package: irqbalance
+Status: deinstall ok config-files
+Version: 1.5.0-3
+
+Package: irqbalance
+Status: install ok installed
+Priority: optional
+Version: 1:1.9.3-2+b1
+Description: Daemon to balance interrupts for SMP systems
+`
+	if v := dpkgVersion(strings.NewReader(status), "irqbalance"); v != "1.9.3" {
+		t.Errorf("dpkg version = %q, want 1.9.3", v)
+	}
+	if v := dpkgVersion(strings.NewReader("Package: irqbalance\nStatus: deinstall ok config-files\nVersion: 1.5.0-3\n"), "irqbalance"); v != "" {
+		t.Errorf("removed package has version %q", v)
+	}
+	if v := parseVersionOutput("irqbalance version 1.9.4\n"); v != "1.9.4" {
+		t.Errorf("--version = %q", v)
+	}
+	for v, want := range map[string][2]bool{"1.1.0": {false, true}, "1.2.0": {true, true}, "1.10.1": {true, true}, "0.56": {false, true}, "": {false, false}, "x": {false, false}} {
+		got, ok := Irqbalance{Version: v}.VersionAtLeast(1, 2)
+		if got != want[0] || ok != want[1] {
+			t.Errorf("%q ≥ 1.2: %v %v, want %v", v, got, ok, want)
+		}
+	}
+}

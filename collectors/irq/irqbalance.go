@@ -2,16 +2,23 @@ package irq
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// Irqbalance is whether the irqbalance daemon runs and how it is told to
-// treat drivers' affinity hints. Makita's talk needed "-h exact" so that
-// irqbalance spread ixgbe's queues the way affinity_hint asks.
+// Irqbalance is whether the irqbalance daemon runs, which version is
+// installed and how it is configured. Makita's talk (2016) needed "-h exact"
+// so that irqbalance spread ixgbe's queues the way affinity_hint asks; that
+// option exists only up to irqbalance 1.1 (the 1.1.0 man page lists
+// -h/--hintpolicy, 1.3.0's does not; upstream issues Irqbalance/irqbalance
+// #68 and #311 record its removal), so advice depends on Version.
 type Irqbalance struct {
 	Running bool `json:"running"`
 	PID     int  `json:"pid,omitempty"`
@@ -22,10 +29,14 @@ type Irqbalance struct {
 	// IRQBALANCE_ARGS/OPTIONS words.
 	ConfigFile string   `json:"config_file,omitempty"`
 	ConfigArgs []string `json:"config_args,omitempty"`
-	// HintPolicy is the --hintpolicy/-h value in effect ("exact", "subset",
-	// "ignore"); empty when not given (irqbalance's default, which ignores
-	// hints on versions ≥ 1.0.8 that dropped the option).
+	// HintPolicy is the --hintpolicy/-h value given ("exact", "subset",
+	// "ignore"); empty when not given. Only irqbalance ≤ 1.1 reads it.
 	HintPolicy string `json:"hint_policy,omitempty"`
+	// Version is the installed irqbalance's upstream version ("1.9.3"),
+	// from the package database (dpkg) or `irqbalance --version`; empty
+	// when unknown. VersionSource says which.
+	Version       string `json:"version,omitempty"`
+	VersionSource string `json:"version_source,omitempty"`
 	// BannedCPUs is IRQBALANCE_BANNED_CPUS / IRQBALANCE_BANNED_CPULIST from
 	// the config file, as written.
 	BannedCPUs string `json:"banned_cpus,omitempty"`
@@ -87,7 +98,99 @@ func (fs FS) Irqbalance() (Irqbalance, error) {
 	if p := hintPolicy(ib.Args); p != "" || ib.Running {
 		ib.HintPolicy = p
 	}
+	if f, err := fs.Open("/var/lib/dpkg/status"); err == nil {
+		ib.Version = dpkgVersion(f, "irqbalance")
+		f.Close()
+		if ib.Version != "" {
+			ib.VersionSource = "dpkg"
+		}
+	}
+	if ib.Version == "" && fs.Root == "/" && (ib.Running || havePath("irqbalance")) {
+		if v := versionFromBinary(); v != "" {
+			ib.Version, ib.VersionSource = v, "irqbalance --version"
+		}
+	}
 	return ib, nil
+}
+
+// dpkgVersion returns the upstream version of an installed package from
+// dpkg's status file ("Version: 1.9.3-2" → "1.9.3"; an epoch goes too).
+func dpkgVersion(r io.Reader, pkg string) string {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	in, installed, version := false, false, ""
+	flush := func() string {
+		if in && installed && version != "" {
+			return upstreamVersion(version)
+		}
+		return ""
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if v := flush(); v != "" {
+				return v
+			}
+			in, installed, version = false, false, ""
+		case strings.HasPrefix(line, "Package: "):
+			in = strings.TrimPrefix(line, "Package: ") == pkg
+		case strings.HasPrefix(line, "Status: "):
+			installed = strings.HasSuffix(line, " installed")
+		case strings.HasPrefix(line, "Version: "):
+			version = strings.TrimPrefix(line, "Version: ")
+		}
+	}
+	return flush()
+}
+
+func upstreamVersion(v string) string {
+	if _, after, ok := strings.Cut(v, ":"); ok {
+		v = after
+	}
+	if i := strings.LastIndexByte(v, '-'); i > 0 {
+		v = v[:i]
+	}
+	return v
+}
+
+func havePath(bin string) bool {
+	_, err := exec.LookPath(bin)
+	return err == nil
+}
+
+// versionFromBinary runs `irqbalance --version` (1.x prints "irqbalance
+// version 1.9.4"), bounded so a wedged binary cannot stall a run.
+func versionFromBinary() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, "irqbalance", "--version").CombinedOutput()
+	return parseVersionOutput(string(out))
+}
+
+func parseVersionOutput(out string) string {
+	f := strings.Fields(out)
+	for i, w := range f {
+		if w == "version" && i+1 < len(f) {
+			return strings.TrimPrefix(f[i+1], "v")
+		}
+	}
+	return ""
+}
+
+// VersionAtLeast compares Version with major.minor; ok is false when the
+// version is unknown or unparsable.
+func (ib Irqbalance) VersionAtLeast(major, minor int) (atLeast, ok bool) {
+	parts := strings.SplitN(ib.Version, ".", 3)
+	if len(parts) < 2 {
+		return false, false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return false, false
+	}
+	return ma > major || ma == major && mi >= minor, true
 }
 
 // parseIrqbalanceConfig reads the shell-variable file the init scripts
