@@ -98,6 +98,10 @@ var NetRules = []Rule[NetInput]{
 	{ID: "net.udp-rcvbuf", Check: checkUDPRcvbuf},
 	{ID: "net.softnet-squeeze", Check: checkSoftnetSqueeze},
 	{ID: "net.backlog-drops", Check: checkBacklogDrops},
+	{ID: "net.nic-ring-drops", Check: checkNICRingDrops},
+	{ID: "net.irq-coalescing", Check: checkIRQCoalescing},
+	{ID: "net.rfs-off", Check: checkRFSOff},
+	{ID: "net.udp-mem-pressure", Check: checkUDPMemPressure},
 }
 
 // DiagnoseNet runs NetRules.

@@ -89,6 +89,12 @@ type QueueSection struct {
 	TXBalance QueueBalance `json:"tx_balance"`
 	// Notes explain per-source gaps ("driver counters: not supported by lo").
 	Notes []string `json:"notes,omitempty"`
+	// NICMissed is the packets the NIC dropped for want of a free RX
+	// descriptor over the window (ethtool.Missed: rx_missed_errors,
+	// rx_out_of_buffer, ...), nil when the driver reports none of those
+	// counters; NICMissedCounters names the ones summed.
+	NICMissed         *uint64  `json:"nic_missed,omitempty"`
+	NICMissedCounters []string `json:"nic_missed_counters,omitempty"`
 }
 
 // QueueCPUCell is the NAPI work of one queue on one CPU.
@@ -255,6 +261,10 @@ type DropSection struct {
 	// time_squeeze).
 	Softnet []netstat.SoftnetCPU `json:"softnet"`
 	Notes   []string             `json:"notes,omitempty"`
+	// UDPSockstat is /proc/net/sockstat's UDP line at the end of the run
+	// (mem is host-wide pages, what net.ipv4.udp_mem limits); nil when
+	// unreadable.
+	UDPSockstat *netstat.UDPSockstat `json:"udp_sockstat,omitempty"`
 }
 
 // UDPSocket is one bound UDP socket.

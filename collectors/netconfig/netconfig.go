@@ -30,6 +30,10 @@ type NetConfig struct {
 	Channels *ethtool.Channels   `json:"channels"`
 	Offloads Offloads            `json:"offloads"`
 	RSS      *ethtool.RSS        `json:"rss"`
+	// Rings and Coalesce are ethtool -g and -c; nil when the driver does
+	// not support them (reason in Unavailable).
+	Rings    *ethtool.Rings    `json:"rings"`
+	Coalesce *ethtool.Coalesce `json:"coalesce"`
 	// IRQs are the interface's queue IRQs with their affinities; empty for
 	// virtual devices.
 	IRQs       []QueueIRQ       `json:"irqs"`
@@ -188,6 +192,20 @@ func (s Sources) ethtoolSections(c *NetConfig, iface string) {
 		c.RSS = &r
 	} else {
 		c.Unavailable["rss"] = err.Error()
+	}
+	if rs, ok := s.Ethtool.(ethtool.RingSource); ok {
+		if r, err := rs.Rings(iface); err == nil {
+			c.Rings = &r
+		} else {
+			c.Unavailable["rings"] = err.Error()
+		}
+		if co, err := rs.Coalesce(iface); err == nil {
+			c.Coalesce = &co
+		} else {
+			c.Unavailable["coalesce"] = err.Error()
+		}
+	} else {
+		c.Unavailable["rings"] = "the ethtool source does not read rings"
 	}
 	f, err := s.Ethtool.Features(iface)
 	if err != nil {

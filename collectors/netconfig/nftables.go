@@ -77,8 +77,13 @@ func (n NativeRuleCounter) CountRules() (map[string]int, string, error) {
 		}
 		sources = append(sources, "nftables netlink")
 	}
-	for _, fam := range []struct{ family, file string }{{"ipv4", "/proc/net/ip_tables_names"}, {"ipv6", "/proc/net/ip6_tables_names"}} {
-		names := n.Sources.tableNames(fam.file)
+	for _, fam := range []struct{ family, file string }{{"ipv4", "ip_tables_names"}, {"ipv6", "ip6_tables_names"}} {
+		// The calling thread's namespace: the sockets below are the
+		// thread's, and /proc/net follows the process's main thread.
+		names := n.Sources.tableNames("/proc/thread-self/net/" + fam.file)
+		if names == nil {
+			names = n.Sources.tableNames("/proc/net/" + fam.file)
+		}
 		if len(names) == 0 {
 			continue
 		}

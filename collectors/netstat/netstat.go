@@ -248,3 +248,54 @@ func SubSoftnet(cur, prev []SoftnetCPU) []SoftnetCPU {
 	}
 	return out
 }
+
+// UDPSockstat is the UDP line of /proc/net/sockstat: sockets in use (this
+// network namespace) and the pages all UDP sockets hold (host-wide, what
+// net.ipv4.udp_mem limits).
+type UDPSockstat struct {
+	InUse    int64 `json:"inuse"`
+	MemPages int64 `json:"mem_pages"`
+}
+
+// UDPSockstat reads /proc/net/sockstat.
+func (fs FS) UDPSockstat() (UDPSockstat, error) {
+	f, err := fs.Open("/proc/net/sockstat")
+	if err != nil {
+		return UDPSockstat{}, err
+	}
+	defer f.Close()
+	return parseSockstat(f)
+}
+
+// parseSockstat reads "UDP: inuse 3 mem 12".
+func parseSockstat(r io.Reader) (UDPSockstat, error) {
+	var s UDPSockstat
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || f[0] != "UDP:" {
+			continue
+		}
+		found := 0
+		for i := 1; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseInt(f[i+1], 10, 64)
+			if err != nil {
+				return s, fmt.Errorf("sockstat UDP %s: %w", f[i], err)
+			}
+			switch f[i] {
+			case "inuse":
+				s.InUse, found = v, found+1
+			case "mem":
+				s.MemPages, found = v, found+1
+			}
+		}
+		if found < 2 {
+			return s, fmt.Errorf("sockstat: UDP line without inuse and mem: %q", sc.Text())
+		}
+		return s, nil
+	}
+	if err := sc.Err(); err != nil {
+		return s, err
+	}
+	return s, fmt.Errorf("sockstat: no UDP line")
+}

@@ -216,6 +216,7 @@ type netSample struct {
 	softnet    []netstat.SoftnetCPU
 	softnetErr error
 	probes     netProbeSample
+	rx         rxPathSample
 }
 
 func takeNetSample(o *udpOptions, p *softirq.Probe) (netSample, error) {
@@ -234,6 +235,7 @@ func takeNetSample(o *udpOptions, p *softirq.Probe) (netSample, error) {
 	s.udp, s.udpErr = sockets.Default.UDP()
 	s.snmp, s.snmpErr = netstat.Default.UDPSNMP()
 	s.softnet, s.softnetErr = netstat.Default.Softnet()
+	s.rx = takeRXPathSample(stats, err)
 	return s, nil
 }
 
@@ -516,6 +518,7 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 		ev.Locks.Unavailable = fmt.Sprintf("lock contention: %v", np.lockErr)
 	}
 	ev.Drops = buildDrops(o, start, end)
+	addRXPathCounters(&ev, start.rx, end.rx)
 	if np.drop != nil {
 		addProbeDrops(&ev.Drops, np.drop, end.probes.drop.Sub(start.probes.drop))
 	} else {

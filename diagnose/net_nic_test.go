@@ -1,0 +1,115 @@
+package diagnose
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/perfscope/perfscope/collectors/ethtool"
+	"github.com/perfscope/perfscope/collectors/netstat"
+	"github.com/perfscope/perfscope/evidence"
+)
+
+func TestNICRingDrops(t *testing.T) {
+	missed := func(in *NetInput, n uint64) {
+		in.Evidence.Queues.NICMissed = &n
+		in.Evidence.Queues.NICMissedCounters = []string{"rx_missed_errors"}
+	}
+	runNetCases(t, "net.nic-ring-drops", []netCase{
+		// The fixture's ixgbe ring: 512 of 4096; 23 000 packets/s per queue.
+		{name: "ixgbe ring of 512 overflows", edit: func(in *NetInput) { missed(in, 36_800) }, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if f.Severity != Warn || !slices.Equal(r.Apply, []string{"ethtool -G ens1f0 rx 1024"}) || !slices.Equal(r.Revert, []string{"ethtool -G ens1f0 rx 512"}) {
+				t.Errorf("%v apply %q revert %q", f.Severity, r.Apply, r.Revert)
+			}
+			contains(t, "evidence", f.Evidence, "36800 missed ([rx_missed_errors])", "RX ring 512 descriptors of 4096 possible")
+		}},
+		{name: "ring at its maximum: advice", edit: func(in *NetInput) {
+			missed(in, 36_800)
+			in.Config.Rings = &ethtool.Rings{RX: 4096, RXMax: 4096}
+		}, want: func(t *testing.T, f *Finding) {
+			if f.Recommendation.Kind != KindAdvice || !strings.Contains(f.Recommendation.Apply[0], "maximum") {
+				t.Errorf("%+v", f.Recommendation)
+			}
+		}},
+		{name: "a handful missed", silent: true, edit: func(in *NetInput) { missed(in, 30) }},
+		{name: "driver has no missed counter", silent: true},
+	})
+}
+
+func TestIRQCoalescing(t *testing.T) {
+	perPacket := func(in *NetInput) { in.Config.Coalesce = &ethtool.Coalesce{RXUsecs: 0, RXFrames: 1} }
+	runNetCases(t, "net.irq-coalescing", []netCase{
+		{name: "an interrupt per packet at 20k/s", edit: func(in *NetInput) {
+			perPacket(in)
+			in.Evidence.IRQs.IRQs = append(in.Evidence.IRQs.IRQs, irqWithCount(65, 200_000))
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if f.Severity != Warn || r.Apply[0] != "ethtool -C ens1f0 rx-usecs 50" || r.Revert[0] != "ethtool -C ens1f0 rx-usecs 0 rx-frames 1" {
+				t.Errorf("%v apply %q revert %q", f.Severity, r.Apply, r.Revert)
+			}
+		}},
+		{name: "ixgbe's dynamic moderation (rx-usecs 1)", silent: true, edit: func(in *NetInput) {
+			in.Evidence.IRQs.IRQs = append(in.Evidence.IRQs.IRQs, irqWithCount(65, 200_000))
+		}},
+		{name: "few interrupts", silent: true, edit: func(in *NetInput) {
+			perPacket(in)
+			in.Evidence.IRQs.IRQs = append(in.Evidence.IRQs.IRQs, irqWithCount(65, 5_000))
+		}},
+	})
+}
+
+func TestRFSOff(t *testing.T) {
+	runNetCases(t, "net.rfs-off", []netCase{
+		{name: "RPS on queues 6-9, RFS off", want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if r.Apply[0] != "sysctl -w net.core.rps_sock_flow_entries=32768" || r.Apply[1] != "echo 1638 > /sys/class/net/ens1f0/queues/rx-6/rps_flow_cnt" {
+				t.Errorf("apply %q", r.Apply)
+			}
+			if r.Revert[len(r.Revert)-1] != "sysctl -w net.core.rps_sock_flow_entries=0" || r.Revert[0] != "echo 0 > /sys/class/net/ens1f0/queues/rx-9/rps_flow_cnt" {
+				t.Errorf("revert %q", r.Revert)
+			}
+		}},
+		{name: "RPS off", silent: true, edit: func(in *NetInput) {
+			for i := range in.Config.Interface.RX {
+				in.Config.Interface.RX[i].RPSCPUs = in.Config.Interface.RX[0].RPSCPUs
+			}
+		}},
+		{name: "RFS on", silent: true, edit: func(in *NetInput) {
+			n := int64(32768)
+			in.Config.Core.RPSSockFlowEntries = &n
+			for i := range in.Config.Interface.RX {
+				in.Config.Interface.RX[i].RPSFlowCnt = 2048
+			}
+		}},
+	})
+}
+
+func TestUDPMemPressure(t *testing.T) {
+	runNetCases(t, "net.udp-mem-pressure", []netCase{
+		{name: "MemErrors at udp_mem's max", edit: func(in *NetInput) {
+			in.Evidence.Drops.UDPSNMP.UDP.MemErrors = 50_000
+			in.Evidence.Drops.UDPSockstat = &netstat.UDPSockstat{InUse: 12, MemPages: 3_080_900}
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			// 2 × 3 080 900 / 2 053 929 = 3.00003 → factor 4.
+			if f.Severity != Warn || r.Apply[0] != "sysctl -w 'net.ipv4.udp_mem=6161784 8215716 12323568'" || r.Revert[0] != "sysctl -w 'net.ipv4.udp_mem=1540446 2053929 3080892'" {
+				t.Errorf("%v apply %q revert %q", f.Severity, r.Apply, r.Revert)
+			}
+		}},
+		{name: "under pressure, no drops yet: info", edit: func(in *NetInput) {
+			in.Evidence.Drops.UDPSockstat = &netstat.UDPSockstat{InUse: 12, MemPages: 2_100_000}
+		}, want: func(t *testing.T, f *Finding) {
+			if f.Severity != Info {
+				t.Errorf("%v", f.Severity)
+			}
+		}},
+		{name: "plenty of room", silent: true, edit: func(in *NetInput) {
+			in.Evidence.Drops.UDPSockstat = &netstat.UDPSockstat{InUse: 12, MemPages: 389}
+		}},
+	})
+}
+
+func irqWithCount(irq int, n uint64) evidence.QueueIRQ {
+	return evidence.QueueIRQ{IRQ: irq, Name: "ens1f0-TxRx-0", CountByCPU: map[int]uint64{0: n}}
+}
