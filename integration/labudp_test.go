@@ -75,6 +75,9 @@ func TestLabUDP(t *testing.T) {
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Fatal("the netfilter scenario needs nft: apt-get install nftables (scripts/deps.sh does)")
 	}
+	if _, err := exec.LookPath("iptables-legacy"); err != nil {
+		t.Fatal("the legacy-iptables scenario needs iptables-legacy: apt-get install iptables (scripts/deps.sh does)")
+	}
 	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 	leftBefore := labLeftovers(t)
 
@@ -106,6 +109,12 @@ func TestLabUDP(t *testing.T) {
 			if sc.Fix == udplab.FixNone {
 				if len(r.WarnOrWorse) > 0 {
 					t.Errorf("tuned rig reports %v", r.WarnOrWorse)
+				}
+				return
+			}
+			if sc.Fix == udplab.FixCheck {
+				if !r.OK() || len(r.Checked) == 0 {
+					t.Errorf("check failed: %s (%v)", r.Problem, r.Checked)
 				}
 				return
 			}

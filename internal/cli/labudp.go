@@ -83,14 +83,17 @@ after its fix (or the tuned rig has a finding of severity warn or worse).`,
 	return cmd
 }
 
-// labUDPTools are the commands the lab runs; nft only for the netfilter
-// scenario.
+// labUDPTools are the commands the lab runs; nft and iptables-legacy only
+// for the netfilter scenarios.
 func labUDPTools(scenarios []udplab.Scenario) error {
 	need := map[string]string{"ip": "iproute2", "ethtool": "ethtool", "taskset": "util-linux", "sysctl": "procps"}
 	for _, s := range scenarios {
 		for _, c := range s.Setup {
-			if c[0] == "nft" {
+			switch c[0] {
+			case "nft":
 				need["nft"] = "nftables"
+			case "iptables-legacy":
+				need["iptables-legacy"] = "iptables"
 			}
 		}
 	}

@@ -3,6 +3,7 @@ package udplab
 import (
 	"fmt"
 
+	"github.com/perfscope/perfscope/internal/netcompare"
 	"github.com/perfscope/perfscope/internal/netlab"
 )
 
@@ -58,9 +59,17 @@ const (
 	FixServer
 	// FixNone: a reference scenario without a fault.
 	FixNone
+	// FixNewNamespace: the fault cannot be undone in place (built-in
+	// legacy iptables tables live as long as their namespace); the after
+	// run is on a fresh namespace pair without the planted setup, which is
+	// the finding's advice.
+	FixNewNamespace
+	// FixCheck: no finding to fix; Check judges the one run (the profile
+	// of an idle CPU's NET_RX work).
+	FixCheck
 )
 
-var fixNames = []string{FixApply: "apply", FixServer: "server", FixNone: "none"}
+var fixNames = []string{FixApply: "apply", FixServer: "server", FixNone: "none", FixNewNamespace: "new-namespace", FixCheck: "check"}
 
 // MarshalText names the kind in JSON: "apply", "server" or "none".
 func (f Fix) MarshalText() ([]byte, error) {
@@ -113,6 +122,13 @@ type Scenario struct {
 	// Leaves are host files the fix writes (revert data) that the lab
 	// removes with the namespaces.
 	Leaves []string `json:"-"`
+	// Check judges a FixCheck scenario's run: lines for the report and a
+	// problem ("" when the run shows what it should).
+	Check func(run netcompare.Run) (lines []string, problem string) `json:"-"`
+	// Modules the setup may load on a kernel where they are modules; the
+	// lab unloads those that were not loaded before it and that nothing
+	// uses once the scenario is over.
+	Modules []string `json:"-"`
 }
 
 // Addresses and port of the lab (netlab's RFC 2544 pair).
@@ -240,6 +256,39 @@ var Scenarios = []Scenario{
 		Flood:   Flood{Senders: 2, Rate: 40000},
 	},
 	{
+		Name:  "legacy-iptables",
+		Fault: "empty legacy iptables filter and raw tables, as `iptables-legacy -L` leaves them (invisible to iptables-nft and nft)",
+		Step:  "step 9: unload iptables (5.18M → 5.38M tps); here the tables are built into the kernel and cannot be unloaded",
+		// On this kernel the x_tables code is built in: the honest advice
+		// is a namespace the legacy tool never touched.
+		Finding: "net.netfilter-unused",
+		FixText: "run again in a fresh network namespace pair that no legacy iptables command touched (the finding's advice: the tables stay until reboot)",
+		Fix:     FixNewNamespace,
+		Lab:     netlab.Config{Queues: 4, NoGRO: true},
+		Setup: [][]string{
+			{"iptables-legacy", "-t", "filter", "-L", "-n"},
+			{"iptables-legacy", "-t", "raw", "-L", "-n"},
+		},
+		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
+		Flood:   Flood{Senders: 4},
+		Metrics: []string{"profile.share.netfilter"},
+		Modules: []string{"iptable_raw", "iptable_filter", "ip_tables"},
+	},
+	{
+		Name:  "rps-idle-profile",
+		Fault: "RPS sends every packet's receive processing to CPU 0, which otherwise idles (sender and server on CPU 1): NET_RX runs in the idle task, as on a real NIC",
+		Step:  "the NET_RX CPUs whose profile every function-group finding reads",
+		// CPU 0: on this project's VMs a halted vCPU 1 misses its
+		// cpu-clock ticks (see integration/udpidle_test.go).
+		FixText: "nothing to fix: the profile of CPU 0 must show the receive path with the share the softirq probe measures",
+		Fix:     FixCheck,
+		Lab:     netlab.Config{Queues: 1, NoGRO: true},
+		Setup:   [][]string{{"sh", "-c", "echo 1 > /sys/class/net/" + rxIf + "/queues/rx-0/rps_cpus"}},
+		Before:  Server{Mode: "single", Threads: 1, Pin: "1"},
+		Flood:   Flood{Senders: 1, CPUs: "1", Rate: 60000},
+		Check:   checkIdleNetRX(0, 0.05),
+	},
+	{
 		Name:    "tuned",
 		Fault:   "none: reuseport steered by CPU, pinned threads, XPS set, GRO off, no netfilter, rp_filter 0",
 		Step:    "the end state of Makita's talk on this machine",
@@ -271,4 +320,41 @@ func Names() []string {
 		names[i] = s.Name
 	}
 	return names
+}
+
+// checkIdleNetRX compares, on cpu, the profile's NET_RX share (samples
+// through net_rx_action over every tick, idle loop included) with the
+// softirq probe's NET_RX time: they must agree within tolerance, and the
+// profile must have kept softirq-on-idle samples.
+func checkIdleNetRX(cpu int, tolerance float64) func(netcompare.Run) ([]string, string) {
+	return func(run netcompare.Run) ([]string, string) {
+		var softirq float64
+		for _, c := range run.Data.Softirq.CPUs {
+			if c.CPU == cpu {
+				softirq = c.NetRXShare()
+			}
+		}
+		p := run.Data.Profile
+		lines := []string{fmt.Sprintf("softirq probe: CPU %d spent %.1f%% of the window in NET_RX", cpu, softirq*100)}
+		if p.Unavailable != "" {
+			return lines, "profile unavailable: " + p.Unavailable
+		}
+		for _, c := range p.CPUs {
+			if c.CPU != cpu {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("profile: CPU %d, %d samples through net_rx_action of %d ticks (%.1f%%); %d softirq/interrupt samples on the idle task kept, %d idle-loop samples left out",
+				cpu, c.NetRXSamples, c.Samples+c.IdleLoopSamples, c.NetRXShare*100, c.IdleInterruptSamples, c.IdleLoopSamples))
+			switch d := c.NetRXShare - softirq; {
+			case softirq < 0.02:
+				return lines, fmt.Sprintf("RPS did not move NET_RX to CPU %d", cpu)
+			case c.IdleInterruptSamples == 0:
+				return lines, "no softirq-on-idle samples kept"
+			case d > tolerance || d < -tolerance:
+				return lines, fmt.Sprintf("profile and softirq probe disagree by %.1f points (tolerance %.0f)", d*100, tolerance*100)
+			}
+			return lines, ""
+		}
+		return lines, fmt.Sprintf("no profile samples on CPU %d", cpu)
+	}
 }

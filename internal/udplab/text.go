@@ -24,6 +24,15 @@ func WriteScenario(w io.Writer, r Result) {
 	sc := r.Scenario
 	report.Heading(w, fmt.Sprintf("%s: %s", sc.Name, sc.Fault))
 	fmt.Fprintf(w, "Makita (LinuxCon Japan 2016): %s\n", sc.Step)
+	if sc.Fix == FixCheck {
+		for _, l := range r.Checked {
+			fmt.Fprintln(w, l)
+		}
+		if r.Problem != "" {
+			fmt.Fprintf(w, "problem: %s\n", r.Problem)
+		}
+		return
+	}
 	if sc.Fix == FixNone {
 		if len(r.WarnOrWorse) == 0 {
 			fmt.Fprintln(w, "findings of severity warn or worse: none")
@@ -83,6 +92,14 @@ func WriteSummary(w io.Writer, results []Result, took time.Duration) {
 			proved++
 		}
 		sc := r.Scenario
+		if sc.Fix == FixCheck {
+			verdict := "agrees"
+			if !r.OK() {
+				verdict = "DISAGREES"
+			}
+			t.Add(sc.Name, "(a check)", verdict, "", "", "", "")
+			continue
+		}
 		if sc.Fix == FixNone {
 			verdict := "no warn+"
 			if len(r.WarnOrWorse) > 0 {

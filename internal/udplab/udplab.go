@@ -69,6 +69,8 @@ type Result struct {
 	// Server counts: datagrams the lab's server read in each phase.
 	ServerBefore *ServerCount `json:"server_before_count,omitempty"`
 	ServerAfter  *ServerCount `json:"server_after_count,omitempty"`
+	// Checked are a FixCheck scenario's observations.
+	Checked []string `json:"checked,omitempty"`
 	// Problem says why the scenario did not prove its fix ("" when it did).
 	Problem    string `json:"problem,omitempty"`
 	DurationNs int64  `json:"duration_ns"`
@@ -90,9 +92,10 @@ func (r Result) OK() bool { return r.Problem == "" }
 func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 	started := time.Now()
 	res = Result{Scenario: sc, Applied: []string{}, WarnOrWorse: []string{}}
-	if sc.Fix == FixApply || sc.Fix == FixNone {
+	if sc.Fix == FixApply || sc.Fix == FixNone || sc.Fix == FixNewNamespace || sc.Fix == FixCheck {
 		sc.After = sc.Before
 	}
+	defer unloadNewModules(sc.Modules, loadedModules())
 	lab, err := netlab.New(ctx, sc.Lab)
 	if err != nil {
 		return res, err
@@ -143,6 +146,12 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 		res.Found = f
 	}
 	switch {
+	case sc.Fix == FixCheck:
+		res.Checked, res.Problem = sc.Check(before)
+		for _, l := range res.Checked {
+			o.logf("%s: %s", sc.Name, l)
+		}
+		return res, nil
 	case sc.Fix == FixNone:
 		res.WarnOrWorse = warnOrWorse(before)
 		if len(res.WarnOrWorse) > 0 {
@@ -174,6 +183,21 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 			sc.After.RcvBuf, sc.After.RcvBufFromFinding = int(size), false
 		}
 		res.Applied = []string{fmt.Sprintf("server restarted: %s → %s", sc.Before, sc.After)}
+	case FixNewNamespace:
+		fresh, err := netlab.New(ctx, sc.Lab)
+		if err != nil {
+			return res, err
+		}
+		res.Namespaces = append(res.Namespaces, fresh.SenderNS, fresh.ReceiverNS)
+		defer func() {
+			if o.Keep {
+				fresh.Stop()
+			} else if cerr := fresh.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		lab = fresh
+		res.Applied = []string{fmt.Sprintf("fresh namespaces %s and %s, without the planted setup", fresh.SenderNS, fresh.ReceiverNS)}
 	}
 	for _, a := range res.Applied {
 		o.logf("%s: applied %s", sc.Name, a)

@@ -36,8 +36,12 @@ func TestScenariosAreComplete(t *testing.T) {
 			if s.After != (Server{}) {
 				t.Errorf("%s: --apply fixes keep the server; After is set", s.Name)
 			}
+		case FixCheck:
+			if s.Check == nil || s.Finding != "" {
+				t.Errorf("%s: a check scenario has a Check and no finding", s.Name)
+			}
 		}
-		if s.Fix != FixNone {
+		if s.Fix != FixNone && s.Fix != FixCheck {
 			// The finding must be one of the rules perfscope has.
 			known := false
 			for _, r := range diagnose.NetRules {
@@ -56,7 +60,7 @@ func TestScenariosAreComplete(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"single-socket", "reuseport-no-steering", "rps-off", "xps-off", "gro-on", "netfilter-empty", "rp-filter", "rcvbuf-small", "tuned"} {
+	for _, name := range []string{"single-socket", "reuseport-no-steering", "rps-off", "xps-off", "gro-on", "netfilter-empty", "rp-filter", "rcvbuf-small", "legacy-iptables", "rps-idle-profile", "tuned"} {
 		if _, ok := Lookup(name); !ok {
 			t.Errorf("no scenario %s (the issue's list)", name)
 		}
