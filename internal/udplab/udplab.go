@@ -131,6 +131,9 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 		}
 	}
 
+	// afterLab is where the after run measures: the same lab, or for
+	// FixNewNamespace a fresh one (each closed by its own defer).
+	afterLab := lab
 	var apply []string
 	if sc.Fix == FixApply {
 		apply = []string{"--apply", sc.Finding, "--revert-dir", o.Dir}
@@ -196,7 +199,7 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 				err = cerr
 			}
 		}()
-		lab = fresh
+		afterLab = fresh
 		res.Applied = []string{fmt.Sprintf("fresh namespaces %s and %s, without the planted setup", fresh.SenderNS, fresh.ReceiverNS)}
 	}
 	for _, a := range res.Applied {
@@ -204,7 +207,7 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 	}
 
 	res.AfterReport = filepath.Join(o.Dir, sc.Name+"-after.json")
-	after, _, count, err := o.phase(ctx, lab, sc, sc.After, res.AfterReport, nil)
+	after, _, count, err := o.phase(ctx, afterLab, sc, sc.After, res.AfterReport, nil)
 	res.ServerAfter = count
 	if err != nil {
 		return res, err
