@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -57,6 +58,10 @@ func CodeOf(err error) int {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		return ee.Code
+	}
+	if errors.Is(err, context.Canceled) {
+		// Interrupted before the command had anything to report.
+		return ExitInterrupted
 	}
 	if errors.Is(err, probes.ErrPermission) || errors.Is(err, probes.ErrNotSupported) {
 		return ExitUnavailable

@@ -83,21 +83,32 @@ Exit codes: 0 ok, 1 findings at or above --fail-on, 2 bad usage or input,
 	return root
 }
 
-// Execute runs perfscope with args and returns the exit code.
+// Execute runs perfscope with args and returns the exit code. A panic in
+// any command becomes one sentence and ExitFailure.
 func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &Globals{Out: stdout, Err: stderr, Started: processStart()}
-	root := NewRoot(g)
+	return execute1(ctx, g, NewRoot(g), args)
+}
+
+// execute1 runs root (built by NewRoot) with args; tests pass their own.
+func execute1(ctx context.Context, g *Globals, root *cobra.Command, args []string) (code int) {
+	stderr := g.Err
+	defer recoverPanic(stderr, &code)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
 	}
-	code := CodeOf(err)
+	code = CodeOf(err)
 	if !g.ran && code == ExitFailure {
 		// Unknown command or flag: cobra failed before any command ran.
 		code = ExitUsage
 	}
-	fmt.Fprintf(stderr, "perfscope: %v\n", err)
+	if err == context.Canceled {
+		fmt.Fprintln(stderr, "perfscope: interrupted")
+	} else {
+		fmt.Fprintf(stderr, "perfscope: %v\n", err)
+	}
 	if h := Hint(err); h != "" {
 		fmt.Fprintf(stderr, "hint: %s\n", h)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/internal/netapply"
 	"github.com/perfscope/perfscope/internal/netcompare"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"
@@ -156,9 +158,11 @@ func (o *udpOptions) validate() error {
 		}
 	}
 	if o.FlameDir != "" {
-		if err := os.MkdirAll(o.FlameDir, 0o755); err != nil {
-			return usageError("--flame %s: %v", o.FlameDir, err)
+		d, err := safeio.OpenPrivateDir(o.FlameDir)
+		if err != nil {
+			return usageError("--flame %s: %v; perfscope writes only into a directory that no other user can write to", o.FlameDir, err)
 		}
+		d.Close()
 	}
 	return o.resolveIface()
 }
@@ -649,27 +653,25 @@ func buildProfile(o *udpOptions, prof *cpuprofile.Profiler, p cpuprofile.Profile
 	return sec, arts, nil
 }
 
-// writeFlame writes name.folded and name.svg into dir.
+// writeFlame writes name.folded and name.svg into dir, which must be
+// private to this user; files are created without following links.
 func writeFlame(dir, name string, p *flame.Profile, opts flame.Options) ([]report.Artifact, error) {
+	d, err := safeio.OpenPrivateDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--flame %s: %w", dir, err)
+	}
+	defer d.Close()
 	var arts []report.Artifact
 	for _, out := range []struct {
 		ext, kind string
-		write     func(*os.File) error
+		write     func(io.Writer) error
 	}{
-		{".folded", "folded", func(f *os.File) error { return flame.WriteFolded(f, p) }},
-		{".svg", "flamegraph-svg", func(f *os.File) error { return flame.WriteSVG(f, p, opts) }},
+		{".folded", "folded", func(w io.Writer) error { return flame.WriteFolded(w, p) }},
+		{".svg", "flamegraph-svg", func(w io.Writer) error { return flame.WriteSVG(w, p, opts) }},
 	} {
 		path := filepath.Join(dir, name+out.ext)
-		f, err := os.Create(path)
-		if err != nil {
+		if err := d.WriteFile(context.Background(), name+out.ext, 0o644, out.write); err != nil {
 			return arts, fmt.Errorf("write %s: %w", path, err)
-		}
-		werr := out.write(f)
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return arts, fmt.Errorf("write %s: %w", path, werr)
 		}
 		arts = append(arts, report.Artifact{Kind: out.kind, Path: path})
 	}
