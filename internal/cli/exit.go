@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"syscall"
 
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/probes"
 )
 
@@ -90,4 +93,12 @@ func failOn(fs []diagnose.Finding, threshold diagnose.Severity) error {
 		return &ExitError{Code: ExitFindings, Err: fmt.Errorf("findings at or above %s (worst: %s)", threshold, w)}
 	}
 	return nil
+}
+
+// isBadInputFile says whether err is about the file the user named rather
+// than about the run: missing, unreadable, a directory, too large. Those
+// are bad input (exit 2), as the README promises.
+func isBadInputFile(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
+		errors.Is(err, safeio.ErrNotFile) || errors.Is(err, safeio.ErrTooLarge) || errors.Is(err, syscall.EISDIR)
 }

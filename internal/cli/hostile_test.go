@@ -140,3 +140,62 @@ func TestPanicIsOneSentenceExit4(t *testing.T) {
 		t.Fatalf("stderr %q: want one sentence without a trace", s)
 	}
 }
+
+// --compare accepts exactly one report per file.
+func TestCompareRejectsTrailingDataAndSecondDocument(t *testing.T) {
+	good, err := os.ReadFile("../netcompare/testdata/before.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{
+		"garbage": append(append([]byte{}, good...), []byte("}garbage")...),
+		"two":     append(append(append([]byte{}, good...), '\n'), good...),
+	} {
+		p := filepath.Join(dir, name+".json")
+		os.WriteFile(p, b, 0o644)
+		_, stderr, code := execute(t, "udp", "--compare", p+","+p)
+		if code != ExitUsage || !strings.Contains(stderr, "more after the report's end") {
+			t.Errorf("%s: exit %d, stderr %q; want exit 2", name, code, stderr)
+		}
+	}
+}
+
+// --revert and --compare on what is not a file: exit 2, promptly.
+func TestRevertAndCompareBadFilesExit2(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"udp", "--revert", dir},
+		{"udp", "--revert", "/dev/zero"},
+		{"udp", "--revert", filepath.Join(dir, "missing.sh")},
+		{"udp", "--compare", dir + "," + dir},
+		{"udp", "--compare", "/dev/zero,/dev/zero"},
+	} {
+		_, stderr, code := execute(t, args...)
+		if code != ExitUsage {
+			t.Errorf("%v: exit %d, want 2 (%q)", args, code, stderr)
+		}
+	}
+}
+
+// --revert on a FIFO with no writer stops on Ctrl-C.
+func TestRevertFIFOStopsOnInterrupt(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"udp", "--revert", fifo}, {"udp", "--compare", fifo + "," + fifo}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		done := make(chan int, 1)
+		go func() { done <- Execute(ctx, args, new(bytes.Buffer), new(bytes.Buffer)) }()
+		select {
+		case code := <-done:
+			if code == ExitOK {
+				t.Errorf("%v: exit 0 without input", args)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v on a FIFO without writer ignored cancellation", args)
+		}
+		cancel()
+	}
+}

@@ -89,7 +89,7 @@ lo, no IRQs on veth) say so in one line; the rest still runs.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case len(o.Compare) > 0:
-				return o.runCompare(g)
+				return o.runCompare(cmd.Context(), g)
 			case o.Revert != "":
 				return o.runRevert(cmd.Context(), g)
 			}
@@ -383,13 +383,13 @@ func (o *udpOptions) runRevert(ctx context.Context, g *Globals) error {
 	for _, e := range done {
 		fmt.Fprintf(g.Out, "reverted [%s]: %s\n", e.FindingID, e.Command)
 	}
-	if errors.Is(err, netapply.ErrNotRevertScript) || errors.Is(err, os.ErrNotExist) {
+	if isBadInputFile(err) || errors.Is(err, netapply.ErrNotRevertScript) {
 		return asUsage(err)
 	}
 	return err
 }
 
-func (o *udpOptions) runCompare(g *Globals) error {
+func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 	if len(o.Compare) != 2 {
 		return usageError("--compare takes two saved runs: --compare before.json,after.json")
 	}
@@ -397,14 +397,16 @@ func (o *udpOptions) runCompare(g *Globals) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	before, err := netcompare.Load(o.Compare[0])
-	if err != nil {
-		return asUsage(err)
+	var runs [2]netcompare.Run
+	for i, path := range o.Compare {
+		if runs[i], err = netcompare.Load(ctx, path); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return asUsage(err)
+		}
 	}
-	after, err := netcompare.Load(o.Compare[1])
-	if err != nil {
-		return asUsage(err)
-	}
+	before, after := runs[0], runs[1]
 	c := netcompare.Compare(before, after)
 	if f == report.JSON {
 		return report.WriteJSON(g.Out, c)
