@@ -376,7 +376,7 @@ func runFlame(ctx context.Context, o *flameOptions, g *Globals) error {
 			r.Data = data
 			return report.WriteJSON(w, r)
 		}
-		writeFlameText(w, data)
+		writeFlameText(report.TerminalSafe(w), data)
 		return nil
 	})
 }

@@ -199,3 +199,21 @@ func TestRevertFIFOStopsOnInterrupt(t *testing.T) {
 		cancel()
 	}
 }
+
+// An interface name with an escape sequence is printed escaped, never raw.
+func TestErrorMessagesEscapeControlCharacters(t *testing.T) {
+	_, stderr, _ := execute(t, "udp", "--iface", "x\x1b]0;pwned\x07")
+	if strings.ContainsAny(stderr, "\x1b\x07") || !strings.Contains(stderr, `x\x1b]0;pwned\x07`) {
+		t.Fatalf("stderr %q carries raw control characters", stderr)
+	}
+}
+
+// A frame name with an escape sequence reaches -o text escaped.
+func TestFlameTextEscapesControlCharacters(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "evil.folded")
+	os.WriteFile(p, []byte("main;\x1b[2Jclear 5\n"), 0o644)
+	out, stderr, code := execute(t, "flame", p, "-o", "text")
+	if code != ExitOK || strings.Contains(out, "\x1b") || !strings.Contains(out, `\x1b[2Jclear`) {
+		t.Fatalf("exit %d %s, out %q", code, stderr, out)
+	}
+}

@@ -148,7 +148,7 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 		}
 		results = append(results, res)
 		if o.format == report.Text {
-			udplab.WriteScenario(g.Out, res)
+			udplab.WriteScenario(g.textOut(), res)
 		}
 	}
 	took := time.Since(started)
@@ -160,7 +160,7 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 			return err
 		}
 	} else {
-		udplab.WriteSummary(g.Out, results, took)
+		udplab.WriteSummary(g.textOut(), results, took)
 		if o.Keep {
 			fmt.Fprintf(g.Out, "Kept: reports in %s; namespaces:", dir)
 			for _, r := range results {

@@ -498,7 +498,7 @@ func (o *profileOptions) render(w io.Writer, r *report.Report, d profileData, fp
 	case formatSpeedscope:
 		return flame.WriteSpeedscope(w, fp, opts)
 	}
-	writeProfileText(w, r, d, o.Top)
+	writeProfileText(report.TerminalSafe(w), r, d, o.Top)
 	return nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/report"
 )
 
 // version is set at build time with -ldflags "-X ...cli.version=v1.2.3".
@@ -107,7 +109,9 @@ func execute1(ctx context.Context, g *Globals, root *cobra.Command, args []strin
 	if err == context.Canceled {
 		fmt.Fprintln(stderr, "perfscope: interrupted")
 	} else {
-		fmt.Fprintf(stderr, "perfscope: %v\n", err)
+		// Error messages quote names from the system (interfaces,
+		// processes, files): escape control characters in them.
+		fmt.Fprintf(stderr, "perfscope: %s\n", report.Clean(err.Error()))
 	}
 	if h := Hint(err); h != "" {
 		fmt.Fprintf(stderr, "hint: %s\n", h)
@@ -117,6 +121,10 @@ func execute1(ctx context.Context, g *Globals, root *cobra.Command, args []strin
 	}
 	return code
 }
+
+// textOut is standard output for text reports: control characters in
+// names from the system are escaped (report.TerminalSafe).
+func (g *Globals) textOut() io.Writer { return report.TerminalSafe(g.Out) }
 
 // processStart is when this process began, from /proc/self/stat, so that
 // "time to attach" includes Go runtime start-up; falls back to now.

@@ -351,7 +351,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 			return err
 		}
 	} else {
-		writeUDPText(g.Out, r, ev, statsErr)
+		writeUDPText(g.textOut(), r, ev, statsErr)
 	}
 	if applyErr != nil {
 		return applyErr
@@ -411,7 +411,7 @@ func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 	if f == report.JSON {
 		return report.WriteJSON(g.Out, c)
 	}
-	netcompare.WriteText(g.Out, c)
+	netcompare.WriteText(g.textOut(), c)
 	return nil
 }
 
