@@ -85,3 +85,22 @@ func TestLabUDPKilledIsCleanedUpByNextRun(t *testing.T) {
 		t.Errorf("leftovers after the next run: %v (before the killed run: %v)", after, before)
 	}
 }
+
+// Without privilege, the probe commands print one sentence (as doctor and
+// profile do), not the BPF library's internals blaming MEMLOCK.
+func TestUnprivilegedProbeCommandsSayOneSentence(t *testing.T) {
+	testutil.RequireRoot(t) // to drop to nobody
+	bin := Perfscope(t)
+	for _, args := range [][]string{{"softirq", "--duration", "1s"}, {"udp", "--iface", "lo", "--duration", "1s"}} {
+		cmd := exec.Command("setpriv", append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin}, args...)...)
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+			t.Errorf("%v as nobody: %v, want exit 3\n%s", args, err, out)
+		}
+		s := strings.TrimSpace(string(out))
+		if strings.Contains(s, "\n") || strings.Contains(s, "MEMLOCK") || len(s) > 200 {
+			t.Errorf("%v as nobody: want one short sentence, got %q", args, s)
+		}
+	}
+}

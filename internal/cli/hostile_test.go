@@ -5,7 +5,9 @@ import (
 	"compress/gzip"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/internal/testutil"
 )
 
@@ -215,5 +218,47 @@ func TestFlameTextEscapesControlCharacters(t *testing.T) {
 	out, stderr, code := execute(t, "flame", p, "-o", "text")
 	if code != ExitOK || strings.Contains(out, "\x1b") || !strings.Contains(out, `\x1b[2Jclear`) {
 		t.Fatalf("exit %d %s, out %q", code, stderr, out)
+	}
+}
+
+// --pid of a zombie or of a thread is bad input, for every command that
+// takes --pid (one shared check).
+func TestPIDZombieAndThreadExit2(t *testing.T) {
+	child := exec.Command("true")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Wait()
+	zombie := child.Process.Pid
+	for i := 0; i < 100; i++ { // until it has exited and waits to be reaped
+		if st, _ := procfs.Default.Status(zombie); st.State == "Z" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tasks, _ := os.ReadDir("/proc/self/task")
+	tid := ""
+	for _, e := range tasks {
+		if e.Name() != strconv.Itoa(os.Getpid()) {
+			tid = e.Name()
+			break
+		}
+	}
+	if tid == "" {
+		t.Fatal("test process has one thread")
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"udp", "--iface", "lo", "--pid", strconv.Itoa(zombie)}, "has exited"},
+		{[]string{"profile", "--pid", strconv.Itoa(zombie)}, "has exited"},
+		{[]string{"udp", "--iface", "lo", "--pid", tid}, "is a thread of process " + strconv.Itoa(os.Getpid())},
+		{[]string{"profile", "--pid", tid}, "is a thread of process"},
+	} {
+		_, stderr, code := execute(t, c.args...)
+		if code != ExitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", c.args, code, stderr, c.want)
+		}
 	}
 }

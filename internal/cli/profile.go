@@ -211,19 +211,7 @@ func (o *profileOptions) checkJITMap() error {
 // checkProcess turns a dead pid or a thread id into one clear sentence
 // before anything is loaded.
 func (o *profileOptions) checkProcess() error {
-	st, err := o.fs.Status(o.PID)
-	if errors.Is(err, fs.ErrNotExist) {
-		return usageError("process %d is not running", o.PID)
-	}
-	if err != nil {
-		return fmt.Errorf("read status of process %d: %w", o.PID, err)
-	}
-	// /proc/TID exists for threads too, but the probe filters on the
-	// process (thread group) id.
-	if len(st.NStgid) > 0 && st.NStgid[0] != o.PID {
-		return usageError("%d is a thread of process %d: pass --pid %d", o.PID, st.NStgid[0], st.NStgid[0])
-	}
-	return nil
+	return checkPID(o.fs, "--pid", o.PID)
 }
 
 // profileData is the "data" section of `perfscope profile -o json`.

@@ -6,6 +6,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -106,9 +108,17 @@ func execute1(ctx context.Context, g *Globals, root *cobra.Command, args []strin
 		// Unknown command or flag: cobra failed before any command ran.
 		code = ExitUsage
 	}
-	if err == context.Canceled {
+	var ee *ExitError
+	switch {
+	case err == context.Canceled:
 		fmt.Fprintln(stderr, "perfscope: interrupted")
-	} else {
+	case errors.Is(err, probes.ErrPermission) && !errors.As(err, &ee) && os.Getenv("PERFSCOPE_DEBUG") != "1":
+		// The library's own words (map create, MEMLOCK, rlimit) blame the
+		// wrong thing and run to hundreds of characters: one sentence, as
+		// doctor and profile say it. PERFSCOPE_DEBUG=1 shows the chain.
+		fmt.Fprintln(stderr, "perfscope: the kernel refused to load the BPF probes: run as root, or with CAP_BPF and CAP_PERFMON (`perfscope doctor` lists what is missing)")
+		return code
+	default:
 		// Error messages quote names from the system (interfaces,
 		// processes, files): escape control characters in them.
 		fmt.Fprintf(stderr, "perfscope: %s\n", report.Clean(err.Error()))

@@ -143,8 +143,8 @@ func (o *udpOptions) validate() error {
 		return usageError("--pid must be positive, got %d", o.PID)
 	}
 	if o.PID > 0 {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", o.PID)); err != nil {
-			return usageError("--pid %d: no such process", o.PID)
+		if err := checkPID(procfs.Default, "--pid", o.PID); err != nil {
+			return err
 		}
 	}
 	if o.FailOn != "" {
