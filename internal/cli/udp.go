@@ -269,16 +269,12 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	attached := time.Since(g.Started)
 	// bpf_stats run for probes.StatsSampleOn of every StatsSamplePeriod:
 	// left on, they cost each program run more than most programs do.
-	stats, statsErr := probes.SampleStats(probes.StatsSampleOn, probes.StatsSamplePeriod, func() uint64 {
+	stats, statsErr := probes.SampleStats(probes.StatsSampleOn, probes.StatsSamplePeriod, func() []probes.ProgramCost {
 		costs := append(sp.Costs(), np.costs()...)
 		if prof != nil {
 			costs = append(costs, prof.Costs()...)
 		}
-		var n uint64
-		for _, c := range costs {
-			n += c.RunCount
-		}
-		return n
+		return costs
 	})
 	if statsErr == nil {
 		defer stats.Stop()
@@ -415,16 +411,22 @@ func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 	return nil
 }
 
-// scaleCosts turns sampled bpf_stats into estimates for the whole run; the
-// per-run times are measured and stay as they are.
+// scaleCosts replaces each program's cumulative bpf_stats, which another
+// process's statistics windows may have inflated, with what it ran inside
+// this run's own sampled windows, scaled to the whole run; per-run times
+// are measured and stay as they are.
 func scaleCosts(ov *evidence.Overhead, s probes.StatsSample, window time.Duration, cpus int) {
 	k := s.Scale()
 	ov.StatsSample = &evidence.StatsSample{OnNs: int64(s.On), TotalNs: int64(s.Total), Scale: k, Shared: s.Shared}
+	sampled := map[string]probes.ProgramCost{}
+	for _, c := range s.Costs {
+		sampled[c.Program] = c
+	}
 	var total uint64
 	for i := range ov.Programs {
 		p := &ov.Programs[i]
-		p.RunCount = uint64(math.Round(float64(p.RunCount) * k))
-		p.RunTimeNs = uint64(math.Round(float64(p.RunTimeNs) * k))
+		c := sampled[p.Program]
+		*p = evidence.NewProgramCost(p.Program, uint64(math.Round(float64(c.RunCount)*k)), time.Duration(math.Round(float64(c.RunTime)*k)))
 		total += p.RunTimeNs
 	}
 	if window > 0 && cpus > 0 {
