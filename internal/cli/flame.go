@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -315,7 +313,7 @@ func (o *flameGraphOptions) writeOutput(ctx context.Context, g *Globals, write f
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.EISDIR):
+	case isBadInputFile(err):
 		return usageError("cannot write %s: %v", o.Out, err)
 	}
 	return fmt.Errorf("write %s: %w", o.Out, err)

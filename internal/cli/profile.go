@@ -18,6 +18,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
@@ -448,22 +449,20 @@ func profileOverhead(p *cpuprofile.Profiler, attached, window time.Duration, los
 	return ov
 }
 
-// write renders to --out (removed again if rendering fails, so no partial
-// file is left behind) or standard output.
+// write renders to --out or standard output. A regular --out file is
+// replaced atomically (no partial file if rendering fails); a device, FIFO
+// or symlink is written through, never replaced (safeio.WriteOutput).
 func (o *profileOptions) write(g *Globals, r *report.Report, d profileData, fp *flame.Profile) error {
 	if o.OutFile == "" {
 		return o.render(g.Out, r, d, fp)
 	}
-	f, err := os.Create(o.OutFile)
-	if err != nil {
+	err := safeio.WriteOutput(context.Background(), o.OutFile, waitingFor(g, "a reader"), func(w io.Writer) error {
+		return o.render(w, r, d, fp)
+	})
+	if isBadInputFile(err) {
 		return asUsage(fmt.Errorf("--out: %w", err))
 	}
-	err = o.render(f, r, d, fp)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		os.Remove(o.OutFile)
 		return fmt.Errorf("write %s: %w", o.OutFile, err)
 	}
 	fmt.Fprintf(g.Err, "wrote %s (%s, %d samples)\n", o.OutFile, o.format, d.Samples)
