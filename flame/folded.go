@@ -53,6 +53,9 @@ func (p *Profile) readFolded(r io.Reader) error {
 			if perr := p.addFoldedLine(line, &path); perr != nil {
 				return fmt.Errorf("folded line %d: %w", lineNo, perr)
 			}
+			if p.refused != nil {
+				return fmt.Errorf("folded line %d: %w", lineNo, p.refused)
+			}
 		}
 		if err == io.EOF {
 			return p.Err()

@@ -3,6 +3,7 @@ package flame
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -123,4 +124,19 @@ func FuzzReadPprof(f *testing.F) {
 			t.Fatal("a profile returned with an overflow error")
 		}
 	})
+}
+
+// A profile of more distinct frames than MaxFrames fails at the line that
+// crossed it instead of growing without bound.
+func TestReadFoldedStopsAtMaxFrames(t *testing.T) {
+	defer func(n int32) { MaxFrames = n }(MaxFrames)
+	MaxFrames = 100
+	var b strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&b, "main;f%d 1\n", i)
+	}
+	_, err := ReadFolded(strings.NewReader(b.String()))
+	if !errors.Is(err, ErrTooManyFrames) || !strings.HasPrefix(err.Error(), "folded line 10") {
+		t.Fatalf("err = %v, want ErrTooManyFrames near line 100", err)
+	}
 }

@@ -242,6 +242,7 @@ func takeNetSample(o *udpOptions, p *softirq.Probe) (netSample, error) {
 }
 
 func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
+	limitHeap(udpHeapLimit)
 	// The udp report does not use raise→entry latency; skipping its
 	// tracepoint saves one BPF run per NET_RX raise (~100 ns per datagram
 	// on a loopback flood).
