@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,12 +19,13 @@ type Dir struct {
 	path string
 }
 
-// OpenPrivateDir opens dir (creating it, mode 0755, if missing) and checks
-// that the effective user owns it and that neither group nor others can
-// write to it: in a directory others can write, they can plant a symlink
-// under the name perfscope is about to write, and root would follow it.
+// OpenPrivateDir opens dir (creating it and its parents, mode 0755, if
+// missing) and checks that the effective user owns it and that neither
+// group nor others can write to it: in a directory others can write, they
+// can plant a symlink under the name perfscope is about to write, and root
+// would follow it.
 func OpenPrivateDir(dir string) (*Dir, error) {
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
