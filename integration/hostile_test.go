@@ -45,16 +45,7 @@ func TestLabUDPKilledIsCleanedUpByNextRun(t *testing.T) {
 	testutil.LockBPF(t)
 	bin := Perfscope(t)
 	before := labLeftovers(t)
-	cmd := exec.Command(bin, "lab", "udp", "--scenario", "single-socket", "--duration", "20s")
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), "measuring") && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	cmd, stderr := startLabMeasuring(t, bin)
 	time.Sleep(time.Second)
 	killed := cmd.Process.Pid
 	cmd.Process.Kill()
