@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/internal/udpflood"
@@ -75,13 +77,14 @@ func BenchmarkUDPCommandOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatalf("bpftrace is needed for the comparison (apt-get install -y bpftrace): %v", err)
 	}
-	// bpftrace finds tracepoints through tracefs.
-	dir, mounted, err := probes.TracefsDir()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if mounted {
-		defer probes.UnmountTracefs(dir)
+	// bpftrace finds tracepoints through tracefs, which it must see in
+	// the host's mount namespace (perfscope mounts it only privately):
+	// mount it for the benchmark if needed, and unmount it after.
+	if _, err := os.Stat("/sys/kernel/tracing/events"); err != nil {
+		if err := unix.Mount("nodev", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
+			b.Fatalf("mount tracefs for bpftrace: %v", err)
+		}
+		defer unix.Unmount("/sys/kernel/tracing", 0)
 	}
 	script := filepath.Join(testutil.RepoRoot(), "bench", "udp.bt")
 	for _, senders := range []int{2, 1} {

@@ -41,8 +41,10 @@ type Overhead struct {
 	StatsSample *StatsSample `json:"bpf_stats_sample,omitempty"`
 }
 
-// StatsSample is how bpf_stats were sampled: on for OnNs of TotalNs, counts
-// multiplied by Scale (1 when another process kept them on: Shared).
+// StatsSample is how bpf_stats were sampled: on for OnNs of TotalNs; runs
+// and times counted inside those windows only, multiplied by Scale.
+// Shared says another process had bpf_stats on between the windows (its
+// windows are not counted).
 type StatsSample struct {
 	OnNs    int64   `json:"on_ns"`
 	TotalNs int64   `json:"total_ns"`

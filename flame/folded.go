@@ -22,6 +22,11 @@ func ReadFolded(r io.Reader) (*Profile, error) {
 	return p, nil
 }
 
+// MaxLineBytes is the longest line the text readers accept: 16 MiB holds a
+// MaxDepth-frame stack of 250-byte Java names, and a line without end
+// (/dev/zero through gunzip, `yes`) fails instead of growing without bound.
+const MaxLineBytes = 16 << 20
+
 func (p *Profile) readFolded(r io.Reader) error {
 	br := bufio.NewReaderSize(r, 1<<20)
 	var long []byte // a line longer than the buffer, assembled
@@ -37,6 +42,9 @@ func (p *Profile) readFolded(r io.Reader) error {
 			for errors.Is(err, bufio.ErrBufferFull) {
 				line, err = br.ReadSlice('\n')
 				long = append(long, line...)
+				if len(long) > MaxLineBytes {
+					return fmt.Errorf("folded line %d: longer than %d MiB", lineNo+1, MaxLineBytes>>20)
+				}
 			}
 			line = long
 		}
@@ -45,9 +53,12 @@ func (p *Profile) readFolded(r io.Reader) error {
 			if perr := p.addFoldedLine(line, &path); perr != nil {
 				return fmt.Errorf("folded line %d: %w", lineNo, perr)
 			}
+			if p.refused != nil {
+				return fmt.Errorf("folded line %d: %w", lineNo, p.refused)
+			}
 		}
 		if err == io.EOF {
-			return nil
+			return p.Err()
 		}
 		if err != nil {
 			return err
@@ -73,6 +84,12 @@ func (p *Profile) addFoldedLine(line []byte, path *[]int32) error {
 	stack := bytes.TrimRight(line[:sp], " ")
 	if value == 0 || len(stack) == 0 {
 		return nil
+	}
+	if !p.fits(value) {
+		return ErrOverflow
+	}
+	if bytes.Count(stack, []byte{';'}) >= MaxDepth {
+		return ErrTooDeep
 	}
 	p.node(0).total += value
 	n := int32(0)
@@ -124,7 +141,8 @@ func parseCount(b []byte) (int64, bool) {
 
 func parseFractionalCount(b []byte) (int64, bool) {
 	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil || f < 0 || f > 1<<62 {
+	// Written so that NaN fails too: strconv accepts "NaN" and "Inf".
+	if err != nil || !(f >= 0 && f <= 1<<62) {
 		return 0, false
 	}
 	return int64(f + 0.5), true

@@ -60,7 +60,7 @@ var perfJITMap = regexp.MustCompile(`/perf-\d+\.map$`)
 func ReadPerfScript(r io.Reader, roots RootFrames) (*Profile, error) {
 	p := New(Samples)
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1<<16), 1<<24)
+	sc.Buffer(make([]byte, 0, 1<<16), MaxLineBytes)
 	var (
 		leafFirst []string
 		origin    sampleOrigin
@@ -111,6 +111,9 @@ func ReadPerfScript(r io.Reader, roots RootFrames) (*Profile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("perf script line %d: %w", lineNo, err)
 		}
+		if len(leafFirst) >= MaxDepth {
+			return nil, fmt.Errorf("perf script line %d: %w", lineNo, ErrTooDeep)
+		}
 		leafFirst = append(leafFirst, name)
 	}
 	if err := sc.Err(); err != nil {
@@ -120,7 +123,7 @@ func ReadPerfScript(r io.Reader, roots RootFrames) (*Profile, error) {
 	if samples == 0 {
 		return nil, fmt.Errorf("perf script input has no samples")
 	}
-	return p, nil
+	return p, p.Err()
 }
 
 func atoiOr(s string, def int64) int64 {

@@ -3,9 +3,12 @@ package flame
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/perfscope/perfscope/internal/safeio"
 )
 
 // pprofSampleType is the pprof value type for a unit, named as Go's own
@@ -76,8 +79,14 @@ func ReadPprof(r io.Reader) (*Profile, error) {
 	return readPprof(r, RootFrames{})
 }
 
+// MaxPprofBytes caps a pprof input after decompression. pprof's parser
+// holds the whole protobuf and its decoded form in memory (several times
+// the encoded size), so /dev/zero or a gzip bomb would otherwise take the
+// machine's memory; real CPU and allocation profiles are megabytes.
+var MaxPprofBytes int64 = 256 << 20
+
 func readPprof(r io.Reader, roots RootFrames) (*Profile, error) {
-	pp, err := profile.Parse(r)
+	pp, err := profile.Parse(safeio.LimitReader(r, MaxPprofBytes, "pprof input"))
 	if err != nil {
 		return nil, fmt.Errorf("parse pprof: %w", err)
 	}
@@ -124,9 +133,16 @@ func fromPprof(pp *profile.Profile, roots RootFrames) (*Profile, error) {
 		for i := len(s.Location) - 1; i >= 0; i-- {
 			frames = appendLocationFrames(frames, s.Location[i])
 		}
-		p.Add(frames, s.Value[idx]*scale)
+		if idx >= len(s.Value) {
+			return nil, fmt.Errorf("pprof sample has %d values, want %d", len(s.Value), len(pp.SampleType))
+		}
+		v := s.Value[idx]
+		if v > math.MaxInt64/scale {
+			return nil, ErrOverflow
+		}
+		p.Add(frames, v*scale)
 	}
-	return p, nil
+	return p, p.Err()
 }
 
 // pprofUnit maps a pprof unit to ours, with the factor that converts it.

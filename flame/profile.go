@@ -14,7 +14,9 @@
 package flame
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -68,7 +70,43 @@ type Profile struct {
 	chunks [][]node
 	count  int32
 	wide   map[uint64]int32 // (parent<<32 | name) → child, for nodes with > wideFanout children
+	// refused is why Add first refused a stack (ErrOverflow, ErrTooDeep):
+	// readers return it rather than draw a graph with a wrapped total or
+	// silently missing stacks.
+	refused error
 }
+
+// MaxDepth is the deepest stack a profile accepts. Renderers walk the trie
+// recursively; a hostile input with millions of frames on one line would
+// otherwise exhaust the goroutine stack, which no recover can catch.
+// Real profilers stop far below it (perf at 127 frames by default,
+// async-profiler at 2048, the JVM's own limit at 1024 by default).
+const MaxDepth = 1 << 16
+
+// MaxFrames caps the distinct frames (trie nodes) of one profile: 2^26
+// nodes are 2 GiB of trie. Real profiles stay far below (a 200,000-stack
+// benchmark profile has ~10,000 frames drawn, a few million in the trie);
+// a multi-gigabyte input of unique stacks fails with ErrTooManyFrames
+// instead of taking the machine's memory.
+var MaxFrames int32 = 1 << 26
+
+var (
+	// ErrTooManyFrames is returned for a profile past MaxFrames.
+	ErrTooManyFrames = errors.New("too many distinct frames (more than flame.MaxFrames)")
+	// ErrOverflow is returned when values add up past what an int64 holds.
+	ErrOverflow = errors.New("values add up to more than 2^63-1")
+	// ErrTooDeep is returned for a stack deeper than MaxDepth frames.
+	ErrTooDeep = fmt.Errorf("stack deeper than %d frames", MaxDepth)
+)
+
+// fits reports whether adding v to p's total stays within int64: every
+// node's total is at most the root's, so checking the root is enough.
+func (p *Profile) fits(v int64) bool { return v <= math.MaxInt64-p.node(0).total }
+
+// Err reports the first stack Add had to refuse (ErrOverflow, ErrTooDeep),
+// so that a profile built from untrusted input never reports a wrapped
+// total or quietly lacks stacks.
+func (p *Profile) Err() error { return p.refused }
 
 const (
 	chunkBits = 16
@@ -105,9 +143,20 @@ func New(unit Unit) *Profile {
 }
 
 // Add adds value to the stack frames (root first). Empty frame lists and
-// non-positive values are ignored: they carry no width.
+// non-positive values are ignored: they carry no width. A value that would
+// overflow the total, or a stack deeper than MaxDepth, is refused and
+// reported by Err.
 func (p *Profile) Add(frames []string, value int64) {
 	if len(frames) == 0 || value <= 0 {
+		return
+	}
+	if !p.fits(value) || len(frames) > MaxDepth {
+		if p.refused == nil {
+			p.refused = ErrOverflow
+			if len(frames) > MaxDepth {
+				p.refused = ErrTooDeep
+			}
+		}
 		return
 	}
 	n := int32(0)
@@ -161,6 +210,14 @@ func (p *Profile) child(parent int32, name uint32) int32 {
 			}
 			c = cn.nextSibling
 		}
+	}
+	if p.count > MaxFrames {
+		// Refused: the stack collapses into its parent, and the reader
+		// returns the error instead of the profile.
+		if p.refused == nil {
+			p.refused = ErrTooManyFrames
+		}
+		return parent
 	}
 	c := p.newNode(node{name: name, firstChild: noNode, nextSibling: pn.firstChild})
 	pn.firstChild = c
@@ -242,6 +299,12 @@ func (p *Profile) Walk(fn func(frames []string, value int64) error) error {
 func (p *Profile) Merge(q *Profile) error {
 	if p.Unit != q.Unit {
 		return fmt.Errorf("cannot merge a profile in %s into one in %s", q.Unit, p.Unit)
+	}
+	if q.refused != nil {
+		return q.refused
+	}
+	if !p.fits(q.node(0).total) {
+		return ErrOverflow
 	}
 	p.node(0).total += q.node(0).total
 	p.node(0).self += q.node(0).self

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/perfscope/perfscope/internal/safeio"
 )
 
 // Format is an input format.
@@ -71,17 +73,21 @@ func Read(r io.Reader, format Format, roots RootFrames) (*Profile, Format, error
 }
 
 // detect guesses the format from the start of the input; "" if unknown.
+// Text is recognised by its shape before binary by its bytes, so that a
+// folded file with one stray Latin-1 byte, or a first stack longer than
+// the peek, still reads as folded stacks.
 func detect(head []byte) Format {
 	if len(head) == 0 {
 		return FormatFolded // empty input: an empty profile, as flamegraph.pl
 	}
-	if !utf8.Valid(trimPartialRune(head)) || bytes.IndexByte(head, 0) >= 0 {
+	if bytes.IndexByte(head, 0) >= 0 {
 		return FormatPprof // binary: protobuf
 	}
 	if looksLikePerfScript(head) {
 		return FormatPerfScript
 	}
 	for line := range bytes.Lines(head) {
+		complete := bytes.HasSuffix(line, []byte{'\n'})
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
@@ -91,7 +97,15 @@ func detect(head []byte) Format {
 				return FormatFolded
 			}
 		}
-		return ""
+		if !complete && bytes.IndexByte(line, ';') >= 0 {
+			// A first stack longer than the peek: its count is out of
+			// sight, but frames separated by ';' are folded stacks.
+			return FormatFolded
+		}
+		break
+	}
+	if !utf8.Valid(trimPartialRune(head)) {
+		return FormatPprof // binary without NUL in the peek
 	}
 	return ""
 }
@@ -107,3 +121,6 @@ func trimPartialRune(b []byte) []byte {
 	}
 	return b
 }
+
+// ErrTooLarge is returned for an input past its size cap.
+var ErrTooLarge = safeio.ErrTooLarge

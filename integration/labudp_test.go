@@ -148,17 +148,7 @@ func TestLabUDPInterrupted(t *testing.T) {
 	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 	leftBefore := labLeftovers(t)
 
-	cmd := exec.Command(Perfscope(t), "lab", "udp", "--scenario", "single-socket", "--duration", "20s")
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until the measurement runs: the probes are attached then.
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(stderr.String(), "measuring") && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	cmd, stderr := startLabMeasuring(t, Perfscope(t))
 	time.Sleep(3 * time.Second)
 	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
@@ -179,6 +169,23 @@ func TestLabUDPInterrupted(t *testing.T) {
 	if left := labLeftovers(t); !slices.Equal(left, leftBefore) {
 		t.Errorf("interrupted lab left %v (before: %v)", left, leftBefore)
 	}
+}
+
+// startLabMeasuring starts a 20 s single-socket lab and returns once its
+// measurement runs (the probes are attached then).
+func startLabMeasuring(t *testing.T, bin string) (*exec.Cmd, *lockedBuffer) {
+	t.Helper()
+	cmd := exec.Command(bin, "lab", "udp", "--scenario", "single-socket", "--duration", "20s")
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(stderr.String(), "measuring") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	return cmd, stderr
 }
 
 // lockedBuffer is written by the child's stderr copier while the test reads.

@@ -75,12 +75,11 @@ type Attached struct {
 	// Programs maps hook names ("irq:softirq_entry") to the attached program.
 	Programs map[string]*ebpf.Program
 
-	links   []link.Link
-	tracefs string // mounted by us; unmounted on Close
+	links []link.Link
 }
 
-// Close detaches every link, closes every program and map, and unmounts
-// tracefs if this probe mounted it. Safe to call more than once.
+// Close detaches every link and closes every program and map. Safe to
+// call more than once.
 func (a *Attached) Close() error {
 	if a == nil {
 		return nil
@@ -93,10 +92,6 @@ func (a *Attached) Close() error {
 	if a.Collection != nil {
 		a.Collection.Close()
 		a.Collection = nil
-	}
-	if a.tracefs != "" {
-		errs = append(errs, UnmountTracefs(a.tracefs))
-		a.tracefs = ""
 	}
 	return errors.Join(errs...)
 }
@@ -141,6 +136,21 @@ func LoadAndAttach(spec *ebpf.CollectionSpec, hooks []Hook, method AttachMethod,
 }
 
 func loadWith(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, configure func(*ebpf.CollectionSpec) error) (*Attached, error) {
+	if m != MethodTracepoint {
+		return loadWithTracefs(full, hooks, m, configure, "")
+	}
+	// Classic tracepoints resolve event ids through tracefs: when it is
+	// not mounted, mount it where only this load can see it.
+	var a *Attached
+	err := WithTracefs(func(dir string) error {
+		var err error
+		a, err = loadWithTracefs(full, hooks, m, configure, dir)
+		return err
+	})
+	return a, err
+}
+
+func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, configure func(*ebpf.CollectionSpec) error, dir string) (*Attached, error) {
 	spec := full.Copy()
 	a := &Attached{Method: m, Missing: map[string]error{}, Programs: map[string]*ebpf.Program{}}
 
@@ -181,13 +191,6 @@ func loadWith(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, configure
 			}
 		}
 	case MethodTracepoint:
-		dir, mounted, err := TracefsDir()
-		if err != nil {
-			return nil, err
-		}
-		if mounted {
-			a.tracefs = dir
-		}
 		for _, h := range hooks {
 			if _, err := os.Stat(fmt.Sprintf("%s/events/%s/%s", dir, h.Group, h.Name)); err != nil {
 				if !h.Optional {

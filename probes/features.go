@@ -66,18 +66,16 @@ func checkTracepoint() ProgramTypeCheck {
 		return result("tracepoint", "load", err)
 	}
 	defer prog.Close()
-	dir, mounted, err := TracefsDir()
+	err = WithTracefs(func(string) error {
+		l, err := link.Tracepoint("irq", "softirq_entry", prog, nil)
+		if err == nil {
+			l.Close()
+		}
+		return err
+	})
 	if err != nil {
 		return result("tracepoint", "attach", err)
 	}
-	if mounted {
-		defer UnmountTracefs(dir)
-	}
-	l, err := link.Tracepoint("irq", "softirq_entry", prog, nil)
-	if err != nil {
-		return result("tracepoint", "attach", err)
-	}
-	l.Close()
 	return result("tracepoint", "", nil)
 }
 

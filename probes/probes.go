@@ -1,6 +1,6 @@
 // Package probes holds what every perfscope BPF probe shares: choosing an
-// attach method the kernel accepts, mounting tracefs when a classic
-// tracepoint needs it, turning kernel errors into the sentinels the CLI maps
+// attach method the kernel accepts, mounting tracefs (privately) when a
+// classic tracepoint needs it, turning kernel errors into the sentinels the CLI maps
 // to exit codes, and reading each program's own run time from bpf_stats.
 //
 // Each probe lives in its own sub-package and owns exactly one BPF object.
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -87,26 +88,40 @@ func Classify(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// TracefsDir returns where tracefs is mounted, mounting it at
-// /sys/kernel/tracing when it is not (classic tracepoints need it to resolve
-// event ids). mounted reports whether this call mounted it, so the caller can
-// unmount and leave the system as it found it.
-func TracefsDir() (dir string, mounted bool, err error) {
+// WithTracefs runs f with the directory where tracefs is mounted. When it
+// is not mounted, f runs on an OS thread of its own in a private mount
+// namespace where tracefs is mounted at /sys/kernel/tracing: the system's
+// mount table never changes, and the mount vanishes with the thread when
+// f returns — or with the process, even on SIGKILL, when nothing could
+// have unmounted it. Only the thread f runs on sees the mount, so f must
+// not hand tracefs paths to other goroutines.
+func WithTracefs(f func(dir string) error) error {
 	for _, d := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
 		if _, err := os.Stat(d + "/events"); err == nil {
-			return d, false, nil
+			return f(d)
 		}
 	}
-	const d = "/sys/kernel/tracing"
-	if err := unix.Mount("nodev", d, "tracefs", 0, ""); err != nil {
-		return "", false, Classify("mount tracefs at "+d, err)
-	}
-	return d, true, nil
-}
-
-// UnmountTracefs undoes a mount made by TracefsDir.
-func UnmountTracefs(dir string) error {
-	return unix.Unmount(dir, 0)
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: when this goroutine ends, the runtime ends the
+		// thread, and the mount namespace with its last thread.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			errc <- Classify("unshare the mount namespace to mount tracefs", err)
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			errc <- Classify("make the private mount namespace private", err)
+			return
+		}
+		const d = "/sys/kernel/tracing"
+		if err := unix.Mount("nodev", d, "tracefs", 0, ""); err != nil {
+			errc <- Classify("mount tracefs at "+d, err)
+			return
+		}
+		errc <- f(d)
+	}()
+	return <-errc
 }
 
 // ProgramCost is what one BPF program cost while it ran, from the kernel's

@@ -2,6 +2,7 @@ package probes
 
 import (
 	"io"
+	"sort"
 	"sync"
 	"time"
 )
@@ -16,19 +17,25 @@ const (
 )
 
 // StatsSample is what a StatsSampler measured: bpf_stats was on for On of
-// Total, so run counts and times read afterwards cover On and are scaled by
-// Scale to the whole run.
+// Total; Costs are the programs' runs and run time counted inside those
+// windows only, and Scale turns them into whole-run estimates.
 type StatsSample struct {
 	On, Total time.Duration
-	// Shared means bpf_stats stayed on while the sampler had switched it
-	// off (another process holds it): the counts cover the whole run and
-	// Scale is 1.
+	// Costs are the run counts and times accumulated during the sampler's
+	// own on-windows, by program. Counting only there is what keeps two
+	// concurrent runs honest: bpf_stats is machine-wide, so while one run
+	// has it off another may have it on, and a cumulative counter read at
+	// the end would mix windows of unknown length.
+	Costs []ProgramCost
+	// Shared means the programs' counters grew while this sampler had
+	// statistics off: another process had them on. Informational: Costs
+	// exclude those runs.
 	Shared bool
 }
 
 // Scale is the factor from sampled to whole-run counts and times.
 func (s StatsSample) Scale() float64 {
-	if s.Shared || s.On <= 0 {
+	if s.On <= 0 {
 		return 1
 	}
 	return float64(s.Total) / float64(s.On)
@@ -41,7 +48,9 @@ func (s StatsSample) Scale() float64 {
 // loopback flood's throughput (BENCHMARKS.md). Sampled, the cost falls with
 // the duty cycle while run counts and per-run times stay measured.
 type StatsSampler struct {
-	runs    func() uint64
+	costs   func() []ProgramCost
+	atOn    map[string]ProgramCost // counters when the current window began
+	acc     map[string]ProgramCost // counted inside windows so far
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -54,18 +63,39 @@ type StatsSampler struct {
 }
 
 // SampleStats turns bpf_stats on now and then for on out of every period
-// until Stop. runs reports the total run count of the caller's programs; a
-// count that grows while the sampler has statistics off means another
-// process keeps them on (StatsSample.Shared).
-func SampleStats(on, period time.Duration, runs func() uint64) (*StatsSampler, error) {
+// until Stop. costs reads the caller's programs' cumulative bpf_stats; the
+// sampler reads them as each window opens and closes and keeps only what
+// grew inside its own windows.
+func SampleStats(on, period time.Duration, costs func() []ProgramCost) (*StatsSampler, error) {
 	c, err := EnableStats()
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	s := &StatsSampler{runs: runs, stop: make(chan struct{}), done: make(chan struct{}), on: c, onSince: now, started: now}
+	s := &StatsSampler{costs: costs, acc: map[string]ProgramCost{}, stop: make(chan struct{}), done: make(chan struct{}), on: c, onSince: now, started: now}
+	s.atOn = s.read()
 	go s.loop(on, period)
 	return s, nil
+}
+
+// read returns the programs' counters by name.
+func (s *StatsSampler) read() map[string]ProgramCost {
+	m := map[string]ProgramCost{}
+	if s.costs == nil {
+		return m
+	}
+	for _, c := range s.costs() {
+		m[c.Program] = c
+	}
+	return m
+}
+
+func runsOf(m map[string]ProgramCost) uint64 {
+	var n uint64
+	for _, c := range m {
+		n += c.RunCount
+	}
+	return n
 }
 
 func (s *StatsSampler) loop(on, period time.Duration) {
@@ -85,27 +115,39 @@ func (s *StatsSampler) loop(on, period time.Duration) {
 		case <-time.After(period - on):
 		}
 		s.mu.Lock()
-		if s.runs != nil && s.runs() != s.offRuns {
-			s.sample.Shared = true
-		}
 		if c, err := EnableStats(); err == nil {
 			s.on, s.onSince = c, time.Now()
+			s.atOn = s.read()
+			if runsOf(s.atOn) != s.offRuns {
+				s.sample.Shared = true
+			}
 		}
 		s.mu.Unlock()
 	}
 }
 
-// switchOff closes the statistics descriptor if open; s.mu is held.
+// switchOff closes the statistics descriptor if open, first adding what
+// the programs ran during the window; s.mu is held.
 func (s *StatsSampler) switchOff() {
 	if s.on == nil {
 		return
 	}
+	atOff := s.read()
 	s.on.Close()
 	s.on = nil
 	s.sample.On += time.Since(s.onSince)
-	if s.runs != nil {
-		s.offRuns = s.runs()
+	for name, end := range atOff {
+		start := s.atOn[name]
+		if end.RunCount < start.RunCount || end.RunTime < start.RunTime {
+			continue // a program replaced mid-run: no honest delta
+		}
+		a := s.acc[name]
+		a.Program = name
+		a.RunCount += end.RunCount - start.RunCount
+		a.RunTime += end.RunTime - start.RunTime
+		s.acc[name] = a
 	}
+	s.offRuns = runsOf(atOff)
 }
 
 // Stop switches statistics off for good and returns the sample. Safe to
@@ -117,6 +159,11 @@ func (s *StatsSampler) Stop() StatsSample {
 		s.mu.Lock()
 		s.switchOff()
 		s.sample.Total = time.Since(s.started)
+		s.sample.Costs = make([]ProgramCost, 0, len(s.acc))
+		for _, c := range s.acc {
+			s.sample.Costs = append(s.sample.Costs, c)
+		}
+		sort.Slice(s.sample.Costs, func(i, j int) bool { return s.sample.Costs[i].Program < s.sample.Costs[j].Program })
 		s.mu.Unlock()
 	})
 	s.mu.Lock()

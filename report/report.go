@@ -5,6 +5,7 @@ package report
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -78,10 +79,21 @@ func KernelRelease() string {
 }
 
 // WriteJSON writes r as indented JSON.
+//
+// A NaN or infinity anywhere (a ratio over a zero denominator) would make
+// encoding/json refuse the whole report, leaving the user with no output
+// and exit 4; such numbers are written as described at finiteCopy.
 func WriteJSON(w io.Writer, r any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
+	b, err := json.MarshalIndent(r, "", "  ")
+	var uv *json.UnsupportedValueError
+	if errors.As(err, &uv) {
+		b, err = json.MarshalIndent(finiteCopy(r), "", "  ")
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
 }
 
 // Format is an output format a command supports.

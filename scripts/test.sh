@@ -28,3 +28,16 @@ go vet ./...
 
 echo "== go test (all tiers)"
 go test -count=1 -timeout 25m ./...
+
+# Every parser of untrusted input has a fuzz target; each runs for a bounded
+# time here (PERFSCOPE_FUZZTIME, default 10s). Targets are found, not
+# listed: a new `func FuzzX(f *testing.F)` in any *_test.go runs here.
+echo "== fuzz (each target ${PERFSCOPE_FUZZTIME:-10s})"
+grep -rl --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*(f \*testing\.F)' . | sort | while read -r file; do
+	pkg="./$(dirname "${file#./}")"
+	for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(f \*testing\.F).*/\1/p' "$file"); do
+		echo "-- $pkg $target"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PERFSCOPE_FUZZTIME:-10s}" "$pkg" 2>&1 | tail -n 3
+		[ "${PIPESTATUS[0]}" = 0 ] || { echo "fuzz target $target in $pkg failed" >&2; exit 1; }
+	done
+done

@@ -293,10 +293,10 @@ func (s Sources) udpMem() *[3]int64 {
 func (s Sources) sourceValidation(iface string) SourceValidation {
 	sv := SourceValidation{RPFilter: map[string]int64{}, AcceptLocal: map[string]int64{}}
 	for _, scope := range []string{"all", "default", iface} {
-		if v := s.sysctl("net.ipv4.conf." + scope + ".rp_filter"); v != nil {
+		if v := s.sysctl(procfs.InterfaceSysctl("ipv4", scope, "rp_filter")); v != nil {
 			sv.RPFilter[scope] = *v
 		}
-		if v := s.sysctl("net.ipv4.conf." + scope + ".accept_local"); v != nil {
+		if v := s.sysctl(procfs.InterfaceSysctl("ipv4", scope, "accept_local")); v != nil {
 			sv.AcceptLocal[scope] = *v
 		}
 	}

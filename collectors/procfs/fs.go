@@ -53,14 +53,29 @@ func (fs FS) ReadInt(p string) (int64, error) {
 	return v, nil
 }
 
-// Sysctl reads a sysctl by dotted name ("net.core.rmem_max"). Absent
-// sysctls return an error wrapping os.ErrNotExist.
+// Sysctl reads a sysctl by dotted name ("net.core.rmem_max") or, as
+// sysctl(8) also accepts, by slash-separated path
+// ("net/ipv4/conf/eth0.100/rp_filter"): a name with a slash is taken as
+// a path, so interface names with dots (VLANs) keep them. Absent sysctls
+// return an error wrapping os.ErrNotExist.
 func (fs FS) Sysctl(name string) (string, error) {
-	s, err := fs.ReadString("/proc/sys/" + strings.ReplaceAll(name, ".", "/"))
+	path := name
+	if !strings.Contains(name, "/") {
+		path = strings.ReplaceAll(name, ".", "/")
+	}
+	s, err := fs.ReadString("/proc/sys/" + path)
 	if err != nil {
 		return "", err
 	}
 	return strings.TrimSpace(s), nil
+}
+
+// InterfaceSysctl is the Sysctl name of a per-interface setting, e.g.
+// InterfaceSysctl("ipv4", "eth0.100", "rp_filter") =
+// "net/ipv4/conf/eth0.100/rp_filter": a path, so the dot in a VLAN's name
+// is not read as a separator.
+func InterfaceSysctl(family, iface, key string) string {
+	return "net/" + family + "/conf/" + iface + "/" + key
 }
 
 // SysctlInt reads an integer sysctl; ok is false when it does not exist.

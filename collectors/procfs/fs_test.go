@@ -131,3 +131,16 @@ Cpus_allowed_list:	0-3
 		t.Errorf("lockdown = %q", got)
 	}
 }
+
+// A VLAN's name has a dot: its per-interface sysctls are read by path,
+// never by turning the dot into a directory.
+func TestInterfaceSysctlKeepsDotsInNames(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(dir+"/proc/sys/net/ipv4/conf/eth0.100", 0o755)
+	os.WriteFile(dir+"/proc/sys/net/ipv4/conf/eth0.100/rp_filter", []byte("1\n"), 0o644)
+	fs := FS{Root: dir}
+	v, ok, err := fs.SysctlInt(InterfaceSysctl("ipv4", "eth0.100", "rp_filter"))
+	if err != nil || !ok || v != 1 {
+		t.Errorf("eth0.100 rp_filter = %d %v %v", v, ok, err)
+	}
+}

@@ -31,6 +31,8 @@ var CapNames = map[int]string{
 // ProcStatus is the part of /proc/PID/status perfscope reads.
 type ProcStatus struct {
 	Name string
+	// State is the state letter: R, S, D, T, t, X, Z (zombie), ...
+	State string
 	// UID and GID are the real, effective, saved and filesystem ids.
 	UID, GID [4]int
 	// CapEff is the effective capability set.
@@ -78,6 +80,8 @@ func parseStatus(r io.Reader) (ProcStatus, error) {
 		switch k {
 		case "Name":
 			s.Name = v
+		case "State":
+			s.State, _, _ = strings.Cut(v, " ")
 		case "Uid", "Gid":
 			f := strings.Fields(v)
 			dst := &s.UID

@@ -156,6 +156,21 @@ func (fs FS) ProcessStart(pid int) (time.Time, error) {
 	return time.Now().Add(started - sinceBoot), nil
 }
 
+// ProcessStartTicks is pid's starttime in clock ticks since boot, exactly
+// as the kernel reports it: with the pid, it identifies a process across
+// pid reuse.
+func (fs FS) ProcessStartTicks(pid int) (uint64, error) {
+	raw, err := fs.ReadString(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	ticks, err := parseStartTime(raw)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return ticks, nil
+}
+
 // parseStartTime reads field 22 (starttime) of a /proc/PID/stat line.
 func parseStartTime(raw string) (uint64, error) {
 	// The command name (field 2) may hold spaces and parentheses: fields

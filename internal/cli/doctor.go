@@ -107,20 +107,21 @@ func doctorVerdict(checks []DoctorCheck) error {
 }
 
 func writeDoctorText(g *Globals, m report.Meta, checks []DoctorCheck) {
-	fmt.Fprintf(g.Out, "perfscope doctor — %s, kernel %s, %d CPUs\n", m.Host, m.Kernel, m.CPUs)
+	w := g.textOut()
+	fmt.Fprintf(w, "perfscope doctor — %s, kernel %s, %d CPUs\n", m.Host, m.Kernel, m.CPUs)
 	cat := ""
 	for _, c := range checks {
 		if c.Category != cat {
 			cat = c.Category
-			report.Heading(g.Out, cat)
+			report.Heading(w, cat)
 		}
-		fmt.Fprintf(g.Out, "%-9s %-28s %s\n", "["+c.Status+"]", c.Name, c.Detail)
+		fmt.Fprintf(w, "%-9s %-28s %s\n", "["+c.Status+"]", c.Name, c.Detail)
 		if c.Status != statusOK {
 			if c.Affects != "" {
-				fmt.Fprintf(g.Out, "%-9s %-28s affects: %s\n", "", "", c.Affects)
+				fmt.Fprintf(w, "%-9s %-28s affects: %s\n", "", "", c.Affects)
 			}
 			if c.Fix != "" {
-				fmt.Fprintf(g.Out, "%-9s %-28s fix: %s\n", "", "", c.Fix)
+				fmt.Fprintf(w, "%-9s %-28s fix: %s\n", "", "", c.Fix)
 			}
 		}
 	}

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"syscall"
 
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/probes"
 )
 
@@ -58,6 +62,10 @@ func CodeOf(err error) int {
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
+	if errors.Is(err, context.Canceled) {
+		// Interrupted before the command had anything to report.
+		return ExitInterrupted
+	}
 	if errors.Is(err, probes.ErrPermission) || errors.Is(err, probes.ErrNotSupported) {
 		return ExitUnavailable
 	}
@@ -85,4 +93,12 @@ func failOn(fs []diagnose.Finding, threshold diagnose.Severity) error {
 		return &ExitError{Code: ExitFindings, Err: fmt.Errorf("findings at or above %s (worst: %s)", threshold, w)}
 	}
 	return nil
+}
+
+// isBadInputFile says whether err is about the file the user named rather
+// than about the run: missing, unreadable, a directory, too large. Those
+// are bad input (exit 2), as the README promises.
+func isBadInputFile(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
+		errors.Is(err, safeio.ErrNotFile) || errors.Is(err, safeio.ErrTooLarge) || errors.Is(err, syscall.EISDIR)
 }

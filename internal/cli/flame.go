@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -246,23 +246,28 @@ func (o *flameGraphOptions) drawOptions(defaultTitle string) flame.Options {
 
 // readProfile reads one input ("-" is standard input), stopping when ctx
 // is cancelled. Unreadable or malformed input is bad input (exit 2).
-func (o *flameGraphOptions) readProfile(ctx context.Context, path string, roots flame.RootFrames) (*flame.Profile, flame.Format, error) {
-	var r io.Reader = os.Stdin
+func (o *flameGraphOptions) readProfile(ctx context.Context, g *Globals, path string, roots flame.RootFrames) (*flame.Profile, flame.Format, error) {
+	var r io.Reader = ctxReader{ctx, os.Stdin}
 	name := "standard input"
 	if path != "-" {
-		f, err := os.Open(path)
+		in, err := safeio.OpenInput(ctx, path, waitingFor(g, "a writer"))
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, "", ctx.Err()
+			}
 			return nil, "", usageError("cannot read profile: %v", err)
 		}
-		defer f.Close()
-		r, name = f, path
+		defer in.Close()
+		r, name = in, path
 	}
-	p, format, err := flame.Read(ctxReader{ctx, r}, o.inputFmt, roots)
+	p, format, err := flame.Read(r, o.inputFmt, roots)
 	switch {
 	case ctx.Err() != nil:
 		return nil, "", ctx.Err()
 	case errors.Is(err, flame.ErrUnknownFormat):
 		return nil, "", usageError("%s: %v; pass --format folded, perf or pprof", name, err)
+	case err != nil && o.inputFmt == flame.FormatAuto:
+		return nil, "", usageError("%s: read as %s (detected from its first bytes): %v; if it is another format, pass --format folded, perf or pprof", name, format, err)
 	case err != nil:
 		return nil, "", usageError("%s: %v", name, err)
 	}
@@ -273,6 +278,13 @@ func (o *flameGraphOptions) readProfile(ctx context.Context, path string, roots 
 		p = p.Filter(o.filter)
 	}
 	return p, format, nil
+}
+
+// waitingFor tells the user, once, why a FIFO open is taking long.
+func waitingFor(g *Globals, other string) safeio.WaitingOpen {
+	return func(path string) {
+		fmt.Fprintf(g.Err, "perfscope: waiting for %s on %s (Ctrl-C to stop)\n", other, path)
+	}
 }
 
 // ctxReader stops a long read when the command is interrupted.
@@ -288,42 +300,23 @@ func (c ctxReader) Read(b []byte) (int, error) {
 	return c.r.Read(b)
 }
 
-// writeOutput runs write against --out or standard output. A file is
-// written under a temporary name and renamed into place, so an interrupted
-// or failed run never leaves a truncated graph behind.
+// writeOutput runs write against --out or standard output (see
+// safeio.WriteOutput: a regular file is replaced atomically, a device, FIFO
+// or symlink is written through and never replaced).
 func (o *flameGraphOptions) writeOutput(ctx context.Context, g *Globals, write func(io.Writer) error) error {
 	if o.Out == "" || o.Out == "-" {
 		return write(g.Out)
 	}
-	dir := filepath.Dir(o.Out)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(o.Out)+".*")
-	if err != nil {
+	err := safeio.WriteOutput(ctx, o.Out, waitingFor(g, "a reader"), write)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case isBadInputFile(err):
 		return usageError("cannot write %s: %v", o.Out, err)
 	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return fmt.Errorf("write %s: %w", o.Out, err)
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("write %s: %w", o.Out, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", o.Out, err)
-	}
-	if err := os.Rename(tmp.Name(), o.Out); err != nil {
-		return fmt.Errorf("write %s: %w", o.Out, err)
-	}
-	done = true
-	return nil
+	return fmt.Errorf("write %s: %w", o.Out, err)
 }
 
 // flameInput is one file read, for the JSON report.
@@ -347,7 +340,7 @@ func runFlame(ctx context.Context, o *flameOptions, g *Globals) error {
 	var merged *flame.Profile
 	var inputs []flameInput
 	for _, path := range o.Files {
-		p, format, err := o.readProfile(ctx, path, roots)
+		p, format, err := o.readProfile(ctx, g, path, roots)
 		if err != nil {
 			return err
 		}
@@ -381,7 +374,7 @@ func runFlame(ctx context.Context, o *flameOptions, g *Globals) error {
 			r.Data = data
 			return report.WriteJSON(w, r)
 		}
-		writeFlameText(w, data)
+		writeFlameText(report.TerminalSafe(w), data)
 		return nil
 	})
 }
@@ -433,7 +426,7 @@ func runFlameDiff(ctx context.Context, d *flameDiffOptions, g *Globals) error {
 	var ps [2]*flame.Profile
 	var ins [2]flameInput
 	for i, path := range []string{d.Before, d.After} {
-		p, format, err := d.readProfile(ctx, path, flame.RootFrames{})
+		p, format, err := d.readProfile(ctx, g, path, flame.RootFrames{})
 		if err != nil {
 			return err
 		}

@@ -256,7 +256,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 			return err
 		}
 	} else {
-		writeJVMText(g.Out, r, data)
+		writeJVMText(g.textOut(), r, data)
 	}
 	return failOn(r.Findings, o.failOn)
 }

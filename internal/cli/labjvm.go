@@ -165,7 +165,7 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 	if o.format == report.JSON {
 		return report.WriteJSON(g.Out, r)
 	}
-	writeLabJVMText(g.Out, o, data)
+	writeLabJVMText(g.textOut(), o, data)
 	return nil
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/udplab"
 	"github.com/perfscope/perfscope/report"
 )
@@ -124,6 +126,11 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 			scenarios = append(scenarios, s)
 		}
 	}
+	// Namespaces, veths and the probes need CAP_SYS_ADMIN and CAP_NET_ADMIN:
+	// say so up front (exit 3) rather than fail in `ip netns add` (exit 4).
+	if st, err := procfs.Default.Status(os.Getpid()); err == nil && (!st.Capable(procfs.CapSysAdmin) || !st.Capable(procfs.CapNetAdmin)) {
+		return unavailableError("lab udp creates network namespaces and loads BPF probes: it needs CAP_SYS_ADMIN and CAP_NET_ADMIN (run as root)")
+	}
 	if err := labUDPTools(scenarios); err != nil {
 		return err
 	}
@@ -131,10 +138,25 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 	if err != nil {
 		return fmt.Errorf("lab udp: find the perfscope binary: %w", err)
 	}
+	// What a killed lab left (namespaces, reports, its temporary
+	// directory) goes now; labs whose process still runs are left alone.
+	stale, err := netlab.RemoveStale()
+	for _, s := range stale {
+		fmt.Fprintf(g.Err, "removed what lab process %d (no longer running) left: %s\n", s.OwnerPID, strings.Join(append(s.Namespaces, s.Dirs...), " "))
+	}
+	if err != nil {
+		fmt.Fprintf(g.Err, "warning: %v\n", err)
+	}
 	dir, err := os.MkdirTemp("", "perfscope-lab-udp-")
 	if err != nil {
 		return err
 	}
+	claim, err := netlab.NewClaim(nil, []string{dir})
+	if err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
+	defer claim.Release()
 	if !o.Keep {
 		defer os.RemoveAll(dir)
 	}
@@ -151,7 +173,7 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 		}
 		results = append(results, res)
 		if o.format == report.Text {
-			udplab.WriteScenario(g.Out, res)
+			udplab.WriteScenario(g.textOut(), res)
 		}
 	}
 	took := time.Since(started)
@@ -163,7 +185,7 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 			return err
 		}
 	} else {
-		udplab.WriteSummary(g.Out, results, took)
+		udplab.WriteSummary(g.textOut(), results, took)
 		if o.Keep {
 			fmt.Fprintf(g.Out, "Kept: reports in %s; namespaces:", dir)
 			for _, r := range results {

@@ -58,6 +58,15 @@ SO_ATTACH_REUSEPORT_CBPF).`,
 				}
 				cfg.PinCPUs = set.CPUs()
 			}
+			if err := cfg.Validate(); err != nil {
+				return asUsage(err)
+			}
+			if o.For < 0 {
+				return usageError("--for must be 0 (until interrupted) or positive, got %v", o.For)
+			}
+			if o.Progress < 0 || o.Progress > 0 && o.Progress < 10*time.Millisecond {
+				return usageError("--progress must be 0 (never) or at least 10ms, got %v", o.Progress)
+			}
 			ctx := cmd.Context()
 			if o.For > 0 {
 				var cancel context.CancelFunc
@@ -137,10 +146,23 @@ func newLabUDPFloodCmd(g *Globals) *cobra.Command {
 			if !target.Addr().IsLoopback() && !labNet.Contains(target.Addr()) {
 				return usageError("--target %s: udp-flood only sends to loopback or the lab's 198.18.0.0/15", target)
 			}
-			res, err := udpflood.Send(cmd.Context(), udpflood.Config{
+			if o.Payload < 1 {
+				return usageError("--payload must be between 1 and %d bytes, got %d", udpflood.MaxPayload, o.Payload)
+			}
+			cfg := udpflood.Config{
 				Target: target, Senders: o.Senders, Payload: o.Payload, Duration: o.Duration,
 				MaxPackets: o.MaxPackets, AllowNonLoopback: true, Rate: o.Rate,
-			})
+			}
+			if err := cfg.Validate(); err != nil {
+				return asUsage(err)
+			}
+			// The address alone proves nothing: in the host's namespace
+			// 198.18.0.2 routes out of the default gateway to the real
+			// network. Send only where the route stays on this machine.
+			if err := udpflood.CheckLocalRoute(target.Addr()); err != nil {
+				return asUsage(err)
+			}
+			res, err := udpflood.Send(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

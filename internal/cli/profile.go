@@ -18,6 +18,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
@@ -211,19 +212,7 @@ func (o *profileOptions) checkJITMap() error {
 // checkProcess turns a dead pid or a thread id into one clear sentence
 // before anything is loaded.
 func (o *profileOptions) checkProcess() error {
-	st, err := o.fs.Status(o.PID)
-	if errors.Is(err, fs.ErrNotExist) {
-		return usageError("process %d is not running", o.PID)
-	}
-	if err != nil {
-		return fmt.Errorf("read status of process %d: %w", o.PID, err)
-	}
-	// /proc/TID exists for threads too, but the probe filters on the
-	// process (thread group) id.
-	if len(st.NStgid) > 0 && st.NStgid[0] != o.PID {
-		return usageError("%d is a thread of process %d: pass --pid %d", o.PID, st.NStgid[0], st.NStgid[0])
-	}
-	return nil
+	return checkPID(o.fs, "--pid", o.PID)
 }
 
 // profileData is the "data" section of `perfscope profile -o json`.
@@ -460,22 +449,20 @@ func profileOverhead(p *cpuprofile.Profiler, attached, window time.Duration, los
 	return ov
 }
 
-// write renders to --out (removed again if rendering fails, so no partial
-// file is left behind) or standard output.
+// write renders to --out or standard output. A regular --out file is
+// replaced atomically (no partial file if rendering fails); a device, FIFO
+// or symlink is written through, never replaced (safeio.WriteOutput).
 func (o *profileOptions) write(g *Globals, r *report.Report, d profileData, fp *flame.Profile) error {
 	if o.OutFile == "" {
 		return o.render(g.Out, r, d, fp)
 	}
-	f, err := os.Create(o.OutFile)
-	if err != nil {
+	err := safeio.WriteOutput(context.Background(), o.OutFile, waitingFor(g, "a reader"), func(w io.Writer) error {
+		return o.render(w, r, d, fp)
+	})
+	if isBadInputFile(err) {
 		return asUsage(fmt.Errorf("--out: %w", err))
 	}
-	err = o.render(f, r, d, fp)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		os.Remove(o.OutFile)
 		return fmt.Errorf("write %s: %w", o.OutFile, err)
 	}
 	fmt.Fprintf(g.Err, "wrote %s (%s, %d samples)\n", o.OutFile, o.format, d.Samples)
@@ -498,7 +485,7 @@ func (o *profileOptions) render(w io.Writer, r *report.Report, d profileData, fp
 	case formatSpeedscope:
 		return flame.WriteSpeedscope(w, fp, opts)
 	}
-	writeProfileText(w, r, d, o.Top)
+	writeProfileText(report.TerminalSafe(w), r, d, o.Top)
 	return nil
 }
 

@@ -6,6 +6,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/report"
 )
 
 // version is set at build time with -ldflags "-X ...cli.version=v1.2.3".
@@ -83,21 +87,42 @@ Exit codes: 0 ok, 1 findings at or above --fail-on, 2 bad usage or input,
 	return root
 }
 
-// Execute runs perfscope with args and returns the exit code.
+// Execute runs perfscope with args and returns the exit code. A panic in
+// any command becomes one sentence and ExitFailure.
 func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	g := &Globals{Out: stdout, Err: stderr, Started: processStart()}
-	root := NewRoot(g)
+	return execute1(ctx, g, NewRoot(g), args)
+}
+
+// execute1 runs root (built by NewRoot) with args; tests pass their own.
+func execute1(ctx context.Context, g *Globals, root *cobra.Command, args []string) (code int) {
+	stderr := g.Err
+	defer recoverPanic(stderr, &code)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
 	}
-	code := CodeOf(err)
+	code = CodeOf(err)
 	if !g.ran && code == ExitFailure {
 		// Unknown command or flag: cobra failed before any command ran.
 		code = ExitUsage
 	}
-	fmt.Fprintf(stderr, "perfscope: %v\n", err)
+	var ee *ExitError
+	switch {
+	case err == context.Canceled:
+		fmt.Fprintln(stderr, "perfscope: interrupted")
+	case errors.Is(err, probes.ErrPermission) && !errors.As(err, &ee) && os.Getenv("PERFSCOPE_DEBUG") != "1":
+		// The library's own words (map create, MEMLOCK, rlimit) blame the
+		// wrong thing and run to hundreds of characters: one sentence, as
+		// doctor and profile say it. PERFSCOPE_DEBUG=1 shows the chain.
+		fmt.Fprintln(stderr, "perfscope: the kernel refused to load the BPF probes: run as root, or with CAP_BPF and CAP_PERFMON (`perfscope doctor` lists what is missing)")
+		return code
+	default:
+		// Error messages quote names from the system (interfaces,
+		// processes, files): escape control characters in them.
+		fmt.Fprintf(stderr, "perfscope: %s\n", report.Clean(err.Error()))
+	}
 	if h := Hint(err); h != "" {
 		fmt.Fprintf(stderr, "hint: %s\n", h)
 	}
@@ -106,6 +131,10 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return code
 }
+
+// textOut is standard output for text reports: control characters in
+// names from the system are escaped (report.TerminalSafe).
+func (g *Globals) textOut() io.Writer { return report.TerminalSafe(g.Out) }
 
 // processStart is when this process began, from /proc/self/stat, so that
 // "time to attach" includes Go runtime start-up; falls back to now.

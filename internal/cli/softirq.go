@@ -172,7 +172,7 @@ func runSoftirq(ctx context.Context, o *softirqOptions, g *Globals) error {
 	if o.format == report.JSON {
 		return report.WriteJSON(g.Out, r)
 	}
-	writeSoftirqText(g.Out, r, ev, statsErr)
+	writeSoftirqText(g.textOut(), r, ev, statsErr)
 	return nil
 }
 

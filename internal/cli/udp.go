@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/internal/netapply"
 	"github.com/perfscope/perfscope/internal/netcompare"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"
@@ -87,7 +89,7 @@ lo, no IRQs on veth) say so in one line; the rest still runs.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case len(o.Compare) > 0:
-				return o.runCompare(g)
+				return o.runCompare(cmd.Context(), g)
 			case o.Revert != "":
 				return o.runRevert(cmd.Context(), g)
 			}
@@ -141,8 +143,8 @@ func (o *udpOptions) validate() error {
 		return usageError("--pid must be positive, got %d", o.PID)
 	}
 	if o.PID > 0 {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", o.PID)); err != nil {
-			return usageError("--pid %d: no such process", o.PID)
+		if err := checkPID(procfs.Default, "--pid", o.PID); err != nil {
+			return err
 		}
 	}
 	if o.FailOn != "" {
@@ -156,9 +158,11 @@ func (o *udpOptions) validate() error {
 		}
 	}
 	if o.FlameDir != "" {
-		if err := os.MkdirAll(o.FlameDir, 0o755); err != nil {
-			return usageError("--flame %s: %v", o.FlameDir, err)
+		d, err := safeio.OpenPrivateDir(o.FlameDir)
+		if err != nil {
+			return usageError("--flame %s: %v; perfscope writes only into a directory that no other user can write to", o.FlameDir, err)
 		}
+		d.Close()
 	}
 	return o.resolveIface()
 }
@@ -240,6 +244,7 @@ func takeNetSample(o *udpOptions, p *softirq.Probe) (netSample, error) {
 }
 
 func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
+	limitHeap(udpHeapLimit)
 	// The udp report does not use raise→entry latency; skipping its
 	// tracepoint saves one BPF run per NET_RX raise (~100 ns per datagram
 	// on a loopback flood).
@@ -269,16 +274,12 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	attached := time.Since(g.Started)
 	// bpf_stats run for probes.StatsSampleOn of every StatsSamplePeriod:
 	// left on, they cost each program run more than most programs do.
-	stats, statsErr := probes.SampleStats(probes.StatsSampleOn, probes.StatsSamplePeriod, func() uint64 {
+	stats, statsErr := probes.SampleStats(probes.StatsSampleOn, probes.StatsSamplePeriod, func() []probes.ProgramCost {
 		costs := append(sp.Costs(), np.costs()...)
 		if prof != nil {
 			costs = append(costs, prof.Costs()...)
 		}
-		var n uint64
-		for _, c := range costs {
-			n += c.RunCount
-		}
-		return n
+		return costs
 	})
 	if statsErr == nil {
 		defer stats.Stop()
@@ -351,7 +352,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 			return err
 		}
 	} else {
-		writeUDPText(g.Out, r, ev, statsErr)
+		writeUDPText(g.textOut(), r, ev, statsErr)
 	}
 	if applyErr != nil {
 		return applyErr
@@ -383,13 +384,13 @@ func (o *udpOptions) runRevert(ctx context.Context, g *Globals) error {
 	for _, e := range done {
 		fmt.Fprintf(g.Out, "reverted [%s]: %s\n", e.FindingID, e.Command)
 	}
-	if errors.Is(err, netapply.ErrNotRevertScript) || errors.Is(err, os.ErrNotExist) {
+	if isBadInputFile(err) || errors.Is(err, netapply.ErrNotRevertScript) {
 		return asUsage(err)
 	}
 	return err
 }
 
-func (o *udpOptions) runCompare(g *Globals) error {
+func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 	if len(o.Compare) != 2 {
 		return usageError("--compare takes two saved runs: --compare before.json,after.json")
 	}
@@ -397,32 +398,40 @@ func (o *udpOptions) runCompare(g *Globals) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	before, err := netcompare.Load(o.Compare[0])
-	if err != nil {
-		return asUsage(err)
+	var runs [2]netcompare.Run
+	for i, path := range o.Compare {
+		if runs[i], err = netcompare.Load(ctx, path); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return asUsage(err)
+		}
 	}
-	after, err := netcompare.Load(o.Compare[1])
-	if err != nil {
-		return asUsage(err)
-	}
+	before, after := runs[0], runs[1]
 	c := netcompare.Compare(before, after)
 	if f == report.JSON {
 		return report.WriteJSON(g.Out, c)
 	}
-	netcompare.WriteText(g.Out, c)
+	netcompare.WriteText(g.textOut(), c)
 	return nil
 }
 
-// scaleCosts turns sampled bpf_stats into estimates for the whole run; the
-// per-run times are measured and stay as they are.
+// scaleCosts replaces each program's cumulative bpf_stats, which another
+// process's statistics windows may have inflated, with what it ran inside
+// this run's own sampled windows, scaled to the whole run; per-run times
+// are measured and stay as they are.
 func scaleCosts(ov *evidence.Overhead, s probes.StatsSample, window time.Duration, cpus int) {
 	k := s.Scale()
 	ov.StatsSample = &evidence.StatsSample{OnNs: int64(s.On), TotalNs: int64(s.Total), Scale: k, Shared: s.Shared}
+	sampled := map[string]probes.ProgramCost{}
+	for _, c := range s.Costs {
+		sampled[c.Program] = c
+	}
 	var total uint64
 	for i := range ov.Programs {
 		p := &ov.Programs[i]
-		p.RunCount = uint64(math.Round(float64(p.RunCount) * k))
-		p.RunTimeNs = uint64(math.Round(float64(p.RunTimeNs) * k))
+		c := sampled[p.Program]
+		*p = evidence.NewProgramCost(p.Program, uint64(math.Round(float64(c.RunCount)*k)), time.Duration(math.Round(float64(c.RunTime)*k)))
 		total += p.RunTimeNs
 	}
 	if window > 0 && cpus > 0 {
@@ -657,27 +666,25 @@ func buildProfile(o *udpOptions, prof *cpuprofile.Profiler, p cpuprofile.Profile
 	return sec, arts, nil
 }
 
-// writeFlame writes name.folded and name.svg into dir.
+// writeFlame writes name.folded and name.svg into dir, which must be
+// private to this user; files are created without following links.
 func writeFlame(dir, name string, p *flame.Profile, opts flame.Options) ([]report.Artifact, error) {
+	d, err := safeio.OpenPrivateDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--flame %s: %w", dir, err)
+	}
+	defer d.Close()
 	var arts []report.Artifact
 	for _, out := range []struct {
 		ext, kind string
-		write     func(*os.File) error
+		write     func(io.Writer) error
 	}{
-		{".folded", "folded", func(f *os.File) error { return flame.WriteFolded(f, p) }},
-		{".svg", "flamegraph-svg", func(f *os.File) error { return flame.WriteSVG(f, p, opts) }},
+		{".folded", "folded", func(w io.Writer) error { return flame.WriteFolded(w, p) }},
+		{".svg", "flamegraph-svg", func(w io.Writer) error { return flame.WriteSVG(w, p, opts) }},
 	} {
 		path := filepath.Join(dir, name+out.ext)
-		f, err := os.Create(path)
-		if err != nil {
+		if err := d.WriteFile(context.Background(), name+out.ext, 0o644, out.write); err != nil {
 			return arts, fmt.Errorf("write %s: %w", path, err)
-		}
-		werr := out.write(f)
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return arts, fmt.Errorf("write %s: %w", path, werr)
 		}
 		arts = append(arts, report.Artifact{Kind: out.kind, Path: path})
 	}

@@ -63,3 +63,40 @@ func TestFeedersBusiestFirst(t *testing.T) {
 		t.Errorf("no wakeups: %q", got)
 	}
 }
+
+// The lab tools refuse what would run away or be silently adjusted.
+func TestLabUDPToolsBoundsExit2(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lab", "udp-server", "--listen", "127.0.0.1:9000", "--threads", "100000"}, "threads must be between 1 and 1024"},
+		{[]string{"lab", "udp-server", "--listen", "127.0.0.1:9000", "--threads", "0"}, "threads must be between 1 and 1024"},
+		{[]string{"lab", "udp-server", "--listen", "127.0.0.1:9000", "--for", "-1s"}, "--for must be 0"},
+		{[]string{"lab", "udp-server", "--listen", "127.0.0.1:9000", "--rcvbuf", "-1"}, "rcvbuf must be between 0"},
+		{[]string{"lab", "udp-server", "--listen", "127.0.0.1:9000", "--progress", "-1s"}, "--progress must be 0"},
+		{[]string{"lab", "udp-server", "--listen", "127.0.0.1:9000", "--pin", "99"}, "CPU 99 is not one this process may run on"},
+		{[]string{"lab", "udp-server", "--listen", "127.0.0.1:0"}, "listen port 0"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--duration", "0s"}, "duration must be in (0, 10m0s]"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--duration", "11m"}, "duration must be in (0, 10m0s]"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--payload", "100000"}, "payload must be between"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--payload", "-1"}, "--payload must be between 1"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--senders", "0"}, "senders must be between 1 and 64"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:0"}, "target port 0"},
+	}
+	for _, c := range cases {
+		_, stderr, code := execute(t, c.args...)
+		if code != ExitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", c.args, code, stderr, c.want)
+		}
+	}
+}
+
+// In the host's namespace the lab's address routes out of the default
+// gateway: udp-flood must refuse it (exit 2) before sending anything.
+func TestLabUDPFloodRefusesRouteOffMachine(t *testing.T) {
+	_, stderr, code := execute(t, "lab", "udp-flood", "--target", "198.18.0.2:9000", "--duration", "100ms")
+	if code != ExitUsage || !(strings.Contains(stderr, "leaves this machine") || strings.Contains(stderr, "no route")) {
+		t.Fatalf("exit %d, stderr %q; want exit 2: the route leaves the machine", code, stderr)
+	}
+}

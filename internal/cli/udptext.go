@@ -278,11 +278,10 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 	}
 	ot.Write(w)
 	if s := r.Overhead.StatsSample; s != nil {
+		fmt.Fprintf(w, "bpf_stats sampled: on for %s of %s, runs and totals counted in those windows and scaled ×%.1f (per-run times measured)\n",
+			report.Nanos(float64(s.OnNs)), report.Nanos(float64(s.TotalNs)), s.Scale)
 		if s.Shared {
-			fmt.Fprintln(w, "bpf_stats: another process kept them on for the whole run; runs and times as counted")
-		} else {
-			fmt.Fprintf(w, "bpf_stats sampled: on for %s of %s, runs and totals scaled ×%.1f (per-run times measured)\n",
-				report.Nanos(float64(s.OnNs)), report.Nanos(float64(s.TotalNs)), s.Scale)
+			fmt.Fprintln(w, "bpf_stats: another process had them on between this run's windows; its windows are not counted")
 		}
 	}
 	fmt.Fprintf(w, "BPF time: %s of all CPU time; events lost: %d; attached with %s in %s\n",

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/internal/safeio"
 )
 
 // Marker is the second line of every revert script perfscope writes;
@@ -310,7 +312,7 @@ func RevertCommands(script []byte) ([]string, error) {
 // Revert runs the revert script at path command by command, stopping at
 // the first failure as `set -e` would, so that the error names the command.
 func Revert(ctx context.Context, path string, r Runner) ([]Executed, error) {
-	script, err := os.ReadFile(path)
+	script, err := readRevertScript(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("revert: %w", err)
 	}
@@ -333,6 +335,35 @@ func Revert(ctx context.Context, path string, r Runner) ([]Executed, error) {
 		done = append(done, Executed{Command: c, Output: strings.TrimSpace(string(out))})
 	}
 	return done, nil
+}
+
+// MaxRevertScriptBytes caps a revert script: the scripts --apply writes
+// are a few hundred bytes per finding.
+const MaxRevertScriptBytes = 256 << 10
+
+// readRevertScript reads the header first, so a FIFO, /dev/zero or a
+// large file that is not a revert script is refused after a few bytes;
+// the rest is read up to MaxRevertScriptBytes.
+func readRevertScript(ctx context.Context, path string) ([]byte, error) {
+	in, err := safeio.OpenInput(ctx, path, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	br := bufio.NewReader(safeio.LimitReader(in, MaxRevertScriptBytes, path))
+	want := "#!/bin/sh\n" + Marker + "\n"
+	head := make([]byte, len(want))
+	if _, err := io.ReadFull(br, head); err != nil || string(head) != want {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%s: %w (its first lines must be \"#!/bin/sh\" and %q)", path, ErrNotRevertScript, Marker)
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil {
+		return nil, err
+	}
+	return append(head, rest...), nil
 }
 
 // sysctlWrite parses "sysctl -w KEY=VALUE" (any flags containing w).

@@ -8,12 +8,12 @@
 package netcompare
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -41,12 +42,28 @@ type Run struct {
 	Findings []diagnose.Finding   `json:"findings"`
 }
 
-// Decode reads a udp report and checks it is one.
+// MaxReportBytes caps a saved report: a udp report is tens of kilobytes,
+// so anything near this is not one, and /dev/zero must not eat memory.
+const MaxReportBytes = 64 << 20
+
+// Decode reads a udp report and checks it is one. The input must hold
+// exactly one JSON document: trailing bytes or a second report mean the
+// file is not what the user thinks it is, and comparing its first half
+// would be a confident answer over the wrong data.
 func Decode(r io.Reader) (Run, error) {
 	var run Run
 	dec := json.NewDecoder(r)
 	if err := dec.Decode(&run); err != nil {
 		return Run{}, fmt.Errorf("%w: %v", ErrNotUDPReport, err)
+	}
+	if tok, err := dec.Token(); err != io.EOF {
+		if err == nil {
+			err = fmt.Errorf("unexpected %v", tok)
+		}
+		if errors.Is(err, safeio.ErrTooLarge) {
+			return Run{}, err
+		}
+		return Run{}, fmt.Errorf("%w: more after the report's end (%v)", ErrNotUDPReport, err)
 	}
 	// v1 → v2 renamed fields of other commands only (lab udp's
 	// seed_003_step), so a udp report saved by v1 still compares.
@@ -56,15 +73,19 @@ func Decode(r io.Reader) (Run, error) {
 	return run, nil
 }
 
-// Load reads a udp report from path.
-func Load(path string) (Run, error) {
-	f, err := os.Open(path)
+// Load reads a udp report from path (a FIFO or /dev/stdin too; stops when
+// ctx ends, at most MaxReportBytes).
+func Load(ctx context.Context, path string) (Run, error) {
+	in, err := safeio.OpenInput(ctx, path, nil)
 	if err != nil {
 		return Run{}, err
 	}
-	defer f.Close()
-	run, err := Decode(f)
+	defer in.Close()
+	run, err := Decode(safeio.LimitReader(in, MaxReportBytes, path))
 	if err != nil {
+		if ctx.Err() != nil {
+			return Run{}, ctx.Err()
+		}
 		return Run{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return run, nil

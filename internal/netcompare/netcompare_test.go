@@ -2,6 +2,7 @@ package netcompare
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"github.com/perfscope/perfscope/report"
@@ -16,7 +17,7 @@ import (
 
 func load(t *testing.T, name string) Run {
 	t.Helper()
-	r, err := Load(filepath.Join("testdata", name))
+	r, err := Load(context.Background(), filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}

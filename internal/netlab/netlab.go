@@ -44,6 +44,7 @@ type Lab struct {
 
 	mu    sync.Mutex
 	procs []*exec.Cmd
+	claim *Claim
 }
 
 // Prefix starts every namespace a lab creates, so leftovers of a killed run
@@ -69,6 +70,13 @@ func New(ctx context.Context, cfg Config) (*Lab, error) {
 		SenderAddr: netip.MustParseAddr("198.18.0.1"), ReceiverAddr: netip.MustParseAddr("198.18.0.2"),
 		Queues: cfg.Queues,
 	}
+	// Claim the names before creating them: if this process is killed,
+	// the next lab run removes them (RemoveStale).
+	claim, err := NewClaim([]string{l.SenderNS, l.ReceiverNS}, nil)
+	if err != nil {
+		return nil, err
+	}
+	l.claim = claim
 	q := fmt.Sprint(cfg.Queues)
 	steps := [][]string{
 		{"ip", "netns", "add", l.SenderNS},
@@ -124,7 +132,9 @@ func (l *Lab) waitUp(ctx context.Context, ns, dev string) error {
 // killed by Close.
 func (l *Lab) Command(ctx context.Context, ns string, argv ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, argv...)...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: a lab killed with SIGKILL takes its servers and floods
+	// with it (`ip netns exec` execs the command, which keeps the setting).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Interrupt first so children (perfscope) can clean up their probes.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
@@ -168,11 +178,18 @@ func (l *Lab) Close() error {
 			errs = append(errs, fmt.Errorf("netlab: delete %s: %v: %s", ns, err, strings.TrimSpace(string(out))))
 		}
 	}
+	if len(errs) == 0 {
+		l.claim.Release()
+	}
 	return errors.Join(errs...)
 }
 
 // Stop stops every process the lab started (SIGINT, then SIGKILL after 10
 // s) and leaves the namespaces, for a user who wants to look around.
+// Disown hands the namespaces to the user (--keep): no later lab run
+// removes them as stale.
+func (l *Lab) Disown() { l.claim.Release() }
+
 func (l *Lab) Stop() {
 	l.mu.Lock()
 	procs := l.procs

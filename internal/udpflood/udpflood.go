@@ -50,14 +50,14 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 	if !cfg.Target.Addr().IsLoopback() && !cfg.AllowNonLoopback {
 		return Result{}, fmt.Errorf("udpflood: refusing non-loopback target %s", cfg.Target)
 	}
-	if cfg.Duration <= 0 || cfg.Duration > 10*time.Minute {
-		return Result{}, fmt.Errorf("udpflood: duration %v out of bounds (0, 10m]", cfg.Duration)
-	}
-	if cfg.Senders <= 0 {
+	if cfg.Senders == 0 {
 		cfg.Senders = 1
 	}
-	if cfg.Payload <= 0 {
+	if cfg.Payload == 0 {
 		cfg.Payload = 64
+	}
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()

@@ -104,6 +104,7 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 	defer func() {
 		if o.Keep {
 			lab.Stop()
+			lab.Disown()
 		} else if cerr := lab.Close(); cerr != nil && err == nil {
 			err = cerr
 		}

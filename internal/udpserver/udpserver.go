@@ -67,11 +67,11 @@ type Server struct {
 
 // Start binds the sockets and starts the receiving threads.
 func Start(cfg Config) (*Server, error) {
-	if cfg.Threads <= 0 {
+	if cfg.Threads == 0 {
 		cfg.Threads = 1
 	}
-	if !cfg.Listen.IsValid() {
-		return nil, errors.New("udpserver: no listen address")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, stop: make(chan struct{})}
 	nsock := cfg.Threads
