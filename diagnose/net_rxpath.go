@@ -3,6 +3,7 @@ package diagnose
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/perfscope/perfscope/collectors/netconfig"
@@ -49,8 +50,6 @@ func checkGROUDP(in NetInput) *Finding {
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
 		Why:       "GRO merges TCP segments (and tunnelled flows) into larger packets; UDP datagrams have boundaries and cannot be merged, so GRO only adds per-packet work on a UDP receive path.",
-		Apply:     []string{fmt.Sprintf("ethtool -K %s gro off", iface)},
-		Revert:    []string{fmt.Sprintf("ethtool -K %s gro on", iface)},
 		Expected:  "Makita (LinuxCon Japan 2016): GRO took 4.9% of CPU; turning it off gave 5.05M → 5.18M tps (+2.6%).",
 		Reference: Makita2016,
 		Caveats: []string{
@@ -58,6 +57,7 @@ func checkGROUDP(in NetInput) *Finding {
 			"Do not turn it off on KVM/VM hosts: GRO carries tunnelled and guest TCP traffic.",
 		},
 	}
+	f.Recommendation.AddChanges(EthtoolFeatureChange(iface, "rx-gro", true, false))
 	if e.Interface.Virtual {
 		f.Recommendation.Caveats = append(f.Recommendation.Caveats, "On veth, GRO (with rx-udp-gro-forwarding) is what enables per-queue NAPI; off, packets take the per-CPU backlog instead.")
 	}
@@ -79,7 +79,8 @@ func checkNetfilterUnused(in NetInput) *Finding {
 		return nil
 	}
 	nf := c.Netfilter
-	var apply, revert, empty, caveats []string
+	var changes []Change
+	var empty, caveats []string
 	legacy := func(family, tableModule, coreModule string) {
 		count, listed := nf.RuleCounts[family+"/filter"]
 		if !listed || count > 0 || nf.Modules[tableModule] != netconfig.ModuleLoaded {
@@ -89,7 +90,7 @@ func checkNetfilterUnused(in NetInput) *Finding {
 			return
 		}
 		empty = append(empty, family+"/filter")
-		apply = append(apply, "modprobe -r "+tableModule)
+		changes = append(changes, IptablesTableUnloadChange(family, "filter"))
 		// The core module goes too when no other table of the family holds
 		// rules (nat, mangle load their own modules on top of it).
 		others := 0
@@ -99,10 +100,8 @@ func checkNetfilterUnused(in NetInput) *Finding {
 			}
 		}
 		if others == 0 && nf.Modules[coreModule] == netconfig.ModuleLoaded {
-			apply = append(apply, "modprobe -r "+coreModule)
-			revert = append(revert, "modprobe "+coreModule)
+			changes = append(changes, ModuleUnloadChange(coreModule))
 		}
-		revert = append(revert, "modprobe "+tableModule)
 	}
 	legacy("ipv4", "iptable_filter", "ip_tables")
 	legacy("ipv6", "ip6table_filter", "ip6_tables")
@@ -115,14 +114,12 @@ func checkNetfilterUnused(in NetInput) *Finding {
 	sort.Strings(nftTables)
 	for _, t := range nftTables {
 		family, name, _ := strings.Cut(t, "/")
-		saved := fmt.Sprintf("/var/tmp/perfscope-nft-%s-%s.nft", family, name)
 		empty = append(empty, "nft "+t)
-		// Save the table (its base chains hook packets even without rules)
-		// so that the revert restores it exactly.
-		apply = append(apply, fmt.Sprintf("nft list table %s %s > %s && nft delete table %s %s", family, name, saved, family, name))
-		revert = append(revert, "nft -f "+saved)
+		// --apply saves the table (its base chains hook packets even
+		// without rules) in the revert file, which recreates it exactly.
+		changes = append(changes, NftTableDeleteChange(family, name))
 	}
-	if len(apply) == 0 {
+	if len(changes) == 0 {
 		return nil
 	}
 	f := functionGroupFinding(g, share, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(share)))
@@ -130,12 +127,14 @@ func checkNetfilterUnused(in NetInput) *Finding {
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
 		Why:       "A loaded filter table registers netfilter hooks that every packet traverses even when the table has no rule; some distributions load them by default.",
-		Apply:     apply,
-		Revert:    revert,
 		Expected:  "Makita (LinuxCon Japan 2016): iptables took 3% of CPU with no rules; unloading iptable_filter and ip_tables gave 5.18M → 5.38M tps (+3.9%).",
 		Reference: Makita2016,
-		Caveats:   append([]string{"Only if this host needs no packet filter: a firewall manager (firewalld, ufw, docker) will recreate the tables."}, caveats...),
+		Caveats: append([]string{
+			"Only if this host needs no packet filter: a firewall manager (firewalld, ufw, docker) will recreate the tables.",
+			"Kernel modules are host-wide: --apply unloads one only when no other network namespace exists, and refuses a table that gained a rule or drops by policy since the run.",
+		}, caveats...),
 	}
+	f.Recommendation.AddChanges(changes...)
 	return f
 }
 
@@ -153,20 +152,18 @@ func checkRPFilter(in NetInput) *Finding {
 	iface := c.Interface.Name
 	sv := c.RPFilter
 	type knob struct{ name, scope string }
-	var apply, revert []string
+	var changes []Change
 	set := func(k knob, want int64, values map[string]int64) {
 		old, ok := values[k.scope]
 		if !ok || old == want {
 			return
 		}
-		key := fmt.Sprintf("net.ipv4.conf.%s.%s", k.scope, k.name)
-		apply = append(apply, fmt.Sprintf("sysctl -w %s=%d", key, want))
-		revert = append(revert, fmt.Sprintf("sysctl -w %s=%d", key, old))
+		changes = append(changes, SysctlChange(SysctlKey("net", "ipv4", "conf", k.scope, k.name), strconv.FormatInt(old, 10), strconv.FormatInt(want, 10)))
 	}
 	set(knob{"rp_filter", "all"}, 0, sv.RPFilter)
 	set(knob{"rp_filter", iface}, 0, sv.RPFilter)
 	set(knob{"accept_local", "all"}, 1, sv.AcceptLocal)
-	if len(apply) == 0 {
+	if len(changes) == 0 {
 		return nil
 	}
 	f := functionGroupFinding(g, share, fmt.Sprintf("reverse-path filtering (rp_filter=%d) validates every packet's source: %s of the NET_RX CPUs", *sv.EffectiveRPFilter, pct(share)))
@@ -174,14 +171,13 @@ func checkRPFilter(in NetInput) *Finding {
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
 		Why:       "With rp_filter on, fib_validate_source does a second FIB lookup per packet (the reverse path); accept_local=1 also skips the local-address check. Makita measured ~1.8% of CPU per lookup.",
-		Apply:     apply,
-		Revert:    revert,
 		Expected:  "Makita (LinuxCon Japan 2016): 5.38M → 5.49M tps (+2%) with rp_filter=0 and accept_local=1.",
 		Reference: Makita2016,
 		Caveats: []string{
 			"Security trade-off: rp_filter drops packets with spoofed source addresses (a source not routable back through the receiving interface); accept_local=1 accepts packets claiming a local source. Turn them off only where an upstream router or firewall already filters spoofed sources.",
 		},
 	}
+	f.Recommendation.AddChanges(changes...)
 	return f
 }
 
@@ -210,9 +206,8 @@ func checkAudit(in NetInput) *Finding {
 		return f
 	}
 	r.Kind = KindSetting
-	r.Apply = []string{"auditctl -e 0"}
-	r.Revert = []string{fmt.Sprintf("auditctl -e %d", enabled)}
-	r.Caveats = append(r.Caveats, "auditctl -e 0 lasts until auditd restarts and loads its rules; Makita made it permanent with `systemctl disable auditd` and a reboot.")
+	r.AddChanges(AuditChange(enabled, 0))
+	r.Caveats = append(r.Caveats, "Audit is host-wide, also when perfscope runs in a network namespace.", "auditctl -e 0 lasts until auditd restarts and loads its rules; Makita made it permanent with `systemctl disable auditd` and a reboot.")
 	return f
 }
 

@@ -13,7 +13,7 @@ func TestGROUDP(t *testing.T) {
 	runNetCases(t, "net.gro-udp", []netCase{
 		{name: "Makita's 4.9%", want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
-			if f.Severity != Warn || r.Apply[0] != "ethtool -K ens1f0 gro off" || r.Revert[0] != "ethtool -K ens1f0 gro on" {
+			if f.Severity != Warn || r.Apply[0] != "ethtool -K ens1f0 rx-gro off" || r.Revert[0] != "ethtool -K ens1f0 rx-gro on" || !r.Changes[0].Equal(EthtoolFeatureChange("ens1f0", "rx-gro", true, false)) {
 				t.Errorf("%v %q %q", f.Severity, r.Apply, r.Revert)
 			}
 			contains(t, "evidence", f.Evidence, "3680000 UDP datagrams of 3680000 packets")
@@ -30,7 +30,7 @@ func TestNetfilterUnused(t *testing.T) {
 		{name: "empty filter table, nat in use", want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
 			// ip_tables stays: the nat table has a rule.
-			if !slices.Equal(r.Apply, []string{"modprobe -r iptable_filter"}) || !slices.Equal(r.Revert, []string{"modprobe iptable_filter"}) {
+			if len(r.Changes) != 1 || !r.Changes[0].Equal(IptablesTableUnloadChange("ipv4", "filter")) || !slices.Equal(r.Apply, []string{"modprobe -r iptable_filter"}) || !slices.Equal(r.Revert, []string{"modprobe iptable_filter"}) {
 				t.Errorf("apply %q revert %q", r.Apply, r.Revert)
 			}
 			contains(t, "evidence", f.Evidence, "tables without a rule: ipv4/filter")
@@ -47,8 +47,21 @@ func TestNetfilterUnused(t *testing.T) {
 			in.Config.Netfilter.RuleCounts = map[string]int{"nft/ip/filter": 0}
 		}, want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
-			if r.Apply[0] != "nft list table ip filter > /var/tmp/perfscope-nft-ip-filter.nft && nft delete table ip filter" || r.Revert[0] != "nft -f /var/tmp/perfscope-nft-ip-filter.nft" {
+			// No file outside the revert file: the table is saved in it.
+			if r.Apply[0] != "nft delete table ip filter" || !strings.HasPrefix(r.Revert[0], "# perfscope udp --revert recreates nft table ip filter") || !r.Changes[0].Equal(NftTableDeleteChange("ip", "filter")) {
 				t.Errorf("apply %q revert %q", r.Apply, r.Revert)
+			}
+		}},
+		{name: "hostile nftables table name", edit: func(in *NetInput) {
+			in.Config.Netfilter.RuleCounts = map[string]int{"nft/ip/x$(>pwnednft)": 0, "nft/inet/a/../../../tmp/x": 0}
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			want := []string{
+				`printf '%s' '{"nftables":[{"delete":{"table":{"family":"inet","name":"a/../../../tmp/x"}}}]}' | nft -j -f -`,
+				`printf '%s' '{"nftables":[{"delete":{"table":{"family":"ip","name":"x$(>pwnednft)"}}}]}' | nft -j -f -`,
+			}
+			if !slices.Equal(r.Apply, want) || r.Changes[1].Table != "x$(>pwnednft)" {
+				t.Errorf("apply %q changes %+v", r.Apply, r.Changes)
 			}
 		}},
 		{name: "built-in module cannot go", silent: true, edit: func(in *NetInput) {
@@ -72,7 +85,7 @@ func TestRPFilter(t *testing.T) {
 			r := f.Recommendation
 			// ens1f0 is already 0: only "all" (effective = max) changes.
 			wantApply := []string{"sysctl -w net.ipv4.conf.all.rp_filter=0", "sysctl -w net.ipv4.conf.all.accept_local=1"}
-			wantRevert := []string{"sysctl -w net.ipv4.conf.all.rp_filter=1", "sysctl -w net.ipv4.conf.all.accept_local=0"}
+			wantRevert := []string{"sysctl -w net.ipv4.conf.all.accept_local=0", "sysctl -w net.ipv4.conf.all.rp_filter=1"}
 			if !slices.Equal(r.Apply, wantApply) || !slices.Equal(r.Revert, wantRevert) {
 				t.Errorf("apply %q revert %q", r.Apply, r.Revert)
 			}
@@ -81,6 +94,19 @@ func TestRPFilter(t *testing.T) {
 		{name: "loose on the interface too", edit: func(in *NetInput) { in.Config.RPFilter.RPFilter["ens1f0"] = 2 }, want: func(t *testing.T, f *Finding) {
 			if !slices.Contains(f.Recommendation.Revert, "sysctl -w net.ipv4.conf.ens1f0.rp_filter=2") {
 				t.Errorf("revert %q", f.Recommendation.Revert)
+			}
+		}},
+		{name: "interface name with shell metacharacters and a dot", edit: func(in *NetInput) {
+			in.Config.Interface.Name = "x$(a;b).1"
+			in.Config.RPFilter.RPFilter = map[string]int64{"all": 0, "x$(a;b).1": 1}
+			in.Config.RPFilter.AcceptLocal = map[string]int64{"all": 1}
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if r.Changes[0].Key != "net.ipv4.conf.x$(a;b)/1.rp_filter" || r.Apply[0] != "sysctl -w 'net.ipv4.conf.x$(a;b)/1.rp_filter=0'" {
+				t.Errorf("changes %+v apply %q", r.Changes, r.Apply)
+			}
+			if segs := SysctlSegments(r.Changes[0].Key); segs[3] != "x$(a;b).1" {
+				t.Errorf("segments %q", segs)
 			}
 		}},
 		{name: "rp_filter off", silent: true, edit: func(in *NetInput) { zero := int64(0); in.Config.RPFilter.EffectiveRPFilter = &zero }},
@@ -92,7 +118,7 @@ func TestAudit(t *testing.T) {
 	runNetCases(t, "net.audit", []netCase{
 		{name: "enabled", want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
-			if r.Kind != KindSetting || r.Apply[0] != "auditctl -e 0" || r.Revert[0] != "auditctl -e 1" {
+			if r.Kind != KindSetting || r.Apply[0] != "auditctl -e 0" || r.Revert[0] != "auditctl -e 1" || !r.Changes[0].Equal(AuditChange(1, 0)) {
 				t.Errorf("%+v", r)
 			}
 		}},
