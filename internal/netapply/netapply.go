@@ -343,7 +343,7 @@ func Revert(ctx context.Context, path string, sys *System, id Identity) (RevertR
 		if err != nil {
 			return res, fmt.Errorf("read %s before restoring it: %w; nothing was changed", describe(c), err)
 		}
-		d := Done{FindingID: e.FindingID, Change: c, Command: c.Command(c.Old)}
+		d := Done{FindingID: e.FindingID, Change: c, Command: revertCommand(e)}
 		switch {
 		case st.gone || replaced(e.Saved, st):
 			d.Note = "no longer exists"
@@ -376,7 +376,7 @@ func Revert(ctx context.Context, path string, sys *System, id Identity) (RevertR
 		if !t.h.same(c, c.Old, t.entry.Saved, st) {
 			return res, fail(fmt.Errorf("read back %s, not %s", quoteWord(st.value), quoteWord(c.Old)))
 		}
-		res.Restored = append(res.Restored, Done{FindingID: t.entry.FindingID, Change: c, Command: c.Command(c.Old)})
+		res.Restored = append(res.Restored, Done{FindingID: t.entry.FindingID, Change: c, Command: revertCommand(t.entry)})
 	}
 	if len(res.Conflicts) > 0 {
 		names := make([]string, len(res.Conflicts))
