@@ -421,6 +421,14 @@ var (
 	cpumaskValue = regexp.MustCompile(`^[0-9a-fA-F,]+$`)
 )
 
+// maskSysctls are sysctls whose values are hex cpumasks: checked as masks
+// and compared by their CPUs ("4" and "00,00000004" are one mask), since
+// the kernel prints them at its own width.
+var maskSysctls = []string{"net.core.flow_limit_cpu_bitmap", "net.core.rps_default_mask"}
+
+// SysctlIsMask reports whether key's values are cpumasks.
+func SysctlIsMask(key string) bool { return slices.Contains(maskSysctls, key) }
+
 // sysctlRoots are the sysctl trees perfscope may write.
 var sysctlRoots = []string{"net"}
 
@@ -509,6 +517,11 @@ func (c Change) Validate() error {
 		return both(func(v string) error {
 			if !sysctlValue.MatchString(v) || v != normalizeSysctl(v) {
 				return fmt.Errorf("%q is not printable single-spaced text of at most 256 bytes", v)
+			}
+			if SysctlIsMask(c.Key) {
+				if _, err := cpuset.ParseMask(v); err != nil || !cpumaskValue.MatchString(v) {
+					return fmt.Errorf("%q is not a hex cpumask", v)
+				}
 			}
 			return nil
 		})

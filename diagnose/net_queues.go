@@ -9,6 +9,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/netconfig"
+	"github.com/perfscope/perfscope/internal/shellquote"
 )
 
 // Rules about where receive and transmit work runs: softirq spread, IRQ
@@ -245,9 +246,9 @@ func checkDeadRXQueues(in NetInput) *Finding {
 		Kind: KindAdvice,
 		Why:  "Queues the hash never selects leave their CPUs without receive work. For UDP many NICs hash only the IP addresses by default, so few clients land on few queues; ntuple filters can also pin flows.",
 		Apply: []string{
-			fmt.Sprintf("ethtool -n %s rx-flow-hash udp4   # which header fields are hashed; 'sdfn' adds the ports", iface),
-			fmt.Sprintf("ethtool -N %s rx-flow-hash udp4 sdfn", iface),
-			fmt.Sprintf("ethtool -n %s   # ntuple rules steering flows to fixed queues", iface),
+			shellquote.Join("ethtool", "-n", iface, "rx-flow-hash", "udp4") + "   # which header fields are hashed; 'sdfn' adds the ports",
+			shellquote.Join("ethtool", "-N", iface, "rx-flow-hash", "udp4", "sdfn"),
+			shellquote.Join("ethtool", "-n", iface) + "   # ntuple rules steering flows to fixed queues",
 		},
 		Expected:  "Traffic on every queue; where the flows are too few to spread, RPS (net.rps-needed) spreads their protocol work in software.",
 		Reference: Makita2016 + ": ethtool -S showed rx_queue_16..19_packets = 4, 3, 0, 8 against ~160M on queues 0-15.",

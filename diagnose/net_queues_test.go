@@ -113,6 +113,12 @@ func TestDeadRXQueues(t *testing.T) {
 			contains(t, "evidence", f.Evidence, "dead queues 16-19 (driver counters)", "3680000 packets")
 			contains(t, "apply", f.Recommendation.Apply, "ethtool -N ens1f0 rx-flow-hash udp4 sdfn")
 		}},
+		{name: "a hostile interface name is quoted in the advice", edit: func(in *NetInput) {
+			in.Config.RSS = nil
+			in.Evidence.Interface.Name = "v$(>pwned)"
+		}, want: func(t *testing.T, f *Finding) {
+			contains(t, "apply", f.Recommendation.Apply, "ethtool -N 'v$(>pwned)' rx-flow-hash udp4 sdfn")
+		}},
 		{name: "all queues alive", silent: true, edit: func(in *NetInput) {
 			in.Config.RSS = nil
 			in.Evidence.Queues.RXBalance.Dead = nil

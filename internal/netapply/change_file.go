@@ -33,7 +33,10 @@ func (sysctlHandler) write(s *System, c diagnose.Change, value string, _ *Saved)
 	return s.writeKernelFile(sysctlPath(c), value)
 }
 
-func (sysctlHandler) same(_ diagnose.Change, value string, _ *Saved, st state) bool {
+func (sysctlHandler) same(c diagnose.Change, value string, _ *Saved, st state) bool {
+	if diagnose.SysctlIsMask(c.Key) {
+		return sameMask(value, st.value)
+	}
 	return strings.Join(strings.Fields(value), " ") == st.value
 }
 
@@ -57,15 +60,20 @@ func (sysfsHandler) same(c diagnose.Change, value string, _ *Saved, st state) bo
 	}
 	switch format {
 	case "cpumask":
-		a, errA := cpuset.ParseMask(value)
-		b, errB := cpuset.ParseMask(st.value)
-		return errA == nil && errB == nil && a.Equal(b)
+		return sameMask(value, st.value)
 	case "count":
 		a, errA := strconv.ParseUint(value, 10, 64)
 		b, errB := strconv.ParseUint(st.value, 10, 64)
 		return errA == nil && errB == nil && a == b
 	}
 	return value == st.value
+}
+
+// sameMask compares two hex cpumasks by their CPUs.
+func sameMask(a, b string) bool {
+	x, errA := cpuset.ParseMask(a)
+	y, errB := cpuset.ParseMask(b)
+	return errA == nil && errB == nil && x.Equal(y)
 }
 
 // kernelFS says whether an open file lives on procfs or sysfs: perfscope

@@ -251,12 +251,6 @@ func TestLiveHelper(t *testing.T) {
 	}
 }
 
-func sameMask(a, b string) bool {
-	x, errX := cpuset.ParseMask(a)
-	y, errY := cpuset.ParseMask(b)
-	return errX == nil && errY == nil && x.Equal(y)
-}
-
 // stripHandles drops nft's handles (new objects get new ones) and its
 // metainfo from a JSON ruleset, in a stable order, for comparing before
 // and after.

@@ -341,3 +341,23 @@ func TestSysfsValuesCompareAsTheKernelMeansThem(t *testing.T) {
 		t.Error("counts compared as text")
 	}
 }
+
+// A cpumask sysctl reads back at the kernel's width: flow_limit_cpu_bitmap
+// written as "00,00000004" on a 40-CPU host may print as "0000000004".
+func TestMaskSysctlsCompareAsCPUSets(t *testing.T) {
+	h := sysctlHandler{}
+	flow := diagnose.SysctlChange("net.core.flow_limit_cpu_bitmap", "00000", "00,00000004")
+	if err := flow.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.same(flow, "00,00000004", nil, state{value: "0000000004"}) || !h.same(flow, "00000", nil, state{value: "0"}) || h.same(flow, "4", nil, state{value: "6"}) {
+		t.Error("cpumask sysctls compared as text")
+	}
+	if bad := diagnose.SysctlChange("net.core.flow_limit_cpu_bitmap", "0", "all"); bad.Validate() == nil {
+		t.Error("a flow limit bitmap that is no mask validated")
+	}
+	budget := diagnose.SysctlChange("net.core.netdev_budget", "300", "600")
+	if h.same(budget, "0600", nil, state{value: "600"}) {
+		t.Error("a plain sysctl compared as a number or mask")
+	}
+}
