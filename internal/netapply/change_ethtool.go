@@ -1,17 +1,15 @@
 package netapply
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/perfscope/perfscope/collectors/ethtool"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/internal/ethtoolioctl"
 )
 
 // ethtool changes go through SIOCETHTOOL, the interface every driver and
@@ -125,111 +123,62 @@ func (rssHandler) same(_ diagnose.Change, value string, _ *Saved, st state) bool
 // --- SIOCETHTOOL ---------------------------------------------------------------
 
 // ErrEthtoolUnsupported: the driver does not implement the operation.
-var ErrEthtoolUnsupported = errors.New("not supported by the driver")
+var ErrEthtoolUnsupported = ethtoolioctl.ErrNotSupported
 
+// ioctlEthtool reads through collectors/ethtool where the reader has what a
+// change compares (features, the RSS table) and writes with the same raw
+// request (internal/ethtoolioctl).
 type ioctlEthtool struct{}
 
-// ifreq is struct ifreq with ifr_data, 40 bytes on 64-bit Linux.
-type ifreq struct {
-	name [unix.IFNAMSIZ]byte
-	data unsafe.Pointer
-	_    [24 - unsafe.Sizeof(uintptr(0))]byte
-}
-
+// ethtoolCall is one request on a name the kernel would accept, the error
+// naming the interface.
 func ethtoolCall(iface string, buf []byte) error {
 	if err := diagnose.ValidIfaceName(iface); err != nil {
 		return err
 	}
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("ethtool socket: %w", err)
+	if err := ethtoolioctl.Call(iface, buf); err != nil {
+		return fmt.Errorf("%s: %w", iface, err)
 	}
-	defer unix.Close(fd)
-	var req ifreq
-	copy(req.name[:], iface)
-	req.data = unsafe.Pointer(&buf[0])
-	_, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&req)))
-	runtime.KeepAlive(buf)
-	switch {
-	case errno == 0:
-		return nil
-	case errno == unix.EOPNOTSUPP || errno == 524: // ENOTSUPP leaked by some drivers
-		return fmt.Errorf("%s: %w", iface, ErrEthtoolUnsupported)
-	}
-	return fmt.Errorf("%s: %w", iface, errno)
-}
-
-func ethtoolCmd(cmd uint32, size int) []byte {
-	b := make([]byte, size)
-	binary.NativeEndian.PutUint32(b, cmd)
-	return b
-}
-
-func u32At(b []byte, off int) uint32 { return binary.NativeEndian.Uint32(b[off:]) }
-
-func putU32(b []byte, off int, v uint32) { binary.NativeEndian.PutUint32(b[off:], v) }
-
-// featureIndex finds a feature's bit in the ETH_SS_FEATURES string set.
-func featureIndex(iface, name string) (idx, nBits int, err error) {
-	const ethSSFeatures = 4
-	info := ethtoolCmd(unix.ETHTOOL_GSSET_INFO, 20)
-	binary.NativeEndian.PutUint64(info[8:], 1<<ethSSFeatures)
-	if err := ethtoolCall(iface, info); err != nil {
-		return 0, 0, fmt.Errorf("feature names: %w", err)
-	}
-	n := int(u32At(info, 16))
-	if binary.NativeEndian.Uint64(info[8:])&(1<<ethSSFeatures) == 0 || n <= 0 || n > 4096 {
-		return 0, 0, fmt.Errorf("feature names of %s: %w", iface, ErrEthtoolUnsupported)
-	}
-	strs := ethtoolCmd(unix.ETHTOOL_GSTRINGS, 12+32*n)
-	putU32(strs, 4, ethSSFeatures)
-	putU32(strs, 8, uint32(n))
-	if err := ethtoolCall(iface, strs); err != nil {
-		return 0, 0, fmt.Errorf("feature names: %w", err)
-	}
-	for i := 0; i < n; i++ {
-		s := strs[12+32*i : 12+32*(i+1)]
-		if j := slices.Index(s, 0); j >= 0 {
-			s = s[:j]
-		}
-		if string(s) == name {
-			return i, n, nil
-		}
-	}
-	return 0, 0, fmt.Errorf("%s has no feature %q", iface, name)
+	return nil
 }
 
 func (ioctlEthtool) Feature(iface, name string) (bool, error) {
-	idx, n, err := featureIndex(iface, name)
-	if err != nil {
+	if err := diagnose.ValidIfaceName(iface); err != nil {
 		return false, err
 	}
-	blocks := (n + 31) / 32
-	// struct ethtool_gfeatures: cmd, size, {available, requested,
-	// active, never_changed}[size].
-	buf := ethtoolCmd(unix.ETHTOOL_GFEATURES, 8+16*blocks)
-	putU32(buf, 4, uint32(blocks))
-	if err := ethtoolCall(iface, buf); err != nil {
+	fs, err := ethtool.Ioctl{}.Features(iface)
+	if err != nil {
 		return false, fmt.Errorf("read features: %w", err)
 	}
-	active := u32At(buf, 8+16*(idx/32)+8)
-	return active&(1<<(idx%32)) != 0, nil
+	for _, f := range fs {
+		if f.Name == name {
+			return f.Active, nil
+		}
+	}
+	return false, fmt.Errorf("%s has no feature %q", iface, name)
 }
 
 func (ioctlEthtool) SetFeature(iface, name string, on bool) error {
-	idx, n, err := featureIndex(iface, name)
-	if err != nil {
+	if err := diagnose.ValidIfaceName(iface); err != nil {
 		return err
 	}
-	blocks := (n + 31) / 32
+	names, err := ethtoolioctl.StringSet(iface, ethtoolioctl.SetFeatures)
+	if err != nil {
+		return fmt.Errorf("%s: feature names: %w", iface, err)
+	}
+	idx := slices.Index(names, name)
+	if idx < 0 {
+		return fmt.Errorf("%s has no feature %q", iface, name)
+	}
+	blocks := (len(names) + 31) / 32
 	// struct ethtool_sfeatures: cmd, size, {valid, requested}[size]; only
 	// the valid bit's feature changes.
-	buf := ethtoolCmd(unix.ETHTOOL_SFEATURES, 8+8*blocks)
-	putU32(buf, 4, uint32(blocks))
+	buf := ethtoolioctl.Request(unix.ETHTOOL_SFEATURES, 8+8*blocks)
+	ethtoolioctl.PutU32(buf, 4, uint32(blocks))
 	bit := uint32(1) << (idx % 32)
-	putU32(buf, 8+8*(idx/32), bit)
+	ethtoolioctl.PutU32(buf, 8+8*(idx/32), bit)
 	if on {
-		putU32(buf, 8+8*(idx/32)+4, bit)
+		ethtoolioctl.PutU32(buf, 8+8*(idx/32)+4, bit)
 	}
 	if err := ethtoolCall(iface, buf); err != nil {
 		return fmt.Errorf("set feature %s %s: %w", name, onOff(on), err)
@@ -266,13 +215,13 @@ func (ioctlEthtool) Params(kind diagnose.ChangeKind, iface string) (map[string]u
 	if err != nil {
 		return nil, err
 	}
-	buf := ethtoolCmd(l.get, l.size)
+	buf := ethtoolioctl.Request(l.get, l.size)
 	if err := ethtoolCall(iface, buf); err != nil {
 		return nil, fmt.Errorf("read %s: %w", kind, err)
 	}
 	out := map[string]uint32{}
 	for i, name := range diagnose.ParamNames(kind) {
-		out[name] = u32At(buf, l.first+4*i)
+		out[name] = ethtoolioctl.U32(buf, l.first+4*i)
 	}
 	return out, nil
 }
@@ -284,16 +233,16 @@ func (ioctlEthtool) SetParams(kind diagnose.ChangeKind, iface string, p map[stri
 	if err != nil {
 		return err
 	}
-	buf := ethtoolCmd(l.get, l.size)
+	buf := ethtoolioctl.Request(l.get, l.size)
 	if err := ethtoolCall(iface, buf); err != nil {
 		return fmt.Errorf("read %s: %w", kind, err)
 	}
 	for i, name := range diagnose.ParamNames(kind) {
 		if v, ok := p[name]; ok {
-			putU32(buf, l.first+4*i, v)
+			ethtoolioctl.PutU32(buf, l.first+4*i, v)
 		}
 	}
-	putU32(buf, 0, l.set)
+	ethtoolioctl.PutU32(buf, 0, l.set)
 	if err := ethtoolCall(iface, buf); err != nil {
 		return fmt.Errorf("set %s %s: %w", kind, diagnose.FormatParams(p), err)
 	}
@@ -301,33 +250,24 @@ func (ioctlEthtool) SetParams(kind diagnose.ChangeKind, iface string, p map[stri
 }
 
 func (ioctlEthtool) RSSTable(iface string) ([]uint32, error) {
-	// struct ethtool_rxfh_indir: cmd, size, ring_index[size]; size 0
-	// asks for the device's size.
-	head := ethtoolCmd(unix.ETHTOOL_GRXFHINDIR, 8)
-	if err := ethtoolCall(iface, head); err != nil {
+	if err := diagnose.ValidIfaceName(iface); err != nil {
+		return nil, err
+	}
+	rss, err := ethtool.Ioctl{}.RSS(iface)
+	if err != nil {
 		return nil, fmt.Errorf("read RSS table: %w", err)
 	}
-	n := int(u32At(head, 4))
-	if n <= 0 || n > diagnose.MaxRSSTable {
+	if n := len(rss.Indirection); n == 0 || n > diagnose.MaxRSSTable {
 		return nil, fmt.Errorf("read RSS table of %s: %d entries", iface, n)
 	}
-	buf := ethtoolCmd(unix.ETHTOOL_GRXFHINDIR, 8+4*n)
-	putU32(buf, 4, uint32(n))
-	if err := ethtoolCall(iface, buf); err != nil {
-		return nil, fmt.Errorf("read RSS table: %w", err)
-	}
-	t := make([]uint32, n)
-	for i := range t {
-		t[i] = u32At(buf, 8+4*i)
-	}
-	return t, nil
+	return rss.Indirection, nil
 }
 
 func (ioctlEthtool) SetRSSTable(iface string, t []uint32) error {
-	buf := ethtoolCmd(unix.ETHTOOL_SRXFHINDIR, 8+4*len(t))
-	putU32(buf, 4, uint32(len(t)))
+	buf := ethtoolioctl.Request(unix.ETHTOOL_SRXFHINDIR, 8+4*len(t))
+	ethtoolioctl.PutU32(buf, 4, uint32(len(t)))
 	for i, q := range t {
-		putU32(buf, 8+4*i, q)
+		ethtoolioctl.PutU32(buf, 8+4*i, q)
 	}
 	if err := ethtoolCall(iface, buf); err != nil {
 		return fmt.Errorf("set RSS table: %w", err)

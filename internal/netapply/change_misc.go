@@ -3,7 +3,6 @@ package netapply
 import (
 	"bufio"
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,12 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/internal/auditnetlink"
 )
 
 // --- thread affinity: sched_setaffinity(2) ------------------------------------------
@@ -156,90 +155,15 @@ func (auditHandler) same(_ diagnose.Change, value string, _ *Saved, st state) bo
 	return value == st.value
 }
 
+// netlinkAudit is the kernel's audit status over NETLINK_AUDIT.
 type netlinkAudit struct{}
 
-const (
-	auditGet = 1000 // AUDIT_GET
-	auditSet = 1001 // AUDIT_SET
-)
-
-// auditRequest sends one audit message and returns the status when the
-// kernel sends one (AUDIT_GET), after its ACK or error.
-func auditRequest(typ uint16, payload []byte) ([]byte, error) {
-	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_AUDIT)
-	if err != nil {
-		return nil, fmt.Errorf("audit netlink socket (kernel without CONFIG_AUDIT?): %w", err)
-	}
-	defer unix.Close(fd)
-	tv := unix.NsecToTimeval(int64(time.Second))
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return nil, err
-	}
-	req := make([]byte, unix.NLMSG_HDRLEN+len(payload))
-	binary.NativeEndian.PutUint32(req[0:], uint32(len(req)))
-	binary.NativeEndian.PutUint16(req[4:], typ)
-	binary.NativeEndian.PutUint16(req[6:], unix.NLM_F_REQUEST|unix.NLM_F_ACK)
-	binary.NativeEndian.PutUint32(req[8:], 1)
-	copy(req[unix.NLMSG_HDRLEN:], payload)
-	if err := unix.Sendto(fd, req, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, 8192)
-	var status []byte
-	acked := false
-	for range 4 {
-		n, _, err := unix.Recvfrom(fd, buf, 0)
-		if err != nil {
-			return nil, err
-		}
-		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range msgs {
-			switch m.Header.Type {
-			case unix.NLMSG_ERROR:
-				if len(m.Data) < 4 {
-					return nil, errors.New("short netlink error")
-				}
-				if errno := -int32(binary.NativeEndian.Uint32(m.Data)); errno != 0 {
-					return nil, syscall.Errno(errno)
-				}
-				acked = true
-			case auditGet:
-				status = slices.Clone(m.Data)
-			}
-		}
-		if acked && (typ != auditGet || status != nil) {
-			return status, nil
-		}
-	}
-	return nil, errors.New("no reply from the kernel")
-}
-
 func (netlinkAudit) Enabled() (uint32, error) {
-	st, err := auditRequest(auditGet, nil)
-	if err != nil {
-		return 0, fmt.Errorf("AUDIT_GET: %w", err)
-	}
-	if len(st) < 8 {
-		return 0, fmt.Errorf("AUDIT_GET: status of %d bytes", len(st))
-	}
-	// struct audit_status: mask, enabled, ...
-	return binary.NativeEndian.Uint32(st[4:]), nil
+	st, err := auditnetlink.Get()
+	return st.Enabled, err
 }
 
-func (netlinkAudit) SetEnabled(v uint32) error {
-	// struct audit_status with mask AUDIT_STATUS_ENABLED: only "enabled"
-	// is applied.
-	payload := make([]byte, 32)
-	binary.NativeEndian.PutUint32(payload[0:], unix.AUDIT_STATUS_ENABLED)
-	binary.NativeEndian.PutUint32(payload[4:], v)
-	if _, err := auditRequest(auditSet, payload); err != nil {
-		return fmt.Errorf("AUDIT_SET enabled=%d: %w", v, err)
-	}
-	return nil
-}
+func (netlinkAudit) SetEnabled(v uint32) error { return auditnetlink.SetEnabled(v) }
 
 // --- irqbalance ban: an edit of its configuration file -----------------------------
 
