@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"maps"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,7 @@ func TestNativeRuleCountsAgreeWithTools(t *testing.T) {
 		{"iptables-legacy", "-t", "filter", "-A", "perfscope-chain", "-p", "tcp", "-j", "RETURN"},
 		{"iptables-legacy", "-t", "filter", "-N", "perfscope-empty"},
 		{"iptables-legacy", "-t", "filter", "-A", "FORWARD", "-j", "perfscope-chain"},
+		{"iptables-legacy", "-t", "filter", "-P", "FORWARD", "DROP"},
 		{"iptables-legacy", "-t", "raw", "-L", "-n"},
 		{"ip6tables-legacy", "-t", "filter", "-A", "INPUT", "-p", "udp", "-j", "ACCEPT"},
 		{"nft", "add", "table", "inet", "t1"},
@@ -94,6 +96,26 @@ func TestNativeRuleCountsAgreeWithTools(t *testing.T) {
 	}
 	if !strings.Contains(source, "x_tables") || !strings.Contains(source, "nftables") {
 		t.Errorf("source %q", source)
+	}
+	// The table's shape, which --apply's guard of an unload reads with the
+	// same reader: user chains and the built-in chains' policies.
+	var filter, raw LegacyTable
+	if err := testutil.InNetns(ns, func() error {
+		var err error
+		if filter, err = ReadLegacyTable("ipv4", "filter"); err != nil {
+			return err
+		}
+		raw, err = ReadLegacyTable("ipv4", "raw")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(filter.Chains, []string{"perfscope-chain", "perfscope-empty"}) ||
+		!maps.Equal(filter.Policies, map[string]string{"INPUT": "ACCEPT", "FORWARD": "DROP", "OUTPUT": "ACCEPT"}) {
+		t.Errorf("filter: %+v", filter)
+	}
+	if raw.Rules != 0 || len(raw.Chains) != 0 || !maps.Equal(raw.Policies, map[string]string{"PREROUTING": "ACCEPT", "OUTPUT": "ACCEPT"}) {
+		t.Errorf("raw: %+v", raw)
 	}
 	// Reading must not create a table: in a fresh namespace nothing is
 	// listed before or after.

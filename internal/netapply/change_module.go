@@ -2,7 +2,6 @@ package netapply
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -10,10 +9,10 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/perfscope/perfscope/collectors/netconfig"
 	"github.com/perfscope/perfscope/diagnose"
 )
 
@@ -74,6 +73,10 @@ func (moduleHandler) guard(s *System, c diagnose.Change, st state) error {
 	}
 	if t.Rules > 0 {
 		return fmt.Errorf("iptables table %s/%s now holds %d rules: it is in use", c.Family, c.Table, t.Rules)
+	}
+	if len(t.UserChains) > 0 {
+		// Reloaded, the table has only its built-in chains.
+		return fmt.Errorf("iptables table %s/%s is not unused: it has user chains (%s)", c.Family, c.Table, strings.Join(first(t.UserChains, 3), ", "))
 	}
 	for chain, policy := range t.Policies {
 		if policy != "ACCEPT" {
@@ -249,97 +252,17 @@ func (k kernelModules) Load(mf ModuleFile) error {
 
 // --- legacy iptables tables through getsockopt ------------------------------------
 
+// sockoptIptables reads a table with collectors/netconfig's x_tables
+// reader (IPT_SO_GET_INFO and IPT_SO_GET_ENTRIES), the one the run
+// counted the rules with.
 type sockoptIptables struct{}
 
-// Table reads IPT_SO_GET_INFO and IPT_SO_GET_ENTRIES (IP6T_ for ipv6):
-// the table's entries are its built-in chains' policies plus an error
-// entry when it holds no rule.
 func (sockoptIptables) Table(family, name string) (IptablesTable, error) {
-	// sizeof(struct ipt_entry) and offsetof(target_offset); ip6t_entry's
-	// larger address block moves both.
-	dom, level, layout := unix.AF_INET, unix.SOL_IP, entryLayout{size: 112, targetOffset: 88}
-	if family == "ipv6" {
-		dom, level, layout = unix.AF_INET6, unix.SOL_IPV6, entryLayout{size: 168, targetOffset: 140}
-	}
-	fd, err := unix.Socket(dom, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+	t, err := netconfig.ReadLegacyTable(family, name)
 	if err != nil {
 		return IptablesTable{}, err
 	}
-	defer unix.Close(fd)
-	// struct ipt_getinfo: name[32], valid_hooks, hook_entry[5],
-	// underflow[5], num_entries, size.
-	info := make([]byte, 84)
-	copy(info, name)
-	if err := getsockopt(fd, level, 64, info); err != nil { // IPT_SO_GET_INFO
-		return IptablesTable{}, fmt.Errorf("IPT_SO_GET_INFO: %w", err)
-	}
-	le := binary.NativeEndian
-	valid := le.Uint32(info[32:])
-	numEntries := int(le.Uint32(info[76:]))
-	size := int(le.Uint32(info[80:]))
-	if size <= 0 || size > 64<<20 {
-		return IptablesTable{}, fmt.Errorf("iptables table %s of %d bytes", name, size)
-	}
-	// struct ipt_get_entries: name[32], size, then the entries at 40.
-	buf := make([]byte, 40+size)
-	copy(buf, name)
-	le.PutUint32(buf[32:], uint32(size))
-	if err := getsockopt(fd, level, 65, buf); err != nil { // IPT_SO_GET_ENTRIES
-		return IptablesTable{}, fmt.Errorf("IPT_SO_GET_ENTRIES: %w", err)
-	}
-	entries := buf[40:]
-	chains := []string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
-	t := IptablesTable{Policies: map[string]string{}}
-	builtin := 0
-	for h := 0; h < 5; h++ {
-		if valid&(1<<h) == 0 {
-			continue
-		}
-		builtin++
-		off := int(le.Uint32(info[56+4*h:])) // underflow[h]
-		policy, err := standardVerdict(entries, off, layout)
-		if err != nil {
-			return IptablesTable{}, err
-		}
-		t.Policies[chains[h]] = policy
-	}
-	// Built-in chains' policy entries and the final error entry.
-	t.Rules = max(numEntries-builtin-1, 0)
-	return t, nil
-}
-
-type entryLayout struct{ size, targetOffset int }
-
-// standardVerdict reads the verdict of the standard target at an entry
-// (after struct xt_entry_target's 32 bytes): -NF_ACCEPT-1 is ACCEPT,
-// -NF_DROP-1 DROP.
-func standardVerdict(entries []byte, off int, l entryLayout) (string, error) {
-	le := binary.NativeEndian
-	if off < 0 || off+l.size > len(entries) {
-		return "", fmt.Errorf("iptables entry at %d out of range", off)
-	}
-	targetOff := int(le.Uint16(entries[off+l.targetOffset:]))
-	t := off + targetOff
-	if targetOff < l.size || t+36 > len(entries) {
-		return "", fmt.Errorf("iptables target at %d out of range", t)
-	}
-	switch int32(le.Uint32(entries[t+32:])) {
-	case -2:
-		return "ACCEPT", nil
-	case -1:
-		return "DROP", nil
-	}
-	return "OTHER", nil
-}
-
-func getsockopt(fd, level, opt int, buf []byte) error {
-	n := uint32(len(buf))
-	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), uintptr(level), uintptr(opt),
-		uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
-	if errno != 0 {
-		return errno
-	}
-	return nil
+	return IptablesTable{Rules: t.Rules, UserChains: t.Chains, Policies: t.Policies}, nil
 }
 
 // --- other network namespaces -------------------------------------------------------

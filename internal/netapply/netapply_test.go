@@ -188,6 +188,9 @@ func TestApplyRefusesBeforeAnything(t *testing.T) {
 		{"legacy table drops by policy", "chain INPUT has policy DROP", func(s *System) {
 			s.Iptables = fakeIptables{t: IptablesTable{Policies: map[string]string{"INPUT": "DROP"}}}
 		}},
+		{"legacy table with an empty user chain", "has user chains (perfscope-empty)", func(s *System) {
+			s.Iptables = fakeIptables{t: IptablesTable{UserChains: []string{"perfscope-empty"}, Policies: map[string]string{"INPUT": "ACCEPT"}}}
+		}},
 		{"module file unknown", "could not be loaded back", func(s *System) {
 			delete(s.Modules.(*fakeModules).files, "ip_tables")
 		}},

@@ -61,10 +61,11 @@ type Iptables interface {
 }
 
 // IptablesTable is what the guard of an unload needs: how many rules the
-// table holds beyond its built-in chains, and their policies.
+// table holds, its user-defined chains, and the built-in chains' policies.
 type IptablesTable struct {
-	Rules    int
-	Policies map[string]string // "INPUT": "ACCEPT"
+	Rules      int
+	UserChains []string
+	Policies   map[string]string // "INPUT": "ACCEPT"
 }
 
 // Modules loads and unloads kernel modules.
