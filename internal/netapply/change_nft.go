@@ -1,17 +1,14 @@
 package netapply
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/google/nftables"
-	"github.com/mdlayher/netlink"
-	"golang.org/x/sys/unix"
 
+	"github.com/perfscope/perfscope/collectors/netconfig"
 	"github.com/perfscope/perfscope/diagnose"
 )
 
@@ -22,60 +19,13 @@ import (
 // saved at --apply lives in the revert file: there is no second file to
 // protect.
 
-// NftTable is the saved description of a table without rules.
-type NftTable struct {
-	Family string     `json:"family"`
-	Name   string     `json:"name"`
-	Flags  uint32     `json:"flags"`
-	Chains []NftChain `json:"chains"`
-	// What a deleted table must not hold (perfscope recreates tables and
-	// chains only); counted when it is read.
-	Rules      int `json:"rules"`
-	Sets       int `json:"sets"`
-	Objects    int `json:"objects"`
-	Flowtables int `json:"flowtables"`
-	// Unsupported names attributes the restore cannot recreate.
-	Unsupported []string `json:"unsupported,omitempty"`
-}
-
-// NftChain is one chain: a base chain has a type, hook, priority and
-// policy; a regular chain only a name.
-type NftChain struct {
-	Name     string  `json:"name"`
-	Type     string  `json:"type,omitempty"`
-	Hook     *uint32 `json:"hook,omitempty"`
-	Priority *int32  `json:"priority,omitempty"`
-	Policy   string  `json:"policy,omitempty"`
-}
-
-// Equal compares two descriptions, chains in any order.
-func (t NftTable) Equal(o NftTable) bool {
-	if t.Family != o.Family || t.Name != o.Name || t.Flags != o.Flags || t.Rules != o.Rules || t.Sets != o.Sets ||
-		t.Objects != o.Objects || t.Flowtables != o.Flowtables || !slices.Equal(t.Unsupported, o.Unsupported) || len(t.Chains) != len(o.Chains) {
-		return false
-	}
-	a, b := t.sortedChains(), o.sortedChains()
-	for i := range a {
-		x, y := a[i], b[i]
-		if x.Name != y.Name || x.Type != y.Type || x.Policy != y.Policy || !ptrEqual(x.Hook, y.Hook) || !ptrEqual(x.Priority, y.Priority) {
-			return false
-		}
-	}
-	return true
-}
-
-func ptrEqual[T comparable](a, b *T) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
-}
-
-func (t NftTable) sortedChains() []NftChain {
-	c := slices.Clone(t.Chains)
-	sort.Slice(c, func(i, j int) bool { return c[i].Name < c[j].Name })
-	return c
-}
-
-var nftFamilyNumbers = map[string]byte{"ip": unix.NFPROTO_IPV4, "ip6": unix.NFPROTO_IPV6, "inet": unix.NFPROTO_INET,
-	"arp": unix.NFPROTO_ARP, "bridge": unix.NFPROTO_BRIDGE, "netdev": unix.NFPROTO_NETDEV}
+// NftTable is the saved description of a table, as collectors/netconfig
+// reads it (the same reader the run counted the rules with); NftChain one
+// of its chains.
+type (
+	NftTable = netconfig.NftTable
+	NftChain = netconfig.NftChain
+)
 
 // nftHooks names hook numbers per family, for the shell rendition.
 func nftHookName(family string, hook uint32) string {
@@ -92,8 +42,9 @@ func nftHookName(family string, hook uint32) string {
 	return fmt.Sprint(hook)
 }
 
-// Validate checks a saved description as the revert-file reader must.
-func (t NftTable) Validate(family, name string) error {
+// validateSavedNft checks a saved description as the revert-file reader
+// must: a table perfscope can recreate, tables and chains only.
+func validateSavedNft(t NftTable, family, name string) error {
 	if t.Family != family || t.Name != name {
 		return fmt.Errorf("saved nft table %s %q does not match the change's %s %q", t.Family, t.Name, family, name)
 	}
@@ -160,7 +111,7 @@ func (nftHandler) guard(s *System, c diagnose.Change, st state) error {
 			return fmt.Errorf("%s is not unused: chain %q drops by policy", what, ch.Name)
 		}
 	}
-	return t.Validate(c.Family, c.Table)
+	return validateSavedNft(*t, c.Family, c.Table)
 }
 
 func (nftHandler) write(s *System, c diagnose.Change, value string, saved *Saved) error {
@@ -192,7 +143,7 @@ func NftRestoreCommand(t NftTable) string {
 	}
 	if plain {
 		cmds := []string{fmt.Sprintf("add table %s %s", t.Family, t.Name)}
-		for _, c := range t.sortedChains() {
+		for _, c := range t.SortedChains() {
 			if c.Hook == nil {
 				cmds = append(cmds, fmt.Sprintf("add chain %s %s %s", t.Family, t.Name, c.Name))
 				continue
@@ -208,7 +159,7 @@ func NftRestoreCommand(t NftTable) string {
 		return fmt.Sprintf("# nft table %s has a name no nft command can spell (not UTF-8); perfscope udp --revert recreates it through netlink", quoteWord(t.Name))
 	}
 	objs = append(objs, table)
-	for _, c := range t.sortedChains() {
+	for _, c := range t.SortedChains() {
 		var o string
 		if c.Hook == nil {
 			o, ok = diagnose.NftJSON(`{"add":{"chain":{"family":%s,"table":%s,"name":%s}}}`, t.Family, t.Name, c.Name)
@@ -226,207 +177,17 @@ func NftRestoreCommand(t NftTable) string {
 
 // --- netlink --------------------------------------------------------------------
 
+// netlinkNftables reads tables with collectors/netconfig's reader and
+// deletes and recreates them with google/nftables.
 type netlinkNftables struct{}
 
-// nftables attribute numbers (linux/netfilter/nf_tables.h).
-const (
-	nftaTableName     = 1
-	nftaTableFlags    = 2
-	nftaTableUserdata = 6
-	nftaTableOwner    = 7
-	nftaChainName     = 3
-	nftaChainHook     = 4
-	nftaChainPolicy   = 5
-	nftaChainType     = 7
-	nftaChainFlags    = 10
-	nftaChainUserdata = 12
-	nftaHookNum       = 1
-	nftaHookPriority  = 2
-	nftaHookDev       = 3
-	nftaHookDevs      = 4
-	nftChainBase      = 1
-	nftTableAttr      = 1 // NFTA_{RULE,SET,OBJ,FLOWTABLE}_TABLE
-)
-
-func nftRequest(msgType uint16, family byte, dump bool, attrs ...netlink.Attribute) ([]netlink.Message, error) {
-	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
-	if err != nil {
-		return nil, fmt.Errorf("nftables netlink: %w", err)
-	}
-	defer conn.Close()
-	data, err := netlink.MarshalAttributes(attrs)
-	if err != nil {
-		return nil, err
-	}
-	flags := netlink.Request | netlink.Acknowledge
-	if dump {
-		flags = netlink.Request | netlink.Dump
-	}
-	// struct nfgenmsg: family, version, resource id.
-	return conn.Execute(netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | int(msgType)), Flags: flags},
-		Data:   append([]byte{family, unix.NFNETLINK_V0, 0, 0}, data...),
-	})
-}
-
-func cString(s string) []byte { return append([]byte(s), 0) }
-
 func (netlinkNftables) Table(family, name string) (*NftTable, error) {
-	fam, ok := nftFamilyNumbers[family]
-	if !ok {
-		return nil, fmt.Errorf("unknown nft family %q", family)
-	}
-	msgs, err := nftRequest(unix.NFT_MSG_GETTABLE, fam, false, netlink.Attribute{Type: nftaTableName, Data: cString(name)})
-	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	t := &NftTable{Family: family, Name: name, Chains: []NftChain{}}
-	found := false
-	for _, m := range msgs {
-		if len(m.Data) < 4 {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
-		if err != nil {
-			return nil, err
-		}
-		ad.ByteOrder = binary.BigEndian
-		for ad.Next() {
-			switch ad.Type() {
-			case nftaTableName:
-				found = ad.String() == name
-			case nftaTableFlags:
-				t.Flags = ad.Uint32()
-			case nftaTableUserdata:
-				t.Unsupported = append(t.Unsupported, "a table comment")
-			case nftaTableOwner:
-				t.Unsupported = append(t.Unsupported, "an owning process")
-			}
-		}
-		if err := ad.Err(); err != nil {
-			return nil, err
-		}
-	}
-	if !found {
-		return nil, nil
-	}
-	if t.Chains, err = nftChains(fam, name, &t.Unsupported); err != nil {
-		return nil, err
-	}
-	for _, c := range []struct {
-		msg uint16
-		n   *int
-	}{{unix.NFT_MSG_GETRULE, &t.Rules}, {unix.NFT_MSG_GETSET, &t.Sets}, {unix.NFT_MSG_GETOBJ, &t.Objects}, {unix.NFT_MSG_GETFLOWTABLE, &t.Flowtables}} {
-		if *c.n, err = nftCount(c.msg, fam, name); err != nil {
-			return nil, err
-		}
-	}
-	slices.Sort(t.Unsupported)
-	t.Unsupported = slices.Compact(t.Unsupported)
-	return t, nil
+	return netconfig.ReadNftTable(family, name)
 }
 
-// tableOf reads the table attribute (number 1 in rule, set, object,
-// flowtable and chain messages) of a dumped message.
-func tableOf(m netlink.Message) string {
-	if len(m.Data) < 4 {
-		return ""
-	}
-	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
-	if err != nil {
-		return ""
-	}
-	for ad.Next() {
-		if ad.Type() == nftTableAttr {
-			return ad.String()
-		}
-	}
-	return ""
-}
-
-// nftCount counts a table's rules, sets, objects or flowtables. The
-// kernel filters the dump by table; the messages are checked again.
-func nftCount(msgType uint16, fam byte, table string) (int, error) {
-	msgs, err := nftRequest(msgType, fam, true, netlink.Attribute{Type: nftTableAttr, Data: cString(table)})
-	if errors.Is(err, unix.ENOENT) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("count (message %d): %w", msgType, err)
-	}
-	n := 0
-	for _, m := range msgs {
-		if tableOf(m) == table {
-			n++
-		}
-	}
-	return n, nil
-}
-
-func nftChains(fam byte, table string, unsupported *[]string) ([]NftChain, error) {
-	msgs, err := nftRequest(unix.NFT_MSG_GETCHAIN, fam, true, netlink.Attribute{Type: nftTableAttr, Data: cString(table)})
-	if errors.Is(err, unix.ENOENT) {
-		return []NftChain{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list chains: %w", err)
-	}
-	chains := []NftChain{}
-	for _, m := range msgs {
-		if tableOf(m) != table {
-			continue
-		}
-		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
-		if err != nil {
-			return nil, err
-		}
-		ad.ByteOrder = binary.BigEndian
-		var c NftChain
-		for ad.Next() {
-			switch ad.Type() {
-			case nftaChainName:
-				c.Name = ad.String()
-			case nftaChainType:
-				c.Type = ad.String()
-			case nftaChainPolicy:
-				c.Policy = map[uint32]string{0: "drop", 1: "accept"}[ad.Uint32()]
-				if c.Policy == "" {
-					c.Policy = "unknown"
-				}
-			case nftaChainFlags:
-				if ad.Uint32()&^nftChainBase != 0 {
-					*unsupported = append(*unsupported, "chain flags (offload or binding)")
-				}
-			case nftaChainUserdata:
-				*unsupported = append(*unsupported, "a chain comment")
-			case nftaChainHook:
-				ad.Nested(func(nad *netlink.AttributeDecoder) error {
-					nad.ByteOrder = binary.BigEndian
-					for nad.Next() {
-						switch nad.Type() {
-						case nftaHookNum:
-							h := nad.Uint32()
-							c.Hook = &h
-						case nftaHookPriority:
-							p := int32(nad.Uint32())
-							c.Priority = &p
-						case nftaHookDev, nftaHookDevs:
-							*unsupported = append(*unsupported, "a device binding")
-						}
-					}
-					return nil
-				})
-			}
-		}
-		if err := ad.Err(); err != nil {
-			return nil, err
-		}
-		chains = append(chains, c)
-	}
-	return chains, nil
+func nftFamily(family string) nftables.TableFamily {
+	n, _ := netconfig.NftFamilyNumber(family)
+	return nftables.TableFamily(n)
 }
 
 func (netlinkNftables) Delete(family, name string) error {
@@ -434,7 +195,7 @@ func (netlinkNftables) Delete(family, name string) error {
 	if err != nil {
 		return err
 	}
-	conn.DelTable(&nftables.Table{Name: name, Family: nftables.TableFamily(nftFamilyNumbers[family])})
+	conn.DelTable(&nftables.Table{Name: name, Family: nftFamily(family)})
 	if err := conn.Flush(); err != nil {
 		return fmt.Errorf("delete nft table %s %q: %w", family, name, err)
 	}
@@ -449,8 +210,8 @@ func (netlinkNftables) Create(t NftTable) error {
 	if err != nil {
 		return err
 	}
-	table := conn.CreateTable(&nftables.Table{Name: t.Name, Family: nftables.TableFamily(nftFamilyNumbers[t.Family])})
-	for _, c := range t.sortedChains() {
+	table := conn.CreateTable(&nftables.Table{Name: t.Name, Family: nftFamily(t.Family)})
+	for _, c := range t.SortedChains() {
 		ch := &nftables.Chain{Name: c.Name, Table: table}
 		if c.Hook != nil && c.Priority != nil {
 			hook, prio := nftables.ChainHook(*c.Hook), nftables.ChainPriority(*c.Priority)

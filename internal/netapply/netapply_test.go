@@ -136,7 +136,7 @@ func TestApplyRevertEveryKind(t *testing.T) {
 	if !et.features[hostile+"/rx-gro"] || !slices.Equal(et.table, []uint32{0, 1, 0, 1}) || et.params[diagnose.ChangeEthtoolCoalesce]["adaptive-rx"] != 1 {
 		t.Error("ethtool settings not restored")
 	}
-	if tbl, _ := nft.Table("ip", "x$(>pwnednft)"); tbl == nil || !tbl.Equal(*fresh.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"].clone()) {
+	if tbl, _ := nft.Table("ip", "x$(>pwnednft)"); tbl == nil || !tbl.Equal(fresh.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"]) {
 		t.Errorf("nft table not recreated as saved: %+v", tbl)
 	}
 	if !mods.loaded["iptable_filter"] || !mods.loaded["ip_tables"] || mods.loads[0].Path != "/lib/modules/6.1.0-test/kernel/net/ipv4/netfilter/ip_tables.ko.xz" || mods.loads[1].Params != "forward=Y" {
@@ -151,8 +151,6 @@ func TestApplyRevertEveryKind(t *testing.T) {
 		t.Fatalf("second revert: restored %d, already old %d, %v", len(again.Restored), len(again.AlreadyOld), err)
 	}
 }
-
-func (t NftTable) clone() *NftTable { return &t }
 
 // TestApplyRefusesBeforeAnything: a change that could not be undone, or
 // would change more than it names, stops the whole plan before the

@@ -399,7 +399,7 @@ func (e Entry) validate(findings []string) error {
 	}
 	switch want {
 	case "nft":
-		return s.Nft.Validate(c.Family, c.Table)
+		return validateSavedNft(*s.Nft, c.Family, c.Table)
 	case "module":
 		m := releaseName.FindStringSubmatch(s.Module.Path)
 		if m == nil || ValidModulePath(s.Module.Path, m[1]) != nil {
