@@ -148,6 +148,27 @@ func TestApplyRevertWithHostileNames(t *testing.T) {
 	if after := nftTable(t, ctx, lab); after != tablesBefore {
 		t.Errorf("nft table not restored:\nbefore %s\nafter  %s", tablesBefore, after)
 	}
+	// nethost's receive-path rules apply natively too: with RPS on for
+	// rx-0 and RFS off, net.rfs-off sets that queue's flow table (32768 /
+	// 4 queues; the host-wide rps_sock_flow_entries is hidden in a
+	// namespace, so it stays a caveat) and --revert puts 0 back.
+	flowCnt := "/sys/class/net/" + hostileIf + "/queues/rx-0/rps_flow_cnt"
+	readFlowCnt := func() string {
+		out, _ := lab.Run(ctx, rx, "cat", flowCnt)
+		return strings.TrimSpace(out)
+	}
+	// The path is an argument, never part of the script.
+	if _, err := lab.Run(ctx, rx, "sh", "-c", `echo 1 > "$1"`, "sh", "/sys/class/net/"+hostileIf+"/queues/rx-0/rps_cpus"); err != nil {
+		t.Fatal(err)
+	}
+	rfsFile := apply("net.rfs-off")
+	if n := readFlowCnt(); n != "8192" {
+		t.Errorf("rps_flow_cnt %s after --apply net.rfs-off", n)
+	}
+	revert(rfsFile)
+	if n := readFlowCnt(); n != "0" {
+		t.Errorf("rps_flow_cnt %s after --revert", n)
+	}
 	for _, p := range []string{"pwned", "pwnednft"} {
 		for _, dir := range []string{cwd, revertDir, "/"} {
 			if _, err := os.Lstat(filepath.Join(dir, p)); err == nil {
