@@ -76,7 +76,7 @@ type Kind string
 
 const (
 	// KindSetting is a system setting perfscope can apply with --apply and
-	// undo with the revert script.
+	// undo with --revert: its Changes are typed and executed natively.
 	KindSetting Kind = "setting"
 	// KindCode needs a change in the application; perfscope never applies it.
 	KindCode Kind = "code"
@@ -88,10 +88,15 @@ const (
 type Recommendation struct {
 	Kind Kind   `json:"kind"`
 	Why  string `json:"why"`
-	// Apply are shell commands, in order. Empty for code changes.
-	Apply []string `json:"apply,omitempty"`
-	// Revert undoes Apply, in order, restoring the values seen during the
-	// run.
+	// Changes are the typed system changes of a setting, in the order
+	// --apply makes them; each carries the value the run found and the
+	// value it sets. Only these are ever executed, by perfscope itself.
+	Changes []Change `json:"changes,omitempty"`
+	// Apply and Revert are for humans: the shell commands equivalent to
+	// Changes (rendered by AddChanges, every value quoted), or, for advice,
+	// steps to take by hand. perfscope never runs them. Revert lists the
+	// undo steps in the order perfscope takes them, last change first.
+	Apply  []string `json:"apply,omitempty"`
 	Revert []string `json:"revert,omitempty"`
 	// Code sketches show the application change (C, Go, Java...).
 	Code []CodeSketch `json:"code,omitempty"`
@@ -105,6 +110,11 @@ type Recommendation struct {
 	// (e.g. "so_rcvbuf_bytes"), so they need not be parsed from text.
 	Parameters map[string]int64 `json:"parameters,omitempty"`
 }
+
+// Applicable reports whether --apply can make this recommendation: a
+// setting with typed changes. A recommendation with only command strings
+// is shown, never executed.
+func (r Recommendation) Applicable() bool { return r.Kind == KindSetting && len(r.Changes) > 0 }
 
 // CodeSketch is a short illustration of an application change.
 type CodeSketch struct {

@@ -3,9 +3,11 @@ package diagnose
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/perfscope/perfscope/collectors/netconfig"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/internal/shellquote"
 )
 
 // Rules on the NIC end of the receive path: RX rings that overflow, and
@@ -89,7 +91,7 @@ func checkNICRingDrops(in NetInput) *Finding {
 	}
 	if in.Config == nil || in.Config.Rings == nil {
 		r.Kind = KindAdvice
-		r.Apply = []string{"# read the ring sizes: ethtool -g " + shellQuote(iface) + ", then raise rx towards the maximum: ethtool -G " + shellQuote(iface) + " rx N"}
+		r.Apply = []string{"# read the ring sizes: " + shellquote.Join("ethtool", "-g", iface) + ", then raise rx towards the maximum: " + shellquote.Join("ethtool", "-G", iface, "rx") + " N"}
 		return f
 	}
 	rings := in.Config.Rings
@@ -101,8 +103,8 @@ func checkNICRingDrops(in NetInput) *Finding {
 		return f
 	}
 	r.Kind = KindSetting
-	r.Apply = []string{fmt.Sprintf("ethtool -G %s rx %d", shellQuote(iface), size)}
-	r.Revert = []string{fmt.Sprintf("ethtool -G %s rx %d", shellQuote(iface), rings.RX)}
+	// Only rx: the driver keeps the other rings (read-modify-write).
+	r.AddChanges(EthtoolRingChange(in.Config.Interface.Name, map[string]uint32{"rx": rings.RX}, map[string]uint32{"rx": size}))
 	r.Parameters = map[string]int64{"rx_ring": int64(size)}
 	return f
 }
@@ -153,11 +155,11 @@ func checkIRQCoalescing(in NetInput) *Finding {
 	r := &f.Recommendation
 	r.Kind = KindSetting
 	r.Why = "With rx-usecs 0 and rx-frames 1 the NIC interrupts for every packet; each interrupt costs an entry, an exit and a NAPI schedule, and a poll finds one packet. Delaying the interrupt a few tens of µs lets one poll take a batch."
-	r.Apply = []string{fmt.Sprintf("ethtool -C %s rx-usecs %d", shellQuote(iface), CoalesceRXUsecs)}
-	r.Revert = []string{fmt.Sprintf("ethtool -C %s rx-usecs %d rx-frames %d", shellQuote(iface), c.Coalesce.RXUsecs, c.Coalesce.RXFrames)}
+	// Only rx-usecs: rx-frames and the rest stay as the driver has them.
+	r.AddChanges(EthtoolCoalesceChange(c.Interface.Name, map[string]uint32{"rx-usecs": c.Coalesce.RXUsecs}, map[string]uint32{"rx-usecs": CoalesceRXUsecs}))
 	r.Expected = fmt.Sprintf("At most ~%d interrupts/s per queue and more packets per poll; up to %d µs more latency per packet at low load.", 1_000_000/CoalesceRXUsecs, CoalesceRXUsecs)
 	r.Reference = "ethtool(8) -c/-C; Linux kernel documentation, networking/napi.rst (interrupt moderation)"
-	r.Caveats = []string{"Where the driver supports it, `ethtool -C " + shellQuote(iface) + " adaptive-rx on` picks the delay by load instead: low latency when idle, batching when busy.",
+	r.Caveats = []string{"Where the driver supports it, `" + shellquote.Join("ethtool", "-C", iface, "adaptive-rx", "on") + "` picks the delay by load instead: low latency when idle, batching when busy.",
 		"Latency-critical request/response traffic may prefer per-packet interrupts: measure the tail latency before and after."}
 	r.Parameters = map[string]int64{"rx_usecs": CoalesceRXUsecs}
 	return f
@@ -165,11 +167,17 @@ func checkIRQCoalescing(in NetInput) *Finding {
 
 // rfsEntries sizes RFS: the global socket flow table for the flows the
 // host sees concurrently (32768, the kernel documentation's suggestion for
-// a moderately loaded server) and rps_flow_cnt per queue as its share.
+// a moderately loaded server) and rps_flow_cnt per queue as its share,
+// rounded up to a power of two as the kernel sizes the table (it reads
+// back the rounded value, which --apply compares).
 func rfsEntries(c *netconfig.NetConfig) (global, perQueue int64) {
 	global = 32768
-	n := int64(max(len(c.Interface.RX), 1))
-	return global, global / n
+	share := global / int64(max(len(c.Interface.RX), 1))
+	perQueue = 1
+	for perQueue < share {
+		perQueue <<= 1
+	}
+	return global, perQueue
 }
 
 func checkRFSOff(in NetInput) *Finding {
@@ -210,23 +218,21 @@ func checkRFSOff(in NetInput) *Finding {
 	r.Expected = "Receive processing on the CPU of the reading thread; fewer cache misses and cross-CPU wakeups for connected or long-lived flows."
 	r.Reference = "Linux kernel documentation, networking/scaling.rst (RFS: rps_sock_flow_entries 32768, rps_flow_cnt = entries / queues)"
 	r.Caveats = []string{"A UDP server with one socket per CPU steered by SO_ATTACH_REUSEPORT_CBPF (net.reuseport-steering) already keeps each flow on its CPU; RFS then adds little."}
-	var changes []sysctlChange
 	if globalOff {
-		changes = append(changes, sysctlChange{Key: "net.core.rps_sock_flow_entries", Old: i64s(c.Core.RPSSockFlowEntries), New: fmt.Sprint(global)})
-		settingOrAdvice(r, changes, c.Core.HostOnly)
+		settingOrAdvice(r, []sysctlSetting{{Key: "net.core.rps_sock_flow_entries", Old: i64s(c.Core.RPSSockFlowEntries), New: strconv.FormatInt(global, 10)}}, c.Core.HostOnly)
 	} else {
 		r.Kind = KindSetting
 		if c.Core.RPSSockFlowEntries == nil {
-			r.Caveats = append(r.Caveats, fmt.Sprintf("rps_flow_cnt steers nothing while the host-wide net.core.rps_sock_flow_entries is 0: check it on the host (sysctl -w net.core.rps_sock_flow_entries=%d)", global))
+			r.Caveats = append(r.Caveats, "rps_flow_cnt steers nothing while the host-wide net.core.rps_sock_flow_entries is 0: check it on the host ("+
+				SysctlChange("net.core.rps_sock_flow_entries", "0", strconv.FormatInt(global, 10)).Command(strconv.FormatInt(global, 10))+")")
 		}
 	}
 	for _, q := range flowOff {
-		path := fmt.Sprintf("/sys/class/net/%s/queues/rx-%d/rps_flow_cnt", iface, q)
+		ch := RPSFlowCntChange(iface, q, 0, perQueue)
 		if r.Kind == KindSetting {
-			r.Apply = append(r.Apply, fmt.Sprintf("echo %d > %s", perQueue, shellQuote(path)))
-			r.Revert = append([]string{"echo 0 > " + shellQuote(path)}, r.Revert...)
+			r.AddChanges(ch)
 		} else {
-			r.Apply = append(r.Apply, fmt.Sprintf("# and: echo %d > %s", perQueue, shellQuote(path)))
+			r.Apply = append(r.Apply, "# and: "+ch.Command(ch.New))
 		}
 	}
 	r.Parameters = map[string]int64{"rps_sock_flow_entries": global, "rps_flow_cnt": perQueue}

@@ -22,14 +22,28 @@ func TestNICRingDrops(t *testing.T) {
 			if f.Severity != Warn || !slices.Equal(r.Apply, []string{"ethtool -G ens1f0 rx 1024"}) || !slices.Equal(r.Revert, []string{"ethtool -G ens1f0 rx 512"}) {
 				t.Errorf("%v apply %q revert %q", f.Severity, r.Apply, r.Revert)
 			}
+			// Only the rx ring, found at 512, set to 1024.
+			if c := r.Changes; len(c) != 1 || c[0].Kind != ChangeEthtoolRing || c[0].Iface != "ens1f0" || c[0].Old != "rx=512" || c[0].New != "rx=1024" {
+				t.Errorf("changes %+v", c)
+			}
 			contains(t, "evidence", f.Evidence, "36800 missed ([rx_missed_errors])", "RX ring 512 descriptors of 4096 possible")
 		}},
 		{name: "ring at its maximum: advice", edit: func(in *NetInput) {
 			missed(in, 36_800)
 			in.Config.Rings = &ethtool.Rings{RX: 4096, RXMax: 4096}
 		}, want: func(t *testing.T, f *Finding) {
-			if f.Recommendation.Kind != KindAdvice || !strings.Contains(f.Recommendation.Apply[0], "maximum") {
+			if f.Recommendation.Kind != KindAdvice || len(f.Recommendation.Changes) != 0 || !strings.Contains(f.Recommendation.Apply[0], "maximum") {
 				t.Errorf("%+v", f.Recommendation)
+			}
+		}},
+		{name: "rings unknown: advice with the interface quoted", edit: func(in *NetInput) {
+			missed(in, 36_800)
+			in.Config.Rings = nil
+			in.Evidence.Interface.Name = "v$(x)"
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if r.Kind != KindAdvice || len(r.Changes) != 0 || !strings.Contains(r.Apply[0], "ethtool -g 'v$(x)'") {
+				t.Errorf("%v apply %q changes %+v", r.Kind, r.Apply, r.Changes)
 			}
 		}},
 		{name: "a handful missed", silent: true, edit: func(in *NetInput) { missed(in, 30) }},
@@ -45,8 +59,12 @@ func TestIRQCoalescing(t *testing.T) {
 			in.Evidence.IRQs.IRQs = append(in.Evidence.IRQs.IRQs, irqWithCount(65, 200_000))
 		}, want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
-			if f.Severity != Warn || r.Apply[0] != "ethtool -C ens1f0 rx-usecs 50" || r.Revert[0] != "ethtool -C ens1f0 rx-usecs 0 rx-frames 1" {
+			// Only rx-usecs changes; rx-frames stays as the driver has it.
+			if f.Severity != Warn || r.Apply[0] != "ethtool -C ens1f0 rx-usecs 50" || r.Revert[0] != "ethtool -C ens1f0 rx-usecs 0" {
 				t.Errorf("%v apply %q revert %q", f.Severity, r.Apply, r.Revert)
+			}
+			if c := r.Changes; len(c) != 1 || c[0].Kind != ChangeEthtoolCoalesce || c[0].Old != "rx-usecs=0" || c[0].New != "rx-usecs=50" {
+				t.Errorf("changes %+v", c)
 			}
 		}},
 		{name: "ixgbe's dynamic moderation (rx-usecs 1)", silent: true, edit: func(in *NetInput) {
@@ -63,12 +81,30 @@ func TestRFSOff(t *testing.T) {
 	runNetCases(t, "net.rfs-off", []netCase{
 		{name: "RPS on queues 6-9, RFS off", want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
-			if r.Apply[0] != "sysctl -w net.core.rps_sock_flow_entries=32768" || r.Apply[1] != "echo 1638 > /sys/class/net/ens1f0/queues/rx-6/rps_flow_cnt" {
+			// 32768 / 20 queues = 1638, rounded up to the 2048 the kernel
+			// would make of it (and reads back).
+			want := []Change{SysctlChange("net.core.rps_sock_flow_entries", "0", "32768")}
+			for q := 6; q <= 9; q++ {
+				want = append(want, RPSFlowCntChange("ens1f0", q, 0, 2048))
+			}
+			if !slices.EqualFunc(r.Changes, want, Change.Equal) || r.Parameters["rps_flow_cnt"] != 2048 {
+				t.Errorf("changes %+v parameters %v", r.Changes, r.Parameters)
+			}
+			if r.Apply[0] != "sysctl -w net.core.rps_sock_flow_entries=32768" || r.Apply[1] != "echo 2048 > /sys/class/net/ens1f0/queues/rx-6/rps_flow_cnt" {
 				t.Errorf("apply %q", r.Apply)
 			}
 			if r.Revert[len(r.Revert)-1] != "sysctl -w net.core.rps_sock_flow_entries=0" || r.Revert[0] != "echo 0 > /sys/class/net/ens1f0/queues/rx-9/rps_flow_cnt" {
 				t.Errorf("revert %q", r.Revert)
 			}
+		}},
+		{name: "inside a namespace: the per-queue tables only", edit: func(in *NetInput) {
+			in.Config.Core.RPSSockFlowEntries, in.Config.Core.HostOnly = nil, true
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if r.Kind != KindSetting || len(r.Changes) != 4 || r.Changes[0].Kind != ChangeSysfs {
+				t.Errorf("%v changes %+v", r.Kind, r.Changes)
+			}
+			contains(t, "caveats", r.Caveats, "check it on the host (sysctl -w net.core.rps_sock_flow_entries=32768)")
 		}},
 		{name: "RPS off", silent: true, edit: func(in *NetInput) {
 			for i := range in.Config.Interface.RX {
@@ -96,6 +132,9 @@ func TestUDPMemPressure(t *testing.T) {
 			if f.Severity != Warn || r.Apply[0] != "sysctl -w 'net.ipv4.udp_mem=6161784 8215716 12323568'" || r.Revert[0] != "sysctl -w 'net.ipv4.udp_mem=1540446 2053929 3080892'" {
 				t.Errorf("%v apply %q revert %q", f.Severity, r.Apply, r.Revert)
 			}
+			if len(r.Changes) != 1 || !r.Changes[0].Equal(SysctlChange("net.ipv4.udp_mem", "1540446\t2053929\t3080892", "6161784 8215716 12323568")) {
+				t.Errorf("changes %+v", r.Changes)
+			}
 		}},
 		{name: "under pressure, no drops yet: info", edit: func(in *NetInput) {
 			in.Evidence.Drops.UDPSockstat = &netstat.UDPSockstat{InUse: 12, MemPages: 2_100_000}
@@ -103,6 +142,16 @@ func TestUDPMemPressure(t *testing.T) {
 			if f.Severity != Info {
 				t.Errorf("%v", f.Severity)
 			}
+		}},
+		{name: "udp_mem hidden in a namespace: advice", edit: func(in *NetInput) {
+			in.Evidence.Drops.UDPSNMP.UDP.MemErrors = 50_000
+			in.Config.Core.UDPMem, in.Config.Core.HostOnly = nil, true
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if r.Kind != KindAdvice || len(r.Changes) != 0 {
+				t.Errorf("%v changes %+v", r.Kind, r.Changes)
+			}
+			contains(t, "caveats", r.Caveats, "initial network namespace")
 		}},
 		{name: "plenty of room", silent: true, edit: func(in *NetInput) {
 			in.Evidence.Drops.UDPSockstat = &netstat.UDPSockstat{InUse: 12, MemPages: 389}

@@ -5,11 +5,11 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/netconfig"
+	"github.com/perfscope/perfscope/internal/shellquote"
 )
 
 // Rules about where receive and transmit work runs: softirq spread, IRQ
@@ -98,14 +98,16 @@ func checkIRQAffinityHint(in NetInput) *Finding {
 		Impact:   0.3 * float64(len(ignored)) / float64(max(withHint, 1)),
 	}
 	allowed := cpuset.Set{}
+	var changes []Change
+	var irqs []int
 	for i, q := range ignored {
 		a := q.Affinity
 		allowed = allowed.Union(a.SMPAffinity)
 		if i < 6 {
 			f.Evidence = append(f.Evidence, fmt.Sprintf("IRQ %d (%s, queue %d): smp_affinity %s, affinity_hint %s", q.IRQ, q.Name, q.Queue, a.SMPAffinity.List(), a.Hint.List()))
 		}
-		f.Recommendation.Apply = append(f.Recommendation.Apply, fmt.Sprintf("echo %s > /proc/irq/%d/smp_affinity", a.Hint.Mask(nr), q.IRQ))
-		f.Recommendation.Revert = append(f.Recommendation.Revert, fmt.Sprintf("echo %s > /proc/irq/%d/smp_affinity", maskOrZero(a.SMPAffinity, nr), q.IRQ))
+		changes = append(changes, IRQAffinityChange(q.IRQ, a.SMPAffinity, a.Hint, nr))
+		irqs = append(irqs, q.IRQ)
 	}
 	if len(ignored) > 6 {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("... and %d more", len(ignored)-6))
@@ -121,17 +123,22 @@ func checkIRQAffinityHint(in NetInput) *Finding {
 			f.Evidence = append(f.Evidence, "all of them on one NUMA node: the other node's CPUs get no receive work")
 		}
 	}
+	var irqbalanceCaveats []string
 	if c.Irqbalance.Running {
 		ver := c.Irqbalance.Version
 		if ver == "" {
-			ver = "unknown"
+			ver = "(version unknown)"
 		}
-		f.Evidence = append(f.Evidence, fmt.Sprintf("irqbalance %s runs (pid %d, args %q)", ver, c.Irqbalance.PID, strings.Join(c.Irqbalance.Args, " ")))
-		// irqbalance rewrites smp_affinity every 10 s: stop it first and
-		// restart it last when reverting.
-		f.Recommendation.Apply = append([]string{"systemctl stop irqbalance"}, f.Recommendation.Apply...)
-		f.Recommendation.Revert = append(f.Recommendation.Revert, "systemctl start irqbalance")
+		f.Evidence = append(f.Evidence, fmt.Sprintf("irqbalance %s runs (pid %d, args %q, hint policy %q)", ver, c.Irqbalance.PID, strings.Join(c.Irqbalance.Args, " "), c.Irqbalance.HintPolicy))
+		// irqbalance rewrites smp_affinity every 10 s. perfscope does not
+		// stop or restart services: it bans the IRQs in the daemon's
+		// configuration (first, so the revert restores it last) and says
+		// to restart it.
+		var ban []Change
+		ban, irqbalanceCaveats = irqbalanceFix(c.Irqbalance, irqs)
+		changes = append(ban, changes...)
 	}
+	f.Recommendation.AddChanges(changes...)
 	if _, top := maxNetRX(in.Evidence); top < NetRXBusyShare {
 		f.Severity = Info // a static misplacement with no receive load to hurt
 		f.Evidence = append(f.Evidence, "no CPU did measurable NET_RX work during the run")
@@ -140,17 +147,9 @@ func checkIRQAffinityHint(in NetInput) *Finding {
 	f.Recommendation.Why = "The driver's affinity_hint spreads queue interrupts one per CPU across both NUMA nodes; irqbalance without a hint policy packs them onto a subset, so the other CPUs never run a queue's softirq."
 	f.Recommendation.Expected = "Every queue's softirq moves to the CPU its driver meant; on Makita's server irqbalance had put all IRQs on node 0 (CPUs 0-4,10-14) and `-h exact` spread them over all 20 CPUs."
 	f.Recommendation.Reference = Makita2016
-	f.Recommendation.Caveats = []string{
-		"A running irqbalance moves IRQs back; the apply stops it.",
+	f.Recommendation.Caveats = append([]string{
 		"Spreading softirq alone made Makita's server slower (270k → 17k tps) while one socket took all packets: fix net.socket-lock-contention first.",
-	}
-	if c.Irqbalance.Running {
-		var irqs []int
-		for _, q := range ignored {
-			irqs = append(irqs, q.IRQ)
-		}
-		f.Recommendation.Caveats = append(f.Recommendation.Caveats, irqbalanceAdvice(c.Irqbalance, irqs)...)
-	}
+	}, irqbalanceCaveats...)
 	return f
 }
 
@@ -161,35 +160,6 @@ func rxQueueCount(c *netconfig.NetConfig) int {
 		return c.Channels.RXQueues()
 	}
 	return len(c.Interface.RX)
-}
-
-// indirectionRevert restores a table: "equal k" when it is the default
-// round-robin pattern, else the per-queue weights (same spread, which is
-// what RSS hashing sees; entry order can differ).
-func indirectionRevert(iface string, table []uint32) string {
-	used := 0
-	for _, q := range table {
-		used = max(used, int(q)+1)
-	}
-	equal := used > 0
-	for i, q := range table {
-		if int(q) != i%used {
-			equal = false
-			break
-		}
-	}
-	if equal {
-		return fmt.Sprintf("ethtool -X %s equal %d", iface, used)
-	}
-	weights := make([]string, used)
-	counts := make([]int, used)
-	for _, q := range table {
-		counts[q]++
-	}
-	for i, n := range counts {
-		weights[i] = strconv.Itoa(n)
-	}
-	return fmt.Sprintf("ethtool -X %s weight %s", iface, strings.Join(weights, " "))
 }
 
 func checkRSSIndirection(in NetInput) *Finding {
@@ -231,14 +201,13 @@ func checkRSSIndirection(in NetInput) *Finding {
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
 		Why:       "The NIC hashes each flow to an entry of the indirection table and delivers it to the queue stored there; queues missing from the table stay idle however many exist.",
-		Apply:     []string{fmt.Sprintf("ethtool -X %s equal %d", iface, n)},
-		Revert:    []string{indirectionRevert(iface, c.RSS.Indirection)},
 		Expected:  fmt.Sprintf("Traffic reaches all %d queues and their CPUs. Makita's 82599 refused `ethtool -X ens1f0 equal 20` (its table addresses 16 queues) and used RPS for queues' CPUs 16-19 instead.", n),
 		Reference: Makita2016,
 		Caveats: []string{
-			"Some NICs' tables address fewer queues than the NIC has (ixgbe: 16); ethtool then fails with \"Invalid argument\" and net.rps-needed covers the remaining CPUs.",
+			"Some NICs' tables address fewer queues than the NIC has (ixgbe: 16); the write then fails with \"Invalid argument\" and net.rps-needed covers the remaining CPUs.",
 		},
 	}
+	f.Recommendation.AddChanges(EthtoolRSSChange(iface, c.RSS.Indirection, EqualTable(len(c.RSS.Indirection), n)))
 	return f
 }
 
@@ -277,9 +246,9 @@ func checkDeadRXQueues(in NetInput) *Finding {
 		Kind: KindAdvice,
 		Why:  "Queues the hash never selects leave their CPUs without receive work. For UDP many NICs hash only the IP addresses by default, so few clients land on few queues; ntuple filters can also pin flows.",
 		Apply: []string{
-			fmt.Sprintf("ethtool -n %s rx-flow-hash udp4   # which header fields are hashed; 'sdfn' adds the ports", iface),
-			fmt.Sprintf("ethtool -N %s rx-flow-hash udp4 sdfn", iface),
-			fmt.Sprintf("ethtool -n %s   # ntuple rules steering flows to fixed queues", iface),
+			shellquote.Join("ethtool", "-n", iface, "rx-flow-hash", "udp4") + "   # which header fields are hashed; 'sdfn' adds the ports",
+			shellquote.Join("ethtool", "-N", iface, "rx-flow-hash", "udp4", "sdfn"),
+			shellquote.Join("ethtool", "-n", iface) + "   # ntuple rules steering flows to fixed queues",
 		},
 		Expected:  "Traffic on every queue; where the flows are too few to spread, RPS (net.rps-needed) spreads their protocol work in software.",
 		Reference: Makita2016 + ": ethtool -S showed rx_queue_16..19_packets = 4, 3, 0, 8 against ~160M on queues 0-15.",
@@ -418,11 +387,9 @@ func checkRPSNeeded(in NetInput) *Finding {
 			continue
 		}
 		f.Evidence = append(f.Evidence, fmt.Sprintf("queue %d (softirq on CPU %d, node %d) → RPS CPUs %s", q, homes[q], nodeOf(homes[q]), m.List()))
-		path := fmt.Sprintf("/sys/class/net/%s/queues/rx-%d/rps_cpus", iface, q)
-		r.Apply = append(r.Apply, fmt.Sprintf("echo %s > %s", m.Mask(nr), path))
-		r.Revert = append(r.Revert, fmt.Sprintf("echo %s > %s", maskOrZero(c.Interface.RX[indexOfRX(c, q)].RPSCPUs, nr), path))
+		r.AddChanges(QueueMaskChange(iface, "rx", q, c.Interface.RX[indexOfRX(c, q)].RPSCPUs, m, nr))
 	}
-	if len(r.Apply) == 0 {
+	if len(r.Changes) == 0 {
 		return nil
 	}
 	if !left.IsEmpty() {
@@ -540,7 +507,6 @@ func checkXPSUnset(in NetInput) *Finding {
 	masks := XPSMasks(cpus, nTX)
 	r := &f.Recommendation
 	for q := 0; q < nTX; q++ {
-		path := fmt.Sprintf("/sys/class/net/%s/queues/tx-%d/xps_cpus", iface, q)
 		old := cpuset.Set{}
 		if in.Config != nil && q < len(in.Config.Interface.TX) {
 			old = in.Config.Interface.TX[q].XPSCPUs
@@ -551,8 +517,7 @@ func checkXPSUnset(in NetInput) *Finding {
 		if m.IsEmpty() && old.IsEmpty() {
 			continue
 		}
-		r.Apply = append(r.Apply, fmt.Sprintf("echo %s > %s", maskOrZero(m, nr), path))
-		r.Revert = append(r.Revert, fmt.Sprintf("echo %s > %s", maskOrZero(old, nr), path))
+		r.AddChanges(QueueMaskChange(iface, "tx", q, old, m, nr))
 		if len(f.Evidence) < 10 {
 			f.Evidence = append(f.Evidence, fmt.Sprintf("tx-%d → CPUs %s", q, m.List()))
 		}
@@ -587,8 +552,6 @@ func checkSMTOff(in NetInput) *Finding {
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
 		Why:       "Sibling threads add execution contexts for softirq and receiving threads; a packet-per-syscall workload stalls on memory often enough for siblings to use the gaps.",
-		Apply:     []string{"echo on > /sys/devices/system/cpu/smt/control"},
-		Revert:    []string{"echo off > /sys/devices/system/cpu/smt/control"},
 		Expected:  "Makita (LinuxCon Japan 2016): 6.01M → 7.01M tps (+17%) with hyper-threading on and RPS spread over all 40 logical CPUs.",
 		Reference: Makita2016,
 		Caveats: []string{
@@ -596,6 +559,7 @@ func checkSMTOff(in NetInput) *Finding {
 			"The new sibling CPUs get no receive work until RPS/IRQ masks include them: run perfscope again after enabling.",
 		},
 	}
+	f.Recommendation.AddChanges(SMTControlChange("off", "on"))
 	return f
 }
 

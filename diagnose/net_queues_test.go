@@ -42,13 +42,23 @@ func TestIRQAffinityIgnoresHint(t *testing.T) {
 				t.Errorf("%v %q", f.Severity, f.Title)
 			}
 			r := f.Recommendation
-			// Stop irqbalance first; queue 16's hint is CPU 16 (bit 16 of 40).
-			if r.Apply[0] != "systemctl stop irqbalance" || !slices.Contains(r.Apply, "echo 00,00010000 > /proc/irq/81/smp_affinity") {
+			// Ban the IRQs in irqbalance's file first (perfscope never
+			// stops or restarts services); queue 16's hint is CPU 16 (bit 16
+			// of 40).
+			ban := r.Changes[0]
+			if ban.Kind != ChangeIrqbalanceBan || ban.Path != "/etc/sysconfig/irqbalance" || len(ban.IRQs) != 20 || ban.IRQs[0] != 65 {
+				t.Errorf("first change %+v", ban)
+			}
+			if !slices.ContainsFunc(r.Changes, IRQAffinityChange(81, cpuset.MustParseList("0-4,10-14"), cpuset.Of(16), 40).Equal) {
+				t.Errorf("changes %+v", r.Changes)
+			}
+			if !slices.Contains(r.Apply, "echo 00,00010000 > /proc/irq/81/smp_affinity") {
 				t.Errorf("apply %q", r.Apply)
 			}
-			if !slices.Contains(r.Revert, "echo 00,00007c1f > /proc/irq/81/smp_affinity") || r.Revert[len(r.Revert)-1] != "systemctl start irqbalance" {
+			if !slices.Contains(r.Revert, "echo 00,00007c1f > /proc/irq/81/smp_affinity") || !strings.HasPrefix(r.Revert[len(r.Revert)-1], "# perfscope udp --revert restores /etc/sysconfig/irqbalance") {
 				t.Errorf("revert %q", r.Revert)
 			}
+			contains(t, "caveats", r.Caveats, "perfscope does not restart services")
 			contains(t, "evidence", f.Evidence, "IRQ 65 (ens1f0-TxRx-0, queue 0): smp_affinity 0-4,10-14, affinity_hint 0", "one NUMA node")
 		}},
 		{name: "affinity follows hint", silent: true, edit: func(in *NetInput) {
@@ -69,13 +79,19 @@ func TestRSSIndirectionNarrow(t *testing.T) {
 			if r.Apply[0] != "ethtool -X ens1f0 equal 20" || r.Revert[0] != "ethtool -X ens1f0 equal 16" {
 				t.Errorf("apply %q revert %q", r.Apply, r.Revert)
 			}
+			if c := r.Changes[0]; c.Kind != ChangeEthtoolRSS || len(strings.Fields(c.New)) != 128 || !strings.HasPrefix(c.New, "0 1 2 ") || !strings.HasPrefix(c.Old, "0 1 2 ") {
+				t.Errorf("change %+v", c)
+			}
 			contains(t, "evidence", f.Evidence, "128-entry indirection table points at queues 0-15", "queues 16-19 receive nothing", "queue 16: 0 packets/s")
 		}},
 		{name: "uneven table reverts by weight", edit: func(in *NetInput) {
 			in.Config.RSS.Indirection = []uint32{0, 0, 1, 2}
 		}, want: func(t *testing.T, f *Finding) {
-			if f.Recommendation.Revert[0] != "ethtool -X ens1f0 weight 2 1 1" {
-				t.Errorf("revert %q", f.Recommendation.Revert)
+			// The command shows the spread; the typed change restores the
+			// exact table.
+			r := f.Recommendation
+			if !strings.HasPrefix(r.Revert[0], "ethtool -X ens1f0 weight 2 1 1 ") || r.Changes[0].Old != "0 0 1 2" || r.Changes[0].New != "0 1 2 3" {
+				t.Errorf("revert %q changes %+v", r.Revert, r.Changes)
 			}
 		}},
 		{name: "table covers all queues", silent: true, edit: func(in *NetInput) {
@@ -96,6 +112,12 @@ func TestDeadRXQueues(t *testing.T) {
 			}
 			contains(t, "evidence", f.Evidence, "dead queues 16-19 (driver counters)", "3680000 packets")
 			contains(t, "apply", f.Recommendation.Apply, "ethtool -N ens1f0 rx-flow-hash udp4 sdfn")
+		}},
+		{name: "a hostile interface name is quoted in the advice", edit: func(in *NetInput) {
+			in.Config.RSS = nil
+			in.Evidence.Interface.Name = "v$(>pwned)"
+		}, want: func(t *testing.T, f *Finding) {
+			contains(t, "apply", f.Recommendation.Apply, "ethtool -N 'v$(>pwned)' rx-flow-hash udp4 sdfn")
 		}},
 		{name: "all queues alive", silent: true, edit: func(in *NetInput) {
 			in.Config.RSS = nil
@@ -135,7 +157,7 @@ func TestRPSNeeded(t *testing.T) {
 			if !slices.Equal(r.Apply, want) {
 				t.Errorf("apply\n%q\nwant\n%q", r.Apply, want)
 			}
-			if r.Revert[0] != "echo 0 > /sys/class/net/ens1f0/queues/rx-5/rps_cpus" {
+			if r.Revert[len(r.Revert)-1] != "echo 0 > /sys/class/net/ens1f0/queues/rx-5/rps_cpus" {
 				t.Errorf("revert %q", r.Revert)
 			}
 			// One socket: spreading alone made Makita's server slower.
@@ -185,9 +207,11 @@ func TestXPSUnset(t *testing.T) {
 			if len(r.Apply) != 20 || r.Apply[3] != "echo 00,00000008 > /sys/class/net/ens1f0/queues/tx-3/xps_cpus" {
 				t.Errorf("apply %q", r.Apply)
 			}
-			// tx-0 kept xps_cpus 1: the revert restores it.
-			if r.Revert[0] != "echo 00,00000001 > /sys/class/net/ens1f0/queues/tx-0/xps_cpus" || r.Revert[1] != "echo 0 > /sys/class/net/ens1f0/queues/tx-1/xps_cpus" {
-				t.Errorf("revert %q", r.Revert[:2])
+			// tx-0 kept xps_cpus 1: the revert restores it (last, as it
+			// undoes the first change).
+			n := len(r.Revert)
+			if r.Revert[n-1] != "echo 00,00000001 > /sys/class/net/ens1f0/queues/tx-0/xps_cpus" || r.Revert[n-2] != "echo 0 > /sys/class/net/ens1f0/queues/tx-1/xps_cpus" {
+				t.Errorf("revert %q", r.Revert[n-2:])
 			}
 			contains(t, "evidence", f.Evidence, "TX queue 3 carried 190000 packets from CPUs 0-1", "qdisc/TX queue lock wait 2000.0 ms")
 		}},
@@ -196,7 +220,7 @@ func TestXPSUnset(t *testing.T) {
 			in.Evidence.Interface.TXQueues = 2
 		}, want: func(t *testing.T, f *Finding) {
 			// 20 CPUs dealt over 2 queues.
-			if f.Recommendation.Apply[0] != "echo 55555 > /sys/class/net/ens1f0/queues/tx-0/xps_cpus" || f.Recommendation.Revert[0] != "echo 0 > /sys/class/net/ens1f0/queues/tx-0/xps_cpus" {
+			if f.Recommendation.Apply[0] != "echo 55555 > /sys/class/net/ens1f0/queues/tx-0/xps_cpus" || f.Recommendation.Revert[1] != "echo 0 > /sys/class/net/ens1f0/queues/tx-0/xps_cpus" {
 				t.Errorf("apply %q revert %q", f.Recommendation.Apply, f.Recommendation.Revert)
 			}
 		}},

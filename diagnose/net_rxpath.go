@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/perfscope/perfscope/collectors/netconfig"
@@ -51,8 +52,6 @@ func checkGROUDP(in NetInput) *Finding {
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
 		Why:       "GRO merges TCP segments (and tunnelled flows) into larger packets; UDP datagrams have boundaries and cannot be merged, so GRO only adds per-packet work on a UDP receive path.",
-		Apply:     []string{fmt.Sprintf("ethtool -K %s gro off", shellQuote(iface))},
-		Revert:    []string{fmt.Sprintf("ethtool -K %s gro on", shellQuote(iface))},
 		Expected:  "Makita (LinuxCon Japan 2016): GRO took 4.9% of CPU; turning it off gave 5.05M → 5.18M tps (+2.6%).",
 		Reference: Makita2016,
 		Caveats: []string{
@@ -60,6 +59,7 @@ func checkGROUDP(in NetInput) *Finding {
 			"Do not turn it off on KVM/VM hosts: GRO carries tunnelled and guest TCP traffic.",
 		},
 	}
+	f.Recommendation.AddChanges(EthtoolFeatureChange(iface, "rx-gro", true, false))
 	if e.Interface.Virtual {
 		f.Recommendation.Caveats = append(f.Recommendation.Caveats, "On veth, GRO (with rx-udp-gro-forwarding) is what enables per-queue NAPI; off, packets take the per-CPU backlog instead.")
 	}
@@ -80,37 +80,43 @@ func checkNetfilterUnused(in NetInput) *Finding {
 	if !ok {
 		return nil
 	}
-	share := w.Share
 	plan := planNetfilterRemoval(c.Netfilter)
-	if len(plan.apply) == 0 && len(plan.builtin) == 0 {
+	if len(plan.changes) == 0 && len(plan.builtin) == 0 {
 		return nil
 	}
-	if len(plan.apply) == 0 {
+	if len(plan.changes) == 0 {
 		return builtinLegacyFinding(w, plan, c.Netfilter)
 	}
-	f := functionGroupFinding(w, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(share)))
+	f := functionGroupFinding(w, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(w.Share)))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("tables without a rule: %s (rule counts from %s)", strings.Join(plan.empty, ", "), c.Netfilter.RuleSource))
-	var caveats []string
+	caveats := []string{"Only if this host needs no packet filter: a firewall manager (firewalld, ufw, docker) will recreate the tables."}
+	if plan.modules {
+		caveats = append(caveats, "Kernel modules are host-wide: --apply unloads one only when no other network namespace exists, and refuses a legacy table that gained a rule, a user chain or a dropping policy since the run.")
+	}
 	for _, t := range plan.builtin {
 		caveats = append(caveats, fmt.Sprintf("the empty legacy table %s is built into the kernel and cannot be unloaded: it stays until reboot (see the finding's advice when it is alone)", t))
 	}
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
 		Why:       "A loaded filter table registers netfilter hooks that every packet traverses even when the table has no rule; some distributions load them by default.",
-		Apply:     plan.apply,
-		Revert:    plan.revert,
 		Expected:  "Makita (LinuxCon Japan 2016): iptables took 3% of CPU with no rules; unloading iptable_filter and ip_tables gave 5.18M → 5.38M tps (+3.9%).",
 		Reference: Makita2016,
-		Caveats:   append([]string{"Only if this host needs no packet filter: a firewall manager (firewalld, ufw, docker) will recreate the tables."}, caveats...),
+		Caveats:   caveats,
 	}
+	f.Recommendation.AddChanges(plan.changes...)
 	return f
 }
 
-// netfilterRemoval is what can be done about empty tables: unload modules
-// of loaded legacy tables, delete empty nft tables (saved for the revert);
-// builtin lists empty legacy tables whose module is in the kernel image.
+// netfilterRemoval is what can be done about empty tables: unload the
+// modules of loaded legacy tables (and their family's core module when no
+// other table of it is left), delete empty nft tables (--apply saves each
+// in the revert file, which recreates it exactly); builtin lists empty
+// legacy tables whose module is in the kernel image.
 type netfilterRemoval struct {
-	apply, revert, empty, builtin []string
+	changes        []Change
+	empty, builtin []string
+	// modules: a change unloads a kernel module.
+	modules bool
 }
 
 // legacyTables are the x_tables tables that hook packets on the receive
@@ -119,18 +125,18 @@ var legacyTables = []string{"filter", "raw", "mangle"}
 
 func planNetfilterRemoval(nf netconfig.Netfilter) netfilterRemoval {
 	var p netfilterRemoval
-	legacy := func(family, prefix, coreModule string) {
+	legacy := func(family, coreModule string) {
 		var unloaded []string
 		for _, table := range legacyTables {
-			key, module := family+"/"+table, prefix+table
+			key := family + "/" + table
 			count, listed := nf.RuleCounts[key]
 			if !listed || count > 0 {
 				continue
 			}
-			switch nf.Modules[module] {
+			switch nf.Modules[iptablesModule(family, table)] {
 			case netconfig.ModuleLoaded:
 				p.empty = append(p.empty, key)
-				p.apply = append(p.apply, "modprobe -r "+module)
+				p.changes = append(p.changes, IptablesTableUnloadChange(family, table))
 				unloaded = append(unloaded, key)
 			case netconfig.ModuleBuiltin:
 				p.builtin = append(p.builtin, key)
@@ -139,6 +145,7 @@ func planNetfilterRemoval(nf netconfig.Netfilter) netfilterRemoval {
 		if len(unloaded) == 0 {
 			return
 		}
+		p.modules = true
 		// The core module goes too when every other table of the family
 		// goes with it (nat, mangle load their own modules on top of it).
 		others := 0
@@ -148,15 +155,11 @@ func planNetfilterRemoval(nf netconfig.Netfilter) netfilterRemoval {
 			}
 		}
 		if others == 0 && nf.Modules[coreModule] == netconfig.ModuleLoaded {
-			p.apply = append(p.apply, "modprobe -r "+coreModule)
-			p.revert = append(p.revert, "modprobe "+coreModule)
-		}
-		for i := len(unloaded) - 1; i >= 0; i-- {
-			p.revert = append(p.revert, "modprobe "+prefix+strings.TrimPrefix(unloaded[i], family+"/"))
+			p.changes = append(p.changes, ModuleUnloadChange(coreModule))
 		}
 	}
-	legacy("ipv4", "iptable_", "ip_tables")
-	legacy("ipv6", "ip6table_", "ip6_tables")
+	legacy("ipv4", "ip_tables")
+	legacy("ipv6", "ip6_tables")
 	var nftTables []string
 	for k, n := range nf.RuleCounts {
 		if strings.HasPrefix(k, "nft/") && n == 0 {
@@ -166,13 +169,9 @@ func planNetfilterRemoval(nf netconfig.Netfilter) netfilterRemoval {
 	sort.Strings(nftTables)
 	for _, t := range nftTables {
 		family, name, _ := strings.Cut(t, "/")
-		saved := shellQuote(fmt.Sprintf("/var/tmp/perfscope-nft-%s-%s.nft", family, name))
-		qf, qn := shellQuote(family), shellQuote(name)
 		p.empty = append(p.empty, "nft "+t)
-		// Save the table (its base chains hook packets even without rules)
-		// so that the revert restores it exactly.
-		p.apply = append(p.apply, fmt.Sprintf("nft list table %s %s > %s && nft delete table %s %s", qf, qn, saved, qf, qn))
-		p.revert = append(p.revert, "nft -f "+saved)
+		// The table's base chains hook packets even without rules.
+		p.changes = append(p.changes, NftTableDeleteChange(family, name))
 	}
 	return p
 }
@@ -180,7 +179,7 @@ func planNetfilterRemoval(nf netconfig.Netfilter) netfilterRemoval {
 // builtinLegacyFinding reports empty legacy tables that cannot be removed:
 // their module is built in, so they live as long as the namespace. The cost
 // is real and measured; the advice is what created them and how to avoid
-// it, never a command that cannot work.
+// it, never a command that cannot work, and no change.
 func builtinLegacyFinding(w groupWeight, p netfilterRemoval, nf netconfig.Netfilter) *Finding {
 	f := functionGroupFinding(w, fmt.Sprintf("empty legacy iptables tables (%s) hook every packet: %s of the NET_RX CPUs; built into the kernel, they cannot be removed", strings.Join(p.builtin, ", "), pct(w.Share)))
 	f.Severity = Info
@@ -215,20 +214,18 @@ func checkRPFilter(in NetInput) *Finding {
 	iface := c.Interface.Name
 	sv := c.RPFilter
 	type knob struct{ name, scope string }
-	var apply, revert []string
+	var changes []Change
 	set := func(k knob, want int64, values map[string]int64) {
 		old, ok := values[k.scope]
 		if !ok || old == want {
 			return
 		}
-		key := fmt.Sprintf("net.ipv4.conf.%s.%s", k.scope, k.name)
-		apply = append(apply, "sysctl -w "+shellQuote(fmt.Sprintf("%s=%d", key, want)))
-		revert = append(revert, "sysctl -w "+shellQuote(fmt.Sprintf("%s=%d", key, old)))
+		changes = append(changes, SysctlChange(SysctlKey("net", "ipv4", "conf", k.scope, k.name), strconv.FormatInt(old, 10), strconv.FormatInt(want, 10)))
 	}
 	set(knob{"rp_filter", "all"}, 0, sv.RPFilter)
 	set(knob{"rp_filter", iface}, 0, sv.RPFilter)
 	set(knob{"accept_local", "all"}, 1, sv.AcceptLocal)
-	if len(apply) == 0 {
+	if len(changes) == 0 {
 		return nil
 	}
 	f := functionGroupFinding(w, fmt.Sprintf("reverse-path filtering (rp_filter=%d) validates every packet's source: %s of the NET_RX CPUs", *sv.EffectiveRPFilter, pct(share)))
@@ -236,14 +233,13 @@ func checkRPFilter(in NetInput) *Finding {
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
 		Why:       "With rp_filter on, fib_validate_source does a second FIB lookup per packet (the reverse path); accept_local=1 also skips the local-address check. Makita measured ~1.8% of CPU per lookup.",
-		Apply:     apply,
-		Revert:    revert,
 		Expected:  "Makita (LinuxCon Japan 2016): 5.38M → 5.49M tps (+2%) with rp_filter=0 and accept_local=1.",
 		Reference: Makita2016,
 		Caveats: []string{
 			"Security trade-off: rp_filter drops packets with spoofed source addresses (a source not routable back through the receiving interface); accept_local=1 accepts packets claiming a local source. Turn them off only where an upstream router or firewall already filters spoofed sources.",
 		},
 	}
+	f.Recommendation.AddChanges(changes...)
 	return f
 }
 
@@ -273,9 +269,8 @@ func checkAudit(in NetInput) *Finding {
 		return f
 	}
 	r.Kind = KindSetting
-	r.Apply = []string{"auditctl -e 0"}
-	r.Revert = []string{fmt.Sprintf("auditctl -e %d", enabled)}
-	r.Caveats = append(r.Caveats, "auditctl -e 0 lasts until auditd restarts and loads its rules; Makita made it permanent with `systemctl disable auditd` and a reboot.")
+	r.AddChanges(AuditChange(enabled, 0))
+	r.Caveats = append(r.Caveats, "Audit is host-wide, also when perfscope runs in a network namespace.", "auditctl -e 0 lasts until auditd restarts and loads its rules; Makita made it permanent with `systemctl disable auditd` and a reboot.")
 	return f
 }
 

@@ -303,8 +303,7 @@ func checkThreadPinning(in NetInput) *Finding {
 			f.Evidence = append(f.Evidence, fmt.Sprintf("thread %d (%s) last ran on CPU %d, allowed %s", m.t.TID, m.t.Comm, m.t.LastCPU, m.allowed.List()))
 		}
 		pairs = append(pairs, fmt.Sprintf("%d→%d", m.t.TID, m.cpu))
-		r.Apply = append(r.Apply, fmt.Sprintf("taskset -p -c %d %d", m.cpu, m.t.TID))
-		r.Revert = append(r.Revert, fmt.Sprintf("taskset -p -c %s %d", m.allowed.List(), m.t.TID))
+		r.AddChanges(ThreadAffinityChange(m.t.TID, m.allowed, cpuset.Of(m.cpu)))
 	}
 	f.Evidence = append(f.Evidence, "pinning (thread→CPU): "+strings.Join(pairs, " "))
 	r.Kind = KindSetting
@@ -314,7 +313,7 @@ func checkThreadPinning(in NetInput) *Finding {
 	r.Expected = "Makita (LinuxCon Japan 2016): 4.25M → 5.05M tps (+19%) pinning each thread to its socket's CPU."
 	r.Reference = Makita2016
 	r.Caveats = []string{
-		"taskset lasts for the life of these threads: make it permanent in the application (code above) or the service unit (CPUAffinity=).",
+		"The affinity lasts for the life of these threads: make it permanent in the application (code above) or the service unit (CPUAffinity=).",
 		"Pin thread i to CPU i only if socket i receives CPU i's packets (net.reuseport-steering); otherwise locality is partial.",
 	}
 	return f
@@ -436,12 +435,10 @@ func checkUDPRcvbuf(in NetInput) *Finding {
 	f.Evidence = append(f.Evidence, fmt.Sprintf("net.core.rmem_default = %d B, rmem_max = %d B", *oldDefault, *oldMax))
 	r.Kind = KindSetting
 	if *oldMax < need {
-		r.Apply = append(r.Apply, fmt.Sprintf("sysctl -w net.core.rmem_max=%d", need))
-		r.Revert = append(r.Revert, fmt.Sprintf("sysctl -w net.core.rmem_max=%d", *oldMax))
+		r.AddChanges(SysctlChange("net.core.rmem_max", strconv.FormatInt(*oldMax, 10), strconv.FormatInt(need, 10)))
 	}
 	if *oldDefault < need {
-		r.Apply = append(r.Apply, fmt.Sprintf("sysctl -w net.core.rmem_default=%d", need))
-		r.Revert = append(r.Revert, fmt.Sprintf("sysctl -w net.core.rmem_default=%d", *oldDefault))
+		r.AddChanges(SysctlChange("net.core.rmem_default", strconv.FormatInt(*oldDefault, 10), strconv.FormatInt(need, 10)))
 	}
 	return f
 }

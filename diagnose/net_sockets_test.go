@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/evidence"
 )
@@ -110,7 +111,7 @@ func TestThreadPinning(t *testing.T) {
 		{name: "two threads on node 1", want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
 			want := []string{"taskset -p -c 0 4300", "taskset -p -c 1 4301", "taskset -p -c 2 4302", "taskset -p -c 3 4303"}
-			if !slices.Equal(r.Apply, want) || r.Revert[0] != "taskset -p -c 0-19 4300" {
+			if !slices.Equal(r.Apply, want) || r.Revert[3] != "taskset -p -c 0-19 4300" || !r.Changes[0].Equal(ThreadAffinityChange(4300, cpuset.Range(0, 19), cpuset.Of(0))) {
 				t.Errorf("apply %q revert %q", r.Apply, r.Revert)
 			}
 			contains(t, "evidence", f.Evidence, "thread 4302 (echo) last ran on CPU 6, allowed 0-19", "4302→2")
@@ -146,7 +147,7 @@ func TestUDPRcvbuf(t *testing.T) {
 				t.Errorf("%v %v", f.Severity, r.Kind)
 			}
 			wantApply := []string{"sysctl -w net.core.rmem_max=8388608", "sysctl -w net.core.rmem_default=8388608"}
-			wantRevert := []string{"sysctl -w net.core.rmem_max=212992", "sysctl -w net.core.rmem_default=212992"}
+			wantRevert := []string{"sysctl -w net.core.rmem_default=212992", "sysctl -w net.core.rmem_max=212992"}
 			if !slices.Equal(r.Apply, wantApply) || !slices.Equal(r.Revert, wantRevert) {
 				t.Errorf("apply %q revert %q", r.Apply, r.Revert)
 			}

@@ -73,7 +73,7 @@ func squeezedCPUs(in NetInput) (out []squeezedCPU) {
 // least half of netdev_budget_usecs the time limit is what ends runs, else
 // the packet budget. The binding limit grows with the squeezed share of
 // runs (1 + 4 × share: a quarter of runs squeezed doubles it), at most 4×.
-func budgetChanges(c *netconfig.NetConfig, worst squeezedCPU) []sysctlChange {
+func budgetChanges(c *netconfig.NetConfig, worst squeezedCPU) []sysctlSetting {
 	budget, usecs := int64(defaultNetdevBudget), int64(defaultNetdevBudgetUsecs)
 	var oldBudget, oldUsecs *int64
 	if c != nil {
@@ -91,9 +91,9 @@ func budgetChanges(c *netconfig.NetConfig, worst squeezedCPU) []sysctlChange {
 		return fmt.Sprint(max(n, v+round))
 	}
 	if worst.runTimeNs >= 0.5*float64(usecs)*1e3 {
-		return []sysctlChange{{Key: "net.core.netdev_budget_usecs", Old: i64s(oldUsecs), New: grow(usecs, 500)}}
+		return []sysctlSetting{{Key: "net.core.netdev_budget_usecs", Old: i64s(oldUsecs), New: grow(usecs, 500)}}
 	}
-	return []sysctlChange{{Key: "net.core.netdev_budget", Old: i64s(oldBudget), New: grow(budget, 100)}}
+	return []sysctlSetting{{Key: "net.core.netdev_budget", Old: i64s(oldBudget), New: grow(budget, 100)}}
 }
 
 func checkSoftnetSqueeze(in NetInput) *Finding {
@@ -136,7 +136,7 @@ func checkSoftnetSqueeze(in NetInput) *Finding {
 // backlogChange sizes netdev_max_backlog for the busiest CPU's backlog
 // arrivals over BacklogStallSeconds, rounded up to a power of two, at least
 // twice the old value.
-func backlogChange(c *netconfig.NetConfig, perSecond float64) sysctlChange {
+func backlogChange(c *netconfig.NetConfig, perSecond float64) sysctlSetting {
 	var old *int64
 	cur := int64(defaultNetdevMaxBacklog)
 	if c != nil && c.Core.NetdevMaxBacklog != nil {
@@ -147,7 +147,7 @@ func backlogChange(c *netconfig.NetConfig, perSecond float64) sysctlChange {
 	for size < want {
 		size <<= 1
 	}
-	return sysctlChange{Key: "net.core.netdev_max_backlog", Old: i64s(old), New: fmt.Sprint(min(size, max(BacklogMax, cur)))}
+	return sysctlSetting{Key: "net.core.netdev_max_backlog", Old: i64s(old), New: fmt.Sprint(min(size, max(BacklogMax, cur)))}
 }
 
 func checkBacklogDrops(in NetInput) *Finding {
@@ -190,24 +190,36 @@ func checkBacklogDrops(in NetInput) *Finding {
 	r.Expected = "No backlog drops while a CPU's receive processing stalls for up to 10 ms; a backlog that stays full means the CPU is too slow on average, which only spreading the load (RPS, more queues) fixes."
 	r.Reference = "Linux kernel documentation, admin-guide/sysctl/net.rst (netdev_max_backlog, flow_limit_cpu_bitmap) and networking/scaling.rst (RPS flow limit)"
 	hostOnly := in.Config != nil && in.Config.Core.HostOnly
-	settingOrAdvice(r, []sysctlChange{change}, hostOnly)
-	// Flow limit: under backlog pressure, one big flow is dropped first
-	// instead of everyone's packets. Advice: it changes who is dropped.
-	if in.Config == nil || in.Config.Core.FlowLimitCPUBitmap == nil || isZeroMask(*in.Config.Core.FlowLimitCPUBitmap) {
-		r.Caveats = append(r.Caveats, fmt.Sprintf("If one large flow fills the backlog, flow limiting drops that flow's packets first instead of everyone's: sysctl -w net.core.flow_limit_cpu_bitmap=%s (the dropping CPUs; revert with 0)",
-			cpuset.Of(cpus...).Mask(nrCPUs(in))))
+	settings := []sysctlSetting{change}
+	// Flow limit: under backlog pressure the packets of a flow that holds
+	// more than half of a CPU's recent backlog are dropped first instead of
+	// everyone's. Set with the backlog on the dropping CPUs when it is off;
+	// a kernel without CONFIG_NET_FLOW_LIMIT has no such key.
+	if fl := flowLimitSetting(in, cpus); fl != nil {
+		settings = append(settings, *fl)
+		r.Caveats = append(r.Caveats, fmt.Sprintf("Flow limiting (net.core.flow_limit_cpu_bitmap = CPUs %s, the dropping ones) changes who is dropped, not how many: when one large flow fills a backlog, that flow's packets go first and the other flows' get through.", cpuset.Of(cpus...).List()))
 	}
+	settingOrAdvice(r, settings, hostOnly)
 	var n int64
 	fmt.Sscan(change.New, &n)
 	r.Parameters = map[string]int64{"netdev_max_backlog": n}
 	return f
 }
 
-func isZeroMask(s string) bool {
-	for _, r := range s {
-		if r != '0' && r != ',' && r != '\n' && r != ' ' {
-			return false
+// flowLimitSetting turns flow limiting on for cpus when it is off (or
+// when this namespace cannot show it: then the recommendation is advice
+// for the host); nil when it is on or the kernel lacks it.
+func flowLimitSetting(in NetInput, cpus []int) *sysctlSetting {
+	var old *string
+	if c := in.Config; c != nil && c.Core.FlowLimitCPUBitmap != nil {
+		cur, err := cpuset.ParseMask(*c.Core.FlowLimitCPUBitmap)
+		if err != nil || !cur.IsEmpty() {
+			return nil
 		}
+		v := normalizeSysctl(*c.Core.FlowLimitCPUBitmap)
+		old = &v
+	} else if c == nil || !c.Core.HostOnly {
+		return nil
 	}
-	return true
+	return &sysctlSetting{Key: "net.core.flow_limit_cpu_bitmap", Old: old, New: cpuset.Of(cpus...).Mask(nrCPUs(in))}
 }

@@ -30,6 +30,10 @@ func TestSoftnetSqueeze(t *testing.T) {
 			if f.Severity != Warn || !slices.Equal(r.Apply, []string{"sysctl -w net.core.netdev_budget=600"}) || !slices.Equal(r.Revert, []string{"sysctl -w net.core.netdev_budget=300"}) {
 				t.Errorf("%v apply %q revert %q", f.Severity, r.Apply, r.Revert)
 			}
+			// The value found and the value set, typed for --apply.
+			if len(r.Changes) != 1 || !r.Changes[0].Equal(SysctlChange("net.core.netdev_budget", "300", "600")) {
+				t.Errorf("changes %+v", r.Changes)
+			}
 			contains(t, "evidence", f.Evidence, "CPU 3: 10000 time_squeeze in 40000 NET_RX runs (25.0%")
 		}},
 		{name: "time limit ends long runs", edit: func(in *NetInput) { squeezeInput(in, 2_400, 1800) }, want: func(t *testing.T, f *Finding) {
@@ -38,13 +42,16 @@ func TestSoftnetSqueeze(t *testing.T) {
 			if f.Severity != Info || !slices.Equal(r.Apply, []string{"sysctl -w net.core.netdev_budget_usecs=2500"}) {
 				t.Errorf("%v apply %q", f.Severity, r.Apply)
 			}
+			if len(r.Changes) != 1 || !r.Changes[0].Equal(SysctlChange("net.core.netdev_budget_usecs", "2000", "2500")) {
+				t.Errorf("changes %+v", r.Changes)
+			}
 		}},
 		{name: "inside a namespace: advice", edit: func(in *NetInput) {
 			squeezeInput(in, 10_000, 150)
 			in.Config.Core.NetdevBudget, in.Config.Core.HostOnly = nil, true
 		}, want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
-			if r.Kind != KindAdvice || len(r.Revert) != 0 || r.Apply[0] != "# on the host: sysctl -w net.core.netdev_budget=600" {
+			if r.Kind != KindAdvice || len(r.Revert) != 0 || len(r.Changes) != 0 || r.Apply[0] != "# on the host: sysctl -w net.core.netdev_budget=600" {
 				t.Errorf("%v apply %q revert %q", r.Kind, r.Apply, r.Revert)
 			}
 			contains(t, "caveats", r.Caveats, "initial network namespace")
@@ -62,14 +69,40 @@ func TestBacklogDrops(t *testing.T) {
 	runNetCases(t, "net.backlog-drops", []netCase{
 		{name: "300k pps into one backlog", edit: func(in *NetInput) { drops(in, 30_000) }, want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
-			// 303 000/s × 10 ms = 3030 → 4096 (≥ 2 × 1000).
-			if f.Severity != Warn || !slices.Equal(r.Apply, []string{"sysctl -w net.core.netdev_max_backlog=4096"}) || !slices.Equal(r.Revert, []string{"sysctl -w net.core.netdev_max_backlog=1000"}) {
-				t.Errorf("%v apply %q revert %q", f.Severity, r.Apply, r.Revert)
+			// 303 000/s × 10 ms = 3030 → 4096 (≥ 2 × 1000); flow limiting
+			// was off (the fixture's 20-CPU "00000"): on for CPU 2.
+			want := []Change{SysctlChange("net.core.netdev_max_backlog", "1000", "4096"), SysctlChange("net.core.flow_limit_cpu_bitmap", "00000", "00,00000004")}
+			if f.Severity != Warn || !slices.EqualFunc(r.Changes, want, Change.Equal) {
+				t.Errorf("%v changes %+v", f.Severity, r.Changes)
+			}
+			if !slices.Equal(r.Apply, []string{"sysctl -w net.core.netdev_max_backlog=4096", "sysctl -w net.core.flow_limit_cpu_bitmap=00,00000004"}) ||
+				!slices.Equal(r.Revert, []string{"sysctl -w net.core.flow_limit_cpu_bitmap=00000", "sysctl -w net.core.netdev_max_backlog=1000"}) {
+				t.Errorf("apply %q revert %q", r.Apply, r.Revert)
 			}
 			if r.Parameters["netdev_max_backlog"] != 4096 {
 				t.Errorf("parameters %v", r.Parameters)
 			}
-			contains(t, "caveats", r.Caveats, "net.core.flow_limit_cpu_bitmap=00,00000004")
+			contains(t, "caveats", r.Caveats, "Flow limiting (net.core.flow_limit_cpu_bitmap = CPUs 2")
+		}},
+		{name: "kernel without flow limit: the backlog alone", edit: func(in *NetInput) {
+			drops(in, 30_000)
+			in.Config.Core.FlowLimitCPUBitmap = nil
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if r.Kind != KindSetting || len(r.Changes) != 1 || !r.Changes[0].Equal(SysctlChange("net.core.netdev_max_backlog", "1000", "4096")) {
+				t.Errorf("%v changes %+v", r.Kind, r.Changes)
+			}
+		}},
+		{name: "inside a namespace: both as advice for the host", edit: func(in *NetInput) {
+			drops(in, 30_000)
+			in.Config.Core.NetdevMaxBacklog, in.Config.Core.FlowLimitCPUBitmap, in.Config.Core.HostOnly = nil, nil, true
+		}, want: func(t *testing.T, f *Finding) {
+			r := f.Recommendation
+			if r.Kind != KindAdvice || len(r.Changes) != 0 || len(r.Revert) != 0 ||
+				!slices.Equal(r.Apply, []string{"# on the host: sysctl -w net.core.netdev_max_backlog=4096", "# on the host: sysctl -w net.core.flow_limit_cpu_bitmap=00,00000004"}) {
+				t.Errorf("%v apply %q changes %+v", r.Kind, r.Apply, r.Changes)
+			}
+			contains(t, "caveats", r.Caveats, "initial network namespace")
 		}},
 		{name: "flow limit already on", edit: func(in *NetInput) {
 			drops(in, 30_000)
@@ -80,6 +113,9 @@ func TestBacklogDrops(t *testing.T) {
 				if strings.Contains(c, "flow_limit") {
 					t.Errorf("flow limit advised although on: %q", c)
 				}
+			}
+			if r := f.Recommendation; len(r.Changes) != 1 || r.Changes[0].Key != "net.core.netdev_max_backlog" {
+				t.Errorf("changes %+v", r.Changes)
 			}
 		}},
 		{name: "a few drops", silent: true, edit: func(in *NetInput) { drops(in, 200) }},

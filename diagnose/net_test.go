@@ -175,8 +175,16 @@ func runNetCases(t *testing.T, id string, cases []netCase) {
 			if rec.Why == "" || rec.Expected == "" || rec.Reference == "" {
 				t.Errorf("recommendation lacks why/expected/reference: %+v", rec)
 			}
-			if rec.Kind == KindSetting && (len(rec.Apply) == 0 || len(rec.Revert) == 0) {
-				t.Errorf("setting without apply and revert: %+v", rec)
+			if rec.Kind == KindSetting && (!rec.Applicable() || len(rec.Apply) != len(rec.Changes) || len(rec.Revert) != len(rec.Changes)) {
+				t.Errorf("setting without typed changes rendered as apply and revert: %+v", rec)
+			}
+			if rec.Kind != KindSetting && len(rec.Changes) > 0 {
+				t.Errorf("%s recommendation carries typed changes", rec.Kind)
+			}
+			for _, c := range rec.Changes {
+				if err := c.Validate(); err != nil {
+					t.Errorf("rule emitted an invalid change: %v", err)
+				}
 			}
 			if rec.Kind == KindCode && len(rec.Code) == 0 {
 				t.Errorf("code change without sketch")

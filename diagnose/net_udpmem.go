@@ -12,7 +12,7 @@ const UDPMemHeadroom = 2
 // udpMemChange scales all three udp_mem limits by one factor so that the
 // pages in use are at most 1/UDPMemHeadroom of the new pressure threshold
 // (at least doubling them).
-func udpMemChange(old [3]int64, inUse int64) sysctlChange {
+func udpMemChange(old [3]int64, inUse int64) sysctlSetting {
 	factor := math.Max(2, math.Ceil(float64(UDPMemHeadroom*inUse)/float64(max(old[1], 1))))
 	value := func(v [3]int64) string { return fmt.Sprintf("%d %d %d", v[0], v[1], v[2]) }
 	var scaled [3]int64
@@ -20,7 +20,7 @@ func udpMemChange(old [3]int64, inUse int64) sysctlChange {
 		scaled[i] = int64(float64(v) * factor)
 	}
 	o := value(old)
-	return sysctlChange{Key: "net.ipv4.udp_mem", Old: &o, New: value(scaled)}
+	return sysctlSetting{Key: "net.ipv4.udp_mem", Old: &o, New: value(scaled)}
 }
 
 func checkUDPMemPressure(in NetInput) *Finding {
@@ -69,6 +69,6 @@ func checkUDPMemPressure(in NetInput) *Finding {
 		}
 		return f
 	}
-	settingOrAdvice(r, []sysctlChange{udpMemChange(*limits, max(inUse, 0))}, false)
+	settingOrAdvice(r, []sysctlSetting{udpMemChange(*limits, max(inUse, 0))}, false)
 	return f
 }

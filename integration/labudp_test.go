@@ -27,7 +27,8 @@ type labUDPReport struct {
 }
 
 // labLeftovers is what a lab run could leave behind: namespaces, report
-// directories, the netfilter fix's saved table.
+// directories, and (a regression guard: the netfilter fix once saved
+// tables at a fixed path there) files under /var/tmp.
 func labLeftovers(t *testing.T) []string {
 	t.Helper()
 	ns, err := netlab.Namespaces()

@@ -8,16 +8,17 @@
 package ethtool
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/perfscope/perfscope/internal/ethtoolioctl"
 )
 
 // ErrNotSupported is returned (wrapped) when the driver does not implement a
 // request — veth has no RSS indirection table, lo no statistics.
-var ErrNotSupported = errors.New("not supported by driver")
+var ErrNotSupported = ethtoolioctl.ErrNotSupported
 
 // ErrNoDevice is returned (wrapped) when the interface does not exist.
-var ErrNoDevice = errors.New("no such network interface")
+var ErrNoDevice = ethtoolioctl.ErrNoDevice
 
 // Source is where ethtool data comes from.
 type Source interface {

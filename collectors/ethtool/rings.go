@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/internal/ethtoolioctl"
 )
 
 // Rings is ETHTOOL_GRINGPARAM (ethtool -g): descriptors per RX and TX ring,
@@ -49,11 +51,11 @@ func (Ioctl) Rings(iface string) (Rings, error) {
 	// struct ethtool_ringparam: cmd, rx_max_pending, rx_mini_max_pending,
 	// rx_jumbo_max_pending, tx_max_pending, rx_pending, rx_mini_pending,
 	// rx_jumbo_pending, tx_pending.
-	buf := command(unix.ETHTOOL_GRINGPARAM, 36)
-	if err := call(iface, buf); err != nil {
+	buf := ethtoolioctl.Request(unix.ETHTOOL_GRINGPARAM, 36)
+	if err := ethtoolioctl.Call(iface, buf); err != nil {
 		return Rings{}, fmt.Errorf("ethtool -g %s: %w", iface, err)
 	}
-	return Rings{RXMax: u32(buf, 4), TXMax: u32(buf, 16), RX: u32(buf, 20), TX: u32(buf, 32)}, nil
+	return Rings{RXMax: ethtoolioctl.U32(buf, 4), TXMax: ethtoolioctl.U32(buf, 16), RX: ethtoolioctl.U32(buf, 20), TX: ethtoolioctl.U32(buf, 32)}, nil
 }
 
 // Coalesce implements RingSource with ETHTOOL_GCOALESCE.
@@ -64,12 +66,12 @@ func (Ioctl) Coalesce(iface string) (Coalesce, error) {
 	// tx_max_coalesced_frames, tx_..._irq ×2, stats_block_coalesce_usecs,
 	// use_adaptive_rx_coalesce (offset 40), use_adaptive_tx_coalesce, and
 	// eleven more u32s (92 bytes).
-	buf := command(unix.ETHTOOL_GCOALESCE, 92)
-	if err := call(iface, buf); err != nil {
+	buf := ethtoolioctl.Request(unix.ETHTOOL_GCOALESCE, 92)
+	if err := ethtoolioctl.Call(iface, buf); err != nil {
 		return Coalesce{}, fmt.Errorf("ethtool -c %s: %w", iface, err)
 	}
-	return Coalesce{RXUsecs: u32(buf, 4), RXFrames: u32(buf, 8), TXUsecs: u32(buf, 20), TXFrames: u32(buf, 24),
-		AdaptiveRX: u32(buf, 40) != 0, AdaptiveTX: u32(buf, 44) != 0}, nil
+	return Coalesce{RXUsecs: ethtoolioctl.U32(buf, 4), RXFrames: ethtoolioctl.U32(buf, 8), TXUsecs: ethtoolioctl.U32(buf, 20), TXFrames: ethtoolioctl.U32(buf, 24),
+		AdaptiveRX: ethtoolioctl.U32(buf, 40) != 0, AdaptiveTX: ethtoolioctl.U32(buf, 44) != 0}, nil
 }
 
 // Rings implements RingSource from g.txt.

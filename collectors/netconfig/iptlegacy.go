@@ -63,7 +63,13 @@ type LegacyTable struct {
 	Rules int
 	// Chains are the user-defined chains.
 	Chains []string
+	// Policies are the built-in chains' policies ("INPUT": "ACCEPT";
+	// "DROP", or "OTHER" for a target that is not a plain verdict).
+	Policies map[string]string
 }
+
+// legacyHooks name the netfilter hooks (NF_INET_*), the built-in chains.
+var legacyHooks = [5]string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
 
 func getsockopt(fd, level, opt int, buf []byte) error {
 	n := uint32(len(buf))
@@ -74,6 +80,18 @@ func getsockopt(fd, level, opt int, buf []byte) error {
 		return errno
 	}
 	return nil
+}
+
+// ReadLegacyTable reads one legacy table of family "ipv4" or "ipv6" in the
+// calling thread's network namespace. Ask only for a table the kernel
+// lists (/proc/net/ip_tables_names), or whose module is loaded: asking for
+// another makes the kernel create it.
+func ReadLegacyTable(family, table string) (LegacyTable, error) {
+	fam := legacyIPv4
+	if family == "ipv6" {
+		fam = legacyIPv6
+	}
+	return readLegacyTable(fam, table)
 }
 
 // readLegacyTable asks the kernel for one listed table.
@@ -98,10 +116,11 @@ func readLegacyTable(fam legacyFamily, table string) (LegacyTable, error) {
 	if size > maxTableBytes {
 		return t, fmt.Errorf("%s table %s: %d bytes of rules", fam.name, table, size)
 	}
-	var policies []uint32
+	// underflow[h]: the offset of built-in chain h's policy entry.
+	policies := map[int]string{}
 	for h := 0; h < 5; h++ {
 		if validHooks&(1<<h) != 0 {
-			policies = append(policies, ne.Uint32(info[56+4*h:]))
+			policies[int(ne.Uint32(info[56+4*h:]))] = legacyHooks[h]
 		}
 	}
 	buf := make([]byte, getEntriesHeader+int(size))
@@ -110,46 +129,60 @@ func readLegacyTable(fam legacyFamily, table string) (LegacyTable, error) {
 	if err := getsockopt(fd, fam.level, iptSoGetEntries, buf); err != nil {
 		return t, fmt.Errorf("%s table %s: IPT_SO_GET_ENTRIES: %w", fam.name, table, err)
 	}
-	t.Rules, t.Chains, err = countLegacyEntries(fam, buf[getEntriesHeader:], policies)
+	t.Rules, t.Chains, t.Policies, err = parseLegacyEntries(fam, buf[getEntriesHeader:], policies)
 	if err != nil {
 		return t, fmt.Errorf("%s table %s: %w", fam.name, table, err)
 	}
 	return t, nil
 }
 
-// countLegacyEntries walks a table's entry blob. Built-in chains come
-// first, each ending in its policy entry (at an underflow offset); then each
-// user chain: an ERROR entry naming it, its rules, and an unconditional
-// RETURN; the table ends with an ERROR entry named "ERROR".
-func countLegacyEntries(fam legacyFamily, blob []byte, policies []uint32) (rules int, chains []string, err error) {
+// parseLegacyEntries walks a table's entry blob. Built-in chains come
+// first, each ending in its policy entry (at an underflow offset, keys of
+// policies); then each user chain: an ERROR entry naming it, its rules, and
+// an unconditional RETURN; the table ends with an ERROR entry named
+// "ERROR".
+func parseLegacyEntries(fam legacyFamily, blob []byte, policies map[int]string) (rules int, chains []string, verdicts map[string]string, err error) {
 	type entry struct {
 		off    int
 		target string
 		errorn string
 	}
 	var entries []entry
+	verdicts = map[string]string{}
 	ne := binary.NativeEndian
 	for off := 0; off < len(blob); {
 		if off+fam.targetOffset+4 > len(blob) {
-			return 0, nil, fmt.Errorf("entry at %d runs past the table", off)
+			return 0, nil, nil, fmt.Errorf("entry at %d runs past the table", off)
 		}
 		tOff := int(ne.Uint16(blob[off+fam.targetOffset:]))
 		next := int(ne.Uint16(blob[off+fam.targetOffset+2:]))
 		// struct xt_entry_target: u16 target_size, char name[29], u8
 		// revision, then the target's data (ERROR: the chain name).
 		if next <= 0 || tOff+32 > next || off+next > len(blob) {
-			return 0, nil, fmt.Errorf("entry at %d: target_offset %d, next_offset %d", off, tOff, next)
+			return 0, nil, nil, fmt.Errorf("entry at %d: target_offset %d, next_offset %d", off, tOff, next)
 		}
 		e := entry{off: off, target: cstring(blob[off+tOff+2 : off+tOff+31])}
 		if e.target == "ERROR" {
 			e.errorn = cstring(blob[off+tOff+32 : off+next])
 		}
+		if chain, ok := policies[off]; ok {
+			// The standard target (name "") holds an int verdict:
+			// -NF_ACCEPT-1 is ACCEPT, -NF_DROP-1 DROP.
+			verdicts[chain] = "OTHER"
+			if e.target == "" && tOff+36 <= next {
+				switch int32(ne.Uint32(blob[off+tOff+32:])) {
+				case -2:
+					verdicts[chain] = "ACCEPT"
+				case -1:
+					verdicts[chain] = "DROP"
+				}
+			}
+		}
 		entries = append(entries, e)
 		off += next
 	}
-	isPolicy := map[int]bool{}
-	for _, p := range policies {
-		isPolicy[int(p)] = true
+	if len(verdicts) != len(policies) {
+		return 0, nil, nil, fmt.Errorf("%d of %d built-in chains' policies found", len(verdicts), len(policies))
 	}
 	inUser := false
 	for i, e := range entries {
@@ -159,14 +192,14 @@ func countLegacyEntries(fam legacyFamily, blob []byte, policies []uint32) (rules
 		case e.target == "ERROR":
 			inUser = true
 			chains = append(chains, e.errorn)
-		case isPolicy[e.off]:
+		case policies[e.off] != "":
 		case inUser && i+1 < len(entries) && entries[i+1].target == "ERROR":
 			// the user chain's closing RETURN
 		default:
 			rules++
 		}
 	}
-	return rules, chains, nil
+	return rules, chains, verdicts, nil
 }
 
 func cstring(b []byte) string {
@@ -180,14 +213,10 @@ func cstring(b []byte) string {
 // /proc/net/ip_tables_names or ip6_tables_names) for family "ipv4" or
 // "ipv6", keyed "ipv4/filter".
 func LegacyRules(family string, names []string) (map[string]int, error) {
-	fam := legacyIPv4
-	if family == "ipv6" {
-		fam = legacyIPv6
-	}
 	counts := map[string]int{}
 	var errs []error
 	for _, n := range names {
-		t, err := readLegacyTable(fam, n)
+		t, err := ReadLegacyTable(family, n)
 		if err != nil {
 			errs = append(errs, err)
 			continue

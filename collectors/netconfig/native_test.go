@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"maps"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -53,6 +54,7 @@ func TestNativeRuleCountsAgreeWithTools(t *testing.T) {
 		{"iptables-legacy", "-t", "filter", "-A", "perfscope-chain", "-p", "tcp", "-j", "RETURN"},
 		{"iptables-legacy", "-t", "filter", "-N", "perfscope-empty"},
 		{"iptables-legacy", "-t", "filter", "-A", "FORWARD", "-j", "perfscope-chain"},
+		{"iptables-legacy", "-t", "filter", "-P", "FORWARD", "DROP"},
 		{"iptables-legacy", "-t", "raw", "-L", "-n"},
 		{"ip6tables-legacy", "-t", "filter", "-A", "INPUT", "-p", "udp", "-j", "ACCEPT"},
 		{"nft", "add", "table", "inet", "t1"},
@@ -94,6 +96,42 @@ func TestNativeRuleCountsAgreeWithTools(t *testing.T) {
 	}
 	if !strings.Contains(source, "x_tables") || !strings.Contains(source, "nftables") {
 		t.Errorf("source %q", source)
+	}
+	// The table's shape, which --apply's guard of an unload reads with the
+	// same reader: user chains and the built-in chains' policies.
+	var filter, raw LegacyTable
+	var t1, missing *NftTable
+	if err := testutil.InNetns(ns, func() error {
+		var err error
+		if filter, err = ReadLegacyTable("ipv4", "filter"); err != nil {
+			return err
+		}
+		if t1, err = ReadNftTable("inet", "t1"); err != nil {
+			return err
+		}
+		if missing, err = ReadNftTable("ip", "no-such-table"); err != nil {
+			return err
+		}
+		raw, err = ReadLegacyTable("ipv4", "raw")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(filter.Chains, []string{"perfscope-chain", "perfscope-empty"}) ||
+		!maps.Equal(filter.Policies, map[string]string{"INPUT": "ACCEPT", "FORWARD": "DROP", "OUTPUT": "ACCEPT"}) {
+		t.Errorf("filter: %+v", filter)
+	}
+	// The nft description --apply saves: the base chain's hook (input = 1),
+	// priority and policy, and the two rules.
+	if t1 == nil || t1.Rules != 2 || len(t1.Chains) != 1 || t1.Chains[0].Name != "in" || t1.Chains[0].Hook == nil || *t1.Chains[0].Hook != 1 ||
+		*t1.Chains[0].Priority != 0 || t1.Chains[0].Policy != "accept" || t1.Chains[0].Type != "filter" || len(t1.Unsupported) != 0 {
+		t.Errorf("nft inet t1: %+v", t1)
+	}
+	if missing != nil {
+		t.Errorf("a table that does not exist: %+v", missing)
+	}
+	if raw.Rules != 0 || len(raw.Chains) != 0 || !maps.Equal(raw.Policies, map[string]string{"PREROUTING": "ACCEPT", "OUTPUT": "ACCEPT"}) {
+		t.Errorf("raw: %+v", raw)
 	}
 	// Reading must not create a table: in a fresh namespace nothing is
 	// listed before or after.

@@ -149,25 +149,6 @@ func TestRuleCountParsers(t *testing.T) {
 	}
 }
 
-func TestAuditReplyParsing(t *testing.T) {
-	status := make([]byte, 40)
-	status[4], status[12] = 1, 77
-	st, done, err := parseAuditReply(auditGet, status)
-	if err != nil || !done || st.Enabled != 1 || st.PID != 77 {
-		t.Errorf("status = %+v %v %v", st, done, err)
-	}
-	eperm := []byte{0xff, 0xff, 0xff, 0xff} // -1 = EPERM
-	if _, done, err := parseAuditReply(0x2, eperm); !done || !errors.Is(err, syscall.EPERM) {
-		t.Errorf("eperm: %v %v", done, err)
-	}
-	if _, done, err := parseAuditReply(0x2, make([]byte, 4)); done || err != nil {
-		t.Errorf("ack: %v %v", done, err)
-	}
-	if _, _, err := parseAuditReply(auditGet, make([]byte, 8)); err == nil {
-		t.Error("short status accepted")
-	}
-}
-
 // TestSnapshotLive reads the project machine's loopback with every live
 // source: nothing may fail hard, and unknowns must say why.
 func TestSnapshotLive(t *testing.T) {

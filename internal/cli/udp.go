@@ -82,8 +82,8 @@ Sections whose source does not exist for the interface (no driver counters on
 lo, no IRQs on veth) say so in one line; the rest still runs.`,
 		Example: `  perfscope udp --iface ens1f0 --port 53 --duration 10s
   perfscope udp --iface eth0 --pid 1234 --flame /tmp/udp -o json > run.json
-  perfscope udp --iface eth0 --apply net.rps-needed,net.xps-unset   # writes a revert script first
-  perfscope udp --revert ./perfscope-revert-20261121-101500.sh
+  perfscope udp --iface eth0 --apply net.rps-needed,net.xps-unset   # writes a revert file first
+  perfscope udp --revert ./perfscope-revert-20261121T101500Z-1a2b3c4d.json
   perfscope udp --compare before.json after.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -101,9 +101,9 @@ lo, no IRQs on veth) say so in one line; the rest still runs.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
-	f.StringSliceVar(&o.Apply, "apply", nil, "apply the system-setting recommendations of these finding IDs (after writing a revert script)")
-	f.StringVar(&o.RevertDir, "revert-dir", ".", "directory for the revert script --apply writes")
-	f.StringVar(&o.Revert, "revert", "", "run a revert script written by --apply, then exit")
+	f.StringSliceVar(&o.Apply, "apply", nil, "make the typed changes of these findings' setting recommendations (after writing a revert file)")
+	f.StringVar(&o.RevertDir, "revert-dir", ".", "directory for the revert file --apply writes (owned by you or root; sticky if others may write it)")
+	f.StringVar(&o.Revert, "revert", "", "restore what a revert file written by --apply records, then exit")
 	f.StringSliceVar(&o.Compare, "compare", nil, "compare two saved -o json runs: --compare before.json,after.json (or the flag twice)")
 	f.StringVar(&o.Iface, "iface", "", "network interface to measure (required)")
 	f.IntVar(&o.Port, "port", 0, "local UDP port of the server to inspect")
@@ -153,9 +153,11 @@ func (o *udpOptions) validate() error {
 		}
 	}
 	if len(o.Apply) > 0 {
-		if st, err := os.Stat(o.RevertDir); err != nil || !st.IsDir() {
-			return usageError("--revert-dir %s is not a directory", o.RevertDir)
+		d, err := netapply.OpenTrustedDir(o.RevertDir)
+		if err != nil {
+			return usageError("--revert-dir: %v", err)
 		}
+		d.Close()
 	}
 	if o.FlameDir != "" {
 		d, err := safeio.OpenPrivateDir(o.FlameDir)
@@ -342,9 +344,9 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	var applyErr error
 	if len(o.Apply) > 0 {
 		var path string
-		path, applyErr = applyFindings(ctx, o, g, r.Findings)
+		path, applyErr = applyFindings(ctx, o, g, r)
 		if path != "" {
-			r.Artifacts = append(r.Artifacts, report.Artifact{Kind: "revert-script", Path: path})
+			r.Artifacts = append(r.Artifacts, report.Artifact{Kind: "revert-file", Path: path})
 		}
 	}
 	if o.format == report.JSON {
@@ -360,34 +362,47 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	return failOn(r.Findings, o.failOn)
 }
 
-// applyFindings writes the revert script, then applies the chosen
-// settings; it reports to stderr so JSON on stdout stays clean.
-func applyFindings(ctx context.Context, o *udpOptions, g *Globals, findings []diagnose.Finding) (string, error) {
-	plan, err := netapply.NewPlan(findings, o.Apply)
+// applyFindings makes the chosen findings' typed changes through
+// internal/netapply; it reports to stderr so JSON on stdout stays clean.
+// A Ctrl-C during the measurement window cancels ctx: nothing is applied
+// and no revert file is written.
+func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Report) (string, error) {
+	plan, err := netapply.NewPlan(r.Findings, o.Apply)
 	if err != nil {
 		return "", asUsage(fmt.Errorf("--apply: %w", err))
 	}
-	path, err := netapply.WriteRevertScript(o.RevertDir, &plan)
+	res, err := netapply.Apply(ctx, plan, netapply.ApplyOptions{Dir: o.RevertDir, System: netapply.LiveSystem(),
+		Run: netapply.RunInfo{Command: "udp", Version: Version(), Started: r.Meta.Started, Interface: o.Iface, Findings: plan.IDs()}})
+	if res.RevertFile != "" {
+		fmt.Fprintf(g.Err, "revert file: %s (undo with: perfscope udp --revert %s)\n", res.RevertFile, res.RevertFile)
+	}
+	netapply.WriteLog(g.Err, "unchanged", res.Unchanged)
+	netapply.WriteLog(g.Err, "applied", res.Applied)
 	if err != nil {
-		return "", fmt.Errorf("--apply: write the revert script first: %w", err)
+		return res.RevertFile, fmt.Errorf("--apply: %w", err)
 	}
-	fmt.Fprintf(g.Err, "revert script: %s (undo with: perfscope udp --revert %s)\n", path, path)
-	done, err := netapply.Apply(ctx, plan, netapply.Shell{})
-	for _, e := range done {
-		fmt.Fprintf(g.Err, "applied [%s]: %s\n", e.FindingID, e.Command)
+	if len(res.Applied) == 0 {
+		fmt.Fprintln(g.Err, "--apply: every change was already in place; nothing was changed and no revert file was written")
 	}
-	return path, err
+	return res.RevertFile, nil
 }
 
 func (o *udpOptions) runRevert(ctx context.Context, g *Globals) error {
-	done, err := netapply.Revert(ctx, o.Revert, netapply.Shell{})
-	for _, e := range done {
-		fmt.Fprintf(g.Out, "reverted [%s]: %s\n", e.FindingID, e.Command)
+	res, err := netapply.Revert(ctx, o.Revert, netapply.LiveSystem(), netapply.Identity{})
+	netapply.WriteLog(g.Out, "reverted", res.Restored)
+	netapply.WriteLog(g.Out, "already old", res.AlreadyOld)
+	netapply.WriteLog(g.Out, "gone", res.Gone)
+	netapply.WriteLog(g.Out, "left as found", res.Conflicts)
+	if errors.Is(err, netapply.ErrBadRevertFile) {
+		return asUsage(fmt.Errorf("--revert %w", err))
 	}
-	if isBadInputFile(err) || errors.Is(err, netapply.ErrNotRevertScript) {
-		return asUsage(err)
+	if isBadInputFile(err) {
+		return asUsage(fmt.Errorf("--revert: %w", err))
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("--revert: %w", err)
+	}
+	return nil
 }
 
 func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {

@@ -1,57 +1,50 @@
 // Package netapply carries out `perfscope udp --apply ID...` and
-// `--revert FILE`: it selects the system-setting recommendations the user
-// named, writes a revert script restoring the values the run observed
-// BEFORE anything changes, runs the apply commands one by one through an
-// injectable runner, and later runs a revert script it recognises as its
-// own. Code changes and advice are never applied: perfscope changes only
-// what it can undo.
+// `--revert FILE`. A finding's fix is a list of typed changes
+// (diagnose.Change); perfscope executes them itself — /proc/sys and sysfs
+// writes, ethtool ioctls, nftables netlink, delete_module/finit_module,
+// sched_setaffinity, audit netlink, an atomic edit of irqbalance's file —
+// and reads every value back. Nothing runs through a shell: a value read
+// from the system (an interface or table name) is data, never code.
+//
+// Apply reads every target first and refuses the whole plan if any change
+// could not be undone; it writes the revert file (perfscope's own
+// versioned JSON, fsynced, mode 0600) before the first change; then it
+// makes the changes in order. Revert validates a revert file completely
+// before touching anything and restores what perfscope changed.
 package netapply
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/internal/safeio"
+	"github.com/perfscope/perfscope/internal/shellquote"
 )
 
-// Marker is the second line of every revert script perfscope writes;
-// Revert refuses files without it so that --revert cannot be pointed at an
-// arbitrary shell script by mistake.
-const Marker = "# perfscope revert script v1"
+var quoteWord = shellquote.Quote
 
-// ErrNotApplicable is returned by NewPlan when an ID names no setting
-// recommendation of the run; the CLI maps it to a usage error.
+// ErrNotApplicable is returned by NewPlan when an ID names no applicable
+// setting recommendation of the run; the CLI maps it to a usage error.
 var ErrNotApplicable = errors.New("not an applicable setting")
 
-// ErrNotRevertScript is returned by Revert for a file perfscope did not
-// write.
-var ErrNotRevertScript = errors.New("not a perfscope revert script")
+// ErrInterrupted: the context ended before the first change; nothing
+// changed and no revert file was written.
+var ErrInterrupted = errors.New("interrupted before anything was changed; no revert file was written")
 
-// Step is one finding's setting change.
+// Step is one finding's changes.
 type Step struct {
-	FindingID string   `json:"finding_id"`
-	Title     string   `json:"title"`
-	Apply     []string `json:"apply"`
-	Revert    []string `json:"revert"`
+	FindingID string            `json:"finding_id"`
+	Title     string            `json:"title"`
+	Changes   []diagnose.Change `json:"changes"`
 }
 
-// Plan is the chosen setting changes, in the order the user named them.
+// Plan is the chosen changes, in the order the user named the findings.
 type Plan struct {
 	Steps []Step `json:"steps"`
-	// RevertScript is the path WriteRevertScript wrote; Apply refuses a
-	// plan without one.
-	RevertScript string `json:"revert_script,omitempty"`
 }
 
 // IDs lists the plan's finding IDs.
@@ -63,15 +56,15 @@ func (p Plan) IDs() []string {
 	return ids
 }
 
-// NewPlan selects the setting recommendations of findings named by ids.
-// An unknown ID, or one whose recommendation is code or advice, is an
-// error that lists the IDs --apply accepts for this run.
+// NewPlan selects the typed changes of findings named by ids. An unknown
+// ID, or one whose recommendation is code, advice or a setting without
+// typed changes, is an error that lists the IDs --apply accepts.
 func NewPlan(findings []diagnose.Finding, ids []string) (Plan, error) {
 	var valid []string
 	byID := map[string]diagnose.Finding{}
 	for _, f := range findings {
 		byID[f.ID] = f
-		if applicable(f) {
+		if f.Recommendation.Applicable() {
 			valid = append(valid, f.ID)
 		}
 	}
@@ -91,306 +84,346 @@ func NewPlan(findings []diagnose.Finding, ids []string) (Plan, error) {
 		}
 		seen[id] = true
 		f, ok := byID[id]
+		r := f.Recommendation
 		switch {
 		case !ok:
 			return Plan{}, fmt.Errorf("%q is not a finding of this run (%w; applicable IDs: %s)", id, ErrNotApplicable, validText)
-		case f.Recommendation.Kind != diagnose.KindSetting:
+		case r.Kind != diagnose.KindSetting:
 			what := "a code change"
-			if f.Recommendation.Kind != diagnose.KindCode {
+			if r.Kind != diagnose.KindCode {
 				what = "advice for a human decision"
 			}
 			return Plan{}, fmt.Errorf("%q recommends %s, which perfscope never applies (%w; applicable IDs: %s)", id, what, ErrNotApplicable, validText)
-		case !applicable(f):
-			return Plan{}, fmt.Errorf("%q has no apply and revert commands in this run (%w; applicable IDs: %s)", id, ErrNotApplicable, validText)
+		case !r.Applicable():
+			return Plan{}, fmt.Errorf("%q has no changes perfscope can make and undo in this run (%w; applicable IDs: %s)", id, ErrNotApplicable, validText)
 		}
-		p.Steps = append(p.Steps, Step{
-			FindingID: f.ID, Title: f.Title,
-			Apply: slices.Clone(f.Recommendation.Apply), Revert: slices.Clone(f.Recommendation.Revert),
-		})
+		for _, c := range r.Changes {
+			if err := c.Validate(); err != nil {
+				return Plan{}, fmt.Errorf("%q: %w", id, err)
+			}
+		}
+		p.Steps = append(p.Steps, Step{FindingID: f.ID, Title: f.Title, Changes: slices.Clone(r.Changes)})
 	}
 	return p, nil
 }
 
-// applicable: a setting perfscope can both apply and undo. A setting
-// without revert commands (the old value was unknown) is never applied.
-func applicable(f diagnose.Finding) bool {
-	r := f.Recommendation
-	return r.Kind == diagnose.KindSetting && len(r.Apply) > 0 && len(r.Revert) > 0
+// Done is one change made, skipped or found in conflict.
+type Done struct {
+	FindingID string          `json:"finding_id"`
+	Change    diagnose.Change `json:"change"`
+	// Command is the change as a shell command, for humans.
+	Command string `json:"command"`
+	// Note says why a change was skipped, or what differed from the run.
+	Note string `json:"note,omitempty"`
 }
 
-// Script is the revert script's text. Steps are undone in reverse order
-// (the last change first), each step's revert commands in their own order.
-// Revert commands restore the values the run observed, so running the
-// script after a partial apply is safe: steps that never ran are set to
-// the value they already have.
-func Script(p Plan, host string, written time.Time) string {
-	var b strings.Builder
-	b.WriteString("#!/bin/sh\n")
-	b.WriteString(Marker + "\n")
-	fmt.Fprintf(&b, "# Undoes: perfscope udp --apply %s\n", strings.Join(p.IDs(), " "))
-	fmt.Fprintf(&b, "# Host: %s\n", host)
-	fmt.Fprintf(&b, "# Written: %s, before any change was made\n", written.UTC().Format(time.RFC3339))
-	b.WriteString("# Run it with: perfscope udp --revert THIS_FILE (or sh THIS_FILE)\n")
-	b.WriteString("set -e\n")
-	for i := len(p.Steps) - 1; i >= 0; i-- {
-		s := p.Steps[i]
-		fmt.Fprintf(&b, "\n# %s: %s\n", s.FindingID, oneLine(s.Title))
-		for _, c := range s.Revert {
-			b.WriteString(oneLine(c) + "\n")
-		}
-	}
-	return b.String()
+// ApplyOptions say where the revert file goes and what run produced the
+// plan.
+type ApplyOptions struct {
+	Dir    string
+	Run    RunInfo
+	System *System
+	// Identity is the host and network namespace; zero means this
+	// process's.
+	Identity Identity
 }
 
-// oneLine keeps a command or title on one line: the script is run line by
-// line by Revert.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
-// WriteRevertScript writes the plan's revert script into dir (created if
-// missing) and records its path in the plan. The file is new (never
-// overwrites), executable by its owner, and synced before returning so that
-// a crash during Apply still leaves it on disk.
-func WriteRevertScript(dir string, p *Plan) (string, error) {
-	if len(p.Steps) == 0 {
-		return "", errors.New("write revert script: empty plan")
-	}
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown"
-	}
-	now := time.Now()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("write revert script: %w", err)
-	}
-	f, err := os.CreateTemp(dir, "perfscope-revert-"+now.UTC().Format("20060102T150405Z")+"-*.sh")
-	if err != nil {
-		return "", fmt.Errorf("write revert script: %w", err)
-	}
-	path := f.Name()
-	werr := func() error {
-		if _, err := f.WriteString(Script(*p, host, now)); err != nil {
-			return err
-		}
-		if err := f.Chmod(0o700); err != nil {
-			return err
-		}
-		return f.Sync()
-	}()
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(path)
-		return "", fmt.Errorf("write revert script %s: %w", path, werr)
-	}
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
-	}
-	p.RevertScript = path
-	return path, nil
+// ApplyResult is what Apply did.
+type ApplyResult struct {
+	// RevertFile is the path of the revert file ("" when nothing was to
+	// change, or the apply was refused before it).
+	RevertFile string `json:"revert_file,omitempty"`
+	Applied    []Done `json:"applied"`
+	// Unchanged were already at the value the fix sets.
+	Unchanged []Done `json:"unchanged,omitempty"`
 }
 
-// Runner runs one shell command and returns its combined output.
-type Runner interface {
-	Run(ctx context.Context, command string) ([]byte, error)
-}
-
-// Shell runs commands with /bin/sh -c, as a user would paste them.
-type Shell struct{}
-
-// Run implements Runner.
-func (Shell) Run(ctx context.Context, command string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
-	// A command that leaves a child holding the output pipe must not hang
-	// perfscope after it exits or is cancelled.
-	cmd.WaitDelay = 5 * time.Second
-	return cmd.CombinedOutput()
-}
-
-// Executed is one command that ran successfully.
-type Executed struct {
-	FindingID string `json:"finding_id"`
-	Command   string `json:"command"`
-	Output    string `json:"output,omitempty"`
-}
-
-// CommandError says which command failed, what it printed, and how to undo
-// the commands that ran before it.
-type CommandError struct {
+// ChangeError says which change failed and what was changed before it.
+type ChangeError struct {
 	FindingID string
-	Command   string
-	Output    string
+	Change    diagnose.Change
 	Err       error
-	// Ran counts the commands that succeeded before this one.
-	Ran int
-	// Script undoes them (Apply) or is the script being run (Revert).
-	Script string
-	revert bool
+	// Done counts the changes made before this one.
+	Done int
+	// RevertFile undoes them (Apply) or is the file being reverted.
+	RevertFile string
+	revert     bool
 }
 
-func (e *CommandError) Error() string {
+func (e *ChangeError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%q failed", e.Command)
+	fmt.Fprintf(&b, "%s", e.Change.Command(target(e)))
 	if e.FindingID != "" {
 		fmt.Fprintf(&b, " (finding %s)", e.FindingID)
 	}
 	fmt.Fprintf(&b, ": %v", e.Err)
-	if out := lastLine(e.Output); out != "" {
-		fmt.Fprintf(&b, ": %s", out)
-	}
 	switch {
 	case e.revert:
-		fmt.Fprintf(&b, "; %d revert command(s) ran before it, fix the cause and run %s again", e.Ran, e.Script)
-	case e.Ran == 0:
-		fmt.Fprintf(&b, "; nothing was changed (revert script: %s)", e.Script)
+		fmt.Fprintf(&b, "; %d change(s) were restored before it; fix the cause and run perfscope udp --revert %s again", e.Done, quoteWord(e.RevertFile))
+	case e.Done == 0:
+		fmt.Fprintf(&b, "; nothing was changed (revert file: %s)", e.RevertFile)
 	default:
-		fmt.Fprintf(&b, "; %d command(s) ran before it: undo them with perfscope udp --revert %s", e.Ran, e.Script)
+		fmt.Fprintf(&b, "; %d change(s) were made before it: undo them with perfscope udp --revert %s", e.Done, quoteWord(e.RevertFile))
 	}
 	return b.String()
 }
 
-func (e *CommandError) Unwrap() error { return e.Err }
-
-func lastLine(out string) string {
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
+func target(e *ChangeError) string {
+	if e.revert {
+		return e.Change.Old
+	}
+	return e.Change.New
 }
 
-// Apply runs the plan's apply commands in order and stops at the first
-// failure (or cancellation) with a *CommandError. It refuses a plan whose
-// revert script was not written first.
-func Apply(ctx context.Context, p Plan, r Runner) ([]Executed, error) {
-	if p.RevertScript == "" {
-		return nil, errors.New("apply: the revert script must be written before anything is changed")
+func (e *ChangeError) Unwrap() error { return e.Err }
+
+// RefusedError: Apply read the targets and will not make the plan; nothing
+// was changed and no revert file was written.
+type RefusedError struct {
+	FindingID string
+	Change    diagnose.Change
+	Err       error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s (finding %s) is refused: %v; nothing was changed", e.Change.Command(e.Change.New), e.FindingID, e.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Apply makes the plan's changes: it reads every target (refusing the
+// whole plan when a change could not be undone), writes the revert file
+// with the values found, then makes each change and reads it back. It
+// stops at the first failure with a *ChangeError that names the revert
+// file.
+func Apply(ctx context.Context, p Plan, o ApplyOptions) (ApplyResult, error) {
+	var res ApplyResult
+	if ctx.Err() != nil {
+		return res, ErrInterrupted
 	}
-	var done []Executed
-	for _, s := range p.Steps {
-		for _, c := range s.Apply {
-			if err := ctx.Err(); err != nil {
-				return done, &CommandError{FindingID: s.FindingID, Command: c, Err: fmt.Errorf("not run: %w", err), Ran: len(done), Script: p.RevertScript}
+	sys := o.System
+	type planned struct {
+		entry Entry
+		h     handler
+	}
+	var todo []planned
+	for _, step := range p.Steps {
+		for _, c := range step.Changes {
+			refuse := func(err error) error { return &RefusedError{FindingID: step.FindingID, Change: c, Err: err} }
+			if err := c.Validate(); err != nil {
+				return res, refuse(err)
 			}
-			out, err := r.Run(ctx, c)
-			if err == nil {
-				err = checkSysctl(ctx, r, c)
-			}
+			h, err := sys.handler(c.Kind)
 			if err != nil {
-				return done, &CommandError{FindingID: s.FindingID, Command: c, Output: string(out), Err: err, Ran: len(done), Script: p.RevertScript}
+				return res, refuse(err)
 			}
-			done = append(done, Executed{FindingID: s.FindingID, Command: c, Output: strings.TrimSpace(string(out))})
+			st, err := h.read(sys, c)
+			if err != nil {
+				return res, refuse(err)
+			}
+			if st.gone {
+				return res, refuse(errors.New("its target no longer exists"))
+			}
+			if h.same(c, c.New, nil, st) {
+				res.Unchanged = append(res.Unchanged, Done{FindingID: step.FindingID, Change: c, Command: c.Command(c.New), Note: "already set"})
+				continue
+			}
+			if err := h.guard(sys, c, st); err != nil {
+				return res, refuse(err)
+			}
+			e := Entry{FindingID: step.FindingID, Change: c, Saved: st.saved}
+			if !h.same(c, c.Old, nil, st) {
+				// The revert restores what is there now, not what the run
+				// saw.
+				e.RunOld = c.Old
+			}
+			e.Change.Old = st.value
+			todo = append(todo, planned{entry: e, h: h})
 		}
 	}
-	return done, nil
-}
-
-// RevertCommands reads a revert script written by WriteRevertScript and
-// returns its commands in order. It fails with ErrNotRevertScript for any
-// other file.
-func RevertCommands(script []byte) ([]string, error) {
-	sc := bufio.NewScanner(bytes.NewReader(script))
-	var cmds []string
-	line := 0
-	for sc.Scan() {
-		line++
-		text := strings.TrimSpace(sc.Text())
-		switch {
-		case line == 1 && text != "#!/bin/sh", line == 2 && text != Marker:
-			return nil, ErrNotRevertScript
-		case text == "" || strings.HasPrefix(text, "#") || text == "set -e":
-			continue
+	if len(todo) == 0 {
+		return res, nil
+	}
+	if ctx.Err() != nil {
+		return res, ErrInterrupted
+	}
+	id := o.Identity
+	if id == (Identity{}) {
+		var err error
+		if id, err = CurrentIdentity(); err != nil {
+			return res, fmt.Errorf("--apply: %w; nothing was changed", err)
 		}
-		cmds = append(cmds, text)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
+	rf := RevertFile{Run: o.Run, Identity: id}
+	for _, t := range todo {
+		rf.Changes = append(rf.Changes, t.entry)
 	}
-	if line < 2 {
-		return nil, ErrNotRevertScript
-	}
-	return cmds, nil
-}
-
-// Revert runs the revert script at path command by command, stopping at
-// the first failure as `set -e` would, so that the error names the command.
-func Revert(ctx context.Context, path string, r Runner) ([]Executed, error) {
-	script, err := readRevertScript(ctx, path)
+	path, err := WriteRevertFile(o.Dir, &rf)
 	if err != nil {
-		return nil, fmt.Errorf("revert: %w", err)
+		return res, fmt.Errorf("write the revert file first: %w; nothing was changed", err)
 	}
-	cmds, err := RevertCommands(script)
-	if err != nil {
-		return nil, fmt.Errorf("revert %s: %w (its second line must be %q)", path, err, Marker)
-	}
-	var done []Executed
-	for _, c := range cmds {
+	res.RevertFile = path
+	for i, t := range todo {
+		c := t.entry.Change
+		fail := func(err error) error {
+			return &ChangeError{FindingID: t.entry.FindingID, Change: c, Err: err, Done: i, RevertFile: path}
+		}
 		if err := ctx.Err(); err != nil {
-			return done, &CommandError{Command: c, Err: fmt.Errorf("not run: %w", err), Ran: len(done), Script: path, revert: true}
+			return res, fail(fmt.Errorf("not made: %w", err))
 		}
-		out, err := r.Run(ctx, c)
-		if err == nil {
-			err = checkSysctl(ctx, r, c)
+		if err := t.h.write(sys, c, c.New, t.entry.Saved); err != nil {
+			return res, fail(err)
 		}
+		st, err := t.h.read(sys, c)
 		if err != nil {
-			return done, &CommandError{Command: c, Output: string(out), Err: err, Ran: len(done), Script: path, revert: true}
+			return res, fail(fmt.Errorf("read back: %w", err))
 		}
-		done = append(done, Executed{Command: c, Output: strings.TrimSpace(string(out))})
-	}
-	return done, nil
-}
-
-// MaxRevertScriptBytes caps a revert script: the scripts --apply writes
-// are a few hundred bytes per finding.
-const MaxRevertScriptBytes = 256 << 10
-
-// readRevertScript reads the header first, so a FIFO, /dev/zero or a
-// large file that is not a revert script is refused after a few bytes;
-// the rest is read up to MaxRevertScriptBytes.
-func readRevertScript(ctx context.Context, path string) ([]byte, error) {
-	in, err := safeio.OpenInput(ctx, path, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
-	br := bufio.NewReader(safeio.LimitReader(in, MaxRevertScriptBytes, path))
-	want := "#!/bin/sh\n" + Marker + "\n"
-	head := make([]byte, len(want))
-	if _, err := io.ReadFull(br, head); err != nil || string(head) != want {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		if !t.h.same(c, c.New, nil, st) {
+			return res, fail(fmt.Errorf("read back %s, not %s: the kernel kept or changed the value (is it read-only here, e.g. in a network namespace?)", quoteWord(st.value), quoteWord(c.New)))
 		}
-		return nil, fmt.Errorf("%s: %w (its first lines must be \"#!/bin/sh\" and %q)", path, ErrNotRevertScript, Marker)
+		d := Done{FindingID: t.entry.FindingID, Change: c, Command: c.Command(c.New)}
+		if t.entry.RunOld != "" {
+			d.Note = fmt.Sprintf("was %s at --apply (the run read %s); the revert restores %s", quoteWord(c.Old), quoteWord(t.entry.RunOld), quoteWord(c.Old))
+		}
+		res.Applied = append(res.Applied, d)
 	}
-	rest, err := io.ReadAll(br)
-	if err != nil {
-		return nil, err
-	}
-	return append(head, rest...), nil
+	return res, nil
 }
 
-// sysctlWrite parses "sysctl -w KEY=VALUE" (any flags containing w).
-func sysctlWrite(command string) (key, value string, ok bool) {
-	f := strings.Fields(command)
-	if len(f) != 3 || f[0] != "sysctl" || !strings.HasPrefix(f[1], "-") || !strings.Contains(f[1], "w") {
-		return "", "", false
-	}
-	return strings.Cut(f[2], "=")
+// RevertResult is what Revert did.
+type RevertResult struct {
+	Restored []Done `json:"restored"`
+	// AlreadyOld were at their old value (never applied, or reverted).
+	AlreadyOld []Done `json:"already_old,omitempty"`
+	// Gone no longer exist (a thread that ended).
+	Gone []Done `json:"gone,omitempty"`
+	// Conflicts hold neither the old nor the new value: someone changed
+	// them after --apply, and perfscope left them alone.
+	Conflicts []Done `json:"conflicts,omitempty"`
 }
 
-// checkSysctl reads back what a sysctl write set. procps sysctl exits 0
-// when the kernel refuses a write with EINVAL, which is what a read-only
-// per-namespace copy does (net.core.rmem_default outside the initial
-// network namespace): without the read-back, --apply would report a change
-// that never happened.
-func checkSysctl(ctx context.Context, r Runner, command string) error {
-	key, want, ok := sysctlWrite(command)
-	if !ok {
-		return nil
-	}
-	out, err := r.Run(ctx, "sysctl -n "+key)
+// ErrConflicts: some targets were changed by someone else after --apply;
+// they were left as found and everything else was restored.
+var ErrConflicts = errors.New("changed by someone else since --apply; left as found")
+
+// Revert restores the old values of a revert file: it reads and validates
+// the whole file (a *FileError for anything perfscope did not write, on
+// another host or network namespace), reads every target, then restores,
+// last change first, each target that still holds the value perfscope
+// set, reading it back. Targets at their old value are skipped, so a
+// partially applied plan reverts cleanly; targets someone else changed are
+// left alone and reported (ErrConflicts).
+func Revert(ctx context.Context, path string, sys *System, id Identity) (RevertResult, error) {
+	var res RevertResult
+	rf, err := ReadRevertFile(path)
 	if err != nil {
-		return fmt.Errorf("read %s back: %w", key, err)
+		return res, err
 	}
-	if got := strings.Join(strings.Fields(string(out)), " "); got != strings.Join(strings.Fields(want), " ") {
-		return fmt.Errorf("the kernel kept %s = %s (sysctl exits 0 when a write is refused; is the key read-only here, e.g. in a network namespace?)", key, got)
+	if id == (Identity{}) {
+		if id, err = CurrentIdentity(); err != nil {
+			return res, err
+		}
 	}
-	return nil
+	if err := rf.Identity.Matches(id); err != nil {
+		return res, &FileError{Path: path, Err: err}
+	}
+	type planned struct {
+		entry Entry
+		h     handler
+	}
+	var todo []planned
+	for i := len(rf.Changes) - 1; i >= 0; i-- {
+		e := rf.Changes[i]
+		c := e.Change
+		h, err := sys.handler(c.Kind)
+		if err != nil {
+			return res, err
+		}
+		st, err := h.read(sys, c)
+		if err != nil {
+			return res, fmt.Errorf("read %s before restoring it: %w; nothing was changed", describe(c), err)
+		}
+		d := Done{FindingID: e.FindingID, Change: c, Command: revertCommand(e)}
+		switch {
+		case st.gone || replaced(e.Saved, st):
+			d.Note = "no longer exists"
+			res.Gone = append(res.Gone, d)
+		case h.same(c, c.Old, e.Saved, st):
+			d.Note = "already at its old value"
+			res.AlreadyOld = append(res.AlreadyOld, d)
+		case h.same(c, c.New, e.Saved, st):
+			todo = append(todo, planned{entry: e, h: h})
+		default:
+			d.Note = fmt.Sprintf("now %s, neither the %s found nor the %s set by --apply", quoteWord(st.value), quoteWord(c.Old), quoteWord(c.New))
+			res.Conflicts = append(res.Conflicts, d)
+		}
+	}
+	for i, t := range todo {
+		c := t.entry.Change
+		fail := func(err error) error {
+			return &ChangeError{FindingID: t.entry.FindingID, Change: c, Err: err, Done: i, RevertFile: path, revert: true}
+		}
+		if err := ctx.Err(); err != nil {
+			return res, fail(fmt.Errorf("not restored: %w", err))
+		}
+		if err := t.h.write(sys, c, c.Old, t.entry.Saved); err != nil {
+			return res, fail(err)
+		}
+		st, err := t.h.read(sys, c)
+		if err != nil {
+			return res, fail(fmt.Errorf("read back: %w", err))
+		}
+		if !t.h.same(c, c.Old, t.entry.Saved, st) {
+			return res, fail(fmt.Errorf("read back %s, not %s", quoteWord(st.value), quoteWord(c.Old)))
+		}
+		res.Restored = append(res.Restored, Done{FindingID: t.entry.FindingID, Change: c, Command: revertCommand(t.entry)})
+	}
+	if len(res.Conflicts) > 0 {
+		names := make([]string, len(res.Conflicts))
+		for i, d := range res.Conflicts {
+			names[i] = describe(d.Change) + " " + d.Note
+		}
+		return res, fmt.Errorf("%d change(s) %w: %s", len(res.Conflicts), ErrConflicts, strings.Join(names, "; "))
+	}
+	return res, nil
+}
+
+// replaced: the thread --apply changed ended and another reuses its TID.
+func replaced(saved *Saved, st state) bool {
+	return saved != nil && saved.Thread != nil && st.saved != nil && st.saved.Thread != nil && *saved.Thread != *st.saved.Thread
+}
+
+// describe names a change's target in a few words, quoted.
+func describe(c diagnose.Change) string {
+	switch c.Kind {
+	case diagnose.ChangeSysctl:
+		return "sysctl " + quoteWord(c.Key)
+	case diagnose.ChangeSysfs, diagnose.ChangeIrqbalanceBan:
+		return quoteWord(c.Path)
+	case diagnose.ChangeEthtoolFeature:
+		return fmt.Sprintf("feature %s of %s", c.Feature, quoteWord(c.Iface))
+	case diagnose.ChangeEthtoolRing, diagnose.ChangeEthtoolCoalesce, diagnose.ChangeEthtoolChannels, diagnose.ChangeEthtoolRSS:
+		return fmt.Sprintf("%s of %s", c.Kind, quoteWord(c.Iface))
+	case diagnose.ChangeNftTable:
+		return fmt.Sprintf("nft table %s %s", c.Family, quoteWord(c.Table))
+	case diagnose.ChangeIptablesTable, diagnose.ChangeModule:
+		return "module " + c.Module
+	case diagnose.ChangeThreadAffinity:
+		return fmt.Sprintf("affinity of thread %d", c.TID)
+	case diagnose.ChangeAudit:
+		return "audit enabled"
+	}
+	return string(c.Kind)
+}
+
+// WriteLog prints one line per change: "applied [ID]: COMMAND (note)". The
+// commands are quoted renditions, safe to show on a terminal.
+func WriteLog(w io.Writer, verb string, done []Done) {
+	for _, d := range done {
+		line := fmt.Sprintf("%s [%s]: %s", verb, d.FindingID, d.Command)
+		if d.Note != "" {
+			line += " (" + d.Note + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
 }

@@ -8,52 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/diagnose"
 )
-
-// recorder is a fake Runner: it records commands and fails the one named
-// in failOn.
-type recorder struct {
-	ran    []string
-	failOn string
-	// sysctls is what sysctl -n reads back; writes update it unless the
-	// key is in readOnly (where sysctl -w still exits 0, as procps does).
-	sysctls  map[string]string
-	readOnly map[string]bool
-}
-
-func (r *recorder) Run(_ context.Context, command string) ([]byte, error) {
-	if key, ok := strings.CutPrefix(command, "sysctl -n "); ok {
-		return []byte(r.sysctls[key] + "\n"), nil
-	}
-	r.ran = append(r.ran, command)
-	if command == r.failOn {
-		return []byte("ethtool: Operation not supported\n"), errors.New("exit status 1")
-	}
-	if key, value, ok := sysctlWrite(command); ok && !r.readOnly[key] {
-		if r.sysctls == nil {
-			r.sysctls = map[string]string{}
-		}
-		r.sysctls[key] = value
-	}
-	return []byte("ok\n"), nil
-}
-
-func findings() []diagnose.Finding {
-	return []diagnose.Finding{
-		{ID: "net.xps-unset", Title: "XPS unset", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting,
-			Apply:  []string{"echo 1 > /sys/class/net/eth0/queues/tx-0/xps_cpus", "echo 2 > /sys/class/net/eth0/queues/tx-1/xps_cpus"},
-			Revert: []string{"echo 0 > /sys/class/net/eth0/queues/tx-0/xps_cpus", "echo 0 > /sys/class/net/eth0/queues/tx-1/xps_cpus"}}},
-		{ID: "net.gro-udp", Title: "GRO on\nfor UDP", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting,
-			Apply: []string{"ethtool -K eth0 gro off"}, Revert: []string{"ethtool -K eth0 gro on"}}},
-		{ID: "net.socket-lock-contention", Recommendation: diagnose.Recommendation{Kind: diagnose.KindCode}},
-		{ID: "net.dead-rx-queues", Recommendation: diagnose.Recommendation{Kind: diagnose.KindAdvice}},
-		{ID: "net.udp-rcvbuf", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting,
-			Apply: []string{"sysctl -w net.core.rmem_max=8388608"}}},
-	}
-}
 
 func TestNewPlan(t *testing.T) {
 	tests := []struct {
@@ -62,263 +20,345 @@ func TestNewPlan(t *testing.T) {
 		want    []string
 		wantErr string
 	}{
-		{name: "user order kept, duplicates once", ids: []string{"net.gro-udp", "net.xps-unset", "net.gro-udp"}, want: []string{"net.gro-udp", "net.xps-unset"}},
-		{name: "unknown id lists the valid ones", ids: []string{"net.nope"}, wantErr: `"net.nope" is not a finding of this run (not an applicable setting; applicable IDs: net.gro-udp, net.xps-unset)`},
-		{name: "code change refused", ids: []string{"net.xps-unset", "net.socket-lock-contention"}, wantErr: "recommends a code change, which perfscope never applies"},
+		{name: "user order kept, duplicates once", ids: []string{"net.gro-udp", "net.rp-filter", "net.gro-udp"}, want: []string{"net.gro-udp", "net.rp-filter"}},
+		{name: "unknown id lists the valid ones", ids: []string{"net.nope"}, wantErr: `"net.nope" is not a finding of this run (not an applicable setting; applicable IDs: net.audit, net.gro-udp, net.irq-affinity-ignores-hint`},
+		{name: "code change refused", ids: []string{"net.gro-udp", "net.socket-lock-contention"}, wantErr: "recommends a code change, which perfscope never applies"},
 		{name: "advice refused", ids: []string{"net.dead-rx-queues"}, wantErr: "recommends advice for a human decision"},
-		{name: "setting without revert refused", ids: []string{"net.udp-rcvbuf"}, wantErr: "no apply and revert commands"},
+		// A setting whose fix exists only as command strings is shown,
+		// never executed: there is no shell path left.
+		{name: "strings-only setting refused", ids: []string{"net.strings-only"}, wantErr: "no changes perfscope can make and undo"},
 		{name: "no ids", ids: nil, wantErr: "needs at least one finding ID"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := NewPlan(findings(), tt.ids)
+			p, err := NewPlan(everyKind(), tt.ids)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrNotApplicable) {
 					t.Fatalf("err = %v, want containing %q and wrapping ErrNotApplicable", err, tt.wantErr)
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(p.IDs(), tt.want) {
-				t.Fatalf("ids = %v, want %v", p.IDs(), tt.want)
+			if err != nil || !slices.Equal(p.IDs(), tt.want) {
+				t.Fatalf("plan %v, %v; want %v", p.IDs(), err, tt.want)
 			}
 		})
 	}
 }
 
-func TestScriptRevertsInReverseAndParsesBack(t *testing.T) {
-	p, err := NewPlan(findings(), []string{"net.xps-unset", "net.gro-udp"})
+func applyAll(t *testing.T, sys *System, dir string) (ApplyResult, error) {
+	t.Helper()
+	p, err := NewPlan(everyKind(), allIDs())
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := Script(p, "host1", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	for _, want := range []string{"#!/bin/sh\n" + Marker + "\n", "# Host: host1", "2026-01-02T03:04:05Z", "set -e\n", "# net.gro-udp: GRO on for UDP\n", "--apply net.xps-unset net.gro-udp"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("script lacks %q:\n%s", want, text)
+	return Apply(context.Background(), p, ApplyOptions{Dir: dir, System: sys, Run: testRun(p.IDs()), Identity: testIdentity})
+}
+
+// TestApplyRevertEveryKind makes and undoes one change of every kind,
+// with every value read back, and checks what the revert file records.
+func TestApplyRevertEveryKind(t *testing.T) {
+	sys, dir := fakeSystem(t), t.TempDir()
+	res, err := applyAll(t, sys, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Applied) != 17 || len(res.Unchanged) != 0 {
+		t.Fatalf("applied %d, unchanged %d", len(res.Applied), len(res.Unchanged))
+	}
+	et := sys.Ethtool.(*fakeEthtool)
+	nft := sys.Nft.(*fakeNft)
+	mods := sys.Modules.(*fakeModules)
+	checks := map[string]bool{
+		"rp_filter":    sys.file(t, "/proc/sys/net/ipv4/conf/"+hostile+"/rp_filter") == "0\n",
+		"udp_mem":      sys.file(t, "/proc/sys/net/ipv4/udp_mem") == "4 5 6\n",
+		"rps_cpus":     sys.file(t, "/sys/class/net/"+hostile+"/queues/rx-0/rps_cpus") == "3\n",
+		"rps_flow_cnt": sys.file(t, "/sys/class/net/"+hostile+"/queues/rx-0/rps_flow_cnt") == "4096\n",
+		"smp_affinity": sys.file(t, "/proc/irq/24/smp_affinity") == "2\n",
+		"smt":          sys.file(t, "/sys/devices/system/cpu/smt/control") == "on\n",
+		"irqbalance":   strings.HasSuffix(sys.file(t, "/etc/default/irqbalance"), "\nIRQBALANCE_ARGS=\"--hintpolicy=ignore --banirq=24\"\n"),
+		"gro":          !et.features[hostile+"/rx-gro"],
+		"ring":         et.params[diagnose.ChangeEthtoolRing]["rx"] == 4096 && et.params[diagnose.ChangeEthtoolRing]["tx"] == 512,
+		"coalesce":     et.params[diagnose.ChangeEthtoolCoalesce]["rx-usecs"] == 50 && et.params[diagnose.ChangeEthtoolCoalesce]["adaptive-rx"] == 0,
+		"channels":     et.params[diagnose.ChangeEthtoolChannels]["combined"] == 2,
+		"rss":          slices.Equal(et.table, []uint32{0, 1, 2, 3}),
+		"nft":          len(nft.tables) == 0,
+		"modules":      !mods.loaded["iptable_filter"] && !mods.loaded["ip_tables"],
+		"thread":       sys.Threads.(*fakeThreads).cpus[4300].List() == "0",
+		"audit":        sys.Audit.(*fakeAudit).enabled == 0,
+	}
+	for what, ok := range checks {
+		if !ok {
+			t.Errorf("%s not applied", what)
 		}
 	}
-	cmds, err := RevertCommands([]byte(text))
+	// The revert file: private, parseable, with the saved table, module
+	// file and thread identity.
+	st, err := os.Stat(res.RevertFile)
+	if err != nil || st.Mode().Perm() != 0o600 || filepath.Dir(res.RevertFile) != dir {
+		t.Fatalf("revert file %s: %v %v", res.RevertFile, st.Mode(), err)
+	}
+	rf, err := ReadRevertFile(res.RevertFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"ethtool -K eth0 gro on", "echo 0 > /sys/class/net/eth0/queues/tx-0/xps_cpus", "echo 0 > /sys/class/net/eth0/queues/tx-1/xps_cpus"}
-	if !slices.Equal(cmds, want) {
-		t.Fatalf("commands = %q, want %q", cmds, want)
-	}
-}
-
-func TestApplyNeedsRevertScriptFirst(t *testing.T) {
-	p, _ := NewPlan(findings(), []string{"net.gro-udp"})
-	r := &recorder{}
-	if _, err := Apply(context.Background(), p, r); err == nil || len(r.ran) != 0 {
-		t.Fatalf("Apply without a revert script: err=%v ran=%v", err, r.ran)
-	}
-}
-
-func TestApplyAndRevert(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "revert")
-	p, _ := NewPlan(findings(), []string{"net.xps-unset", "net.gro-udp"})
-	path, err := WriteRevertScript(dir, &p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := os.Stat(path)
-	if err != nil || st.Mode().Perm() != 0o700 || p.RevertScript != path {
-		t.Fatalf("script %s: %v mode %v plan path %q", path, err, st.Mode(), p.RevertScript)
-	}
-	r := &recorder{}
-	done, err := Apply(context.Background(), p, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(done) != 3 || done[2].FindingID != "net.gro-udp" || done[2].Output != "ok" {
-		t.Fatalf("executed = %+v", done)
-	}
-	rr := &recorder{}
-	if _, err := Revert(context.Background(), path, rr); err != nil {
-		t.Fatal(err)
-	}
-	if len(rr.ran) != 3 || rr.ran[0] != "ethtool -K eth0 gro on" {
-		t.Fatalf("revert ran %q", rr.ran)
-	}
-}
-
-func TestApplyStopsAtFirstFailure(t *testing.T) {
-	p, _ := NewPlan(findings(), []string{"net.xps-unset", "net.gro-udp"})
-	path, err := WriteRevertScript(t.TempDir(), &p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &recorder{failOn: "echo 2 > /sys/class/net/eth0/queues/tx-1/xps_cpus"}
-	done, err := Apply(context.Background(), p, r)
-	var ce *CommandError
-	if !errors.As(err, &ce) {
-		t.Fatalf("err = %v, want *CommandError", err)
-	}
-	if len(done) != 1 || len(r.ran) != 2 || ce.Ran != 1 || ce.FindingID != "net.xps-unset" {
-		t.Fatalf("done=%v ran=%v err=%+v", done, r.ran, ce)
-	}
-	msg := err.Error()
-	for _, want := range []string{"tx-1/xps_cpus", "Operation not supported", "1 command(s) ran before it", "--revert " + path} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("error %q lacks %q", msg, want)
+	var nftEntry Entry
+	for _, e := range rf.Changes {
+		if e.Change.Kind == diagnose.ChangeNftTable {
+			nftEntry = e
 		}
 	}
-	// The first command failing changed nothing.
-	r = &recorder{failOn: "echo 1 > /sys/class/net/eth0/queues/tx-0/xps_cpus"}
-	if _, err := Apply(context.Background(), p, r); err == nil || !strings.Contains(err.Error(), "nothing was changed") {
+	if nftEntry.Saved == nil || len(nftEntry.Saved.Nft.Chains) != 2 {
+		t.Fatalf("nft table not saved in the revert file: %+v", nftEntry)
+	}
+	if !slices.Contains(rf.Shell, `printf '%s' '{"nftables":[{"add":{"table":{"family":"ip","name":"x$(>pwnednft)"}}},{"add":{"chain":{"family":"ip","table":"x$(>pwnednft)","name":"INPUT","type":"filter","hook":"input","prio":0,"policy":"accept"}}},{"add":{"chain":{"family":"ip","table":"x$(>pwnednft)","name":"aux"}}}]}' | nft -j -f -`) {
+		t.Errorf("shell rendition lacks the nft restore: %q", rf.Shell)
+	}
+	if !slices.Contains(rf.Shell, "modprobe iptable_filter forward=Y") {
+		t.Errorf("shell rendition lacks the module reload: %q", rf.Shell)
+	}
+
+	rev, err := Revert(context.Background(), res.RevertFile, sys, testIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rev.Restored) != 17 {
+		t.Fatalf("restored %d", len(rev.Restored))
+	}
+	fresh := fakeSystem(t)
+	for _, p := range []string{"/proc/sys/net/ipv4/conf/" + hostile + "/rp_filter", "/sys/class/net/" + hostile + "/queues/rx-0/rps_cpus", "/proc/irq/24/smp_affinity", "/etc/default/irqbalance"} {
+		if got, want := sys.file(t, p), fresh.file(t, p); strings.TrimSpace(got) != strings.TrimSpace(want) && !(strings.Contains(p, "rps_cpus") && got == "0\n") {
+			t.Errorf("%s = %q after revert, want %q", p, got, want)
+		}
+	}
+	if sys.file(t, "/etc/default/irqbalance") != fresh.file(t, "/etc/default/irqbalance") {
+		t.Error("irqbalance file not restored byte for byte")
+	}
+	if !et.features[hostile+"/rx-gro"] || !slices.Equal(et.table, []uint32{0, 1, 0, 1}) || et.params[diagnose.ChangeEthtoolCoalesce]["adaptive-rx"] != 1 {
+		t.Error("ethtool settings not restored")
+	}
+	if tbl, _ := nft.Table("ip", "x$(>pwnednft)"); tbl == nil || !tbl.Equal(fresh.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"]) {
+		t.Errorf("nft table not recreated as saved: %+v", tbl)
+	}
+	if !mods.loaded["iptable_filter"] || !mods.loaded["ip_tables"] || mods.loads[0].Path != "/lib/modules/6.1.0-test/kernel/net/ipv4/netfilter/ip_tables.ko.xz" || mods.loads[1].Params != "forward=Y" {
+		t.Errorf("modules not reloaded in order with their parameters: %+v", mods.loads)
+	}
+	if sys.Threads.(*fakeThreads).cpus[4300].List() != "0-1" || sys.Audit.(*fakeAudit).enabled != 1 {
+		t.Error("thread affinity or audit not restored")
+	}
+	// A second revert finds everything at its old value.
+	again, err := Revert(context.Background(), res.RevertFile, sys, testIdentity)
+	if err != nil || len(again.Restored) != 0 || len(again.AlreadyOld) != 17 {
+		t.Fatalf("second revert: restored %d, already old %d, %v", len(again.Restored), len(again.AlreadyOld), err)
+	}
+}
+
+// TestApplyRefusesBeforeAnything: a change that could not be undone, or
+// would change more than it names, stops the whole plan before the
+// revert file is written.
+func TestApplyRefusesBeforeAnything(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		edit       func(*System)
+	}{
+		{"nft table gained a rule", "now holds 1 rules", func(s *System) {
+			tb := s.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"]
+			tb.Rules = 1
+			s.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"] = tb
+		}},
+		{"nft chain drops by policy", `chain "INPUT" drops by policy`, func(s *System) {
+			tb := s.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"]
+			tb.Chains = []NftChain{{Name: "INPUT", Type: "filter", Hook: tb.Chains[0].Hook, Priority: tb.Chains[0].Priority, Policy: "drop"}}
+			s.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"] = tb
+		}},
+		{"nft table with a set", "does not restore", func(s *System) {
+			tb := s.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"]
+			tb.Sets = 1
+			s.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"] = tb
+		}},
+		{"nft table with a comment", "a table comment", func(s *System) {
+			tb := s.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"]
+			tb.Unsupported = []string{"a table comment"}
+			s.Nft.(*fakeNft).tables["ip/x$(>pwnednft)"] = tb
+		}},
+		{"other network namespaces", "host-wide and 1 other network namespaces exist", func(s *System) {
+			s.Namespaces = fakeNamespaces{others: []string{"net:[4026532000] (pid 99)"}}
+		}},
+		{"legacy table drops by policy", "chain INPUT has policy DROP", func(s *System) {
+			s.Iptables = fakeIptables{t: IptablesTable{Policies: map[string]string{"INPUT": "DROP"}}}
+		}},
+		{"legacy table with an empty user chain", "has user chains (perfscope-empty)", func(s *System) {
+			s.Iptables = fakeIptables{t: IptablesTable{UserChains: []string{"perfscope-empty"}, Policies: map[string]string{"INPUT": "ACCEPT"}}}
+		}},
+		{"module file unknown", "could not be loaded back", func(s *System) {
+			delete(s.Modules.(*fakeModules).files, "ip_tables")
+		}},
+		{"audit locked", "locked", func(s *System) { s.Audit.(*fakeAudit).enabled = 2 }},
+		{"thread ended", "no longer exists", func(s *System) { delete(s.Threads.(*fakeThreads).ids, 4300) }},
+		{"irqbalance arguments changed", "now passes", func(s *System) {
+			os.WriteFile(filepath.Join(s.Root, "/etc/default/irqbalance"), []byte("IRQBALANCE_ARGS=\"--oneshot\"\n"), 0o644)
+		}},
+		{"driver without coalescing", ErrEthtoolUnsupported.Error(), func(s *System) {
+			delete(s.Ethtool.(*fakeEthtool).params, diagnose.ChangeEthtoolCoalesce)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sys, dir := fakeSystem(t), t.TempDir()
+			tc.edit(sys)
+			_, err := applyAll(t, sys, dir)
+			var re *RefusedError
+			if !errors.As(err, &re) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing was changed") {
+				t.Fatalf("err = %v, want a refusal containing %q", err, tc.want)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("a refused apply wrote %v", entries)
+			}
+			if sys.file(t, "/proc/sys/net/ipv4/conf/"+hostile+"/rp_filter") != "1\n" || !sys.Ethtool.(*fakeEthtool).features[hostile+"/rx-gro"] {
+				t.Error("a refused apply changed something")
+			}
+		})
+	}
+}
+
+// TestApplyStopsAtFailureAndRevertsPartially: the failing change names
+// the revert file; reverting restores what was made and skips the rest.
+func TestApplyStopsAtFailureAndRevertsPartially(t *testing.T) {
+	sys, dir := fakeSystem(t), t.TempDir()
+	sys.Ethtool.(*fakeEthtool).failSet = "rx-gro"
+	res, err := applyAll(t, sys, dir)
+	var ce *ChangeError
+	if !errors.As(err, &ce) || ce.Done != 7 || ce.RevertFile != res.RevertFile || !strings.Contains(err.Error(), "7 change(s) were made before it: undo them with perfscope udp --revert") {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.HasPrefix(err.Error(), "ethtool -K 'v$(>pwned)' rx-gro off (finding net.gro-udp)") {
+		t.Errorf("error does not name the change quoted: %v", err)
+	}
+	rev, err := Revert(context.Background(), res.RevertFile, sys, testIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rev.Restored) != 7 || len(rev.AlreadyOld) != 10 {
+		t.Fatalf("restored %d, already old %d", len(rev.Restored), len(rev.AlreadyOld))
+	}
+	if sys.file(t, "/proc/sys/net/ipv4/conf/"+hostile+"/rp_filter") != "1\n" || len(sys.Nft.(*fakeNft).tables) != 1 {
+		t.Error("partial apply not reverted")
+	}
+}
+
+// TestApplyReadsBack: a write the kernel accepts but does not keep (a
+// fixed feature, a read-only sysctl) is a failure, not a success.
+func TestApplyReadsBack(t *testing.T) {
+	sys, dir := fakeSystem(t), t.TempDir()
+	f := diagnose.Finding{ID: "net.gro-udp", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting}}
+	f.Recommendation.AddChanges(diagnose.EthtoolFeatureChange(hostile, "rx-fixed", true, false))
+	p, _ := NewPlan([]diagnose.Finding{f}, []string{"net.gro-udp"})
+	_, err := Apply(context.Background(), p, ApplyOptions{Dir: dir, System: sys, Run: testRun(p.IDs()), Identity: testIdentity})
+	if err == nil || !strings.Contains(err.Error(), "read back on, not off") || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("err = %v", err)
 	}
 }
 
-func TestApplyCancelled(t *testing.T) {
-	p, _ := NewPlan(findings(), []string{"net.gro-udp"})
-	if _, err := WriteRevertScript(t.TempDir(), &p); err != nil {
-		t.Fatal(err)
+// TestApplyNothingToDo: values already in place write no revert file.
+func TestApplyNothingToDo(t *testing.T) {
+	sys, dir := fakeSystem(t), t.TempDir()
+	f := diagnose.Finding{ID: "net.audit", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting}}
+	f.Recommendation.AddChanges(diagnose.AuditChange(0, 1))
+	p, _ := NewPlan([]diagnose.Finding{f}, []string{"net.audit"})
+	res, err := Apply(context.Background(), p, ApplyOptions{Dir: dir, System: sys, Run: testRun(p.IDs()), Identity: testIdentity})
+	if err != nil || res.RevertFile != "" || len(res.Unchanged) != 1 {
+		t.Fatalf("%+v %v", res, err)
 	}
+}
+
+// TestApplyInterruptedWritesNothing: Ctrl-C during the measurement window
+// cancels the context; --apply then writes no revert file for changes it
+// never makes (issue #18, item 19).
+func TestApplyInterruptedWritesNothing(t *testing.T) {
+	sys, dir := fakeSystem(t), t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r := &recorder{}
-	if _, err := Apply(ctx, p, r); !errors.Is(err, context.Canceled) || len(r.ran) != 0 {
-		t.Fatalf("err=%v ran=%v", err, r.ran)
+	p, _ := NewPlan(everyKind(), allIDs())
+	_, err := Apply(ctx, p, ApplyOptions{Dir: dir, System: sys, Run: testRun(p.IDs()), Identity: testIdentity})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("interrupted apply wrote %v", entries)
 	}
 }
 
-func TestRevertRefusesForeignScripts(t *testing.T) {
-	dir := t.TempDir()
-	for name, body := range map[string]string{
-		"plain.sh": "#!/bin/sh\nrm -rf /tmp/x\n",
-		"empty.sh": "",
-		"late.sh":  "#!/bin/sh\n# hello\n" + Marker + "\n",
-	} {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		r := &recorder{}
-		if _, err := Revert(context.Background(), path, r); !errors.Is(err, ErrNotRevertScript) || len(r.ran) != 0 {
-			t.Errorf("%s: err=%v ran=%v", name, err, r.ran)
-		}
-	}
-	if _, err := Revert(context.Background(), filepath.Join(dir, "missing.sh"), &recorder{}); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("missing file: %v", err)
-	}
-}
-
-func TestRevertStopsAtFailure(t *testing.T) {
-	p, _ := NewPlan(findings(), []string{"net.xps-unset"})
-	path, err := WriteRevertScript(t.TempDir(), &p)
+// TestRevertLeavesOthersChangesAlone: a value someone changed after
+// --apply is neither old nor new; it is reported, the rest restored.
+func TestRevertLeavesOthersChangesAlone(t *testing.T) {
+	sys, dir := fakeSystem(t), t.TempDir()
+	res, err := applyAll(t, sys, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &recorder{failOn: "echo 0 > /sys/class/net/eth0/queues/tx-0/xps_cpus"}
-	_, err = Revert(context.Background(), path, r)
-	if err == nil || !strings.Contains(err.Error(), "run "+path+" again") || len(r.ran) != 1 {
-		t.Fatalf("err=%v ran=%v", err, r.ran)
+	os.WriteFile(filepath.Join(sys.Root, "/proc/irq/24/smp_affinity"), []byte("1\n"), 0o644)
+	sys.Threads.(*fakeThreads).ids[4300] = ThreadIdentity{StartTime: 99, Comm: "other"} // TID reused
+	rev, err := Revert(context.Background(), res.RevertFile, sys, testIdentity)
+	if !errors.Is(err, ErrConflicts) || len(rev.Conflicts) != 1 || len(rev.Gone) != 1 || len(rev.Restored) != 15 {
+		t.Fatalf("err = %v; conflicts %d gone %d restored %d", err, len(rev.Conflicts), len(rev.Gone), len(rev.Restored))
+	}
+	if sys.file(t, "/proc/irq/24/smp_affinity") != "1\n" || sys.Threads.(*fakeThreads).cpus[4300].List() != "0" {
+		t.Error("revert overwrote a value it did not set")
 	}
 }
 
-func TestShellRunner(t *testing.T) {
-	out, err := Shell{}.Run(context.Background(), "echo hi; echo err >&2")
-	if err != nil || string(out) != "hi\nerr\n" {
-		t.Fatalf("out=%q err=%v", out, err)
-	}
-	if _, err := (Shell{}).Run(context.Background(), "exit 3"); err == nil {
-		t.Fatal("exit 3 succeeded")
-	}
-}
-
-// TestShellApplyAndRevertEndToEnd drives the production runner through a
-// whole apply and revert on a file standing in for a /sys knob.
-func TestShellApplyAndRevertEndToEnd(t *testing.T) {
-	dir := t.TempDir()
-	knob := filepath.Join(dir, "rps_cpus")
-	if err := os.WriteFile(knob, []byte("0\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	fs := []diagnose.Finding{{ID: "net.rps-needed", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting,
-		Apply: []string{"echo 3 > " + knob}, Revert: []string{"echo 0 > " + knob}}}}
-	p, err := NewPlan(fs, []string{"net.rps-needed"})
+// TestRevertRefusesOtherPlaces: a revert file applies only on its host and
+// in its network namespace.
+func TestRevertRefusesOtherPlaces(t *testing.T) {
+	sys, dir := fakeSystem(t), t.TempDir()
+	res, err := applyAll(t, sys, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	script, err := WriteRevertScript(dir, &p)
-	if err != nil {
-		t.Fatal(err)
+	for _, id := range []Identity{{Host: "host-b", NetNS: testIdentity.NetNS}, {Host: testIdentity.Host, NetNS: "net:[4026532999]"}} {
+		_, err := Revert(context.Background(), res.RevertFile, sys, id)
+		if !errors.Is(err, ErrBadRevertFile) {
+			t.Errorf("revert as %+v: %v", id, err)
+		}
 	}
-	if _, err := Apply(context.Background(), p, Shell{}); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(knob); string(b) != "3\n" {
-		t.Fatalf("after apply: %q", b)
-	}
-	if _, err := Revert(context.Background(), script, Shell{}); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(knob); string(b) != "0\n" {
-		t.Fatalf("after revert: %q", b)
-	}
-	// The script also works on its own, as its header says.
-	if err := os.WriteFile(knob, []byte("3\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := (Shell{}).Run(context.Background(), "sh "+script); err != nil {
-		t.Fatalf("sh %s: %v %s", script, err, out)
-	}
-	if b, _ := os.ReadFile(knob); string(b) != "0\n" {
-		t.Fatalf("after sh: %q", b)
+	if sys.file(t, "/proc/sys/net/ipv4/conf/"+hostile+"/rp_filter") != "0\n" {
+		t.Error("a refused revert changed something")
 	}
 }
 
-func TestApplyReadsSysctlsBack(t *testing.T) {
-	dir := t.TempDir()
-	fs := []diagnose.Finding{{ID: "net.udp-rcvbuf", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting,
-		Apply:  []string{"sysctl -w net.core.rmem_max=1048576", "sysctl -w net.core.rmem_default=1048576"},
-		Revert: []string{"sysctl -w net.core.rmem_default=212992", "sysctl -w net.core.rmem_max=212992"}}}}
-	plan, err := NewPlan(fs, []string{"net.udp-rcvbuf"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := WriteRevertScript(dir, &plan); err != nil {
-		t.Fatal(err)
-	}
-	// Taken: both writes read back.
-	ok := &recorder{}
-	if done, err := Apply(context.Background(), plan, ok); err != nil || len(done) != 2 {
-		t.Fatalf("apply: %v, %d done", err, len(done))
-	}
-	// Refused with exit 0 (a read-only key in a network namespace): the
-	// second command fails, and the error says why and how to undo.
-	ro := &recorder{sysctls: map[string]string{"net.core.rmem_default": "212992"}, readOnly: map[string]bool{"net.core.rmem_default": true}}
-	done, err := Apply(context.Background(), plan, ro)
-	var ce *CommandError
-	if !errors.As(err, &ce) || len(done) != 1 || ce.Ran != 1 {
-		t.Fatalf("apply on a read-only key: %v, %d done", err, len(done))
-	}
-	for _, want := range []string{"the kernel kept net.core.rmem_default = 212992", "read-only", "perfscope udp --revert"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
-		}
+func TestThreadAffinityValues(t *testing.T) {
+	h := threadHandler{}
+	if !h.same(diagnose.Change{}, "0-1", nil, state{value: cpuset.Of(0, 1).List()}) || h.same(diagnose.Change{}, "0", nil, state{value: "0-1"}) {
+		t.Error("CPU lists compared wrongly")
 	}
 }
 
-func TestSysctlWrite(t *testing.T) {
-	for cmd, want := range map[string]string{
-		"sysctl -w net.core.rmem_max=8388608":            "net.core.rmem_max 8388608",
-		"sysctl -qw net.ipv4.conf.all.rp_filter=0":       "net.ipv4.conf.all.rp_filter 0",
-		"sysctl net.core.rmem_max":                       "",
-		"echo 1 > /proc/sys/net/core/rmem_max":           "",
-		"sysctl -w net.ipv4.tcp_rmem=4096 87380 6291456": "",
-	} {
-		k, v, ok := sysctlWrite(cmd)
-		got := ""
-		if ok {
-			got = k + " " + v
-		}
-		if got != want {
-			t.Errorf("sysctlWrite(%q) = %q, want %q", cmd, got, want)
-		}
+func TestSysfsValuesCompareAsTheKernelMeansThem(t *testing.T) {
+	h := sysfsHandler{}
+	mask := diagnose.Change{Path: "/sys/class/net/eth0/queues/rx-0/rps_cpus"}
+	if !h.same(mask, "3", nil, state{value: "00000000,00000003"}) || h.same(mask, "3", nil, state{value: "1"}) {
+		t.Error("cpumasks compared as text")
+	}
+	count := diagnose.Change{Path: "/sys/class/net/eth0/queues/rx-0/rps_flow_cnt"}
+	if !h.same(count, "0100", nil, state{value: "100"}) {
+		t.Error("counts compared as text")
+	}
+}
+
+// A cpumask sysctl reads back at the kernel's width: flow_limit_cpu_bitmap
+// written as "00,00000004" on a 40-CPU host may print as "0000000004".
+func TestMaskSysctlsCompareAsCPUSets(t *testing.T) {
+	h := sysctlHandler{}
+	flow := diagnose.SysctlChange("net.core.flow_limit_cpu_bitmap", "00000", "00,00000004")
+	if err := flow.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !h.same(flow, "00,00000004", nil, state{value: "0000000004"}) || !h.same(flow, "00000", nil, state{value: "0"}) || h.same(flow, "4", nil, state{value: "6"}) {
+		t.Error("cpumask sysctls compared as text")
+	}
+	if bad := diagnose.SysctlChange("net.core.flow_limit_cpu_bitmap", "0", "all"); bad.Validate() == nil {
+		t.Error("a flow limit bitmap that is no mask validated")
+	}
+	budget := diagnose.SysctlChange("net.core.netdev_budget", "300", "600")
+	if h.same(budget, "0600", nil, state{value: "600"}) {
+		t.Error("a plain sysctl compared as a number or mask")
 	}
 }

@@ -52,7 +52,7 @@ type Fix int
 const (
 	// FixApply: perfscope's own `udp --apply FINDING` changes the system
 	// setting (inside the lab's receiver namespace) and writes its revert
-	// script.
+	// file into the lab's private directory.
 	FixApply Fix = iota
 	// FixServer: the recommendation is a code change; the lab restarts its
 	// server as the finding's code sketch would build it.
@@ -119,9 +119,6 @@ type Scenario struct {
 	// removes — a lock class's wait, a function group's CPU share —
 	// shown after packets/s, drops and lock wait.
 	Metrics []string `json:"metrics,omitempty"`
-	// Leaves are host files the fix writes (revert data) that the lab
-	// removes with the namespaces.
-	Leaves []string `json:"-"`
 	// Check judges a FixCheck scenario's run: lines for the report and a
 	// problem ("" when the run shows what it should).
 	Check func(run netcompare.Run) (lines []string, problem string) `json:"-"`
@@ -200,7 +197,7 @@ var Scenarios = []Scenario{
 		Fault:   "GRO on for a UDP-only receive path",
 		Step:    "step 8: GRO off (5.05M → 5.18M tps)",
 		Finding: "net.gro-udp",
-		FixText: "perfscope udp --apply net.gro-udp (ethtool -K vb gro off)",
+		FixText: "perfscope udp --apply net.gro-udp (rx-gro off, as ethtool -K vb gro off)",
 		Fix:     FixApply,
 		Lab:     netlab.Config{Queues: 4},
 		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
@@ -212,7 +209,7 @@ var Scenarios = []Scenario{
 		Fault:   "an empty filter table with an input hook (what `iptables -L` leaves behind)",
 		Step:    "step 9: unload iptables (5.18M → 5.38M tps)",
 		Finding: "net.netfilter-unused",
-		FixText: "perfscope udp --apply net.netfilter-unused (nft delete table, saved for the revert)",
+		FixText: "perfscope udp --apply net.netfilter-unused (nft table deleted over netlink, saved in the revert file)",
 		Fix:     FixApply,
 		Lab:     netlab.Config{Queues: 4, NoGRO: true},
 		Setup: [][]string{
@@ -222,7 +219,6 @@ var Scenarios = []Scenario{
 		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
 		Flood:   Flood{Senders: 4},
 		Metrics: []string{"profile.share.netfilter"},
-		Leaves:  []string{"/var/tmp/perfscope-nft-ip-filter.nft"},
 	},
 	{
 		Name:    "rp-filter",

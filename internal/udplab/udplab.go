@@ -6,7 +6,7 @@
 // Everything runs as child processes of the perfscope binary inside the
 // lab's namespaces (`ip netns exec`), exactly as a user would run them, so
 // the lab proves the product and not a test double: the finding, its apply
-// commands and the revert script are the real ones. Each scenario's
+// changes and the revert file are the real ones. Each scenario's
 // namespaces are deleted when it ends, on error and on Ctrl-C alike.
 package udplab
 
@@ -38,7 +38,8 @@ type Options struct {
 	// Freq is the profile's sampling rate: higher than udp's default so
 	// that a function group of half a percent is a dozen samples.
 	Freq int
-	// Dir receives each run's JSON report and the revert scripts.
+	// Dir receives each run's JSON report and the revert files; it must
+	// be private (perfscope refuses a revert directory others can write).
 	Dir string
 	// Keep leaves each scenario's namespaces in place (servers stopped).
 	Keep bool
@@ -54,7 +55,8 @@ type Result struct {
 	// Found is the scenario's finding in the run before the fix (nil when
 	// perfscope did not report it).
 	Found *diagnose.Finding `json:"found"`
-	// Applied are the commands or the server change that made the fix.
+	// Applied are the changes (as their shell renditions) or the server
+	// change that made the fix.
 	Applied []string `json:"applied"`
 	// Gone says the finding is absent after the fix.
 	Gone bool `json:"gone"`
@@ -110,17 +112,6 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 		}
 		res.DurationNs = int64(time.Since(started))
 	}()
-	for _, f := range sc.Leaves {
-		if _, err := os.Stat(f); errors.Is(err, os.ErrNotExist) {
-			// Ours to remove once the namespaces are gone: the revert
-			// data of a fix applied inside them is of no use after.
-			defer func() {
-				if !o.Keep {
-					os.Remove(f)
-				}
-			}()
-		}
-	}
 	for _, c := range sc.Setup {
 		if _, err := lab.Run(ctx, lab.ReceiverNS, c...); err != nil {
 			return res, fmt.Errorf("%s: plant the fault: %w", sc.Name, err)

@@ -71,7 +71,7 @@ func TestScenariosAreComplete(t *testing.T) {
 }
 
 func TestAppliedCommands(t *testing.T) {
-	stderr := "revert script: /tmp/x/perfscope-revert-1.sh (undo with: perfscope udp --revert /tmp/x/perfscope-revert-1.sh)\n" +
+	stderr := "revert file: /tmp/x/perfscope-revert-1.json (undo with: perfscope udp --revert /tmp/x/perfscope-revert-1.json)\n" +
 		"applied [net.rp-filter]: sysctl -w net.ipv4.conf.all.rp_filter=0\n" +
 		"applied [net.rp-filter]: sysctl -w net.ipv4.conf.all.accept_local=1\n"
 	got := appliedCommands(stderr)
