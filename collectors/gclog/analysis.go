@@ -186,18 +186,17 @@ func (a *Analyzer) Attach(p *Parser) {
 	}
 	p.OnTime = func(up float64, wall time.Time) {
 		if t, ok := a.clock.time(up, wall); ok {
-			a.observe(t, t)
+			a.observe(t, t, "", 0)
 		}
 	}
 	p.OnJVMStart = func() { a.clock.header = true }
 }
 
 // observe places [t, end] on the clock; after a restart the per-segment
-// state starts afresh.
-func (a *Analyzer) observe(t, end float64) {
-	var file string
-	var line int64
-	if a.p != nil {
+// state starts afresh. file and line say where (empty: the parser's
+// current line).
+func (a *Analyzer) observe(t, end float64, file string, line int64) {
+	if line == 0 && a.p != nil {
 		file, line = a.p.Position()
 	}
 	if a.clock.observe(t, end, file, line) {
@@ -211,7 +210,7 @@ func (a *Analyzer) observe(t, end float64) {
 func (a *Analyzer) Add(e *Event) {
 	t, timed := a.clock.time(e.Uptime, e.Wall)
 	if timed {
-		a.observe(t, t+e.Pause.Seconds()+e.Duration.Seconds())
+		a.observe(t, t+e.Pause.Seconds()+e.Duration.Seconds(), e.File, e.Line)
 	}
 
 	if e.Kind == KindConcurrent {
@@ -235,8 +234,8 @@ func (a *Analyzer) Add(e *Event) {
 			a.refProc.PauseTotal += e.Pause
 		}
 	}
-	if e.Young.Known() && (e.Kind == KindYoung || e.Kind == KindMixed) && e.Name != "" || strings.HasPrefix(e.Name, "CMS-") {
-		if len(a.youngNames) < 8 {
+	if e.Young.Known() && (e.Kind == KindYoung || e.Kind == KindMixed) && e.Name != "" || e.IsPause() && e.Kind != KindYoung && e.Kind != KindMixed {
+		if len(a.youngNames) < 16 {
 			a.youngNames[e.Name] = true
 		}
 	}
@@ -335,8 +334,7 @@ func (a *Analyzer) fullCause(e *Event) {
 // pauseCPU folds in a pause's user/sys/real times. A pause is sys-heavy
 // when the kernel took more CPU than the JVM (page faults, swapping,
 // transparent huge page compaction), starved when its wall time exceeds
-// the CPU the GC threads got (they waited for a CPU or for I/O). Short
-// pauses are too coarse (10 ms clock ticks) to judge.
+// the CPU the GC threads got (they waited for a CPU or for I/O).
 func (a *Analyzer) pauseCPU(e *Event, t float64) {
 	if e.User < 0 || e.Sys < 0 || e.Real < 0 {
 		return
@@ -346,16 +344,18 @@ func (a *Analyzer) pauseCPU(e *Event, t float64) {
 	c.User += e.User
 	c.Sys += e.Sys
 	c.Real += e.Real
-	if e.Real < 10*time.Millisecond {
+	// The JVM prints these times in 10 ms ticks: only pauses of 50 ms or
+	// more, and differences of two ticks or more, say anything.
+	if e.Real < 50*time.Millisecond {
 		return
 	}
 	odd := false
-	if e.Sys > e.User {
+	if e.Sys > e.User && e.Sys-e.User >= 20*time.Millisecond {
 		c.SysHeavy++
 		c.SysHeavyReal += e.Real
 		odd = true
 	}
-	if float64(e.Real) > 1.2*float64(e.User+e.Sys)+float64(5*time.Millisecond) {
+	if float64(e.Real) > 1.2*float64(e.User+e.Sys)+float64(20*time.Millisecond) {
 		c.Starved++
 		c.StarvedReal += e.Real
 		odd = true
@@ -580,6 +580,17 @@ func (a *Analyzer) collector(declared string) string {
 		return "Serial"
 	case a.youngNames["GC pause (young)"] || a.youngNames["GC pause (mixed)"]:
 		return "G1"
+	}
+	if declared != "" {
+		return declared
+	}
+	// Logs that never name their collector (fragments, -Xlog without the
+	// start-up lines) still name its pauses.
+	switch {
+	case a.youngNames["Pause Mark Start"] || a.youngNames["Pause Relocate Start"]:
+		return "ZGC"
+	case a.youngNames["Pause Init Mark"] || a.youngNames["Pause Final Mark"] || a.youngNames["Pause Init Update Refs"]:
+		return "Shenandoah"
 	}
 	return declared
 }

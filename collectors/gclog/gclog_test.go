@@ -97,7 +97,8 @@ var realLogs = []struct {
 	{"unified/Sample-ujl-shenandoah-jdk17.txt", "Shenandoah", map[string]int{"initial-mark": 1, "remark": 1, "pause": 2, "concurrent": 13}},
 	// 'Pause.*ms$' 3; 'Concurrent.*ms$' 6 (the cycle summary "Garbage
 	// Collection (Allocation Rate) 3334M(84%)->2230M(56%)" is not a phase).
-	{"unified/sample-ujl-zgc-gc-other.txt", "", map[string]int{"initial-mark": 1, "remark": 1, "pause": 1, "concurrent": 6}},
+	// The log never says "Using ZGC"; its "Pause Mark Start" does.
+	{"unified/sample-ujl-zgc-gc-other.txt", "ZGC", map[string]int{"initial-mark": 1, "remark": 1, "pause": 1, "concurrent": 6}},
 }
 
 func TestRealLogCounts(t *testing.T) {

@@ -729,7 +729,10 @@ func (p *Parser) closeNode(d int) {
 		if _, ok := secs(t); ok {
 			parent.oldTimed = true
 		}
-		if bytes.Contains(t, []byte("concurrent mode failure")) || bytes.Contains(t, []byte("concurrent mode interrupted")) {
+		// "concurrent mode interrupted" is a System.gc() (or GC locker)
+		// cutting the cycle short, not a failure: the record's cause says
+		// which.
+		if bytes.Contains(t, []byte("concurrent mode failure")) {
 			parent.cmf = true
 		}
 	}
@@ -754,6 +757,7 @@ func (p *Parser) jdk8Concurrent(n *node, t []byte, parent *node) {
 	if !e.Wall.IsZero() {
 		e.Wall = e.Wall.Add(-d)
 	}
+	e.File, e.Line = p.file, p.fileLine
 	e.Kind = KindConcurrent
 	e.Duration = d
 	end := bytes.IndexAny(t, ":,")
@@ -805,6 +809,10 @@ func (p *Parser) jdk8Event(n *node, t []byte) *Event {
 	e := &p.ev
 	e.reset()
 	e.Uptime, e.Wall, e.GCID = n.uptime, n.wall, n.id
+	e.File, e.Line = p.file, n.line
+	if n.line == 0 {
+		e.Line = p.fileLine
+	}
 	full := bytes.HasPrefix(t, []byte("Full GC"))
 	body := t[2:]
 	if full {

@@ -75,6 +75,10 @@ type Event struct {
 	// stamps); Wall is the date stamp (zero when absent).
 	Uptime float64
 	Wall   time.Time
+	// File and Line say where the event's record starts (for reports of
+	// stamps going back).
+	File string
+	Line int64
 	// GCID is the log's GC id (-1 when not logged).
 	GCID int64
 	Kind Kind

@@ -288,6 +288,10 @@ func (c *cycles) stats() CycleStats {
 
 const maxFloors = 256
 
+// minLiveSetSpan is the shortest stretch (seconds) a live-set trend is
+// judged over.
+const minLiveSetSpan = 600
+
 // lowerFloor keeps the lower of two neighbouring floors.
 func lowerFloor(into *FloorSample, p FloorSample) {
 	if p.Bytes < into.Bytes {
@@ -310,9 +314,21 @@ func (a *Analyzer) liveSet(window float64) LiveSet {
 	if len(ls.Samples) < 3 || window <= 0 {
 		return ls
 	}
-	var sx, sy, sxx, sxy, syy float64
-	n := float64(len(ls.Samples))
+	// The first fifth of the log is warm-up (caches filling, classes
+	// loading): the floor is judged after it, over at least ten minutes.
+	t0, t1 := ls.Samples[0].T, ls.Samples[len(ls.Samples)-1].T
+	var fit []FloorSample
 	for _, p := range ls.Samples {
+		if p.T >= t0+(t1-t0)/5 {
+			fit = append(fit, p)
+		}
+	}
+	if len(fit) < 3 || fit[len(fit)-1].T-fit[0].T < minLiveSetSpan {
+		return ls
+	}
+	var sx, sy, sxx, sxy, syy float64
+	n := float64(len(fit))
+	for _, p := range fit {
 		x, y := p.T, float64(p.Bytes)
 		sx += x
 		sy += y
@@ -329,7 +345,7 @@ func (a *Analyzer) liveSet(window float64) LiveSet {
 	if vy > 0 {
 		ls.R2 = (sxy - sx*sy/n) * (sxy - sx*sy/n) / (vx * vy)
 	}
-	first, last := ls.Samples[0], ls.Samples[len(ls.Samples)-1]
+	first, last := fit[0], fit[len(fit)-1]
 	rise := slope * (last.T - first.T)
 	ls.Verdict = "flat"
 	// Rising: a steady climb (a good fit) worth at least a tenth of the

@@ -207,12 +207,15 @@ message:
 	if u.hasLast && (id != u.last.GCID || id < 0) {
 		u.flushLast(p)
 	}
-	p.sawTime(up, wall)
 	// Generational ZGC prefixes its young/old collections' lines.
 	if len(msg) > 2 && msg[1] == ':' && msg[2] == ' ' && (msg[0] == 'y' || msg[0] == 'Y' || msg[0] == 'O' || msg[0] == 'o') {
 		msg = msg[3:]
 	}
-	if p.unifiedMessage(e, msg, id, up, wall) {
+	handled := p.unifiedMessage(e, msg, id, up, wall)
+	// After the message: a JVM's start-up line must be known as one
+	// before its stamp is placed.
+	p.sawTime(up, wall)
+	if handled {
 		return
 	}
 	d, head, timed := durationSuffix(msg)
@@ -223,7 +226,9 @@ message:
 		// A pause's phase: "Evacuate Collection Set: 3.3ms" (indented),
 		// "Phase 1: Mark live objects 1.788ms", "Marking Phase 165.1ms";
 		// the top-level ones count.
-		if indent <= 2 {
+		// Generational ZGC's "Young Generation 30M(31%)->26M(27%) 0.019s"
+		// summarises a generation's collection, not a phase of a pause.
+		if indent <= 2 && !bytes.Contains(head, []byte("->")) {
 			p.phase(head, d)
 		}
 		return
@@ -505,6 +510,7 @@ func (p *Parser) stamp(e *Event, up float64, wall time.Time, d time.Duration) {
 	}
 	e.Wall = wall
 	e.Unified = true
+	e.File, e.Line = p.file, p.fileLine
 }
 
 func (p *Parser) unifiedPause(e *Event, msg []byte, id int64, up float64, wall time.Time) bool {

@@ -54,7 +54,9 @@ func (c *clock) observe(t, end float64, file string, line int64) (restart bool) 
 		c.seg.start, c.seg.end = t, end
 		return false
 	}
-	if back := c.seg.end - t; back > 0 && (header && back > 1e-3 || back > backTolerance) {
+	// Compare ends: a unified line is written when its pause ends, so a
+	// long pause starts before the stamps of lines written during it.
+	if back := c.seg.end - end; back > 0 && (header && back > 1e-3 || back > backTolerance) {
 		if !header {
 			// Uptime went back and no JVM started: files out of order,
 			// or a stretch of the log is missing.
@@ -68,6 +70,7 @@ func (c *clock) observe(t, end float64, file string, line int64) (restart bool) 
 		c.seg.start, c.seg.end = t, end
 		return true
 	}
+	c.seg.start = min(c.seg.start, t)
 	c.seg.end = max(c.seg.end, end)
 	return false
 }

@@ -149,6 +149,10 @@ func (o *gclogOptions) files() ([]string, error) {
 	return out, nil
 }
 
+// analyzeGCLogs reads the logs; a test replaces it to check that a parser
+// panic ends in one sentence and exit 4.
+var analyzeGCLogs = gclog.AnalyzeFiles
+
 // gclogData is `perfscope gclog`'s JSON data section.
 type gclogData struct {
 	Files []string    `json:"files"`
@@ -174,7 +178,7 @@ func runGCLog(ctx context.Context, o *gclogOptions, g *Globals) (err error) {
 	if err != nil {
 		return asUsage(fmt.Errorf("%w (check the path)", err))
 	}
-	s, err := gclog.AnalyzeFiles(ctx, files, o.PauseGoal)
+	s, err := analyzeGCLogs(ctx, files, o.PauseGoal)
 	switch {
 	case errors.Is(err, context.Canceled):
 		return err
