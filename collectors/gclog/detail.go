@@ -108,17 +108,17 @@ func (p *Parser) safepoint(sp *Safepoint) {
 // [time: spin block sync cleanup vmop] page_trap_count, times in ms) and
 // its header; false when b is neither. Their brackets are not records.
 func (p *Parser) safepointStatistics(b []byte) bool {
-	if bytes.Contains(b, []byte("[threads:")) && bytes.Contains(b, []byte("vmop")) {
+	t := bytes.TrimLeft(b, " ")
+	if bytes.HasPrefix(t, []byte("vmop ")) {
 		return true // the header
 	}
-	t := bytes.TrimLeft(b, " ")
 	up, n := number(t)
-	if n == 0 || n >= len(t) || t[n] != ':' {
-		return false
+	if n == 0 || n+2 >= len(t) || t[n] != ':' || t[n+1] != ' ' || t[n+2] < 'A' || t[n+2] > 'Z' {
+		return false // records go on with "[GC"
 	}
-	r := bytes.TrimLeft(t[n+1:], " ")
+	r := t[n+2:]
 	nameEnd := bytes.IndexAny(r, " [")
-	if nameEnd <= 0 || r[0] == '[' {
+	if nameEnd <= 0 || bytes.IndexByte(r, '[') < 0 {
 		return false
 	}
 	name := r[:nameEnd]

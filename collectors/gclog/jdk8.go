@@ -186,17 +186,7 @@ func (p *Parser) jdk8Line(b []byte) {
 	} else if bytes.HasSuffix(b, sfxAfterGC) {
 		b = b[:len(b)-len(sfxAfterGC)]
 	}
-	// TLAB statistics and adaptive-size decisions glued to a record's
-	// start run to the end of the line.
-	if k := bytes.Index(b, tlabMid); k > 0 {
-		b = b[:k]
-	}
-	if k := bytes.Index(b, adaptiveMid); k > 0 {
-		if bytes.HasSuffix(b[:k], []byte("PS")) {
-			k -= 2 // "PSAdaptiveSizePolicy::"
-		}
-		b = b[:k]
-	}
+	b = cutGlued(b)
 	if len(b) == 0 {
 		return
 	}
@@ -204,6 +194,9 @@ func (p *Parser) jdk8Line(b []byte) {
 	// can be noise, which keeps the prefix checks off the hot path.
 	if c := b[0]; !isDigit(c) && c != '[' {
 		t := bytes.TrimLeft(b, " \t")
+		if len(t) > 0 && t[0] == '[' {
+			goto record // G1's indented detail: "   [Parallel Time: ..."
+		}
 		if isJVMHeader(t) {
 			p.jvmStart()
 			if bytes.HasPrefix(t, []byte("CommandLine flags:")) && p.Stats.Collector == "" {
@@ -230,10 +223,13 @@ func (p *Parser) jdk8Line(b []byte) {
 	if isHistogramRow(b) || isHistogramTotal(b) {
 		return
 	}
-	if j.depth == 0 && bytes.IndexByte(b, '[') > 0 && p.safepointStatistics(b) {
+	// A statistics row ends in its page-trap count; records end in "]".
+	if j.depth == 0 && isDigit(b[len(b)-1]) && p.safepointStatistics(b) {
 		return
 	}
-	if j.depth == 0 {
+record:
+	if j.depth == 0 && bytes.IndexByte(b, '[') < 0 {
+		// Stamped lines that are not records: no brackets.
 		rest := skipStamps(b)
 		switch {
 		case bytes.HasPrefix(rest, pfxStopped):
@@ -253,7 +249,7 @@ func (p *Parser) jdk8Line(b []byte) {
 		case bytes.Contains(rest, []byte("GC log file ")):
 			return // rotation notices
 		}
-	} else {
+	} else if j.depth > 0 {
 		j.recordLines++
 		if j.recordLines > maxRecordLines {
 			// A record that never closes: count it and start afresh.
@@ -261,6 +257,27 @@ func (p *Parser) jdk8Line(b []byte) {
 		}
 	}
 	p.brackets(b)
+}
+
+// cutGlued cuts TLAB statistics and adaptive-size decisions glued to a
+// record's start ("[GC TLAB: gc thread: ...", "[GCAdaptiveSizePolicy::old
+// generation size: ..."): they run to the end of the line. Each search is
+// gated on a byte the text has and most lines lack.
+func cutGlued(b []byte) []byte {
+	if bytes.IndexByte(b, 'L') >= 0 {
+		if k := bytes.Index(b, tlabMid); k > 0 {
+			b = b[:k]
+		}
+	}
+	if bytes.IndexByte(b, 'z') >= 0 {
+		if k := bytes.Index(b, adaptiveMid); k > 0 {
+			if bytes.HasSuffix(b[:k], []byte("PS")) {
+				k -= 2 // "PSAdaptiveSizePolicy::"
+			}
+			b = b[:k]
+		}
+	}
+	return b
 }
 
 // isJVMHeader matches the lines a JDK 6–8 JVM writes first into its GC
@@ -315,12 +332,18 @@ func isHeapHeader(b []byte) bool {
 	if len(b) > 0 && b[0] == '{' {
 		b = b[1:]
 	}
+	if len(b) == 0 || b[0] != 'H' {
+		return false
+	}
 	return hasPrefixFold(b, "Heap before GC") || hasPrefixFold(b, "Heap after GC")
 }
 
 // heapHeaderIndex finds a "{Heap before GC" glued to the end of a record's
 // first line ("[GC {Heap before gc invocations=3:").
 func heapHeaderIndex(b []byte) int {
+	if bytes.IndexByte(b, '{') < 0 {
+		return -1
+	}
 	for off := 0; ; {
 		k := bytes.Index(b[off:], []byte("{Heap "))
 		if k < 0 {
@@ -600,7 +623,7 @@ func stamps(b []byte) (up float64, wall time.Time, id int64) {
 		// Uptimes always have a fraction ("12.345:"); GC ids and sizes do not
 		// end in ':'.
 		v, n := number(b[i:])
-		if i+n < len(b) && b[i+n] == ':' && bytes.IndexAny(b[i:i+n], ".,") > 0 {
+		if i+n < len(b) && b[i+n] == ':' && hasFraction(b[i:i+n]) {
 			up = v
 		}
 		if n > 0 {
@@ -608,6 +631,15 @@ func stamps(b []byte) (up float64, wall time.Time, id int64) {
 		}
 	}
 	return up, wall, id
+}
+
+func hasFraction(num []byte) bool {
+	for _, c := range num[1:] {
+		if c == '.' || c == ',' {
+			return true
+		}
+	}
+	return false
 }
 
 func collectorFromFlags(b []byte) string {
@@ -634,8 +666,11 @@ var (
 )
 
 func hasAnyPrefix(b []byte, ps [][]byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
 	for _, p := range ps {
-		if bytes.HasPrefix(b, p) {
+		if p[0] == b[0] && bytes.HasPrefix(b, p) {
 			return p
 		}
 	}
@@ -663,7 +698,7 @@ func (p *Parser) closeNode(d int) {
 			return
 		}
 	case isGCRecord(t):
-		if _, ok := secs(t); !ok {
+		if !bytes.Contains(t, []byte(" sec")) {
 			break // no pause time: counted below
 		}
 		if d == 1 {

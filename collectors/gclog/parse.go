@@ -366,12 +366,9 @@ func transition(b []byte) (s Space, ok bool) {
 // secs finds the last ", N secs" (or "N/M secs", taking the wall time M)
 // in b.
 func secs(b []byte) (time.Duration, bool) {
-	k := bytes.LastIndex(b, []byte(" secs"))
+	k := lastSec(b)
 	if k < 0 {
-		k = bytes.LastIndex(b, []byte(" sec"))
-		if k < 0 {
-			return 0, false
-		}
+		return 0, false
 	}
 	beg := k
 	for beg > 0 && (isDigit(b[beg-1]) || b[beg-1] == '.' || b[beg-1] == ',') {
@@ -386,6 +383,17 @@ func secs(b []byte) (time.Duration, bool) {
 		return 0, false
 	}
 	return seconds(v), true
+}
+
+// lastSec is the index of the last " sec" in b (" secs" included), -1
+// when none: scanned from the end, where it almost always is.
+func lastSec(b []byte) int {
+	for k := len(b) - 4; k >= 0; k-- {
+		if b[k] == ' ' && b[k+1] == 's' && b[k+2] == 'e' && b[k+3] == 'c' {
+			return k
+		}
+	}
+	return -1
 }
 
 func seconds(v float64) time.Duration {
