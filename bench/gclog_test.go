@@ -16,12 +16,15 @@ import (
 )
 
 // gcLogOfSize writes a log of at least size bytes by replicating the real
-// GC logs (../shared/gclogs, else the copies in collectors/gclog/testdata)
-// back to back, and returns its path.
+// GC logs (the GCViewer samples in ../shared/gclogs-corpus: every JDK and
+// collector; else the copies in collectors/gclog/testdata) back to back,
+// and returns its path.
 func gcLogOfSize(b *testing.B, size int64) string {
 	b.Helper()
 	root := testutil.RepoRoot()
-	srcs, _ := filepath.Glob(filepath.Join(root, "..", "shared", "gclogs", "*", "*.txt"))
+	srcs, _ := filepath.Glob(filepath.Join(root, "..", "shared", "gclogs-corpus", "gcviewer", "openjdk", "*.txt"))
+	more, _ := filepath.Glob(filepath.Join(root, "..", "shared", "gclogs-corpus", "gcviewer", "openjdk", "unified-jvm-logging", "*.txt"))
+	srcs = append(srcs, more...)
 	if len(srcs) == 0 {
 		srcs, _ = filepath.Glob(filepath.Join(root, "collectors", "gclog", "testdata", "*.txt"))
 	}
@@ -58,7 +61,7 @@ func peakHeap(fn func()) uint64 {
 	done := make(chan struct{})
 	go func() {
 		var ms runtime.MemStats
-		t := time.NewTicker(5 * time.Millisecond)
+		t := time.NewTicker(20 * time.Millisecond)
 		defer t.Stop()
 		for {
 			runtime.ReadMemStats(&ms)
@@ -78,12 +81,12 @@ func peakHeap(fn func()) uint64 {
 }
 
 // BenchmarkGCLogParse measures `perfscope gclog`'s parse+analysis
-// throughput on replicated real logs of 50 MB and 500 MB; equal peak heaps
+// throughput on replicated real logs of 20 MB and 200 MB; equal peak heaps
 // show memory does not grow with the log.
 //
 //	go test ./bench -run '^$' -bench GCLogParse -benchtime 3x
 func BenchmarkGCLogParse(b *testing.B) {
-	for _, mb := range []int64{50, 512} {
+	for _, mb := range []int64{20, 200} {
 		b.Run(fmt.Sprintf("%dMB", mb), func(b *testing.B) {
 			path := gcLogOfSize(b, mb<<20)
 			st, _ := os.Stat(path)

@@ -29,6 +29,7 @@ const (
 
 // GCRules are the rules of `perfscope gclog`.
 var GCRules = []Rule[evidence.GC]{
+	{ID: "gc.log.unreadable-records", Check: checkUnreadableRecords},
 	{ID: "gc.young-gc-frequency", Check: checkGCYoungFrequency},
 	{ID: "gc.premature-promotion", Check: checkGCPrematurePromotion},
 	{ID: "gc.full-gc.system-gc", Check: checkFullGCSystem},
@@ -39,6 +40,12 @@ var GCRules = []Rule[evidence.GC]{
 	{ID: "gc.humongous-allocation", Check: checkHumongous},
 	{ID: "gc.to-space-exhausted", Check: checkToSpaceExhausted},
 	{ID: "gc.allocation-stall", Check: checkAllocationStall},
+	{ID: "gc.safepoint.time-to-safepoint", Check: checkTimeToSafepoint},
+	{ID: "gc.safepoint.non-gc-stops", Check: checkNonGCStops},
+	{ID: "gc.pause-cpu", Check: checkPauseCPU},
+	{ID: "gc.reference-processing", Check: checkReferenceProcessing},
+	{ID: "gc.live-set-growth", Check: checkLiveSetGrowth},
+	{ID: "gc.concurrent-cycles-back-to-back", Check: checkBackToBackCycles},
 }
 
 // GCModelFor applies the allocation → young-GC model to a GC log: the request rate during
@@ -119,13 +126,15 @@ func checkGCYoungFrequency(g evidence.GC) *Finding {
 		Reference: "Allocation per request (a Spring Boot measurement): 0.5 MB/request × 500 rps = 15 GB/min, several young GCs a minute even with a 5 GB Eden",
 		Revert:    []string{"restart the JVM with its previous heap flags"},
 	}
+	size := heapSizing(g, need)
 	if isG1(g) {
-		r.Apply = []string{fmt.Sprintf("restart the JVM with a heap whose young part can reach %s, e.g. -Xmx%dm (G1 grows young up to G1MaxNewSizePercent=60%% of the heap)", mib(need), int(math.Ceil(need/0.6/(1<<20))))}
+		r.Apply = []string{fmt.Sprintf("restart the JVM with %s so that G1's young part can reach %s: %s", size.Flag(), mib(need), size.Arithmetic())}
 		r.Caveats = []string{"G1 sizes Eden to meet -XX:MaxGCPauseMillis; a bigger Eden can mean longer young pauses, and -Xmn switches that adaptation off."}
 	} else {
-		r.Apply = []string{fmt.Sprintf("restart the JVM with -Xmn%dm (Eden plus two survivor spaces at the default SurvivorRatio=8)", int(math.Ceil(need*1.25/(1<<20))))}
-		r.Caveats = []string{"a bigger young generation takes heap from the old generation; check the live set after full GCs first"}
+		r.Apply = []string{fmt.Sprintf("restart the JVM with -Xmn%dm %s (Eden plus two survivor spaces at the default SurvivorRatio=8; the heap: %s)", int(math.Ceil(size.Xmn/(1<<20))), size.Flag(), size.Arithmetic())}
+		r.Caveats = []string{"a bigger young generation takes heap from the old generation; the heap above keeps the old generation's size"}
 	}
+	r.Parameters = map[string]int64{"xmx_bytes": int64(size.Xmx), "eden_bytes": int64(need)}
 	return &Finding{
 		Severity:       sev,
 		Title:          fmt.Sprintf("%.1f young GCs per minute (target: one per %v)", perMin, interval),
@@ -140,7 +149,8 @@ func checkGCPrematurePromotion(g evidence.GC) *Finding {
 		return nil
 	}
 	share := g.PromotedBytes / g.AllocatedBytes
-	overflow := g.TenuringThresholdMin == 1 && g.TenuringThresholdMax > 1
+	overflow := g.TenuringThresholdMin == 1 && g.TenuringThresholdMax > 1 ||
+		g.Tenuring != nil && g.Tenuring.Tables >= minYoungGCs && 5*g.Tenuring.Overflows >= g.Tenuring.Tables
 	if share < promotedShareWarn && !(overflow && share >= promotedShareLowThreshold) {
 		return nil
 	}
@@ -150,6 +160,9 @@ func checkGCPrematurePromotion(g evidence.GC) *Finding {
 	}
 	if g.TenuringThresholdMax > 0 {
 		ev = append(ev, fmt.Sprintf("tenuring threshold fell to %d (max %d): survivor spaces overflowed", g.TenuringThresholdMin, g.TenuringThresholdMax))
+	}
+	if tn := g.Tenuring; tn != nil && tn.Overflows > 0 {
+		ev = append(ev, fmt.Sprintf("%d of %d tenuring distributions held more than the desired survivor size", tn.Overflows, tn.Tables))
 	}
 	f := &Finding{
 		Severity: Warn,
@@ -170,11 +183,14 @@ func checkGCPrematurePromotion(g evidence.GC) *Finding {
 	return f
 }
 
-// fullGCs returns the full-GC causes matching any of names.
+// fullGCs returns the full-GC causes matching any of names: a name
+// matches a cause containing it, or, prefixed with "=", a cause equal to
+// it.
 func fullGCs(g evidence.GC, names ...string) (count int, totalNs int64, causes []string) {
 	for _, c := range g.FullGCCauses {
 		for _, n := range names {
-			if strings.Contains(strings.ToLower(c.Cause), strings.ToLower(n)) {
+			exact, isExact := strings.CutPrefix(n, "=")
+			if isExact && c.Cause == exact || !isExact && strings.Contains(strings.ToLower(c.Cause), strings.ToLower(n)) {
 				count += c.Count
 				totalNs += c.TotalNs
 				causes = append(causes, fmt.Sprintf("%q ×%d", c.Cause, c.Count))
@@ -203,7 +219,8 @@ func fullGCEvidence(g evidence.GC, n int, totalNs int64, causes []string) []stri
 }
 
 func checkFullGCSystem(g evidence.GC) *Finding {
-	n, total, causes := fullGCs(g, "System.gc()")
+	// JDK 6/7 write the cause as "System".
+	n, total, causes := fullGCs(g, "System.gc()", "=System")
 	if n == 0 {
 		return nil
 	}
@@ -260,9 +277,17 @@ func checkFullGCAllocation(g evidence.GC) *Finding {
 	}
 	ev := fullGCEvidence(g, n, total, causes)
 	apply := "restart the JVM with a larger heap (-Xmx), after checking the live set for a leak"
+	size := heapSizing(g, 0)
 	if g.LiveAfterFullBytes > 0 {
 		ev = append(ev, fmt.Sprintf("live set after full GC up to %s of a %s heap (%.0f%%)", mib(g.LiveAfterFullBytes), mib(g.HeapBytes), 100*g.LiveAfterFullBytes/math.Max(g.HeapBytes, 1)))
-		apply = fmt.Sprintf("restart the JVM with -Xmx%dm (3 × the live set) after checking the live set for a leak", int(math.Ceil(3*g.LiveAfterFullBytes/(1<<20))))
+	}
+	switch {
+	case size.Grow:
+		apply = fmt.Sprintf("restart the JVM with %s after checking the live set for a leak: %s", size.Flag(), size.Arithmetic())
+	case g.LiveAfterFullBytes > 0 && g.HeapBytes > 0:
+		// The heap already holds the live set several times over: more of
+		// it only spaces the full GCs out.
+		apply = fmt.Sprintf("keep -Xmx (the %s heap is %.1f× the %s live set): find what fills the old generation between collections — the promotion rate, humongous objects — and, for CMS or G1, start the concurrent cycle earlier", mib(g.HeapBytes), g.HeapBytes/g.LiveAfterFullBytes, mib(g.LiveAfterFullBytes))
 	}
 	sev := Warn
 	if g.WindowSeconds > 0 && float64(n)/g.WindowSeconds*3600 > 10 {
@@ -385,6 +410,9 @@ func checkHumongous(g evidence.GC) *Finding {
 	if g.HumongousRegionsMax > 0 {
 		ev = append(ev, fmt.Sprintf("up to %d humongous regions live", g.HumongousRegionsMax))
 	}
+	if c := g.Cycles; c != nil && c.HumongousMax > 0 {
+		ev = append(ev, fmt.Sprintf("up to %d humongous-allocation pauses between two concurrent cycles", c.HumongousMax))
+	}
 	apply := "restart the JVM with a larger -XX:G1HeapRegionSize (objects of half a region or more are humongous)"
 	cur, next := suggestedRegion(g)
 	if next > cur {
@@ -416,18 +444,26 @@ func checkToSpaceExhausted(g evidence.GC) *Finding {
 	if g.ToSpaceExhausted == 0 {
 		return nil
 	}
+	apply := "restart the JVM with -XX:G1ReservePercent=20 (default 10) and a larger -Xmx, or start marking earlier with -XX:InitiatingHeapOccupancyPercent=35"
+	if size := heapSizing(g, 0); size.Grow {
+		apply = fmt.Sprintf("restart the JVM with -XX:G1ReservePercent=20 (default 10) and %s (%s), or start marking earlier with -XX:InitiatingHeapOccupancyPercent=35", size.Flag(), size.Arithmetic())
+	}
+	ev := []string{
+		fmt.Sprintf("%d evacuation failures; each makes the pause much longer and often ends in a full GC", g.ToSpaceExhausted),
+		fmt.Sprintf("heap %s", mib(g.HeapBytes)),
+	}
+	if c := g.Cycles; c != nil && c.ToSpaceExhaustedMax > 1 {
+		ev = append(ev, fmt.Sprintf("up to %d between two concurrent cycles", c.ToSpaceExhaustedMax))
+	}
 	return &Finding{
 		Severity: Crit,
 		Title:    fmt.Sprintf("%d G1 pauses ran out of space to evacuate into (to-space exhausted)", g.ToSpaceExhausted),
-		Evidence: []string{
-			fmt.Sprintf("%d evacuation failures; each makes the pause much longer and often ends in a full GC", g.ToSpaceExhausted),
-			fmt.Sprintf("heap %s", mib(g.HeapBytes)),
-		},
-		Impact: math.Min(1, 0.2+float64(g.ToSpaceExhausted)/float64(max(g.AllPauses.Count, 1))),
+		Evidence: ev,
+		Impact:   math.Min(1, 0.2+float64(g.ToSpaceExhausted)/float64(max(g.AllPauses.Count, 1))),
 		Recommendation: Recommendation{
 			Kind:     KindAdvice,
 			Why:      "G1 copies live objects out of the regions it collects; when no free regions are left it has to keep objects in place, fix up references and usually follow with a full GC.",
-			Apply:    []string{"restart the JVM with -XX:G1ReservePercent=20 (default 10) and a larger -Xmx, or start marking earlier with -XX:InitiatingHeapOccupancyPercent=35"},
+			Apply:    []string{apply},
 			Revert:   []string{"restart the JVM with its previous G1 flags"},
 			Caveats:  []string{"humongous allocations and premature promotion fill the reserve too: fix those findings first"},
 			Expected: "no to-space exhausted pauses",
@@ -439,6 +475,10 @@ func checkAllocationStall(g evidence.GC) *Finding {
 	if g.AllocationStalls == 0 {
 		return nil
 	}
+	apply := "restart the JVM with a larger -Xmx (headroom for allocation during a cycle), or more -XX:ConcGCThreads"
+	if size := heapSizing(g, 0); size.Grow {
+		apply = fmt.Sprintf("restart the JVM with %s (%s), or more -XX:ConcGCThreads", size.Flag(), size.Arithmetic())
+	}
 	return &Finding{
 		Severity: Crit,
 		Title:    fmt.Sprintf("%d application threads stalled waiting for ZGC to free memory", g.AllocationStalls),
@@ -447,7 +487,7 @@ func checkAllocationStall(g evidence.GC) *Finding {
 		Recommendation: Recommendation{
 			Kind:     KindAdvice,
 			Why:      "ZGC collects concurrently, but when the application allocates faster than a cycle frees memory, allocating threads block until it does: a pause in all but name.",
-			Apply:    []string{"restart the JVM with a larger -Xmx (headroom for allocation during a cycle), or more -XX:ConcGCThreads"},
+			Apply:    []string{apply},
 			Revert:   []string{"restart the JVM with its previous flags"},
 			Expected: "no allocation stalls",
 		},

@@ -1,6 +1,8 @@
 package diagnose
 
 import (
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -57,10 +59,42 @@ func TestGCRules(t *testing.T) {
 			g.FullGCCauses = []evidence.CauseStats{{Cause: "Metadata GC Threshold", Count: 3, TotalNs: 300e6}}
 			g.MetaspaceBytes = 100 << 20
 		}, "gc.full-gc.metadata", Warn, "-XX:MetaspaceSize=150m"},
-		{"allocation failure full GCs", func(g *evidence.GC) {
+		{"allocation failure full GCs, heap under 3x the live set", func(g *evidence.GC) {
+			g.FullGCCauses = []evidence.CauseStats{{Cause: "Allocation Failure", Count: 4, TotalNs: 2e9}}
+			g.LiveAfterFullBytes, g.HeapBytes = 500<<20, 1<<30
+		}, "gc.full-gc.allocation-failure", Crit, "-Xmx1500m"},
+		{"allocation failure full GCs, heap already 4x the live set: never shrink it", func(g *evidence.GC) {
 			g.FullGCCauses = []evidence.CauseStats{{Cause: "Allocation Failure", Count: 4, TotalNs: 2e9}}
 			g.LiveAfterFullBytes = 500 << 20
-		}, "gc.full-gc.allocation-failure", Crit, "-Xmx1500m"},
+		}, "gc.full-gc.allocation-failure", Crit, "keep -Xmx"},
+		{"JDK 6/7 Full GC (System)", func(g *evidence.GC) {
+			g.Collector = "Parallel"
+			g.FullGCCauses = []evidence.CauseStats{{Cause: "System", Count: 1395, TotalNs: 885e9}}
+			g.WindowSeconds = 86400
+		}, "gc.full-gc.system-gc", Warn, "DisableExplicitGC"},
+		{"unreadable records", func(g *evidence.GC) {
+			g.UnreadableRecords, g.UnreadableAt = 1, []string{"gc.log:12"}
+		}, "gc.log.unreadable-records", Warn, "named lines"},
+		{"time to safepoint 11.7 s", func(g *evidence.GC) {
+			g.Safepoints = &evidence.SafepointStats{Count: 14, StoppedNs: 15.4e9, MaxNs: 11.7e9, TTSPCount: 14, TTSPNs: 15.3e9, TTSPMaxNs: 11.7e9, TTSPMaxOp: "Cleanup"}
+		}, "gc.safepoint.time-to-safepoint", Crit, "SafepointTimeout"},
+		{"bias revocation stops", func(g *evidence.GC) {
+			g.Safepoints = &evidence.SafepointStats{Count: 300, StoppedNs: 12e9, MaxNs: 50e6, NonGCNs: 12e9, NonGCMaxNs: 50e6,
+				Operations: []evidence.SafepointOperation{{Name: "RevokeBias", Count: 280, StoppedNs: 12e9, MaxNs: 50e6}}}
+		}, "gc.safepoint.non-gc-stops", Warn, "-XX:-UseBiasedLocking"},
+		{"sys-heavy pauses", func(g *evidence.GC) {
+			g.PauseCPU = &evidence.PauseCPUStats{Pauses: 20, UserNs: 4e9, SysNs: 30e9, RealNs: 20e9, SysHeavy: 3, SysHeavyRealNs: 17e9, WorstKind: "young", WorstUserNs: 4.5e9, WorstSysNs: 25e9, WorstRealNs: 17e9}
+		}, "gc.pause-cpu", Crit, "transparent_hugepage"},
+		{"reference processing", func(g *evidence.GC) {
+			g.RefProc = &evidence.RefProcStats{Pauses: 10, TotalNs: 40e9, MaxNs: 8.5e9, PauseTotalNs: 64e9}
+		}, "gc.reference-processing", Crit, "ParallelRefProcEnabled"},
+		{"rising live set", func(g *evidence.GC) {
+			g.LiveSet = evidence.LiveSetTrend{Basis: "full GCs", Verdict: "rising", R2: 0.95, SlopeBytesPerHour: 200 << 20,
+				Samples: []evidence.HeapSample{{T: 0, Bytes: 500 << 20}, {T: 3600, Bytes: 700 << 20}, {T: 7200, Bytes: 900 << 20}}}
+		}, "gc.live-set-growth", Crit, "GC.class_histogram"}, // full in 5.7 h
+		{"back-to-back concurrent cycles", func(g *evidence.GC) {
+			g.Cycles = &evidence.CycleStats{Count: 50, TotalNs: 550e9, MeanNs: 11e9, MaxNs: 20e9}
+		}, "gc.concurrent-cycles-back-to-back", Warn, "ConcGCThreads"},
 		{"concurrent mode failure", func(g *evidence.GC) {
 			g.Collector, g.ConcurrentModeFailures = "CMS", 2
 			g.FullGCCauses = []evidence.CauseStats{{Cause: "concurrent mode failure", Count: 2, TotalNs: 40e6}}
@@ -107,6 +141,37 @@ func TestGCRules(t *testing.T) {
 				t.Errorf("apply %q lacks %q", got.Recommendation.Apply, c.text)
 			}
 		})
+	}
+}
+
+// Every finding that sizes the heap names the same -Xmx, never below the
+// heap in use: a 2.2 GB G1 heap with a 137 MB live set, full GCs and
+// frequent young GCs.
+func TestHeapSizeRecommendationsAgree(t *testing.T) {
+	g := healthyGC()
+	g.HeapBytes, g.LiveAfterFullBytes = 2253<<20, 137<<20
+	g.FullGCCauses = []evidence.CauseStats{{Cause: "G1 Evacuation Pause", Count: 3, TotalNs: 3e9}}
+	g.ToSpaceExhausted = 2
+	g.YoungIntervalSeconds, g.AllocRate = 2, 200<<20
+	fs := Run(GCRules, g)
+	re := regexp.MustCompile(`-Xmx(\d+)m`)
+	sizes := map[string]bool{}
+	for _, f := range fs {
+		for _, a := range f.Recommendation.Apply {
+			for _, m := range re.FindAllStringSubmatch(a, -1) {
+				sizes[m[1]] = true
+				if n, _ := strconv.Atoi(m[1]); n < 2253 {
+					t.Errorf("%s shrinks the 2253 MB heap: %s", f.ID, a)
+				}
+			}
+		}
+	}
+	if len(sizes) != 1 {
+		t.Errorf("findings recommend different heaps: %v", sizes)
+	}
+	// 200 MB/s × 10 s = 2000 MB of Eden / 0.6 = 3334 MB, the largest term.
+	if !sizes["3334"] {
+		t.Errorf("sizes %v, want 3334", sizes)
 	}
 }
 

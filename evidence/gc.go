@@ -21,8 +21,23 @@ type GC struct {
 	// AllPauses aggregates every stop-the-world pause.
 	AllPauses PauseStats `json:"all_pauses"`
 	// Throughput is the share of the window the application ran (1 - pause
-	// time / window), in [0,1].
-	Throughput float64 `json:"throughput"`
+	// time / window), in [0,1]; ThroughputKnown is false when the log holds
+	// little besides its pauses (a fragment), so that no share can be given.
+	Throughput      float64 `json:"throughput"`
+	ThroughputKnown bool    `json:"throughput_known"`
+	// Segments is the number of JVM lifetimes in the log (restarts + 1);
+	// TimeJumps counts places where uptime went back with no JVM start-up
+	// lines before it (rotated files out of order, or lines lost).
+	Segments  int `json:"segments"`
+	TimeJumps int `json:"time_jumps"`
+	// UnreadableRecords counts what looked like GC records but could not be
+	// read (parse.unrecognised_records): the numbers here miss their pauses.
+	// UnreadableAt names the first few ("gc.log:1234").
+	UnreadableRecords int64    `json:"unreadable_records"`
+	UnreadableAt      []string `json:"unreadable_at,omitempty"`
+	// EscalatedFullGCs counts young collections that turned into full ones
+	// inside the same stop; each is one pause of kind full.
+	EscalatedFullGCs int `json:"escalated_full_gcs"`
 
 	// YoungGCs counts young and mixed collections; YoungIntervalSeconds is
 	// the mean time between two of them.
@@ -56,14 +71,21 @@ type GC struct {
 	// collection: the live set the heap must hold. Zero without full GCs.
 	LiveAfterFullBytes float64 `json:"live_after_full_bytes,omitempty"`
 	// MetaspaceBytes is the largest Metaspace (or PermGen) occupancy after
-	// a collection, zero when not logged.
-	MetaspaceBytes float64 `json:"metaspace_bytes,omitempty"`
+	// a collection, zero when not logged; MetaspaceFirstBytes and
+	// MetaspaceLastBytes the first and last logged.
+	MetaspaceBytes      float64 `json:"metaspace_bytes,omitempty"`
+	MetaspaceFirstBytes float64 `json:"metaspace_first_bytes,omitempty"`
+	MetaspaceLastBytes  float64 `json:"metaspace_last_bytes,omitempty"`
+	// LiveSet is the heap floor over time and whether it rises.
+	LiveSet LiveSetTrend `json:"live_set"`
 
 	// TenuringThresholdMin/Max are the lowest "new threshold" the JVM chose
 	// and the configured maximum (-XX:+PrintTenuringDistribution or
 	// gc+age); zero when not logged.
 	TenuringThresholdMin int `json:"tenuring_threshold_min,omitempty"`
 	TenuringThresholdMax int `json:"tenuring_threshold_max,omitempty"`
+	// Tenuring is the age tables' summary, nil when not logged.
+	Tenuring *TenuringStats `json:"tenuring,omitempty"`
 
 	// FullGCCauses lists full collections by cause, most frequent first.
 	FullGCCauses []CauseStats `json:"full_gc_causes"`
@@ -81,6 +103,18 @@ type GC struct {
 	// AllocationStalls (ZGC) count threads stalled waiting for memory.
 	AllocationStalls   int   `json:"allocation_stalls"`
 	AllocationStallsNs int64 `json:"allocation_stalls_ns"`
+
+	// Safepoints are every stop of the application the log records, GC or
+	// not; nil when the log has none.
+	Safepoints *SafepointStats `json:"safepoints,omitempty"`
+	// PauseCPU is the user/sys/real CPU the pauses logged; nil when none did.
+	PauseCPU *PauseCPUStats `json:"pause_cpu,omitempty"`
+	// Cycles are the concurrent collection cycles; nil when there are none.
+	Cycles *CycleStats `json:"cycles,omitempty"`
+	// Phases are the pauses' logged phase times, most time first.
+	Phases []PhaseTime `json:"phases,omitempty"`
+	// RefProc is reference processing inside pauses; nil when not logged.
+	RefProc *RefProcStats `json:"reference_processing,omitempty"`
 
 	// Goals are what the user asked for; rules compare against them.
 	Goals GCGoals `json:"goals"`
@@ -103,6 +137,124 @@ type PauseStats struct {
 	MaxNs   int64   `json:"max_ns"`
 	// OverGoal counts pauses longer than Goals.PauseGoalNs.
 	OverGoal int `json:"over_goal"`
+}
+
+// SafepointStats summarises the stops of the application's threads
+// (-XX:+PrintGCApplicationStoppedTime, -XX:+PrintSafepointStatistics,
+// -Xlog:safepoint).
+type SafepointStats struct {
+	Count     int   `json:"count"`
+	StoppedNs int64 `json:"stopped_ns"`
+	MaxNs     int64 `json:"max_ns"`
+	// StoppedShare is the stopped time over the window, in [0,1].
+	StoppedShare float64 `json:"stopped_share"`
+	// Time to safepoint: how long stopping all threads took, over the stops
+	// that logged it; the longest, when (seconds into the log) and in which
+	// operation.
+	TTSPCount int     `json:"ttsp_count"`
+	TTSPNs    int64   `json:"ttsp_total_ns"`
+	TTSPMaxNs int64   `json:"ttsp_max_ns"`
+	TTSPMaxAt float64 `json:"ttsp_max_at_seconds"`
+	TTSPMaxOp string  `json:"ttsp_max_operation,omitempty"`
+	// NonGCNs is the stopped time GC pauses do not explain (named non-GC
+	// operations, or unnamed stops with no collection before them);
+	// NonGCMaxNs the longest such stop.
+	NonGCNs    int64 `json:"non_gc_ns"`
+	NonGCMaxNs int64 `json:"non_gc_max_ns"`
+	// Operations are the named VM operations, most stopped time first.
+	Operations []SafepointOperation `json:"operations,omitempty"`
+}
+
+// SafepointOperation is one VM operation's stops.
+type SafepointOperation struct {
+	Name      string `json:"name"`
+	GC        bool   `json:"gc"`
+	Count     int    `json:"count"`
+	StoppedNs int64  `json:"stopped_ns"`
+	MaxNs     int64  `json:"max_ns"`
+	TTSPMaxNs int64  `json:"ttsp_max_ns"`
+}
+
+// PauseCPUStats is the CPU the pauses used ("[Times: user sys real]",
+// gc,cpu): sys-heavy pauses (kernel time above the JVM's: page faults,
+// swapping, transparent huge pages) and starved ones (wall time above the
+// CPU time: waiting for a CPU or for I/O), each at least 10 ms.
+type PauseCPUStats struct {
+	Pauses         int   `json:"pauses"`
+	UserNs         int64 `json:"user_ns"`
+	SysNs          int64 `json:"sys_ns"`
+	RealNs         int64 `json:"real_ns"`
+	SysHeavy       int   `json:"sys_heavy"`
+	SysHeavyRealNs int64 `json:"sys_heavy_real_ns"`
+	Starved        int   `json:"starved"`
+	StarvedRealNs  int64 `json:"starved_real_ns"`
+	// Worst is the sys-heavy or starved pause with the longest real time.
+	WorstAtSeconds float64 `json:"worst_at_seconds"`
+	WorstKind      string  `json:"worst_kind,omitempty"`
+	WorstUserNs    int64   `json:"worst_user_ns"`
+	WorstSysNs     int64   `json:"worst_sys_ns"`
+	WorstRealNs    int64   `json:"worst_real_ns"`
+}
+
+// CycleStats counts concurrent collection cycles (G1 marking, CMS, ZGC,
+// Shenandoah) and what happened during them.
+type CycleStats struct {
+	Count   int   `json:"count"`
+	TotalNs int64 `json:"total_ns"`
+	MeanNs  int64 `json:"mean_ns"`
+	MaxNs   int64 `json:"max_ns"`
+	// Unfinished cycles were cut short (CMS concurrent mode failure, a
+	// new cycle before the end, the log's end).
+	Unfinished int `json:"unfinished"`
+	// ToSpaceExhaustedMax and HumongousMax are the most to-space
+	// exhausted and humongous-allocation pauses between two cycle starts.
+	ToSpaceExhaustedMax int `json:"to_space_exhausted_max_per_cycle"`
+	HumongousMax        int `json:"humongous_max_per_cycle"`
+}
+
+// PhaseTime is one logged phase of pauses.
+type PhaseTime struct {
+	Name    string `json:"name"`
+	Count   int    `json:"count"`
+	TotalNs int64  `json:"total_ns"`
+	MaxNs   int64  `json:"max_ns"`
+}
+
+// RefProcStats is reference processing (Soft/Weak/Final/Phantom
+// references) inside pauses.
+type RefProcStats struct {
+	Pauses       int   `json:"pauses"`
+	TotalNs      int64 `json:"total_ns"`
+	MaxNs        int64 `json:"max_ns"`
+	PauseTotalNs int64 `json:"pause_total_ns"`
+}
+
+// LiveSetTrend is the heap occupancy after collection over time: a floor
+// that keeps rising is the sign of a leak.
+type LiveSetTrend struct {
+	// Basis: "full GCs" (heap after each) or "collections" (the lowest
+	// heap after any collection per tenth of the log).
+	Basis             string       `json:"basis"`
+	Samples           []HeapSample `json:"samples"`
+	SlopeBytesPerHour float64      `json:"slope_bytes_per_hour"`
+	R2                float64      `json:"r2"`
+	Verdict           string       `json:"verdict"`
+}
+
+// HeapSample is the heap floor at T seconds.
+type HeapSample struct {
+	T     float64 `json:"t"`
+	Bytes int64   `json:"bytes"`
+}
+
+// TenuringStats summarises the tenuring distributions (age tables).
+type TenuringStats struct {
+	Tables int `json:"tables"`
+	// Overflows are tables whose survivors exceeded the desired survivor
+	// size: the rest went to the old generation early.
+	Overflows int `json:"overflows"`
+	// AgeBytes is the mean bytes surviving at each age 1, 2, ...
+	AgeBytes []float64 `json:"age_bytes"`
 }
 
 // CauseStats counts collections with one cause.

@@ -1,48 +1,12 @@
 package gclog
 
 import (
+	"cmp"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
-
-	"github.com/perfscope/perfscope/evidence"
 )
-
-// Summary is `perfscope gclog`'s data section.
-type Summary struct {
-	Files []string    `json:"files"`
-	Parse Stats       `json:"parse"`
-	GC    evidence.GC `json:"gc"`
-	// Safepoints are "application threads were stopped" records
-	// (-XX:+PrintGCApplicationStoppedTime, -Xlog:safepoint): all pauses,
-	// GC or not.
-	Safepoints PhaseStats `json:"safepoints"`
-	// Concurrent phases ran alongside the application.
-	Concurrent PhaseStats `json:"concurrent"`
-	// Series is the heap and pause time series for charts, downsampled to
-	// at most MaxPoints points (each keeps the longest pause it absorbed).
-	Series []Point `json:"series"`
-}
-
-// PhaseStats counts events and their total duration.
-type PhaseStats struct {
-	Count   int   `json:"count"`
-	TotalNs int64 `json:"total_ns"`
-}
-
-// Point is one sample of the time series: seconds since JVM start (or since
-// the first date stamp), heap before/after/capacity in bytes (-1 unknown),
-// and the pause in ns (0 for concurrent events).
-type Point struct {
-	T          float64 `json:"t"`
-	HeapBefore int64   `json:"heap_before"`
-	HeapAfter  int64   `json:"heap_after"`
-	HeapCap    int64   `json:"heap_capacity"`
-	PauseNs    int64   `json:"pause_ns"`
-	Kind       Kind    `json:"kind"`
-}
 
 // MaxPoints bounds the series.
 const MaxPoints = 2000
@@ -127,13 +91,13 @@ func (a *pauseAgg) percentile(q float64) int64 {
 	return a.max
 }
 
-func (a *pauseAgg) stats(kind string) evidence.PauseStats {
-	s := evidence.PauseStats{Kind: kind, Count: a.count, TotalNs: a.total, MaxNs: a.max, OverGoal: a.overGoal}
+func (a *pauseAgg) stats(kind Kind) PauseStats {
+	s := PauseStats{Kind: kind, Count: a.count, Total: time.Duration(a.total), Max: time.Duration(a.max), OverGoal: a.overGoal}
 	if a.count > 0 {
-		s.MeanNs = float64(a.total) / float64(a.count)
-		s.P50Ns = a.percentile(0.50)
-		s.P95Ns = a.percentile(0.95)
-		s.P99Ns = a.percentile(0.99)
+		s.Mean = time.Duration(a.total / int64(a.count))
+		s.P50 = time.Duration(a.percentile(0.50))
+		s.P95 = time.Duration(a.percentile(0.95))
+		s.P99 = time.Duration(a.percentile(0.99))
 	}
 	return s
 }
@@ -149,11 +113,10 @@ type Analyzer struct {
 	pauseGoal int64
 	kinds     [numKinds]pauseAgg
 	all       pauseAgg
+	escalated int
+	p         *Parser
 
-	haveT    bool
-	prevT    float64
-	window   float64
-	wallBase time.Time
+	clock clock
 
 	lastEden, lastYoung, lastHeap spaceMark
 	allocBySource                 [3]float64
@@ -170,104 +133,118 @@ type Analyzer struct {
 	eden, heapCap float64
 	liveAfterFull float64
 	meta          float64
+	metaFirst     float64
+	metaLast      float64
 
-	causes                  map[string]*evidence.CauseStats
+	causes                  map[string]*CauseStats
 	cmf, pf, toSpace, humon int
 	humMax                  int64
 	stalls                  int
 	stallNs                 int64
-	tenMin, tenMax          int
-	safepoints, concurrent  PhaseStats
+	concurrent              PhaseStats
+
+	safepoints [3]spAgg
+	// gcSinceStop: a GC pause was logged since the last safepoint, so an
+	// unnamed stop that follows is that collection's.
+	gcSinceStop bool
+
+	cpu     CPUStats
+	cycles  cycles
+	phases  map[string]*PhaseTime
+	refProc RefProcStats
+	floors  halving[FloorSample]
+	fulls   halving[FloorSample]
+	tenure  tenuring
 
 	youngNames map[string]bool
 
-	series []Point
-	stride int
-	fill   int
+	series halving[Point]
 }
 
 // NewAnalyzer counts pauses over pauseGoal (0: none) as it goes.
 func NewAnalyzer(pauseGoal time.Duration) *Analyzer {
-	return &Analyzer{pauseGoal: int64(pauseGoal), stride: 1, causes: map[string]*evidence.CauseStats{}, youngNames: map[string]bool{}}
+	return &Analyzer{
+		pauseGoal: int64(pauseGoal), causes: map[string]*CauseStats{}, youngNames: map[string]bool{},
+		series: halving[Point]{limit: MaxPoints, merge: mergePoint},
+		floors: halving[FloorSample]{limit: maxFloors, merge: lowerFloor},
+		fulls:  halving[FloorSample]{limit: maxFloors, merge: lowerFloor},
+		phases: map[string]*PhaseTime{}, cycles: cycles{spans: map[int64]cycleSpan{}},
+		metaFirst: -1,
+	}
 }
 
 // Attach points p's callbacks at a.
 func (a *Analyzer) Attach(p *Parser) {
+	a.p = p
 	p.OnEvent = a.Add
-	p.OnSafepoint = func(d time.Duration) {
-		a.safepoints.Count++
-		a.safepoints.TotalNs += int64(d)
-	}
-	p.OnTenuring = func(t, m int) {
-		if a.tenMin == 0 || t < a.tenMin {
-			a.tenMin = t
-		}
-		if m > a.tenMax {
-			a.tenMax = m
-		}
-	}
+	p.OnSafepoint = a.safepoint
+	p.OnAgeTable = a.tenure.add
+	p.OnPhase = a.phase
 	p.OnStall = func(d time.Duration) {
 		a.stalls++
 		a.stallNs += int64(d)
 	}
+	p.OnTime = func(up float64, wall time.Time) {
+		if t, ok := a.clock.time(up, wall); ok {
+			a.observe(t, t, "", 0)
+		}
+	}
+	p.OnJVMStart = func() { a.clock.header = true }
 }
 
-func (a *Analyzer) eventTime(e *Event) (float64, bool) {
-	if !math.IsNaN(e.Uptime) {
-		return e.Uptime, true
+// observe places [t, end] on the clock; after a restart the per-segment
+// state starts afresh. file and line say where (empty: the parser's
+// current line).
+func (a *Analyzer) observe(t, end float64, file string, line int64) {
+	if line == 0 && a.p != nil {
+		file, line = a.p.Position()
 	}
-	if !e.Wall.IsZero() {
-		if a.wallBase.IsZero() {
-			a.wallBase = e.Wall
-		}
-		return e.Wall.Sub(a.wallBase).Seconds(), true
+	if a.clock.observe(t, end, file, line) {
+		a.lastEden, a.lastYoung, a.lastHeap = spaceMark{}, spaceMark{}, spaceMark{}
+		a.haveYoungT = false
+		a.cycles.restart()
 	}
-	return 0, false
 }
 
 // Add folds one event in.
 func (a *Analyzer) Add(e *Event) {
-	t, timed := a.eventTime(e)
-	restart := false
+	t, timed := a.clock.time(e.Uptime, e.Wall)
 	if timed {
-		if a.haveT {
-			switch {
-			case t > a.prevT:
-				a.window += t - a.prevT
-				a.prevT = t
-			case a.prevT-t > 1 && t < a.prevT/2:
-				// Uptime went back: a JVM restart inside the file set.
-				restart = true
-				a.prevT = t
-			}
-		} else {
-			a.haveT, a.prevT = true, t
-		}
-	}
-	if restart {
-		a.lastEden, a.lastYoung, a.lastHeap = spaceMark{}, spaceMark{}, spaceMark{}
-		a.haveYoungT = false
+		a.observe(t, t+e.Pause.Seconds()+e.Duration.Seconds(), e.File, e.Line)
 	}
 
 	if e.Kind == KindConcurrent {
-		a.concurrent.Count++
-		a.concurrent.TotalNs += int64(e.Duration)
+		if !e.CycleSummary {
+			a.concurrent.Count++
+			a.concurrent.TotalNs += int64(e.Duration)
+		}
 	} else {
 		ns := int64(e.Pause)
 		a.kinds[e.Kind].add(ns, a.pauseGoal)
 		a.all.add(ns, a.pauseGoal)
+		a.gcSinceStop = true
+		if e.Escalated {
+			a.escalated++
+		}
+		a.pauseCPU(e, t)
+		if e.RefProc > 0 {
+			a.refProc.Pauses++
+			a.refProc.Total += e.RefProc
+			a.refProc.Max = max(a.refProc.Max, e.RefProc)
+			a.refProc.PauseTotal += e.Pause
+		}
 	}
-	if e.Young.Known() && (e.Kind == KindYoung || e.Kind == KindMixed) && e.Name != "" {
-		if len(a.youngNames) < 8 {
+	if e.Young.Known() && (e.Kind == KindYoung || e.Kind == KindMixed) && e.Name != "" || e.IsPause() && e.Kind != KindYoung && e.Kind != KindMixed {
+		if len(a.youngNames) < 16 {
 			a.youngNames[e.Name] = true
 		}
 	}
-
 	if timed {
 		a.allocation(e, t)
+		a.cycles.add(e, t)
 	}
-	switch e.Kind {
-	case KindYoung, KindMixed:
+	switch {
+	case e.Kind == KindYoung, e.Kind == KindMixed, e.Scavenge:
 		a.youngGCs++
 		if timed {
 			if a.haveYoungT && t > a.lastYoungT {
@@ -277,29 +254,8 @@ func (a *Analyzer) Add(e *Event) {
 			a.lastYoungT, a.haveYoungT = t, true
 		}
 		a.promotion(e)
-	case KindFull:
-		cause := e.Cause
-		switch {
-		case e.ConcurrentModeFailure:
-			cause = "concurrent mode failure"
-		case e.PromotionFailed:
-			cause = "promotion failed"
-		case cause == "":
-			cause = "unknown"
-		}
-		c := a.causes[cause]
-		if c == nil {
-			if len(a.causes) >= 64 {
-				cause = "other"
-				c = a.causes[cause]
-			}
-			if c == nil {
-				c = &evidence.CauseStats{Cause: cause}
-				a.causes[cause] = c
-			}
-		}
-		c.Count++
-		c.TotalNs += int64(e.Pause)
+	case e.Kind == KindFull:
+		a.fullCause(e)
 	}
 	if e.ConcurrentModeFailure {
 		a.cmf++
@@ -309,16 +265,13 @@ func (a *Analyzer) Add(e *Event) {
 	}
 	if e.ToSpaceExhausted {
 		a.toSpace++
+		a.cycles.toSpace++
 	}
 	if strings.Contains(e.Cause, "Humongous") {
 		a.humon++
+		a.cycles.humongous++
 	}
-	if e.HumongousAfter > a.humMax {
-		a.humMax = e.HumongousAfter
-	}
-	if e.HumongousBefore > a.humMax {
-		a.humMax = e.HumongousBefore
-	}
+	a.humMax = max(a.humMax, e.HumongousAfter, e.HumongousBefore)
 	if e.Eden.Capacity > 0 {
 		a.eden = float64(e.Eden.Capacity)
 	} else if e.Young.Capacity > 0 && e.Eden.Capacity < 0 {
@@ -329,20 +282,108 @@ func (a *Analyzer) Add(e *Event) {
 	}
 	if e.Kind == KindFull && e.Heap.Known() {
 		a.liveAfterFull = max(a.liveAfterFull, float64(e.Heap.After))
+		if timed {
+			a.fulls.add(FloorSample{T: t, Bytes: e.Heap.After})
+		}
+	}
+	if timed && e.IsPause() && e.Heap.Known() {
+		a.floors.add(FloorSample{T: t, Bytes: e.Heap.After})
 	}
 	if e.Meta.Known() {
-		a.meta = max(a.meta, float64(e.Meta.After))
+		m := float64(e.Meta.After)
+		a.meta = max(a.meta, m)
+		if a.metaFirst < 0 {
+			a.metaFirst = m
+		}
+		a.metaLast = m
 	}
 	if timed && (e.IsPause() || e.Heap.Known()) {
-		a.addPoint(Point{T: t, HeapBefore: e.Heap.Before, HeapAfter: e.Heap.After, HeapCap: e.Heap.Capacity, PauseNs: int64(e.Pause), Kind: e.Kind})
+		meta := int64(-1)
+		if e.Meta.Known() {
+			meta = e.Meta.After
+		}
+		a.series.add(Point{T: t, HeapBefore: e.Heap.Before, HeapAfter: e.Heap.After, HeapCap: e.Heap.Capacity, MetaAfter: meta, PauseNs: int64(e.Pause), Kind: e.Kind})
 	}
+}
+
+func (a *Analyzer) fullCause(e *Event) {
+	cause := e.Cause
+	switch {
+	case e.ConcurrentModeFailure:
+		cause = "concurrent mode failure"
+	case e.PromotionFailed:
+		cause = "promotion failed"
+	case cause == "":
+		cause = "unknown"
+	}
+	c := a.causes[cause]
+	if c == nil {
+		if len(a.causes) >= 64 {
+			cause = "other"
+			c = a.causes[cause]
+		}
+		if c == nil {
+			c = &CauseStats{Cause: cause}
+			a.causes[cause] = c
+		}
+	}
+	c.Count++
+	c.Total += e.Pause
+}
+
+// pauseCPU folds in a pause's user/sys/real times. A pause is sys-heavy
+// when the kernel took more CPU than the JVM (page faults, swapping,
+// transparent huge page compaction), starved when its wall time exceeds
+// the CPU the GC threads got (they waited for a CPU or for I/O).
+func (a *Analyzer) pauseCPU(e *Event, t float64) {
+	if e.User < 0 || e.Sys < 0 || e.Real < 0 {
+		return
+	}
+	c := &a.cpu
+	c.Pauses++
+	c.User += e.User
+	c.Sys += e.Sys
+	c.Real += e.Real
+	// The JVM prints these times in 10 ms ticks: only pauses of 50 ms or
+	// more, and differences of two ticks or more, say anything.
+	if e.Real < 50*time.Millisecond {
+		return
+	}
+	odd := false
+	if e.Sys > e.User && e.Sys-e.User >= 20*time.Millisecond {
+		c.SysHeavy++
+		c.SysHeavyReal += e.Real
+		odd = true
+	}
+	if float64(e.Real) > 1.2*float64(e.User+e.Sys)+float64(20*time.Millisecond) {
+		c.Starved++
+		c.StarvedReal += e.Real
+		odd = true
+	}
+	if odd && e.Real > c.Worst.Real {
+		c.Worst = PauseCPU{At: t, Kind: e.Kind, User: e.User, Sys: e.Sys, Real: e.Real}
+	}
+}
+
+func (a *Analyzer) phase(name string, d time.Duration) {
+	ph := a.phases[name]
+	if ph == nil {
+		if len(a.phases) >= 48 {
+			return
+		}
+		ph = &PhaseTime{Name: name}
+		a.phases[name] = ph
+	}
+	ph.Count++
+	ph.Total += d
+	ph.Max = max(ph.Max, d)
 }
 
 // allocation adds what the application allocated since the previous
 // collection: the finest space both events logged (Eden, then the young
 // generation, then the heap) before this one minus after that one.
 func (a *Analyzer) allocation(e *Event, t float64) {
-	collects := e.Kind == KindYoung || e.Kind == KindMixed || e.Kind == KindFull
+	collects := e.Kind == KindYoung || e.Kind == KindMixed || e.Kind == KindFull || e.Scavenge
 	if !collects && !e.Heap.Known() {
 		return
 	}
@@ -397,34 +438,44 @@ func (a *Analyzer) promotion(e *Event) {
 	}
 }
 
-func (a *Analyzer) addPoint(p Point) {
-	if a.fill > 0 && len(a.series) > 0 {
-		last := &a.series[len(a.series)-1]
-		mergePoint(last, p)
-		a.fill++
-		if a.fill >= a.stride {
-			a.fill = 0
+// halving keeps at most limit samples of a stream in constant memory: when
+// full it merges neighbours and from then on merges stride samples into
+// each, so the samples stay spread over the whole log.
+type halving[T any] struct {
+	s      []T
+	limit  int
+	stride int
+	fill   int
+	merge  func(into *T, p T)
+}
+
+func (h *halving[T]) add(p T) {
+	if h.stride == 0 {
+		h.stride = 1
+	}
+	if h.fill > 0 && len(h.s) > 0 {
+		h.merge(&h.s[len(h.s)-1], p)
+		if h.fill++; h.fill >= h.stride {
+			h.fill = 0
 		}
 		return
 	}
-	if len(a.series) >= MaxPoints {
-		// Halve the resolution: merge neighbours, double the stride.
+	if len(h.s) >= h.limit {
 		n := 0
-		for i := 0; i < len(a.series); i += 2 {
-			q := a.series[i]
-			if i+1 < len(a.series) {
-				mergePoint(&q, a.series[i+1])
+		for i := 0; i < len(h.s); i += 2 {
+			q := h.s[i]
+			if i+1 < len(h.s) {
+				h.merge(&q, h.s[i+1])
 			}
-			a.series[n] = q
+			h.s[n] = q
 			n++
 		}
-		a.series = a.series[:n]
-		a.stride *= 2
+		h.s = h.s[:n]
+		h.stride *= 2
 	}
-	a.series = append(a.series, p)
-	a.fill = 1
-	if a.fill >= a.stride {
-		a.fill = 0
+	h.s = append(h.s, p)
+	if h.fill = 1; h.fill >= h.stride {
+		h.fill = 0
 	}
 }
 
@@ -443,78 +494,76 @@ func mergePoint(into *Point, p Point) {
 	if p.HeapCap > into.HeapCap {
 		into.HeapCap = p.HeapCap
 	}
+	if p.MetaAfter > into.MetaAfter {
+		into.MetaAfter = p.MetaAfter
+	}
 }
 
 var allocSources = [3]string{"eden", "young", "heap"}
 
-// Summary returns what was seen so far. collector is the parser's
-// declared collector (Stats.Collector); events refine it.
+// Summary returns what was seen so far; stats are the parser's.
 func (a *Analyzer) Summary(stats Stats) Summary {
-	s := Summary{Parse: stats, Safepoints: a.safepoints, Concurrent: a.concurrent, Series: a.series}
+	s := Summary{Parse: stats, Concurrent: a.concurrent, Series: a.series.s, Escalated: a.escalated}
 	if s.Series == nil {
 		s.Series = []Point{}
 	}
-	g := &s.GC
-	g.Collector = a.collector(stats.Collector)
-	g.WindowSeconds = a.window
-	g.Pauses = []evidence.PauseStats{}
+	s.Collector = a.collector(stats.Collector)
+	s.Window = a.clock.window()
 	for k := Kind(0); k < KindConcurrent; k++ {
 		if a.kinds[k].count > 0 {
-			g.Pauses = append(g.Pauses, a.kinds[k].stats(k.String()))
+			s.Pauses = append(s.Pauses, a.kinds[k].stats(k))
 		}
 	}
-	g.AllPauses = a.all.stats("all")
-	if a.window > 0 {
-		g.Throughput = max(0, 1-float64(a.all.total)/1e9/a.window)
-	}
-	g.YoungGCs = a.youngGCs
+	s.All = a.all.stats(numKinds)
+	s.PauseGoal = time.Duration(a.pauseGoal)
+	s.YoungGCs = a.youngGCs
 	if a.intervalCount > 0 {
-		g.YoungIntervalSeconds = a.intervalSum / float64(a.intervalCount)
+		s.YoungInterval = time.Duration(a.intervalSum / float64(a.intervalCount) * 1e9)
 	}
-	var alloc float64
+	al := &s.Allocation
 	best := -1
 	for i, v := range a.allocBySource {
-		alloc += v
+		al.Allocated += v
 		if v > 0 && (best < 0 || v > a.allocBySource[best]) {
 			best = i
 		}
 	}
-	g.AllocatedBytes = alloc
 	if best >= 0 {
-		g.AllocSource = allocSources[best]
+		al.Source = allocSources[best]
 	}
 	if a.allocDT > 0 {
-		g.AllocRate = alloc / a.allocDT
+		al.Rate = al.Allocated / a.allocDT
 	}
-	g.PromotionKnown = a.promoKnown
-	g.PromotedBytes = a.promoted
-	if a.window > 0 {
-		g.PromotionRate = a.promoted / a.window
+	al.PromotionKnown = a.promoKnown
+	al.Promoted = a.promoted
+	if s.Window.Seconds > 0 {
+		al.PromotionRate = a.promoted / s.Window.Seconds
 	}
-	g.EdenBytes = a.eden
-	g.HeapBytes = a.heapCap
-	g.RegionBytes = float64(stats.RegionBytes)
-	g.LiveAfterFullBytes = a.liveAfterFull
-	g.MetaspaceBytes = a.meta
-	g.TenuringThresholdMin, g.TenuringThresholdMax = a.tenMin, a.tenMax
-	g.FullGCCauses = []evidence.CauseStats{}
+	s.Sizes = Sizes{Eden: a.eden, Heap: a.heapCap, Region: float64(stats.RegionBytes), LiveAfterFull: a.liveAfterFull,
+		Metaspace: a.meta, MetaspaceFirst: max(a.metaFirst, 0), MetaspaceLast: a.metaLast}
 	for _, c := range a.causes {
-		g.FullGCCauses = append(g.FullGCCauses, *c)
+		s.FullGCCauses = append(s.FullGCCauses, *c)
 	}
-	sort.Slice(g.FullGCCauses, func(i, j int) bool {
-		if g.FullGCCauses[i].Count != g.FullGCCauses[j].Count {
-			return g.FullGCCauses[i].Count > g.FullGCCauses[j].Count
-		}
-		return g.FullGCCauses[i].Cause < g.FullGCCauses[j].Cause
+	slices.SortFunc(s.FullGCCauses, func(x, y CauseStats) int {
+		return cmp.Or(cmp.Compare(y.Count, x.Count), strings.Compare(x.Cause, y.Cause))
 	})
-	g.ConcurrentModeFailures = a.cmf
-	g.PromotionFailures = a.pf
-	g.ToSpaceExhausted = a.toSpace
-	g.HumongousGCs = a.humon
-	g.HumongousRegionsMax = int(a.humMax)
-	g.AllocationStalls = a.stalls
-	g.AllocationStallsNs = a.stallNs
-	g.Goals.PauseGoalNs = a.pauseGoal
+	s.Failures = Failures{
+		ConcurrentModeFailures: a.cmf, PromotionFailures: a.pf, ToSpaceExhausted: a.toSpace,
+		HumongousGCs: a.humon, HumongousRegionsMax: int(a.humMax),
+		AllocationStalls: a.stalls, AllocationStallTime: time.Duration(a.stallNs),
+	}
+	s.Safepoints = a.safepointStats()
+	s.CPU = a.cpu
+	s.Cycles = a.cycles.stats()
+	for _, ph := range a.phases {
+		s.Phases = append(s.Phases, *ph)
+	}
+	slices.SortFunc(s.Phases, func(x, y PhaseTime) int {
+		return cmp.Or(cmp.Compare(y.Total, x.Total), strings.Compare(x.Name, y.Name))
+	})
+	s.RefProc = a.refProc
+	s.LiveSet = a.liveSet(s.Window.Seconds)
+	s.Tenure = a.tenure.stats()
 	return s
 }
 
@@ -525,12 +574,23 @@ func (a *Analyzer) collector(declared string) string {
 	switch {
 	case a.youngNames["PSYoungGen"]:
 		return "Parallel"
-	case a.youngNames["ParNew"]:
+	case a.youngNames["ParNew"], a.youngNames["CMS-remark"], a.youngNames["CMS-initial-mark"]:
 		return "CMS"
 	case a.youngNames["DefNew"]:
 		return "Serial"
 	case a.youngNames["GC pause (young)"] || a.youngNames["GC pause (mixed)"]:
 		return "G1"
+	}
+	if declared != "" {
+		return declared
+	}
+	// Logs that never name their collector (fragments, -Xlog without the
+	// start-up lines) still name its pauses.
+	switch {
+	case a.youngNames["Pause Mark Start"] || a.youngNames["Pause Relocate Start"]:
+		return "ZGC"
+	case a.youngNames["Pause Init Mark"] || a.youngNames["Pause Final Mark"] || a.youngNames["Pause Init Update Refs"]:
+		return "Shenandoah"
 	}
 	return declared
 }

@@ -39,8 +39,8 @@ func FuzzParse(f *testing.F) {
 		if s.Parse.Bytes != int64(len(data)) {
 			t.Fatalf("read %d of %d bytes", s.Parse.Bytes, len(data))
 		}
-		if s.GC.AllPauses.Count < 0 || len(s.Series) > MaxPoints {
-			t.Fatalf("bad summary %+v", s.GC.AllPauses)
+		if s.All.Count < 0 || len(s.Series) > MaxPoints {
+			t.Fatalf("bad summary %+v", s.All)
 		}
 	})
 }

@@ -24,8 +24,8 @@ func analyze(t *testing.T, files ...string) Summary {
 
 func counts(s Summary) map[string]int {
 	m := map[string]int{"concurrent": s.Concurrent.Count}
-	for _, p := range s.GC.Pauses {
-		m[p.Kind] = p.Count
+	for _, p := range s.Pauses {
+		m[p.Kind.String()] = p.Count
 	}
 	return m
 }
@@ -49,19 +49,19 @@ var realLogs = []struct {
 	want      map[string]int
 }{
 	// grep -c '\[ParNew' = 15, two of them end in "(concurrent mode
-	// failure)" on the next line, so 13 young + 2 full; grep -c
+	// failure)" on the next line, so 13 young + 2 full (escalated); grep -c
 	// CMS-initial-mark = 3; grep -c CMS-remark = 1; grep -c
 	// 'CMS-concurrent-[a-z-]*: ' = 11.
 	{"jdk8/SampleSun1_6_0CMS.txt", "CMS", map[string]int{"young": 13, "full": 2, "initial-mark": 3, "remark": 1, "concurrent": 11}},
-	// grep -c '\[ParNew' = 71 (3 of them the scavenge inside "CMS Final
-	// Remark", grep -c 'CMS Final Remark) \[YG' = 3); CMS-initial-mark 3;
-	// 'CMS-concurrent-[a-z-]*: ' 15.
-	{"jdk8/SampleSun1_8_0Series-Part1.txt", "CMS", map[string]int{"young": 71, "initial-mark": 3, "remark": 3, "concurrent": 15}},
+	// grep -c '\[ParNew' = 71, 3 of them the scavenge inside "CMS Final
+	// Remark" (grep -c 'CMS Final Remark) \[YG' = 3), which is one stop
+	// with its remark: 68 young; CMS-initial-mark 3; 'CMS-concurrent-[a-z-]*: ' 15.
+	{"jdk8/SampleSun1_8_0Series-Part1.txt", "CMS", map[string]int{"young": 68, "initial-mark": 3, "remark": 3, "concurrent": 15}},
 	// '\[ParNew' 8; 'CMS-concurrent-[a-z-]*: ' 4; one initial mark, one remark.
 	{"jdk8/SampleSun1_8_0CmsPrintGcId.txt", "CMS", map[string]int{"young": 8, "initial-mark": 1, "remark": 1, "concurrent": 4}},
 	// One scavenge nested in the remark record (PrintHeapAtGC and
-	// PrintFLSStatistics interleaved).
-	{"jdk8/SampleSun1_8_0CMS_ScavengeBR_HeapAtGC_TenuringDist_PrintFLS.txt", "CMS", map[string]int{"young": 1, "remark": 1}},
+	// PrintFLSStatistics interleaved): one stop.
+	{"jdk8/SampleSun1_8_0CMS_ScavengeBR_HeapAtGC_TenuringDist_PrintFLS.txt", "CMS", map[string]int{"remark": 1}},
 	// 'GC pause' 5, 'GC remark' 1, 'GC cleanup' 1, 'concurrent-[a-z-]*-end' 2.
 	{"jdk8/SampleSun1_8_0G1PrintGCID.txt", "G1", map[string]int{"young": 5, "remark": 1, "cleanup": 1, "concurrent": 2}},
 	// 'GC pause' 2 (the second split by a concurrent-mark-start line).
@@ -88,15 +88,17 @@ var realLogs = []struct {
 	// 'Pause Young' 4 lines of which 3 with a duration ... grep -c
 	// '\] GC([0-9]*) Pause .*ms$' = 8: 4 young, 4 full.
 	{"unified/sample-ujl-parallel-gc-all,safepoint,os+cpu.txt", "Parallel", map[string]int{"young": 4, "full": 4}},
-	// 3 young (GC(2) holds GC(3)'s full GC inside its time), 1 full.
-	{"unified/sample-ujl-serial-gc-all,safepoint,os+cpu.txt", "Serial", map[string]int{"young": 3, "full": 1}},
+	// 4 pause lines, but GC(2)'s young pause holds GC(3)'s full GC inside
+	// its time: one escalated full pause, 2 young.
+	{"unified/sample-ujl-serial-gc-all,safepoint,os+cpu.txt", "Serial", map[string]int{"young": 2, "full": 1}},
 	{"unified/sample-ujl-cms-gc-defaults.txt", "CMS", map[string]int{"young": 3, "full": 1, "initial-mark": 1, "remark": 1, "concurrent": 5}},
 	// grep -c '\] GC([0-9]*) Pause.*ms$' = 4 (Init Mark, Final Mark, Init
 	// Update Refs, Final Update Refs); 'Concurrent.*ms$' 13.
 	{"unified/Sample-ujl-shenandoah-jdk17.txt", "Shenandoah", map[string]int{"initial-mark": 1, "remark": 1, "pause": 2, "concurrent": 13}},
-	// 'Pause.*ms$' 3; 'Concurrent.*ms$' 6 plus the cycle summary
-	// "Garbage Collection (Allocation Rate) 3334M(84%)->2230M(56%)".
-	{"unified/sample-ujl-zgc-gc-other.txt", "", map[string]int{"initial-mark": 1, "remark": 1, "pause": 1, "concurrent": 7}},
+	// 'Pause.*ms$' 3; 'Concurrent.*ms$' 6 (the cycle summary "Garbage
+	// Collection (Allocation Rate) 3334M(84%)->2230M(56%)" is not a phase).
+	// The log never says "Using ZGC"; its "Pause Mark Start" does.
+	{"unified/sample-ujl-zgc-gc-other.txt", "ZGC", map[string]int{"initial-mark": 1, "remark": 1, "pause": 1, "concurrent": 6}},
 }
 
 func TestRealLogCounts(t *testing.T) {
@@ -117,8 +119,11 @@ func TestRealLogCounts(t *testing.T) {
 			if s.Parse.Unknown != 0 {
 				t.Errorf("%d unknown lines: %q", s.Parse.Unknown, s.Parse.UnknownSamples)
 			}
-			if s.GC.Collector != c.collector {
-				t.Errorf("collector %q, want %q", s.GC.Collector, c.collector)
+			if s.Parse.UnrecognisedRecords != 0 {
+				t.Errorf("%d unreadable records: %+v", s.Parse.UnrecognisedRecords, s.Parse.UnrecognisedSamples)
+			}
+			if s.Collector != c.collector {
+				t.Errorf("collector %q, want %q", s.Collector, c.collector)
 			}
 		})
 	}
@@ -145,9 +150,9 @@ func TestTestdataCopies(t *testing.T) {
 }
 
 func pauseStats(s Summary, kind string) (count int, total, max int64) {
-	for _, p := range s.GC.Pauses {
-		if p.Kind == kind {
-			return p.Count, p.TotalNs, p.MaxNs
+	for _, p := range s.Pauses {
+		if p.Kind.String() == kind {
+			return p.Count, int64(p.Total), int64(p.Max)
 		}
 	}
 	return 0, 0, 0
@@ -163,20 +168,23 @@ func TestHandCheckedNumbers(t *testing.T) {
 	if n, total, _ := pauseStats(s, "full"); n != 2 || total != 40866800 {
 		t.Errorf("CMS full GCs %d, %dns; want 2, 40866800ns", n, total)
 	}
-	if s.GC.ConcurrentModeFailures != 2 || len(s.GC.FullGCCauses) != 1 || s.GC.FullGCCauses[0].Cause != "concurrent mode failure" {
-		t.Errorf("causes %+v, cmf %d", s.GC.FullGCCauses, s.GC.ConcurrentModeFailures)
+	if s.Failures.ConcurrentModeFailures != 2 || len(s.FullGCCauses) != 1 || s.FullGCCauses[0].Cause != "concurrent mode failure" {
+		t.Errorf("causes %+v, cmf %d", s.FullGCCauses, s.Failures.ConcurrentModeFailures)
+	}
+	if s.Escalated != 2 {
+		t.Errorf("%d escalated, want 2 (ParNew records that became CMS full GCs)", s.Escalated)
 	}
 	// The largest live set after a full GC: 31297K.
-	if s.GC.LiveAfterFullBytes != 31297*1024 {
-		t.Errorf("live after full %v, want %v", s.GC.LiveAfterFullBytes, 31297*1024)
+	if s.Sizes.LiveAfterFull != 31297*1024 {
+		t.Errorf("live after full %v, want %v", s.Sizes.LiveAfterFull, 31297*1024)
 	}
 
-	// Series-Part1 at 5.161: the remark record takes 0.0236219 s and holds
-	// a ParNew scavenge of 0.0090755 s that is counted as its own young
-	// pause, so the remark itself is 0.0145464 s (first of three remarks:
-	// 14.5464 + 16.8173 + 35.4768 ms).
+	// Series-Part1: grep 'CMS-remark' | grep -o '[0-9.]* secs] \[Times':
+	// the three remark records take 23.6219, 21.5244 and 41.6777 ms, each
+	// with a ParNew scavenge inside (9.0755, 4.7071, 6.2009 ms) that is
+	// part of the same stop.
 	s = analyze(t, "testdata/SampleSun1_8_0Series-Part1.txt")
-	if n, total, _ := pauseStats(s, "remark"); n != 3 || total != 14546400+16817300+35476800 {
+	if n, total, _ := pauseStats(s, "remark"); n != 3 || total != 23621900+21524400+41677700 {
 		t.Errorf("remarks %d, %dns", n, total)
 	}
 
@@ -184,33 +192,36 @@ func TestHandCheckedNumbers(t *testing.T) {
 	// 0.0B->1024.0K Heap: 7168.0K(32768.0K)->6664.5K(32768.0K)]"; between
 	// #0 and #1 Eden refilled 4096K (#1 "Eden: 4096.0K(4096.0K)->0.0B").
 	s = analyze(t, "testdata/SampleSun1_8_0G1PrintGCID.txt")
-	if s.GC.AllocSource != "eden" {
-		t.Errorf("alloc source %q, want eden", s.GC.AllocSource)
+	if s.Allocation.Source != "eden" {
+		t.Errorf("alloc source %q, want eden", s.Allocation.Source)
 	}
 	// Eden before each later pause: 4096K, 7168K, 5120K, 13312K.
-	if want := float64((4096 + 7168 + 5120 + 13312) * 1024); s.GC.AllocatedBytes != want {
-		t.Errorf("allocated %v, want %v", s.GC.AllocatedBytes, want)
+	if want := float64((4096 + 7168 + 5120 + 13312) * 1024); s.Allocation.Allocated != want {
+		t.Errorf("allocated %v, want %v", s.Allocation.Allocated, want)
 	}
 
 	// ParallelPrintGCID: young before n+1 minus after n: (3729513-222570)
 	// + (98289-98289) + (6687404-0) + (105989-105989) K over 3.117..97.301 s.
 	s = analyze(t, "testdata/SampleSun1_8_0ParallelPrintGCID.txt")
 	wantAlloc := float64((3729513 - 222570 + 6687404) * 1024)
-	if s.GC.AllocatedBytes != wantAlloc || s.GC.AllocSource != "young" {
-		t.Errorf("allocated %v from %s, want %v from young", s.GC.AllocatedBytes, s.GC.AllocSource, wantAlloc)
+	if s.Allocation.Allocated != wantAlloc || s.Allocation.Source != "young" {
+		t.Errorf("allocated %v from %s, want %v from young", s.Allocation.Allocated, s.Allocation.Source, wantAlloc)
 	}
-	if rate := wantAlloc / (97.301 - 3.117); abs(s.GC.AllocRate-rate) > 1 {
-		t.Errorf("alloc rate %v, want %v", s.GC.AllocRate, rate)
+	if rate := wantAlloc / (97.301 - 3.117); abs(s.Allocation.Rate-rate) > 1 {
+		t.Errorf("alloc rate %v, want %v", s.Allocation.Rate, rate)
 	}
-	if len(s.GC.FullGCCauses) != 1 || s.GC.FullGCCauses[0].Cause != "System.gc()" || s.GC.FullGCCauses[0].Count != 2 {
-		t.Errorf("full causes %+v", s.GC.FullGCCauses)
+	if len(s.FullGCCauses) != 1 || s.FullGCCauses[0].Cause != "System.gc()" || s.FullGCCauses[0].Count != 2 {
+		t.Errorf("full causes %+v", s.FullGCCauses)
 	}
 
 	// Unified Serial: GC(2) Pause Young 7.118ms contains GC(3) Pause Full
-	// 6.987ms, so the young pause is 0.131 ms.
+	// 6.987ms: one escalated full pause of 7.118 ms, its young part 0.131 ms.
 	s = analyze(t, "testdata/sample-ujl-serial-gc-all.txt")
-	if _, total, _ := pauseStats(s, "young"); total != (9814+10926+131)*1000 {
+	if _, total, _ := pauseStats(s, "young"); total != (9814+10926)*1000 {
 		t.Errorf("serial young total %d", total)
+	}
+	if n, total, max := pauseStats(s, "full"); n != 1 || total != 7118000 || max != 7118000 || s.Escalated != 1 {
+		t.Errorf("serial full %d, %dns (max %d), escalated %d", n, total, max, s.Escalated)
 	}
 	if s.Safepoints.Count != 4 {
 		t.Errorf("safepoints %d, want 4 (grep -c 'Total time for which')", s.Safepoints.Count)
@@ -219,24 +230,24 @@ func TestHandCheckedNumbers(t *testing.T) {
 	// Unified G1 with gc+heap: "Heap region size: 1M", GC(0) "Eden regions:
 	// 14->0(8)": Eden is counted in regions.
 	s = analyze(t, "testdata/sample-ujl-g1-gc-all.txt")
-	if s.GC.AllocSource != "eden" || s.GC.RegionBytes != 1<<20 {
-		t.Errorf("alloc source %q, region %v", s.GC.AllocSource, s.GC.RegionBytes)
+	if s.Allocation.Source != "eden" || s.Sizes.Region != 1<<20 {
+		t.Errorf("alloc source %q, region %v", s.Allocation.Source, s.Sizes.Region)
 	}
 	// GC(1) "Eden regions: 8->0(17)": 8 MiB refilled after GC(0).
-	if s.GC.AllocatedBytes < 8<<20 {
-		t.Errorf("allocated %v", s.GC.AllocatedBytes)
+	if s.Allocation.Allocated < 8<<20 {
+		t.Errorf("allocated %v", s.Allocation.Allocated)
 	}
 
 	// g1-gc-defaults: 3 "To-space exhausted" lines.
 	s = analyze(t, "testdata/sample-ujl-g1-gc-defaults.txt")
-	if s.GC.ToSpaceExhausted != 3 {
-		t.Errorf("to-space exhausted %d, want 3", s.GC.ToSpaceExhausted)
+	if s.Failures.ToSpaceExhausted != 3 {
+		t.Errorf("to-space exhausted %d, want 3", s.Failures.ToSpaceExhausted)
 	}
 	// ZGC: 7 "Allocation Stall" lines: 0.706 + 29.092 + 11.429 + 11.428 +
 	// 11.050 + 10.880 + 10.660 = 85.245 ms.
 	s = analyze(t, "testdata/sample-ujl-zgc-gc-other.txt")
-	if s.GC.AllocationStalls != 7 || s.GC.AllocationStallsNs != 85245000 {
-		t.Errorf("stalls %d, %dns", s.GC.AllocationStalls, s.GC.AllocationStallsNs)
+	if s.Failures.AllocationStalls != 7 || s.Failures.AllocationStallTime != 85245000 {
+		t.Errorf("stalls %d, %v", s.Failures.AllocationStalls, s.Failures.AllocationStallTime)
 	}
 }
 
@@ -307,8 +318,8 @@ func TestRotatedSetOrderAndGzip(t *testing.T) {
 		t.Fatalf("order %v", names)
 	}
 	got, want := analyze(t, set...), analyze(t, "testdata/SampleSun1_8_0Series-Part1.txt")
-	if got.GC.AllPauses != want.GC.AllPauses || got.GC.AllocatedBytes != want.GC.AllocatedBytes || got.GC.WindowSeconds != want.GC.WindowSeconds {
-		t.Errorf("rotated set differs from the whole log:\n%+v\n%+v", got.GC.AllPauses, want.GC.AllPauses)
+	if got.All != want.All || got.Allocation.Allocated != want.Allocation.Allocated || got.Window.Seconds != want.Window.Seconds {
+		t.Errorf("rotated set differs from the whole log:\n%+v\n%+v", got.All, want.All)
 	}
 	if _, err := RotatedSet(filepath.Join(dir, "missing.log")); err == nil {
 		t.Error("a missing log must be an error")
@@ -326,15 +337,16 @@ func TestCommaDecimalsAndDateOnlyStamps(t *testing.T) {
 	}
 	p.Flush()
 	s := a.Summary(p.Stats)
-	if s.GC.AllPauses.Count != 2 || s.GC.AllPauses.TotalNs != 29921800 {
-		t.Errorf("pauses %+v", s.GC.AllPauses)
+	if s.All.Count != 2 || s.All.Total != 29921800 {
+		t.Errorf("pauses %+v", s.All)
 	}
-	// Date stamps only: the window is the 2 s between them.
-	if s.GC.WindowSeconds != 2 {
-		t.Errorf("window %v", s.GC.WindowSeconds)
+	// Date stamps only: the window is the 2 s between the two starts plus
+	// the last pause.
+	if want := 2.0100000; abs(s.Window.Seconds-want) > 1e-9 {
+		t.Errorf("window %v, want %v", s.Window.Seconds, want)
 	}
-	if s.GC.AllocatedBytes != (28653-4081)*1024 {
-		t.Errorf("allocated %v", s.GC.AllocatedBytes)
+	if s.Allocation.Allocated != (28653-4081)*1024 {
+		t.Errorf("allocated %v", s.Allocation.Allocated)
 	}
 }
 

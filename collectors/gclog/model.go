@@ -75,6 +75,10 @@ type Event struct {
 	// stamps); Wall is the date stamp (zero when absent).
 	Uptime float64
 	Wall   time.Time
+	// File and Line say where the event's record starts (for reports of
+	// stamps going back).
+	File string
+	Line int64
 	// GCID is the log's GC id (-1 when not logged).
 	GCID int64
 	Kind Kind
@@ -97,6 +101,33 @@ type Event struct {
 	ToSpaceExhausted      bool
 	ConcurrentModeFailure bool
 	PromotionFailed       bool
+	// Escalated marks a young collection that turned into a full one
+	// inside the same stop (ParNew "promotion failed" → CMS, a Serial or
+	// CMS young GC that logs a nested "Pause Full"): one pause of kind
+	// full, YoungPart of it spent in the failed young collection (zero
+	// when not logged).
+	Escalated bool
+	YoungPart time.Duration
+	// Scavenge marks a pause that also collected the young generation
+	// (CMS's scavenge before remark, logged inside the remark): YoungPart
+	// of it, and the young sizes are that collection's.
+	Scavenge bool
+	// CycleSummary marks ZGC's "Garbage Collection (...) A->B" line: a
+	// whole cycle's heap change, not a phase.
+	CycleSummary bool
+
+	// User, Sys and Real are the CPU times the JVM logged for the pause
+	// ("[Times: user=... sys=..., real=... secs]", unified gc,cpu
+	// "User=...s Sys=...s Real=...s"); -1 when not logged.
+	User, Sys, Real time.Duration
+	// Unified: the event came from a JDK 9+ unified log (or JDK 8
+	// Shenandoah's lines of the same shape), whose GC ids tie a concurrent
+	// cycle's pauses and phases together.
+	Unified bool
+
+	// RefProc is the reference-processing time inside the pause
+	// (-XX:+PrintReferenceGC, unified gc,phases,ref); zero when not logged.
+	RefProc time.Duration
 }
 
 func (e *Event) reset() {
@@ -105,6 +136,7 @@ func (e *Event) reset() {
 		Heap: unknownSpace, Young: unknownSpace, Eden: unknownSpace,
 		Survivor: unknownSpace, Old: unknownSpace, Meta: unknownSpace,
 		HumongousBefore: -1, HumongousAfter: -1,
+		User: -1, Sys: -1, Real: -1,
 	}
 }
 

@@ -14,8 +14,18 @@ import (
 // skipped and counted so that a corrupt file cannot grow memory.
 const maxLine = 256 << 10
 
-// maxSamples is how many unknown lines are kept verbatim for the report.
+// maxSamples is how many unknown lines (and unreadable records) are kept
+// verbatim for the report.
 const maxSamples = 5
+
+// RecordSample is one GC record the parser saw but could not turn into an
+// event: where it is, why, and its first line.
+type RecordSample struct {
+	File   string `json:"file,omitempty"`
+	Line   int64  `json:"line"`
+	Reason string `json:"reason"`
+	Text   string `json:"text"`
+}
 
 // Stats says how much of the input the parser understood.
 type Stats struct {
@@ -27,6 +37,12 @@ type Stats struct {
 	Unknown int64 `json:"unknown_lines"`
 	// UnknownSamples are the first few unknown lines (truncated).
 	UnknownSamples []string `json:"unknown_samples,omitempty"`
+	// UnrecognisedRecords counts text that looked like a GC record (a
+	// "[GC", "[Full GC", "Pause", "GC(n)" start, a "secs]" or "ms" end) but
+	// did not become an event: pauses the numbers miss. Never silent.
+	UnrecognisedRecords int64 `json:"unrecognised_records"`
+	// UnrecognisedSamples are the first few of them, with line numbers.
+	UnrecognisedSamples []RecordSample `json:"unrecognised_samples,omitempty"`
 	// Formats seen: "jdk8" and/or "unified".
 	JDK8Lines    int64 `json:"jdk8_lines"`
 	UnifiedLines int64 `json:"unified_lines"`
@@ -34,6 +50,8 @@ type Stats struct {
 	Collector string `json:"collector,omitempty"`
 	// RegionBytes is the G1/Shenandoah region size when the log states it.
 	RegionBytes int64 `json:"region_bytes,omitempty"`
+	// Safepoints counts the stops of application threads the log records.
+	Safepoints int64 `json:"safepoints"`
 }
 
 // Parser turns GC log text into events. Feed it one or more readers in
@@ -41,14 +59,26 @@ type Stats struct {
 type Parser struct {
 	// OnEvent receives each event; the pointer is reused after it returns.
 	OnEvent func(*Event)
-	// OnSafepoint receives each "threads were stopped" time (JDK 8
-	// -XX:+PrintGCApplicationStoppedTime, unified safepoint tag); optional.
-	OnSafepoint func(time.Duration)
-	// OnTenuring receives "new threshold N (max M)" from tenuring
-	// distribution lines; optional.
-	OnTenuring func(threshold, max int)
+	// OnSafepoint receives each stop of the application's threads (JDK 8
+	// -XX:+PrintGCApplicationStoppedTime, -XX:+PrintSafepointStatistics,
+	// the unified safepoint tag); the pointer is reused; optional.
+	OnSafepoint func(*Safepoint)
+	// OnAgeTable receives each tenuring distribution; the pointer is
+	// reused; optional.
+	OnAgeTable func(*AgeTable)
+	// OnPhase receives the logged time of one phase of a pause ("Evacuate
+	// Collection Set", "Phase 1: Mark live objects"); optional.
+	OnPhase func(name string, d time.Duration)
 	// OnStall receives ZGC allocation stalls; optional.
 	OnStall func(time.Duration)
+	// OnTime receives the stamps of lines that are not events (safepoint
+	// lines, the JVM's start-up lines), so that the window covers the
+	// whole log; optional.
+	OnTime func(uptime float64, wall time.Time)
+	// OnJVMStart is called on the lines a JVM writes when it starts ("Using
+	// G1", "CommandLine flags:"): uptime going back after one is a restart,
+	// not files read out of order; optional.
+	OnJVMStart func()
 
 	Stats Stats
 
@@ -57,6 +87,24 @@ type Parser struct {
 	ev     Event
 	intern map[string]string
 	br     *bufio.Reader
+
+	// spName is the operation of the safepoint being logged; age the
+	// tenuring table being read.
+	spName string
+	age    AgeTable
+	hasAge bool
+
+	// file and fileLine say where the current line is, for the samples of
+	// unreadable records.
+	file     string
+	fileLine int64
+}
+
+// ParseNamed reads r, a file called name, to the end; name only labels
+// the line numbers of unreadable records.
+func (p *Parser) ParseNamed(name string, r io.Reader) error {
+	p.file, p.fileLine = name, 0
+	return p.Parse(r)
 }
 
 // Parse reads r to the end. Errors are I/O errors only: malformed text is
@@ -77,6 +125,7 @@ func (p *Parser) Parse(r io.Reader) error {
 				p.Stats.Bytes += int64(len(line))
 			}
 			p.Stats.Lines++
+			p.fileLine++
 			p.unknown([]byte("(line longer than 1 MiB)"))
 			if err == io.EOF {
 				return nil
@@ -89,6 +138,7 @@ func (p *Parser) Parse(r io.Reader) error {
 		if len(line) > 0 {
 			p.Stats.Bytes += int64(len(line))
 			p.Stats.Lines++
+			p.fileLine++
 			p.line(trimEOL(line))
 		}
 		if err == io.EOF {
@@ -101,9 +151,13 @@ func (p *Parser) Parse(r io.Reader) error {
 }
 
 // Flush emits an event still waiting for its detail lines (a G1 pause at
-// the very end of the log). Call it after the last Parse.
+// the very end of the log) and counts records the log ends inside. Call it
+// after the last Parse.
 func (p *Parser) Flush() {
 	p.j.flushPending(p)
+	p.j.dropOpen(p, "the log ends inside this record")
+	p.u.dropOpen(p)
+	p.flushAges()
 }
 
 func trimEOL(b []byte) []byte {
@@ -134,6 +188,35 @@ func (p *Parser) unknown(b []byte) {
 			b = b[:200]
 		}
 		p.Stats.UnknownSamples = append(p.Stats.UnknownSamples, string(bytes.ToValidUTF8(b, []byte("?"))))
+	}
+}
+
+func (p *Parser) sawTime(up float64, wall time.Time) {
+	if p.OnTime != nil && (!math.IsNaN(up) || !wall.IsZero()) {
+		p.OnTime(up, wall)
+	}
+}
+
+func (p *Parser) jvmStart() {
+	if p.OnJVMStart != nil {
+		p.OnJVMStart()
+	}
+}
+
+// Position says where the parser is: the file and its line number.
+func (p *Parser) Position() (file string, line int64) { return p.file, p.fileLine }
+
+// unrecognised counts a GC record that did not become an event. line is
+// where it started (in the current file) and text its first line.
+func (p *Parser) unrecognised(line int64, reason string, text []byte) {
+	p.Stats.UnrecognisedRecords++
+	if len(p.Stats.UnrecognisedSamples) < maxSamples {
+		if len(text) > 200 {
+			text = text[:200]
+		}
+		p.Stats.UnrecognisedSamples = append(p.Stats.UnrecognisedSamples, RecordSample{
+			File: p.file, Line: line, Reason: reason, Text: string(bytes.ToValidUTF8(text, []byte("?"))),
+		})
 	}
 }
 
@@ -283,12 +366,9 @@ func transition(b []byte) (s Space, ok bool) {
 // secs finds the last ", N secs" (or "N/M secs", taking the wall time M)
 // in b.
 func secs(b []byte) (time.Duration, bool) {
-	k := bytes.LastIndex(b, []byte(" secs"))
+	k := lastSec(b)
 	if k < 0 {
-		k = bytes.LastIndex(b, []byte(" sec"))
-		if k < 0 {
-			return 0, false
-		}
+		return 0, false
 	}
 	beg := k
 	for beg > 0 && (isDigit(b[beg-1]) || b[beg-1] == '.' || b[beg-1] == ',') {
@@ -303,6 +383,17 @@ func secs(b []byte) (time.Duration, bool) {
 		return 0, false
 	}
 	return seconds(v), true
+}
+
+// lastSec is the index of the last " sec" in b (" secs" included), -1
+// when none: scanned from the end, where it almost always is.
+func lastSec(b []byte) int {
+	for k := len(b) - 4; k >= 0; k-- {
+		if b[k] == ' ' && b[k+1] == 's' && b[k+2] == 'e' && b[k+3] == 'c' {
+			return k
+		}
+	}
+	return -1
 }
 
 func seconds(v float64) time.Duration {

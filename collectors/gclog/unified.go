@@ -16,11 +16,18 @@ type pendingGC struct {
 	edenRegions, survivorRegions     Space
 	humBefore, humAfter              int64
 	toSpace                          bool
-	// nested is pause time of collections that ran inside this one (Serial
-	// logs a young GC that turns into a full GC as two GCs, the full one
-	// inside the young one's time).
-	nested time.Duration
-	open   bool
+	refProc                          time.Duration
+	// inner is a collection that ran inside this one: Serial and CMS log a
+	// young GC that turns into a full GC as two GCs, the full one inside
+	// the young one's time. It is reported with this one as one escalated
+	// pause.
+	inner    Event
+	hasInner bool
+	// open: the "Pause ..." start line was seen, its end not yet; line and
+	// first say where, for the report if the end never comes.
+	open  bool
+	line  int64
+	first []byte
 }
 
 type unified struct {
@@ -28,20 +35,53 @@ type unified struct {
 	// openPauses are GC ids whose "Pause ..." start line was seen and whose
 	// end line was not, innermost last.
 	openPauses []int64
-	wallBase   time.Time
+	// last is the last pause, waiting for its gc,cpu line (which follows
+	// the pause line) until a line of another GC arrives.
+	last    Event
+	hasLast bool
 }
 
-func (u *unified) get(id int64) *pendingGC {
+// flushLast emits the pause waiting for its CPU line.
+func (u *unified) flushLast(p *Parser) {
+	if u.hasLast {
+		u.hasLast = false
+		p.emit(&u.last)
+	}
+}
+
+// dropOpen counts the pauses whose start line was seen and whose end
+// never came: the log ends inside them.
+func (u *unified) dropOpen(p *Parser) {
+	u.flushLast(p)
+	u.forgetOpen(p, "the log ends before this pause's end line")
+}
+
+// forgetOpen counts the open pauses as unreadable (emitting a nested pause
+// that did end) and forgets every pending GC.
+func (u *unified) forgetOpen(p *Parser, reason string) {
+	for _, id := range u.openPauses {
+		if pg := u.pending[id]; pg != nil && pg.open {
+			p.unrecognised(pg.line, reason, pg.first)
+			if pg.hasInner {
+				p.emit(&pg.inner)
+			}
+		}
+	}
+	u.openPauses = u.openPauses[:0]
+	clear(u.pending)
+}
+
+func (u *unified) get(p *Parser, id int64) *pendingGC {
 	if u.pending == nil {
 		u.pending = make(map[int64]*pendingGC)
 	}
 	pg := u.pending[id]
 	if pg == nil {
 		if len(u.pending) > 256 {
-			// Ids whose summary never came (a truncated log): forget them
-			// rather than grow.
-			clear(u.pending)
-			u.openPauses = u.openPauses[:0]
+			// Ids whose summary never came (concurrent cycles' details, a
+			// truncated log): forget them rather than grow, counting the
+			// pauses among them.
+			u.forgetOpen(p, "this pause's end line never came")
 		}
 		pg = &pendingGC{
 			eden: unknownSpace, survivor: unknownSpace, old: unknownSpace, young: unknownSpace,
@@ -153,24 +193,53 @@ func (p *Parser) unifiedLine(b []byte) {
 message:
 	msg := bytes.TrimLeft(rest, " ")
 	id := int64(-1)
+	indent := 0
 	if bytes.HasPrefix(msg, []byte("GC(")) {
 		v, n := number(msg[3:])
 		if n > 0 && 3+n < len(msg) && msg[3+n] == ')' {
 			id = int64(v)
-			msg = bytes.TrimLeft(msg[4+n:], " ")
+			after := msg[4+n:]
+			msg = bytes.TrimLeft(after, " ")
+			indent = len(after) - len(msg) - 1
 		}
+	}
+	u := &p.u
+	if u.hasLast && (id != u.last.GCID || id < 0) {
+		u.flushLast(p)
 	}
 	// Generational ZGC prefixes its young/old collections' lines.
 	if len(msg) > 2 && msg[1] == ':' && msg[2] == ' ' && (msg[0] == 'y' || msg[0] == 'Y' || msg[0] == 'O' || msg[0] == 'o') {
 		msg = msg[3:]
 	}
-	if p.unifiedMessage(e, msg, id, up, wall) {
+	handled := p.unifiedMessage(e, msg, id, up, wall)
+	// After the message: a JVM's start-up line must be known as one
+	// before its stamp is placed.
+	p.sawTime(up, wall)
+	if handled {
 		return
 	}
-	// Unparsed detail under a detail tag (gc,phases, gc,task, safepoint...)
-	// is expected; only lines under plain "gc" (or untagged) are unknown.
+	d, head, timed := durationSuffix(msg)
+	if id >= 0 && !timed && (indent > 0 || bytes.HasPrefix(msg, []byte("Phase ")) || bytes.HasSuffix(msg, []byte(" Phase"))) {
+		return // a phase's start line
+	}
+	if id >= 0 && timed && !bytes.HasPrefix(msg, pfxPause) {
+		// A pause's phase: "Evacuate Collection Set: 3.3ms" (indented),
+		// "Phase 1: Mark live objects 1.788ms", "Marking Phase 165.1ms";
+		// the top-level ones count.
+		// Generational ZGC's "Young Generation 30M(31%)->26M(27%) 0.019s"
+		// summarises a generation's collection, not a phase of a pause.
+		if indent <= 2 && !bytes.Contains(head, []byte("->")) {
+			p.phase(head, d)
+		}
+		return
+	}
+	// Unparsed detail under a detail tag (gc,task, safepoint...) is
+	// expected; only lines under plain "gc" (or untagged) are unknown —
+	// or, when they look like a collection's summary, unreadable records.
 	if len(tags) == 0 || bytes.Equal(tags, []byte("gc")) {
-		if len(msg) > 0 {
+		if bytes.HasPrefix(msg, pfxPause) {
+			p.unrecognised(p.fileLine, "not a GC record perfscope knows", b)
+		} else if len(msg) > 0 {
 			p.unknown(b)
 		}
 	}
@@ -193,6 +262,9 @@ var (
 	pfxOldRegions   = []byte("Old regions: ")
 	pfxHumRegions   = []byte("Humongous regions: ")
 	pfxMetaspace    = []byte("Metaspace: ")
+	pfxUser         = []byte("User=")
+	pfxRefProc      = []byte("Reference Processing")
+	pfxVersion      = []byte("Version: ")
 )
 
 // unifiedMessage handles one message; false when it was not understood.
@@ -210,43 +282,66 @@ func (p *Parser) unifiedMessage(e *Event, msg []byte, id int64, up float64, wall
 		return p.zgcCycle(e, msg, id, up, wall)
 	case id >= 0 && bytes.HasPrefix(msg, pfxEdenRegions):
 		s, ok := regionTransition(msg[len(pfxEdenRegions):])
-		u.get(id).edenRegions = s
+		u.get(p, id).edenRegions = s
 		return ok
 	case id >= 0 && bytes.HasPrefix(msg, pfxSurvRegions):
 		s, ok := regionTransition(msg[len(pfxSurvRegions):])
-		u.get(id).survivorRegions = s
+		u.get(p, id).survivorRegions = s
 		return ok
 	case id >= 0 && bytes.HasPrefix(msg, pfxOldRegions):
 		s, ok := regionTransition(msg[len(pfxOldRegions):])
 		if ok && p.Stats.RegionBytes > 0 {
 			r := p.Stats.RegionBytes
-			u.get(id).old = Space{s.Before * r, s.After * r, -1}
+			u.get(p, id).old = Space{s.Before * r, s.After * r, -1}
 		}
 		return ok
 	case id >= 0 && bytes.HasPrefix(msg, pfxHumRegions):
 		s, ok := regionTransition(msg[len(pfxHumRegions):])
-		pg := u.get(id)
+		pg := u.get(p, id)
 		pg.humBefore, pg.humAfter = s.Before, s.After
 		return ok
 	case id >= 0 && bytes.HasPrefix(msg, pfxMetaspace):
 		s, ok := transition(msg)
-		u.get(id).meta = s
+		u.get(p, id).meta = s
 		return ok
 	case id >= 0 && bytes.HasPrefix(msg, pfxToSpace):
-		u.get(id).toSpace = true
+		u.get(p, id).toSpace = true
 		return true
 	case id >= 0 && isGenerationLine(msg):
 		p.unifiedGeneration(msg, id)
 		return true
-	case bytes.HasPrefix(msg, pfxUsing):
-		if p.Stats.Collector == "" {
-			p.Stats.Collector = collectorName(msg[len(pfxUsing):])
+	case id >= 0 && bytes.HasPrefix(msg, pfxUser):
+		if u.hasLast && u.last.GCID == id {
+			e := &u.last
+			e.User, e.Sys, e.Real = cpuField(msg, "User="), cpuField(msg, "Sys="), cpuField(msg, "Real=")
+			u.flushLast(p)
 		}
-		return p.Stats.Collector != ""
+		return true
+	case id >= 0 && bytes.HasPrefix(msg, pfxRefProc):
+		if d, ok := msDuration(msg); ok {
+			pg := u.get(p, id)
+			pg.refProc = max(pg.refProc, d)
+		}
+		return true
+	case bytes.HasPrefix(msg, pfxUsing):
+		name := collectorName(msg[len(pfxUsing):])
+		if name == "" {
+			// "Using 8 workers of 8 for evacuation".
+			return bytes.Contains(msg, []byte(" workers"))
+		}
+		p.jvmStart()
+		if p.Stats.Collector == "" {
+			p.Stats.Collector = name
+		}
+		return true
 	case bytes.HasPrefix(msg, pfxInitializing):
+		p.jvmStart()
 		if p.Stats.Collector == "" {
 			p.Stats.Collector = "ZGC"
 		}
+		return true
+	case bytes.HasPrefix(msg, pfxVersion):
+		p.jvmStart()
 		return true
 	case bytes.HasPrefix(msg, pfxRegion1), bytes.HasPrefix(msg, pfxRegion2):
 		if v, n := size(msg[len(pfxRegion1):]); n > 0 {
@@ -255,15 +350,20 @@ func (p *Parser) unifiedMessage(e *Event, msg []byte, id int64, up float64, wall
 		}
 		return false
 	case bytes.HasPrefix(msg, pfxStopped):
-		p.stopped(msg[len(pfxStopped):])
+		p.stopped(msg[len(pfxStopped):], up, wall)
 		return true
 	case bytes.HasPrefix(msg, pfxSafepoint):
-		// JDK 17+: `Safepoint "G1CollectForAllocation", Time since last: ..., Total: 1234 ns`
-		if k := bytes.LastIndex(msg, []byte("Total: ")); k >= 0 {
-			if v, n := number(msg[k+7:]); n > 0 && p.OnSafepoint != nil {
-				p.OnSafepoint(time.Duration(v))
-			}
-		}
+		p.unifiedSafepoint(msg, up, wall)
+		return true
+	case bytes.HasPrefix(msg, pfxEntering):
+		p.safepointName(msg[len(pfxEntering):])
+		return true
+	case bytes.HasPrefix(msg, pfxLeaving):
+		return true
+	case bytes.HasPrefix(msg, pfxAge):
+		p.ageLine(msg)
+		return true
+	case bytes.HasPrefix(msg, pfxAgeTable):
 		return true
 	case bytes.HasPrefix(msg, pfxStall), bytes.HasPrefix(msg, []byte("Relocation Stall (")):
 		if d, ok := msDuration(msg); ok && p.OnStall != nil && msg[0] == 'A' {
@@ -271,22 +371,20 @@ func (p *Parser) unifiedMessage(e *Event, msg []byte, id int64, up float64, wall
 		}
 		return true
 	case bytes.HasPrefix(msg, pfxDesired):
-		p.tenuring(msg)
+		p.desiredSurvivor(msg)
 		return true
 	}
-	for _, n := range unifiedNoise {
-		if bytes.HasPrefix(msg, n) {
-			return true
-		}
-	}
-	return false
+	return hasAnyPrefix(msg, unifiedNoise) != nil
 }
 
 // Messages under the plain "gc" tag that carry nothing the analysis uses.
 var unifiedNoise = [][]byte{
 	[]byte("Heuristics "), []byte("Trigger: "), []byte("Min heap equals to max heap"),
 	[]byte("Cancelling GC"), []byte("Cancel marking"), []byte("Good progress"), []byte("Bad progress"), []byte("Soft Max Heap"), []byte("Periodic GC"), []byte("Failed to "),
-	[]byte("Uncommitted "), []byte("Heap "), []byte("Version: "), []byte("Relocation Stall"),
+	[]byte("Uncommitted "), []byte("Heap "), []byte("Relocation Stall"), []byte("Application time:"), []byte("Pacer for "),
+	[]byte("Adaptive CSet Selection"), []byte("Cancelling concurrent GC"), []byte("CPUs: "), []byte("Memory: "),
+	[]byte("Large Page Support"), []byte("NUMA Support"), []byte("CardTable entry size"), []byte("ParallelGCThreads"),
+	[]byte("ConcGCThreads"),
 }
 
 func collectorName(b []byte) string {
@@ -343,7 +441,7 @@ func isGenerationLine(msg []byte) bool {
 // form "PSYoungGen: 33275K(38400K)->5090K(38400K) Eden: ...->...(...)
 // From: ...".
 func (p *Parser) unifiedGeneration(msg []byte, id int64) {
-	pg := p.u.get(id)
+	pg := p.u.get(p, id)
 	s, _ := transition(msg)
 	switch {
 	case msg[0] == 'D' || msg[0] == 'P' && msg[1] == 'S' && msg[2] == 'Y' || bytes.HasPrefix(msg, []byte("ParNew")):
@@ -403,9 +501,16 @@ func msDuration(msg []byte) (time.Duration, bool) {
 	return d, ok
 }
 
-func (p *Parser) stamp(e *Event, up float64, wall time.Time) {
-	e.Uptime = up
+// stamp dates a unified event: its line is written when it ends, so it
+// started d earlier.
+func (p *Parser) stamp(e *Event, up float64, wall time.Time, d time.Duration) {
+	e.Uptime = up - d.Seconds()
+	if !wall.IsZero() {
+		wall = wall.Add(-d)
+	}
 	e.Wall = wall
+	e.Unified = true
+	e.File, e.Line = p.file, p.fileLine
 }
 
 func (p *Parser) unifiedPause(e *Event, msg []byte, id int64, up float64, wall time.Time) bool {
@@ -413,17 +518,21 @@ func (p *Parser) unifiedPause(e *Event, msg []byte, id int64, up float64, wall t
 	d, head, ok := durationSuffix(msg)
 	if !ok {
 		// A "Pause Young (...)" start line: remember it is open so that a
-		// collection nested inside it is not counted twice.
+		// collection nested inside it is not counted twice, and so that a
+		// log ending inside it says so.
 		if id >= 0 {
-			u.get(id).open = true
+			pg := u.get(p, id)
+			pg.open, pg.line = true, p.fileLine
+			pg.first = append(pg.first[:0], msg[:min(len(msg), 200)]...)
 			if len(u.openPauses) < 64 {
 				u.openPauses = append(u.openPauses, id)
 			}
 		}
 		return true
 	}
+	u.flushLast(p)
 	e.reset()
-	p.stamp(e, up, wall)
+	p.stamp(e, up, wall, d)
 	e.GCID = id
 	e.Pause = d
 	body := head[len(pfxPause):]
@@ -488,28 +597,79 @@ func (p *Parser) unifiedPause(e *Event, msg []byte, id int64, up float64, wall t
 		e.Kind = KindPause
 	}
 	e.ToSpaceExhausted = evacFailure
-	if id >= 0 {
-		if pg, ok := u.pending[id]; ok {
-			p.applyPending(e, pg)
-			if e.Pause > pg.nested {
-				e.Pause -= pg.nested
-			}
-			delete(u.pending, id)
+	if id < 0 {
+		p.emit(e)
+		return true
+	}
+	pg := u.pending[id]
+	if pg != nil {
+		p.applyPending(e, pg)
+		delete(u.pending, id)
+	}
+	// Close the pause; if another is still open around it, that one's
+	// time includes this one: the two are one escalated stop, reported
+	// when the outer one ends.
+	for i := len(u.openPauses) - 1; i >= 0; i-- {
+		if u.openPauses[i] != id {
+			continue
 		}
-		// Close the pause; if another is still open around it, that one's
-		// time includes this one.
-		for i := len(u.openPauses) - 1; i >= 0; i-- {
-			if u.openPauses[i] == id {
-				u.openPauses = append(u.openPauses[:i], u.openPauses[i+1:]...)
-				if i > 0 {
-					u.get(u.openPauses[i-1]).nested += d
-				}
-				break
+		u.openPauses = append(u.openPauses[:i], u.openPauses[i+1:]...)
+		if i > 0 {
+			outer := u.get(p, u.openPauses[i-1])
+			if !outer.hasInner {
+				outer.inner, outer.hasInner = *e, true
+				return true
 			}
+		}
+		break
+	}
+	if pg != nil && pg.hasInner {
+		mergeInner(e, &pg.inner)
+	}
+	u.last, u.hasLast = *e, true
+	return true
+}
+
+// mergeInner makes e and inner, a collection logged inside e's stop, one
+// pause of e's whole time. A young pause that contained a full collection
+// escalated: the pause is a full one, the young part detail. A remark that
+// contained a young collection (CMS's scavenge before remark) stays a
+// remark that also collected the young generation.
+func mergeInner(e, inner *Event) {
+	part := max(e.Pause-inner.Pause, 0)
+	if inner.Kind == KindFull {
+		e.Escalated, e.YoungPart = true, part
+		e.Kind, e.Name = inner.Kind, inner.Name
+		if inner.Cause != "" {
+			e.Cause = inner.Cause
+		}
+		e.ConcurrentModeFailure = e.ConcurrentModeFailure || inner.ConcurrentModeFailure
+	} else {
+		e.Scavenge, e.YoungPart = true, inner.Pause
+		if inner.Eden.Known() && !e.Eden.Known() {
+			e.Eden, e.Survivor = inner.Eden, inner.Survivor
+		}
+		if inner.Young.Known() {
+			e.Young = inner.Young
+		}
+		if inner.Old.Known() && !e.Old.Known() {
+			e.Old = inner.Old
+		}
+		if inner.Heap.Known() {
+			// The scavenge's before/after is what allocation and promotion
+			// are computed from.
+			e.Heap = inner.Heap
 		}
 	}
-	p.emit(e)
-	return true
+	if !e.Heap.Known() {
+		e.Heap = inner.Heap
+	}
+	if !e.Young.Known() {
+		e.Young = inner.Young
+	}
+	e.ToSpaceExhausted = e.ToSpaceExhausted || inner.ToSpaceExhausted
+	e.PromotionFailed = e.PromotionFailed || inner.PromotionFailed
+	e.RefProc = max(e.RefProc, inner.RefProc)
 }
 
 func (p *Parser) applyPending(e *Event, pg *pendingGC) {
@@ -526,6 +686,7 @@ func (p *Parser) applyPending(e *Event, pg *pendingGC) {
 		e.Young = Space{e.Eden.Before + e.Survivor.Before, e.Eden.After + e.Survivor.After, -1}
 	}
 	e.HumongousBefore, e.HumongousAfter = pg.humBefore, pg.humAfter
+	e.RefProc = pg.refProc
 	if pg.toSpace {
 		e.ToSpaceExhausted = true
 	}
@@ -544,7 +705,7 @@ func (p *Parser) unifiedConcurrent(e *Event, msg []byte, id int64, up float64, w
 		return true // a phase's start line
 	}
 	e.reset()
-	p.stamp(e, up, wall)
+	p.stamp(e, up, wall, d)
 	e.GCID = id
 	e.Kind = KindConcurrent
 	e.Duration = d
@@ -555,6 +716,7 @@ func (p *Parser) unifiedConcurrent(e *Event, msg []byte, id int64, up float64, w
 	e.Name = p.str(bytes.TrimRight(name, " "))
 	// Shenandoah's "Concurrent cleanup 1593M->1282M(1606M)" frees memory.
 	e.Heap, _ = transition(head)
+	p.u.flushLast(p)
 	p.emit(e)
 	return true
 }
@@ -565,13 +727,15 @@ func (p *Parser) zgcCycle(e *Event, msg []byte, id int64, up float64, wall time.
 	if !ok {
 		return true // the cycle's start line
 	}
+	if !hasDur {
+		d = 0
+	}
 	e.reset()
-	p.stamp(e, up, wall)
+	p.stamp(e, up, wall, d)
 	e.GCID = id
 	e.Kind = KindConcurrent
-	if hasDur {
-		e.Duration = d
-	}
+	e.Duration = d
+	e.CycleSummary = true
 	k := bytes.IndexByte(head, '(')
 	e.Name = p.str(bytes.TrimRight(head[:k], " "))
 	parenGroups(head[k:], func(g []byte) {
@@ -580,33 +744,7 @@ func (p *Parser) zgcCycle(e *Event, msg []byte, id int64, up float64, wall time.
 		}
 	})
 	e.Heap = s
+	p.u.flushLast(p)
 	p.emit(e)
 	return true
-}
-
-// tenuring reads "Desired survivor size 4194304 bytes, new threshold 7 (max
-// 15)" (JDK 8) or "... new threshold 7 (max threshold 15)" (unified).
-func (p *Parser) tenuring(msg []byte) {
-	k := bytes.Index(msg, []byte("new threshold "))
-	if k < 0 || p.OnTenuring == nil {
-		return
-	}
-	t, n := number(msg[k+14:])
-	if n == 0 {
-		return
-	}
-	mx := 0.0
-	if m := bytes.Index(msg[k:], []byte("(max ")); m >= 0 {
-		rest := msg[k+m+5:]
-		rest = bytes.TrimPrefix(rest, []byte("threshold "))
-		mx, _ = number(rest)
-	}
-	p.OnTenuring(int(t), int(mx))
-}
-
-// stopped reads "0.0099559 seconds, Stopping threads took: ...".
-func (p *Parser) stopped(b []byte) {
-	if v, n := number(b); n > 0 && p.OnSafepoint != nil {
-		p.OnSafepoint(seconds(v))
-	}
 }

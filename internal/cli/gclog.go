@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/gclog"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/report"
 	"github.com/perfscope/perfscope/report/gchtml"
 )
@@ -43,18 +43,21 @@ func newGCLogCmd(g *Globals) *cobra.Command {
 func gclogCmd(g *Globals, o *gclogOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gclog FILE...",
-		Short: "Analyse HotSpot GC logs: pauses, throughput, allocation and promotion rates, full-GC causes",
-		Long: `gclog reads JDK 6–8 -XX:+PrintGCDetails logs and JDK 9+ unified logs (-Xlog:gc*,
+		Short: "Analyse HotSpot GC logs: pauses, safepoints, throughput, allocation and promotion rates, full-GC causes",
+		Long: `gclog reads JDK 1.4–8 -XX:+PrintGCDetails logs and JDK 9+ unified logs (-Xlog:gc*,
 any decorations) of Serial, Parallel, CMS, G1, ZGC and Shenandoah, streaming in
 constant memory. Gzipped files are read as is. The FILEs are one JVM's log in
 order; each FILE's rotated siblings (FILE.0, FILE.1, FILE.N.current, .gz) are
 read too, oldest first, unless --no-rotated.
 
-It reports pause statistics by kind, GC throughput, the young-GC interval, the
-allocation rate (Eden before GC n+1 minus Eden after GC n, from the heap when
-Eden is not logged), the promotion rate and full GCs by cause, then applies
-the allocation → young-GC model: with --rps (or --requests over the log's window) it prints
-the bytes allocated per request and the young GCs per minute at --target-rps.`,
+It reports pause statistics by kind, GC throughput, safepoints (time to
+safepoint, stops GC does not explain), the CPU of pauses, concurrent cycles,
+the young-GC interval, the allocation rate (Eden before GC n+1 minus Eden after
+GC n, from the heap when Eden is not logged), the promotion rate, the live set
+over time and full GCs by cause. With --rps (or --requests over the log's
+window) it prints the bytes allocated per request and the young GCs per minute
+at --target-rps. Text that looks like a GC record but cannot be read is
+counted and named, never skipped in silence.`,
 		Example: `  perfscope gclog /var/log/app/gc.log
   perfscope gclog gc.log --rps 800 --target-rps 2000 --young-interval 30s
   perfscope gclog gc.log.gz --pause-goal 50ms -o html > gc.html
@@ -108,12 +111,16 @@ func (o *gclogOptions) validate() error {
 		return usageError("--target-rps needs the rate during the log: add --rps or --requests")
 	}
 	for _, f := range o.Files {
+		// Stat, not open: opening a FIFO with no writer would block.
 		st, err := os.Stat(f)
 		if err != nil && o.NoRotated {
 			return usageError("cannot read GC log %s: %v", f, errors.Unwrap(err))
 		}
 		if err == nil && st.IsDir() {
 			return usageError("%s is a directory: name the GC log file in it", f)
+		}
+		if err == nil && !st.Mode().IsRegular() {
+			return usageError("%s is not a regular file (a FIFO, device or socket): copy the GC log to a file and name that", f)
 		}
 	}
 	return nil
@@ -142,31 +149,58 @@ func (o *gclogOptions) files() ([]string, error) {
 	return out, nil
 }
 
-func runGCLog(ctx context.Context, o *gclogOptions, g *Globals) error {
+// analyzeGCLogs reads the logs; a test replaces it to check that a parser
+// panic ends in one sentence and exit 4.
+var analyzeGCLogs = gclog.AnalyzeFiles
+
+// gclogData is `perfscope gclog`'s JSON data section.
+type gclogData struct {
+	Files []string    `json:"files"`
+	Parse gclog.Stats `json:"parse"`
+	GC    evidence.GC `json:"gc"`
+	// Safepoints {count, total_ns} is kept from the first schema; the
+	// detail is in gc.safepoints.
+	Safepoints gclog.PhaseStats `json:"safepoints"`
+	Concurrent gclog.PhaseStats `json:"concurrent"`
+	TimeJumps  []gclog.TimeJump `json:"time_jumps,omitempty"`
+	Series     []gclog.Point    `json:"series"`
+}
+
+func runGCLog(ctx context.Context, o *gclogOptions, g *Globals) (err error) {
+	defer func() {
+		// A parser bug must not look like bad input (exit 2) or crash with
+		// a trace: one sentence, exit 4.
+		if v := recover(); v != nil {
+			err = &ExitError{Code: ExitFailure, Err: fmt.Errorf("perfscope failed reading the GC log (%v): please report it with the log", v)}
+		}
+	}()
 	files, err := o.files()
 	if err != nil {
 		return asUsage(fmt.Errorf("%w (check the path)", err))
 	}
-	s, err := gclog.AnalyzeFiles(ctx, files, o.PauseGoal)
+	s, err := analyzeGCLogs(ctx, files, o.PauseGoal)
 	switch {
 	case errors.Is(err, context.Canceled):
 		return err
-	case errors.Is(err, gclog.ErrNotFound), errors.Is(err, os.ErrPermission), errors.Is(err, gzip.ErrHeader),
-		errors.Is(err, gzip.ErrChecksum), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, gclog.ErrNotFound), errors.Is(err, os.ErrPermission), errors.Is(err, gclog.ErrCorrupt),
+		errors.Is(err, gclog.ErrNotRegular):
 		return asUsage(err)
 	case err != nil:
 		return err
 	}
-	if s.Parse.Events == 0 {
+	if s.Parse.Events == 0 && s.Parse.Safepoints == 0 && s.Parse.UnrecognisedRecords == 0 {
 		return usageError("no GC events in %s (%d lines, %d unrecognised): is it a HotSpot GC log written with -XX:+PrintGCDetails or -Xlog:gc?",
 			strings.Join(files, ", "), s.Parse.Lines, s.Parse.Unknown)
 	}
-	s.GC.Goals.YoungIntervalNs = int64(o.YoungInterval)
-	s.GC.Model = diagnose.GCModelFor(&s.GC, o.RPS, o.Requests, o.TargetRPS)
+	gc := GCEvidence(s)
+	gc.Goals.YoungIntervalNs = int64(o.YoungInterval)
+	gc.Model = diagnose.GCModelFor(&gc, o.RPS, o.Requests, o.TargetRPS)
 
 	r := report.New("gclog", Version(), g.Started)
-	r.Data = s
-	r.Findings = diagnose.Run(diagnose.GCRules, s.GC)
+	data := gclogData{Files: s.Files, Parse: s.Parse, GC: gc, Concurrent: s.Concurrent, Series: s.Series, TimeJumps: s.Window.Jumps,
+		Safepoints: gclog.PhaseStats{Count: s.Safepoints.Count, TotalNs: int64(s.Safepoints.Stopped)}}
+	r.Data = data
+	r.Findings = diagnose.Run(diagnose.GCRules, gc)
 	if r.Findings == nil {
 		r.Findings = []diagnose.Finding{}
 	}
@@ -175,9 +209,9 @@ func runGCLog(ctx context.Context, o *gclogOptions, g *Globals) error {
 	case report.JSON:
 		err = report.WriteJSON(g.Out, r)
 	case formatHTML:
-		err = gchtml.Write(g.Out, r, s)
+		err = gchtml.Write(g.Out, r, gchtml.Page{Files: s.Files, Parse: s.Parse, GC: gc, Series: s.Series})
 	default:
-		err = writeGCLogText(g.Out, r, s)
+		err = writeGCLogText(g.Out, r, data)
 	}
 	if err != nil {
 		return err
@@ -185,15 +219,130 @@ func runGCLog(ctx context.Context, o *gclogOptions, g *Globals) error {
 	return failOn(r.Findings, o.failOn)
 }
 
-func writeGCLogText(w io.Writer, r *report.Report, s gclog.Summary) error {
-	gc := s.GC
+// GCEvidence turns what gclog read from a log into the evidence the GC
+// rules judge: nanoseconds and bytes, kinds by name, the window's
+// throughput, the parse's unreadable records.
+func GCEvidence(s gclog.Summary) evidence.GC {
+	g := evidence.GC{
+		Collector:        s.Collector,
+		WindowSeconds:    s.Window.Seconds,
+		Segments:         s.Window.Segments,
+		TimeJumps:        s.Window.JumpCount,
+		EscalatedFullGCs: s.Escalated,
+		Pauses:           []evidence.PauseStats{},
+		AllPauses:        pauseEvidence(s.All, "all"),
+		YoungGCs:         s.YoungGCs,
+
+		YoungIntervalSeconds: s.YoungInterval.Seconds(),
+		AllocRate:            s.Allocation.Rate,
+		AllocSource:          s.Allocation.Source,
+		AllocatedBytes:       s.Allocation.Allocated,
+		PromotionRate:        s.Allocation.PromotionRate,
+		PromotedBytes:        s.Allocation.Promoted,
+		PromotionKnown:       s.Allocation.PromotionKnown,
+
+		EdenBytes:           s.Sizes.Eden,
+		HeapBytes:           s.Sizes.Heap,
+		RegionBytes:         s.Sizes.Region,
+		LiveAfterFullBytes:  s.Sizes.LiveAfterFull,
+		MetaspaceBytes:      s.Sizes.Metaspace,
+		MetaspaceFirstBytes: s.Sizes.MetaspaceFirst,
+		MetaspaceLastBytes:  s.Sizes.MetaspaceLast,
+
+		TenuringThresholdMin: s.Tenure.ThresholdMin,
+		TenuringThresholdMax: s.Tenure.ThresholdMax,
+		FullGCCauses:         []evidence.CauseStats{},
+
+		ConcurrentModeFailures: s.Failures.ConcurrentModeFailures,
+		PromotionFailures:      s.Failures.PromotionFailures,
+		ToSpaceExhausted:       s.Failures.ToSpaceExhausted,
+		HumongousGCs:           s.Failures.HumongousGCs,
+		HumongousRegionsMax:    s.Failures.HumongousRegionsMax,
+		AllocationStalls:       s.Failures.AllocationStalls,
+		AllocationStallsNs:     int64(s.Failures.AllocationStallTime),
+
+		UnreadableRecords: s.Parse.UnrecognisedRecords,
+		Goals:             evidence.GCGoals{PauseGoalNs: int64(s.PauseGoal)},
+	}
+	for _, p := range s.Pauses {
+		g.Pauses = append(g.Pauses, pauseEvidence(p, p.Kind.String()))
+	}
+	// Throughput needs a window that holds more than the pauses: a log of
+	// one record says nothing about the time between collections.
+	if pauses := s.All.Total.Seconds(); s.Window.Seconds > pauses+1e-3 {
+		g.Throughput, g.ThroughputKnown = max(0, 1-pauses/s.Window.Seconds), true
+	}
+	for _, r := range s.Parse.UnrecognisedSamples {
+		g.UnreadableAt = append(g.UnreadableAt, fmt.Sprintf("%s:%d", r.File, r.Line))
+	}
+	for _, c := range s.FullGCCauses {
+		g.FullGCCauses = append(g.FullGCCauses, evidence.CauseStats{Cause: c.Cause, Count: c.Count, TotalNs: int64(c.Total)})
+	}
+	g.LiveSet = evidence.LiveSetTrend{Basis: s.LiveSet.Basis, SlopeBytesPerHour: s.LiveSet.SlopeBytesPerHour, R2: s.LiveSet.R2, Verdict: s.LiveSet.Verdict, Samples: []evidence.HeapSample{}}
+	for _, f := range s.LiveSet.Samples {
+		g.LiveSet.Samples = append(g.LiveSet.Samples, evidence.HeapSample(f))
+	}
+	if t := s.Tenure; t.Tables > 0 {
+		g.Tenuring = &evidence.TenuringStats{Tables: t.Tables, Overflows: t.Overflows, AgeBytes: t.AgeBytes}
+	}
+	if sp := s.Safepoints; sp.Count > 0 {
+		e := &evidence.SafepointStats{Count: sp.Count, StoppedNs: int64(sp.Stopped), MaxNs: int64(sp.Max),
+			TTSPCount: sp.TTSPCount, TTSPNs: int64(sp.TTSP), TTSPMaxNs: int64(sp.TTSPMax), TTSPMaxAt: sp.TTSPMaxAt, TTSPMaxOp: sp.TTSPMaxOp,
+			NonGCNs: int64(sp.NonGC), NonGCMaxNs: int64(sp.NonGCMax)}
+		if s.Window.Seconds > 0 {
+			e.StoppedShare = math.Min(1, sp.Stopped.Seconds()/s.Window.Seconds)
+		}
+		for _, op := range sp.Operations {
+			e.Operations = append(e.Operations, evidence.SafepointOperation{Name: op.Name, GC: op.GC, Count: op.Count,
+				StoppedNs: int64(op.Stopped), MaxNs: int64(op.Max), TTSPMaxNs: int64(op.TTSPMax)})
+		}
+		g.Safepoints = e
+	}
+	if c := s.CPU; c.Pauses > 0 {
+		g.PauseCPU = &evidence.PauseCPUStats{Pauses: c.Pauses, UserNs: int64(c.User), SysNs: int64(c.Sys), RealNs: int64(c.Real),
+			SysHeavy: c.SysHeavy, SysHeavyRealNs: int64(c.SysHeavyReal), Starved: c.Starved, StarvedRealNs: int64(c.StarvedReal),
+			WorstAtSeconds: c.Worst.At, WorstUserNs: int64(c.Worst.User), WorstSysNs: int64(c.Worst.Sys), WorstRealNs: int64(c.Worst.Real)}
+		if c.Worst.Real > 0 {
+			g.PauseCPU.WorstKind = c.Worst.Kind.String()
+		}
+	}
+	if c := s.Cycles; c.Count > 0 {
+		g.Cycles = &evidence.CycleStats{Count: c.Count, TotalNs: int64(c.Total), MeanNs: int64(c.Mean), MaxNs: int64(c.Max),
+			Unfinished: c.Unfinished, ToSpaceExhaustedMax: c.ToSpaceMax, HumongousMax: c.HumongousMax}
+	}
+	for _, ph := range s.Phases {
+		g.Phases = append(g.Phases, evidence.PhaseTime{Name: ph.Name, Count: ph.Count, TotalNs: int64(ph.Total), MaxNs: int64(ph.Max)})
+	}
+	if r := s.RefProc; r.Pauses > 0 {
+		g.RefProc = &evidence.RefProcStats{Pauses: r.Pauses, TotalNs: int64(r.Total), MaxNs: int64(r.Max), PauseTotalNs: int64(r.PauseTotal)}
+	}
+	return g
+}
+
+func pauseEvidence(p gclog.PauseStats, kind string) evidence.PauseStats {
+	return evidence.PauseStats{Kind: kind, Count: p.Count, TotalNs: int64(p.Total), MeanNs: float64(p.Mean),
+		P50Ns: int64(p.P50), P95Ns: int64(p.P95), P99Ns: int64(p.P99), MaxNs: int64(p.Max), OverGoal: p.OverGoal}
+}
+
+func writeGCLogText(w io.Writer, r *report.Report, d gclogData) error {
+	gc := d.GC
 	collector := gc.Collector
 	if collector == "" {
 		collector = "unknown collector"
 	}
-	fmt.Fprintf(w, "GC log: %s, %d files, %d lines, %d events over %.1fs\n", collector, len(s.Files), s.Parse.Lines, s.Parse.Events, gc.WindowSeconds)
-	if s.Parse.Unknown > 0 {
-		fmt.Fprintf(w, "%d lines not recognised, e.g. %q\n", s.Parse.Unknown, s.Parse.UnknownSamples[0])
+	fmt.Fprintf(w, "GC log: %s, %d files, %d lines, %d events over %.1fs", collector, len(d.Files), d.Parse.Lines, d.Parse.Events, gc.WindowSeconds)
+	if gc.Segments > 1 {
+		fmt.Fprintf(w, " (%d JVM runs)", gc.Segments)
+	}
+	fmt.Fprintln(w)
+	if n := d.Parse.UnrecognisedRecords; n > 0 {
+		fmt.Fprintf(w, "WARNING: %d GC records could not be read (%s): the numbers below miss their pauses\n", n, strings.Join(gc.UnreadableAt, ", "))
+	}
+	for _, j := range d.TimeJumps {
+		fmt.Fprintf(w, "WARNING: uptime goes back from %.1fs to %.1fs at %s:%d with no JVM start-up lines: files out of order or lines missing\n", j.FromSecs, j.ToSecs, j.File, j.Line)
+	}
+	if d.Parse.Unknown > 0 {
+		fmt.Fprintf(w, "%d lines not recognised, e.g. %q\n", d.Parse.Unknown, d.Parse.UnknownSamples[0])
 	}
 
 	report.Heading(w, "Pauses")
@@ -203,17 +352,66 @@ func writeGCLogText(w io.Writer, r *report.Report, s gclog.Summary) error {
 			report.Nanos(float64(p.P95Ns)), report.Nanos(float64(p.P99Ns)), report.Nanos(float64(p.MaxNs)), fmt.Sprint(p.OverGoal))
 	}
 	t.Write(w)
-	fmt.Fprintf(w, "pause goal %s; GC throughput %s", report.Nanos(float64(gc.Goals.PauseGoalNs)), report.Percent(gc.Throughput))
-	if s.Concurrent.Count > 0 {
-		fmt.Fprintf(w, "; %d concurrent phases, %s", s.Concurrent.Count, report.Nanos(float64(s.Concurrent.TotalNs)))
+	throughput := "- (the log is too short to say)"
+	if gc.ThroughputKnown {
+		throughput = report.Percent(gc.Throughput)
 	}
-	if s.Safepoints.Count > 0 {
-		fmt.Fprintf(w, "; %d safepoints stopped threads for %s", s.Safepoints.Count, report.Nanos(float64(s.Safepoints.TotalNs)))
+	fmt.Fprintf(w, "pause goal %s; GC throughput %s", report.Nanos(float64(gc.Goals.PauseGoalNs)), throughput)
+	if gc.EscalatedFullGCs > 0 {
+		fmt.Fprintf(w, "; %d young GCs escalated to full GCs (each one pause)", gc.EscalatedFullGCs)
 	}
 	fmt.Fprintln(w)
 
-	report.Heading(w, "Allocation")
 	a := kvLines{w}
+	if sp := gc.Safepoints; sp != nil {
+		report.Heading(w, "Safepoints")
+		a.Add("stopped", fmt.Sprintf("%d times, %s in total (%s of the window), longest %s", sp.Count, report.Nanos(float64(sp.StoppedNs)), report.Percent(sp.StoppedShare), report.Nanos(float64(sp.MaxNs))))
+		if sp.TTSPCount > 0 {
+			op := ""
+			if sp.TTSPMaxOp != "" {
+				op = " in " + sp.TTSPMaxOp
+			}
+			a.Add("time to safepoint", fmt.Sprintf("%s in total, longest %s at %.1fs%s", report.Nanos(float64(sp.TTSPNs)), report.Nanos(float64(sp.TTSPMaxNs)), sp.TTSPMaxAt, op))
+		}
+		a.Add("not GC", fmt.Sprintf("%s stopped by other operations, longest %s", report.Nanos(float64(sp.NonGCNs)), report.Nanos(float64(sp.NonGCMaxNs))))
+		for i, op := range sp.Operations {
+			if i == 5 {
+				break
+			}
+			a.Add("  "+op.Name, fmt.Sprintf("%d×, %s, longest %s", op.Count, report.Nanos(float64(op.StoppedNs)), report.Nanos(float64(op.MaxNs))))
+		}
+	}
+	if c := gc.PauseCPU; c != nil {
+		report.Heading(w, "Pause CPU")
+		a.Add("pauses with times", fmt.Sprintf("%d: user %s, sys %s, real %s", c.Pauses, report.Nanos(float64(c.UserNs)), report.Nanos(float64(c.SysNs)), report.Nanos(float64(c.RealNs))))
+		if c.SysHeavy > 0 {
+			a.Add("sys > user", fmt.Sprintf("%d pauses, %s real", c.SysHeavy, report.Nanos(float64(c.SysHeavyRealNs))))
+		}
+		if c.Starved > 0 {
+			a.Add("real > user+sys", fmt.Sprintf("%d pauses, %s real", c.Starved, report.Nanos(float64(c.StarvedRealNs))))
+		}
+	}
+	if c := gc.Cycles; c != nil || len(gc.Phases) > 0 || gc.RefProc != nil {
+		report.Heading(w, "Concurrent cycles and phases")
+		if c != nil {
+			a.Add("concurrent cycles", fmt.Sprintf("%d, mean %s, longest %s (%d cut short)", c.Count, report.Nanos(float64(c.MeanNs)), report.Nanos(float64(c.MaxNs)), c.Unfinished))
+		}
+		if d.Concurrent.Count > 0 {
+			a.Add("concurrent phases", fmt.Sprintf("%d, %s", d.Concurrent.Count, report.Nanos(float64(d.Concurrent.TotalNs))))
+		}
+		for i, ph := range gc.Phases {
+			if i == 6 {
+				break
+			}
+			a.Add("  "+ph.Name, fmt.Sprintf("%d×, %s, longest %s", ph.Count, report.Nanos(float64(ph.TotalNs)), report.Nanos(float64(ph.MaxNs))))
+		}
+		if rp := gc.RefProc; rp != nil {
+			a.Add("reference processing", fmt.Sprintf("%s in %d pauses (%s of their time), longest %s", report.Nanos(float64(rp.TotalNs)), rp.Pauses,
+				report.Percent(float64(rp.TotalNs)/math.Max(float64(rp.PauseTotalNs), 1)), report.Nanos(float64(rp.MaxNs))))
+		}
+	}
+
+	report.Heading(w, "Allocation and heap")
 	if gc.AllocRate > 0 {
 		a.Add("allocation rate", fmt.Sprintf("%s/s (from %s occupancy)", report.Bytes(gc.AllocRate), gc.AllocSource))
 	} else {
@@ -230,6 +428,16 @@ func writeGCLogText(w io.Writer, r *report.Report, s gclog.Summary) error {
 	}
 	if gc.HeapBytes > 0 {
 		a.Add("heap", report.Bytes(gc.HeapBytes))
+	}
+	if ls := gc.LiveSet; ls.Verdict != "unknown" && len(ls.Samples) > 0 {
+		first, last := ls.Samples[0], ls.Samples[len(ls.Samples)-1]
+		a.Add("live set", fmt.Sprintf("%s → %s after %s (%s, %s/hour)", report.Bytes(float64(first.Bytes)), report.Bytes(float64(last.Bytes)), ls.Basis, ls.Verdict, report.Bytes(ls.SlopeBytesPerHour)))
+	}
+	if gc.MetaspaceBytes > 0 {
+		a.Add("Metaspace", fmt.Sprintf("%s → %s (max %s)", report.Bytes(gc.MetaspaceFirstBytes), report.Bytes(gc.MetaspaceLastBytes), report.Bytes(gc.MetaspaceBytes)))
+	}
+	if tn := gc.Tenuring; tn != nil {
+		a.Add("tenuring", fmt.Sprintf("%d age tables, %d overflowed the survivor target, threshold %d..%d", tn.Tables, tn.Overflows, gc.TenuringThresholdMin, gc.TenuringThresholdMax))
 	}
 	if m := gc.Model; m != nil {
 		a.Add("per request", fmt.Sprintf("%s at %.0f requests/s", report.Bytes(m.BytesPerRequest), m.RPS))

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/perfscope/perfscope/collectors/gclog"
+	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -31,11 +32,19 @@ var kindColor = map[gclog.Kind]string{
 	gclog.KindPause: "#868e96", gclog.KindConcurrent: "#adb5bd",
 }
 
-// Write renders r (whose Data is s) as HTML to w.
-func Write(w io.Writer, r *report.Report, s gclog.Summary) error {
+// Page is what the page shows besides the report's findings.
+type Page struct {
+	Files  []string
+	Parse  gclog.Stats
+	GC     evidence.GC
+	Series []gclog.Point
+}
+
+// Write renders r (whose data p holds) as HTML to w.
+func Write(w io.Writer, r *report.Report, s Page) error {
 	data := struct {
 		R       *report.Report
-		S       gclog.Summary
+		S       Page
 		Heap    template.HTML
 		Pauses  template.HTML
 		Legend  []legendItem
@@ -199,10 +208,15 @@ code,pre{font-family:ui-monospace,monospace;font-size:12px}pre{background:#f1f3f
 <p class="meta">{{range .S.Files}}<code>{{.}}</code> {{end}}<br>
 {{.S.Parse.Lines}} lines, {{.S.Parse.Events}} events, {{.S.Parse.Unknown}} unrecognised lines;
 window {{printf "%.1f" .S.GC.WindowSeconds}} s; perfscope {{.R.Meta.Version}}</p>
+{{if .S.Parse.UnrecognisedRecords}}<p class="f crit"><b>{{.S.Parse.UnrecognisedRecords}} GC records could not be read</b>
+({{range .S.GC.UnreadableAt}}<code>{{.}}</code> {{end}}): the numbers below miss their pauses.</p>{{end}}
 
 <h2>Summary</h2>
 <table>
-<tr><td>GC throughput</td><td>{{call .Percent .S.GC.Throughput}}</td></tr>
+<tr><td>GC throughput</td><td>{{if .S.GC.ThroughputKnown}}{{call .Percent .S.GC.Throughput}}{{else}}– (the log is too short){{end}}</td></tr>
+{{with .S.GC.Safepoints}}<tr><td>safepoints</td><td>{{.Count}}, {{call $.Nanos (f64 .StoppedNs)}} stopped ({{call $.Percent .StoppedShare}}); longest time to safepoint {{call $.Nanos (f64 .TTSPMaxNs)}}; not GC {{call $.Nanos (f64 .NonGCNs)}}</td></tr>{{end}}
+{{with .S.GC.Cycles}}<tr><td>concurrent cycles</td><td>{{.Count}}, mean {{call $.Nanos (f64 .MeanNs)}}, longest {{call $.Nanos (f64 .MaxNs)}}</td></tr>{{end}}
+{{with .S.GC.LiveSet}}{{if ne .Verdict "unknown"}}<tr><td>live set</td><td>{{.Verdict}} after {{.Basis}} ({{call $.Bytes .SlopeBytesPerHour}}/hour)</td></tr>{{end}}{{end}}
 <tr><td>allocation rate</td><td>{{call .Bytes .S.GC.AllocRate}}/s ({{.S.GC.AllocSource}})</td></tr>
 <tr><td>promotion rate</td><td>{{if .S.GC.PromotionKnown}}{{call .Bytes .S.GC.PromotionRate}}/s{{else}}–{{end}}</td></tr>
 <tr><td>young GCs</td><td>{{.S.GC.YoungGCs}}, one every {{printf "%.2f" .S.GC.YoungIntervalSeconds}} s</td></tr>
