@@ -122,6 +122,19 @@ func TestJoinEndpoints(t *testing.T) {
 	if h := eps[by["/health"]]; h.Handler != "" || h.Requests == nil || *h.Requests != 5 {
 		t.Errorf("endpoint without a profiled handler %+v", h)
 	}
+	// A mapped endpoint whose handler took no sample still gets a row
+	// with its framework cost.
+	mapping["OrdersController.create"] = EndpointCount{Method: "POST", Endpoint: "/api/orders"}
+	counts = append(counts, EndpointCount{Method: "POST", Endpoint: "/api/orders", Requests: 10})
+	found := false
+	for _, e := range joinEndpoints(b, mapping, counts, 100, false) {
+		if e.Endpoint == "/api/orders" {
+			found = e.Handler == "OrdersController.create" && *e.Requests == 10 && *e.HandlerBytesPerRequest == 0 && *e.BytesPerRequest == 100
+		}
+	}
+	if !found {
+		t.Error("mapped endpoint without samples has no row with its framework cost")
+	}
 	// Without a mapping, handlers stand alone and per-request figures
 	// are unknown rather than invented.
 	for _, e := range joinEndpoints(b, nil, counts, 100, false) {

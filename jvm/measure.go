@@ -287,14 +287,20 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 			}
 			// kill -9 leaves hsperfdata behind, still readable: the
 			// process itself says whether the JVM is alive.
-			if p, err := o.FS.Process(o.PID); err != nil || p.NSPID != target.Process.NSPID {
+			if !alive(o.FS, target) {
 				exited = true
 				endWindow()
 				return
 			}
 			h, err := heapNow(o.FS, target.HsperfPath)
 			if err != nil {
-				sampleErr = err
+				// A JVM exiting between the two reads looks like
+				// unreadable counters.
+				if !alive(o.FS, target) {
+					exited = true
+				} else {
+					sampleErr = err
+				}
 				endWindow()
 				return
 			}
@@ -318,10 +324,14 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	sampling.Wait()
 	window := time.Since(windowStart)
 	if !exited && sampleErr == nil {
-		if _, err := o.FS.Process(o.PID); err != nil {
+		if !alive(o.FS, target) {
 			exited = true
 		} else if last, err := heapNow(o.FS, target.HsperfPath); err != nil {
-			sampleErr = err
+			if !alive(o.FS, target) {
+				exited = true
+			} else {
+				sampleErr = err
+			}
 		} else {
 			w.Add(last)
 		}
@@ -379,6 +389,14 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		res.Evidence.MaxHeap = w.Last.OldMaxCapacity
 	}
 	return res, nil
+}
+
+// alive says whether the JVM still runs: the pid exists, is the same
+// process (its namespaced pid), and is not a zombie. kill -9 leaves
+// hsperfdata behind, still readable, so the counters cannot say it.
+func alive(fs hsperf.FS, t *attach.Target) bool {
+	p, err := fs.Process(t.Process.PID)
+	return err == nil && !p.Exited && p.NSPID == t.Process.NSPID
 }
 
 func heapNow(fs hsperf.FS, path string) (hsperf.Heap, error) {
@@ -566,7 +584,30 @@ func joinEndpoints(b Breakdown, mapping HandlerMapping, counts []EndpointCount, 
 		}
 		return n, found
 	}
-	for name, h := range b.Handlers {
+	handlers := b.Handlers
+	if mapping != nil && !singleLoad {
+		// A mapped handler that took no allocation sample allocated less
+		// than the sampling interval over the window: its row still
+		// shows the endpoint's framework cost, with the handler at 0.
+		handlers = map[string]*HandlerWeight{}
+		short := map[string]bool{}
+		for name, h := range b.Handlers {
+			handlers[name] = h
+			short[shortHandler(name)] = true
+		}
+		for name, ep := range mapping {
+			if short[name] {
+				continue
+			}
+			for _, c := range counts {
+				if c.Endpoint == ep.Endpoint || templateMatcher(ep.Endpoint).MatchString(c.Endpoint) {
+					handlers[name] = &HandlerWeight{sites: map[siteKey]int64{}}
+					break
+				}
+			}
+		}
+	}
+	for name, h := range handlers {
 		var ep EndpointCount
 		known := false
 		switch {

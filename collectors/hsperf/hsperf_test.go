@@ -198,6 +198,14 @@ func TestParseStatusWithoutNamespaces(t *testing.T) {
 	if _, err := parseStatus(strings.NewReader("Name:\tx\n")); err == nil {
 		t.Error("status without Uid accepted")
 	}
+	if p.Exited {
+		t.Error("a status without State is not a zombie")
+	}
+	// A JVM killed with SIGKILL is a zombie until its parent reaps it.
+	z, err := parseStatus(strings.NewReader("Name:\tjava\nState:\tZ (zombie)\nUid:\t0\t0\t0\t0\n"))
+	if err != nil || !z.Exited {
+		t.Errorf("zombie: %+v %v", z, err)
+	}
 }
 
 func TestWindowReconstructsAllocation(t *testing.T) {
