@@ -24,15 +24,15 @@ import (
 // springReport is the part of `perfscope jvm -o json` these tests read.
 type springReport struct {
 	Data struct {
-		Requests            *int64           `json:"requests"`
-		RequestsSource      string           `json:"requests_source"`
-		RequestsUnknown     string           `json:"requests_unknown"`
-		StatusClasses       map[string]int64 `json:"status_classes"`
-		BytesPerRequest     *float64         `json:"bytes_per_request"`
-		BytesPerRequestWhy  string           `json:"bytes_per_request_unknown"`
-		WindowNs            int64            `json:"window_ns"`
-		YoungGCs            int64            `json:"young_gcs"`
-		RequestsCrossCheck  *struct {
+		Requests           *int64           `json:"requests"`
+		RequestsSource     string           `json:"requests_source"`
+		RequestsUnknown    string           `json:"requests_unknown"`
+		StatusClasses      map[string]int64 `json:"status_classes"`
+		BytesPerRequest    *float64         `json:"bytes_per_request"`
+		BytesPerRequestWhy string           `json:"bytes_per_request_unknown"`
+		WindowNs           int64            `json:"window_ns"`
+		YoungGCs           int64            `json:"young_gcs"`
+		RequestsCrossCheck *struct {
 			Source   string `json:"source"`
 			Requests int64  `json:"requests"`
 		} `json:"requests_cross_check"`
@@ -98,7 +98,7 @@ func startSpring(t *testing.T) *springapp.App {
 // client is the external load: n GET requests at rate per second over
 // kept-alive connections, alternating between paths; it returns how many
 // were answered.
-func client(ctx context.Context, app *springapp.App, n int, rate float64, paths ...string) int64 {
+func client(ctx context.Context, app interface{ URL(string) string }, n int, rate float64, paths ...string) int64 {
 	tr := &http.Transport{MaxIdleConnsPerHost: 8}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
@@ -326,4 +326,41 @@ func perfscopeJVMRaw(t *testing.T, args ...string) (int, springReport, string) {
 		t.Fatalf("exit %d, not JSON: %v\n%s", code, err, out.String())
 	}
 	return code, r, stderr.String()
+}
+
+// The JDK's own HTTP server (the sample app) under an external client:
+// the passive count is the client's count, and bytes per request follow
+// the endpoint's known allocation.
+func TestJVMSampleAppPassiveCount(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	app := startSample(t, nil)
+	client(context.Background(), app, 3000, 0, "/alloc?kb=16&n=")
+	var answered int64
+	code, r, stderr := runDuring(t, app.PID, func() {
+		answered = client(context.Background(), app, 2000, 800, "/alloc?kb=16&n=")
+	}, "-d", "5s", "--alloc-interval", "128k")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	d := r.Data
+	if d.RequestsSource != "passive-http" || d.Requests == nil || *d.Requests != answered || answered != 2000 {
+		t.Fatalf("passive count %v (%s; %s), client answered %d of 2000", d.Requests, d.RequestsSource, d.RequestsUnknown, answered)
+	}
+	// The same endpoint under perfscope's own load, whose count is exact.
+	code, lr, stderr := perfscopeJVMRaw(t, "--pid", fmt.Sprint(app.PID), "--load", app.URL("/alloc?kb=16"), "--requests", "2000", "--alloc-interval", "128k")
+	if code != 0 || lr.Data.BytesPerRequest == nil {
+		t.Fatalf("load: exit %d: %s", code, stderr)
+	}
+	if d.BytesPerRequest == nil || *d.BytesPerRequest < 16*1024 {
+		t.Fatalf("bytes per request %v for /alloc?kb=16", deref(d.BytesPerRequest))
+	}
+	within(t, "passive vs load", *d.BytesPerRequest, *lr.Data.BytesPerRequest, 0.10)
+}
+
+func deref(v *float64) float64 {
+	if v == nil {
+		return math.NaN()
+	}
+	return *v
 }
