@@ -313,14 +313,18 @@ type jvmData struct {
 	// Model is the allocation → young-GC prediction at the planning rate
 	// (--target-rps, else the observed rate); Observed is the same model
 	// at the window's own rate, to hold against the GCs it counted.
-	Model    jvm.Prediction  `json:"model"`
+	// Model is null when no rate or no bytes per request is known.
+	Model    *jvm.Prediction `json:"model"`
 	Observed *jvm.Prediction `json:"model_observed,omitempty"`
 	// Warnings are what the report must say beside the numbers.
 	Warnings []string `json:"warnings"`
 }
 
 func newJVMData(res *jvm.Result) jvmData {
-	d := jvmData{JVM: res.Evidence, Load: res.Load, Model: jvm.Predict(res.Evidence), Warnings: res.Warnings}
+	d := jvmData{JVM: res.Evidence, Load: res.Load, Warnings: res.Warnings}
+	if m := jvm.Predict(res.Evidence); m.RPS > 0 {
+		d.Model = &m
+	}
 	if d.Warnings == nil {
 		d.Warnings = []string{}
 	}

@@ -55,7 +55,7 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 		fmt.Fprintf(w, "; the model at the observed %.0f requests/s predicts %.1f", o.RPS, o.YoungGCsPerMinute)
 	}
 	fmt.Fprintln(w)
-	if m := d.Model; m.RPS > 0 {
+	if m := d.Model; m != nil {
 		label := map[string]string{"target": "--target-rps", "observed": "the observed rate", "saturation": "the saturation rate of perfscope's load (a capacity, not your traffic: pass --target-rps to plan)"}[m.RPSSource]
 		fmt.Fprintf(w, "at %.0f requests/s (%s): %.1f per minute, %s/s allocated into %s of Eden (%s); an Eden of %s gives one per %v\n",
 			m.RPS, label, m.YoungGCsPerMinute, report.Bytes(m.AllocRate), report.Bytes(m.Eden), edenLabel(m.EdenSource), report.Bytes(m.EdenForTarget), time.Duration(e.TargetGCIntervalNs))
@@ -64,6 +64,30 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 		fmt.Fprintln(w, "no prediction: bytes per request are unknown")
 	}
 
+	if len(e.Sites) > 0 {
+		unit := "bytes"
+		if e.ProfileEvent != string(asprof.Alloc) {
+			unit = "weight"
+		}
+		report.Heading(w, "Top allocating sites by "+unit)
+		st := report.Table{Header: []string{"share", unit, "per request", "frame"}}
+		for _, s := range e.Sites {
+			name := s.Frame
+			if s.Type != "" {
+				name += " → " + s.Type
+			}
+			per := "-"
+			if s.BytesPerRequest > 0 {
+				per = report.Bytes(s.BytesPerRequest)
+			}
+			val := report.Bytes(float64(s.Bytes))
+			if unit != "bytes" {
+				val = report.Count(float64(s.Bytes))
+			}
+			st.Add(report.Percent(s.Share), val, per, name)
+		}
+		st.Write(w)
+	}
 	if len(e.Fixes) > 0 {
 		report.Heading(w, "Fixes, ranked by bytes saved per request")
 		t := report.Table{Header: []string{"#", "saves", "share", "where", "allocates"}}
@@ -133,30 +157,6 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 			pt.Add(p.Pool, kind, strconv.Itoa(p.Threads), report.Percent(p.Share), p.Why)
 		}
 		pt.Write(w)
-	}
-	if len(e.Sites) > 0 {
-		unit := "bytes"
-		if e.ProfileEvent != string(asprof.Alloc) {
-			unit = "weight"
-		}
-		report.Heading(w, "Top sites by "+unit)
-		st := report.Table{Header: []string{"share", unit, "per request", "frame"}}
-		for _, s := range e.Sites {
-			name := s.Frame
-			if s.Type != "" {
-				name += " → " + s.Type
-			}
-			per := "-"
-			if s.BytesPerRequest > 0 {
-				per = report.Bytes(s.BytesPerRequest)
-			}
-			val := report.Bytes(float64(s.Bytes))
-			if unit != "bytes" {
-				val = report.Count(float64(s.Bytes))
-			}
-			st.Add(report.Percent(s.Share), val, per, name)
-		}
-		st.Write(w)
 	}
 	for _, a := range r.Artifacts {
 		fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)

@@ -196,6 +196,9 @@ func writeLabJVMText(w io.Writer, o *labJVMOptions, d labJVMData) {
 	t := report.Table{Header: []string{"endpoint", "req/s", "p99", "per request", "per request (Eden)", "logging/request", "Eden", "young GCs/min", "Eden for 1 GC/10s"}}
 	for _, s := range d.Scenarios {
 		e, m := s.Data.JVM, s.Data.Model
+		if m == nil {
+			m = &jvm.Prediction{}
+		}
 		logging := "-"
 		if e.Logging.BytesPerRequest > 0 {
 			logging = report.Bytes(e.Logging.BytesPerRequest)

@@ -64,6 +64,7 @@ enum { LINE_LEN = 8 + HTTPCOUNT_TARGET_LEN + 8 };
 struct pt_regs___httpcount {
 	unsigned long di;
 	unsigned long si;
+	unsigned long orig_ax;
 } __attribute__((preserve_access_index));
 
 struct inode___httpcount {
@@ -406,10 +407,12 @@ int tp_sys_enter(struct trace_event_raw_sys_enter___httpcount *ctx)
 	return on_enter(id, ctx->args[0], ctx->args[1]);
 }
 
+/* The exit of a syscall this probe does not watch (the JVM's futex and
+ * epoll calls are most of them) returns before the inflight lookup. */
 SEC("tp_btf/sys_exit")
 int BPF_PROG(btf_sys_exit, struct pt_regs___httpcount *regs, long ret)
 {
-	if (!ours())
+	if (!ours() || !watched((long)regs->orig_ax))
 		return 0;
 	return on_exit(ret);
 }
@@ -419,13 +422,16 @@ int raw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
 	if (!ours())
 		return 0;
+	struct pt_regs___httpcount *regs = (void *)ctx->args[0];
+	if (!watched((long)BPF_CORE_READ(regs, orig_ax)))
+		return 0;
 	return on_exit((long)ctx->args[1]);
 }
 
 SEC("tracepoint/raw_syscalls/sys_exit")
 int tp_sys_exit(struct trace_event_raw_sys_exit___httpcount *ctx)
 {
-	if (!ours())
+	if (!ours() || !watched(ctx->id))
 		return 0;
 	return on_exit(ctx->ret);
 }
