@@ -269,7 +269,7 @@ func TestJVMSpringBootMetricsSourceAndLoad(t *testing.T) {
 	var answered int64
 	code, r, stderr := runDuring(t, app.PID, func() {
 		answered = client(context.Background(), app, 2000, 500, "/api/orders/", "/api/orders-logged/")
-	}, "-d", "7s", "--alloc-interval", "128k", "--requests-from", app.URL("/actuator/prometheus"))
+	}, "-d", "7s", "--alloc-interval", "128k", "--requests-from", app.URL("/actuator/prometheus"), "--count", "on")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

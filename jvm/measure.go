@@ -61,7 +61,8 @@ type Options struct {
 	// Actuator RequestsFrom URL.
 	MappingsURL string
 	// Passive and HTTPPorts: the passive count and the listening ports
-	// it watches (all of the JVM's when empty).
+	// it watches (all of the JVM's when empty). PassiveAuto runs it only
+	// when no other source counts the requests.
 	Passive   PassiveMode
 	HTTPPorts []uint16
 	// OpenPassive opens the passive counter (tests replace it).
@@ -171,8 +172,15 @@ func (o *Options) openCounters(ctx context.Context, res *Result) (*counters, err
 			c.mapping = m
 		}
 	}
-	if o.Passive == PassiveOff {
-		c.passiveWhy = "the passive count is off (--count)"
+	switch {
+	case o.Passive == PassiveOff:
+		c.passiveWhy = "the passive count is off (--count off)"
+		return c, nil
+	case o.Passive == PassiveAuto && (o.RequestsFrom != nil || o.Requests > 0):
+		// Another source counts; the passive count would only check it,
+		// and it costs every process on the machine about 0.1 µs per
+		// syscall while it runs (BENCHMARKS.md): --count on asks for it.
+		c.passiveWhy = "the passive count was not needed (--count on adds it as a cross-check)"
 		return c, nil
 	}
 	open := o.OpenPassive

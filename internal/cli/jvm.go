@@ -133,7 +133,7 @@ Ctrl-C; if the JVM exits mid-run, what was measured is reported (exit 4).`,
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
 	f.StringArrayVar(&o.RequestsMatch, "requests-match", nil, "keep --requests-from series whose LABEL=REGEX, or drop them with LABEL!=REGEX (repeatable; default drops uri=/actuator.*)")
 	f.StringVar(&o.Mappings, "mappings", "", "Spring Boot Actuator's /actuator/mappings, to join handlers to endpoints (default: beside an Actuator --requests-from)")
-	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x request count from the JVM's socket writes (eBPF): auto, on (fail without it) or off")
+	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x request count from the JVM's socket writes (eBPF): auto (when nothing else counts), on (also as a cross-check; fail without it) or off")
 	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the JVM's)")
 	f.StringVar(&o.RequestThreads, "request-threads", "", "thread names (regex) that serve requests, beside the known pools (http-nio-*, http-epoll-*, reactor-http-*, qtp*, XNIO-*)")
 	f.StringVar(&o.HandlerFrames, "handler-frames", "", "frames (regex on dotted names) that are request handlers, instead of the outermost application frame under a known dispatcher")
