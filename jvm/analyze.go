@@ -60,6 +60,16 @@ func allocatedType(frame string) (string, bool) {
 // the root of every stack: "[name tid=1234]" or "[tid=1234]".
 var threadFrame = regexp.MustCompile(`^\[(?:(.*) )?tid=(\d+)\]$`)
 
+// WithoutThread drops the thread frame `threads` profiling puts at the
+// root of a stack, so flame graphs merge the same code path across the
+// threads of a pool.
+func WithoutThread(frames []string) []string {
+	if len(frames) > 0 && threadFrame.MatchString(frames[0]) {
+		return frames[1:]
+	}
+	return frames
+}
+
 // RequestPools are the thread names of the request-serving pools perfscope
 // recognises: Tomcat (NIO, NIO2, APR, with or without TLS), Netty/Reactor
 // Netty, Jetty's QueuedThreadPool, Undertow/XNIO, Helidon/virtual-thread

@@ -144,6 +144,15 @@ func TestJoinEndpoints(t *testing.T) {
 	}
 }
 
+func TestWithoutThread(t *testing.T) {
+	if got := WithoutThread([]string{"[http-nio-8080-exec-1 tid=7]", "a", "b"}); len(got) != 2 || got[0] != "a" {
+		t.Errorf("%q", got)
+	}
+	if got := WithoutThread([]string{"a"}); len(got) != 1 {
+		t.Errorf("%q", got)
+	}
+}
+
 func TestParseFlags(t *testing.T) {
 	r, m := parseFlags("-XX:G1HeapRegionSize=1048576 -XX:MaxHeapSize=134217728 -XX:+UseG1GC")
 	if r != 1<<20 || m != 128<<20 {

@@ -419,7 +419,7 @@ func writeProfileFiles(o *jvmOptions, r *report.Report, p *asprof.Profile) error
 	}
 	fp := flame.New(unit)
 	for _, s := range p.Stacks {
-		fp.Add(s.Frames, s.Weight)
+		fp.Add(jvm.WithoutThread(s.Frames), s.Weight)
 	}
 	write := func(path, kind string, fn func(io.Writer) error) error {
 		f, err := os.Create(path)
