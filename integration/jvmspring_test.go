@@ -338,17 +338,18 @@ func TestJVMSampleAppPassiveCount(t *testing.T) {
 	client(context.Background(), app, 3000, 0, "/alloc?kb=16&n=")
 	var answered int64
 	code, r, stderr := runDuring(t, app.PID, func() {
-		answered = client(context.Background(), app, 2000, 800, "/alloc?kb=16&n=")
-	}, "-d", "5s", "--alloc-interval", "128k")
+		answered = client(context.Background(), app, 4000, 1000, "/alloc?kb=16&n=")
+	}, "-d", "6s", "--alloc-interval", "64k")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	d := r.Data
-	if d.RequestsSource != "passive-http" || d.Requests == nil || *d.Requests != answered || answered != 2000 {
-		t.Fatalf("passive count %v (%s; %s), client answered %d of 2000", d.Requests, d.RequestsSource, d.RequestsUnknown, answered)
+	if d.RequestsSource != "passive-http" || d.Requests == nil || *d.Requests != answered || answered != 4000 {
+		t.Fatalf("passive count %v (%s; %s), client answered %d of 4000", d.Requests, d.RequestsSource, d.RequestsUnknown, answered)
 	}
 	// The same endpoint under perfscope's own load, whose count is exact.
-	code, lr, stderr := perfscopeJVMRaw(t, "--pid", fmt.Sprint(app.PID), "--load", app.URL("/alloc?kb=16"), "--requests", "2000", "--alloc-interval", "128k")
+	// 64k samples ~2 000 times per run: each total to about ±2 %.
+	code, lr, stderr := perfscopeJVMRaw(t, "--pid", fmt.Sprint(app.PID), "--load", app.URL("/alloc?kb=16"), "--requests", "4000", "--alloc-interval", "64k")
 	if code != 0 || lr.Data.BytesPerRequest == nil {
 		t.Fatalf("load: exit %d: %s", code, stderr)
 	}
