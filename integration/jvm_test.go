@@ -277,19 +277,7 @@ func TestJVMInterruptStopsProfiler(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the profiler runs in the JVM: its log file appears.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		logs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*/*.log", app.PID))
-		if len(logs) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("profiler never started: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitProfilerStarted(t, app.PID, cmd, &stderr)
 	time.Sleep(500 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
@@ -345,17 +333,7 @@ func TestJVMDiesMidRun(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if logs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*/*.log", app.PID)); len(logs) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("profiler never started: %s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitProfilerStarted(t, app.PID, cmd, &stderr)
 	time.Sleep(time.Second)
 	killed := time.Now()
 	syscall.Kill(app.PID, syscall.SIGKILL)
@@ -396,5 +374,23 @@ func TestJVMDiesMidRun(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// waitProfilerStarted waits until async-profiler runs in the JVM (its log
+// file, which perfscope names in the start command, exists), or kills the
+// perfscope run cmd and fails.
+func waitProfilerStarted(t *testing.T, pid int, cmd *exec.Cmd, stderr *bytes.Buffer) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if logs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*/*.log", pid)); len(logs) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("profiler never started: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -138,23 +137,17 @@ func runDuring(t *testing.T, pid int, during func(), args ...string) (int, sprin
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		logs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*/*.log", pid))
-		if len(logs) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("profiler never started: %s", stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitProfilerStarted(t, pid, cmd, &stderr)
 	// The passive count's first reading follows the profiler's start.
 	time.Sleep(300 * time.Millisecond)
 	during()
-	err := cmd.Wait()
+	return decodeRun(t, cmd.Wait(), &out, &stderr)
+}
+
+// decodeRun turns a finished `perfscope jvm -o json` into its exit code,
+// report and stderr; every exit prints a JSON document.
+func decodeRun(t *testing.T, err error, out, stderr *bytes.Buffer) (int, springReport, string) {
+	t.Helper()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -314,18 +307,7 @@ func perfscopeJVMRaw(t *testing.T, args ...string) (int, springReport, string) {
 	var out, stderr bytes.Buffer
 	cmd := exec.Command(Perfscope(t), append([]string{"jvm", "-o", "json"}, args...)...)
 	cmd.Stdout, cmd.Stderr = &out, &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	var r springReport
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatalf("exit %d, not JSON: %v\n%s", code, err, out.String())
-	}
-	return code, r, stderr.String()
+	return decodeRun(t, cmd.Run(), &out, &stderr)
 }
 
 // The JDK's own HTTP server (the sample app) under an external client:

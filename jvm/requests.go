@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/probes/httpcount"
@@ -103,7 +102,6 @@ type passiveCounter struct {
 	probe *httpcount.Probe
 	ports []uint16
 	first httpcount.Snapshot
-	began time.Time
 }
 
 // OpenPassiveCounter loads the httpcount probe for pid's listening TCP
@@ -143,7 +141,6 @@ func OpenPassiveCounter(root string, pid int, ports []uint16) (RequestCounter, e
 func (p *passiveCounter) Begin(context.Context) error {
 	var err error
 	p.first, err = p.probe.Snapshot()
-	p.began = time.Now()
 	return err
 }
 

@@ -24,8 +24,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/perfscope/perfscope/integration/jvmapp"
 )
 
 //go:embed pom.xml src
@@ -124,12 +125,11 @@ func tail(s string, n int) string {
 
 // App is a running service.
 type App struct {
-	Cmd  *exec.Cmd
+	*jvmapp.Process
 	PID  int
 	Port int
 	// LogDir holds logback's file (springapp.log).
 	LogDir string
-	done   chan struct{}
 }
 
 // Config says how to start the service.
@@ -151,12 +151,11 @@ func Start(ctx context.Context, c Config) (*App, error) {
 	argv = append(argv, "-Dperfscope.portfile="+portFile, "-Dperfscope.logdir="+c.Dir, "-jar", c.Jar)
 	cmd := exec.Command(c.Java, argv...)
 	cmd.Stdout, cmd.Stderr = c.Output, c.Output
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	proc, err := jvmapp.StartProcess(cmd)
+	if err != nil {
 		return nil, err
 	}
-	a := &App{Cmd: cmd, PID: cmd.Process.Pid, LogDir: c.Dir, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(a.done) }()
+	a := &App{Process: proc, PID: cmd.Process.Pid, LogDir: c.Dir}
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		if b, err := os.ReadFile(portFile); err == nil {
@@ -168,7 +167,7 @@ func Start(ctx context.Context, c Config) (*App, error) {
 			}
 		}
 		select {
-		case <-a.done:
+		case <-a.Exited():
 			return nil, fmt.Errorf("the Spring Boot service exited during start-up: %v", cmd.ProcessState)
 		case <-ctx.Done():
 			a.Stop()
@@ -194,33 +193,6 @@ func (a *App) Healthy() bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// Running says whether the process has not exited.
-func (a *App) Running() bool {
-	select {
-	case <-a.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// Stop terminates the service and waits.
-func (a *App) Stop() {
-	syscall.Kill(-a.Cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-a.done:
-	case <-time.After(15 * time.Second):
-		syscall.Kill(-a.Cmd.Process.Pid, syscall.SIGKILL)
-		<-a.done
-	}
-}
-
-// Kill ends the service with SIGKILL, as a crash would.
-func (a *App) Kill() {
-	syscall.Kill(a.PID, syscall.SIGKILL)
-	<-a.done
 }
 
 // Truth is the in-app ThreadMXBean measurement at one moment.
