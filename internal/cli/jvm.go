@@ -355,6 +355,11 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	r := report.New("jvm", Version(), started)
 	r.Meta.DurationNs = res.Evidence.WindowNs
 	r.Overhead = &evidence.Overhead{AttachMethod: "hotspot-attach+async-profiler", AttachNs: res.AttachNs, Programs: res.BPF}
+	if w := res.Evidence.WindowNs; w > 0 {
+		for _, p := range res.BPF {
+			r.Overhead.BPFTimeShare += float64(p.RunTimeNs) / float64(w) / float64(r.Meta.CPUs)
+		}
+	}
 	data := newJVMData(res)
 	r.Data = data
 	if f := diagnose.Run(diagnose.JVMRules, res.Evidence); len(f) > 0 {
