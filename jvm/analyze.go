@@ -218,7 +218,12 @@ func fixOf(v stackView, k siteKey) fixKey {
 	}
 	for i := len(v.frames) - 1; i >= from; i-- {
 		if d := DisplayFrame(v.frames[i]); isApplication(d) {
-			return fixKey{"code", d}
+			// Code that hands the request on (a servlet filter calling
+			// the chain) is not where the next filter's bytes are cut.
+			if !crossesServer(v.frames[i+1:]) {
+				return fixKey{"code", d}
+			}
+			break
 		}
 	}
 	for i := len(v.frames) - 1; i >= 0; i-- {
@@ -227,6 +232,27 @@ func fixOf(v stackView, k siteKey) fixKey {
 		}
 	}
 	return fixKey{"framework", k.frame}
+}
+
+// serverPrefixes are servers' and web frameworks' packages: a path from
+// application code into one of them is the framework at work, not a
+// library call the application made.
+var serverPrefixes = []string{
+	"org.apache.catalina.", "org.apache.coyote.", "org.apache.tomcat.", "org.springframework.web.", "org.springframework.http.",
+	"io.micrometer.", "io.netty.", "reactor.", "org.eclipse.jetty.", "io.undertow.", "org.glassfish.jersey.",
+	"org.jboss.resteasy.", "io.vertx.", "jakarta.servlet.", "javax.servlet.", "sun.net.httpserver.", "com.sun.net.httpserver.",
+}
+
+func crossesServer(frames []string) bool {
+	for _, f := range frames {
+		d := DisplayFrame(f)
+		for _, p := range serverPrefixes {
+			if strings.HasPrefix(d, p) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isJDK(f string) bool {

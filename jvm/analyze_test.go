@@ -45,6 +45,8 @@ func springProfile() *asprof.Profile {
 		{Frames: with(tomcat, append(invoke, "com/example/OrdersController.getLogged", "org/slf4j/Logger.info", "ch/qos/logback/classic/Logger.info", "byte[]_[i]")...), Weight: 2000},
 		{Frames: with(tomcat, "org/springframework/http/converter/json/AbstractJackson2HttpMessageConverter.writeInternal", "com/fasterxml/jackson/core/util/BufferRecycler.balloc", "byte[]_[i]"), Weight: 10000},
 		{Frames: []string{"[http-nio-8080-exec-3 tid=101]", "java/lang/Thread.run", "com/example/TimingFilter.doFilter", "java.lang.Long_[i]"}, Weight: 500},
+		{Frames: []string{"[http-nio-8080-exec-3 tid=101]", "java/lang/Thread.run", "com/example/TimingFilter.doFilter", "org/apache/catalina/core/ApplicationFilterChain.doFilter",
+			"org/springframework/web/filter/ServerHttpObservationFilter.doFilterInternal", "io/micrometer/common/KeyValues.of", "java.lang.Object[]_[i]"}, Weight: 700},
 		{Frames: []string{"[scheduling-1 tid=55]", "java/lang/Thread.run", "com/example/CacheRefresher.refresh", "byte[]_[i]"}, Weight: 1000},
 		{Frames: []string{"[http-nio-8080-Poller tid=99]", "java/lang/Thread.run", "sun/nio/ch/EPollSelectorImpl.doSelect", "java.util.HashMap$Node_[i]"}, Weight: 500},
 	}}
@@ -59,7 +61,7 @@ func TestAnalyzeSplitsThreadsAndHandlers(t *testing.T) {
 	if b.Threads == nil {
 		t.Fatal("no thread split")
 	}
-	if b.Threads.Request.Bytes != 19000 || b.Threads.Background.Bytes != 1000 || b.Threads.Request.Threads != 2 {
+	if b.Threads.Request.Bytes != 19700 || b.Threads.Background.Bytes != 1000 || b.Threads.Request.Threads != 2 {
 		t.Errorf("split %+v", b.Threads)
 	}
 	if p := b.Threads.Pools[0]; p.Pool != "http-nio-#-exec-#" || !p.Request {
@@ -82,7 +84,10 @@ func TestAnalyzeSplitsThreadsAndHandlers(t *testing.T) {
 			found = true
 		}
 		if f.Where == "com.example.TimingFilter.doFilter" && f.Bytes != 500 {
-			t.Errorf("the filter is charged %d bytes, want its own 500", f.Bytes)
+			t.Errorf("the filter is charged %d bytes, want its own 500 (not the next filter's)", f.Bytes)
+		}
+		if f.Where == "io.micrometer.common.KeyValues.of" && (f.Kind != "framework" || f.Bytes != 700) {
+			t.Errorf("the observation filter's bytes: %+v", f)
 		}
 	}
 	if !found {
