@@ -19,6 +19,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/integration/jvmapp"
+	"github.com/perfscope/perfscope/integration/springapp"
 	"github.com/perfscope/perfscope/internal/httpload"
 	"github.com/perfscope/perfscope/jvm/attach"
 )
@@ -39,6 +40,10 @@ import (
 //	                            to compare settings (none: the defaults)
 //	PERFSCOPE_JVM_BENCH_BIN     a perfscope binary to measure instead of one
 //	                            built from this checkout (e.g. a release)
+//	PERFSCOPE_JVM_BENCH_APP     sample (the JDK HttpServer sample app) or
+//	                            spring (the Spring Boot test service:
+//	                            Tomcat, Jackson, logback; path
+//	                            /api/orders-logged/17 unless set) (sample)
 type jvmBenchConfig struct {
 	// rates are requests per second; 0 is "max".
 	rates  []float64
@@ -49,6 +54,15 @@ type jvmBenchConfig struct {
 	// maxRequests sizes the "max" load to about one window, from the
 	// warm-up's rate.
 	maxRequests int
+	app         string
+}
+
+// benchApp is the service under load: the sample app or the Spring Boot
+// service.
+type benchApp struct {
+	PID  int
+	URL  func(path string) string
+	Stop func()
 }
 
 func jvmBenchConfigFromEnv(b *testing.B) jvmBenchConfig {
@@ -80,6 +94,16 @@ func jvmBenchConfigFromEnv(b *testing.B) jvmBenchConfig {
 			b.Fatalf("PERFSCOPE_JVM_BENCH_WINDOW=%q: want a duration from 1s to 10m", v)
 		}
 		c.window = d
+	}
+	c.app = "sample"
+	if v := os.Getenv("PERFSCOPE_JVM_BENCH_APP"); v != "" {
+		if v != "sample" && v != "spring" {
+			b.Fatalf("PERFSCOPE_JVM_BENCH_APP=%q: want sample or spring", v)
+		}
+		c.app = v
+		if v == "spring" {
+			c.path = "/api/orders-logged/17"
+		}
 	}
 	if v := os.Getenv("PERFSCOPE_JVM_BENCH_PATH"); v != "" {
 		c.path = v
@@ -118,17 +142,34 @@ func BenchmarkJVMOverhead(b *testing.B) {
 		bin = buildBinary(b)
 	}
 	classes := b.TempDir()
-	if err := jdk.Build(context.Background(), classes); err != nil {
-		b.Fatal(err)
-	}
 	logf, err := os.Create(filepath.Join(classes, "app.log"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer logf.Close()
-	app, err := jvmapp.Start(context.Background(), jvmapp.Config{Java: jdk.Java, ClassDir: classes, JVMArgs: jvmBenchFlags, Log: logf})
-	if err != nil {
-		b.Fatal(err)
+	var app benchApp
+	switch cfg.app {
+	case "spring":
+		jar, err := springapp.Build(context.Background(), true)
+		if err != nil {
+			if jar, err = springapp.Build(context.Background(), false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		sa, err := springapp.Start(context.Background(), springapp.Config{Java: jdk.Java, Jar: jar, Dir: classes, JVMArgs: jvmBenchFlags, Output: logf})
+		if err != nil {
+			b.Fatal(err)
+		}
+		app = benchApp{PID: sa.PID, URL: sa.URL, Stop: sa.Stop}
+	default:
+		if err := jdk.Build(context.Background(), classes); err != nil {
+			b.Fatal(err)
+		}
+		ja, err := jvmapp.Start(context.Background(), jvmapp.Config{Java: jdk.Java, ClassDir: classes, JVMArgs: jvmBenchFlags, Log: logf})
+		if err != nil {
+			b.Fatal(err)
+		}
+		app = benchApp{PID: ja.PID, URL: ja.URL, Stop: ja.Stop}
 	}
 	pid := app.PID
 	// Registered after TempDir, so it runs before the classes are removed.
@@ -150,7 +191,7 @@ func BenchmarkJVMOverhead(b *testing.B) {
 	for _, rate := range cfg.rates {
 		b.Run("rate="+rateName(rate), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				benchJVMRate(b, bin, app, cfg, rate)
+				benchJVMRate(b, bin, &app, cfg, rate)
 			}
 		})
 	}
@@ -186,9 +227,13 @@ type jvmRound struct {
 	rssMB       float64
 	attachMs    float64
 	allocPerReq float64 // bytes, from perfscope's report
+	// bpfCPU is the passive request count's BPF run time (bpf_stats),
+	// share of one CPU; passive is the requests it counted.
+	bpfCPU  float64
+	passive int64
 }
 
-func benchJVMRate(b *testing.B, bin string, app *jvmapp.App, cfg jvmBenchConfig, rate float64) {
+func benchJVMRate(b *testing.B, bin string, app *benchApp, cfg jvmBenchConfig, rate float64) {
 	var rounds []jvmRound
 	for r := 0; r < cfg.rounds; r++ {
 		for _, with := range []bool{false, true} {
@@ -229,6 +274,7 @@ func benchJVMRate(b *testing.B, bin string, app *jvmapp.App, cfg jvmBenchConfig,
 	b.ReportMetric(agg(false, perReq), "jvm-cpu-µs/req-without")
 	b.ReportMetric(agg(true, perReq), "jvm-cpu-µs/req-with")
 	b.ReportMetric(agg(true, func(rd jvmRound) float64 { return 100 * rd.perfCPU }), "perfscope-cpu-%")
+	b.ReportMetric(agg(true, func(rd jvmRound) float64 { return 100 * rd.bpfCPU }), "bpf-cpu-%")
 	b.ReportMetric(agg(false, func(rd jvmRound) float64 { return 100 * rd.idle }), "idle-%-without")
 	b.ReportMetric(agg(false, rss), "rss-MB-without")
 	b.ReportMetric(agg(true, rss), "rss-MB-with")
@@ -248,12 +294,12 @@ func (rd jvmRound) attachNote() string {
 	if !rd.with {
 		return ""
 	}
-	return fmt.Sprintf(" attach %.0f ms, %.1f KiB/request", rd.attachMs, rd.allocPerReq/1024)
+	return fmt.Sprintf(" attach %.0f ms, %.1f KiB/request, passive count %d of %d, its BPF %.2f%% of a CPU", rd.attachMs, rd.allocPerReq/1024, rd.passive, rd.load.Completed, 100*rd.bpfCPU)
 }
 
 // jvmLoadRound drives one window at rate; with perfscope, the profiler is
 // running before the first request and stopped after the last.
-func jvmLoadRound(b *testing.B, bin string, app *jvmapp.App, cfg jvmBenchConfig, rate float64, with bool) jvmRound {
+func jvmLoadRound(b *testing.B, bin string, app *benchApp, cfg jvmBenchConfig, rate float64, with bool) jvmRound {
 	b.Helper()
 	rd := jvmRound{with: with}
 	var perf *exec.Cmd
@@ -316,10 +362,16 @@ func jvmLoadRound(b *testing.B, bin string, app *jvmapp.App, cfg jvmBenchConfig,
 		var rep struct {
 			Overhead struct {
 				AttachNs int64 `json:"attach_ns"`
+				Programs []struct {
+					RunCount  uint64 `json:"run_count"`
+					RunTimeNs uint64 `json:"run_time_ns"`
+				} `json:"programs"`
 			} `json:"overhead"`
 			Data struct {
-				AllocBytesProfiler int64 `json:"alloc_bytes_profiler"`
-				WindowNs           int64 `json:"window_ns"`
+				AllocBytesProfiler int64  `json:"alloc_bytes_profiler"`
+				WindowNs           int64  `json:"window_ns"`
+				Requests           *int64 `json:"requests"`
+				RequestsSource     string `json:"requests_source"`
 			} `json:"data"`
 		}
 		if err := json.Unmarshal(perfOut.Bytes(), &rep); err != nil {
@@ -331,6 +383,12 @@ func jvmLoadRound(b *testing.B, bin string, app *jvmapp.App, cfg jvmBenchConfig,
 		}
 		rd.attachMs = float64(rep.Overhead.AttachNs) / 1e6
 		rd.allocPerReq = float64(rep.Data.AllocBytesProfiler) / float64(res.Completed)
+		for _, p := range rep.Overhead.Programs {
+			rd.bpfCPU += float64(p.RunTimeNs) / float64(rep.Data.WindowNs)
+		}
+		if rep.Data.Requests != nil {
+			rd.passive = *rep.Data.Requests
+		}
 	}
 	return rd
 }
@@ -481,7 +539,7 @@ func mappedAsyncProfiler(pid int) string {
 // stopAndCheckClean stops the JVM and checks it left nothing behind:
 // perfscope's scratch directory, the attach socket and trigger, and the
 // hsperfdata file.
-func stopAndCheckClean(b *testing.B, app *jvmapp.App, pid int) {
+func stopAndCheckClean(b *testing.B, app benchApp, pid int) {
 	leftovers, _ := filepath.Glob("/tmp/.perfscope-asprof-*")
 	app.Stop()
 	for _, p := range []string{fmt.Sprintf("/tmp/.java_pid%d", pid), fmt.Sprintf("/tmp/.attach_pid%d", pid)} {

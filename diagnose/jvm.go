@@ -37,28 +37,42 @@ var JVMRules = []Rule[evidence.JVM]{
 func kib(b float64) string { return fmt.Sprintf("%.1f KB", b/1024) }
 func mib(b float64) string { return fmt.Sprintf("%.0f MB", b/(1<<20)) }
 
-// planningRPS is --target-rps, else the rate measured in the window.
+// planningRPS is --target-rps, else the request rate observed in the
+// window — never a rate perfscope's own load reached by saturating the
+// service, which is a capacity, not the traffic the GC will see.
 func planningRPS(e evidence.JVM) (float64, string) {
 	if e.TargetRPS > 0 {
 		return e.TargetRPS, "target"
 	}
-	if e.Requests > 0 && e.WindowNs > 0 {
-		return float64(e.Requests) / (float64(e.WindowNs) / 1e9), "measured"
+	if e.RequestRate != nil && !e.RateIsSaturation {
+		return *e.RequestRate, "observed"
 	}
 	return 0, ""
 }
 
+// EdenForPrediction is the Eden the young-GC model divides by: its
+// occupancy when young GCs start (G1 collects before the capacity is
+// reached), else the capacity.
+func EdenForPrediction(e evidence.JVM) float64 {
+	if e.EdenAtCollection > 0 {
+		return float64(e.EdenAtCollection)
+	}
+	return float64(e.EdenCapacity)
+}
+
 func checkYoungGCFrequency(e evidence.JVM) *Finding {
 	rps, which := planningRPS(e)
-	if e.BytesPerRequest <= 0 || rps <= 0 || e.EdenCapacity <= 0 {
+	perReq, known := e.PerRequest()
+	eden := EdenForPrediction(e)
+	if !known || perReq <= 0 || rps <= 0 || eden <= 0 {
 		return nil
 	}
 	interval := time.Duration(e.TargetGCIntervalNs)
 	if interval <= 0 {
 		interval = DefaultTargetGCInterval
 	}
-	rate := AllocRate(e.BytesPerRequest, rps)
-	perMin := YoungGCsPerMinute(rate, float64(e.EdenCapacity))
+	rate := AllocRate(perReq, rps)
+	perMin := YoungGCsPerMinute(rate, eden)
 	allowed := time.Minute.Seconds() / interval.Seconds()
 	if perMin <= allowed {
 		return nil
@@ -75,8 +89,8 @@ func checkYoungGCFrequency(e evidence.JVM) *Finding {
 		Severity: sev,
 		Title:    fmt.Sprintf("%.0f young GCs per minute predicted at %.0f requests/s (one every %.1fs)", perMin, rps, 60/perMin),
 		Evidence: []string{
-			fmt.Sprintf("%s per request × %.0f requests/s (%s) = %s/s allocated", kib(e.BytesPerRequest), rps, which, mib(rate)),
-			fmt.Sprintf("Eden is %s: it fills every %.1fs, target is one young GC per %v or less often", mib(float64(e.EdenCapacity)), float64(e.EdenCapacity)/rate, interval),
+			fmt.Sprintf("%s per request (whole process: what the GC sees) × %.0f requests/s (%s) = %s/s allocated", kib(perReq), rps, which, mib(rate)),
+			fmt.Sprintf("young GCs start at %s of Eden (%s; capacity %s): it fills every %.1fs, target is one young GC per %v or less often", mib(eden), edenSource(e), mib(float64(e.EdenCapacity)), eden/rate, interval),
 			fmt.Sprintf("an Eden of %s gives one young GC per %v", mib(need), interval),
 		},
 		Impact: 1 - allowed/perMin,
@@ -106,6 +120,16 @@ func checkYoungGCFrequency(e evidence.JVM) *Finding {
 	return f
 }
 
+func edenSource(e evidence.JVM) string {
+	switch e.EdenAtCollectionSource {
+	case "hsperfdata-cycle":
+		return "allocation per GC cycle the JVM published"
+	case "hsperfdata-occupancy":
+		return "occupancy before the window's young GCs"
+	}
+	return "no young GC in the window: the capacity"
+}
+
 func topSites(e evidence.JVM, n int, logging bool) []string {
 	var out []string
 	for _, s := range e.Sites {
@@ -125,16 +149,18 @@ func topSites(e evidence.JVM, n int, logging bool) []string {
 }
 
 func checkAllocPerRequest(e evidence.JVM) *Finding {
-	if e.BytesPerRequest < AllocPerRequestWarn {
+	perReq, known := e.PerRequest()
+	if !known || perReq < AllocPerRequestWarn {
 		return nil
 	}
-	ev := []string{fmt.Sprintf("%s allocated per request over %d requests (threshold %s)", kib(e.BytesPerRequest), e.Requests, kib(AllocPerRequestWarn))}
+	n, _ := e.RequestCount()
+	ev := []string{fmt.Sprintf("%s allocated per request over %d requests counted by %s (threshold %s)", kib(perReq), n, e.RequestsSource, kib(AllocPerRequestWarn))}
 	ev = append(ev, topSites(e, 3, false)...)
 	return &Finding{
 		Severity: Warn,
-		Title:    fmt.Sprintf("%s allocated per request", kib(e.BytesPerRequest)),
+		Title:    fmt.Sprintf("%s allocated per request", kib(perReq)),
 		Evidence: ev,
-		Impact:   math.Min(1, e.BytesPerRequest/(4*AllocPerRequestWarn)),
+		Impact:   math.Min(1, perReq/(4*AllocPerRequestWarn)),
 		Recommendation: Recommendation{
 			Kind:      KindCode,
 			Why:       "Every byte allocated per request brings the next young GC closer; the sites above are where the bytes come from.",
@@ -158,17 +184,28 @@ func checkLoggingAllocation(e evidence.JVM) *Finding {
 		fws = append(fws, fmt.Sprintf("%s %s", fw, mib(float64(b))))
 	}
 	ev := []string{fmt.Sprintf("%s%.0f%% of everything allocated in the window", perReq, e.Logging.Share*100), "by framework: " + strings.Join(sorted(fws), ", ")}
+	for _, ep := range e.Endpoints {
+		if ep.LoggingBytesPerRequest != nil && *ep.LoggingBytesPerRequest >= 64 && ep.Endpoint != "" {
+			ev = append(ev, fmt.Sprintf("+%s per request from logging on %s %s", kib(*ep.LoggingBytesPerRequest), ep.Method, ep.Endpoint))
+		}
+	}
 	return &Finding{
 		Severity: Warn,
 		Title:    fmt.Sprintf("logging allocates %.0f%% of the heap traffic", e.Logging.Share*100),
 		Evidence: ev,
 		Impact:   e.Logging.Share,
 		Recommendation: Recommendation{
-			Kind:      KindCode,
-			Why:       "Formatting a log line builds strings, arrays and varargs per call; the Spring Boot allocation study measured +20 KB per request for one log line.",
-			Code:      []CodeSketch{{Lang: "java", Code: "// parameterised, and skipped entirely when the level is off\nif (log.isDebugEnabled()) {\n    log.debug(\"order {} from {}\", id, client);\n}\n// logback: wrap appenders in AsyncAppender; log4j2: use async loggers"}},
-			Expected:  "allocation per request drops by the logging share when the line is removed or demoted",
+			Kind: KindCode,
+			Why:  "Formatting a log line builds strings, arrays and varargs per call; the Spring Boot allocation study measured +20 KB per request for one log line. An async appender only moves that work to another thread: the bytes are still allocated and still fill Eden.",
+			Code: []CodeSketch{{Lang: "java", Code: "// parameterised: nothing is formatted when the level is off, and no string is concatenated eagerly\n" +
+				"log.info(\"order {} for {}\", id, customer);          // not \"order \" + id + ...\n" +
+				"// guard what is expensive to compute, not only to format\n" +
+				"if (log.isDebugEnabled()) { log.debug(\"payload {}\", toJson(order)); }\n" +
+				"// demote per-request lines to DEBUG, or sample them\n" +
+				"// log4j2: garbage-free mode (-Dlog4j2.enableThreadlocals=true, layouts with no %ex/%l); logback: avoid %caller/%line, which walk the stack per line"}},
+			Expected:  fmt.Sprintf("allocation per request drops by up to the logging share (%.0f%%) when the line is removed or demoted; parameterised and guarded calls save the formatting of lines that are off", e.Logging.Share*100),
 			Reference: "Allocation per request (a Spring Boot measurement): +20 KB per request with one log.warn line",
+			Caveats:   []string{"logback's AsyncAppender and log4j2's async loggers reduce latency, not allocation: the event and its formatting still allocate, on another thread"},
 		},
 	}
 }

@@ -14,8 +14,9 @@ func busyJVM() evidence.JVM {
 	return evidence.JVM{
 		Collector:          "GarbageFirst",
 		WindowNs:           int64(10 * time.Second),
-		Requests:           2000,
-		BytesPerRequest:    300 << 10,
+		Requests:           evidence.Int(2000),
+		RequestRate:        evidence.Float(200),
+		BytesPerRequest:    evidence.Float(300 << 10),
 		AllocBytesEden:     2000 * 300 << 10,
 		EdenCapacity:       64 << 20,
 		SurvivorCapacity:   8 << 20,
@@ -40,8 +41,9 @@ func quietJVM() evidence.JVM {
 	return evidence.JVM{
 		Collector:        "Copy:MSC",
 		WindowNs:         int64(10 * time.Second),
-		Requests:         500,
-		BytesPerRequest:  8 << 10,
+		Requests:         evidence.Int(500),
+		RequestRate:      evidence.Float(50),
+		BytesPerRequest:  evidence.Float(8 << 10),
 		AllocBytesEden:   500 * 8 << 10,
 		EdenCapacity:     256 << 20,
 		SurvivorCapacity: 32 << 20,
@@ -123,6 +125,51 @@ func TestYoungGCRecommendationIsRegionGranular(t *testing.T) {
 	e.Collector, e.RegionSize = "Copy:MSC", 0
 	if f := checkYoungGCFrequency(e); f == nil || !strings.HasPrefix(f.Recommendation.Apply[0], "restart the JVM with -Xmn") {
 		t.Errorf("serial recommendation %+v", f)
+	}
+}
+
+// The prediction runs at the observed production rate, never at the rate
+// perfscope's own closed-loop load reached, and divides by the Eden G1
+// actually collects at.
+func TestYoungGCPredictionRate(t *testing.T) {
+	e := busyJVM()
+	e.TargetRPS = 0
+	e.RequestRate = evidence.Float(9000)
+	e.RateIsSaturation = true
+	if f := checkYoungGCFrequency(e); f != nil {
+		t.Errorf("predicted at a saturation rate: %s", f.Title)
+	}
+	e.RateIsSaturation = false
+	e.RequestRate = evidence.Float(200)
+	f := checkYoungGCFrequency(e)
+	if f == nil || !strings.Contains(f.Title, "at 200 requests/s") || !strings.Contains(strings.Join(f.Evidence, "\n"), "(observed)") {
+		t.Fatalf("observed rate: %+v", f)
+	}
+	// 300 KB × 200/s = 58.6 MB/s into 64 MB → 54.9/min; into 60 MB → 58.6/min.
+	e.EdenAtCollection, e.EdenAtCollectionSource = 60<<20, "hsperfdata-cycle"
+	if f := checkYoungGCFrequency(e); f == nil || !strings.HasPrefix(f.Title, "59 young GCs per minute") {
+		t.Errorf("eden at collection: %+v", f)
+	}
+	e.BytesPerRequest = nil
+	if f := checkYoungGCFrequency(e); f != nil {
+		t.Error("prediction without bytes per request")
+	}
+}
+
+// Logging advice reduces bytes: no async appender, which only moves them.
+func TestLoggingRecommendationReducesBytes(t *testing.T) {
+	e := busyJVM()
+	e.Endpoints = []evidence.EndpointAlloc{{Endpoint: "/api/orders-logged/{id}", Method: "GET", LoggingBytesPerRequest: evidence.Float(2048)}}
+	f := checkLoggingAllocation(e)
+	if f == nil {
+		t.Fatal("silent")
+	}
+	code := f.Recommendation.Code[0].Code
+	if strings.Contains(code, "AsyncAppender") || !strings.Contains(code, "isDebugEnabled") || !strings.Contains(code, "garbage-free") {
+		t.Errorf("code sketch %q", code)
+	}
+	if !strings.Contains(strings.Join(f.Evidence, "\n"), "+2.0 KB per request from logging on GET /api/orders-logged/{id}") {
+		t.Errorf("evidence %q", f.Evidence)
 	}
 }
 

@@ -83,14 +83,22 @@ func TestProfileJITMapAsksTheJVM(t *testing.T) {
 	}
 }
 
-// A JVM that must not be signalled (-Xrs: SIGQUIT would kill it) and has no
-// perf map: --jit-map is refused with exit 3 before anything is sent, and
-// the JVM keeps serving.
+// A JVM that does not handle SIGQUIT (-Xrs) opens its attach socket at
+// start-up: --jit-map uses it without any signal. With the socket gone,
+// the signal would kill it: --jit-map is refused with exit 3 before
+// anything is sent, and the JVM keeps serving.
 func TestProfileJITMapRefusesXrsJVM(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
 	app := startSample(t, []string{"-Xrs"})
 	cmd := exec.Command(Perfscope(t), "profile", "--pid", fmt.Sprint(app.PID), "--jit-map", "--duration", "1s")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("-Xrs with its attach socket open: %v: %s", err, out)
+	}
+	if err := os.Remove(fmt.Sprintf("/proc/%d/root/tmp/.java_pid%d", app.PID, app.PID)); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(Perfscope(t), "profile", "--pid", fmt.Sprint(app.PID), "--jit-map", "--duration", "1s")
 	out, err := cmd.CombinedOutput()
 	if code := cmd.ProcessState.ExitCode(); err == nil || code != 3 || !strings.Contains(string(out), "-Xrs") {
 		t.Errorf("exit %d, want 3 naming -Xrs: %s", code, out)

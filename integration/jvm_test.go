@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +63,7 @@ type jvmReport struct {
 	} `json:"findings"`
 	Data struct {
 		PID                 int     `json:"pid"`
+		WindowNs            int64   `json:"window_ns"`
 		NSPID               int     `json:"nspid"`
 		Requests            int64   `json:"requests"`
 		AllocBytesProfiler  int64   `json:"alloc_bytes_profiler"`
@@ -232,7 +234,9 @@ func TestJVMBadInputLeavesTargetRunning(t *testing.T) {
 	}{
 		{"dead pid", dead.ProcessState.Pid(), nil, 2, "is not running", nil},
 		{"not a JVM", sleeper.Process.Pid, nil, 2, "not a HotSpot JVM", nil},
-		{"-Xrs", xrs.PID, nil, 3, "-Xrs", xrs},
+		// -Xrs: HotSpot opened the attach socket at start-up, so no
+		// signal is needed and none is sent.
+		{"-Xrs with its attach socket open", xrs.PID, nil, 0, "", xrs},
 		{"attach disabled", noAttach.PID, nil, 3, "DisableAttachMechanism", noAttach},
 		{"no network to fetch async-profiler", healthy.PID, offline, 3, "--async-profiler", healthy},
 	} {
@@ -267,25 +271,13 @@ func TestJVMInterruptStopsProfiler(t *testing.T) {
 	testutil.LockBPF(t)
 	app := startSample(t, nil)
 	var out, stderr bytes.Buffer
-	cmd := exec.Command(Perfscope(t), "jvm", "--pid", fmt.Sprint(app.PID), "--duration", "60s", "-o", "json")
+	cmd := exec.Command(Perfscope(t), "jvm", "--pid", fmt.Sprint(app.PID), "--duration", "60s", "--requests", "60000", "-o", "json")
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// Wait until the profiler runs in the JVM: its log file appears.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		logs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*/*.log", app.PID))
-		if len(logs) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatalf("profiler never started: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitProfilerStarted(t, app.PID, cmd, &stderr)
 	time.Sleep(500 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
@@ -303,6 +295,12 @@ func TestJVMInterruptStopsProfiler(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatalf("no report after SIGINT: %v", err)
 	}
+	// --requests 60000 was for 60 s: the measured part of the window is
+	// charged its share (1000/s), not all of it, and the report says so.
+	window := float64(r.Data.WindowNs) / 1e9
+	if want := 1000 * window; math.Abs(float64(r.Data.Requests)-want) > 0.02*want+1 || !strings.Contains(stderr.String(), "scaled") {
+		t.Errorf("requests %d over %.1fs, want about %.0f; stderr %q", r.Data.Requests, window, want, stderr.String())
+	}
 	if left, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*", app.PID)); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
@@ -312,5 +310,87 @@ func TestJVMInterruptStopsProfiler(t *testing.T) {
 	}
 	if !app.Healthy() {
 		t.Error("the JVM stopped answering")
+	}
+}
+
+// kill -9 mid-window: perfscope notices at once, reports what it measured,
+// exits 4 and leaves nothing in the JVM's /tmp.
+func TestJVMDiesMidRun(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	jdk, dir := sampleClasses(t)
+	app, err := jvmapp.Start(context.Background(), jvmapp.Config{Java: jdk.Java, ClassDir: dir, JVMArgs: []string{"-Xmx128m", "-XX:+UseG1GC"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Stop)
+	for deadline := time.Now().Add(20 * time.Second); !app.Healthy() && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(Perfscope(t), "jvm", "--pid", fmt.Sprint(app.PID), "--duration", "30s", "-o", "json")
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitProfilerStarted(t, app.PID, cmd, &stderr)
+	time.Sleep(time.Second)
+	killed := time.Now()
+	syscall.Kill(app.PID, syscall.SIGKILL)
+	err = cmd.Wait()
+	took := time.Since(killed)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+		t.Errorf("exit %v, want 4; stderr %q", err, stderr.String())
+	}
+	if took > 5*time.Second {
+		t.Errorf("perfscope took %v to notice the JVM died", took)
+	}
+	var r struct {
+		Data struct {
+			WindowNs int64 `json:"window_ns"`
+			YoungGCs int64 `json:"young_gcs"`
+		} `json:"data"`
+		Error struct {
+			ExitCode int    `json:"exit_code"`
+			Message  string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("no JSON report: %v\n%s", err, out.String())
+	}
+	if r.Error.ExitCode != 4 || r.Data.WindowNs <= 0 || r.Data.WindowNs > int64(10*time.Second) || !strings.Contains(stderr.String(), "exited during the measurement") {
+		t.Errorf("report %+v stderr %q", r, stderr.String())
+	}
+	if left, _ := filepath.Glob("/tmp/.perfscope-asprof-*"); len(left) > 0 {
+		// Another test's live session may own one: only a directory
+		// holding files of this run's dead JVM would be ours, and those
+		// are gone with their session id.
+		for _, d := range left {
+			files, _ := os.ReadDir(d)
+			for _, f := range files {
+				if strings.HasSuffix(f.Name(), ".log") || strings.HasSuffix(f.Name(), ".collapsed") {
+					t.Errorf("left behind: %s/%s", d, f.Name())
+				}
+			}
+		}
+	}
+}
+
+// waitProfilerStarted waits until async-profiler runs in the JVM (its log
+// file, which perfscope names in the start command, exists), or kills the
+// perfscope run cmd and fails.
+func waitProfilerStarted(t *testing.T, pid int, cmd *exec.Cmd, stderr *bytes.Buffer) {
+	t.Helper()
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		if logs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*/*.log", pid)); len(logs) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("profiler never started: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

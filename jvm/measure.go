@@ -1,16 +1,23 @@
 // Package jvm measures a running JVM without restarting it: allocation per
 // request and GC pressure, from async-profiler (loaded through the attach
 // protocol) and hsperfdata, over a window timed by a duration or by a load
-// perfscope drives itself. `perfscope jvm` and `perfscope lab jvm` both
-// run Measure.
+// perfscope drives itself. Requests are counted by the load, by the user,
+// from a metrics endpoint the service exposes, or passively from the JVM's
+// own socket writes. `perfscope jvm` and `perfscope lab jvm` both run
+// Measure.
 package jvm
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +26,21 @@ import (
 	"github.com/perfscope/perfscope/internal/httpload"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/probes"
+)
+
+// PassiveMode says whether requests are counted from the JVM's socket
+// writes when perfscope does not drive the load.
+type PassiveMode int
+
+const (
+	// PassiveAuto counts passively when the kernel allows it, and says
+	// why not otherwise.
+	PassiveAuto PassiveMode = iota
+	// PassiveOff never loads the probe.
+	PassiveOff
+	// PassiveRequired fails when the probe cannot run.
+	PassiveRequired
 )
 
 // Options configure one measurement.
@@ -28,12 +50,28 @@ type Options struct {
 	// Duration is the window when perfscope does not drive the load.
 	Duration time.Duration
 	// Requests the user drove during Duration (--requests); 0 unknown.
+	// When the window is cut short the count is scaled to it.
 	Requests int64
 	// Load, when set, is driven by perfscope and times the window.
-	Load     *httpload.Spec
-	Locator  asprof.Locator
-	Profile  asprof.Options
-	TopSites int
+	Load *httpload.Spec
+	// RequestsFrom counts requests from a metrics endpoint.
+	RequestsFrom *MetricsSource
+	// MappingsURL is Spring Boot Actuator's mappings endpoint, which
+	// joins request handlers to endpoints; empty derives it from an
+	// Actuator RequestsFrom URL.
+	MappingsURL string
+	// Passive and HTTPPorts: the passive count and the listening ports
+	// it watches (all of the JVM's when empty). PassiveAuto runs it only
+	// when no other source counts the requests.
+	Passive   PassiveMode
+	HTTPPorts []uint16
+	// OpenPassive opens the passive counter (tests replace it).
+	OpenPassive func(pid int, ports []uint16) (RequestCounter, error)
+	// Attribution splits the profile by thread and request handler.
+	Attribution Attribution
+	Locator     asprof.Locator
+	Profile     asprof.Options
+	TopSites    int
 	// SampleEvery is the hsperfdata sampling period (DefaultSampleEvery
 	// when zero).
 	SampleEvery      time.Duration
@@ -47,10 +85,22 @@ type Options struct {
 type Result struct {
 	Evidence evidence.JVM
 	Load     *httpload.Result
-	Profile  *asprof.Profile
+	// Profile is nil when the JVM exited before it could be read.
+	Profile *asprof.Profile
 	// AttachNs is the time from Measure's start until profiling ran.
 	AttachNs int64
+	// Warnings are things the report must say (a count scaled to a
+	// window cut short, a source that could not be used).
+	Warnings []string
+	// Interrupted: Ctrl-C ended the window early.
+	Interrupted bool
+	// BPF is the passive counter's own cost (bpf_stats).
+	BPF []evidence.ProgramCost
 }
+
+// ErrTargetExited: the JVM exited mid-run. Measure still returns what was
+// measured until then.
+var ErrTargetExited = errors.New("the JVM exited during the measurement")
 
 // DefaultSampleEvery is how often hsperfdata is read during the window.
 // Faster buys no accuracy: across a young GC the Eden-based allocation
@@ -62,10 +112,118 @@ type Result struct {
 // first default of 20 ms took 1.5 % of a core next to the JVM; 100 ms
 // takes 0.4 %. Only more than one young GC between two samples (more than
 // 10 a second) makes the estimate assume the Eden size did not change.
+// The same tick notices the JVM exiting.
 const DefaultSampleEvery = 100 * time.Millisecond
 
+// counters are the request sources of one window.
+type counters struct {
+	metrics      RequestCounter
+	passive      RequestCounter
+	passiveWhy   string // why there is no passive count
+	mapping      HandlerMapping
+	statsCloser  io.Closer
+	metricsCount *RequestCounts
+	passiveCount *RequestCounts
+}
+
+func (c *counters) close() {
+	if c.passive != nil {
+		c.passive.Close()
+	}
+	if c.statsCloser != nil {
+		c.statsCloser.Close()
+	}
+}
+
+// ErrBadSource marks a request source the user named that cannot be used
+// (an unreachable metrics URL, a metric it does not publish).
+var ErrBadSource = errors.New("request source unusable")
+
+func (o *Options) openCounters(ctx context.Context, res *Result) (*counters, error) {
+	c := &counters{}
+	if o.Load != nil {
+		return c, nil
+	}
+	if o.RequestsFrom != nil {
+		m := NewMetricsCounter(*o.RequestsFrom)
+		// A first reading proves the source before anything runs in
+		// the JVM; the window's own reading comes later.
+		if err := m.Begin(ctx); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadSource, err)
+		}
+		c.metrics = m
+	}
+	mappings := o.MappingsURL
+	if mappings == "" && o.RequestsFrom != nil {
+		mappings = actuatorSibling(o.RequestsFrom.URL, "mappings")
+	}
+	if mappings != "" {
+		client := &http.Client{Timeout: 10 * time.Second}
+		if o.RequestsFrom != nil && o.RequestsFrom.Client != nil {
+			client = o.RequestsFrom.Client
+		}
+		m, err := SpringMappings(ctx, client, mappings)
+		if err != nil {
+			if o.MappingsURL != "" {
+				return nil, fmt.Errorf("%w: --mappings: %v", ErrBadSource, err)
+			}
+			res.Warnings = append(res.Warnings, fmt.Sprintf("no handler → endpoint mapping from %s (%v): per-endpoint bytes are per handler only", mappings, err))
+		} else {
+			c.mapping = m
+		}
+	}
+	switch {
+	case o.Passive == PassiveOff:
+		c.passiveWhy = "the passive count is off (--count off)"
+		return c, nil
+	case o.Passive == PassiveAuto && (o.RequestsFrom != nil || o.Requests > 0):
+		// Another source counts; the passive count would only check it,
+		// and it costs every process on the machine about 0.1 µs per
+		// syscall while it runs (BENCHMARKS.md): --count on asks for it.
+		c.passiveWhy = "the passive count was not needed (--count on adds it as a cross-check)"
+		return c, nil
+	}
+	open := o.OpenPassive
+	if open == nil {
+		open = func(pid int, ports []uint16) (RequestCounter, error) {
+			return OpenPassiveCounter(o.FS.Root, pid, ports)
+		}
+	}
+	p, err := open(o.PID, o.HTTPPorts)
+	if err != nil {
+		if o.Passive == PassiveRequired {
+			return nil, fmt.Errorf("passive request count: %w", err)
+		}
+		c.passiveWhy = "the passive HTTP count could not run: " + err.Error()
+		return c, nil
+	}
+	c.passive = p
+	if closer, err := probes.EnableStats(); err == nil {
+		c.statsCloser = closer
+	}
+	return c, nil
+}
+
+// actuatorSibling turns .../actuator/prometheus into .../actuator/NAME;
+// "" when the URL is not an Actuator endpoint.
+func actuatorSibling(raw, name string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	dir, last, ok := strings.Cut(strings.TrimSuffix(u.Path, "/"), "/actuator/")
+	if !ok || strings.Contains(last, "/") {
+		return ""
+	}
+	u.Path = dir + "/actuator/" + name
+	u.RawQuery = ""
+	return u.String()
+}
+
 // Measure attaches, profiles over the window, and always stops the
-// profiler before it returns, also when ctx is cancelled.
+// profiler before it returns, also when ctx is cancelled. When the JVM
+// exits mid-run it returns at once with what was measured and an error
+// wrapping ErrTargetExited.
 func Measure(ctx context.Context, o Options) (*Result, error) {
 	begin := time.Now()
 	if o.SampleEvery <= 0 {
@@ -82,6 +240,12 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	res := &Result{}
+	cs, err := o.openCounters(ctx, res)
+	if err != nil {
+		return nil, err
+	}
+	defer cs.close()
 	flags, _ := target.Jcmd(ctx, "VM.flags")
 
 	first, err := heapNow(o.FS, target.HsperfPath)
@@ -93,17 +257,31 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer sess.Close()
-	res := &Result{AttachNs: int64(time.Since(begin))}
+	res.AttachNs = int64(time.Since(begin))
 	if o.Started != nil {
 		o.Started()
 	}
 
+	// The window's context ends with the duration, the load, Ctrl-C or
+	// the JVM's exit, whichever comes first.
+	winCtx, endWindow := context.WithCancel(ctx)
+	defer endWindow()
+	if cs.metrics != nil {
+		if err := cs.metrics.Begin(winCtx); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadSource, err)
+		}
+	}
+	if cs.passive != nil {
+		if err := cs.passive.Begin(winCtx); err != nil {
+			return nil, fmt.Errorf("passive request count: %w", err)
+		}
+	}
 	var w hsperf.Window
 	w.Add(first)
 	windowStart := time.Now()
-	sampleCtx, stopSampling := context.WithCancel(ctx)
 	var sampling sync.WaitGroup
 	var sampleErr error
+	var exited bool
 	sampling.Add(1)
 	go func() {
 		defer sampling.Done()
@@ -111,13 +289,27 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		defer t.Stop()
 		for {
 			select {
-			case <-sampleCtx.Done():
+			case <-winCtx.Done():
 				return
 			case <-t.C:
 			}
+			// kill -9 leaves hsperfdata behind, still readable: the
+			// process itself says whether the JVM is alive.
+			if !alive(o.FS, target) {
+				exited = true
+				endWindow()
+				return
+			}
 			h, err := heapNow(o.FS, target.HsperfPath)
 			if err != nil {
-				sampleErr = err
+				// A JVM exiting between the two reads looks like
+				// unreadable counters.
+				if !alive(o.FS, target) {
+					exited = true
+				} else {
+					sampleErr = err
+				}
+				endWindow()
 				return
 			}
 			w.Add(h)
@@ -126,32 +318,71 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 
 	var runErr error
 	if o.Load != nil {
-		lr, err := httpload.Run(ctx, *o.Load)
+		lr, err := httpload.Run(winCtx, *o.Load)
 		res.Load = &lr
 		runErr = err
 	} else {
 		select {
-		case <-ctx.Done():
+		case <-winCtx.Done():
 			runErr = ctx.Err()
 		case <-time.After(o.Duration):
 		}
 	}
-	stopSampling()
+	endWindow()
 	sampling.Wait()
 	window := time.Since(windowStart)
-	if sampleErr == nil {
-		last, err := heapNow(o.FS, target.HsperfPath)
-		if err != nil {
-			sampleErr = err
+	if !exited && sampleErr == nil {
+		if !alive(o.FS, target) {
+			exited = true
+		} else if last, err := heapNow(o.FS, target.HsperfPath); err != nil {
+			if !alive(o.FS, target) {
+				exited = true
+			} else {
+				sampleErr = err
+			}
 		} else {
 			w.Add(last)
 		}
 	}
+	// The counters' end readings are taken before the profiler stops, so
+	// both cover the same window.
+	endCtx := context.WithoutCancel(ctx)
+	if cs.passive != nil {
+		if c, err := cs.passive.End(endCtx); err != nil {
+			cs.passiveWhy = "the passive HTTP count could not be read: " + err.Error()
+		} else {
+			cs.passiveCount = &c
+		}
+		if pc, ok := cs.passive.(*passiveCounter); ok {
+			for _, c := range pc.probe.Costs() {
+				res.BPF = append(res.BPF, evidence.NewProgramCost(c.Program, c.RunCount, c.RunTime))
+			}
+		}
+	}
+	if cs.metrics != nil && !exited {
+		if c, err := cs.metrics.End(endCtx); err != nil {
+			res.Warnings = append(res.Warnings, "the metrics source could not be read at the window's end: "+err.Error())
+		} else {
+			cs.metricsCount = &c
+		}
+	}
+	if exited {
+		// Nothing can be asked of a dead JVM; Close only removes
+		// perfscope's files (through the descriptor it kept).
+		sess.Close()
+		res.Warnings = append(res.Warnings, fmt.Sprintf("pid %d exited %.1fs into the window; the report covers what was measured until then (no allocation profile: async-profiler's data died with the JVM)", o.PID, window.Seconds()))
+		res.Evidence = o.evidence(target, &w, window, nil, res, cs)
+		return res, fmt.Errorf("pid %d: %w", o.PID, ErrTargetExited)
+	}
 	prof, stopErr := sess.Stop(ctx)
-	// Ctrl-C ends the window early: what was measured so far is reported,
-	// like every other perfscope command.
-	if errors.Is(runErr, context.Canceled) {
+	if errors.Is(runErr, context.Canceled) && ctx.Err() != nil {
+		// Ctrl-C ends the window early: what was measured so far is
+		// reported, like every other perfscope command.
 		runErr = nil
+		res.Interrupted = true
+	}
+	if sampleErr != nil {
+		return nil, fmt.Errorf("the JVM's hsperfdata could not be read mid-run: %w", sampleErr)
 	}
 	if runErr != nil {
 		return nil, runErr
@@ -159,25 +390,21 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	if stopErr != nil {
 		return nil, stopErr
 	}
-	if sampleErr != nil {
-		return nil, fmt.Errorf("the JVM's hsperfdata went away mid-run (did it exit?): %w", sampleErr)
-	}
 	res.Profile = prof
-
-	requests, source := o.Requests, ""
-	if requests > 0 {
-		source = "user"
-	}
-	if res.Load != nil {
-		requests, source = res.Load.Completed+res.Load.Non2xx, "load"
-	}
-	res.Evidence = buildEvidence(target, &w, window, prof, requests, o)
-	res.Evidence.RequestsSource = source
+	res.Evidence = o.evidence(target, &w, window, prof, res, cs)
 	res.Evidence.RegionSize, res.Evidence.MaxHeap = parseFlags(flags)
 	if res.Evidence.MaxHeap == 0 {
 		res.Evidence.MaxHeap = w.Last.OldMaxCapacity
 	}
 	return res, nil
+}
+
+// alive says whether the JVM still runs: the pid exists, is the same
+// process (its namespaced pid), and is not a zombie. kill -9 leaves
+// hsperfdata behind, still readable, so the counters cannot say it.
+func alive(fs hsperf.FS, t *attach.Target) bool {
+	p, err := fs.Process(t.Process.PID)
+	return err == nil && !p.Exited && p.NSPID == t.Process.NSPID
 }
 
 func heapNow(fs hsperf.FS, path string) (hsperf.Heap, error) {
@@ -188,15 +415,54 @@ func heapNow(fs hsperf.FS, path string) (hsperf.Heap, error) {
 	return s.Heap(), nil
 }
 
-func buildEvidence(t *attach.Target, w *hsperf.Window, window time.Duration, p *asprof.Profile, requests int64, o Options) evidence.JVM {
+// requestCounts picks the window's request count: perfscope's load, then
+// the user's count, then the metrics source, then the passive count. It
+// returns nil with the reason when none is known.
+func (o *Options) requestCounts(window time.Duration, res *Result, cs *counters) (*RequestCounts, string) {
+	switch {
+	case res.Load != nil:
+		l := res.Load
+		c := &RequestCounts{Total: l.Completed, Source: "load", StatusClasses: l.StatusClasses}
+		c.Note = fmt.Sprintf("%d requests sent by perfscope, %d answered (%d outside 2xx), %d without an answer", l.Completed+l.Failures, l.Completed, l.Non2xx, l.Failures)
+		if u, err := url.Parse(o.Load.URL); err == nil {
+			c.Endpoints = []EndpointCount{{Method: o.Load.Method, Endpoint: u.Path, Requests: l.Completed}}
+		}
+		return c, ""
+	case o.Requests > 0:
+		c := &RequestCounts{Total: o.Requests, Source: "user", Note: "--requests, as given"}
+		if window < o.Duration*99/100 {
+			// The user counted requests over --duration; only part of
+			// it was measured. Spread evenly, the measured part saw
+			// this share.
+			scaled := int64(math.Round(float64(o.Requests) * window.Seconds() / o.Duration.Seconds()))
+			c.Total = scaled
+			c.Note = fmt.Sprintf("--requests %d was for %v but only %.1fs were measured: scaled to %d, assuming an even rate", o.Requests, o.Duration, window.Seconds(), scaled)
+			c.Uncertainty = 0.1
+			res.Warnings = append(res.Warnings, c.Note)
+		}
+		return c, ""
+	case cs.metricsCount != nil:
+		return cs.metricsCount, ""
+	case cs.passiveCount != nil && cs.passiveCount.Total > 0:
+		return cs.passiveCount, ""
+	}
+	why := "no request count: no --load, --requests or --requests-from"
+	switch {
+	case cs.passiveCount != nil:
+		why += "; the passive HTTP count saw no HTTP/1.x response from the JVM (" + cs.passiveCount.Note + "); TLS and HTTP/2 are not visible to it: pass --requests-from URL"
+	case cs.passiveWhy != "":
+		why += "; " + cs.passiveWhy
+	}
+	return nil, why
+}
+
+func (o *Options) evidence(t *attach.Target, w *hsperf.Window, window time.Duration, p *asprof.Profile, res *Result, cs *counters) evidence.JVM {
 	secs := window.Seconds()
 	e := evidence.JVM{
 		PID:                t.Process.PID,
 		NSPID:              t.Process.NSPID,
 		Collector:          w.Last.Policy,
 		WindowNs:           int64(window),
-		Requests:           requests,
-		ProfileEvent:       string(p.Event),
 		AllocBytesEden:     w.EdenAllocated,
 		YoungGCs:           w.YoungGCs(),
 		OldGCs:             w.OldGCs(),
@@ -208,6 +474,14 @@ func buildEvidence(t *attach.Target, w *hsperf.Window, window time.Duration, p *
 		Promoted:           w.Promoted,
 		TargetRPS:          o.TargetRPS,
 		TargetGCIntervalNs: int64(o.TargetGCInterval),
+		Sites:              []evidence.AllocSite{},
+		Fixes:              []evidence.AllocFix{},
+		Logging:            evidence.LoggingCost{ByFramework: map[string]int64{}},
+	}
+	if at, src, ok := w.EdenAtCollection(); ok {
+		e.EdenAtCollection, e.EdenAtCollectionSource = at, src
+	} else {
+		e.EdenAtCollection, e.EdenAtCollectionSource = e.EdenCapacity, "capacity"
 	}
 	youngTime := w.Last.YoungGCTime - w.First.YoungGCTime
 	e.GCTimeNs = int64(youngTime + w.Last.OldGCTime - w.First.OldGCTime)
@@ -222,7 +496,10 @@ func buildEvidence(t *attach.Target, w *hsperf.Window, window time.Duration, p *
 	if w.PromotingGCs > 0 {
 		e.PromotedPerYoungGC = float64(w.Promoted) / float64(w.PromotingGCs)
 	}
-	if p.Event == asprof.Alloc {
+	if p != nil {
+		e.ProfileEvent = string(p.Event)
+	}
+	if p != nil && p.Event == asprof.Alloc {
 		e.AllocBytesProfiler = p.Total
 		if secs > 0 {
 			e.AllocRateProfiler = float64(p.Total) / secs
@@ -231,15 +508,190 @@ func buildEvidence(t *attach.Target, w *hsperf.Window, window time.Duration, p *
 			e.Disagreement = float64(p.Total-e.AllocBytesEden) / float64(e.AllocBytesEden)
 		}
 	}
-	if requests > 0 {
-		e.BytesPerRequestEden = float64(e.AllocBytesEden) / float64(requests)
+	rc, why := o.requestCounts(window, res, cs)
+	var requests int64
+	if rc != nil {
+		requests = rc.Total
+		e.Requests = evidence.Int(rc.Total)
+		e.RequestsSource = rc.Source
+		e.RequestsUncertainty = rc.Uncertainty
+		e.RequestsNote = rc.Note
+		e.StatusClasses = rc.StatusClasses
+		if secs > 0 {
+			e.RequestRate = evidence.Float(float64(rc.Total) / secs)
+		}
+		if other := cs.passiveCount; other != nil && rc.Source != "passive-http" && rc.Source != "load" && rc.Total > 0 {
+			e.RequestCrossCheck = &evidence.RequestCrossCheck{Source: other.Source, Requests: other.Total, Difference: float64(other.Total-rc.Total) / float64(rc.Total)}
+		}
+		e.RateIsSaturation = rc.Source == "load" && o.Load != nil && o.Load.Rate == 0
+	} else {
+		e.RequestsUnknown = why
+	}
+	switch {
+	case requests > 0:
+		e.BytesPerRequestEden = evidence.Float(float64(e.AllocBytesEden) / float64(requests))
 		e.BytesPerRequest = e.BytesPerRequestEden
-		if p.Event == asprof.Alloc {
-			e.BytesPerRequest = float64(p.Total) / float64(requests)
+		if p != nil && p.Event == asprof.Alloc {
+			e.BytesPerRequest = evidence.Float(float64(p.Total) / float64(requests))
+		}
+	case rc != nil:
+		e.BytesPerRequestUnknown = "no request was served in the window"
+	default:
+		e.BytesPerRequestUnknown = why
+	}
+	if p == nil {
+		return e
+	}
+	b := Analyze(p, o.Attribution)
+	e.Sites, e.Logging = b.PerRequest(requests, o.TopSites)
+	e.Threads = b.Threads
+	if e.Threads != nil && requests > 0 {
+		e.Threads.Request.BytesPerRequest = evidence.Float(float64(e.Threads.Request.Bytes) / float64(requests))
+		e.Threads.Background.BytesPerRequest = evidence.Float(float64(e.Threads.Background.Bytes) / float64(requests))
+	}
+	e.FrameworkBytes = b.FrameworkBytes
+	e.Fixes = b.Fixes(requests, 8)
+	var endpoints []EndpointCount
+	if rc != nil {
+		endpoints = rc.Endpoints
+	}
+	e.Endpoints = joinEndpoints(b, cs.mapping, endpoints, requests, rc != nil && rc.Source == "load")
+	return e
+}
+
+// joinEndpoints builds the per-endpoint table: each handler's weight, its
+// endpoint through the mapping (or, under perfscope's single-URL load,
+// the load's endpoint), and that endpoint's request count. Endpoints with
+// requests but no profiled handler are listed with their counts.
+func joinEndpoints(b Breakdown, mapping HandlerMapping, counts []EndpointCount, requests int64, singleLoad bool) []evidence.EndpointAlloc {
+	frameworkPer := 0.0
+	if requests > 0 {
+		frameworkPer = float64(b.FrameworkBytes) / float64(requests)
+	}
+	type row struct {
+		evidence.EndpointAlloc
+		key string
+	}
+	rows := map[string]*row{}
+	used := map[int]bool{}
+	// countFor finds the requests of a template among the source's
+	// endpoints: exact for URI templates, by pattern for folded paths.
+	countFor := func(ep EndpointCount) (int64, bool) {
+		re := templateMatcher(ep.Endpoint)
+		var n int64
+		found := false
+		for i, c := range counts {
+			if ep.Method != "" && c.Method != "" && !strings.EqualFold(ep.Method, c.Method) {
+				continue
+			}
+			if c.Endpoint == ep.Endpoint || re.MatchString(c.Endpoint) {
+				n += c.Requests
+				found = true
+				used[i] = true
+			}
+		}
+		return n, found
+	}
+	handlers := b.Handlers
+	if mapping != nil && !singleLoad {
+		// A mapped handler that took no allocation sample allocated less
+		// than the sampling interval over the window: its row still
+		// shows the endpoint's framework cost, with the handler at 0.
+		handlers = map[string]*HandlerWeight{}
+		short := map[string]bool{}
+		for name, h := range b.Handlers {
+			handlers[name] = h
+			short[shortHandler(name)] = true
+		}
+		for name, ep := range mapping {
+			if short[name] {
+				continue
+			}
+			for _, c := range counts {
+				if c.Endpoint == ep.Endpoint || templateMatcher(ep.Endpoint).MatchString(c.Endpoint) {
+					handlers[name] = &HandlerWeight{sites: map[siteKey]int64{}}
+					break
+				}
+			}
 		}
 	}
-	e.Sites, e.Logging = Sites(p, requests, o.TopSites)
-	return e
+	for name, h := range handlers {
+		var ep EndpointCount
+		known := false
+		switch {
+		case singleLoad && len(counts) == 1:
+			ep, known = counts[0], true
+		case mapping != nil:
+			ep, known = mapping[shortHandler(name)]
+		}
+		key := name
+		if known {
+			key = ep.Method + " " + ep.Endpoint
+		}
+		r := rows[key]
+		if r == nil {
+			r = &row{key: key}
+			rows[key] = r
+			if known {
+				r.Endpoint, r.Method = ep.Endpoint, ep.Method
+			}
+		}
+		if r.Handler == "" {
+			r.Handler = name
+		} else if !strings.Contains(r.Handler, name) {
+			r.Handler += ", " + name
+		}
+		r.Bytes += h.Bytes
+		r.LoggingBytes += h.LoggingBytes
+		r.TopSites = append(r.TopSites, h.topSites(b.Total, 3)...)
+		if known && r.Requests == nil {
+			if singleLoad && len(counts) == 1 {
+				used[0] = true
+				r.Requests = evidence.Int(counts[0].Requests)
+			} else if n, ok := countFor(ep); ok {
+				r.Requests = evidence.Int(n)
+			}
+		}
+	}
+	var out []evidence.EndpointAlloc
+	for _, r := range rows {
+		e := r.EndpointAlloc
+		if b.Total > 0 {
+			e.Share = float64(e.Bytes) / float64(b.Total)
+		}
+		if e.Requests != nil && *e.Requests > 0 {
+			n := float64(*e.Requests)
+			e.HandlerBytesPerRequest = evidence.Float(float64(e.Bytes) / n)
+			e.BytesPerRequest = evidence.Float(float64(e.Bytes)/n + frameworkPer)
+			e.LoggingBytesPerRequest = evidence.Float(float64(e.LoggingBytes) / n)
+		}
+		out = append(out, e)
+	}
+	for i, c := range counts {
+		if !used[i] {
+			out = append(out, evidence.EndpointAlloc{Endpoint: c.Endpoint, Method: c.Method, Requests: evidence.Int(c.Requests)})
+		}
+	}
+	sortEndpoints(out)
+	return out
+}
+
+func sortEndpoints(e []evidence.EndpointAlloc) {
+	reqs := func(a evidence.EndpointAlloc) int64 {
+		if a.Requests == nil {
+			return 0
+		}
+		return *a.Requests
+	}
+	for i := 1; i < len(e); i++ {
+		for j := i; j > 0; j-- {
+			a, b := e[j-1], e[j]
+			if a.Bytes > b.Bytes || a.Bytes == b.Bytes && (reqs(a) > reqs(b) || reqs(a) == reqs(b) && a.Endpoint+a.Handler <= b.Endpoint+b.Handler) {
+				break
+			}
+			e[j-1], e[j] = b, a
+		}
+	}
 }
 
 var (

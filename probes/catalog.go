@@ -18,6 +18,8 @@ var Catalog = []CatalogEntry{
 	{Hook{Group: "skb", Name: "kfree_skb"}, "packet drops by reason, and per UDP port since 6.12 (udp)"},
 	{Hook{Group: "sock", Name: "sock_recv_length"}, "datagrams read per UDP socket (udp)"},
 	{Hook{Group: "sock", Name: "sk_data_ready"}, "which CPUs' softirqs feed each UDP socket (udp)"},
+	{Hook{Group: "raw_syscalls", Name: "sys_enter"}, "HTTP/1.x requests a JVM served, counted from its socket writes (jvm)"},
+	{Hook{Group: "raw_syscalls", Name: "sys_exit"}, "HTTP/1.x requests a JVM served, counted from its socket writes (jvm)"},
 }
 
 // CatalogEntry is one tracepoint and what perfscope uses it for.

@@ -52,3 +52,13 @@ fi
 if [ "${1:-run}" = test ] && [ ! -d "$HOME/.m2/repository/tools/profiler/async-profiler/4.1" ]; then
 	mvn -B -q dependency:get -Dartifact=tools.profiler:async-profiler:4.1 -Dtransitive=false
 fi
+
+# The Spring Boot test service (integration/springapp) is built offline from
+# the local Maven repository; building it once here fetches Spring Boot,
+# its plugins and their dependencies.
+if [ "${1:-run}" = test ] && [ ! -d "$HOME/.m2/repository/org/springframework/boot/spring-boot-maven-plugin/3.5.7" ]; then
+	tmp=$(mktemp -d)
+	cp -r "$(dirname "$0")/../integration/springapp/pom.xml" "$(dirname "$0")/../integration/springapp/src" "$tmp"/
+	(cd "$tmp" && mvn -B -q package -DskipTests >/dev/null) || { echo "deps: could not build the Spring Boot test service with Maven" >&2; rm -rf "$tmp"; exit 1; }
+	rm -rf "$tmp"
+fi

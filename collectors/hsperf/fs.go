@@ -41,6 +41,8 @@ type Process struct {
 	// handler.
 	SigCaught uint64
 	Threads   int
+	// Exited: the process has exited and is not yet reaped (a zombie).
+	Exited bool
 }
 
 // CatchesSignal says whether the process installed a handler for sig. A JVM
@@ -109,6 +111,10 @@ func parseStatus(r io.Reader) (Process, error) {
 			p.SigCaught, err = strconv.ParseUint(fields[0], 16, 64)
 		case "Threads":
 			p.Threads, err = strconv.Atoi(fields[0])
+		case "State":
+			// Z (zombie) and X (dead): the process has exited and only
+			// waits for its parent; its files are gone.
+			p.Exited = fields[0] == "Z" || fields[0] == "X"
 		}
 		if err != nil {
 			return p, fmt.Errorf("%s: %w", key, err)

@@ -23,6 +23,12 @@ type Heap struct {
 	Survivor1Used          int64
 	OldCapacity, OldUsed   int64
 	OldMaxCapacity         int64
+	// CycleAllocated is what all threads allocated between the last two
+	// young GCs (sun.gc.tlab.alloc, in heap words, published at every GC:
+	// per-thread allocated bytes, TLAB or not), in bytes; HasCycle says
+	// whether the JVM publishes it (not with -XX:-UseTLAB).
+	CycleAllocated int64
+	HasCycle       bool
 	// Cause is the GC in progress ("No GC" between collections), LastCause
 	// the one before.
 	Cause, LastCause string
@@ -36,6 +42,10 @@ type Heap struct {
 	Attachable bool
 	Missing    []string
 }
+
+// heapWordSize is HotSpot's HeapWord on the 64-bit JVMs perfscope attaches
+// to (compressed oops shrink references, not heap words).
+const heapWordSize = 8
 
 // Heap extracts the GC counters.
 func (s *Snapshot) Heap() Heap {
@@ -63,6 +73,9 @@ func (s *Snapshot) Heap() Heap {
 	long("sun.gc.generation.1.space.0.maxCapacity", &h.OldMaxCapacity)
 	long("sun.rt.createVmBeginTime", &created)
 	long("sun.rt.vmInitDoneTime", &initDone)
+	if words, ok := s.Long("sun.gc.tlab.alloc"); ok {
+		h.CycleAllocated, h.HasCycle = words*heapWordSize, true
+	}
 	h.YoungGCTime = s.TicksToDuration(yt)
 	h.OldGCTime = s.TicksToDuration(ot)
 	h.VMStarted = time.UnixMilli(created)

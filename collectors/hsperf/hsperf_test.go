@@ -198,6 +198,14 @@ func TestParseStatusWithoutNamespaces(t *testing.T) {
 	if _, err := parseStatus(strings.NewReader("Name:\tx\n")); err == nil {
 		t.Error("status without Uid accepted")
 	}
+	if p.Exited {
+		t.Error("a status without State is not a zombie")
+	}
+	// A JVM killed with SIGKILL is a zombie until its parent reaps it.
+	z, err := parseStatus(strings.NewReader("Name:\tjava\nState:\tZ (zombie)\nUid:\t0\t0\t0\t0\n"))
+	if err != nil || !z.Exited {
+		t.Errorf("zombie: %+v %v", z, err)
+	}
 }
 
 func TestWindowReconstructsAllocation(t *testing.T) {
@@ -221,5 +229,53 @@ func TestWindowReconstructsAllocation(t *testing.T) {
 	}
 	if w.YoungGCs() != 3 || w.OldGCs() != 1 || w.Samples() != 6 {
 		t.Errorf("young %d old %d samples %d", w.YoungGCs(), w.OldGCs(), w.Samples())
+	}
+}
+
+// G1 collects before Eden is full: the estimate follows the occupancy seen
+// before each lone young GC, not the capacity.
+func TestWindowEdenAtCollection(t *testing.T) {
+	var w Window
+	if _, _, ok := w.EdenAtCollection(); ok {
+		t.Error("estimate without samples")
+	}
+	const eden = 130
+	for _, h := range []Heap{
+		{EdenCapacity: eden, EdenUsed: 100},
+		{EdenCapacity: eden, EdenUsed: 110},             // +10
+		{EdenCapacity: eden, EdenUsed: 120},             // +10
+		{EdenCapacity: eden, EdenUsed: 2, YoungGCs: 1},  // a lone GC, seen at 120
+		{EdenCapacity: eden, EdenUsed: 12, YoungGCs: 1}, // +10
+		{EdenCapacity: eden, EdenUsed: 3, YoungGCs: 3},  // two GCs in one interval: not used
+		{EdenCapacity: eden, EdenUsed: 13, YoungGCs: 3}, // +10
+	} {
+		w.Add(h)
+	}
+	// 120 seen before the lone GC, plus half the mean growth per interval.
+	if got, src, ok := w.EdenAtCollection(); !ok || got != 125 || src != "hsperfdata-occupancy" {
+		t.Errorf("eden at collection %d %s %v, want 125 from the occupancy", got, src, ok)
+	}
+	w.Add(Heap{EdenCapacity: eden, EdenUsed: 129})
+	w.Add(Heap{EdenCapacity: eden, EdenUsed: 0, YoungGCs: 4})
+	got, _, _ := w.EdenAtCollection()
+	if got > eden {
+		t.Errorf("%d above capacity", got)
+	}
+}
+
+// The JVM's own per-cycle allocation, published at each GC, wins over the
+// occupancy estimate.
+func TestWindowEdenAtCollectionFromCycleCounter(t *testing.T) {
+	var w Window
+	for _, h := range []Heap{
+		{EdenCapacity: 130, EdenUsed: 100, HasCycle: true, CycleAllocated: 7},
+		{EdenCapacity: 130, EdenUsed: 5, YoungGCs: 1, HasCycle: true, CycleAllocated: 123},
+		{EdenCapacity: 130, EdenUsed: 50, YoungGCs: 1, HasCycle: true, CycleAllocated: 123},
+		{EdenCapacity: 130, EdenUsed: 9, YoungGCs: 3, HasCycle: true, CycleAllocated: 121},
+	} {
+		w.Add(h)
+	}
+	if got, src, ok := w.EdenAtCollection(); !ok || got != 122 || src != "hsperfdata-cycle" {
+		t.Errorf("eden at collection %d %s %v, want 122 from the cycle counter", got, src, ok)
 	}
 }

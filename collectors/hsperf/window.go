@@ -21,6 +21,13 @@ type Window struct {
 	// PromotingGCs counts the young collections Promoted was measured
 	// over.
 	PromotingGCs int64
+
+	// Eden occupancy seen at the last sample before a lone young GC, and
+	// Eden growth per GC-free sample interval: EdenAtCollection's inputs.
+	edenBeforeGC, edenBeforeGCs int64
+	growth, growthIntervals     int64
+	// Allocation per GC cycle as the JVM published it at each young GC.
+	cycleAllocated, cycles int64
 }
 
 // Add feeds the next sample.
@@ -36,8 +43,20 @@ func (w *Window) Add(h Heap) {
 	case young == 0 && old == 0:
 		if d := h.EdenUsed - prev.EdenUsed; d > 0 {
 			w.EdenAllocated += d
+			w.growth += d
 		}
+		w.growthIntervals++
 	default:
+		if old == 0 && h.HasCycle && h.CycleAllocated > 0 {
+			// Only the last of several GCs between two samples is
+			// visible: one cycle.
+			w.cycleAllocated += h.CycleAllocated
+			w.cycles++
+		}
+		if young == 1 && old == 0 {
+			w.edenBeforeGC += prev.EdenUsed
+			w.edenBeforeGCs++
+		}
 		// The first collection emptied the Eden we last saw partly full;
 		// any further ones between two samples each consumed a whole Eden.
 		rest := max(prev.EdenCapacity-prev.EdenUsed, 0)
@@ -52,6 +71,36 @@ func (w *Window) Add(h Heap) {
 	}
 	w.Last = h
 	w.samples++
+}
+
+// EdenAtCollection is how much Eden the application filled between two
+// young GCs: the allocation → young-GC model divides by it. G1 sizes its
+// young generation after every GC and starts one when that many regions
+// are used, which is not the Eden capacity hsperfdata shows (123 of 130
+// regions is typical), so dividing by the capacity predicts too few
+// collections.
+//
+// The JVM publishes each cycle's allocation at every young GC
+// (sun.gc.tlab.alloc): the mean over the window's GCs is the answer
+// (source "hsperfdata-cycle"). Without that counter it is estimated from
+// the occupancy at the last sample before each lone young GC plus half an
+// interval's growth (source "hsperfdata-occupancy"), at most the capacity.
+// ok is false when the window saw no young GC.
+func (w *Window) EdenAtCollection() (bytes int64, source string, ok bool) {
+	if w.cycles > 0 {
+		return w.cycleAllocated / w.cycles, "hsperfdata-cycle", true
+	}
+	if w.edenBeforeGCs == 0 {
+		return 0, "", false
+	}
+	est := w.edenBeforeGC / w.edenBeforeGCs
+	if w.growthIntervals > 0 {
+		est += w.growth / w.growthIntervals / 2
+	}
+	if c := w.Last.EdenCapacity; c > 0 && est > c {
+		est = c
+	}
+	return est, "hsperfdata-occupancy", true
 }
 
 // Samples is how many heap samples the window saw.

@@ -63,13 +63,56 @@ func (j JDK) Build(ctx context.Context, dir string) error {
 	})
 }
 
+// Process is a started JVM (or its launcher) in a process group of its
+// own: the sample app and the Spring Boot service share it.
+type Process struct {
+	Cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartProcess starts cmd in a new process group and reaps it when it
+// exits.
+func StartProcess(cmd *exec.Cmd) (*Process, error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &Process{Cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// Exited is closed once the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.done }
+
+// Running says whether the process has not exited.
+func (p *Process) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop terminates the whole process group and waits.
+func (p *Process) Stop() {
+	pgid := p.Cmd.Process.Pid
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
 // App is a running sample app.
 type App struct {
-	Cmd *exec.Cmd
+	*Process
 	// PID is the JVM's pid as seen from here.
 	PID  int
 	Port int
-	done chan struct{}
 }
 
 // Config says how to start the app.
@@ -103,12 +146,11 @@ func Start(ctx context.Context, c Config) (*App, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = c.Log, c.Log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	proc, err := StartProcess(cmd)
+	if err != nil {
 		return nil, err
 	}
-	a := &App{Cmd: cmd, PID: cmd.Process.Pid, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(a.done) }()
+	a := &App{Process: proc, PID: cmd.Process.Pid}
 	defer os.Remove(portFile)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -118,7 +160,7 @@ func Start(ctx context.Context, c Config) (*App, error) {
 			}
 		}
 		select {
-		case <-a.done:
+		case <-a.Exited():
 			return nil, fmt.Errorf("sample app exited during start-up: %v", cmd.ProcessState)
 		case <-ctx.Done():
 			a.Stop()
@@ -167,26 +209,4 @@ func (a *App) Healthy() bool {
 	}
 	resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// Running says whether the process has not exited.
-func (a *App) Running() bool {
-	select {
-	case <-a.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// Stop terminates the app (its whole process group) and waits.
-func (a *App) Stop() {
-	pgid := a.Cmd.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-a.done:
-	case <-time.After(10 * time.Second):
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		<-a.done
-	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -44,11 +46,20 @@ type jvmOptions struct {
 	Folded           string
 	Output           string
 	FailOn           string
+	RequestsFrom     string
+	RequestsMetric   string
+	RequestsMatch    []string
+	Mappings         string
+	Count            string
+	HTTPPorts        []uint
+	RequestThreads   string
+	HandlerFrames    string
 
-	format   report.Format
-	failOn   diagnose.Severity
-	measure  jvm.Options
-	hsperfFS hsperf.FS
+	format    report.Format
+	failOn    diagnose.Severity
+	wroteJSON bool
+	measure   jvm.Options
+	hsperfFS  hsperf.FS
 	// run is the measurement; tests replace it to check flag handling.
 	run func(ctx context.Context, o *jvmOptions, g *Globals) error
 }
@@ -69,21 +80,34 @@ count is known, the bytes allocated per request, with the allocating frames
 (logging frameworks grouped) and the young-GC frequency that predicts at
 --target-rps.
 
-The window is --duration (tell perfscope how many requests you sent with
---requests), or a fixed-count HTTP load perfscope drives itself with --load.
+The window is --duration, or a fixed-count HTTP load perfscope drives
+itself with --load. Without --load the requests the JVM served are counted
+without touching it: from a metrics endpoint it already exposes
+(--requests-from, e.g. Spring Boot Actuator's Prometheus endpoint; any
+protocol, TLS included), or passively from its own HTTP/1.x socket writes
+on its listening ports (eBPF, root); --requests N overrides both. Without
+any count, bytes per request are reported as unknown, never as zero.
+Allocation is split by request handler (per endpoint, with the logging
+share) and between request-serving threads and background threads.
 async-profiler is stopped in the JVM when the window ends, on errors and on
-Ctrl-C.`,
+Ctrl-C; if the JVM exits mid-run, what was measured is reported (exit 4).`,
 		Example: `  perfscope jvm --pid 4242 --load http://127.0.0.1:8080/orders --requests 20000 --concurrency 10
   perfscope jvm --pid 4242 --load http://127.0.0.1:8080/create --method POST --body @order.json \
       --header 'Content-Type: application/json' --requests 20000 --target-rps 500
+  perfscope jvm --pid 4242 --duration 60s --target-rps 2000          # production traffic, counted passively
+  perfscope jvm --pid 4242 -d 60s --requests-from http://127.0.0.1:8080/actuator/prometheus
   perfscope jvm --pid 4242 --duration 30s --requests 15000 -o json
   perfscope jvm --pid 4242 --duration 10s --event cpu --flame cpu.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
-				return err
+			err := o.validate()
+			if err == nil {
+				err = o.run(cmd.Context(), o, g)
 			}
-			return o.run(cmd.Context(), o, g)
+			if err != nil && o.format == report.JSON && !o.wroteJSON {
+				writeJSONError(g.Out, "jvm", err)
+			}
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -105,6 +129,14 @@ Ctrl-C.`,
 	f.StringVar(&o.Folded, "folded", "", "write the profile as folded stacks")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint (Spring Boot Actuator, Micrometer, Dropwizard, OpenTelemetry), summed over the window")
+	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
+	f.StringArrayVar(&o.RequestsMatch, "requests-match", nil, "keep --requests-from series whose LABEL=REGEX, or drop them with LABEL!=REGEX (repeatable; default drops uri=/actuator.*)")
+	f.StringVar(&o.Mappings, "mappings", "", "Spring Boot Actuator's /actuator/mappings, to join handlers to endpoints (default: beside an Actuator --requests-from)")
+	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x request count from the JVM's socket writes (eBPF): auto (when nothing else counts), on (also as a cross-check; fail without it) or off")
+	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the JVM's)")
+	f.StringVar(&o.RequestThreads, "request-threads", "", "thread names (regex) that serve requests, beside the known pools (http-nio-*, http-epoll-*, reactor-http-*, qtp*, XNIO-*)")
+	f.StringVar(&o.HandlerFrames, "handler-frames", "", "frames (regex on dotted names) that are request handlers, instead of the outermost application frame under a known dispatcher")
 	return cmd
 }
 
@@ -143,17 +175,24 @@ func (o *jvmOptions) validate() error {
 		FS:               o.hsperfFS,
 		Duration:         o.Duration,
 		Locator:          asprof.Locator{Explicit: o.AsyncProfiler},
-		Profile:          asprof.Options{Event: event, AllocInterval: interval},
+		Profile:          asprof.Options{Event: event, AllocInterval: interval, Threads: true},
 		TopSites:         o.Top,
 		TargetRPS:        o.TargetRPS,
 		TargetGCInterval: o.TargetGCInterval,
+		MappingsURL:      o.Mappings,
+	}
+	if err := o.validateAttribution(); err != nil {
+		return err
 	}
 	if o.LoadURL == "" {
 		if o.Body != "" || len(o.Headers) > 0 || o.Method != "GET" {
 			return usageError("--method, --body and --header shape the load: add --load URL")
 		}
 		o.measure.Requests = o.Requests
-		return nil
+		return o.validateRequestSources()
+	}
+	if o.RequestsFrom != "" {
+		return usageError("--requests-from counts requests perfscope does not drive: drop it with --load, which counts its own")
 	}
 	if o.Requests == 0 {
 		return usageError("--load needs --requests N: the fixed request count is what bytes per request divide by")
@@ -179,6 +218,78 @@ func (o *jvmOptions) validate() error {
 	return nil
 }
 
+func (o *jvmOptions) validateAttribution() error {
+	for name, v := range map[string]struct {
+		src string
+		dst **regexp.Regexp
+	}{
+		"--request-threads": {o.RequestThreads, &o.measure.Attribution.RequestThreads},
+		"--handler-frames":  {o.HandlerFrames, &o.measure.Attribution.HandlerFrames},
+	} {
+		if v.src == "" {
+			continue
+		}
+		re, err := regexp.Compile(v.src)
+		if err != nil {
+			return usageError("%s %q: %v", name, v.src, err)
+		}
+		*v.dst = re
+	}
+	return nil
+}
+
+func (o *jvmOptions) validateRequestSources() error {
+	switch o.Count {
+	case "auto":
+		o.measure.Passive = jvm.PassiveAuto
+	case "on":
+		o.measure.Passive = jvm.PassiveRequired
+	case "off":
+		o.measure.Passive = jvm.PassiveOff
+	default:
+		return usageError("--count %q: want auto, on or off", o.Count)
+	}
+	for _, p := range o.HTTPPorts {
+		if p == 0 || p > 65535 {
+			return usageError("--http-port %d is not a TCP port", p)
+		}
+		o.measure.HTTPPorts = append(o.measure.HTTPPorts, uint16(p))
+	}
+	if o.RequestsFrom == "" {
+		if o.RequestsMetric != "" || len(o.RequestsMatch) > 0 {
+			return usageError("--requests-metric and --requests-match select series of --requests-from: add --requests-from URL")
+		}
+		return nil
+	}
+	u, err := url.Parse(o.RequestsFrom)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usageError("--requests-from %q is not an http(s) URL", o.RequestsFrom)
+	}
+	src := &jvm.MetricsSource{URL: o.RequestsFrom, Metric: o.RequestsMetric, Match: map[string]*regexp.Regexp{}, Exclude: map[string]*regexp.Regexp{}}
+	for _, m := range o.RequestsMatch {
+		label, re, neg := "", "", false
+		if l, r, ok := strings.Cut(m, "!="); ok {
+			label, re, neg = l, r, true
+		} else if l, r, ok := strings.Cut(m, "="); ok {
+			label, re = l, r
+		}
+		if label == "" {
+			return usageError("--requests-match %q: want LABEL=REGEX or LABEL!=REGEX", m)
+		}
+		compiled, err := regexp.Compile("^(?:" + re + ")$")
+		if err != nil {
+			return usageError("--requests-match %q: %v", m, err)
+		}
+		if neg {
+			src.Exclude[label] = compiled
+		} else {
+			src.Match[label] = compiled
+		}
+	}
+	o.measure.RequestsFrom = src
+	return nil
+}
+
 // parseSize reads "524288", "512k", "1m".
 func parseSize(s string) (int64, error) {
 	mult := int64(1)
@@ -199,32 +310,28 @@ func parseSize(s string) (int64, error) {
 type jvmData struct {
 	evidence.JVM
 	Load *httpload.Result `json:"load,omitempty"`
-	// Model is the Spring Boot allocation study's prediction at the planning rate.
-	Model jvmModel `json:"model"`
+	// Model is the allocation → young-GC prediction at the planning rate
+	// (--target-rps, else the observed rate); Observed is the same model
+	// at the window's own rate, to hold against the GCs it counted.
+	// Model is null when no rate or no bytes per request is known.
+	Model    *jvm.Prediction `json:"model"`
+	Observed *jvm.Prediction `json:"model_observed,omitempty"`
+	// Warnings are what the report must say beside the numbers.
+	Warnings []string `json:"warnings"`
 }
 
-type jvmModel struct {
-	RPS               float64 `json:"rps"`
-	RPSSource         string  `json:"rps_source,omitempty"`
-	AllocRate         float64 `json:"alloc_rate"`
-	YoungGCsPerMinute float64 `json:"young_gcs_per_minute"`
-	// EdenForTarget is the Eden giving one young GC per
-	// target_gc_interval, rounded up to whole G1 regions.
-	EdenForTarget float64 `json:"eden_for_target"`
-}
-
-func model(e evidence.JVM) jvmModel {
-	m := jvmModel{RPS: e.TargetRPS, RPSSource: "target"}
-	if m.RPS == 0 && e.Requests > 0 && e.WindowNs > 0 {
-		m.RPS, m.RPSSource = float64(e.Requests)/(float64(e.WindowNs)/1e9), "measured"
+func newJVMData(res *jvm.Result) jvmData {
+	d := jvmData{JVM: res.Evidence, Load: res.Load, Warnings: res.Warnings}
+	if m := jvm.Predict(res.Evidence); m.RPS > 0 {
+		d.Model = &m
 	}
-	if m.RPS == 0 || e.BytesPerRequest == 0 {
-		return jvmModel{}
+	if d.Warnings == nil {
+		d.Warnings = []string{}
 	}
-	m.AllocRate = diagnose.AllocRate(e.BytesPerRequest, m.RPS)
-	m.YoungGCsPerMinute = diagnose.YoungGCsPerMinute(m.AllocRate, float64(e.EdenCapacity))
-	m.EdenForTarget = diagnose.RoundUpToRegion(diagnose.EdenForInterval(m.AllocRate, time.Duration(e.TargetGCIntervalNs)), float64(e.RegionSize))
-	return m
+	if p, ok := jvm.PredictObserved(res.Evidence); ok {
+		d.Observed = &p
+	}
+	return d
 }
 
 func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
@@ -239,26 +346,72 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 		}
 	}
 	res, err := jvm.Measure(ctx, o.measure)
-	if err != nil {
+	if err != nil && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
 		return jvmError(o.PID, err)
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(g.Err, "perfscope: warning: %s\n", w)
 	}
 	r := report.New("jvm", Version(), started)
 	r.Meta.DurationNs = res.Evidence.WindowNs
-	r.Overhead = &evidence.Overhead{AttachMethod: "hotspot-attach+async-profiler", AttachNs: res.AttachNs}
-	data := jvmData{JVM: res.Evidence, Load: res.Load, Model: model(res.Evidence)}
+	r.Overhead = &evidence.Overhead{AttachMethod: "hotspot-attach+async-profiler", AttachNs: res.AttachNs, Programs: res.BPF}
+	if w := res.Evidence.WindowNs; w > 0 {
+		for _, p := range res.BPF {
+			r.Overhead.BPFTimeShare += float64(p.RunTimeNs) / float64(w) / float64(r.Meta.CPUs)
+		}
+	}
+	data := newJVMData(res)
 	r.Data = data
-	r.Findings = diagnose.Run(diagnose.JVMRules, res.Evidence)
-	if err := writeProfileFiles(o, r, res.Profile); err != nil {
-		return err
+	if f := diagnose.Run(diagnose.JVMRules, res.Evidence); len(f) > 0 {
+		r.Findings = f
+	}
+	if res.Profile != nil {
+		if werr := writeProfileFiles(o, r, res.Profile); werr != nil {
+			return werr
+		}
+	}
+	var exitErr error
+	if err != nil {
+		// The JVM exited mid-run: the report says what was measured, and
+		// the exit code says the run failed.
+		exitErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement (hsperfdata and attach socket went away); reported what was measured in %.1fs", o.PID, float64(res.Evidence.WindowNs)/1e9)}
 	}
 	if o.format == report.JSON {
-		if err := report.WriteJSON(g.Out, r); err != nil {
+		o.wroteJSON = true
+		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
 			return err
 		}
 	} else {
-		writeJVMText(g.textOut(), r, data)
+		writeJVMText(g.textOut(), r, data, o.measure.Profile)
+	}
+	if exitErr != nil {
+		return exitErr
 	}
 	return failOn(r.Findings, o.failOn)
+}
+
+// jsonError is the error member of a JSON report: a run that failed still
+// prints one JSON document, so scripts parsing -o json see why.
+type jsonError struct {
+	Message  string `json:"message"`
+	ExitCode int    `json:"exit_code"`
+}
+
+func writeJSONReport(w io.Writer, r *report.Report, err error) error {
+	if err == nil {
+		return report.WriteJSON(w, r)
+	}
+	return report.WriteJSON(w, struct {
+		*report.Report
+		Error jsonError `json:"error"`
+	}{r, jsonError{Message: err.Error(), ExitCode: CodeOf(err)}})
+}
+
+// writeJSONError prints a failed run as JSON: the envelope with no data
+// and the error, so -o json never prints plain text on stdout.
+func writeJSONError(w io.Writer, command string, err error) {
+	r := report.New(command, Version(), time.Now())
+	writeJSONReport(w, r, err)
 }
 
 func writeProfileFiles(o *jvmOptions, r *report.Report, p *asprof.Profile) error {
@@ -271,7 +424,7 @@ func writeProfileFiles(o *jvmOptions, r *report.Report, p *asprof.Profile) error
 	}
 	fp := flame.New(unit)
 	for _, s := range p.Stacks {
-		fp.Add(s.Frames, s.Weight)
+		fp.Add(jvm.WithoutThread(s.Frames), s.Weight)
 	}
 	write := func(path, kind string, fn func(io.Writer) error) error {
 		f, err := os.Create(path)
@@ -315,7 +468,7 @@ func jvmError(pid int, err error) error {
 	case errors.Is(err, attach.ErrNotJVM):
 		return usageError("pid %d is not a HotSpot JVM: pass the pid of a java process (`jps` lists them)", pid)
 	case errors.Is(err, attach.ErrSignalNotCaught):
-		return unavailableError("pid %d runs with -Xrs, so the attach signal would kill it; perfscope left it alone — restart it without -Xrs, or use `perfscope gclog` on its GC log", pid)
+		return unavailableError("pid %d runs with -Xrs and its attach socket is not open, so the attach signal would kill it; perfscope left it alone — restart it without -Xrs, or use `perfscope gclog` on its GC log", pid)
 	case errors.Is(err, attach.ErrAttachDisabled):
 		return unavailableError("pid %d runs with -XX:+DisableAttachMechanism; perfscope left it alone — restart it without that flag, or use `perfscope gclog` on its GC log", pid)
 	case errors.Is(err, attach.ErrNotReady):
@@ -330,90 +483,10 @@ func jvmError(pid int, err error) error {
 		return unavailableError("%v; pass --async-profiler PATH (or set PERFSCOPE_ASYNC_PROFILER) to an async-profiler %s install, or let `mvn dependency:get -Dartifact=%s:%s:%s` reach your Maven repository", err, asprof.Version, asprof.GroupID, asprof.ArtifactID, asprof.Version)
 	case errors.Is(err, asprof.ErrAlreadyRunning):
 		return unavailableError("pid %d: %v", pid, err)
+	case errors.Is(err, jvm.ErrBadSource):
+		return usageError("%v; nothing was sent to pid %d", err, pid)
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("interrupted; async-profiler was stopped in pid %d", pid)
 	}
 	return err
-}
-
-func writeJVMText(w io.Writer, r *report.Report, d jvmData) {
-	e := d.JVM
-	fmt.Fprintf(w, "JVM pid %d (%s), window %.1fs, async-profiler event %s\n", e.PID, e.Collector, float64(e.WindowNs)/1e9, e.ProfileEvent)
-	if d.Load != nil {
-		l := d.Load
-		report.Heading(w, "Load (perfscope drove it)")
-		t := report.Table{Header: []string{"requests", "failures", "non-2xx", "req/s", "p50", "p90", "p99", "max"}}
-		t.Add(strconv.FormatInt(l.Completed, 10), strconv.FormatInt(l.Failures, 10), strconv.FormatInt(l.Non2xx, 10), fmt.Sprintf("%.0f", l.RPS),
-			report.Nanos(float64(l.P50Ns)), report.Nanos(float64(l.P90Ns)), report.Nanos(float64(l.P99Ns)), report.Nanos(float64(l.MaxNs)))
-		t.Write(w)
-		if l.FirstError != "" {
-			fmt.Fprintf(w, "first failure: %s\n", l.FirstError)
-		}
-	}
-	report.Heading(w, "Allocation and GC")
-	t := report.Table{Header: []string{"measure", "value"}}
-	if e.ProfileEvent == string(asprof.Alloc) {
-		t.Add("allocated (async-profiler)", report.Bytes(float64(e.AllocBytesProfiler)))
-	}
-	t.Add("allocated (hsperfdata Eden)", report.Bytes(float64(e.AllocBytesEden)))
-	if e.ProfileEvent == string(asprof.Alloc) {
-		t.Add("disagreement", report.Percent(e.Disagreement))
-		t.Add("allocation rate (async-profiler)", report.Bytes(e.AllocRateProfiler)+"/s")
-	}
-	t.Add("allocation rate (Eden)", report.Bytes(e.AllocRateEden)+"/s")
-	if e.Requests > 0 {
-		t.Add("requests ("+e.RequestsSource+")", strconv.FormatInt(e.Requests, 10))
-		t.Add("bytes per request", report.Bytes(e.BytesPerRequest))
-		t.Add("bytes per request (Eden)", report.Bytes(e.BytesPerRequestEden))
-	}
-	t.Add("young GCs", fmt.Sprintf("%d (%.1f/min, mean pause %s)", e.YoungGCs, e.YoungGCsPerMinute, report.Nanos(e.MeanYoungPauseNs)))
-	t.Add("full/old GCs", strconv.FormatInt(e.OldGCs, 10))
-	t.Add("GC time share", report.Percent(e.GCTimeShare))
-	t.Add("Eden capacity", report.Bytes(float64(e.EdenCapacity)))
-	if e.RegionSize > 0 {
-		t.Add("G1 region size", report.Bytes(float64(e.RegionSize)))
-	}
-	if e.Logging.Bytes > 0 {
-		v := report.Percent(e.Logging.Share)
-		if e.Logging.BytesPerRequest > 0 {
-			v = fmt.Sprintf("%s per request (%s)", report.Bytes(e.Logging.BytesPerRequest), v)
-		}
-		t.Add("logging", v)
-	}
-	t.Write(w)
-	if m := d.Model; m.RPS > 0 {
-		report.Heading(w, fmt.Sprintf("At %.0f requests/s (%s)", m.RPS, m.RPSSource))
-		mt := report.Table{Header: []string{"allocation rate", "young GCs/min", fmt.Sprintf("Eden for one GC per %v", time.Duration(e.TargetGCIntervalNs))}}
-		mt.Add(report.Bytes(m.AllocRate)+"/s", fmt.Sprintf("%.1f", m.YoungGCsPerMinute), report.Bytes(m.EdenForTarget))
-		mt.Write(w)
-	}
-	if len(e.Sites) > 0 {
-		unit := "bytes"
-		if e.ProfileEvent != string(asprof.Alloc) {
-			unit = "weight"
-		}
-		report.Heading(w, "Top sites by "+unit)
-		st := report.Table{Header: []string{"share", unit, "per request", "frame"}}
-		for _, s := range e.Sites {
-			name := s.Frame
-			if s.Type != "" {
-				name += " → " + s.Type
-			}
-			per := "-"
-			if s.BytesPerRequest > 0 {
-				per = report.Bytes(s.BytesPerRequest)
-			}
-			val := report.Bytes(float64(s.Bytes))
-			if unit != "bytes" {
-				val = report.Count(float64(s.Bytes))
-			}
-			st.Add(report.Percent(s.Share), val, per, name)
-		}
-		st.Write(w)
-	}
-	for _, a := range r.Artifacts {
-		fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
-	}
-	report.Heading(w, "Findings")
-	report.WriteFindings(w, r.Findings)
 }

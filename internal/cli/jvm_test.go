@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/perfscope/perfscope/jvm/asprof"
@@ -24,6 +26,14 @@ func TestJVMFlags(t *testing.T) {
 		{[]string{"--pid", "42", "--flame", "x.png"}, ExitUsage},
 		{[]string{"--pid", "42", "-o", "yaml"}, ExitUsage},
 		{[]string{"--pid", "42", "--body", "@/nonexistent", "--load", "http://x/", "-n", "1"}, ExitUsage},
+		{[]string{"--pid", "42", "--requests-from", "http://127.0.0.1:8080/actuator/prometheus", "--requests-match", "uri=/api/.*", "--requests-match", "status!=5..", "--http-port", "8080", "--request-threads", "^worker-", "--handler-frames", `Controller\.`}, ExitOK},
+		{[]string{"--pid", "42", "--requests-from", "ftp://x/metrics"}, ExitUsage},
+		{[]string{"--pid", "42", "--requests-match", "uri=/x"}, ExitUsage},
+		{[]string{"--pid", "42", "--requests-from", "http://x/m", "--requests-match", "nolabel"}, ExitUsage},
+		{[]string{"--pid", "42", "--count", "maybe"}, ExitUsage},
+		{[]string{"--pid", "42", "--http-port", "70000"}, ExitUsage},
+		{[]string{"--pid", "42", "--request-threads", "("}, ExitUsage},
+		{[]string{"--pid", "42", "--load", "http://x/", "-n", "5", "--requests-from", "http://x/m"}, ExitUsage},
 	} {
 		var ran *jvmOptions
 		o := &jvmOptions{run: func(_ context.Context, o *jvmOptions, _ *Globals) error { ran = o; return nil }}
@@ -37,5 +47,33 @@ func TestJVMFlags(t *testing.T) {
 		if tc.code == ExitOK && (ran == nil || ran.measure.Profile.Event != asprof.Alloc || ran.measure.Profile.AllocInterval != asprof.DefaultAllocInterval) {
 			t.Errorf("%q: options %+v", tc.args, ran)
 		}
+	}
+}
+
+// Errors under -o json are a JSON document too, with the exit code.
+func TestJVMJSONErrors(t *testing.T) {
+	o := &jvmOptions{run: func(context.Context, *jvmOptions, *Globals) error {
+		return unavailableError("pid 42 runs with -XX:+DisableAttachMechanism")
+	}}
+	out := &bytes.Buffer{}
+	cmd := jvmCmd(&Globals{Out: out, Err: &bytes.Buffer{}}, o)
+	cmd.SetArgs([]string{"--pid", "42", "-o", "json"})
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	if got := CodeOf(cmd.ExecuteContext(context.Background())); got != ExitUnavailable {
+		t.Fatalf("exit %d", got)
+	}
+	var doc struct {
+		Schema   string            `json:"schema"`
+		Findings []json.RawMessage `json:"findings"`
+		Error    struct {
+			Message  string `json:"message"`
+			ExitCode int    `json:"exit_code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if doc.Error.ExitCode != ExitUnavailable || !strings.Contains(doc.Error.Message, "DisableAttachMechanism") || doc.Findings == nil {
+		t.Errorf("%s", out)
 	}
 }

@@ -149,10 +149,11 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 		if err != nil {
 			return jvmError(app.PID, err)
 		}
-		d := jvmData{JVM: res.Evidence, Load: res.Load, Model: model(res.Evidence)}
+		d := newJVMData(res)
 		data.Scenarios = append(data.Scenarios, labScenario{Endpoint: ep, Load: *res.Load, Data: d, Findings: diagnose.Run(diagnose.JVMRules, res.Evidence)})
 	}
-	base, extra := data.Scenarios[0].Data.BytesPerRequest, data.Scenarios[1].Data.BytesPerRequest
+	base, _ := data.Scenarios[0].Data.PerRequest()
+	extra, _ := data.Scenarios[1].Data.PerRequest()
 	data.ExtraBytesMeasured = extra - base
 	data.ExtraError = data.ExtraBytesMeasured/data.ExtraBytesExpected - 1
 	r := report.New("lab jvm", Version(), started)
@@ -195,11 +196,15 @@ func writeLabJVMText(w io.Writer, o *labJVMOptions, d labJVMData) {
 	t := report.Table{Header: []string{"endpoint", "req/s", "p99", "per request", "per request (Eden)", "logging/request", "Eden", "young GCs/min", "Eden for 1 GC/10s"}}
 	for _, s := range d.Scenarios {
 		e, m := s.Data.JVM, s.Data.Model
+		if m == nil {
+			m = &jvm.Prediction{}
+		}
 		logging := "-"
 		if e.Logging.BytesPerRequest > 0 {
 			logging = report.Bytes(e.Logging.BytesPerRequest)
 		}
-		t.Add(s.Endpoint, fmt.Sprintf("%.0f", s.Load.RPS), report.Nanos(float64(s.Load.P99Ns)), report.Bytes(e.BytesPerRequest), report.Bytes(e.BytesPerRequestEden),
+		perReq, _ := e.PerRequest()
+		t.Add(s.Endpoint, fmt.Sprintf("%.0f", s.Load.RPS), report.Nanos(float64(s.Load.P99Ns)), report.Bytes(perReq), report.Bytes(deref(e.BytesPerRequestEden)),
 			logging, report.Bytes(float64(e.EdenCapacity)), fmt.Sprintf("%.1f", m.YoungGCsPerMinute), report.Bytes(m.EdenForTarget))
 	}
 	t.Write(w)
@@ -209,4 +214,11 @@ func writeLabJVMText(w io.Writer, o *labJVMOptions, d labJVMData) {
 		l := d.Scenarios[2].Data.Logging
 		fmt.Fprintf(w, "/log: logging costs %s per request (%s of its allocation)\n", report.Bytes(l.BytesPerRequest), report.Percent(l.Share))
 	}
+}
+
+func deref(v *float64) float64 {
+	if v == nil {
+		return 0
+	}
+	return *v
 }

@@ -71,17 +71,22 @@ func ParseHeader(h http.Header, kv string) error {
 
 // Result is what a run measured.
 type Result struct {
-	Requests  int64   `json:"requests"`
-	Completed int64   `json:"completed"`
-	Failures  int64   `json:"failures"`
-	Non2xx    int64   `json:"non_2xx"`
-	Seconds   float64 `json:"seconds"`
-	RPS       float64 `json:"requests_per_second"`
-	P50Ns     int64   `json:"p50_ns"`
-	P90Ns     int64   `json:"p90_ns"`
-	P99Ns     int64   `json:"p99_ns"`
-	MaxNs     int64   `json:"max_ns"`
-	MeanNs    int64   `json:"mean_ns"`
+	Requests int64 `json:"requests"`
+	// Completed counts requests answered with any status (non-2xx
+	// included: they were served); Failures the ones that got no answer.
+	Completed int64 `json:"completed"`
+	Failures  int64 `json:"failures"`
+	// Non2xx is the part of Completed answered outside 2xx; StatusClasses
+	// splits Completed by class ("2xx", "4xx", ...).
+	Non2xx        int64            `json:"non_2xx"`
+	StatusClasses map[string]int64 `json:"status_classes"`
+	Seconds       float64          `json:"seconds"`
+	RPS           float64          `json:"requests_per_second"`
+	P50Ns         int64            `json:"p50_ns"`
+	P90Ns         int64            `json:"p90_ns"`
+	P99Ns         int64            `json:"p99_ns"`
+	MaxNs         int64            `json:"max_ns"`
+	MeanNs        int64            `json:"mean_ns"`
 	// ScheduleLagP99Ns and ScheduleLagMaxNs (with Rate only) say how
 	// late requests left against their slot: a backlog in the client
 	// when they exceed the timer granularity (about 1 ms in Go).
@@ -111,6 +116,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	var next atomic.Int64
 	latencies := make([]int64, spec.Requests)
 	var failures, non2xx atomic.Int64
+	var classes [6]atomic.Int64 // 0: outside 100-599
 	var firstErr sync.Once
 	var firstMsg string
 	var lags []int64
@@ -155,6 +161,13 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 				t0 := time.Now()
 				status, err := do(ctx, client, spec)
 				latencies[i] = int64(time.Since(t0))
+				if err == nil {
+					class := status / 100
+					if class < 1 || class > 5 {
+						class = 0
+					}
+					classes[class].Add(1)
+				}
 				switch {
 				case err != nil:
 					failures.Add(1)
@@ -171,6 +184,16 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	sent := min(next.Load(), int64(spec.Requests))
 	r := Result{Requests: int64(spec.Requests), Failures: failures.Load(), Non2xx: non2xx.Load(), Seconds: elapsed.Seconds(), FirstError: firstMsg}
 	r.Completed = sent - r.Failures
+	r.StatusClasses = map[string]int64{}
+	for c := range classes {
+		if n := classes[c].Load(); n > 0 {
+			name := "other"
+			if c > 0 {
+				name = fmt.Sprintf("%dxx", c)
+			}
+			r.StatusClasses[name] = n
+		}
+	}
 	lat := slices.Clone(latencies[:sent])
 	slices.Sort(lat)
 	if n := len(lat); n > 0 {

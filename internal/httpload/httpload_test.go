@@ -41,6 +41,10 @@ func TestRunCountsEveryRequest(t *testing.T) {
 	if err != nil || r.Non2xx != 10 || r.FirstError != "HTTP 500" {
 		t.Errorf("non-2xx: %+v %v", r, err)
 	}
+	// A non-2xx answer is one served request, counted once.
+	if r.Completed != 10 || r.StatusClasses["5xx"] != 10 || len(r.StatusClasses) != 1 {
+		t.Errorf("completed %d classes %v, want 10 requests, all 5xx", r.Completed, r.StatusClasses)
+	}
 }
 
 func TestRunReportsConnectionFailures(t *testing.T) {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/perfscope/perfscope/jvm/attach"
 )
 
@@ -57,6 +59,11 @@ type Options struct {
 	AllocInterval int64
 	// Interval is the cpu/wall sampling period; 0 keeps the default.
 	Interval time.Duration
+	// Threads profiles threads separately: every collapsed stack starts
+	// with a frame naming its thread ("[http-nio-8080-exec-1 tid=4242]"),
+	// which is how allocation is split between request threads and the
+	// rest.
+	Threads bool
 }
 
 func (o Options) startArgs() string {
@@ -67,7 +74,18 @@ func (o Options) startArgs() string {
 	if o.Interval > 0 && (o.Event == CPU || o.Event == Wall) {
 		args = append(args, fmt.Sprintf("interval=%d", o.Interval.Nanoseconds()))
 	}
+	if o.Threads {
+		args = append(args, "threads")
+	}
 	return strings.Join(append(args, "total"), ",")
+}
+
+func (o Options) stopArgs(file string) string {
+	args := "stop,file=" + file + ",collapsed,total"
+	if o.Threads {
+		args += ",threads"
+	}
+	return args
 }
 
 // ErrAlreadyRunning: async-profiler is already profiling in the JVM
@@ -82,21 +100,27 @@ type Session struct {
 	// hostDir/targetDir are perfscope's scratch directory in the JVM's
 	// /tmp, seen from here and from the JVM.
 	hostDir, targetDir string
-	ownsLib            bool
-	stopped            bool
-	opts               Options
-	id                 string
+	// tmpFd holds the JVM's /tmp open, and hostDir is reached through it
+	// (/proc/self/fd/N/...): when the JVM dies mid-run its /proc/PID/root
+	// disappears, and only this descriptor still reaches the files
+	// perfscope must remove. -1 once closed.
+	tmpFd   int
+	ownsLib bool
+	stopped bool
+	opts    Options
+	id      string
 }
 
 // Start copies the library into the JVM's mount namespace (unless the JVM
 // already has async-profiler loaded), loads it and starts profiling. On any
 // error nothing is left running or on disk.
 func Start(ctx context.Context, t *attach.Target, hostLib string, opts Options) (_ *Session, err error) {
-	s := &Session{target: t, opts: opts}
+	s := &Session{target: t, opts: opts, tmpFd: -1}
 	var idb [6]byte
 	rand.Read(idb[:])
 	s.id = hex.EncodeToString(idb[:])
 	if err := s.stage(hostLib); err != nil {
+		s.cleanup()
 		return nil, err
 	}
 	defer func() {
@@ -132,7 +156,12 @@ func (s *Session) stage(hostLib string) error {
 	sum := sha256.Sum256(b)
 	name := ".perfscope-asprof-" + hex.EncodeToString(sum[:6])
 	s.targetDir = "/tmp/" + name
-	s.hostDir = s.target.HostPath(s.targetDir)
+	fd, err := unix.Open(s.target.HostPath("/tmp"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the JVM's /tmp: %w", err)
+	}
+	s.tmpFd = fd
+	s.hostDir = fmt.Sprintf("/proc/self/fd/%d/%s", fd, name)
 	if err := os.Mkdir(s.hostDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("prepare async-profiler in the JVM's /tmp: %w", err)
 	}
@@ -214,7 +243,7 @@ func (s *Session) Stop(ctx context.Context) (*Profile, error) {
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	targetOut, hostOut := s.file(".collapsed")
-	msg, err := s.target.Load(stopCtx, s.lib, s.withLog("stop,file="+targetOut+",collapsed,total"))
+	msg, err := s.target.Load(stopCtx, s.lib, s.withLog(s.opts.stopArgs(targetOut)))
 	if err != nil {
 		return nil, fmt.Errorf("stop async-profiler: %w%s", err, s.logSuffix(msg))
 	}
@@ -244,6 +273,13 @@ func (s *Session) Close() {
 }
 
 func (s *Session) cleanup() {
+	if s.tmpFd < 0 {
+		return
+	}
+	defer func() {
+		unix.Close(s.tmpFd)
+		s.tmpFd = -1
+	}()
 	for _, ext := range []string{".collapsed", ".log"} {
 		_, host := s.file(ext)
 		os.Remove(host)

@@ -78,6 +78,9 @@ type Target struct {
 	CommandTimeout time.Duration
 	// beforeConnect lets tests observe the credential switch.
 	socketPath string
+	// NoSignal: the JVM does not handle SIGQUIT but its attach socket
+	// is open (-Xrs); perfscope must never signal it.
+	NoSignal bool
 }
 
 // Preflight checks that pid is a HotSpot JVM that can be attached to
@@ -108,11 +111,19 @@ func Preflight(fs hsperf.FS, pid int) (*Target, error) {
 	default:
 		return nil, err
 	}
+	t.socketPath = fs.TargetPath(pid, fmt.Sprintf("/tmp/.java_pid%d", p.NSPID))
 	if !p.CatchesSignal(sigquit) {
 		if h == nil && p.Threads < 2 {
 			return nil, fmt.Errorf("pid %d: %w", pid, ErrNotReady)
 		}
-		return nil, fmt.Errorf("pid %d: %w", pid, ErrSignalNotCaught)
+		// HotSpot opens its attach socket at start-up when it runs with
+		// -Xrs (AttachListener::init_at_startup), since it cannot be
+		// woken by SIGQUIT later: such a JVM is attachable without any
+		// signal. Without the socket, the signal would kill it.
+		if !t.listening() {
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrSignalNotCaught)
+		}
+		t.NoSignal = true
 	}
 	if h != nil {
 		if !h.InitDone {
@@ -129,7 +140,6 @@ func Preflight(fs hsperf.FS, pid int) (*Target, error) {
 		// root. Acting as the JVM's user satisfies both.
 		t.uid, t.gid = p.UID, p.GID
 	}
-	t.socketPath = fs.TargetPath(pid, fmt.Sprintf("/tmp/.java_pid%d", p.NSPID))
 	return t, nil
 }
 
@@ -296,6 +306,9 @@ func (t *Target) Jcmd(ctx context.Context, command string) (string, error) {
 func (t *Target) ensureListener(ctx context.Context) error {
 	if t.listening() {
 		return nil
+	}
+	if t.NoSignal {
+		return fmt.Errorf("pid %d closed its attach socket, and it does not handle SIGQUIT (-Xrs): %w", t.Process.PID, ErrNoListener)
 	}
 	// The preflight ran earlier; re-check the one fact that decides
 	// whether SIGQUIT is safe, in case the pid was reused since.

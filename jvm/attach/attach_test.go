@@ -215,6 +215,24 @@ func TestPreflightRefusesHarmfulTargets(t *testing.T) {
 	}
 }
 
+// A JVM run with -Xrs opens its attach socket at start-up: with the socket
+// there it is attached to without any signal.
+func TestXrsWithOpenSocketIsAttachable(t *testing.T) {
+	f := newFakeJVM(t, os.Getuid(), os.Getgid(), "0000000000000000", func([]byte) {})
+	reqs := f.listen(t, jdk17)
+	tg, err := Preflight(f.fs(), f.pid)
+	if err != nil {
+		t.Fatalf("Preflight: %v", err)
+	}
+	if !tg.NoSignal {
+		t.Error("NoSignal not set for a JVM that does not handle SIGQUIT")
+	}
+	if _, err := tg.Jcmd(context.Background(), "VM.flags"); err != nil {
+		t.Fatal(err)
+	}
+	<-reqs
+}
+
 func TestResponseVariants(t *testing.T) {
 	for _, v := range []jdk{jdk8, jdk17, jdk25} {
 		t.Run(fmt.Sprintf("jdk%d", v), func(t *testing.T) {

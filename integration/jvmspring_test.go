@@ -1,0 +1,349 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/integration/jvmapp"
+	"github.com/perfscope/perfscope/integration/springapp"
+	"github.com/perfscope/perfscope/internal/testutil"
+)
+
+// springReport is the part of `perfscope jvm -o json` these tests read.
+type springReport struct {
+	Data struct {
+		Requests           *int64           `json:"requests"`
+		RequestsSource     string           `json:"requests_source"`
+		RequestsUnknown    string           `json:"requests_unknown"`
+		StatusClasses      map[string]int64 `json:"status_classes"`
+		BytesPerRequest    *float64         `json:"bytes_per_request"`
+		BytesPerRequestWhy string           `json:"bytes_per_request_unknown"`
+		WindowNs           int64            `json:"window_ns"`
+		YoungGCs           int64            `json:"young_gcs"`
+		RequestsCrossCheck *struct {
+			Source   string `json:"source"`
+			Requests int64  `json:"requests"`
+		} `json:"requests_cross_check"`
+		Threads *struct {
+			Request struct {
+				Share           float64  `json:"share"`
+				BytesPerRequest *float64 `json:"bytes_per_request"`
+			} `json:"request"`
+			Pools []struct {
+				Pool    string `json:"pool"`
+				Request bool   `json:"request"`
+			} `json:"pools"`
+		} `json:"threads"`
+		Endpoints []struct {
+			Endpoint               string   `json:"endpoint"`
+			Handler                string   `json:"handler"`
+			Requests               *int64   `json:"requests"`
+			BytesPerRequest        *float64 `json:"bytes_per_request"`
+			LoggingBytesPerRequest *float64 `json:"logging_bytes_per_request"`
+		} `json:"endpoints"`
+		Fixes []struct {
+			Kind  string `json:"kind"`
+			Where string `json:"where"`
+		} `json:"fixes"`
+		Model struct {
+			RPSSource string `json:"rps_source"`
+		} `json:"model"`
+		Warnings []string `json:"warnings"`
+	} `json:"data"`
+	Findings []json.RawMessage `json:"findings"`
+	Error    *struct {
+		ExitCode int `json:"exit_code"`
+	} `json:"error"`
+}
+
+func startSpring(t *testing.T) *springapp.App {
+	t.Helper()
+	ctx := context.Background()
+	jar, err := springapp.Build(ctx, true)
+	if err != nil {
+		t.Logf("offline build failed, trying the Maven repository: %v", err)
+		if jar, err = springapp.Build(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jdk, err := jvmapp.FindJDK()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("/var/tmp", "perfscope-springapp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	app, err := springapp.Start(ctx, springapp.Config{Java: jdk.Java, Jar: jar, Dir: dir, JVMArgs: []string{"-Xms256m", "-Xmx256m", "-XX:+UseG1GC"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Stop)
+	return app
+}
+
+// client is the external load: n GET requests at rate per second over
+// kept-alive connections, alternating between paths; it returns how many
+// were answered.
+func client(ctx context.Context, app interface{ URL(string) string }, n int, rate float64, paths ...string) int64 {
+	tr := &http.Transport{MaxIdleConnsPerHost: 8}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	var answered atomic.Int64
+	sem := make(chan struct{}, 8)
+	start := time.Now()
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		if rate > 0 {
+			time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
+		}
+		sem <- struct{}{}
+		go func(i int) {
+			defer func() { <-sem }()
+			resp, err := c.Get(app.URL(fmt.Sprintf("%s%d", paths[i%len(paths)], i)))
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			answered.Add(1)
+		}(i)
+	}
+	for i := 0; i < cap(sem); i++ {
+		sem <- struct{}{}
+	}
+	return answered.Load()
+}
+
+// runDuring starts `perfscope jvm -o json args...`, waits until
+// async-profiler runs in the JVM, calls during, and returns the exit code
+// and report once perfscope ends.
+func runDuring(t *testing.T, pid int, during func(), args ...string) (int, springReport, string) {
+	t.Helper()
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(Perfscope(t), append([]string{"jvm", "-o", "json", "--pid", fmt.Sprint(pid)}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitProfilerStarted(t, pid, cmd, &stderr)
+	// The passive count's first reading follows the profiler's start.
+	time.Sleep(300 * time.Millisecond)
+	during()
+	return decodeRun(t, cmd.Wait(), &out, &stderr)
+}
+
+// decodeRun turns a finished `perfscope jvm -o json` into its exit code,
+// report and stderr; every exit prints a JSON document.
+func decodeRun(t *testing.T, err error, out, stderr *bytes.Buffer) (int, springReport, string) {
+	t.Helper()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var r springReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("exit %d, not JSON: %v\n%s\nstderr: %s", code, err, out.String(), stderr.String())
+	}
+	return code, r, stderr.String()
+}
+
+func within(t *testing.T, what string, got, want, tol float64) {
+	t.Helper()
+	t.Logf("%s: perfscope %.1f KiB, truth %.1f KiB (%+.1f%%)", what, got/1024, want/1024, (got/want-1)*100)
+	if math.Abs(got/want-1) > tol {
+		t.Errorf("%s: %.1f KiB, truth %.1f KiB: outside ±%.0f%%", what, got/1024, want/1024, tol*100)
+	}
+}
+
+// A real Spring Boot service taking traffic from a client perfscope does
+// not drive: the passive count matches the client's, bytes per request
+// match the in-app ThreadMXBean truth, the endpoints differ by their log
+// line, and request threads are told from the scheduler.
+func TestJVMSpringBootWithoutLoad(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	app := startSpring(t)
+	paths := []string{"/api/orders/", "/api/orders-logged/"}
+	// Warm-up, so C2 has compiled the request path (escape analysis
+	// removes allocations the interpreter makes).
+	if n := client(context.Background(), app, 20000, 0, paths...); n != 20000 {
+		t.Fatalf("warm-up: %d of 20000 answered", n)
+	}
+	const sent = 3000
+	var answered int64
+	var before, after springapp.Truth
+	code, r, stderr := runDuring(t, app.PID, func() {
+		var err error
+		if before, err = app.Truth(); err != nil {
+			t.Error(err)
+		}
+		answered = client(context.Background(), app, sent, 500, paths...)
+		if after, err = app.Truth(); err != nil {
+			t.Error(err)
+		}
+	}, "-d", "9s", "--alloc-interval", "128k", "--target-rps", "500", "--mappings", app.URL("/actuator/mappings"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	d := r.Data
+	// The passive count sees the client's requests and the two /truth
+	// readings, nothing else.
+	if d.RequestsSource != "passive-http" || d.Requests == nil || *d.Requests != answered+2 || answered != sent {
+		t.Fatalf("requests %v from %q (%s), client answered %d + 2 truth readings", d.Requests, d.RequestsSource, d.RequestsUnknown, answered)
+	}
+	if d.StatusClasses["2xx"] != *d.Requests {
+		t.Errorf("status classes %v", d.StatusClasses)
+	}
+	reqTruth, _, byURI := springapp.PerRequest(before, after)
+	if d.Threads == nil || d.Threads.Request.BytesPerRequest == nil || d.BytesPerRequest == nil {
+		t.Fatalf("no per-request figures: %+v", d)
+	}
+	// The truth filter sees the filter chain only; Tomcat's parsing
+	// before it is on request threads too.
+	within(t, "request threads", *d.Threads.Request.BytesPerRequest, reqTruth, 0.10)
+	if *d.BytesPerRequest < *d.Threads.Request.BytesPerRequest {
+		t.Errorf("whole process %.0f < request threads %.0f", *d.BytesPerRequest, *d.Threads.Request.BytesPerRequest)
+	}
+	background := false
+	for _, p := range d.Threads.Pools {
+		background = background || (p.Pool == "scheduling-#" && !p.Request)
+	}
+	if !background || d.Threads.Request.Share < 0.8 {
+		t.Errorf("thread split: request share %.2f, pools %+v", d.Threads.Request.Share, d.Threads.Pools)
+	}
+	eps := map[string]int{}
+	for i, e := range d.Endpoints {
+		eps[e.Endpoint] = i
+	}
+	plainI, ok1 := eps["/api/orders/{id}"]
+	loggedI, ok2 := eps["/api/orders-logged/{id}"]
+	if !ok1 || !ok2 {
+		t.Fatalf("endpoints %+v", d.Endpoints)
+	}
+	plain, logged := d.Endpoints[plainI], d.Endpoints[loggedI]
+	if plain.Requests == nil || logged.Requests == nil || *plain.Requests != sent/2 || *logged.Requests != sent/2 {
+		t.Errorf("per-endpoint requests: %v %v", plain.Requests, logged.Requests)
+	}
+	if logged.LoggingBytesPerRequest == nil || *logged.LoggingBytesPerRequest < 1024 || plain.LoggingBytesPerRequest == nil || *plain.LoggingBytesPerRequest > 256 {
+		t.Errorf("logging per request: logged %v, plain %v", logged.LoggingBytesPerRequest, plain.LoggingBytesPerRequest)
+	}
+	within(t, "logged − plain endpoint", *logged.BytesPerRequest-*plain.BytesPerRequest, byURI["/api/orders-logged/{id}"]-byURI["/api/orders/{id}"], 0.25)
+	if r.Findings == nil || d.Model.RPSSource != "target" {
+		t.Errorf("findings %v model %+v", r.Findings, d.Model)
+	}
+	if !app.Healthy() {
+		t.Error("the service stopped answering")
+	}
+}
+
+// The metrics the service exposes count the requests (Actuator's
+// Prometheus endpoint), the passive count cross-checks them, and handlers
+// map to endpoints through the Actuator's mappings without being asked.
+// Under perfscope's own load, a 400 answer is one request.
+func TestJVMSpringBootMetricsSourceAndLoad(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	app := startSpring(t)
+	client(context.Background(), app, 10000, 0, "/api/orders/", "/api/orders-logged/")
+	var answered int64
+	code, r, stderr := runDuring(t, app.PID, func() {
+		answered = client(context.Background(), app, 2000, 500, "/api/orders/", "/api/orders-logged/")
+	}, "-d", "7s", "--alloc-interval", "128k", "--requests-from", app.URL("/actuator/prometheus"), "--count", "on")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	d := r.Data
+	if d.RequestsSource != "metrics" || d.Requests == nil || *d.Requests != answered {
+		t.Errorf("metrics counted %v (%s), the client %d", d.Requests, d.RequestsSource, answered)
+	}
+	// The passive count's window lies between perfscope's two scrapes.
+	if c := d.RequestsCrossCheck; c == nil || c.Source != "passive-http" || c.Requests != answered {
+		t.Errorf("cross-check %+v", c)
+	}
+	mapped := 0
+	for _, e := range d.Endpoints {
+		if e.Handler != "" && e.Endpoint != "" && e.BytesPerRequest != nil {
+			mapped++
+		}
+	}
+	if mapped != 2 {
+		t.Errorf("endpoints mapped through /actuator/mappings: %+v", d.Endpoints)
+	}
+
+	// /api/orders/abc is HTTP 400: 2000 sent, 2000 requests.
+	code, lr, stderr := perfscopeJVMRaw(t, "--pid", fmt.Sprint(app.PID), "--load", app.URL("/api/orders/abc"), "--requests", "2000", "--concurrency", "4")
+	if code != 0 {
+		t.Fatalf("load: exit %d: %s", code, stderr)
+	}
+	if lr.Data.Requests == nil || *lr.Data.Requests != 2000 || lr.Data.StatusClasses["4xx"] != 2000 {
+		t.Errorf("non-2xx load: requests %v classes %v", lr.Data.Requests, lr.Data.StatusClasses)
+	}
+	if lr.Data.Model.RPSSource != "saturation" {
+		t.Errorf("a closed-loop load's rate is a saturation rate: %q", lr.Data.Model.RPSSource)
+	}
+	for _, f := range lr.Findings {
+		if strings.Contains(string(f), "jvm.young-gc-frequency") {
+			t.Errorf("young-GC finding predicted at the saturation rate: %s", f)
+		}
+	}
+}
+
+func perfscopeJVMRaw(t *testing.T, args ...string) (int, springReport, string) {
+	t.Helper()
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(Perfscope(t), append([]string{"jvm", "-o", "json"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	return decodeRun(t, cmd.Run(), &out, &stderr)
+}
+
+// The JDK's own HTTP server (the sample app) under an external client:
+// the passive count is the client's count, and bytes per request follow
+// the endpoint's known allocation.
+func TestJVMSampleAppPassiveCount(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	app := startSample(t, nil)
+	client(context.Background(), app, 3000, 0, "/alloc?kb=16&n=")
+	var answered int64
+	code, r, stderr := runDuring(t, app.PID, func() {
+		answered = client(context.Background(), app, 4000, 1000, "/alloc?kb=16&n=")
+	}, "-d", "6s", "--alloc-interval", "64k")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	d := r.Data
+	if d.RequestsSource != "passive-http" || d.Requests == nil || *d.Requests != answered || answered != 4000 {
+		t.Fatalf("passive count %v (%s; %s), client answered %d of 4000", d.Requests, d.RequestsSource, d.RequestsUnknown, answered)
+	}
+	// The same endpoint under perfscope's own load, whose count is exact.
+	// 64k samples ~2 000 times per run: each total to about ±2 %.
+	code, lr, stderr := perfscopeJVMRaw(t, "--pid", fmt.Sprint(app.PID), "--load", app.URL("/alloc?kb=16"), "--requests", "4000", "--alloc-interval", "64k")
+	if code != 0 || lr.Data.BytesPerRequest == nil {
+		t.Fatalf("load: exit %d: %s", code, stderr)
+	}
+	if d.BytesPerRequest == nil || *d.BytesPerRequest < 16*1024 {
+		t.Fatalf("bytes per request %v for /alloc?kb=16", deref(d.BytesPerRequest))
+	}
+	within(t, "passive vs load", *d.BytesPerRequest, *lr.Data.BytesPerRequest, 0.10)
+}
+
+func deref(v *float64) float64 {
+	if v == nil {
+		return math.NaN()
+	}
+	return *v
+}

@@ -1,0 +1,297 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/jvm/asprof"
+	"github.com/perfscope/perfscope/report"
+)
+
+// writeJVMText prints the production report: the answer first (bytes per
+// request, per endpoint and by thread; young GCs now and at the target
+// rate; where the bytes come from and the fixes ranked by bytes saved per
+// request; what the measurement cost), then the details.
+func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options) {
+	e := d.JVM
+	event := e.ProfileEvent
+	if event == "" {
+		event = "none (the JVM exited)"
+	}
+	fmt.Fprintf(w, "JVM pid %d (%s), window %.1fs, async-profiler event %s\n", e.PID, e.Collector, float64(e.WindowNs)/1e9, event)
+	for _, warn := range d.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	writeRequestsLine(w, e)
+
+	report.Heading(w, "Bytes per request")
+	if perReq, ok := e.PerRequest(); ok {
+		t := report.Table{Header: []string{"", "per request", ""}}
+		t.Add("whole process (what the GC sees)", report.Bytes(perReq), bytesSource(e))
+		if th := e.Threads; th != nil && th.Request.BytesPerRequest != nil {
+			t.Add("request threads (what code changes)", report.Bytes(*th.Request.BytesPerRequest), fmt.Sprintf("%s of the allocation, %d threads", report.Percent(th.Request.Share), th.Request.Threads))
+			t.Add("background threads", report.Bytes(*th.Background.BytesPerRequest), fmt.Sprintf("%s: %s", report.Percent(th.Background.Share), topPools(th, false, 3)))
+		}
+		if e.Logging.BytesPerRequest > 0 {
+			t.Add("of which logging", report.Bytes(e.Logging.BytesPerRequest), report.Percent(e.Logging.Share))
+		}
+		t.Write(w)
+	} else {
+		fmt.Fprintf(w, "unknown: %s\n", e.BytesPerRequestUnknown)
+		if th := e.Threads; th != nil {
+			fmt.Fprintf(w, "allocation by thread: request threads %s, background %s (%s)\n", report.Percent(th.Request.Share), report.Percent(th.Background.Share), topPools(th, false, 3))
+		}
+	}
+	writeEndpoints(w, e)
+
+	report.Heading(w, "Young GCs")
+	fmt.Fprintf(w, "now: %.1f per minute (%d in %.1fs, mean pause %s, GC time %s)", e.YoungGCsPerMinute, e.YoungGCs, float64(e.WindowNs)/1e9, report.Nanos(e.MeanYoungPauseNs), report.Percent(e.GCTimeShare))
+	if o := d.Observed; o != nil {
+		fmt.Fprintf(w, "; the model at the observed %.0f requests/s predicts %.1f", o.RPS, o.YoungGCsPerMinute)
+	}
+	fmt.Fprintln(w)
+	if m := d.Model; m != nil {
+		label := map[string]string{"target": "--target-rps", "observed": "the observed rate", "saturation": "the saturation rate of perfscope's load (a capacity, not your traffic: pass --target-rps to plan)"}[m.RPSSource]
+		fmt.Fprintf(w, "at %.0f requests/s (%s): %.1f per minute, %s/s allocated into %s of Eden (%s); an Eden of %s gives one per %v\n",
+			m.RPS, label, m.YoungGCsPerMinute, report.Bytes(m.AllocRate), report.Bytes(m.Eden), edenLabel(m.EdenSource), report.Bytes(m.EdenForTarget), time.Duration(e.TargetGCIntervalNs))
+		fmt.Fprintln(w, "(the prediction uses the whole process's bytes per request: background threads fill Eden too)")
+	} else if _, ok := e.PerRequest(); !ok {
+		fmt.Fprintln(w, "no prediction: bytes per request are unknown")
+	}
+
+	if len(e.Sites) > 0 {
+		unit := "bytes"
+		if e.ProfileEvent != string(asprof.Alloc) {
+			unit = "weight"
+		}
+		report.Heading(w, "Top allocating sites by "+unit)
+		st := report.Table{Header: []string{"share", unit, "per request", "frame"}}
+		for _, s := range e.Sites {
+			name := s.Frame
+			if s.Type != "" {
+				name += " → " + s.Type
+			}
+			per := "-"
+			if s.BytesPerRequest > 0 {
+				per = report.Bytes(s.BytesPerRequest)
+			}
+			val := report.Bytes(float64(s.Bytes))
+			if unit != "bytes" {
+				val = report.Count(float64(s.Bytes))
+			}
+			st.Add(report.Percent(s.Share), val, per, name)
+		}
+		st.Write(w)
+	}
+	if len(e.Fixes) > 0 {
+		report.Heading(w, "Fixes, ranked by bytes saved per request")
+		t := report.Table{Header: []string{"#", "saves", "share", "where", "allocates"}}
+		for i, f := range e.Fixes {
+			per := "-"
+			if f.BytesPerRequest != nil {
+				per = report.Bytes(*f.BytesPerRequest)
+			}
+			where := f.Where
+			switch f.Kind {
+			case "logging":
+				where = "logging (" + f.Where + "): parameterised messages, no eager formatting, guarded debug, garbage-free layouts"
+			case "framework":
+				where = "framework: " + f.Where
+			}
+			t.Add(strconv.Itoa(i+1), per, report.Percent(f.Share), where, strings.Join(f.Types, ", "))
+		}
+		t.Write(w)
+	}
+	writeOverheadLine(w, e, r, prof)
+
+	if d.Load != nil {
+		l := d.Load
+		report.Heading(w, "Load (perfscope drove it)")
+		t := report.Table{Header: []string{"requests", "failures", "non-2xx", "req/s", "p50", "p90", "p99", "max"}}
+		t.Add(strconv.FormatInt(l.Completed, 10), strconv.FormatInt(l.Failures, 10), strconv.FormatInt(l.Non2xx, 10), fmt.Sprintf("%.0f", l.RPS),
+			report.Nanos(float64(l.P50Ns)), report.Nanos(float64(l.P90Ns)), report.Nanos(float64(l.P99Ns)), report.Nanos(float64(l.MaxNs)))
+		t.Write(w)
+		if l.FirstError != "" {
+			fmt.Fprintf(w, "first failure: %s\n", l.FirstError)
+		}
+	}
+	report.Heading(w, "Allocation and GC")
+	t := report.Table{Header: []string{"measure", "value"}}
+	if e.ProfileEvent == string(asprof.Alloc) {
+		t.Add("allocated (async-profiler)", report.Bytes(float64(e.AllocBytesProfiler)))
+	}
+	t.Add("allocated (hsperfdata Eden)", report.Bytes(float64(e.AllocBytesEden)))
+	if e.ProfileEvent == string(asprof.Alloc) {
+		t.Add("disagreement", report.Percent(e.Disagreement))
+		t.Add("allocation rate (async-profiler)", report.Bytes(e.AllocRateProfiler)+"/s")
+	}
+	t.Add("allocation rate (Eden)", report.Bytes(e.AllocRateEden)+"/s")
+	if e.BytesPerRequestEden != nil {
+		t.Add("bytes per request (Eden)", report.Bytes(*e.BytesPerRequestEden))
+	}
+	t.Add("young GCs", fmt.Sprintf("%d (%.1f/min, mean pause %s)", e.YoungGCs, e.YoungGCsPerMinute, report.Nanos(e.MeanYoungPauseNs)))
+	t.Add("full/old GCs", strconv.FormatInt(e.OldGCs, 10))
+	t.Add("GC time share", report.Percent(e.GCTimeShare))
+	t.Add("Eden capacity", report.Bytes(float64(e.EdenCapacity)))
+	t.Add("Eden at young GC", fmt.Sprintf("%s (%s)", report.Bytes(float64(e.EdenAtCollection)), edenLabel(e.EdenAtCollectionSource)))
+	if e.RegionSize > 0 {
+		t.Add("G1 region size", report.Bytes(float64(e.RegionSize)))
+	}
+	t.Write(w)
+	if th := e.Threads; th != nil && len(th.Pools) > 0 {
+		report.Heading(w, "Threads")
+		pt := report.Table{Header: []string{"pool", "kind", "threads", "share", "why"}}
+		for i, p := range th.Pools {
+			if i == 10 {
+				break
+			}
+			kind := "background"
+			if p.Request {
+				kind = "request"
+			}
+			pt.Add(p.Pool, kind, strconv.Itoa(p.Threads), report.Percent(p.Share), p.Why)
+		}
+		pt.Write(w)
+	}
+	for _, a := range r.Artifacts {
+		fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
+	}
+	report.Heading(w, "Findings")
+	report.WriteFindings(w, r.Findings)
+}
+
+func writeRequestsLine(w io.Writer, e evidence.JVM) {
+	n, ok := e.RequestCount()
+	if !ok {
+		fmt.Fprintf(w, "requests: unknown — %s\n", e.RequestsUnknown)
+		return
+	}
+	src := map[string]string{"load": "perfscope's load", "user": "--requests", "metrics": "the metrics source", "passive-http": "the passive HTTP count"}[e.RequestsSource]
+	rate := ""
+	if e.RequestRate != nil {
+		rate = fmt.Sprintf(" = %.1f/s", *e.RequestRate)
+		if e.RateIsSaturation {
+			rate += " (saturation: perfscope's load as fast as the service answered)"
+		}
+	}
+	fmt.Fprintf(w, "requests: %d%s, counted by %s, ±%s", n, rate, src, report.Percent(e.RequestsUncertainty))
+	if len(e.StatusClasses) > 0 {
+		var parts []string
+		for c, k := range e.StatusClasses {
+			parts = append(parts, fmt.Sprintf("%s %d", c, k))
+		}
+		sort.Strings(parts)
+		fmt.Fprintf(w, " [%s]", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(w)
+	if e.RequestsNote != "" {
+		fmt.Fprintf(w, "  (%s)\n", e.RequestsNote)
+	}
+	if c := e.RequestCrossCheck; c != nil {
+		fmt.Fprintf(w, "  cross-check: %s counted %d (%+.1f%%)\n", c.Source, c.Requests, c.Difference*100)
+	}
+}
+
+func writeEndpoints(w io.Writer, e evidence.JVM) {
+	if len(e.Endpoints) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nper endpoint (handler = outermost application frame under the framework's dispatcher):")
+	t := report.Table{Header: []string{"endpoint", "requests", "per request", "in handler", "logging", "share", "handler"}}
+	opt := func(v *float64) string {
+		if v == nil {
+			return "-"
+		}
+		return report.Bytes(*v)
+	}
+	for i, ep := range e.Endpoints {
+		if i == 12 {
+			break
+		}
+		name := strings.TrimSpace(ep.Method + " " + ep.Endpoint)
+		if name == "" {
+			name = "(endpoint not known)"
+		}
+		reqs := "-"
+		if ep.Requests != nil {
+			reqs = strconv.FormatInt(*ep.Requests, 10)
+		}
+		logging := opt(ep.LoggingBytesPerRequest)
+		if ep.LoggingBytesPerRequest != nil && *ep.LoggingBytesPerRequest > 0 {
+			logging = "+" + logging
+		}
+		t.Add(name, reqs, opt(ep.BytesPerRequest), opt(ep.HandlerBytesPerRequest), logging, report.Percent(ep.Share), ep.Handler)
+	}
+	t.Write(w)
+	if n, ok := e.RequestCount(); ok && n > 0 && e.FrameworkBytes > 0 {
+		fmt.Fprintf(w, "framework work outside the handlers (dispatch, message conversion, serialisation): %s per request of every endpoint, included in \"per request\"\n", report.Bytes(float64(e.FrameworkBytes)/float64(n)))
+	}
+}
+
+func topPools(th *evidence.ThreadSplit, request bool, n int) string {
+	var parts []string
+	for _, p := range th.Pools {
+		if p.Request != request {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", p.Pool, report.Percent(p.Share)))
+		if len(parts) == n {
+			break
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func bytesSource(e evidence.JVM) string {
+	if e.ProfileEvent == string(asprof.Alloc) {
+		s := "async-profiler's allocation total"
+		if e.BytesPerRequestEden != nil {
+			s += fmt.Sprintf("; hsperfdata Eden says %s (%+.1f%%)", report.Bytes(*e.BytesPerRequestEden), -e.Disagreement/(1+e.Disagreement)*100)
+		}
+		return s
+	}
+	return "hsperfdata Eden (no allocation profile)"
+}
+
+func edenLabel(source string) string {
+	switch source {
+	case "hsperfdata-cycle":
+		return "allocated per GC cycle, as the JVM published at each young GC"
+	case "hsperfdata-occupancy":
+		return "occupancy before young GCs, from hsperfdata samples"
+	}
+	return "capacity: the window saw no young GC"
+}
+
+// Measured cost of one allocation sample (BENCHMARKS.md, "jvm: overhead on
+// the sample app"): async-profiler takes the stack through JVMTI and names
+// the class.
+const (
+	sampleCostLowNs  = 15e3
+	sampleCostHighNs = 30e3
+)
+
+func writeOverheadLine(w io.Writer, e evidence.JVM, r *report.Report, prof asprof.Options) {
+	report.Heading(w, "What the measurement cost")
+	if e.ProfileEvent == string(asprof.Alloc) && prof.AllocInterval > 0 && e.WindowNs > 0 {
+		samples := e.AllocRateProfiler / float64(prof.AllocInterval)
+		fmt.Fprintf(w, "async-profiler, one allocation sample per %s: %.0f samples/s × 15–30 µs = %.1f–%.1f ms of the JVM's CPU per second (%s–%s of a core) while the window ran; see BENCHMARKS.md for throughput and latency at 500–2000 req/s\n",
+			report.Bytes(float64(prof.AllocInterval)), samples, samples*sampleCostLowNs/1e6, samples*sampleCostHighNs/1e6, report.Percent(samples*sampleCostLowNs/1e9), report.Percent(samples*sampleCostHighNs/1e9))
+	}
+	if r.Overhead != nil && len(r.Overhead.Programs) > 0 {
+		var runs, ns uint64
+		for _, p := range r.Overhead.Programs {
+			runs += p.RunCount
+			ns += p.RunTimeNs
+		}
+		fmt.Fprintf(w, "passive request count (eBPF, raw_syscalls): %d program runs, %s in total (%s of one CPU over the window)\n", runs, report.Nanos(float64(ns)), report.Percent(float64(ns)/float64(max(e.WindowNs, 1))))
+	}
+}

@@ -1,0 +1,437 @@
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
+/*
+ * httpcount: HTTP/1.x requests a process served, counted passively from its
+ * own socket syscalls — no agent in the process, no uprobes, no packet
+ * capture. The process's threads are the only ones looked at (one tgid),
+ * and only sockets whose local port is one of the counted (listening) ports:
+ * an accepted connection keeps its listener's local port, while the
+ * process's own outbound connections use ephemeral ports and are ignored.
+ *
+ *   raw_syscalls:sys_enter / sys_exit
+ *
+ * Write side (write, writev, sendto, sendmsg): a buffer that starts with
+ * "HTTP/1." is a response start; its three status digits are kept. It is
+ * remembered at syscall entry (where the buffer pointer is) and counted at
+ * exit only when the call wrote something, so a non-blocking write that
+ * returned EAGAIN and is retried counts once.
+ *
+ * Read side (read, readv, recvfrom, recvmsg), optional: a read that returns
+ * a buffer starting with a request line ("GET /orders/17 HTTP/1.1") counts
+ * that request's method and path, folded so one endpoint is one key (query
+ * string dropped, digit runs become '#'). The buffer is only filled at exit,
+ * so the pointer is remembered at entry.
+ *
+ * The response count is the request count; the request lines only split it
+ * by endpoint (a read carrying two pipelined requests shows one line; a
+ * response is always a write of its own). TLS and HTTP/2 are not visible
+ * here: the caller falls back to a metrics source.
+ *
+ * Syscall numbers are set by the loader for the running architecture; the
+ * tp_btf and raw_tp programs read arguments from x86-64 pt_regs, so other
+ * architectures use the classic tracepoint, whose record carries them.
+ */
+#include "kernel.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "access.h"
+#include "types.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* The process whose requests are counted (host pid). */
+const volatile __u32 target_tgid = 0;
+/* Syscall numbers of this architecture (x86-64 defaults). */
+const volatile __s64 nr_read = 0;
+const volatile __s64 nr_readv = 19;
+const volatile __s64 nr_recvfrom = 45;
+const volatile __s64 nr_recvmsg = 47;
+const volatile __s64 nr_write = 1;
+const volatile __s64 nr_writev = 20;
+const volatile __s64 nr_sendto = 44;
+const volatile __s64 nr_sendmsg = 46;
+/* Parse request lines on the read side (per-endpoint counts). */
+const volatile bool count_requests = true;
+
+enum { IPPROTO_TCP_ = 6, S_IFMT_ = 0170000, S_IFSOCK_ = 0140000 };
+enum { KIND_RESPONSE = 1, KIND_REQUEST = 2 };
+/* Bytes of a read looked at for the request line: the longest method
+ * ("OPTIONS ") plus the target and a terminator. */
+enum { LINE_LEN = 8 + HTTPCOUNT_TARGET_LEN + 8 };
+
+/* Flavoured kernel types (CO-RE drops the ___httpcount suffix when matching
+ * kernel BTF), so these declarations cannot clash with kernel.h's. */
+struct pt_regs___httpcount {
+	unsigned long di;
+	unsigned long si;
+	unsigned long orig_ax;
+} __attribute__((preserve_access_index));
+
+struct inode___httpcount {
+	unsigned short i_mode;
+} __attribute__((preserve_access_index));
+
+struct file___httpcount {
+	struct inode___httpcount *f_inode;
+	void *private_data;
+} __attribute__((preserve_access_index));
+
+struct fdtable___httpcount {
+	unsigned int max_fds;
+	struct file___httpcount **fd;
+} __attribute__((preserve_access_index));
+
+struct files_struct___httpcount {
+	struct fdtable___httpcount *fdt;
+} __attribute__((preserve_access_index));
+
+struct task_struct___httpcount {
+	struct files_struct___httpcount *files;
+} __attribute__((preserve_access_index));
+
+struct socket___httpcount {
+	struct sock *sk;
+} __attribute__((preserve_access_index));
+
+struct trace_event_raw_sys_enter___httpcount {
+	struct trace_entry ent;
+	long id;
+	unsigned long args[6];
+} __attribute__((preserve_access_index));
+
+struct trace_event_raw_sys_exit___httpcount {
+	struct trace_entry ent;
+	long id;
+	long ret;
+} __attribute__((preserve_access_index));
+
+/* User-space ABI structs (not kernel layouts: no CO-RE). */
+struct user_iovec {
+	__u64 base;
+	__u64 len;
+};
+
+struct user_msghdr_head {
+	__u64 name;
+	__s32 namelen;
+	__s32 pad;
+	__u64 iov;
+};
+
+/* A syscall between entry and exit. */
+struct inflight {
+	__u64 buf;
+	__u16 port;
+	__u16 status;
+	__u8 kind;
+	__u8 pad[3];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u16);
+	__type(value, __u8);
+} ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct inflight);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 2048);
+	__type(key, struct response_key);
+	__type(value, __u64);
+} responses SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct request_key);
+	__type(value, __u64);
+} requests SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HTTPCOUNT_LOST_REASONS);
+	__type(key, enum httpcount_lost);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+static __always_inline void count_lost(enum httpcount_lost why)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &why);
+	if (n)
+		(*n)++;
+}
+
+/* The counted local port of fd when it is a TCP socket, -1 otherwise. */
+static __always_inline int socket_port(long fd)
+{
+	if (fd < 0)
+		return -1;
+	struct task_struct___httpcount *task = (void *)bpf_get_current_task();
+	struct fdtable___httpcount *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || (__u64)fd >= BPF_CORE_READ(fdt, max_fds))
+		return -1;
+	struct file___httpcount **fds = BPF_CORE_READ(fdt, fd);
+	struct file___httpcount *file = 0;
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
+		return -1;
+	if ((BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT_) != S_IFSOCK_)
+		return -1;
+	struct socket___httpcount *sock = BPF_CORE_READ(file, private_data);
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP_)
+		return -1;
+	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	if (!bpf_map_lookup_elem(&ports, &port))
+		return -1;
+	return port;
+}
+
+/* The first buffer of a vectored call: iov[0].iov_base. */
+static __always_inline __u64 first_iov(__u64 iov)
+{
+	struct user_iovec v = {};
+	if (!iov || bpf_probe_read_user(&v, sizeof(v), (void *)iov))
+		return 0;
+	return v.base;
+}
+
+static __always_inline __u64 msg_first_iov(__u64 msg)
+{
+	struct user_msghdr_head h = {};
+	if (!msg || bpf_probe_read_user(&h, sizeof(h), (void *)msg))
+		return 0;
+	return first_iov(h.iov);
+}
+
+static __always_inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static __always_inline int on_write(__u64 pid_tgid, long fd, __u64 buf)
+{
+	char head[12];
+	if (!buf || bpf_probe_read_user(head, sizeof(head), (void *)buf))
+		return 0;
+	if (head[0] != 'H' || head[1] != 'T' || head[2] != 'T' || head[3] != 'P' || head[4] != '/' || head[5] != '1' || head[6] != '.')
+		return 0;
+	int port = socket_port(fd);
+	if (port < 0)
+		return 0;
+	struct inflight in = { .kind = KIND_RESPONSE, .port = port };
+	if (head[8] == ' ' && is_digit(head[9]) && is_digit(head[10]) && is_digit(head[11]))
+		in.status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
+	if (bpf_map_update_elem(&inflight, &pid_tgid, &in, BPF_ANY))
+		count_lost(HTTPCOUNT_LOST_INFLIGHT);
+	return 0;
+}
+
+static __always_inline int on_read(__u64 pid_tgid, long fd, __u64 buf)
+{
+	if (!buf)
+		return 0;
+	int port = socket_port(fd);
+	if (port < 0)
+		return 0;
+	struct inflight in = { .kind = KIND_REQUEST, .port = port, .buf = buf };
+	if (bpf_map_update_elem(&inflight, &pid_tgid, &in, BPF_ANY))
+		count_lost(HTTPCOUNT_LOST_INFLIGHT);
+	return 0;
+}
+
+static __always_inline int on_enter(long id, __u64 a0, __u64 a1)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	if (id == nr_write || id == nr_sendto)
+		return on_write(pid_tgid, (long)a0, a1);
+	if (id == nr_writev)
+		return on_write(pid_tgid, (long)a0, first_iov(a1));
+	if (id == nr_sendmsg)
+		return on_write(pid_tgid, (long)a0, msg_first_iov(a1));
+	if (!count_requests)
+		return 0;
+	if (id == nr_read || id == nr_recvfrom)
+		return on_read(pid_tgid, (long)a0, a1);
+	if (id == nr_readv)
+		return on_read(pid_tgid, (long)a0, first_iov(a1));
+	if (id == nr_recvmsg)
+		return on_read(pid_tgid, (long)a0, msg_first_iov(a1));
+	return 0;
+}
+
+static __always_inline bool watched(long id)
+{
+	return id == nr_write || id == nr_writev || id == nr_sendto || id == nr_sendmsg ||
+	       (count_requests && (id == nr_read || id == nr_readv || id == nr_recvfrom || id == nr_recvmsg));
+}
+
+/* Method length including its space; 0 when the line starts with none. */
+static __always_inline int method_of(const char *l, enum http_method *m)
+{
+	if (l[0] == 'G' && l[1] == 'E' && l[2] == 'T' && l[3] == ' ') { *m = HTTP_GET; return 4; }
+	if (l[0] == 'P' && l[1] == 'O' && l[2] == 'S' && l[3] == 'T' && l[4] == ' ') { *m = HTTP_POST; return 5; }
+	if (l[0] == 'P' && l[1] == 'U' && l[2] == 'T' && l[3] == ' ') { *m = HTTP_PUT; return 4; }
+	if (l[0] == 'D' && l[1] == 'E' && l[2] == 'L' && l[3] == 'E' && l[4] == 'T' && l[5] == 'E' && l[6] == ' ') { *m = HTTP_DELETE; return 7; }
+	if (l[0] == 'P' && l[1] == 'A' && l[2] == 'T' && l[3] == 'C' && l[4] == 'H' && l[5] == ' ') { *m = HTTP_PATCH; return 6; }
+	if (l[0] == 'H' && l[1] == 'E' && l[2] == 'A' && l[3] == 'D' && l[4] == ' ') { *m = HTTP_HEAD; return 5; }
+	if (l[0] == 'O' && l[1] == 'P' && l[2] == 'T' && l[3] == 'I' && l[4] == 'O' && l[5] == 'N' && l[6] == 'S' && l[7] == ' ') { *m = HTTP_OPTIONS; return 8; }
+	return 0;
+}
+
+static __always_inline void count_request(__u16 port, __u64 buf, long ret)
+{
+	if (ret < 14) /* "GET / HTTP/1.1" is the shortest request line */
+		return;
+	char line[LINE_LEN];
+	__builtin_memset(line, 0, sizeof(line));
+	/* Bytes past ret are the rest of the reader's buffer, harmless: the
+	 * target ends at the line's first space. Only when the buffer ends
+	 * within LINE_LEN bytes of its start does the full read fault; then
+	 * exactly ret bytes are read. */
+	if (bpf_probe_read_user(line, LINE_LEN, (void *)buf)) {
+		__u32 n = (__u32)ret & 127;
+		if (n > LINE_LEN)
+			n = LINE_LEN;
+		if (n < 1 || bpf_probe_read_user(line, n, (void *)buf)) {
+			count_lost(HTTPCOUNT_LOST_READ);
+			return;
+		}
+	}
+	struct request_key key;
+	__builtin_memset(&key, 0, sizeof(key));
+	int start = method_of(line, &key.method);
+	if (!start || line[start] != '/')
+		return;
+	key.port = port;
+	/* Digits become '#' one for one (user space folds runs): keeping the
+	 * output index equal to the input index keeps the verifier's state
+	 * count linear in the path length. */
+	bool ended = false;
+	for (int i = 0; i < HTTPCOUNT_TARGET_LEN; i++) {
+		int at = start + i;
+		if (at >= LINE_LEN)
+			break;
+		char c = line[at];
+		if (c == ' ' || c == '?' || c == '#' || c == '\r' || c == '\n' || c == 0) {
+			ended = true;
+			break;
+		}
+		key.target[i] = is_digit(c) ? '#' : c;
+	}
+	if (!ended)
+		key.truncated = 1;
+	__u64 *v = bpf_map_lookup_elem(&requests, &key);
+	if (v) {
+		(*v)++;
+		return;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&requests, &key, &one, BPF_NOEXIST) == 0)
+		return;
+	v = bpf_map_lookup_elem(&requests, &key);
+	if (v)
+		(*v)++;
+	else
+		count_lost(HTTPCOUNT_LOST_REQUEST);
+}
+
+static __always_inline int on_exit(long ret)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct inflight *p = bpf_map_lookup_elem(&inflight, &pid_tgid);
+	if (!p)
+		return 0;
+	struct inflight in = *p;
+	bpf_map_delete_elem(&inflight, &pid_tgid);
+	if (ret <= 0)
+		return 0;
+	if (in.kind == KIND_REQUEST) {
+		count_request(in.port, in.buf, ret);
+		return 0;
+	}
+	struct response_key key = { .port = in.port, .status = in.status };
+	__u64 *v = bpf_map_lookup_elem(&responses, &key);
+	if (v) {
+		(*v)++;
+		return 0;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&responses, &key, &one, BPF_NOEXIST) == 0)
+		return 0;
+	v = bpf_map_lookup_elem(&responses, &key);
+	if (v)
+		(*v)++;
+	else
+		count_lost(HTTPCOUNT_LOST_RESPONSE);
+	return 0;
+}
+
+static __always_inline bool ours(void)
+{
+	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(btf_sys_enter, struct pt_regs___httpcount *regs, long id)
+{
+	if (!ours() || !watched(id))
+		return 0;
+	return on_enter(id, regs->di, regs->si);
+}
+
+SEC("raw_tp/sys_enter")
+int raw_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+{
+	if (!ours())
+		return 0;
+	long id = (long)ctx->args[1];
+	if (!watched(id))
+		return 0;
+	struct pt_regs___httpcount *regs = (void *)ctx->args[0];
+	return on_enter(id, BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si));
+}
+
+SEC("tracepoint/raw_syscalls/sys_enter")
+int tp_sys_enter(struct trace_event_raw_sys_enter___httpcount *ctx)
+{
+	if (!ours())
+		return 0;
+	long id = ctx->id;
+	if (!watched(id))
+		return 0;
+	return on_enter(id, ctx->args[0], ctx->args[1]);
+}
+
+/* The exit of a syscall this probe does not watch (the JVM's futex and
+ * epoll calls are most of them) returns before the inflight lookup. */
+SEC("tp_btf/sys_exit")
+int BPF_PROG(btf_sys_exit, struct pt_regs___httpcount *regs, long ret)
+{
+	if (!ours() || !watched((long)regs->orig_ax))
+		return 0;
+	return on_exit(ret);
+}
+
+SEC("raw_tp/sys_exit")
+int raw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	if (!ours())
+		return 0;
+	struct pt_regs___httpcount *regs = (void *)ctx->args[0];
+	if (!watched((long)BPF_CORE_READ(regs, orig_ax)))
+		return 0;
+	return on_exit((long)ctx->args[1]);
+}
+
+SEC("tracepoint/raw_syscalls/sys_exit")
+int tp_sys_exit(struct trace_event_raw_sys_exit___httpcount *ctx)
+{
+	if (!ours() || !watched(ctx->id))
+		return 0;
+	return on_exit(ctx->ret);
+}

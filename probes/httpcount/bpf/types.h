@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* Types shared between httpcount.bpf.c and Go (through bpf2go -type). */
+#ifndef PERFSCOPE_HTTPCOUNT_TYPES_H
+#define PERFSCOPE_HTTPCOUNT_TYPES_H
+
+/* A response start: the local (listening) port it left through and its
+ * status code (100-599; 0 when the three digits did not parse). */
+struct response_key {
+	__u16 port;
+	__u16 status;
+};
+
+/* Request-target bytes kept per request line: the path up to '?', ' ' or
+ * the end of what was read, with every run of digits folded into one '#'
+ * so /orders/17 and /orders/4242 are one key. */
+enum { HTTPCOUNT_TARGET_LEN = 60 };
+
+enum http_method {
+	HTTP_OTHER = 0,
+	HTTP_GET = 1,
+	HTTP_POST = 2,
+	HTTP_PUT = 3,
+	HTTP_DELETE = 4,
+	HTTP_PATCH = 5,
+	HTTP_HEAD = 6,
+	HTTP_OPTIONS = 7,
+};
+
+/* A request line read from an accepted socket of a counted port. */
+struct request_key {
+	__u16 port;
+	__u8 truncated; /* the path was longer than HTTPCOUNT_TARGET_LEN */
+	__u8 pad;
+	enum http_method method;
+	char target[HTTPCOUNT_TARGET_LEN];
+};
+
+/* Events not counted. */
+enum httpcount_lost {
+	HTTPCOUNT_LOST_RESPONSE = 0, /* the responses map was full */
+	HTTPCOUNT_LOST_REQUEST = 1,  /* the requests map was full */
+	HTTPCOUNT_LOST_INFLIGHT = 2, /* a syscall could not be remembered between enter and exit */
+	HTTPCOUNT_LOST_READ = 3,     /* user memory could not be read (paged out) */
+	HTTPCOUNT_LOST_REASONS = 4,
+};
+
+#endif

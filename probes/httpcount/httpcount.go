@@ -1,0 +1,250 @@
+// Package httpcount counts, in the kernel, the HTTP/1.x responses one
+// process wrote on the accepted connections of its listening ports, by
+// status code, and the request lines it read, by method and path — a
+// passive request count for a service taking real traffic, without an agent
+// in the process or packet capture. See bpf/httpcount.bpf.c for what is and
+// is not visible (TLS and HTTP/2 are not).
+package httpcount
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/probes"
+)
+
+// Hooks are the tracepoints this probe attaches to.
+var Hooks = []probes.Hook{
+	probes.HookFromCatalog("raw_syscalls", "sys_enter", false),
+	probes.HookFromCatalog("raw_syscalls", "sys_exit", false),
+}
+
+// Options configure a probe.
+type Options struct {
+	Method probes.AttachMethod
+	// TGID is the process whose requests are counted (host pid).
+	TGID int
+	// Ports are the local TCP ports whose accepted connections are
+	// counted (the process's listening ports); at most MaxPorts.
+	Ports []uint16
+	// ResponsesOnly skips request lines (no per-endpoint counts, and no
+	// work on the process's reads).
+	ResponsesOnly bool
+}
+
+// MaxPorts is the size of the probe's port table.
+const MaxPorts = 64
+
+// Probe is a loaded and attached httpcount probe.
+type Probe struct {
+	probes.Loaded
+}
+
+// Response is one (port, status) pair of counted response starts. Status
+// is 0 when the status line's code did not parse.
+type Response struct {
+	Port   uint16
+	Status uint16
+}
+
+// Request is one (port, method, path) key of counted request lines. Path
+// has digit runs folded into '#' and no query string; Truncated marks a
+// path longer than the probe keeps.
+type Request struct {
+	Port      uint16
+	Method    string
+	Path      string
+	Truncated bool
+}
+
+// Lost counts what the probe could not count.
+type Lost struct {
+	// Responses and Requests: their map was full.
+	Responses, Requests uint64
+	// Inflight: a syscall could not be remembered from entry to exit.
+	Inflight uint64
+	// Reads: a request buffer could not be read (paged out).
+	Reads uint64
+}
+
+// Snapshot holds cumulative counts since the probe attached.
+type Snapshot struct {
+	Taken     time.Time
+	Responses map[Response]uint64
+	Requests  map[Request]uint64
+	Lost      Lost
+}
+
+// Open loads the probe's BPF object and attaches it.
+func Open(opts Options) (*Probe, error) {
+	if opts.TGID <= 0 {
+		return nil, fmt.Errorf("httpcount: no process to count requests of")
+	}
+	if len(opts.Ports) == 0 {
+		return nil, fmt.Errorf("httpcount: pid %d listens on no TCP port", opts.TGID)
+	}
+	if len(opts.Ports) > MaxPorts {
+		return nil, fmt.Errorf("httpcount: %d listening ports, at most %d are counted", len(opts.Ports), MaxPorts)
+	}
+	method := opts.Method
+	if runtime.GOARCH != "amd64" {
+		// The tp_btf and raw_tp programs read x86-64 pt_regs; the
+		// classic tracepoint's record carries the arguments on every
+		// architecture.
+		if method != probes.MethodAuto && method != probes.MethodTracepoint {
+			return nil, fmt.Errorf("httpcount: attach method %s reads x86-64 registers: %w", method, probes.ErrNotSupported)
+		}
+		method = probes.MethodTracepoint
+	}
+	spec, err := loadHttpcount()
+	if err != nil {
+		return nil, fmt.Errorf("load httpcount BPF spec: %w", err)
+	}
+	att, err := probes.LoadAndAttach(spec, Hooks, method, func(s *ebpf.CollectionSpec) error {
+		return probes.SetVariables(s, map[string]any{
+			"target_tgid":    uint32(opts.TGID),
+			"count_requests": !opts.ResponsesOnly,
+			"nr_read":        int64(unix.SYS_READ),
+			"nr_readv":       int64(unix.SYS_READV),
+			"nr_recvfrom":    int64(unix.SYS_RECVFROM),
+			"nr_recvmsg":     int64(unix.SYS_RECVMSG),
+			"nr_write":       int64(unix.SYS_WRITE),
+			"nr_writev":      int64(unix.SYS_WRITEV),
+			"nr_sendto":      int64(unix.SYS_SENDTO),
+			"nr_sendmsg":     int64(unix.SYS_SENDMSG),
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("httpcount probe: %w", err)
+	}
+	p := &Probe{Loaded: probes.Loaded{Attached: att}}
+	ports := p.Maps()["ports"]
+	for _, port := range opts.Ports {
+		if err := ports.Put(port, uint8(1)); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("httpcount: set port %d: %w", port, err)
+		}
+	}
+	return p, nil
+}
+
+// methods names enum http_method.
+var methods = map[httpcountHttpMethod]string{
+	httpcountHttpMethodHTTP_GET:     "GET",
+	httpcountHttpMethodHTTP_POST:    "POST",
+	httpcountHttpMethodHTTP_PUT:     "PUT",
+	httpcountHttpMethodHTTP_DELETE:  "DELETE",
+	httpcountHttpMethodHTTP_PATCH:   "PATCH",
+	httpcountHttpMethodHTTP_HEAD:    "HEAD",
+	httpcountHttpMethodHTTP_OPTIONS: "OPTIONS",
+}
+
+func methodName(m httpcountHttpMethod) string {
+	if s, ok := methods[m]; ok {
+		return s
+	}
+	return "OTHER"
+}
+
+func cString(b []int8) string {
+	var sb strings.Builder
+	for _, c := range b {
+		if c == 0 {
+			break
+		}
+		sb.WriteByte(byte(c))
+	}
+	return sb.String()
+}
+
+// foldDigits folds the probe's runs of '#' (one per digit) into one, so
+// /orders/17 and /orders/4242 are one endpoint.
+func foldDigits(path string) string {
+	if !strings.Contains(path, "##") {
+		return path
+	}
+	var sb strings.Builder
+	for i := 0; i < len(path); i++ {
+		if path[i] == '#' && i > 0 && path[i-1] == '#' {
+			continue
+		}
+		sb.WriteByte(path[i])
+	}
+	return sb.String()
+}
+
+// Snapshot reads the cumulative counts.
+func (p *Probe) Snapshot() (Snapshot, error) {
+	s := Snapshot{Taken: time.Now(), Responses: map[Response]uint64{}, Requests: map[Request]uint64{}}
+	maps := p.Maps()
+	resp, err := probes.ReadPerCPUHash[httpcountResponseKey, uint64](maps["responses"])
+	if err != nil {
+		return s, err
+	}
+	for k, perCPU := range resp {
+		for _, n := range perCPU {
+			s.Responses[Response{Port: k.Port, Status: k.Status}] += n
+		}
+	}
+	req, err := probes.ReadPerCPUHash[httpcountRequestKey, uint64](maps["requests"])
+	if err != nil {
+		return s, err
+	}
+	for k, perCPU := range req {
+		key := Request{Port: k.Port, Method: methodName(k.Method), Path: foldDigits(cString(k.Target[:])), Truncated: k.Truncated != 0}
+		for _, n := range perCPU {
+			s.Requests[key] += n
+		}
+	}
+	lost, err := probes.SumPerCPUCounters(maps["lost"], int(httpcountHttpcountLostHTTPCOUNT_LOST_REASONS))
+	if err != nil {
+		return s, err
+	}
+	s.Lost = Lost{
+		Responses: lost[httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE],
+		Requests:  lost[httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST],
+		Inflight:  lost[httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT],
+		Reads:     lost[httpcountHttpcountLostHTTPCOUNT_LOST_READ],
+	}
+	return s, nil
+}
+
+// Sub returns the counts between prev and s.
+func (s Snapshot) Sub(prev Snapshot) Snapshot {
+	d := Snapshot{Taken: s.Taken, Responses: map[Response]uint64{}, Requests: map[Request]uint64{}}
+	for k, n := range s.Responses {
+		if n > prev.Responses[k] {
+			d.Responses[k] = n - prev.Responses[k]
+		}
+	}
+	for k, n := range s.Requests {
+		if n > prev.Requests[k] {
+			d.Requests[k] = n - prev.Requests[k]
+		}
+	}
+	d.Lost = Lost{
+		Responses: s.Lost.Responses - prev.Lost.Responses,
+		Requests:  s.Lost.Requests - prev.Lost.Requests,
+		Inflight:  s.Lost.Inflight - prev.Lost.Inflight,
+		Reads:     s.Lost.Reads - prev.Lost.Reads,
+	}
+	return d
+}
+
+// Final returns the responses that end a request: every status but the
+// interim 1xx (100 Continue precedes the real response on the same
+// request).
+func (s Snapshot) Final() uint64 {
+	var n uint64
+	for k, c := range s.Responses {
+		if k.Status < 100 || k.Status >= 200 {
+			n += c
+		}
+	}
+	return n
+}
