@@ -448,7 +448,7 @@ func share(n, of uint64) float64 {
 }
 
 func profileOverhead(p *cpuprofile.Profiler, attached, window time.Duration, lost uint64) *evidence.Overhead {
-	ov := &evidence.Overhead{AttachMethod: "perf_event/" + p.AttachMode(), AttachNs: int64(attached), EventsLost: lost}
+	ov := &evidence.Overhead{AttachMethod: string(p.Method()), AttachNs: int64(attached), EventsLost: lost}
 	var total time.Duration
 	for _, c := range p.Costs() {
 		ov.Programs = append(ov.Programs, evidence.NewProgramCost(c.Program, c.RunCount, c.RunTime))

@@ -114,7 +114,12 @@ type Profiler struct {
 	objs   *profilerObjects
 	events []*perfEvent
 	cpus   int
+	// mode is how Start attached the program ("perf_link" or "ioctl"),
+	// kept after Stop for the report.
+	mode string
 }
+
+var _ probes.Snapshotter[Profile] = (*Profiler)(nil)
 
 type profilerObjects struct {
 	cpuprofilePrograms
@@ -180,20 +185,26 @@ func (p *Profiler) Start() error {
 		p.events = append(p.events, ev)
 	}
 	p.cpus = len(cpus)
+	p.mode = "ioctl"
+	if p.events[0].link != nil {
+		p.mode = "perf_link"
+	}
 	return nil
 }
 
-// AttachMode says how the program was attached: "perf_link" (a BPF link,
-// kernel ≥ 5.15) or "ioctl" (PERF_EVENT_IOC_SET_BPF on older kernels).
-func (p *Profiler) AttachMode() string {
-	if len(p.events) == 0 {
-		return ""
-	}
-	if p.events[0].link != nil {
-		return "perf_link"
-	}
-	return "ioctl"
+// AttachMode says how Start attached the program: "perf_link" (a BPF
+// link, kernel ≥ 5.15) or "ioctl" (PERF_EVENT_IOC_SET_BPF on older
+// kernels); "" before Start. It stays known after Stop.
+func (p *Profiler) AttachMode() string { return p.mode }
+
+// Method is the probes.Probe attach method: "perf_event/" and AttachMode.
+func (p *Profiler) Method() probes.AttachMethod {
+	return probes.AttachMethod("perf_event/" + p.mode)
 }
+
+// Missing is empty: the profiler attaches to a perf event on every online
+// CPU or fails.
+func (p *Profiler) Missing() map[string]error { return nil }
 
 // CPUs is the number of CPUs sampled since Start (still known after Stop).
 func (p *Profiler) CPUs() int { return p.cpus }
