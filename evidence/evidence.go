@@ -1,7 +1,11 @@
 // Package evidence holds the typed results of a run — what probes measured
 // and collectors read — in the form rules consume and renderers print. It
-// sits in the middle of the one-way pipeline: probes and collectors produce
-// evidence, diagnose reads it, report carries it. It imports neither side.
+// sits in the middle of the one-way pipeline: recipes build evidence from
+// probes and collectors, diagnose reads it, report carries it. It imports
+// neither side (no probe, no collector: where a collector's type belongs in
+// evidence, evidence holds a mirror of it, see counters.go), and holds
+// types and the pure readings every consumer shares (NetRXCPUs, the
+// socket wakeup shares), never code that reads the system.
 package evidence
 
 import "time"

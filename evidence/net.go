@@ -1,10 +1,6 @@
 package evidence
 
-import (
-	"github.com/perfscope/perfscope/collectors/netconfig"
-	"github.com/perfscope/perfscope/collectors/netstat"
-	"sort"
-)
+import "sort"
 
 // NetEvidence is everything one `perfscope udp` run measured and read,
 // joined per CPU, per queue and per socket. Each section either holds data
@@ -25,9 +21,6 @@ type NetEvidence struct {
 	Drops      DropSection     `json:"drops"`
 	Sockets    SocketSection   `json:"sockets"`
 	Profile    ProfileSection  `json:"profile"`
-	// Config is the configuration read at the start of the run (issue 4's
-	// sources); nil when it could not be read at all.
-	Config *netconfig.NetConfig `json:"config,omitempty"`
 }
 
 // Section is embedded by every section.
@@ -247,11 +240,11 @@ type DropSection struct {
 	ByReason map[string]uint64 `json:"by_reason"`
 	// SNMP is the /proc/net/snmp Udp and snmp6 Udp6 delta; nil when
 	// unreadable.
-	UDPSNMP *netstat.UDPSNMP `json:"udp_snmp"`
+	UDPSNMP *UDPSNMP `json:"udp_snmp"`
 	// Softnet is the per-CPU /proc/net/softnet_stat delta (backlog drops,
 	// time_squeeze).
-	Softnet []netstat.SoftnetCPU `json:"softnet"`
-	Notes   []string             `json:"notes,omitempty"`
+	Softnet []SoftnetCPU `json:"softnet"`
+	Notes   []string     `json:"notes,omitempty"`
 }
 
 // UDPSocket is one bound UDP socket.

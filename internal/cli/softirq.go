@@ -14,6 +14,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/softirq"
+	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -123,9 +124,9 @@ func takeSoftirqSample(p *softirq.Probe, fs procfs.FS) (softirqSample, error) {
 	return s, nil
 }
 
-func softirqInput(a, b softirqSample, cpus cpuset.Set) evidence.SoftirqInput {
+func softirqInput(a, b softirqSample, cpus cpuset.Set) recipes.SoftirqInput {
 	d := b.probe.Sub(a.probe)
-	in := evidence.SoftirqInput{
+	in := recipes.SoftirqInput{
 		Duration: b.probe.Taken.Sub(a.probe.Taken),
 		Vectors:  softirq.Vectors,
 		Proc:     b.proc.Sub(a.proc),
@@ -133,9 +134,9 @@ func softirqInput(a, b softirqSample, cpus cpuset.Set) evidence.SoftirqInput {
 		CPUs:     cpus,
 	}
 	for _, cpu := range d.PerCPU {
-		row := make([]evidence.SoftirqCounts, len(cpu))
+		row := make([]recipes.SoftirqCounts, len(cpu))
 		for i, v := range cpu {
-			row[i] = evidence.SoftirqCounts{Count: v.Count, TimeNs: uint64(v.Time)}
+			row[i] = recipes.SoftirqCounts{Count: v.Count, TimeNs: uint64(v.Time)}
 		}
 		in.Probe = append(in.Probe, row)
 	}
@@ -210,7 +211,7 @@ loop:
 			if err != nil {
 				return evidence.SoftirqEvidence{}, err
 			}
-			iv := evidence.SoftirqIntervalOf(softirqInput(prev, cur, o.cpus), now)
+			iv := recipes.SoftirqIntervalOf(softirqInput(prev, cur, o.cpus), now)
 			if o.Interval > 0 {
 				intervals = append(intervals, iv)
 				if textIntervals {
@@ -229,7 +230,7 @@ loop:
 	if err != nil {
 		return evidence.SoftirqEvidence{}, err
 	}
-	ev := evidence.BuildSoftirq(softirqInput(first, last, o.cpus))
+	ev := recipes.BuildSoftirq(softirqInput(first, last, o.cpus))
 	ev.Intervals = intervals
 	return ev, nil
 }

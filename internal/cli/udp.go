@@ -31,6 +31,7 @@ import (
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/softirq"
+	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -315,13 +316,14 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	if err != nil {
 		return err
 	}
+	data := report.NetData{NetEvidence: ev}
 	if cfgErr == nil {
-		ev.Config = &cfg
+		data.Config = &cfg
 	}
 	r := report.New("udp", Version(), start.softirq.probe.Taken)
-	r.Findings = diagnose.DiagnoseNet(diagnose.NetInput{Evidence: ev, Config: ev.Config})
+	r.Findings = diagnose.DiagnoseNet(diagnose.NetInput{Evidence: ev, Config: data.Config})
 	r.Meta.DurationNs = ev.DurationNs
-	r.Data = ev
+	r.Data = data
 	r.Artifacts = artifacts
 	r.Overhead = softirqOverhead(sp, attached, time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
 	addCosts(r.Overhead, np.costs(), time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
@@ -452,7 +454,7 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 	if drvErr == nil && ev.Interface.Driver == "" {
 		ev.Interface.Driver = drvInfo.Driver
 	}
-	ev.Softirq = evidence.BuildSoftirq(softirqInput(start.softirq, end.softirq, cpuset.Set{}))
+	ev.Softirq = recipes.BuildSoftirq(softirqInput(start.softirq, end.softirq, cpuset.Set{}))
 	netRX := netRXCPUs(ev.Softirq)
 
 	// Queues: the driver's counters now; the kernel side comes from the
@@ -462,7 +464,7 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 	if driverErr == nil && start.driverErr == nil {
 		driver = ethtool.SubQueues(end.driver, start.driver)
 	}
-	var kernel evidence.QueueCounts
+	var kernel recipes.QueueCounts
 	var txByCPU map[int]map[int]uint64
 	var qdisc []evidence.QdiscRow
 	if np.queue != nil {
@@ -470,7 +472,7 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 	} else {
 		ev.QueueCPU.Unavailable = fmt.Sprintf("queue probe: %v", np.queueErr)
 	}
-	ev.Queues = evidence.BuildQueues(o.iface, driver, driverErr, kernel, window)
+	ev.Queues = recipes.BuildQueues(o.iface, driver, driverErr, kernel, window)
 	if np.queue == nil {
 		ev.Queues.Notes = append(ev.Queues.Notes, fmt.Sprintf("kernel per-queue counts: queue probe unavailable: %v", np.queueErr))
 	} else if m := missingNote(np.queue.Missing()); m != "" {
@@ -501,10 +503,10 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 		if topoErr != nil {
 			topo = cpuset.Topology{}
 		}
-		ev.IRQs = evidence.BuildIRQs(o.iface, qirqs, end.interrupts.Sub(start.interrupts), aff, bal, topo, sortedCPUs(netRX))
+		ev.IRQs = recipes.BuildIRQs(o.iface, qirqs, end.interrupts.Sub(start.interrupts), aff, bal, topo, sortedCPUs(netRX))
 	}
 
-	ev.TX = evidence.BuildTX(o.iface, txByCPU, qdisc)
+	ev.TX = recipes.BuildTX(o.iface, txByCPU, qdisc)
 	if np.queue == nil {
 		ev.TX.Unavailable = fmt.Sprintf("per-CPU TX queues and qdisc activity: queue probe unavailable: %v (XPS configuration shown)", np.queueErr)
 	}
@@ -530,7 +532,7 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 			owned, _ = sockets.Default.SocketInodes(o.PID)
 			threads, _ = sockets.Default.Threads(o.PID)
 		}
-		ev.Sockets = evidence.BuildSockets(o.Port, o.PID, start.udp, end.udp, owned, threads)
+		ev.Sockets = recipes.BuildSockets(o.Port, o.PID, start.udp, end.udp, owned, threads)
 		if ev.Sockets.Unavailable == "" {
 			addSocketReads(&ev.Sockets, np, end.probes.sock.Sub(start.probes.sock), window)
 		}
@@ -549,22 +551,12 @@ func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *
 	return ev, artifacts, nil
 }
 
-// netRXCPUs are the CPUs that spent at least 1 % of the window in NET_RX,
-// or the busiest one when none did.
+// netRXCPUs are the CPUs doing receive work, by the definition the rules
+// use too.
 func netRXCPUs(s evidence.SoftirqEvidence) map[int]bool {
 	out := map[int]bool{}
-	best, bestShare := -1, 0.0
-	for _, c := range s.CPUs {
-		sh := c.Vectors["NET_RX"].Share
-		if sh >= 0.01 {
-			out[c.CPU] = true
-		}
-		if sh > bestShare {
-			best, bestShare = c.CPU, sh
-		}
-	}
-	if len(out) == 0 && best >= 0 {
-		out[best] = true
+	for _, c := range s.NetRXCPUs() {
+		out[c] = true
 	}
 	return out
 }
@@ -583,11 +575,13 @@ func sortedCPUs(m map[int]bool) []int {
 func buildDrops(o *udpOptions, start, end netSample) evidence.DropSection {
 	d := evidence.DropSection{ByReason: map[string]uint64{}}
 	if start.snmpErr == nil && end.snmpErr == nil {
-		delta := end.snmp.Sub(start.snmp)
+		delta := recipes.UDPSNMPEvidence(end.snmp.Sub(start.snmp))
 		d.UDPSNMP = &delta
 	}
 	if start.softnetErr == nil && end.softnetErr == nil {
-		d.Softnet = netstat.SubSoftnet(end.softnet, start.softnet)
+		for _, c := range netstat.SubSoftnet(end.softnet, start.softnet) {
+			d.Softnet = append(d.Softnet, evidence.SoftnetCPU(c))
+		}
 	}
 	if start.udpErr != nil || end.udpErr != nil {
 		d.Unavailable = "per-socket drops: /proc/net/udp unreadable"

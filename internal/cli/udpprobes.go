@@ -17,6 +17,7 @@ import (
 	"github.com/perfscope/perfscope/probes/netqueue"
 	"github.com/perfscope/perfscope/probes/udpdrop"
 	"github.com/perfscope/perfscope/probes/udpsock"
+	"github.com/perfscope/perfscope/recipes"
 )
 
 // netProbes are the udp command's optional probes. Each one that fails to
@@ -132,10 +133,10 @@ func missingNote(m map[string]error) string {
 
 // queueSides turns the queue probe's window into the kernel-side per-queue
 // counts, the (queue × CPU) NAPI matrix, per-CPU TX queues and qdisc rows.
-func queueSides(o *udpOptions, driver string, d netqueue.Snapshot, noNAPI bool) (evidence.QueueCounts, evidence.QueueCPUSection, map[int]map[int]uint64, []evidence.QdiscRow) {
+func queueSides(o *udpOptions, driver string, d netqueue.Snapshot, noNAPI bool) (recipes.QueueCounts, evidence.QueueCPUSection, map[int]map[int]uint64, []evidence.QdiscRow) {
 	ifindex := o.iface.Index
 	conv := netqueue.ConventionFor(driver)
-	var counts evidence.QueueCounts
+	var counts recipes.QueueCounts
 	counts.RX = map[int]uint64{}
 	for q, perCPU := range d.RXQueues(ifindex, conv) {
 		if q >= 0 {
@@ -389,8 +390,8 @@ func addSocketReads(sec *evidence.SocketSection, np *netProbes, d udpsock.Snapsh
 	for ino, r := range d.Sockets {
 		reads[ino] = r.Datagrams
 	}
-	evidence.AddSocketReads(sec, reads, window)
-	evidence.AddSocketWakeups(sec, d.Wakeups)
+	recipes.AddSocketReads(sec, reads, window)
+	recipes.AddSocketWakeups(sec, d.Wakeups)
 	if d.Lost > 0 {
 		sec.ReceivedUnavailable = fmt.Sprintf("%d reads not counted: the socket probe's map was full", d.Lost)
 	}
