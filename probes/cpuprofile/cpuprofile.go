@@ -103,6 +103,38 @@ func (p Profile) Total() uint64 {
 	return n
 }
 
+// Sub returns p − prev: the samples counted between the two snapshots,
+// for a profiler read window after window without a restart. Tuples whose
+// count did not grow are left out.
+func (p Profile) Sub(prev Profile) Profile {
+	key := func(s Sample) string {
+		return fmt.Sprint(s.PID, s.TID, s.CPU, s.Comm, s.KernelStack, s.UserStack)
+	}
+	before := make(map[string]uint64, len(prev.Samples))
+	for _, s := range prev.Samples {
+		before[key(s)] += s.Count
+	}
+	out := Profile{Taken: p.Taken, Lost: p.Lost.sub(prev.Lost)}
+	for _, s := range p.Samples {
+		if n := before[key(s)]; s.Count > n {
+			s.Count -= n
+			out.Samples = append(out.Samples, s)
+		}
+	}
+	return out
+}
+
+func (l Lost) sub(prev Lost) Lost {
+	d := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	return Lost{d(l.KernelStackCollisions, prev.KernelStackCollisions), d(l.UserStackCollisions, prev.UserStackCollisions),
+		d(l.KernelStackFaults, prev.KernelStackFaults), d(l.UserStackFaults, prev.UserStackFaults), d(l.CountsFull, prev.CountsFull)}
+}
+
 // Profiler is a loaded cpuprofile BPF object and, once started, its perf
 // events.
 type Profiler struct {
