@@ -43,6 +43,9 @@ type Overhead struct {
 	// StatsSample, when set, says bpf_stats ran for part of the run only
 	// and Programs' runs and times were scaled to the whole run.
 	StatsSample *StatsSample `json:"bpf_stats_sample,omitempty"`
+	// StatsUnavailable says why bpf_stats could not be turned on (the
+	// programs' runs and times are zero then).
+	StatsUnavailable string `json:"bpf_stats_unavailable,omitempty"`
 }
 
 // StatsSample is how bpf_stats were sampled: on for OnNs of TotalNs, counts

@@ -1,6 +1,9 @@
 package evidence
 
-import "sort"
+import (
+	"sort"
+	"time"
+)
 
 // NetEvidence is everything one `perfscope udp` run measured and read,
 // joined per CPU, per queue and per socket. Each section either holds data
@@ -224,6 +227,19 @@ type LockSection struct {
 	// contentions: sites (and ByClass) are then estimates; Sockets and
 	// TotalNs count every contention.
 	StackEvery int `json:"stack_every"`
+	// Intervals is the wait per tick of the window, when the run keeps a
+	// timeline.
+	Intervals []LockInterval `json:"intervals,omitempty"`
+}
+
+// LockInterval is lock contention over one tick of a timeline.
+type LockInterval struct {
+	End     time.Time `json:"end"`
+	Count   uint64    `json:"count"`
+	TotalNs uint64    `json:"total_ns"`
+	// ByClass is the wait by lock class (estimates when stacks are
+	// sampled, as in LockSection).
+	ByClass map[string]uint64 `json:"total_ns_by_class"`
 }
 
 // PortDrops are drops on one local UDP port for one reason.

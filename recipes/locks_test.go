@@ -1,11 +1,13 @@
-package cli
+package recipes
 
 import (
 	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/lockstat"
 )
 
@@ -19,7 +21,7 @@ func TestSocketContention(t *testing.T) {
 			{Field: lockstat.FieldWaitQueue, WaitStats: lockstat.WaitStats{Count: 1, Total: 5 * time.Microsecond, Max: 5 * time.Microsecond}},
 		},
 	}
-	sc := socketContention(sw)
+	sc := socketContention(sw, procfs.FS{Root: t.TempDir()})
 	want := evidence.SocketRef{Local: "10.0.0.2:9000", Port: 9000, Protocol: "udp", Inode: 11, NetNS: 7, Field: "sk_receive_queue.lock"}
 	if sc.Socket != want || sc.Count != 3 || sc.TotalNs != 30000 || sc.MaxNs != 20000 {
 		t.Errorf("socketContention = %+v", sc)
@@ -27,33 +29,40 @@ func TestSocketContention(t *testing.T) {
 	if len(sc.ByLock) != 2 || sc.ByLock[1] != (evidence.SocketLockWait{Field: "socket.wq.wait.lock", Count: 1, TotalNs: 5000, MaxNs: 5000}) {
 		t.Errorf("by lock = %+v", sc.ByLock)
 	}
-	if got := lockSplit(sc.ByLock); got != "sk_receive_queue.lock 83%, socket.wq.wait.lock 17%" {
-		t.Errorf("lockSplit = %q", got)
-	}
 	// Another namespace: no address, so the port and namespace name it.
 	sw.Socket.Local, sw.Socket.OtherNetNS = netip.AddrPort{}, true
-	if sc := socketContention(sw); sc.Socket.Local != "" || !sc.Socket.OtherNetNS {
+	if sc := socketContention(sw, procfs.FS{Root: t.TempDir()}); sc.Socket.Local != "" || !sc.Socket.OtherNetNS {
 		t.Errorf("other namespace: %+v", sc.Socket)
 	}
 }
 
-func TestSocketLabel(t *testing.T) {
-	for _, c := range []struct {
-		ref  evidence.SocketRef
-		want string
-	}{
-		{evidence.SocketRef{Local: "10.0.0.2:9000", Protocol: "udp", Port: 9000, Inode: 11, PID: 42, Comm: "server"},
-			"10.0.0.2:9000 (inode 11, pid 42 server)"},
-		{evidence.SocketRef{Local: "[::1]:80", Protocol: "tcp", Port: 80, Inode: 12}, "tcp [::1]:80 (inode 12)"},
-		{evidence.SocketRef{Protocol: "udp", Port: 53, Inode: 13, NetNS: 4026532290, OtherNetNS: true, PID: 7, Comm: "dns"},
-			"udp port 53 in netns 4026532290 (inode 13, pid 7 dns)"},
-		{evidence.SocketRef{Protocol: "udp", Port: 7000, Inode: 14}, "udp port 7000 (inode 14)"},
-	} {
-		if got := socketLabel(c.ref); got != c.want {
-			t.Errorf("socketLabel(%+v) = %q, want %q", c.ref, got, c.want)
-		}
+// Sampled bpf_stats: runs and totals scale to the window, per-run times do
+// not, and the BPF share is recomputed from the scaled totals.
+func TestScaleCostsFromSampledStats(t *testing.T) {
+	ov := &evidence.Overhead{Programs: []evidence.ProgramCost{evidence.NewProgramCost("net:netif_receive_skb", 1000, 60*time.Microsecond)}}
+	scaleCosts(ov, probes.StatsSample{On: 100 * time.Millisecond, Total: time.Second})
+	ov.BPFTimeShare = bpfShare(ov.Programs, time.Second, 2)
+	p := ov.Programs[0]
+	if p.RunCount != 10000 || p.RunTimeNs != 600000 || p.PerRunNs != 60 {
+		t.Errorf("scaled program: %+v", p)
 	}
-	if got := lockSplit(nil); got != "" {
-		t.Errorf("lockSplit(nil) = %q", got)
+	if ov.BPFTimeShare != 600e3/2e9 || ov.StatsSample == nil || ov.StatsSample.Scale != 10 {
+		t.Errorf("overhead: share %v, sample %+v", ov.BPFTimeShare, ov.StatsSample)
+	}
+	shared := &evidence.Overhead{Programs: []evidence.ProgramCost{evidence.NewProgramCost("x", 5, 500)}}
+	scaleCosts(shared, probes.StatsSample{On: time.Millisecond, Total: time.Second, Shared: true})
+	if shared.Programs[0].RunCount != 5 {
+		t.Errorf("shared statistics were scaled: %+v", shared.Programs[0])
+	}
+}
+
+// A session measures window after window: each window's costs are the
+// programs' runs since the window began, not since the probe loaded.
+func TestCostDeltaPerWindow(t *testing.T) {
+	before := [][]probes.ProgramCost{{{Program: "a", RunCount: 10, RunTime: 1000}}, {}}
+	after := [][]probes.ProgramCost{{{Program: "a", RunCount: 15, RunTime: 1600}}, {{Program: "b", RunCount: 3, RunTime: 30}}}
+	got := costDelta(after, before)
+	if len(got) != 2 || got[0].RunCount != 5 || got[0].RunTimeNs != 600 || got[0].PerRunNs != 120 || got[1].RunCount != 3 {
+		t.Errorf("costDelta = %+v", got)
 	}
 }

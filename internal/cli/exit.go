@@ -6,6 +6,7 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/recipes"
 )
 
 // Exit codes, documented in the README.
@@ -58,7 +59,10 @@ func CodeOf(err error) int {
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
-	if errors.Is(err, probes.ErrPermission) || errors.Is(err, probes.ErrNotSupported) {
+	switch {
+	case errors.Is(err, recipes.ErrBadInput):
+		return ExitUsage
+	case errors.Is(err, recipes.ErrUnavailable), errors.Is(err, probes.ErrPermission), errors.Is(err, probes.ErrNotSupported):
 		return ExitUnavailable
 	}
 	return ExitFailure

@@ -4,33 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
-	"github.com/perfscope/perfscope/collectors/ethtool"
-	"github.com/perfscope/perfscope/collectors/irq"
-	"github.com/perfscope/perfscope/collectors/netconfig"
-	"github.com/perfscope/perfscope/collectors/netdev"
-	"github.com/perfscope/perfscope/collectors/netstat"
-	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/collectors/sockets"
-	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/internal/netapply"
 	"github.com/perfscope/perfscope/internal/netcompare"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"
-	"github.com/perfscope/perfscope/probes/softirq"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -57,12 +44,13 @@ type udpOptions struct {
 
 	format report.Format
 	method probes.AttachMethod
-	iface  netdev.Interface
+	net    recipes.NetOptions
+	src    recipes.Sources
 	run    func(ctx context.Context, o *udpOptions, g *Globals) error
 }
 
 func newUDPCmd(g *Globals) *cobra.Command {
-	return udpCmd(g, &udpOptions{run: runUDP})
+	return udpCmd(g, &udpOptions{src: recipes.Live(), run: runUDP})
 }
 
 func udpCmd(g *Globals, o *udpOptions) *cobra.Command {
@@ -161,179 +149,28 @@ func (o *udpOptions) validate() error {
 			return usageError("--flame %s: %v", o.FlameDir, err)
 		}
 	}
-	return o.resolveIface()
-}
-
-// resolveIface checks --iface: it exists here and is up; otherwise the
-// sentence names the interfaces that do exist, or the namespace where this
-// one lives and how to run there.
-func (o *udpOptions) resolveIface() error {
-	if o.Iface == "" {
-		return usageError("--iface is required (interfaces here: %s)", strings.Join(interfaceNames(), ", "))
-	}
-	iface, err := netdev.Default.Interface(o.Iface)
-	if errors.Is(err, netdev.ErrNoInterface) {
-		if m, ferr := netdev.LiveNamespaceSearch().Find(o.Iface); ferr == nil && m != nil {
-			return usageError("interface %s is not in this network namespace: %s", o.Iface, m.RunHint())
-		}
-		return usageError("unknown interface %s (interfaces here: %s)", o.Iface, strings.Join(interfaceNames(), ", "))
-	}
+	iface, err := recipes.ResolveInterface(o.src, o.Iface)
 	if err != nil {
-		return fmt.Errorf("read interface %s: %w", o.Iface, err)
+		return err
 	}
-	if !iface.Up {
-		return usageError("interface %s is %s; bring it up or choose another (up here: %s)", o.Iface, iface.OperState, strings.Join(upInterfaceNames(), ", "))
-	}
-	o.iface = iface
+	o.net = recipes.NetOptions{Iface: iface, Port: o.Port, PID: o.PID, Method: o.method, LockStacks: o.LockStacks, Profile: !o.NoProfile, Frequency: o.Freq}
 	return nil
 }
 
-func interfaceNames() []string {
-	names, _ := netdev.Default.InterfaceNames()
-	return names
-}
-
-func upInterfaceNames() []string {
-	var up []string
-	for _, n := range interfaceNames() {
-		if i, err := netdev.Default.Interface(n); err == nil && i.Up {
-			up = append(up, n)
-		}
-	}
-	return up
-}
-
-// netSample is what the udp command reads at the start and the end.
-type netSample struct {
-	softirq    softirqSample
-	driver     []ethtool.QueueCounters
-	driverErr  error
-	interrupts irq.Interrupts
-	irqErr     error
-	udp        sockets.UDPTable
-	udpErr     error
-	snmp       netstat.UDPSNMP
-	snmpErr    error
-	softnet    []netstat.SoftnetCPU
-	softnetErr error
-	probes     netProbeSample
-}
-
-func takeNetSample(o *udpOptions, p *softirq.Probe) (netSample, error) {
-	var s netSample
-	var err error
-	if s.softirq, err = takeSoftirqSample(p, procfs.Default); err != nil {
-		return s, err
-	}
-	stats, err := ethtool.Ioctl{}.Stats(o.Iface)
-	if err != nil {
-		s.driverErr = err
-	} else {
-		s.driver = ethtool.PerQueue(stats)
-	}
-	s.interrupts, s.irqErr = irq.Default.Interrupts()
-	s.udp, s.udpErr = sockets.Default.UDP()
-	s.snmp, s.snmpErr = netstat.Default.UDPSNMP()
-	s.softnet, s.softnetErr = netstat.Default.Softnet()
-	return s, nil
-}
-
 func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
-	// The udp report does not use raise→entry latency; skipping its
-	// tracepoint saves one BPF run per NET_RX raise (~100 ns per datagram
-	// on a loopback flood).
-	sp, err := softirq.Open(softirq.Options{Method: o.method, NoLatency: true})
-	if err != nil {
-		return err
-	}
-	defer sp.Close()
-
-	np := openNetProbes(o)
-	defer np.Close()
-
-	var prof *cpuprofile.Profiler
-	profErr := errors.New("disabled with --no-profile")
-	if !o.NoProfile {
-		prof, profErr = cpuprofile.Open(cpuprofile.Options{Frequency: o.Freq})
-		if profErr == nil {
-			defer prof.Close()
-			if profErr = prof.Start(); profErr != nil {
-				prof.Close()
-				prof = nil
-			}
-		}
-	}
-	attached := time.Since(g.Started)
 	// bpf_stats run for probes.StatsSampleOn of every StatsSamplePeriod:
 	// left on, they cost each program run more than most programs do.
-	stats, statsErr := probes.SampleStats(probes.StatsSampleOn, probes.StatsSamplePeriod, func() uint64 {
-		costs := append(sp.Costs(), np.costs()...)
-		if prof != nil {
-			costs = append(costs, prof.Costs()...)
-		}
-		var n uint64
-		for _, c := range costs {
-			n += c.RunCount
-		}
-		return n
-	})
-	if statsErr == nil {
-		defer stats.Stop()
-	}
-
-	start, err := takeNetSample(o, sp)
+	res, err := recipes.RunNet(ctx, o.src, o.net, recipes.Window{Duration: o.Duration, Stats: recipes.StatsSampled, Started: g.Started})
 	if err != nil {
 		return err
 	}
-	if start.probes, err = np.snapshot(); err != nil {
-		return err
-	}
-	cfg, cfgErr := netconfig.Live().Snapshot(o.Iface)
-	select {
-	case <-ctx.Done():
-	case <-time.After(o.Duration):
-	}
-	end, err := takeNetSample(o, sp)
-	if err != nil {
-		return err
-	}
-	if end.probes, err = np.snapshot(); err != nil {
-		return err
-	}
-	var sample probes.StatsSample
-	if statsErr == nil {
-		sample = stats.Stop()
-	}
-	var profile cpuprofile.Profile
-	if prof != nil {
-		if profile, err = prof.Snapshot(); err != nil {
-			profErr = err
-			prof = nil
+	r := res.Report(Version())
+	if o.FlameDir != "" && res.Flames != nil {
+		arts, err := writeNetFlames(o.FlameDir, o.Iface, res)
+		r.Artifacts = append(r.Artifacts, arts...)
+		if err != nil {
+			return err
 		}
-	}
-
-	ev, artifacts, err := buildNetEvidence(o, start, end, np, prof, profile, profErr)
-	if err != nil {
-		return err
-	}
-	data := report.NetData{NetEvidence: ev}
-	if cfgErr == nil {
-		data.Config = &cfg
-	}
-	r := report.New("udp", Version(), start.softirq.probe.Taken)
-	r.Findings = diagnose.DiagnoseNet(diagnose.NetInput{Evidence: ev, Config: data.Config})
-	r.Meta.DurationNs = ev.DurationNs
-	r.Data = data
-	r.Artifacts = artifacts
-	r.Overhead = softirqOverhead(sp, attached, time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
-	addCosts(r.Overhead, np.costs(), time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
-	r.Overhead.EventsLost += ev.Locks.Lost
-	if prof != nil {
-		addCosts(r.Overhead, prof.Costs(), time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
-		r.Overhead.EventsLost += ev.Profile.Lost
-	}
-	if statsErr == nil {
-		scaleCosts(r.Overhead, sample, time.Duration(ev.DurationNs), len(ev.Softirq.CPUs))
 	}
 	// --apply: only after the report is complete, so the user sees why.
 	var applyErr error
@@ -344,17 +181,38 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 			r.Artifacts = append(r.Artifacts, report.Artifact{Kind: "revert-script", Path: path})
 		}
 	}
-	if o.format == report.JSON {
-		if err := report.WriteJSON(g.Out, r); err != nil {
-			return err
-		}
-	} else {
-		writeUDPText(g.Out, r, ev, statsErr)
+	if err := report.Render(g.Out, r, o.format); err != nil {
+		return err
 	}
 	if applyErr != nil {
 		return applyErr
 	}
 	return failOn(r.Findings, o.failOn)
+}
+
+// writeNetFlames writes the NET_RX CPUs', the other CPUs' and all CPUs'
+// stacks as folded stacks and SVG flame graphs into dir.
+func writeNetFlames(dir, iface string, res recipes.NetResult) ([]report.Artifact, error) {
+	var arts []report.Artifact
+	for _, part := range []struct{ key, name, title string }{
+		{"netrx", "udp-netrx", "CPUs running NET_RX (" + cpuset.Of(res.Evidence.Profile.NetRXCPUs...).List() + ")"},
+		{"other", "udp-other", "other CPUs"},
+		{"all", "udp-all", "all CPUs"},
+	} {
+		opts := flame.Options{Title: "perfscope udp --iface " + iface + ": " + part.title}
+		for _, out := range []struct {
+			format flame.Output
+			ext    string
+			kind   string
+		}{{flame.OutputFolded, ".folded", "folded"}, {flame.OutputSVG, ".svg", "flamegraph-svg"}} {
+			path := filepath.Join(dir, part.name+out.ext)
+			if err := flame.WriteFile(path, res.Flames[part.key], out.format, opts); err != nil {
+				return arts, err
+			}
+			arts = append(arts, report.Artifact{Kind: out.kind, Path: path})
+		}
+	}
+	return arts, nil
 }
 
 // applyFindings writes the revert script, then applies the chosen
@@ -403,269 +261,9 @@ func (o *udpOptions) runCompare(g *Globals) error {
 	if err != nil {
 		return asUsage(err)
 	}
+	r := report.New("udp compare", Version(), g.Started)
 	c := netcompare.Compare(before, after)
-	if f == report.JSON {
-		return report.WriteJSON(g.Out, c)
-	}
-	netcompare.WriteText(g.Out, c)
-	return nil
-}
-
-// scaleCosts turns sampled bpf_stats into estimates for the whole run; the
-// per-run times are measured and stay as they are.
-func scaleCosts(ov *evidence.Overhead, s probes.StatsSample, window time.Duration, cpus int) {
-	k := s.Scale()
-	ov.StatsSample = &evidence.StatsSample{OnNs: int64(s.On), TotalNs: int64(s.Total), Scale: k, Shared: s.Shared}
-	var total uint64
-	for i := range ov.Programs {
-		p := &ov.Programs[i]
-		p.RunCount = uint64(math.Round(float64(p.RunCount) * k))
-		p.RunTimeNs = uint64(math.Round(float64(p.RunTimeNs) * k))
-		total += p.RunTimeNs
-	}
-	if window > 0 && cpus > 0 {
-		ov.BPFTimeShare = float64(total) / (float64(window) * float64(cpus))
-	}
-}
-
-// addCosts appends more programs' bpf_stats to an overhead report and
-// recomputes the BPF share of CPU time.
-func addCosts(ov *evidence.Overhead, costs []probes.ProgramCost, window time.Duration, cpus int) {
-	for _, c := range costs {
-		ov.Programs = append(ov.Programs, evidence.NewProgramCost(c.Program, c.RunCount, c.RunTime))
-	}
-	var total uint64
-	for _, p := range ov.Programs {
-		total += p.RunTimeNs
-	}
-	if window > 0 && cpus > 0 {
-		ov.BPFTimeShare = float64(total) / (float64(window) * float64(cpus))
-	}
-}
-
-func buildNetEvidence(o *udpOptions, start, end netSample, np *netProbes, prof *cpuprofile.Profiler, profile cpuprofile.Profile, profErr error) (evidence.NetEvidence, []report.Artifact, error) {
-	window := end.softirq.probe.Taken.Sub(start.softirq.probe.Taken)
-	ev := evidence.NetEvidence{
-		DurationNs: int64(window), Port: o.Port, PID: o.PID,
-		Interface: evidence.NetInterface{Name: o.iface.Name, Ifindex: o.iface.Index, Driver: o.iface.Driver,
-			Virtual: o.iface.Virtual, NUMANode: o.iface.NUMANode, RXQueues: len(o.iface.RX), TXQueues: len(o.iface.TX)},
-	}
-	drvInfo, drvErr := (ethtool.Ioctl{}).DriverInfo(o.Iface)
-	if drvErr == nil && ev.Interface.Driver == "" {
-		ev.Interface.Driver = drvInfo.Driver
-	}
-	ev.Softirq = recipes.BuildSoftirq(softirqInput(start.softirq, end.softirq, cpuset.Set{}))
-	netRX := netRXCPUs(ev.Softirq)
-
-	// Queues: the driver's counters now; the kernel side comes from the
-	// queue probe.
-	var driver []ethtool.QueueCounters
-	driverErr := end.driverErr
-	if driverErr == nil && start.driverErr == nil {
-		driver = ethtool.SubQueues(end.driver, start.driver)
-	}
-	var kernel recipes.QueueCounts
-	var txByCPU map[int]map[int]uint64
-	var qdisc []evidence.QdiscRow
-	if np.queue != nil {
-		kernel, ev.QueueCPU, txByCPU, qdisc = queueSides(o, ev.Interface.Driver, end.probes.queue.Sub(start.probes.queue), np.queue.NoNAPI())
-	} else {
-		ev.QueueCPU.Unavailable = fmt.Sprintf("queue probe: %v", np.queueErr)
-	}
-	ev.Queues = recipes.BuildQueues(o.iface, driver, driverErr, kernel, window)
-	if np.queue == nil {
-		ev.Queues.Notes = append(ev.Queues.Notes, fmt.Sprintf("kernel per-queue counts: queue probe unavailable: %v", np.queueErr))
-	} else if m := missingNote(np.queue.Missing()); m != "" {
-		ev.Queues.Notes = append(ev.Queues.Notes, "tracepoints unavailable: "+m)
-	}
-
-	// IRQs.
-	topo, topoErr := cpuset.NewFS("/").Topology()
-	if start.irqErr != nil || end.irqErr != nil {
-		ev.IRQs.Unavailable = fmt.Sprintf("/proc/interrupts: %v", errors.Join(start.irqErr, end.irqErr))
-	} else {
-		dev := irq.Device{Interface: o.iface.Name}
-		if drvErr == nil {
-			dev.PCIAddress = drvInfo.BusInfo
-		}
-		if link, err := os.Readlink(filepath.Join("/sys/class/net", o.Iface, "device")); err == nil && strings.HasPrefix(filepath.Base(link), "virtio") {
-			dev.Virtio = filepath.Base(link)
-		}
-		dev.MSIIRQs, _ = netdev.Default.MSIIRQs(o.Iface)
-		qirqs := irq.QueueIRQs(end.interrupts, dev)
-		aff := map[int]irq.Affinity{}
-		for _, q := range qirqs {
-			if a, err := irq.Default.Affinity(q.IRQ); err == nil {
-				aff[q.IRQ] = a
-			}
-		}
-		bal, _ := irq.Default.Irqbalance()
-		if topoErr != nil {
-			topo = cpuset.Topology{}
-		}
-		ev.IRQs = recipes.BuildIRQs(o.iface, qirqs, end.interrupts.Sub(start.interrupts), aff, bal, topo, sortedCPUs(netRX))
-	}
-
-	ev.TX = recipes.BuildTX(o.iface, txByCPU, qdisc)
-	if np.queue == nil {
-		ev.TX.Unavailable = fmt.Sprintf("per-CPU TX queues and qdisc activity: queue probe unavailable: %v (XPS configuration shown)", np.queueErr)
-	}
-	if np.lock != nil {
-		ev.Locks = lockSection(end.probes.lock.Sub(start.probes.lock), end.udp)
-	} else {
-		ev.Locks.Unavailable = fmt.Sprintf("lock contention: %v", np.lockErr)
-	}
-	ev.Drops = buildDrops(o, start, end)
-	if np.drop != nil {
-		addProbeDrops(&ev.Drops, np.drop, end.probes.drop.Sub(start.probes.drop))
-	} else {
-		ev.Drops.Notes = append(ev.Drops.Notes, fmt.Sprintf("drop reasons: drop probe unavailable: %v (socket drop counters shown)", np.dropErr))
-	}
-
-	// Sockets.
-	if start.udpErr != nil || end.udpErr != nil {
-		ev.Sockets.Unavailable = fmt.Sprintf("/proc/net/udp: %v", errors.Join(start.udpErr, end.udpErr))
-	} else {
-		var owned map[uint64]bool
-		var threads []sockets.Thread
-		if o.PID > 0 {
-			owned, _ = sockets.Default.SocketInodes(o.PID)
-			threads, _ = sockets.Default.Threads(o.PID)
-		}
-		ev.Sockets = recipes.BuildSockets(o.Port, o.PID, start.udp, end.udp, owned, threads)
-		if ev.Sockets.Unavailable == "" {
-			addSocketReads(&ev.Sockets, np, end.probes.sock.Sub(start.probes.sock), window)
-		}
-	}
-
-	var artifacts []report.Artifact
-	if prof == nil {
-		ev.Profile.Unavailable = fmt.Sprintf("on-CPU profile: %v", profErr)
-	} else {
-		var err error
-		ev.Profile, artifacts, err = buildProfile(o, prof, profile, netRX)
-		if err != nil {
-			return ev, nil, err
-		}
-	}
-	return ev, artifacts, nil
-}
-
-// netRXCPUs are the CPUs doing receive work, by the definition the rules
-// use too.
-func netRXCPUs(s evidence.SoftirqEvidence) map[int]bool {
-	out := map[int]bool{}
-	for _, c := range s.NetRXCPUs() {
-		out[c] = true
-	}
-	return out
-}
-
-func sortedCPUs(m map[int]bool) []int {
-	var out []int
-	for c := range m {
-		out = append(out, c)
-	}
-	sort.Ints(out)
-	return out
-}
-
-// buildDrops fills the drops section from per-socket drop counters until
-// the drop probe provides reasons.
-func buildDrops(o *udpOptions, start, end netSample) evidence.DropSection {
-	d := evidence.DropSection{ByReason: map[string]uint64{}}
-	if start.snmpErr == nil && end.snmpErr == nil {
-		delta := recipes.UDPSNMPEvidence(end.snmp.Sub(start.snmp))
-		d.UDPSNMP = &delta
-	}
-	if start.softnetErr == nil && end.softnetErr == nil {
-		for _, c := range netstat.SubSoftnet(end.softnet, start.softnet) {
-			d.Softnet = append(d.Softnet, evidence.SoftnetCPU(c))
-		}
-	}
-	if start.udpErr != nil || end.udpErr != nil {
-		d.Unavailable = "per-socket drops: /proc/net/udp unreadable"
-		return d
-	}
-	prev := map[uint64]uint64{}
-	for _, k := range start.udp.Sockets {
-		prev[k.Inode] = k.Drops
-	}
-	byPort := map[int]uint64{}
-	for _, k := range end.udp.Sockets {
-		if p, ok := prev[k.Inode]; ok && k.Drops > p {
-			byPort[int(k.Local.Port())] += k.Drops - p
-		}
-	}
-	for port, n := range byPort {
-		d.ByPort = append(d.ByPort, evidence.PortDrops{Port: port, Reason: "socket (sk_drops)", Count: n})
-	}
-	sort.Slice(d.ByPort, func(i, j int) bool { return d.ByPort[i].Count > d.ByPort[j].Count })
-	return d
-}
-
-// buildProfile symbolizes the run's samples, measures the kernel function
-// groups, and writes flame graphs when --flame is set.
-func buildProfile(o *udpOptions, prof *cpuprofile.Profiler, p cpuprofile.Profile, netRX map[int]bool) (evidence.ProfileSection, []report.Artifact, error) {
-	sec := evidence.ProfileSection{FrequencyHz: prof.Frequency(), NetRXCPUs: sortedCPUs(netRX), Lost: p.Lost.Total()}
-	sym := symbols.New(symbols.Default)
-	all, netrx, other := flame.New(flame.Samples), flame.New(flame.Samples), flame.New(flame.Samples)
-	var samples []evidence.ProfileSample
-	for _, s := range p.Samples {
-		frames := cpuprofile.Frames(sym, s, cpuprofile.RootCPU)
-		samples = append(samples, evidence.ProfileSample{CPU: s.CPU, Frames: frames, Count: s.Count})
-		all.Add(frames, int64(s.Count))
-		if netRX[s.CPU] {
-			netrx.Add(frames, int64(s.Count))
-		} else {
-			other.Add(frames, int64(s.Count))
-		}
-	}
-	sec.Groups, sec.Samples, _ = evidence.GroupShares(samples, netRX)
-	if o.FlameDir == "" {
-		return sec, nil, nil
-	}
-	var arts []report.Artifact
-	for _, part := range []struct {
-		name, title string
-		p           *flame.Profile
-	}{
-		{"udp-netrx", "CPUs running NET_RX (" + cpuset.Of(sec.NetRXCPUs...).List() + ")", netrx},
-		{"udp-other", "other CPUs", other},
-		{"udp-all", "all CPUs", all},
-	} {
-		a, err := writeFlame(o.FlameDir, part.name, part.p, flame.Options{Title: "perfscope udp --iface " + o.Iface + ": " + part.title})
-		if err != nil {
-			return sec, arts, err
-		}
-		arts = append(arts, a...)
-	}
-	return sec, arts, nil
-}
-
-// writeFlame writes name.folded and name.svg into dir.
-func writeFlame(dir, name string, p *flame.Profile, opts flame.Options) ([]report.Artifact, error) {
-	var arts []report.Artifact
-	for _, out := range []struct {
-		ext, kind string
-		write     func(*os.File) error
-	}{
-		{".folded", "folded", func(f *os.File) error { return flame.WriteFolded(f, p) }},
-		{".svg", "flamegraph-svg", func(f *os.File) error { return flame.WriteSVG(f, p, opts) }},
-	} {
-		path := filepath.Join(dir, name+out.ext)
-		f, err := os.Create(path)
-		if err != nil {
-			return arts, fmt.Errorf("write %s: %w", path, err)
-		}
-		werr := out.write(f)
-		if cerr := f.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			return arts, fmt.Errorf("write %s: %w", path, werr)
-		}
-		arts = append(arts, report.Artifact{Kind: out.kind, Path: path})
-	}
-	return arts, nil
+	r.Data = c
+	r.Meta.DurationNs = c.After.DurationNs
+	return report.Render(g.Out, r, f)
 }
