@@ -25,8 +25,15 @@ const (
 	Folded     Format = Format(flame.OutputFolded)
 )
 
-// GraphFormats are the formats that draw a report's stacks.
-var GraphFormats = []Format{Folded, SVG, HTML, Pprof, Speedscope}
+// GraphFormats are the formats that draw a report's stacks: every
+// flame.Output, so a format added there reaches every command that draws.
+var GraphFormats = func() []Format {
+	out := make([]Format, len(flame.Outputs))
+	for i, o := range flame.Outputs {
+		out[i] = Format(o)
+	}
+	return out
+}()
 
 // ParseFormat checks -o against what a command supports (text and json
 // when allowed is empty).

@@ -204,7 +204,7 @@ func parseMinWidth(s string, width int) (float64, error) {
 }
 
 func (o *flameOptions) validate() error {
-	if err := o.flameGraphOptions.validate(report.SVG, report.HTML, report.Pprof, report.Speedscope, report.Folded, report.Text, report.JSON); err != nil {
+	if err := o.flameGraphOptions.validate(append(report.GraphFormats, report.Text, report.JSON)...); err != nil {
 		return err
 	}
 	stdin := 0
