@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -119,6 +120,12 @@ func (o *profileOptions) validate() error {
 	}
 	if o.StackMap < 1024 || o.StackMap > 1<<20 {
 		return usageError("--stack-map-size must be between 1024 and 1048576, got %d", o.StackMap)
+	}
+	if o.OutFile != "" {
+		// Checked before sampling, not after a window spent for nothing.
+		if st, err := os.Stat(filepath.Dir(o.OutFile)); err != nil || !st.IsDir() {
+			return usageError("--out: cannot write %s: no directory %s", o.OutFile, filepath.Dir(o.OutFile))
+		}
 	}
 	if o.Top <= 0 {
 		return usageError("--top must be positive, got %d", o.Top)

@@ -76,6 +76,7 @@ func TestProfileBadInputExit2(t *testing.T) {
 		{[]string{"--top", "0"}, "positive"},
 		{[]string{"--stack-map-size", "10"}, "between 1024"},
 		{[]string{"--jit-map"}, "needs --pid"},
+		{[]string{"-o", "svg", "--out", "/nonexistent/cpu.svg"}, "cannot write /nonexistent/cpu.svg"},
 		{[]string{"--jit-map", "--pid", self}, "is not a HotSpot JVM"},
 	} {
 		_, err := runProfileFlags(t, c.args...)
