@@ -1,6 +1,8 @@
 package recipes
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -64,5 +66,37 @@ func TestCostDeltaPerWindow(t *testing.T) {
 	got := costDelta(after, before)
 	if len(got) != 2 || got[0].RunCount != 5 || got[0].RunTimeNs != 600 || got[0].PerRunNs != 120 || got[1].RunCount != 3 {
 		t.Errorf("costDelta = %+v", got)
+	}
+}
+
+// fakePart counts its readings; failBegin makes its Begin fail.
+type fakePart struct {
+	begins, ends int
+	failBegin    bool
+}
+
+func (f *fakePart) Open(Sources) error        { return nil }
+func (f *fakePart) Probes() []probes.Probe    { return nil }
+func (f *fakePart) End(context.Context) error { f.ends++; return nil }
+func (f *fakePart) Begin(ctx context.Context) error {
+	f.begins++
+	if f.failBegin {
+		return errors.New("begin failed")
+	}
+	return nil
+}
+
+// A window that fails half-way ends the parts it began, so none keeps
+// background work going against probes about to close.
+func TestWindowEndsBegunPartsOnError(t *testing.T) {
+	a, b, c := &fakePart{}, &fakePart{failBegin: true}, &fakePart{}
+	_, err := Measure(context.Background(), Sources{}, Window{Duration: time.Millisecond}, a, b, c)
+	if err == nil || a.ends != 1 || c.begins != 0 || c.ends != 0 {
+		t.Errorf("err %v; parts %+v %+v %+v", err, a, b, c)
+	}
+	a, c = &fakePart{}, &fakePart{}
+	run, err := Measure(context.Background(), Sources{Root: procfs.FS{Root: t.TempDir()}}, Window{Duration: time.Millisecond}, a, c)
+	if err != nil || a.begins != 1 || a.ends != 1 || c.ends != 1 || run.Overhead == nil || run.Duration() <= 0 {
+		t.Errorf("a window without probes: %v, %+v %+v, %+v", err, a, c, run)
 	}
 }

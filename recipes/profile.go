@@ -133,11 +133,12 @@ func (p *Profile) prefetchMappings() {
 
 // End implements Part.
 func (p *Profile) End(context.Context) error {
-	if !p.started {
+	if !p.started || p.stop == nil {
 		return nil
 	}
 	close(p.stop)
 	p.prefetch.Wait()
+	p.stop = nil
 	prof, err := p.probe.Snapshot()
 	if err != nil {
 		return err

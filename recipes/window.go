@@ -189,8 +189,9 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 
 	// Readings must be taken even when ctx is cancelled mid-window.
 	read := context.WithoutCancel(ctx)
-	for _, p := range s.parts {
+	for i, p := range s.parts {
 		if err := p.Begin(read); err != nil {
+			s.abort(read, i)
 			stats.stop()
 			return run, err
 		}
@@ -200,11 +201,13 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 		w.OnStart()
 	}
 	if err := s.wait(ctx, read, w, run.Begin); err != nil {
+		s.abort(read, len(s.parts))
 		stats.stop()
 		return run, err
 	}
 	for _, p := range s.parts {
 		if err := p.End(read); err != nil {
+			s.abort(read, len(s.parts))
 			stats.stop()
 			return run, err
 		}
@@ -223,6 +226,15 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	ov.BPFTimeShare = bpfShare(ov.Programs, run.Duration(), s.onlineCPUs())
 	run.Overhead = ov
 	return run, nil
+}
+
+// abort ends the window of the first begun parts after an error, so none
+// keeps background work (the profile's mapping reader) running against
+// probes the session is about to close. Their errors add nothing.
+func (s *Session) abort(ctx context.Context, begun int) {
+	for _, p := range s.parts[:begun] {
+		_ = p.End(ctx)
+	}
 }
 
 func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) error {
