@@ -26,7 +26,7 @@ const (
 	// NetRXBusyShare: a CPU spending this much of its time in NET_RX does
 	// receive work; NetRXIdleShare: below this it is idle for the receive
 	// path; NetRXSaturatedShare: the receive path is the bottleneck.
-	NetRXBusyShare      = 0.05
+	NetRXBusyShare      = evidence.NetRXBusyShare
 	NetRXIdleShare      = 0.01
 	NetRXSaturatedShare = 0.30
 	// SocketLockShareWarn is lock wait on a socket as a share of the NET_RX
@@ -120,19 +120,10 @@ func netRXShares(e evidence.NetEvidence) []evidence.SoftirqCPU {
 	return cpus
 }
 
-// netRXCPUs are the CPUs doing receive work: NET_RX above NetRXBusyShare,
-// else the profile's list.
+// netRXCPUs are the CPUs doing receive work, by the one definition the
+// report's profile split uses too (evidence.SoftirqEvidence.NetRXCPUs).
 func netRXCPUs(e evidence.NetEvidence) cpuset.Set {
-	var cpus []int
-	for _, c := range e.Softirq.CPUs {
-		if c.NetRXShare() >= NetRXBusyShare {
-			cpus = append(cpus, c.CPU)
-		}
-	}
-	if len(cpus) == 0 {
-		cpus = e.Profile.NetRXCPUs
-	}
-	return cpuset.Of(cpus...)
+	return cpuset.Of(e.Softirq.NetRXCPUs()...)
 }
 
 func maxNetRX(e evidence.NetEvidence) (cpu int, share float64) {

@@ -82,7 +82,7 @@ the bytes allocated per request and the young GCs per minute at --target-rps.`,
 
 func (o *gclogOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, report.Text, report.JSON, formatHTML); err != nil {
+	if o.format, err = report.ParseFormat(o.Output, report.Text, report.JSON, report.HTML); err != nil {
 		return asUsage(err)
 	}
 	if o.FailOn != "" {
@@ -165,24 +165,27 @@ func runGCLog(ctx context.Context, o *gclogOptions, g *Globals) error {
 	s.GC.Model = diagnose.GCModelFor(&s.GC, o.RPS, o.Requests, o.TargetRPS)
 
 	r := report.New("gclog", Version(), g.Started)
-	r.Data = s
+	r.Data = gclogData{s}
 	r.Findings = diagnose.Run(diagnose.GCRules, s.GC)
 	if r.Findings == nil {
 		r.Findings = []diagnose.Finding{}
 	}
 	r.Meta.DurationNs = int64(time.Since(g.Started))
-	switch o.format {
-	case report.JSON:
-		err = report.WriteJSON(g.Out, r)
-	case formatHTML:
-		err = gchtml.Write(g.Out, r, s)
-	default:
-		err = writeGCLogText(g.Out, r, s)
-	}
-	if err != nil {
+	if err := report.Render(g.Out, r, o.format); err != nil {
 		return err
 	}
 	return failOn(r.Findings, o.failOn)
+}
+
+// gclogData is the gclog report's data (its JSON is the summary's own):
+// it prints its own text and HTML page through report.Render.
+type gclogData struct{ gclog.Summary }
+
+func (d gclogData) WriteText(w io.Writer, r *report.Report) error {
+	return writeGCLogText(w, r, d.Summary)
+}
+func (d gclogData) WriteHTML(w io.Writer, r *report.Report) error {
+	return gchtml.Write(w, r, d.Summary)
 }
 
 func writeGCLogText(w io.Writer, r *report.Report, s gclog.Summary) error {

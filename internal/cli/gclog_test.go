@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/perfscope/perfscope/report"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/perfscope/perfscope/report"
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/internal/testutil"
@@ -29,7 +30,7 @@ func TestGCLogFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got == nil || strings.Join(got.Files, ",") != "a.log,b.log" || got.RPS != 800 || got.TargetRPS != 2000 ||
-		got.PauseGoal != 50*time.Millisecond || got.YoungInterval != 30*time.Second || got.format != formatHTML || got.failOn != diagnose.Warn {
+		got.PauseGoal != 50*time.Millisecond || got.YoungInterval != 30*time.Second || got.format != report.HTML || got.failOn != diagnose.Warn {
 		t.Fatalf("options %+v", got)
 	}
 }

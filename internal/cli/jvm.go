@@ -22,6 +22,7 @@ import (
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -238,7 +239,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 			}
 		}
 	}
-	res, err := jvm.Measure(ctx, o.measure)
+	res, err := recipes.RunJVM(ctx, recipes.Live(), o.measure)
 	if err != nil {
 		return jvmError(o.PID, err)
 	}
@@ -247,18 +248,20 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	r.Overhead = &evidence.Overhead{AttachMethod: "hotspot-attach+async-profiler", AttachNs: res.AttachNs}
 	data := jvmData{JVM: res.Evidence, Load: res.Load, Model: model(res.Evidence)}
 	r.Data = data
-	r.Findings = diagnose.Run(diagnose.JVMRules, res.Evidence)
+	r.Findings = res.Findings
 	if err := writeProfileFiles(o, r, res.Profile); err != nil {
 		return err
 	}
-	if o.format == report.JSON {
-		if err := report.WriteJSON(g.Out, r); err != nil {
-			return err
-		}
-	} else {
-		writeJVMText(g.textOut(), r, data)
+	if err := report.Render(g.Out, r, o.format); err != nil {
+		return err
 	}
 	return failOn(r.Findings, o.failOn)
+}
+
+// WriteText implements report.Texter.
+func (d jvmData) WriteText(w io.Writer, r *report.Report) error {
+	writeJVMText(w, r, d)
+	return nil
 }
 
 func writeProfileFiles(o *jvmOptions, r *report.Report, p *asprof.Profile) error {
@@ -273,35 +276,27 @@ func writeProfileFiles(o *jvmOptions, r *report.Report, p *asprof.Profile) error
 	for _, s := range p.Stacks {
 		fp.Add(s.Frames, s.Weight)
 	}
-	write := func(path, kind string, fn func(io.Writer) error) error {
-		f, err := os.Create(path)
-		if err != nil {
-			return usageError("cannot write %s: %v", path, err)
-		}
-		err = fn(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+	write := func(path, kind string, out flame.Output, opts flame.Options) error {
+		err := flame.WriteFile(context.Background(), path, fp, out, opts)
+		if isBadInputFile(err) {
+			return asUsage(err)
 		}
 		if err != nil {
-			os.Remove(path)
-			return fmt.Errorf("write %s: %w", path, err)
+			return err
 		}
 		abs, _ := filepath.Abs(path)
 		r.Artifacts = append(r.Artifacts, report.Artifact{Kind: kind, Path: abs})
 		return nil
 	}
 	if o.Folded != "" {
-		if err := write(o.Folded, "folded", func(w io.Writer) error { return flame.WriteFolded(w, fp) }); err != nil {
+		if err := write(o.Folded, "folded", flame.OutputFolded, flame.Options{}); err != nil {
 			return err
 		}
 	}
 	if o.Flame != "" {
+		out, _ := flame.OutputOf(o.Flame) // validate allowed .svg and .html only
 		opts := flame.Options{Title: fmt.Sprintf("pid %d: %s", o.PID, p.Event), Subtitle: fmt.Sprintf("async-profiler %s, total %s", p.Event, report.Count(float64(p.Total)))}
-		render := func(w io.Writer) error { return flame.WriteSVG(w, fp, opts) }
-		if strings.HasSuffix(o.Flame, ".html") {
-			render = func(w io.Writer) error { return flame.WriteHTML(w, fp, opts) }
-		}
-		return write(o.Flame, "flamegraph", render)
+		return write(o.Flame, "flamegraph", out, opts)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"github.com/perfscope/perfscope/evidence"
 	"strings"
 	"testing"
 )
@@ -51,16 +50,6 @@ func TestLabUDPBadInput(t *testing.T) {
 		if !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: stderr %q does not say %q", c.args, stderr, c.want)
 		}
-	}
-}
-
-func TestFeedersBusiestFirst(t *testing.T) {
-	got := feeders(evidence.UDPSocket{WakeupsByCPU: map[int]uint64{0: 380, 1: 619, 2: 1}})
-	if !strings.HasPrefix(got, "1 61.9%") || !strings.Contains(got, ", 0 38.0%") || strings.Contains(got, "2 ") {
-		t.Errorf("feeders = %q, want CPU 1 then CPU 0, CPU 2 (0.1%%) left out", got)
-	}
-	if got := feeders(evidence.UDPSocket{}); got != "-" {
-		t.Errorf("no wakeups: %q", got)
 	}
 }
 

@@ -243,7 +243,12 @@ func WriteOutput(ctx context.Context, path string, waiting WaitingOpen, write fu
 func writeReplacing(ctx context.Context, path string, perm fs.FileMode, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return err
+		// Name the file asked for, not the temporary one beside it.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return &os.PathError{Op: "create", Path: path, Err: err}
 	}
 	done := false
 	defer func() {

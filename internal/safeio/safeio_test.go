@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,12 @@ func TestWriteOutputReplacesRegularFileAtomically(t *testing.T) {
 	}
 	if err := WriteOutput(context.Background(), dir, nil, writeString("x")); err == nil {
 		t.Fatal("writing over a directory succeeded")
+	}
+	// A file in a missing directory is the user's input: the error names
+	// the file asked for (not the temporary one) and is fs.ErrNotExist.
+	missing := filepath.Join(dir, "no", "such", "out.svg")
+	if err := WriteOutput(context.Background(), missing, nil, writeString("x")); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("missing directory: %v, want ErrNotExist naming %s", err, missing)
 	}
 }
 

@@ -1,0 +1,40 @@
+package recipes
+
+import (
+	"context"
+	"time"
+
+	"github.com/perfscope/perfscope/collectors/gclog"
+	"github.com/perfscope/perfscope/diagnose"
+)
+
+// GCOptions configure a GC log analysis.
+type GCOptions struct {
+	// Files are one JVM's GC log files, oldest first (rotated siblings
+	// already expanded, gclog.RotatedSet).
+	Files     []string
+	PauseGoal time.Duration
+	// YoungInterval is the young-GC interval goal.
+	YoungInterval time.Duration
+	// RPS or Requests (over the log's window) enable the bytes-per-request
+	// model; TargetRPS is the rate it predicts at.
+	RPS, Requests, TargetRPS float64
+}
+
+// GCResult is one GC log analysis and its findings.
+type GCResult struct {
+	Summary  gclog.Summary
+	Findings []diagnose.Finding
+}
+
+// RunGC analyses GC logs: a thin wrapper over gclog.AnalyzeFiles adding
+// the allocation → young-GC model and the GC rules.
+func RunGC(ctx context.Context, o GCOptions) (GCResult, error) {
+	s, err := gclog.AnalyzeFiles(ctx, o.Files, o.PauseGoal)
+	if err != nil {
+		return GCResult{Summary: s}, err
+	}
+	s.GC.Goals.YoungIntervalNs = int64(o.YoungInterval)
+	s.GC.Model = diagnose.GCModelFor(&s.GC, o.RPS, o.Requests, o.TargetRPS)
+	return GCResult{Summary: s, Findings: diagnose.Run(diagnose.GCRules, s.GC)}, nil
+}
