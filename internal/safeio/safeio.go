@@ -27,6 +27,9 @@ var (
 	// ErrUnsafeDir is returned for an output directory that another user
 	// could plant files in.
 	ErrUnsafeDir = errors.New("directory is not private to this user")
+	// ErrUntrusted is returned for a directory or file outside
+	// OpenTrustedDir's policy: another user could replace or remove it.
+	ErrUntrusted = errors.New("another user could replace what perfscope writes there")
 	// ErrNotFile is returned for an input that is a directory (or a socket).
 	ErrNotFile = errors.New("not a file")
 )
