@@ -72,6 +72,8 @@ func TestLabUDPToolsBoundsExit2(t *testing.T) {
 		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--payload", "-1"}, "--payload must be between 1"},
 		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--senders", "0"}, "senders must be between 1 and 64"},
 		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:0"}, "target port 0"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--senders", "4", "--flows", "2"}, "flows must be between the number of senders (4) and 1024"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--flows", "5000"}, "flows must be between"},
 	}
 	for _, c := range cases {
 		_, stderr, code := execute(t, c.args...)
