@@ -26,7 +26,7 @@ const (
 	// NetRXBusyShare: a CPU spending this much of its time in NET_RX does
 	// receive work; NetRXIdleShare: below this it is idle for the receive
 	// path; NetRXSaturatedShare: the receive path is the bottleneck.
-	NetRXBusyShare      = 0.05
+	NetRXBusyShare      = evidence.NetRXBusyShare
 	NetRXIdleShare      = 0.01
 	NetRXSaturatedShare = 0.30
 	// SocketLockShareWarn is lock wait on a socket as a share of the NET_RX
@@ -120,19 +120,10 @@ func netRXShares(e evidence.NetEvidence) []evidence.SoftirqCPU {
 	return cpus
 }
 
-// netRXCPUs are the CPUs doing receive work: NET_RX above NetRXBusyShare,
-// else the profile's list.
+// netRXCPUs are the CPUs doing receive work, by the one definition the
+// report's profile split uses too (evidence.SoftirqEvidence.NetRXCPUs).
 func netRXCPUs(e evidence.NetEvidence) cpuset.Set {
-	var cpus []int
-	for _, c := range e.Softirq.CPUs {
-		if c.NetRXShare() >= NetRXBusyShare {
-			cpus = append(cpus, c.CPU)
-		}
-	}
-	if len(cpus) == 0 {
-		cpus = e.Profile.NetRXCPUs
-	}
-	return cpuset.Of(cpus...)
+	return cpuset.Of(e.Softirq.NetRXCPUs()...)
 }
 
 func maxNetRX(e evidence.NetEvidence) (cpu int, share float64) {
@@ -187,20 +178,24 @@ func maskOrZero(s cpuset.Set, nr int) string {
 }
 
 // groupShare is the share of the NET_RX CPUs' samples in a Makita
-// function group (the all-CPU share when no NET_RX CPU was sampled).
-func groupShare(e evidence.NetEvidence, name string) (evidence.FunctionShare, float64, bool) {
+// function group: 0 when none of those samples is in it, however much of
+// the other CPUs' time it takes (the rules judge the receive path, on the
+// NET_RX CPUs of evidence.SoftirqEvidence.NetRXCPUs). Only when the
+// profile has no sample on a NET_RX CPU at all (or is from before that
+// count was kept and shows no NET_RX share) is it the all-CPU share, with
+// allCPUs set.
+func groupShare(e evidence.NetEvidence, name string) (g evidence.FunctionShare, share float64, allCPUs, ok bool) {
 	if e.Profile.Unavailable != "" || e.Profile.Samples == 0 {
-		return evidence.FunctionShare{}, 0, false
+		return evidence.FunctionShare{}, 0, false, false
 	}
-	g, ok := e.Profile.Group(name)
+	g, ok = e.Profile.Group(name)
 	if !ok {
-		return g, 0, false
+		return g, 0, false, false
 	}
-	share := g.Share
-	if share == 0 {
-		share = g.AllShare
+	if e.Profile.NetRXSamples == 0 && g.Share == 0 {
+		return g, g.AllShare, true, true
 	}
-	return g, share, true
+	return g, g.Share, false, true
 }
 
 // socketLockNs is the wait on socket receive-queue and wakeup locks.

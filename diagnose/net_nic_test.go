@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/perfscope/perfscope/collectors/ethtool"
-	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/evidence"
 )
 
@@ -125,7 +124,7 @@ func TestUDPMemPressure(t *testing.T) {
 	runNetCases(t, "net.udp-mem-pressure", []netCase{
 		{name: "MemErrors at udp_mem's max", edit: func(in *NetInput) {
 			in.Evidence.Drops.UDPSNMP.UDP.MemErrors = 50_000
-			in.Evidence.Drops.UDPSockstat = &netstat.UDPSockstat{InUse: 12, MemPages: 3_080_900}
+			in.Evidence.Drops.UDPSockstat = &evidence.UDPSockstat{InUse: 12, MemPages: 3_080_900}
 		}, want: func(t *testing.T, f *Finding) {
 			r := f.Recommendation
 			// 2 × 3 080 900 / 2 053 929 = 3.00003 → factor 4.
@@ -137,7 +136,7 @@ func TestUDPMemPressure(t *testing.T) {
 			}
 		}},
 		{name: "under pressure, no drops yet: info", edit: func(in *NetInput) {
-			in.Evidence.Drops.UDPSockstat = &netstat.UDPSockstat{InUse: 12, MemPages: 2_100_000}
+			in.Evidence.Drops.UDPSockstat = &evidence.UDPSockstat{InUse: 12, MemPages: 2_100_000}
 		}, want: func(t *testing.T, f *Finding) {
 			if f.Severity != Info {
 				t.Errorf("%v", f.Severity)
@@ -154,7 +153,7 @@ func TestUDPMemPressure(t *testing.T) {
 			contains(t, "caveats", r.Caveats, "initial network namespace")
 		}},
 		{name: "plenty of room", silent: true, edit: func(in *NetInput) {
-			in.Evidence.Drops.UDPSockstat = &netstat.UDPSockstat{InUse: 12, MemPages: 389}
+			in.Evidence.Drops.UDPSockstat = &evidence.UDPSockstat{InUse: 12, MemPages: 389}
 		}},
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
-	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/evidence"
 )
 
@@ -187,7 +186,7 @@ func TestUDPRcvbuf(t *testing.T) {
 			}
 		}},
 		{name: "no drops", silent: true, edit: func(in *NetInput) {
-			in.Evidence.Drops = evidence.DropSection{UDPSNMP: &netstat.UDPSNMP{UDP: netstat.UDPCounters{InDatagrams: 2_700_000}}}
+			in.Evidence.Drops = evidence.DropSection{UDPSNMP: &evidence.UDPSNMP{UDP: evidence.UDPCounters{InDatagrams: 2_700_000}}}
 		}},
 		{name: "a handful of drops", silent: true, edit: func(in *NetInput) {
 			in.Evidence.Drops.ByPort[0].Count = 10

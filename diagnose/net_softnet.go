@@ -7,7 +7,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/netconfig"
-	"github.com/perfscope/perfscope/collectors/netstat"
+	"github.com/perfscope/perfscope/evidence"
 )
 
 // Rules on /proc/net/softnet_stat: NET_RX runs cut short by the budget
@@ -158,7 +158,7 @@ func checkBacklogDrops(in NetInput) *Finding {
 	}
 	var dropped, queued uint64
 	var cpus []int
-	var busiest netstat.SoftnetCPU
+	var busiest evidence.SoftnetCPU
 	for _, s := range e.Drops.Softnet {
 		if s.Dropped == 0 {
 			continue

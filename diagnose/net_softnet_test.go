@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfscope/perfscope/collectors/netstat"
+	"github.com/perfscope/perfscope/evidence"
 )
 
 // squeezeInput: 10 s, CPU 3 ran NET_RX 40 000 times with mean run rt µs and
@@ -19,7 +19,7 @@ func squeezeInput(in *NetInput, sq uint64, rtUs float64) {
 		v.TimeNs = uint64(40_000 * rtUs * 1e3)
 		e.Softirq.CPUs[i].Vectors["NET_RX"] = v
 	}
-	e.Drops.Softnet = []netstat.SoftnetCPU{{CPU: 3, Processed: 2_000_000, TimeSqueeze: sq}, {CPU: 4, Processed: 1_000_000}}
+	e.Drops.Softnet = []evidence.SoftnetCPU{{CPU: 3, Processed: 2_000_000, TimeSqueeze: sq}, {CPU: 4, Processed: 1_000_000}}
 }
 
 func TestSoftnetSqueeze(t *testing.T) {
@@ -64,7 +64,7 @@ func TestSoftnetSqueeze(t *testing.T) {
 func TestBacklogDrops(t *testing.T) {
 	drops := func(in *NetInput, dropped uint64) {
 		in.Evidence.DurationNs = 10e9
-		in.Evidence.Drops.Softnet = []netstat.SoftnetCPU{{CPU: 2, Processed: 3_000_000, Dropped: dropped}, {CPU: 5, Processed: 10}}
+		in.Evidence.Drops.Softnet = []evidence.SoftnetCPU{{CPU: 2, Processed: 3_000_000, Dropped: dropped}, {CPU: 5, Processed: 10}}
 	}
 	runNetCases(t, "net.backlog-drops", []netCase{
 		{name: "300k pps into one backlog", edit: func(in *NetInput) { drops(in, 30_000) }, want: func(t *testing.T, f *Finding) {
@@ -119,6 +119,6 @@ func TestBacklogDrops(t *testing.T) {
 			}
 		}},
 		{name: "a few drops", silent: true, edit: func(in *NetInput) { drops(in, 200) }},
-		{name: "none", silent: true, edit: func(in *NetInput) { in.Evidence.Drops.Softnet = []netstat.SoftnetCPU{{CPU: 1, Processed: 5}} }},
+		{name: "none", silent: true, edit: func(in *NetInput) { in.Evidence.Drops.Softnet = []evidence.SoftnetCPU{{CPU: 1, Processed: 5}} }},
 	})
 }

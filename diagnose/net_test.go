@@ -9,7 +9,6 @@ import (
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/ethtool"
 	"github.com/perfscope/perfscope/collectors/netconfig"
-	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/evidence"
 )
@@ -84,7 +83,7 @@ func referenceEvidence() evidence.NetEvidence {
 	e.Drops = evidence.DropSection{
 		ByPort:   []evidence.PortDrops{{Port: 9000, Reason: "SOCKET_RCVBUFF", Count: 980_000}},
 		ByReason: map[string]uint64{"SOCKET_RCVBUFF": 980_000},
-		UDPSNMP:  &netstat.UDPSNMP{UDP: netstat.UDPCounters{InDatagrams: 2_700_000, RcvbufErrors: 980_000, InErrors: 980_000}},
+		UDPSNMP:  &evidence.UDPSNMP{UDP: evidence.UDPCounters{InDatagrams: 2_700_000, RcvbufErrors: 980_000, InErrors: 980_000}},
 	}
 	e.Sockets = evidence.SocketSection{
 		Sockets: []evidence.UDPSocket{{Local: "10.0.0.1:9000", Port: 9000, Inode: 5555, PID: 4242, RxQueueB: 212_992, DropsDelta: 980_000, ReceivedPkt: u64(2_700_000)}},
@@ -232,7 +231,7 @@ func TestTunedIsQuiet(t *testing.T) {
 	}
 	e.Queues.RXBalance.Dead = nil
 	e.Locks = evidence.LockSection{ByClass: map[string]uint64{}}
-	e.Drops = evidence.DropSection{UDPSNMP: &netstat.UDPSNMP{UDP: netstat.UDPCounters{InDatagrams: 70_000_000}}}
+	e.Drops = evidence.DropSection{UDPSNMP: &evidence.UDPSNMP{UDP: evidence.UDPCounters{InDatagrams: 70_000_000}}}
 	e.Sockets.Threads = nil
 	e.Profile.Groups = nil
 	for _, q := range c.IRQs {

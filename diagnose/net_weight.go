@@ -22,8 +22,10 @@ type groupWeight struct {
 	Share     float64
 	Threshold float64
 	// Samples of Total: the share's numerator and denominator (the NET_RX
-	// CPUs' samples, or all samples when no NET_RX CPU was sampled).
+	// CPUs' samples, or all samples when no NET_RX CPU was sampled:
+	// AllCPUs).
 	Samples, Total uint64
+	AllCPUs        bool
 	Low, High      float64
 	// Undecided: below the threshold but near it (≥ half) with an
 	// interval that reaches it — more samples would decide.
@@ -38,14 +40,13 @@ type groupWeight struct {
 // weighGroup returns the group's weight and whether a rule should speak:
 // share at or above the threshold (with at least minSamples), or undecided.
 func weighGroup(e evidence.NetEvidence, name string, threshold float64, minSamples uint64) (groupWeight, bool) {
-	g, share, ok := groupShare(e, name)
+	g, share, allCPUs, ok := groupShare(e, name)
 	if !ok {
 		return groupWeight{}, false
 	}
 	w := groupWeight{Group: g, Share: share, Threshold: threshold, Samples: g.NetRXSamples, Total: e.Profile.NetRXSamples}
-	if g.Share == 0 {
-		// groupShare fell back to the all-CPU share.
-		w.Samples, w.Total = g.Samples, e.Profile.Samples
+	if allCPUs {
+		w.Samples, w.Total, w.AllCPUs = g.Samples, e.Profile.Samples, true
 	}
 	if w.Total == 0 {
 		// A report from before the counts were kept: the share alone.
@@ -92,8 +93,12 @@ func decideSeconds(share, threshold float64, total uint64, durationNs int64) flo
 // line states the weight: "6 of 780 samples on the NET_RX CPUs (0.8 %,
 // 95 % interval 0.4–1.7 %) in dev_gro_receive, ...".
 func (w groupWeight) line() string {
-	return fmt.Sprintf("%d of %d profile samples on the NET_RX CPUs (%s, 95%% interval %s–%s) in %s",
-		w.Samples, w.Total, pct(w.Share), pct(w.Low), pct(w.High), strings.Join(w.Group.Functions, ", "))
+	where := "on the NET_RX CPUs"
+	if w.AllCPUs {
+		where = "on all CPUs (none on a NET_RX CPU)"
+	}
+	return fmt.Sprintf("%d of %d profile samples %s (%s, 95%% interval %s–%s) in %s",
+		w.Samples, w.Total, where, pct(w.Share), pct(w.Low), pct(w.High), strings.Join(w.Group.Functions, ", "))
 }
 
 // functionGroupFinding starts a finding about CPU in one of Makita's

@@ -60,3 +60,28 @@ func TestDecideSeconds(t *testing.T) {
 		t.Errorf("no samples: %v", s)
 	}
 }
+
+// The rules weigh a group on the NET_RX CPUs: a group that takes the other
+// CPUs' time but none of theirs is 0 % there, not its all-CPU share
+// (which the report labels "share of all"). Only a profile with no sample
+// on a NET_RX CPU falls back to all CPUs, and says so.
+func TestGroupWeightIsOnTheNetRXCPUs(t *testing.T) {
+	in := NetInput{Evidence: referenceEvidence(), Config: referenceConfig(t)}
+	p := &in.Evidence.Profile
+	p.Samples, p.NetRXSamples = 136, 100
+	for i := range p.Groups {
+		g := &p.Groups[i]
+		if g.Group == "audit" {
+			// 2 samples, both on a CPU below NET_RX's 5 %.
+			g.Samples, g.NetRXSamples, g.Share, g.AllShare = 2, 0, 0, 2.0/136
+		}
+	}
+	if w, speak := weighGroup(in.Evidence, "audit", FunctionShareMin/2, 1); speak || w.Share != 0 || w.AllCPUs {
+		t.Errorf("audit off the NET_RX CPUs: weight %+v, speaks %v; want 0 %% and silent", w, speak)
+	}
+	p.NetRXSamples = 0
+	w, speak := weighGroup(in.Evidence, "audit", FunctionShareMin/2, 1)
+	if !speak || !w.AllCPUs || w.Samples != 2 || w.Total != 136 || !strings.Contains(w.line(), "on all CPUs") {
+		t.Errorf("no NET_RX CPU sampled: weight %+v (%q), speaks %v; want the all-CPU share, said", w, w.line(), speak)
+	}
+}

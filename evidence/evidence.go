@@ -1,7 +1,11 @@
 // Package evidence holds the typed results of a run — what probes measured
 // and collectors read — in the form rules consume and renderers print. It
-// sits in the middle of the one-way pipeline: probes and collectors produce
-// evidence, diagnose reads it, report carries it. It imports neither side.
+// sits in the middle of the one-way pipeline: recipes build evidence from
+// probes and collectors, diagnose reads it, report carries it. It imports
+// neither side (no probe, no collector: where a collector's type belongs in
+// evidence, evidence holds a mirror of it, see counters.go), and holds
+// types and the pure readings every consumer shares (NetRXCPUs, the
+// socket wakeup shares), never code that reads the system.
 package evidence
 
 import "time"
@@ -39,6 +43,9 @@ type Overhead struct {
 	// StatsSample, when set, says bpf_stats ran for part of the run only
 	// and Programs' runs and times were scaled to the whole run.
 	StatsSample *StatsSample `json:"bpf_stats_sample,omitempty"`
+	// StatsUnavailable says why bpf_stats could not be turned on (the
+	// programs' runs and times are zero then).
+	StatsUnavailable string `json:"bpf_stats_unavailable,omitempty"`
 }
 
 // StatsSample is how bpf_stats were sampled: on for OnNs of TotalNs; runs

@@ -1,9 +1,8 @@
 package evidence
 
 import (
-	"github.com/perfscope/perfscope/collectors/netconfig"
-	"github.com/perfscope/perfscope/collectors/netstat"
 	"sort"
+	"time"
 )
 
 // NetEvidence is everything one `perfscope udp` run measured and read,
@@ -25,9 +24,6 @@ type NetEvidence struct {
 	Drops      DropSection     `json:"drops"`
 	Sockets    SocketSection   `json:"sockets"`
 	Profile    ProfileSection  `json:"profile"`
-	// Config is the configuration read at the start of the run (issue 4's
-	// sources); nil when it could not be read at all.
-	Config *netconfig.NetConfig `json:"config,omitempty"`
 }
 
 // Section is embedded by every section.
@@ -240,6 +236,19 @@ type LockSection struct {
 	// contentions: sites (and ByClass) are then estimates; Sockets and
 	// TotalNs count every contention.
 	StackEvery int `json:"stack_every"`
+	// Intervals is the wait per tick of the window, when the run keeps a
+	// timeline.
+	Intervals []LockInterval `json:"intervals,omitempty"`
+}
+
+// LockInterval is lock contention over one tick of a timeline.
+type LockInterval struct {
+	End     time.Time `json:"end"`
+	Count   uint64    `json:"count"`
+	TotalNs uint64    `json:"total_ns"`
+	// ByClass is the wait by lock class (estimates when stacks are
+	// sampled, as in LockSection).
+	ByClass map[string]uint64 `json:"total_ns_by_class"`
 }
 
 // PortDrops are drops on one local UDP port for one reason.
@@ -256,15 +265,15 @@ type DropSection struct {
 	ByReason map[string]uint64 `json:"by_reason"`
 	// SNMP is the /proc/net/snmp Udp and snmp6 Udp6 delta; nil when
 	// unreadable.
-	UDPSNMP *netstat.UDPSNMP `json:"udp_snmp"`
+	UDPSNMP *UDPSNMP `json:"udp_snmp"`
 	// Softnet is the per-CPU /proc/net/softnet_stat delta (backlog drops,
 	// time_squeeze).
-	Softnet []netstat.SoftnetCPU `json:"softnet"`
-	Notes   []string             `json:"notes,omitempty"`
+	Softnet []SoftnetCPU `json:"softnet"`
+	Notes   []string     `json:"notes,omitempty"`
 	// UDPSockstat is /proc/net/sockstat's UDP line at the end of the run
 	// (mem is host-wide pages, what net.ipv4.udp_mem limits); nil when
 	// unreadable.
-	UDPSockstat *netstat.UDPSockstat `json:"udp_sockstat,omitempty"`
+	UDPSockstat *UDPSockstat `json:"udp_sockstat,omitempty"`
 }
 
 // UDPSocket is one bound UDP socket.

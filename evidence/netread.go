@@ -1,11 +1,11 @@
 package evidence
 
-import "github.com/perfscope/perfscope/collectors/netstat"
+import "sort"
 
 // UDPCounter sums one SNMP counter over Udp and Udp6 (when read), e.g.
-// d.UDPCounter(func(c netstat.UDPCounters) uint64 { return c.RcvbufErrors }).
+// d.UDPCounter(func(c UDPCounters) uint64 { return c.RcvbufErrors }).
 // ok is false when SNMP was not read.
-func (d DropSection) UDPCounter(get func(netstat.UDPCounters) uint64) (n uint64, ok bool) {
+func (d DropSection) UDPCounter(get func(UDPCounters) uint64) (n uint64, ok bool) {
 	if d.UDPSNMP == nil {
 		return 0, false
 	}
@@ -19,12 +19,12 @@ func (d DropSection) UDPCounter(get func(netstat.UDPCounters) uint64) (n uint64,
 // RcvbufErrors is Udp + Udp6 RcvbufErrors: datagrams dropped because a
 // socket's receive buffer was full.
 func (d DropSection) RcvbufErrors() (uint64, bool) {
-	return d.UDPCounter(func(c netstat.UDPCounters) uint64 { return c.RcvbufErrors })
+	return d.UDPCounter(func(c UDPCounters) uint64 { return c.RcvbufErrors })
 }
 
 // InDatagrams is Udp + Udp6 InDatagrams: datagrams delivered to sockets.
 func (d DropSection) InDatagrams() (uint64, bool) {
-	return d.UDPCounter(func(c netstat.UDPCounters) uint64 { return c.InDatagrams })
+	return d.UDPCounter(func(c UDPCounters) uint64 { return c.InDatagrams })
 }
 
 // NetRXShare is the fraction of one CPU's time spent in NET_RX softirq.
@@ -38,4 +38,33 @@ func (p ProfileSection) Group(name string) (FunctionShare, bool) {
 		}
 	}
 	return FunctionShare{}, false
+}
+
+// NetRXBusyShare is the share of a CPU's time in NET_RX from which the CPU
+// does receive work. It is the one definition of "NET_RX CPUs": the udp
+// report splits its profile by it and the network rules judge by it, so
+// the two never disagree about a CPU.
+const NetRXBusyShare = 0.05
+
+// NetRXCPUs are the CPUs doing receive work, in CPU order: those spending
+// at least NetRXBusyShare of the window in NET_RX. When none does (a light
+// load), it is the busiest CPU that ran NET_RX at all, so a profile still
+// has a receive side; none when no CPU ran NET_RX.
+func (s SoftirqEvidence) NetRXCPUs() []int {
+	var out []int
+	best, bestShare := -1, 0.0
+	for _, c := range s.CPUs {
+		sh := c.NetRXShare()
+		if sh >= NetRXBusyShare {
+			out = append(out, c.CPU)
+		}
+		if sh > bestShare {
+			best, bestShare = c.CPU, sh
+		}
+	}
+	if len(out) == 0 && best >= 0 {
+		out = []int{best}
+	}
+	sort.Ints(out)
+	return out
 }

@@ -17,14 +17,22 @@ type FunctionCost struct {
 
 // Functions sums self and total values per function name, largest self
 // first (ties by total, then name); limit ≤ 0 means all.
-func (p *Profile) Functions(limit int) []FunctionCost {
+func (p *Profile) Functions(limit int) []FunctionCost { return p.functions(1, limit) }
+
+// FunctionsUnderRoot is Functions without the first frame of each stack:
+// the synthetic root frames (a command name, "cpu-N", "comm-pid") that
+// perfscope profile puts under stacks are no functions.
+func (p *Profile) FunctionsUnderRoot(limit int) []FunctionCost { return p.functions(2, limit) }
+
+// functions counts frames from depth first (1 is the first frame).
+func (p *Profile) functions(first, limit int) []FunctionCost {
 	self := make([]int64, len(p.names))
 	total := make([]int64, len(p.names))
 	onPath := make([]int32, len(p.names))
-	var walk func(n int32)
-	walk = func(n int32) {
+	var walk func(n int32, depth int)
+	walk = func(n int32, depth int) {
 		nd := p.node(n)
-		if n != 0 {
+		if depth >= first {
 			self[nd.name] += nd.self
 			if onPath[nd.name] == 0 {
 				total[nd.name] += nd.total
@@ -33,10 +41,10 @@ func (p *Profile) Functions(limit int) []FunctionCost {
 			defer func() { onPath[nd.name]-- }()
 		}
 		for c := nd.firstChild; c != noNode; c = p.node(c).nextSibling {
-			walk(c)
+			walk(c, depth+1)
 		}
 	}
-	walk(0)
+	walk(0, 0)
 	var out []FunctionCost
 	for id := 1; id < len(p.names); id++ {
 		if total[id] > 0 {

@@ -73,45 +73,6 @@ func SubPerCPU[K comparable, V any](cur, prev map[K][]V, sub func(a, b V) V) map
 	return out
 }
 
-// HookFromCatalog returns the catalog's hook group:name, so probes declare
-// their hooks from the one list `perfscope doctor` checks. It panics on a
-// name missing from the catalog: that is a programming error caught by
-// every test that opens the probe.
-func HookFromCatalog(group, name string, optional bool) Hook {
-	for _, e := range Catalog {
-		if e.Group == group && e.Name == name {
-			h := e.Hook
-			h.Optional = optional
-			return h
-		}
-	}
-	panic("probes: tracepoint " + group + ":" + name + " is not in probes.Catalog")
-}
-
-// Loaded is what every probe package's Probe shares: the attached object
-// and the methods the command calls on each probe alike. Probes embed it.
-type Loaded struct {
-	Attached *Attached
-}
-
-// Method is the attach method in use.
-func (l *Loaded) Method() AttachMethod { return l.Attached.Method }
-
-// Missing lists the optional hooks ("napi:napi_poll") that did not attach,
-// with why, so a report can say "unavailable: <why>" for that section.
-func (l *Loaded) Missing() map[string]error { return l.Attached.Missing }
-
-// Costs is each program's bpf_stats run count and time (zero unless
-// EnableStats is active).
-func (l *Loaded) Costs() []ProgramCost { return Costs(l.Attached.Programs) }
-
-// Close detaches and frees everything the probe created. Safe to call
-// more than once.
-func (l *Loaded) Close() error { return l.Attached.Close() }
-
-// Maps are the loaded maps by name.
-func (l *Loaded) Maps() map[string]*ebpf.Map { return l.Attached.Collection.Maps }
-
 // ReadPerCPUArray reads every slot of a per-CPU array in one batch: slot →
 // one value per possible CPU, indexed by CPU number.
 func ReadPerCPUArray[V any](m *ebpf.Map) ([][]V, error) {

@@ -6,15 +6,14 @@ package report
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/flame"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,6 +32,27 @@ type Report struct {
 	Findings  []diagnose.Finding `json:"findings"`
 	Overhead  *evidence.Overhead `json:"overhead,omitempty"`
 	Artifacts []Artifact         `json:"artifacts,omitempty"`
+
+	// Flame is the run's stacks, for the graph formats (folded, svg,
+	// html, pprof, speedscope); not part of the JSON.
+	Flame *flame.Profile `json:"-"`
+	// FlameDiff, when set, is drawn instead of Flame: a differential
+	// graph (svg, html, folded).
+	FlameDiff *flame.Diff `json:"-"`
+	// Show tunes the text and graph renderers; not part of the JSON.
+	Show Show `json:"-"`
+}
+
+// Show is how a report is drawn, beyond its data.
+type Show struct {
+	// Top limits the rows of "top" tables (0: the renderer's default).
+	Top int
+	// Title and Subtitle head a flame graph.
+	Title, Subtitle string
+	// Width, MinWidth and Icicle draw a flame graph (flame.Options).
+	Width    int
+	MinWidth float64
+	Icicle   bool
 }
 
 // Meta describes where and when the run happened.
@@ -94,27 +114,4 @@ func WriteJSON(w io.Writer, r any) error {
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
-}
-
-// Format is an output format a command supports.
-type Format string
-
-const (
-	Text Format = "text"
-	JSON Format = "json"
-)
-
-// ParseFormat checks -o against what a command supports.
-func ParseFormat(v string, allowed ...Format) (Format, error) {
-	if len(allowed) == 0 {
-		allowed = []Format{Text, JSON}
-	}
-	var names []string
-	for _, a := range allowed {
-		if string(a) == v {
-			return a, nil
-		}
-		names = append(names, string(a))
-	}
-	return "", fmt.Errorf("unknown output format %q (want %s)", v, strings.Join(names, " or "))
 }

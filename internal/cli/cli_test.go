@@ -5,10 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/perfscope/perfscope/report"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/perfscope/perfscope/report"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/diagnose"

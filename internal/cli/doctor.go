@@ -15,21 +15,13 @@ import (
 
 // Check statuses.
 const (
-	statusOK      = "ok"
-	statusWarn    = "warn"
-	statusMissing = "missing"
+	statusOK      = report.StatusOK
+	statusWarn    = report.StatusWarn
+	statusMissing = report.StatusMissing
 )
 
 // DoctorCheck is one line of `perfscope doctor`.
-type DoctorCheck struct {
-	Category string `json:"category"`
-	Name     string `json:"name"`
-	Status   string `json:"status"`
-	Detail   string `json:"detail"`
-	// Affects says what in perfscope depends on this check.
-	Affects string `json:"affects"`
-	Fix     string `json:"fix,omitempty"`
-}
+type DoctorCheck = report.DoctorCheck
 
 type doctorOptions struct {
 	Output string
@@ -71,15 +63,9 @@ Exit code 3 when no tracepoint attach method works or privileges are missing.`,
 func (o *doctorOptions) run(g *Globals) error {
 	checks := o.checks(o.fs)
 	r := report.New("doctor", Version(), g.Started)
-	r.Data = struct {
-		Checks []DoctorCheck `json:"checks"`
-	}{checks}
-	if o.format == report.JSON {
-		if err := report.WriteJSON(g.Out, r); err != nil {
-			return err
-		}
-	} else {
-		writeDoctorText(g, r.Meta, checks)
+	r.Data = report.DoctorData{Checks: checks}
+	if err := report.Render(g.Out, r, o.format); err != nil {
+		return err
 	}
 	return doctorVerdict(checks)
 }
@@ -104,27 +90,6 @@ func doctorVerdict(checks []DoctorCheck) error {
 		return unavailableError("no tracepoint program type can be attached on this kernel")
 	}
 	return nil
-}
-
-func writeDoctorText(g *Globals, m report.Meta, checks []DoctorCheck) {
-	w := g.textOut()
-	fmt.Fprintf(w, "perfscope doctor — %s, kernel %s, %d CPUs\n", m.Host, m.Kernel, m.CPUs)
-	cat := ""
-	for _, c := range checks {
-		if c.Category != cat {
-			cat = c.Category
-			report.Heading(w, cat)
-		}
-		fmt.Fprintf(w, "%-9s %-28s %s\n", "["+c.Status+"]", c.Name, c.Detail)
-		if c.Status != statusOK {
-			if c.Affects != "" {
-				fmt.Fprintf(w, "%-9s %-28s affects: %s\n", "", "", c.Affects)
-			}
-			if c.Fix != "" {
-				fmt.Fprintf(w, "%-9s %-28s fix: %s\n", "", "", c.Fix)
-			}
-		}
-	}
 }
 
 // hostChecks runs every check against the live kernel.

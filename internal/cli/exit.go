@@ -10,6 +10,7 @@ import (
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/recipes"
 )
 
 // Exit codes, documented in the README.
@@ -62,11 +63,13 @@ func CodeOf(err error) int {
 	if errors.As(err, &ee) {
 		return ee.Code
 	}
-	if errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.Canceled):
 		// Interrupted before the command had anything to report.
 		return ExitInterrupted
-	}
-	if errors.Is(err, probes.ErrPermission) || errors.Is(err, probes.ErrNotSupported) {
+	case errors.Is(err, recipes.ErrBadInput):
+		return ExitUsage
+	case errors.Is(err, recipes.ErrUnavailable), errors.Is(err, probes.ErrPermission), errors.Is(err, probes.ErrNotSupported):
 		return ExitUnavailable
 	}
 	return ExitFailure

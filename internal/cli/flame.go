@@ -17,9 +17,6 @@ import (
 	"github.com/perfscope/perfscope/report"
 )
 
-// The graph output formats (formatSVG, formatHTML, ...) are shared with
-// `perfscope profile` and declared in profile.go.
-
 // flameGraphOptions are the flags shared by `flame` and `flame diff`: how
 // to read the inputs and how to draw and where to write the result.
 type flameGraphOptions struct {
@@ -207,7 +204,7 @@ func parseMinWidth(s string, width int) (float64, error) {
 }
 
 func (o *flameOptions) validate() error {
-	if err := o.flameGraphOptions.validate(formatSVG, formatHTML, formatPprof, formatSpeedscope, formatFolded, report.Text, report.JSON); err != nil {
+	if err := o.flameGraphOptions.validate(append(report.GraphFormats, report.Text, report.JSON)...); err != nil {
 		return err
 	}
 	stdin := 0
@@ -223,7 +220,7 @@ func (o *flameOptions) validate() error {
 }
 
 func (d *flameDiffOptions) validate() error {
-	if err := d.flameGraphOptions.validate(formatSVG, formatHTML, formatFolded, report.Text, report.JSON); err != nil {
+	if err := d.flameGraphOptions.validate(report.SVG, report.HTML, report.Folded, report.Text, report.JSON); err != nil {
 		return err
 	}
 	var err error
@@ -236,12 +233,12 @@ func (d *flameDiffOptions) validate() error {
 	return nil
 }
 
-func (o *flameGraphOptions) drawOptions(defaultTitle string) flame.Options {
+func (o *flameGraphOptions) show(defaultTitle string) report.Show {
 	title := o.Title
 	if title == "" {
 		title = defaultTitle
 	}
-	return flame.Options{Title: title, Width: o.Width, MinWidth: o.minWidthPx, Reverse: o.Icicle}
+	return report.Show{Title: title, Width: o.Width, MinWidth: o.minWidthPx, Icicle: o.Icicle}
 }
 
 // readProfile reads one input ("-" is standard input), stopping when ctx
@@ -300,14 +297,17 @@ func (c ctxReader) Read(b []byte) (int, error) {
 	return c.r.Read(b)
 }
 
-// writeOutput runs write against --out or standard output (see
-// safeio.WriteOutput: a regular file is replaced atomically, a device, FIFO
-// or symlink is written through and never replaced).
-func (o *flameGraphOptions) writeOutput(ctx context.Context, g *Globals, write func(io.Writer) error) error {
+// writeOutput renders r to --out or standard output (see
+// safeio.WriteOutput: a regular file is replaced atomically, so an
+// interrupted or failed run never leaves a truncated graph behind; a
+// device, FIFO or symlink is written through and never replaced).
+func (o *flameGraphOptions) writeOutput(ctx context.Context, g *Globals, r *report.Report) error {
 	if o.Out == "" || o.Out == "-" {
-		return write(g.Out)
+		return report.Render(g.Out, r, o.format)
 	}
-	err := safeio.WriteOutput(ctx, o.Out, waitingFor(g, "a reader"), write)
+	err := safeio.WriteOutput(ctx, o.Out, waitingFor(g, "a reader"), func(w io.Writer) error {
+		return report.Render(w, r, o.format)
+	})
 	switch {
 	case err == nil:
 		return nil
@@ -319,158 +319,55 @@ func (o *flameGraphOptions) writeOutput(ctx context.Context, g *Globals, write f
 	return fmt.Errorf("write %s: %w", o.Out, err)
 }
 
-// flameInput is one file read, for the JSON report.
-type flameInput struct {
-	Path   string `json:"path"`
-	Format string `json:"format"`
-	Total  int64  `json:"total"`
-}
-
-// flameData is the "data" section of `perfscope flame -o json`.
-type flameData struct {
-	Inputs    []flameInput         `json:"inputs"`
-	Unit      flame.Unit           `json:"unit"`
-	Total     int64                `json:"total"`
-	Frames    int                  `json:"frames"`
-	Functions []flame.FunctionCost `json:"functions"`
-}
-
 func runFlame(ctx context.Context, o *flameOptions, g *Globals) error {
 	roots := flame.RootFrames{CPU: o.PerCPU, Process: o.PerProcess, Thread: o.PerThread}
 	var merged *flame.Profile
-	var inputs []flameInput
+	var inputs []report.FlameInput
 	for _, path := range o.Files {
 		p, format, err := o.readProfile(ctx, g, path, roots)
 		if err != nil {
 			return err
 		}
-		inputs = append(inputs, flameInput{Path: path, Format: string(format), Total: p.Total()})
+		inputs = append(inputs, report.FlameInput{Path: path, Format: string(format), Total: p.Total()})
 		if merged == nil {
 			merged = p
 		} else if err := merged.Merge(p); err != nil {
 			return usageError("%s: %v", path, err)
 		}
 	}
-	opts := o.drawOptions("Flame Graph")
-	return o.writeOutput(ctx, g, func(w io.Writer) error {
-		switch o.format {
-		case formatSVG:
-			return flame.WriteSVG(w, merged, opts)
-		case formatHTML:
-			return flame.WriteHTML(w, merged, opts)
-		case formatPprof:
-			return flame.WritePprof(w, merged)
-		case formatSpeedscope:
-			return flame.WriteSpeedscope(w, merged, opts)
-		case formatFolded:
-			return flame.WriteFolded(w, merged)
-		}
-		data := flameData{Inputs: inputs, Unit: merged.Unit, Total: merged.Total(), Frames: merged.Frames(), Functions: merged.Functions(o.Top)}
-		if data.Functions == nil {
-			data.Functions = []flame.FunctionCost{}
-		}
-		if o.format == report.JSON {
-			r := report.New("flame", Version(), g.Started)
-			r.Data = data
-			return report.WriteJSON(w, r)
-		}
-		writeFlameText(report.TerminalSafe(w), data)
-		return nil
-	})
-}
-
-func writeFlameText(w io.Writer, d flameData) {
-	report.Heading(w, "Profile")
-	fmt.Fprintf(w, "%s %s in total, %s distinct frames, from %d input(s)\n", flameValue(d.Unit, d.Total), d.Unit, report.Count(float64(d.Frames)), len(d.Inputs))
-	if len(d.Functions) == 0 {
-		return
+	data := report.FlameSummary{Inputs: inputs, Unit: merged.Unit, Total: merged.Total(), Frames: merged.Frames(), Functions: merged.Functions(o.Top)}
+	if data.Functions == nil {
+		data.Functions = []flame.FunctionCost{}
 	}
-	report.Heading(w, "Functions by self "+string(d.Unit))
-	t := report.Table{Header: []string{"SELF", "SELF%", "TOTAL", "TOTAL%", "KIND", "FUNCTION"}}
-	for _, f := range d.Functions {
-		t.Add(flameValue(d.Unit, f.Self), report.Percent(flameShare(f.Self, d.Total)),
-			flameValue(d.Unit, f.Total), report.Percent(flameShare(f.Total, d.Total)), f.Kind, f.Name)
-	}
-	t.Write(w)
-}
-
-func flameShare(v, total int64) float64 {
-	if total == 0 {
-		return 0
-	}
-	return float64(v) / float64(total)
-}
-
-func flameValue(u flame.Unit, v int64) string {
-	switch u {
-	case flame.Nanoseconds:
-		return report.Nanos(float64(v))
-	case flame.Bytes:
-		return report.Bytes(float64(v))
-	}
-	return report.Count(float64(v))
-}
-
-// flameDiffData is the "data" section of `perfscope flame diff -o json`.
-type flameDiffData struct {
-	Before      flameInput             `json:"before"`
-	After       flameInput             `json:"after"`
-	Unit        flame.Unit             `json:"unit"`
-	Shape       flame.Shape            `json:"shape"`
-	Normalised  bool                   `json:"normalised"`
-	BeforeScale float64                `json:"before_scale"`
-	Changes     []flame.FunctionChange `json:"changes"`
+	r := report.New("flame", Version(), g.Started)
+	r.Data, r.Flame, r.Show = data, merged, o.show("Flame Graph")
+	return o.writeOutput(ctx, g, r)
 }
 
 func runFlameDiff(ctx context.Context, d *flameDiffOptions, g *Globals) error {
 	var ps [2]*flame.Profile
-	var ins [2]flameInput
+	var ins [2]report.FlameInput
 	for i, path := range []string{d.Before, d.After} {
 		p, format, err := d.readProfile(ctx, g, path, flame.RootFrames{})
 		if err != nil {
 			return err
 		}
-		ps[i], ins[i] = p, flameInput{Path: path, Format: string(format), Total: p.Total()}
+		ps[i], ins[i] = p, report.FlameInput{Path: path, Format: string(format), Total: p.Total()}
 	}
 	diff, err := flame.NewDiff(ps[0], ps[1], flame.DiffOptions{Shape: d.shape, Absolute: d.Absolute})
 	if err != nil {
 		return asUsage(err)
 	}
-	opts := d.drawOptions("Differential Flame Graph")
-	return d.writeOutput(ctx, g, func(w io.Writer) error {
-		switch d.format {
-		case formatSVG:
-			return flame.WriteDiffSVG(w, diff, opts)
-		case formatHTML:
-			return flame.WriteDiffHTML(w, diff, opts)
-		case formatFolded:
-			return flame.WriteDiffFolded(w, diff)
-		}
-		scale := 1.0
-		if !d.Absolute && ps[0].Total() > 0 {
-			scale = float64(ps[1].Total()) / float64(ps[0].Total())
-		}
-		data := flameDiffData{Before: ins[0], After: ins[1], Unit: ps[1].Unit, Shape: d.shape,
-			Normalised: !d.Absolute, BeforeScale: scale, Changes: diff.Changes(d.Top)}
-		if data.Changes == nil {
-			data.Changes = []flame.FunctionChange{}
-		}
-		if d.format == report.JSON {
-			r := report.New("flame diff", Version(), g.Started)
-			r.Data = data
-			return report.WriteJSON(w, r)
-		}
-		report.Heading(w, "Change in self "+string(data.Unit)+" (before scaled ×"+strconv.FormatFloat(scale, 'f', 3, 64)+")")
-		if len(data.Changes) == 0 {
-			_, err := fmt.Fprintln(w, "No function's share changed.")
-			return err
-		}
-		t := report.Table{Header: []string{"BEFORE", "AFTER", "DELTA", "KIND", "FUNCTION"}}
-		for _, c := range data.Changes {
-			t.Add(strconv.FormatFloat(c.Before, 'f', 1, 64), strconv.FormatFloat(c.After, 'f', 1, 64),
-				strconv.FormatFloat(c.Delta, 'f', 1, 64), c.Kind, c.Name)
-		}
-		t.Write(w)
-		return nil
-	})
+	scale := 1.0
+	if !d.Absolute && ps[0].Total() > 0 {
+		scale = float64(ps[1].Total()) / float64(ps[0].Total())
+	}
+	data := report.FlameDiffSummary{Before: ins[0], After: ins[1], Unit: ps[1].Unit, Shape: d.shape,
+		Normalised: !d.Absolute, BeforeScale: scale, Changes: diff.Changes(d.Top)}
+	if data.Changes == nil {
+		data.Changes = []flame.FunctionChange{}
+	}
+	r := report.New("flame diff", Version(), g.Started)
+	r.Data, r.FlameDiff, r.Show = data, diff, d.show("Differential Flame Graph")
+	return d.writeOutput(ctx, g, r)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/perfscope/perfscope/report"
+
 	"github.com/perfscope/perfscope/flame"
 )
 
@@ -27,7 +29,7 @@ func TestFlameFlagsReachRun(t *testing.T) {
 	if got == nil {
 		t.Fatal("run not called")
 	}
-	if got.format != formatHTML || got.Out != "x.html" || got.Title != "T" || got.Width != 800 || !got.Icicle ||
+	if got.format != report.HTML || got.Out != "x.html" || got.Title != "T" || got.Width != 800 || !got.Icicle ||
 		got.inputFmt != flame.FormatPerfScript || got.filter.Include == nil || got.filter.Exclude != nil ||
 		!got.PerCPU || !got.PerThread || got.PerProcess || strings.Join(got.Files, ",") != "a.folded,-" {
 		t.Errorf("options %+v", got)
@@ -47,7 +49,7 @@ func TestFlameDiffFlagsReachRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got == nil || got.Before != "b.folded" || got.After != "a.folded" || got.shape != flame.ShapeBefore ||
-		!got.Absolute || got.format != formatFolded || got.minWidthPx >= 0 {
+		!got.Absolute || got.format != report.Folded || got.minWidthPx >= 0 {
 		t.Errorf("options %+v", got)
 	}
 }
@@ -126,7 +128,7 @@ func TestFlameEndToEnd(t *testing.T) {
 	stdout, _, code = execute(t, "flame", after, "-o", "json", "--top", "1")
 	var r struct {
 		Command string
-		Data    flameData
+		Data    report.FlameSummary
 	}
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != 0 {
 		t.Fatalf("json: %v (exit %d)", err, code)
@@ -137,7 +139,7 @@ func TestFlameEndToEnd(t *testing.T) {
 
 	// Diff: work grew from 50% to 75%.
 	stdout, _, code = execute(t, "flame", "diff", before, after, "-o", "json")
-	var dr struct{ Data flameDiffData }
+	var dr struct{ Data report.FlameDiffSummary }
 	if err := json.Unmarshal([]byte(stdout), &dr); err != nil || code != 0 {
 		t.Fatalf("diff json: %v (exit %d)", err, code)
 	}

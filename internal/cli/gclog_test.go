@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/perfscope/perfscope/report"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/perfscope/perfscope/report"
 
 	"github.com/perfscope/perfscope/collectors/gclog"
 	"github.com/perfscope/perfscope/diagnose"
@@ -32,7 +33,7 @@ func TestGCLogFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got == nil || strings.Join(got.Files, ",") != "a.log,b.log" || got.RPS != 800 || got.TargetRPS != 2000 ||
-		got.PauseGoal != 50*time.Millisecond || got.YoungInterval != 30*time.Second || got.format != formatHTML || got.failOn != diagnose.Warn {
+		got.PauseGoal != 50*time.Millisecond || got.YoungInterval != 30*time.Second || got.format != report.HTML || got.failOn != diagnose.Warn {
 		t.Fatalf("options %+v", got)
 	}
 }

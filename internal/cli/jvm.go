@@ -24,6 +24,7 @@ import (
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -318,6 +319,8 @@ type jvmData struct {
 	Observed *jvm.Prediction `json:"model_observed,omitempty"`
 	// Warnings are what the report must say beside the numbers.
 	Warnings []string `json:"warnings"`
+	// profile is how async-profiler ran, for the text's overhead line.
+	profile asprof.Options
 }
 
 func newJVMData(res *jvm.Result) jvmData {
@@ -345,8 +348,8 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 			}
 		}
 	}
-	res, err := jvm.Measure(ctx, o.measure)
-	if err != nil && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
+	res, err := recipes.RunJVM(ctx, recipes.Live(), o.measure)
+	if err != nil && (res.Result == nil || !errors.Is(err, jvm.ErrTargetExited)) {
 		return jvmError(o.PID, err)
 	}
 	for _, w := range res.Warnings {
@@ -360,10 +363,11 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 			r.Overhead.BPFTimeShare += float64(p.RunTimeNs) / float64(w) / float64(r.Meta.CPUs)
 		}
 	}
-	data := newJVMData(res)
+	data := newJVMData(res.Result)
+	data.profile = o.measure.Profile
 	r.Data = data
-	if f := diagnose.Run(diagnose.JVMRules, res.Evidence); len(f) > 0 {
-		r.Findings = f
+	if len(res.Findings) > 0 {
+		r.Findings = res.Findings
 	}
 	if res.Profile != nil {
 		if werr := writeProfileFiles(o, r, res.Profile); werr != nil {
@@ -381,8 +385,8 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
 			return err
 		}
-	} else {
-		writeJVMText(g.textOut(), r, data, o.measure.Profile)
+	} else if err := report.Render(g.Out, r, o.format); err != nil {
+		return err
 	}
 	if exitErr != nil {
 		return exitErr
@@ -414,6 +418,12 @@ func writeJSONError(w io.Writer, command string, err error) {
 	writeJSONReport(w, r, err)
 }
 
+// WriteText implements report.Texter.
+func (d jvmData) WriteText(w io.Writer, r *report.Report) error {
+	writeJVMText(w, r, d, d.profile)
+	return nil
+}
+
 func writeProfileFiles(o *jvmOptions, r *report.Report, p *asprof.Profile) error {
 	if o.Flame == "" && o.Folded == "" {
 		return nil
@@ -426,35 +436,27 @@ func writeProfileFiles(o *jvmOptions, r *report.Report, p *asprof.Profile) error
 	for _, s := range p.Stacks {
 		fp.Add(jvm.WithoutThread(s.Frames), s.Weight)
 	}
-	write := func(path, kind string, fn func(io.Writer) error) error {
-		f, err := os.Create(path)
-		if err != nil {
-			return usageError("cannot write %s: %v", path, err)
-		}
-		err = fn(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
+	write := func(path, kind string, out flame.Output, opts flame.Options) error {
+		err := flame.WriteFile(context.Background(), path, fp, out, opts)
+		if isBadInputFile(err) {
+			return asUsage(err)
 		}
 		if err != nil {
-			os.Remove(path)
-			return fmt.Errorf("write %s: %w", path, err)
+			return err
 		}
 		abs, _ := filepath.Abs(path)
 		r.Artifacts = append(r.Artifacts, report.Artifact{Kind: kind, Path: abs})
 		return nil
 	}
 	if o.Folded != "" {
-		if err := write(o.Folded, "folded", func(w io.Writer) error { return flame.WriteFolded(w, fp) }); err != nil {
+		if err := write(o.Folded, "folded", flame.OutputFolded, flame.Options{}); err != nil {
 			return err
 		}
 	}
 	if o.Flame != "" {
+		out, _ := flame.OutputOf(o.Flame) // validate allowed .svg and .html only
 		opts := flame.Options{Title: fmt.Sprintf("pid %d: %s", o.PID, p.Event), Subtitle: fmt.Sprintf("async-profiler %s, total %s", p.Event, report.Count(float64(p.Total)))}
-		render := func(w io.Writer) error { return flame.WriteSVG(w, fp, opts) }
-		if strings.HasSuffix(o.Flame, ".html") {
-			render = func(w io.Writer) error { return flame.WriteHTML(w, fp, opts) }
-		}
-		return write(o.Flame, "flamegraph", render)
+		return write(o.Flame, "flamegraph", out, opts)
 	}
 	return nil
 }

@@ -176,16 +176,13 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 			udplab.WriteScenario(g.textOut(), res)
 		}
 	}
-	took := time.Since(started)
-	if o.format == report.JSON {
-		r := report.New("lab udp", Version(), started)
-		r.Meta.DurationNs = int64(took)
-		r.Data = results
-		if err := report.WriteJSON(g.Out, r); err != nil {
-			return err
-		}
-	} else {
-		udplab.WriteSummary(g.textOut(), results, took)
+	r := report.New("lab udp", Version(), started)
+	r.Meta.DurationNs = int64(time.Since(started))
+	r.Data = udplab.Results(results)
+	if err := report.Render(g.Out, r, o.format); err != nil {
+		return err
+	}
+	if o.format == report.Text {
 		if o.Keep {
 			fmt.Fprintf(g.Out, "Kept: reports in %s; namespaces:", dir)
 			for _, r := range results {

@@ -120,6 +120,7 @@ func serverProgress(ctx context.Context, g *Globals, s *udpserver.Server, interv
 type udpFloodOptions struct {
 	Target     string
 	Senders    int
+	Flows      int
 	Payload    int
 	Duration   time.Duration
 	MaxPackets uint64
@@ -150,7 +151,7 @@ func newLabUDPFloodCmd(g *Globals) *cobra.Command {
 				return usageError("--payload must be between 1 and %d bytes, got %d", udpflood.MaxPayload, o.Payload)
 			}
 			cfg := udpflood.Config{
-				Target: target, Senders: o.Senders, Payload: o.Payload, Duration: o.Duration,
+				Target: target, Senders: o.Senders, Flows: o.Flows, Payload: o.Payload, Duration: o.Duration,
 				MaxPackets: o.MaxPackets, AllowNonLoopback: true, Rate: o.Rate,
 			}
 			if err := cfg.Validate(); err != nil {
@@ -171,7 +172,8 @@ func newLabUDPFloodCmd(g *Globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Target, "target", "", "destination ADDR:PORT")
-	f.IntVar(&o.Senders, "senders", 2, "sending threads, each with its own socket (source port)")
+	f.IntVar(&o.Senders, "senders", 2, "sending threads")
+	f.IntVar(&o.Flows, "flows", 0, "sockets (source ports, so flows the receiver hashes to queues and reuseport sockets) dealt to the senders (0: one per sender)")
 	f.IntVar(&o.Payload, "payload", 64, "datagram payload in bytes")
 	f.DurationVar(&o.Duration, "duration", 5*time.Second, "stop after this long (at most 10m)")
 	f.Uint64Var(&o.MaxPackets, "max-packets", 50_000_000, "stop after this many datagrams")

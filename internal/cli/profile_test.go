@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfscope/perfscope/collectors/hsperf"
-	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/report"
 )
 
 // runProfileFlags parses args with the profiling replaced, returning the
@@ -25,7 +25,7 @@ func runProfileFlags(t *testing.T, args ...string) (*profileOptions, error) {
 	t.Helper()
 	g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
 	var got *profileOptions
-	cmd := profileCmd(g, &profileOptions{fs: procfs.Default, sym: symbols.New(symbols.Default), jvmFS: hsperf.Default,
+	cmd := profileCmd(g, &profileOptions{src: recipes.Live(),
 		run: func(_ context.Context, o *profileOptions, _ *Globals) error { got = o; return nil }})
 	cmd.SetArgs(args)
 	cmd.SetOut(&bytes.Buffer{})
@@ -40,7 +40,7 @@ func TestProfileFlagsReachRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.PID != os.Getpid() || o.Duration != 3*time.Second || o.Frequency != 49 || o.stacks != cpuprofile.KernelOnly ||
-		o.root != cpuprofile.RootCPU || o.format != formatSVG || o.OutFile != "x.svg" || o.Title != "T" {
+		o.root != cpuprofile.RootCPU || o.format != report.SVG || o.OutFile != "x.svg" || o.Title != "T" {
 		t.Errorf("options = %+v", o)
 	}
 	o, err = runProfileFlags(t)
@@ -76,6 +76,7 @@ func TestProfileBadInputExit2(t *testing.T) {
 		{[]string{"--top", "0"}, "positive"},
 		{[]string{"--stack-map-size", "10"}, "between 1024"},
 		{[]string{"--jit-map"}, "needs --pid"},
+		{[]string{"-o", "svg", "--out", "/nonexistent/cpu.svg"}, "cannot write /nonexistent/cpu.svg"},
 		{[]string{"--jit-map", "--pid", self}, "is not a HotSpot JVM"},
 	} {
 		_, err := runProfileFlags(t, c.args...)
@@ -105,49 +106,6 @@ func otherThreadOf(t *testing.T) string {
 	return ""
 }
 
-func TestProfileSummaryCountsSelfAndTotal(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "proc"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	kallsyms := "ffffffff81000000 T outer\nffffffff81001000 T middle\nffffffff81002000 T inner\n"
-	if err := os.WriteFile(filepath.Join(dir, "proc", "kallsyms"), []byte(kallsyms), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	o := &profileOptions{sym: symbols.New(symbols.FS{Root: dir}), root: cpuprofile.RootComm, Frequency: 99}
-	const outer, middle, inner = 0xffffffff81000010, 0xffffffff81001010, 0xffffffff81002010
-	prof := cpuprofile.Profile{Samples: []cpuprofile.Sample{
-		{PID: 1, Comm: "a", KernelStack: []uint64{inner, middle, outer}, Count: 5},
-		{PID: 1, Comm: "a", KernelStack: []uint64{middle, outer}, Count: 3},
-		// Recursion: middle twice on one stack counts once in total.
-		{PID: 2, Comm: "b", KernelStack: []uint64{inner, middle, middle, outer}, Count: 2},
-	}}
-	fp, d := o.summarize(prof)
-	if d.Samples != 10 || fp.Total() != 10 {
-		t.Fatalf("samples = %d, flame total = %d; want 10", d.Samples, fp.Total())
-	}
-	want := map[string][2]uint64{"inner_[k]": {7, 7}, "middle_[k]": {3, 10}, "outer_[k]": {0, 10}}
-	if len(d.TopFunctions) != len(want) {
-		t.Fatalf("top functions = %+v, want the 3 kernel functions only (no root frame)", d.TopFunctions)
-	}
-	for _, f := range d.TopFunctions {
-		if w := want[f.Function]; f.Self != w[0] || f.Total != w[1] {
-			t.Errorf("%s: self %d total %d, want %d %d", f.Function, f.Self, f.Total, w[0], w[1])
-		}
-	}
-	if d.TopFunctions[0].Function != "inner_[k]" || d.TopFunctions[0].SelfShare != 0.7 {
-		t.Errorf("first top function = %+v, want inner_[k] at 70%%", d.TopFunctions[0])
-	}
-	if d.Folded[0] != (foldedStack{"a;outer_[k];middle_[k];inner_[k]", 5}) {
-		t.Errorf("first folded stack = %+v", d.Folded[0])
-	}
-	var text bytes.Buffer
-	writeProfileText(&text, nil, d, 2)
-	if !strings.Contains(text.String(), "70.0%") || !strings.Contains(text.String(), "inner_[k]") {
-		t.Errorf("text output:\n%s", text.String())
-	}
-}
-
 // The command end to end: a busy loop in a known C function is the top
 // function of its process's profile in the JSON report, and the report
 // carries the probe's own measured cost.
@@ -163,7 +121,7 @@ func TestProfileCommandFindsBusyLoop(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var r struct {
-		Data     profileData
+		Data     evidence.Profile
 		Overhead struct {
 			Programs []struct {
 				RunCount uint64 `json:"run_count"`

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"github.com/perfscope/perfscope/evidence"
 	"strings"
 	"testing"
 )
@@ -54,16 +53,6 @@ func TestLabUDPBadInput(t *testing.T) {
 	}
 }
 
-func TestFeedersBusiestFirst(t *testing.T) {
-	got := feeders(evidence.UDPSocket{WakeupsByCPU: map[int]uint64{0: 380, 1: 619, 2: 1}})
-	if !strings.HasPrefix(got, "1 61.9%") || !strings.Contains(got, ", 0 38.0%") || strings.Contains(got, "2 ") {
-		t.Errorf("feeders = %q, want CPU 1 then CPU 0, CPU 2 (0.1%%) left out", got)
-	}
-	if got := feeders(evidence.UDPSocket{}); got != "-" {
-		t.Errorf("no wakeups: %q", got)
-	}
-}
-
 // The lab tools refuse what would run away or be silently adjusted.
 func TestLabUDPToolsBoundsExit2(t *testing.T) {
 	cases := []struct {
@@ -83,6 +72,8 @@ func TestLabUDPToolsBoundsExit2(t *testing.T) {
 		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--payload", "-1"}, "--payload must be between 1"},
 		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--senders", "0"}, "senders must be between 1 and 64"},
 		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:0"}, "target port 0"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--senders", "4", "--flows", "2"}, "flows must be between the number of senders (4) and 1024"},
+		{[]string{"lab", "udp-flood", "--target", "127.0.0.1:9", "--flows", "5000"}, "flows must be between"},
 	}
 	for _, c := range cases {
 		_, stderr, code := execute(t, c.args...)

@@ -2,8 +2,6 @@ package netapply
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,6 +17,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/internal/auditnetlink"
+	"github.com/perfscope/perfscope/internal/safeio"
 )
 
 // --- thread affinity: sched_setaffinity(2) ------------------------------------------
@@ -267,46 +266,22 @@ func (irqbalanceHandler) same(c diagnose.Change, value string, saved *Saved, st 
 // following a link), gives it the old mode and owner, syncs it and renames
 // it over path: a crash leaves the old file or the new one, never half.
 func replaceFile(path, contents string, like FileCopy) error {
-	dir := filepath.Dir(path)
-	var suffix [6]byte
-	if _, err := rand.Read(suffix[:]); err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, "."+filepath.Base(path)+".perfscope-"+hex.EncodeToString(suffix[:]))
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	d, err := safeio.OpenDir(filepath.Dir(path))
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	werr := func() error {
+	defer d.Close()
+	err = d.ReplaceFile(filepath.Base(path), fs.FileMode(like.Mode).Perm(), true, func(f *os.File) error {
 		if _, err := f.WriteString(contents); err != nil {
 			return err
 		}
 		if err := f.Chown(like.UID, like.GID); err != nil && !errors.Is(err, fs.ErrPermission) {
 			return err
 		}
-		if err := f.Chmod(fs.FileMode(like.Mode).Perm()); err != nil {
-			return err
-		}
-		return f.Sync()
-	}()
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
-	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+		return nil
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("write %s: %w", path, err)
 	}
-	defer d.Close()
-	return d.Sync()
+	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/internal/shellquote"
 )
 
@@ -143,14 +144,14 @@ func revertCommand(e Entry) string {
 // --- writing --------------------------------------------------------------------
 
 // WriteRevertFile writes rf as a new file in dir: the directory must be
-// owned by this user or root and, when others may write it, sticky; the
-// file is created exclusively (never through a link), mode 0600, synced
-// with its directory before this returns, and validated as --revert will
-// read it.
+// owned by this user or root and, when others may write it, sticky
+// (safeio.OpenTrustedDir); the file is created exclusively (never through
+// a link), mode 0600, synced with its directory before this returns, and
+// validated as --revert will read it.
 func WriteRevertFile(dir string, rf *RevertFile) (string, error) {
-	d, err := OpenTrustedDir(dir)
+	d, err := safeio.OpenTrustedDir(dir)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("revert directory: %w", err)
 	}
 	defer d.Close()
 	rf.Format = FormatV1
@@ -172,81 +173,28 @@ func WriteRevertFile(dir string, rf *RevertFile) (string, error) {
 		return "", err
 	}
 	name := fmt.Sprintf("perfscope-revert-%s-%s.json", rf.Written.UTC().Format("20060102T150405Z"), hex.EncodeToString(rnd[:]))
-	fd, err := unix.Openat(int(d.Fd()), name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("create revert file in %s: %w", dir, err)
-	}
-	f := os.NewFile(uintptr(fd), filepath.Join(dir, name))
-	werr := func() error {
-		if _, err := f.Write(data); err != nil {
-			return err
-		}
-		return f.Sync()
-	}()
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = d.Sync()
-	}
-	if werr != nil {
-		unix.Unlinkat(int(d.Fd()), name, 0)
-		return "", fmt.Errorf("write revert file %s: %w", filepath.Join(dir, name), werr)
-	}
 	path := filepath.Join(dir, name)
+	err = d.CreateFile(name, 0o600, true, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("write revert file %s: %w", path, err)
+	}
 	if abs, err := filepath.Abs(path); err == nil {
 		path = abs
 	}
 	return path, nil
 }
 
-// OpenTrustedDir opens dir for creating or reading a revert file: not a
-// symbolic link, owned by this user or root, and writable by group or
-// others only with the sticky bit (as /tmp is), so that nobody else can
-// replace a file in it.
-func OpenTrustedDir(dir string) (*os.File, error) {
-	var lst unix.Stat_t
-	if err := unix.Lstat(dir, &lst); err != nil {
-		return nil, fmt.Errorf("revert directory %s: %w", dir, err)
-	}
-	if lst.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return nil, fmt.Errorf("revert directory %s is a symbolic link", dir)
-	}
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// OpenTrustedDir opens dir as WriteRevertFile and ReadRevertFile do
+// (safeio.OpenTrustedDir), for checking --revert-dir before a run.
+func OpenTrustedDir(dir string) (*safeio.Dir, error) {
+	d, err := safeio.OpenTrustedDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("revert directory %s: %w", dir, err)
-	}
-	d := os.NewFile(uintptr(fd), dir)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		d.Close()
-		return nil, err
-	}
-	if err := trusted(dir, st, true); err != nil {
-		d.Close()
-		return nil, err
-	}
-	if st.Dev != lst.Dev || st.Ino != lst.Ino {
-		d.Close()
-		return nil, fmt.Errorf("revert directory %s changed while it was opened", dir)
+		return nil, fmt.Errorf("revert directory: %w", err)
 	}
 	return d, nil
-}
-
-// trusted: owned by this user or root; for a directory, writable by
-// others only when sticky; for a file, writable by nobody else.
-func trusted(name string, st unix.Stat_t, dir bool) error {
-	if euid := uint32(os.Geteuid()); st.Uid != euid && st.Uid != 0 {
-		return fmt.Errorf("%s is owned by uid %d, not by uid %d or root", name, st.Uid, euid)
-	}
-	writable := st.Mode&0o022 != 0
-	switch {
-	case dir && writable && st.Mode&unix.S_ISVTX == 0:
-		return fmt.Errorf("%s is writable by group or others without the sticky bit", name)
-	case !dir && writable:
-		return fmt.Errorf("%s is writable by group or others", name)
-	}
-	return nil
 }
 
 // --- reading --------------------------------------------------------------------
@@ -262,25 +210,11 @@ func ReadRevertFile(path string) (RevertFile, error) {
 		return fail(err)
 	}
 	defer d.Close()
-	fd, err := unix.Openat(int(d.Fd()), filepath.Base(path), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	f, st, err := d.OpenTrustedFile(filepath.Base(path))
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			err = errors.New("it is a symbolic link")
-		}
 		return fail(err)
 	}
-	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fail(err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fail(errors.New("not a regular file"))
-	}
-	if err := trusted(path, st, false); err != nil {
-		return fail(err)
-	}
 	if st.Size > MaxRevertFile {
 		return fail(fmt.Errorf("%d bytes, more than a revert file holds", st.Size))
 	}

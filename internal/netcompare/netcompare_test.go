@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/evidence"
 )
 
@@ -115,7 +114,7 @@ func deref(p *float64) any {
 
 func TestPacketSourceFallbacks(t *testing.T) {
 	run := func(e evidence.NetEvidence) Run { return Run{Schema: report.Schema, Command: "udp", Data: e} }
-	snmp := evidence.NetEvidence{DurationNs: 2e9, Drops: evidence.DropSection{UDPSNMP: &netstat.UDPSNMP{UDP: netstat.UDPCounters{InDatagrams: 100}, UDP6: netstat.UDPCounters{InDatagrams: 100}, UDP6Known: true}}}
+	snmp := evidence.NetEvidence{DurationNs: 2e9, Drops: evidence.DropSection{UDPSNMP: &evidence.UDPSNMP{UDP: evidence.UDPCounters{InDatagrams: 100}, UDP6: evidence.UDPCounters{InDatagrams: 100}, UDP6Known: true}}}
 	queues := evidence.NetEvidence{DurationNs: 2e9, Queues: evidence.QueueSection{RX: []evidence.QueueRow{{PerS: 30}, {PerS: 20}}}}
 	none := evidence.NetEvidence{DurationNs: 2e9}
 	c := Compare(run(snmp), run(queues))

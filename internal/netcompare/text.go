@@ -94,3 +94,10 @@ func FormatValue(unit string, v *float64) string {
 	}
 	return report.Count(*v)
 }
+
+// WriteText implements report.Texter: `perfscope udp --compare` renders
+// through report.Render like every report.
+func (c Comparison) WriteText(w io.Writer, _ *report.Report) error {
+	WriteText(w, c)
+	return nil
+}

@@ -27,6 +27,9 @@ var (
 	// ErrUnsafeDir is returned for an output directory that another user
 	// could plant files in.
 	ErrUnsafeDir = errors.New("directory is not private to this user")
+	// ErrUntrusted is returned for a directory or file outside
+	// OpenTrustedDir's policy: another user could replace or remove it.
+	ErrUntrusted = errors.New("another user could replace what perfscope writes there")
 	// ErrNotFile is returned for an input that is a directory (or a socket).
 	ErrNotFile = errors.New("not a file")
 )
@@ -243,7 +246,12 @@ func WriteOutput(ctx context.Context, path string, waiting WaitingOpen, write fu
 func writeReplacing(ctx context.Context, path string, perm fs.FileMode, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
-		return err
+		// Name the file asked for, not the temporary one beside it.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return &os.PathError{Op: "create", Path: path, Err: err}
 	}
 	done := false
 	defer func() {

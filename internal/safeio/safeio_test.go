@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,12 @@ func TestWriteOutputReplacesRegularFileAtomically(t *testing.T) {
 	}
 	if err := WriteOutput(context.Background(), dir, nil, writeString("x")); err == nil {
 		t.Fatal("writing over a directory succeeded")
+	}
+	// A file in a missing directory is the user's input: the error names
+	// the file asked for (not the temporary one) and is fs.ErrNotExist.
+	missing := filepath.Join(dir, "no", "such", "out.svg")
+	if err := WriteOutput(context.Background(), missing, nil, writeString("x")); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("missing directory: %v, want ErrNotExist naming %s", err, missing)
 	}
 }
 
@@ -218,5 +225,57 @@ func TestPrivateDirWriteDoesNotFollowPlantedSymlink(t *testing.T) {
 	st, err := os.Lstat(filepath.Join(out, "udp-all.folded"))
 	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o644 {
 		t.Fatalf("udp-all.folded: %v %v, want a regular 0644 file", st, err)
+	}
+}
+
+// A trusted directory (the revert file's): /tmp-like sticky directories
+// are trusted, group-writable ones without the sticky bit and links to
+// directories are not; CreateFile never opens an existing name; the files
+// read back must be regular, not links or FIFOs (which would block).
+func TestTrustedDirCreateAndOpen(t *testing.T) {
+	dir := t.TempDir()
+	sticky := filepath.Join(dir, "sticky")
+	os.Mkdir(sticky, 0o755)
+	os.Chmod(sticky, os.ModeSticky|0o777)
+	d, err := OpenTrustedDir(sticky)
+	if err != nil {
+		t.Fatalf("sticky world-writable directory: %v", err)
+	}
+	defer d.Close()
+	fill := func(f *os.File) error { _, err := f.WriteString("x"); return err }
+	if err := d.CreateFile("f", 0o600, true, fill); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CreateFile("f", 0o600, false, fill); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("second CreateFile of the same name: %v, want ErrExist", err)
+	}
+	if st, err := os.Stat(filepath.Join(sticky, "f")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("created file: %v %v, want mode 0600", st, err)
+	}
+	if f, _, err := d.OpenTrustedFile("f"); err != nil {
+		t.Errorf("open the file just written: %v", err)
+	} else {
+		f.Close()
+	}
+	os.Symlink(filepath.Join(sticky, "f"), filepath.Join(sticky, "link"))
+	if _, _, err := d.OpenTrustedFile("link"); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("link: %v", err)
+	}
+	if err := unix.Mkfifo(filepath.Join(sticky, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.OpenTrustedFile("fifo"); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("fifo: %v", err)
+	}
+
+	group := filepath.Join(dir, "group")
+	os.Mkdir(group, 0o755)
+	os.Chmod(group, 0o775)
+	if _, err := OpenTrustedDir(group); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "without the sticky bit") {
+		t.Errorf("group-writable directory: %v", err)
+	}
+	os.Symlink(sticky, filepath.Join(dir, "dirlink"))
+	if _, err := OpenTrustedDir(filepath.Join(dir, "dirlink")); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("link to a directory: %v", err)
 	}
 }

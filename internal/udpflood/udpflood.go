@@ -17,8 +17,14 @@ import (
 
 // Config bounds a flood.
 type Config struct {
-	Target   netip.AddrPort
-	Senders  int           // sending goroutines, each with its own socket
+	Target  netip.AddrPort
+	Senders int // sending goroutines
+	// Flows is the number of sockets (source ports) the senders send from,
+	// dealt round-robin to them; each sender cycles through its own, a
+	// datagram each (0: one per sender). The receiver's RSS queue and
+	// reuseport socket are chosen by a hash of each flow: a few flows can
+	// all land on one queue or socket, many cannot in practice.
+	Flows    int
 	Payload  int           // bytes per datagram
 	Duration time.Duration // stop after this long
 	// MaxPackets stops the flood after this many datagrams in total
@@ -53,6 +59,9 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Senders == 0 {
 		cfg.Senders = 1
 	}
+	if cfg.Flows == 0 {
+		cfg.Flows = cfg.Senders
+	}
 	if cfg.Payload == 0 {
 		cfg.Payload = 64
 	}
@@ -67,21 +76,35 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 	start := time.Now()
 	var firstErr error
 	var once sync.Once
-	for i := 0; i < cfg.Senders; i++ {
-		var laddr *net.UDPAddr
-		if cfg.Bind.IsValid() {
-			laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(cfg.Bind, 0))
+	var laddr *net.UDPAddr
+	if cfg.Bind.IsValid() {
+		laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(cfg.Bind, 0))
+	}
+	flows := make([][]*net.UDPConn, cfg.Senders)
+	closeAll := func() {
+		for _, cs := range flows {
+			for _, c := range cs {
+				c.Close()
+			}
 		}
+	}
+	for i := 0; i < cfg.Flows; i++ {
 		conn, err := net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(cfg.Target))
 		if err != nil {
-			cancel()
-			wg.Wait()
+			closeAll()
 			return Result{}, fmt.Errorf("udpflood: dial %s: %w", cfg.Target, err)
 		}
+		flows[i%cfg.Senders] = append(flows[i%cfg.Senders], conn)
+	}
+	for i, conns := range flows {
 		wg.Add(1)
-		go func(conn *net.UDPConn, id int) {
+		go func(conns []*net.UDPConn, id int) {
 			defer wg.Done()
-			defer conn.Close()
+			defer func() {
+				for _, c := range conns {
+					c.Close()
+				}
+			}()
 			buf := make([]byte, cfg.Payload)
 			buf[0] = byte(id)
 			pace := newPacer(cfg.Rate, cfg.Senders)
@@ -98,7 +121,7 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 				if cfg.MaxPackets > 0 && sent.Load() >= cfg.MaxPackets {
 					return
 				}
-				if _, err := conn.Write(buf); err != nil {
+				if _, err := conns[n%len(conns)].Write(buf); err != nil {
 					// ECONNREFUSED from a closed port is reported once;
 					// the flood goes on (the receiver may bind later).
 					errs.Add(1)
@@ -107,7 +130,7 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 				}
 				sent.Add(1)
 			}
-		}(conn, i)
+		}(conns, i)
 	}
 	wg.Wait()
 	r := Result{Sent: sent.Load(), Errors: errs.Load(), Elapsed: time.Since(start)}

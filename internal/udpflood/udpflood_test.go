@@ -2,6 +2,7 @@ package udpflood
 
 import (
 	"context"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -48,5 +49,43 @@ func TestSendRefusesNonLoopback(t *testing.T) {
 	_, err := Send(context.Background(), Config{Target: netip.MustParseAddrPort("192.0.2.1:9"), Duration: time.Second})
 	if err == nil {
 		t.Fatal("a flood to a non-loopback address without AllowNonLoopback was accepted")
+	}
+}
+
+// Flows spreads the senders over that many sockets: the receiver sees that
+// many source ports, each sending its share, cycled datagram by datagram.
+func TestSendFlowsUseDistinctSourcePorts(t *testing.T) {
+	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadBuffer(1 << 20)
+	target := conn.LocalAddr().(*net.UDPAddr).AddrPort()
+	const flows, packets = 8, 400
+	res, err := Send(context.Background(), Config{Target: target, Senders: 2, Flows: flows, Duration: 5 * time.Second, MaxPackets: packets, Rate: 20_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[uint16]int{}
+	buf := make([]byte, 2048)
+	conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	for got := uint64(0); got < res.Sent; got++ {
+		_, from, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			break // a datagram lost on loopback is not what this checks
+		}
+		ports[from.Port()]++
+	}
+	if len(ports) != flows {
+		t.Fatalf("%d source ports (%v), want %d flows", len(ports), ports, flows)
+	}
+	for p, n := range ports {
+		if n < packets/flows/2 {
+			t.Errorf("flow from port %d sent %d of %d datagrams: flows are not cycled", p, n, res.Sent)
+		}
+	}
+	if err := (Config{Target: target, Senders: 4, Flows: 2, Duration: time.Second}).Validate(); err == nil {
+		t.Error("fewer flows than senders was accepted")
 	}
 }

@@ -10,6 +10,8 @@ import (
 const (
 	MaxDuration = 10 * time.Minute
 	MaxSenders  = 64
+	// MaxFlows bounds the sockets a flood opens.
+	MaxFlows = 1024
 	// MaxPayload is the largest UDP payload over IPv4 (65535 − 20 − 8).
 	MaxPayload = 65507
 )
@@ -31,6 +33,8 @@ func (cfg Config) Validate() error {
 		return bad("duration must be in (0, %v], got %v", MaxDuration, cfg.Duration)
 	case cfg.Senders < 1 || cfg.Senders > MaxSenders:
 		return bad("senders must be between 1 and %d, got %d", MaxSenders, cfg.Senders)
+	case cfg.Flows != 0 && (cfg.Flows < cfg.Senders || cfg.Flows > MaxFlows):
+		return bad("flows must be between the number of senders (%d) and %d, got %d", cfg.Senders, MaxFlows, cfg.Flows)
 	case cfg.Payload < 0 || cfg.Payload > MaxPayload:
 		return bad("payload must be between 0 and %d bytes, got %d", MaxPayload, cfg.Payload)
 	case cfg.Rate < 0:

@@ -2,6 +2,7 @@ package udplab
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/perfscope/perfscope/internal/netcompare"
 	"github.com/perfscope/perfscope/internal/netlab"
@@ -320,8 +321,9 @@ func Names() []string {
 
 // checkIdleNetRX compares, on cpu, the profile's NET_RX share (samples
 // through net_rx_action over every tick, idle loop included) with the
-// softirq probe's NET_RX time: they must agree within tolerance, and the
-// profile must have kept softirq-on-idle samples.
+// softirq probe's NET_RX time: cpu must be one of the report's NET_RX CPUs,
+// the two shares must agree within tolerance, and the profile must have
+// kept softirq-on-idle samples.
 func checkIdleNetRX(cpu int, tolerance float64) func(netcompare.Run) ([]string, string) {
 	return func(run netcompare.Run) ([]string, string) {
 		var softirq float64
@@ -341,9 +343,11 @@ func checkIdleNetRX(cpu int, tolerance float64) func(netcompare.Run) ([]string, 
 			}
 			lines = append(lines, fmt.Sprintf("profile: CPU %d, %d samples through net_rx_action of %d ticks (%.1f%%); %d softirq/interrupt samples on the idle task kept, %d idle-loop samples left out",
 				cpu, c.NetRXSamples, c.Samples+c.IdleLoopSamples, c.NetRXShare*100, c.IdleInterruptSamples, c.IdleLoopSamples))
+			// The one definition of NET_RX CPUs (evidence.NetRXBusyShare):
+			// the profile's function groups are read on those CPUs.
 			switch d := c.NetRXShare - softirq; {
-			case softirq < 0.02:
-				return lines, fmt.Sprintf("RPS did not move NET_RX to CPU %d", cpu)
+			case !slices.Contains(p.NetRXCPUs, cpu):
+				return lines, fmt.Sprintf("RPS did not move NET_RX to CPU %d: the report's NET_RX CPUs are %v", cpu, p.NetRXCPUs)
 			case c.IdleInterruptSamples == 0:
 				return lines, "no softirq-on-idle samples kept"
 			case d > tolerance || d < -tolerance:

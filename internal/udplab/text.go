@@ -139,3 +139,14 @@ func WriteSummary(w io.Writer, results []Result, took time.Duration) {
 		}
 	}
 }
+
+// Results are a lab run's scenarios, the data of `perfscope lab udp`'s
+// report (a JSON array, as it always was).
+type Results []Result
+
+// WriteText implements report.Texter: the summary table and verdict (each
+// scenario's own table is printed as it finishes).
+func (rs Results) WriteText(w io.Writer, r *report.Report) error {
+	WriteSummary(w, rs, time.Duration(r.Meta.DurationNs))
+	return nil
+}

@@ -109,6 +109,38 @@ func (p Profile) Total() uint64 {
 	return n
 }
 
+// Sub returns p − prev: the samples counted between the two snapshots,
+// for a profiler read window after window without a restart. Tuples whose
+// count did not grow are left out.
+func (p Profile) Sub(prev Profile) Profile {
+	key := func(s Sample) string {
+		return fmt.Sprint(s.PID, s.TID, s.CPU, s.Comm, s.KernelStack, s.UserStack)
+	}
+	before := make(map[string]uint64, len(prev.Samples))
+	for _, s := range prev.Samples {
+		before[key(s)] += s.Count
+	}
+	out := Profile{Taken: p.Taken, Lost: p.Lost.sub(prev.Lost)}
+	for _, s := range p.Samples {
+		if n := before[key(s)]; s.Count > n {
+			s.Count -= n
+			out.Samples = append(out.Samples, s)
+		}
+	}
+	return out
+}
+
+func (l Lost) sub(prev Lost) Lost {
+	d := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	return Lost{d(l.KernelStackCollisions, prev.KernelStackCollisions), d(l.UserStackCollisions, prev.UserStackCollisions),
+		d(l.KernelStackFaults, prev.KernelStackFaults), d(l.UserStackFaults, prev.UserStackFaults), d(l.CountsFull, prev.CountsFull)}
+}
+
 // Profiler is a loaded cpuprofile BPF object and, once started, its perf
 // events.
 type Profiler struct {
@@ -120,7 +152,12 @@ type Profiler struct {
 	objs   *profilerObjects
 	events []*perfEvent
 	cpus   int
+	// mode is how Start attached the program ("perf_link" or "ioctl"),
+	// kept after Stop for the report.
+	mode string
 }
+
+var _ probes.Snapshotter[Profile] = (*Profiler)(nil)
 
 type profilerObjects struct {
 	cpuprofilePrograms
@@ -187,20 +224,26 @@ func (p *Profiler) Start() error {
 		p.events = append(p.events, ev)
 	}
 	p.cpus = len(cpus)
+	p.mode = "ioctl"
+	if p.events[0].link != nil {
+		p.mode = "perf_link"
+	}
 	return nil
 }
 
-// AttachMode says how the program was attached: "perf_link" (a BPF link,
-// kernel ≥ 5.15) or "ioctl" (PERF_EVENT_IOC_SET_BPF on older kernels).
-func (p *Profiler) AttachMode() string {
-	if len(p.events) == 0 {
-		return ""
-	}
-	if p.events[0].link != nil {
-		return "perf_link"
-	}
-	return "ioctl"
+// AttachMode says how Start attached the program: "perf_link" (a BPF
+// link, kernel ≥ 5.15) or "ioctl" (PERF_EVENT_IOC_SET_BPF on older
+// kernels); "" before Start. It stays known after Stop.
+func (p *Profiler) AttachMode() string { return p.mode }
+
+// Method is the probes.Probe attach method: "perf_event/" and AttachMode.
+func (p *Profiler) Method() probes.AttachMethod {
+	return probes.AttachMethod("perf_event/" + p.mode)
 }
+
+// Missing is empty: the profiler attaches to a perf event on every online
+// CPU or fails.
+func (p *Profiler) Missing() map[string]error { return nil }
 
 // CPUs is the number of CPUs sampled since Start (still known after Stop).
 func (p *Profiler) CPUs() int { return p.cpus }

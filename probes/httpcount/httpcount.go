@@ -19,10 +19,7 @@ import (
 )
 
 // Hooks are the tracepoints this probe attaches to.
-var Hooks = []probes.Hook{
-	probes.HookFromCatalog("raw_syscalls", "sys_enter", false),
-	probes.HookFromCatalog("raw_syscalls", "sys_exit", false),
-}
+var Hooks = probes.CatalogHooks("httpcount")
 
 // Options configure a probe.
 type Options struct {
@@ -44,6 +41,8 @@ const MaxPorts = 64
 type Probe struct {
 	probes.Loaded
 }
+
+var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
 
 // Response is one (port, status) pair of counted response starts. Status
 // is 0 when the status line's code did not parse.

@@ -21,10 +21,7 @@ import (
 // Hooks are the tracepoints this probe attaches to (Linux 5.19+). They are
 // the probe's whole purpose, so they are required: Open fails with
 // probes.ErrNotSupported where they are missing.
-var Hooks = []probes.Hook{
-	probes.HookFromCatalog("lock", "contention_begin", false),
-	probes.HookFromCatalog("lock", "contention_end", false),
-}
+var Hooks = probes.CatalogHooks("lockstat")
 
 // Lock flags (LCB_F_* in include/trace/events/lock.h), stable since 5.19.
 const (
@@ -166,6 +163,8 @@ type Probe struct {
 	probes.Loaded
 	stackEvery int
 }
+
+var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
 
 // Open loads the probe's BPF object and attaches it.
 func Open(opts Options) (*Probe, error) {

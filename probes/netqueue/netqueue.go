@@ -28,13 +28,7 @@ const Unrecorded = -1
 // Hooks are the tracepoints this probe attaches to. napi:napi_poll and the
 // qdisc tracepoints are younger or configurable, so they are optional: the
 // probe still counts per-queue packets without them.
-var Hooks = []probes.Hook{
-	probes.HookFromCatalog("napi", "napi_poll", true),
-	probes.HookFromCatalog("net", "netif_receive_skb", false),
-	probes.HookFromCatalog("net", "net_dev_start_xmit", false),
-	probes.HookFromCatalog("qdisc", "qdisc_enqueue", true),
-	probes.HookFromCatalog("qdisc", "qdisc_dequeue", true),
-}
+var Hooks = probes.CatalogHooks("netqueue")
 
 // Options configure a probe.
 type Options struct {
@@ -59,6 +53,8 @@ type Probe struct {
 	ifindex int
 	noNAPI  bool
 }
+
+var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
 
 // NoNAPI reports that napi:napi_poll was left out (Options.NoNAPI).
 func (p *Probe) NoNAPI() bool { return p.noNAPI }

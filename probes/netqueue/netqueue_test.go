@@ -19,7 +19,7 @@ import (
 )
 
 func TestHooksAreInCatalog(t *testing.T) {
-	// HookFromCatalog panics at package init otherwise; this pins the
+	// CatalogHooks panics at package init otherwise; this pins the
 	// optional flags the command relies on.
 	want := map[string]bool{"napi:napi_poll": true, "net:netif_receive_skb": false, "net:net_dev_start_xmit": false,
 		"qdisc:qdisc_enqueue": true, "qdisc:qdisc_dequeue": true}

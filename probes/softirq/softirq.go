@@ -26,12 +26,9 @@ const (
 // holds waits in [2^i, 2^(i+1)) ns.
 const LatencySlots = 32
 
-// Hooks are the tracepoints this probe attaches to.
-var Hooks = []probes.Hook{
-	{Group: "irq", Name: "softirq_raise"},
-	{Group: "irq", Name: "softirq_entry"},
-	{Group: "irq", Name: "softirq_exit"},
-}
+// Hooks are the tracepoints this probe attaches to (probes.Catalog):
+// softirq_raise first, since Options.NoLatency leaves it out.
+var Hooks = probes.CatalogHooks("softirq")
 
 // Options configure a probe.
 type Options struct {
@@ -45,8 +42,10 @@ type Options struct {
 
 // Probe is a loaded and attached softirq probe.
 type Probe struct {
-	att *probes.Attached
+	probes.Loaded
 }
+
+var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
 
 // VecCounts is the number of runs and total run time of one vector.
 type VecCounts struct {
@@ -83,28 +82,13 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("softirq probe: %w", err)
 	}
-	return &Probe{att: att}, nil
-}
-
-// Method is the attach method in use.
-func (p *Probe) Method() probes.AttachMethod { return p.att.Method }
-
-// Costs is each program's bpf_stats run count and time (zero unless
-// probes.EnableStats is active).
-func (p *Probe) Costs() []probes.ProgramCost { return probes.Costs(p.att.Programs) }
-
-// Close detaches and frees everything the probe created.
-func (p *Probe) Close() error {
-	if p == nil {
-		return nil
-	}
-	return p.att.Close()
+	return &Probe{Loaded: probes.Loaded{Attached: att}}, nil
 }
 
 // Snapshot reads the cumulative counters of every CPU.
 func (p *Probe) Snapshot() (Snapshot, error) {
 	s := Snapshot{Taken: time.Now()}
-	stats := p.att.Collection.Maps["softirq_stats"]
+	stats := p.Maps()["softirq_stats"]
 	for vec := range Vectors {
 		var perCPU []softirqSoftirqVecStat
 		if err := stats.Lookup(uint32(vec), &perCPU); err != nil {
@@ -121,10 +105,10 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		}
 	}
 	var err error
-	if s.NetTXLatency, err = readHist(p.att.Collection.Maps["net_latency"], 0); err != nil {
+	if s.NetTXLatency, err = readHist(p.Maps()["net_latency"], 0); err != nil {
 		return s, err
 	}
-	if s.NetRXLatency, err = readHist(p.att.Collection.Maps["net_latency"], 1); err != nil {
+	if s.NetRXLatency, err = readHist(p.Maps()["net_latency"], 1); err != nil {
 		return s, err
 	}
 	return s, nil

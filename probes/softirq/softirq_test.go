@@ -89,7 +89,7 @@ func TestNoLatencyKeepsCounts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	if n := len(p.att.Programs); n != 2 {
+	if n := len(p.Attached.Programs); n != 2 {
 		t.Errorf("%d programs attached, want 2 (entry, exit)", n)
 	}
 	first, err := p.Snapshot()

@@ -23,8 +23,8 @@ import (
 // in 5.x and kfree_skb's reason in 5.17, so both are optional: the probe
 // reports what the kernel offers and Missing says what it lacks.
 var (
-	failQueueHook = probes.HookFromCatalog("udp", "udp_fail_queue_rcv_skb", true)
-	kfreeSkbHook  = probes.HookFromCatalog("skb", "kfree_skb", true)
+	failQueueHook = probes.CatalogHook("udpdrop", "udp_fail_queue_rcv_skb")
+	kfreeSkbHook  = probes.CatalogHook("udpdrop", "kfree_skb")
 )
 
 // HooksFor are the hooks attached on a kernel: kfree_skb alone when it
@@ -103,6 +103,8 @@ type Probe struct {
 	reasons map[uint32]string
 	port    uint16
 }
+
+var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
 
 // Open loads the probe's BPF object and attaches it.
 func Open(opts Options) (*Probe, error) {

@@ -17,10 +17,7 @@ import (
 // Hooks are the tracepoints this probe attaches to. sock_recv_length
 // appeared in 6.6, sk_data_ready in 6.7 (optional: without it the socket
 // counts stay and the CPU feeding each socket is unknown).
-var Hooks = []probes.Hook{
-	probes.HookFromCatalog("sock", "sock_recv_length", false),
-	probes.HookFromCatalog("sock", "sk_data_ready", true),
-}
+var Hooks = probes.CatalogHooks("udpsock")
 
 // Options configure a probe.
 type Options struct {
@@ -40,6 +37,8 @@ type Options struct {
 type Probe struct {
 	probes.Loaded
 }
+
+var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
 
 // Reads is what one socket's owner read.
 type Reads struct {

@@ -1,4 +1,4 @@
-package cli
+package report
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/report"
 )
 
 func optU(p *uint64) string {
@@ -18,9 +17,9 @@ func optU(p *uint64) string {
 	return fmt.Sprint(*p)
 }
 
-// writeUDPText prints one screen of summary (per-CPU bars, queues, top lock
+// writeNetText prints one screen of summary (per-CPU bars, queues, top lock
 // sites, drops by port, findings), then the details.
-func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsErr error) {
+func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 	secs := time.Duration(ev.DurationNs).Seconds()
 	drv := ev.Interface.Driver
 	if drv == "" {
@@ -29,20 +28,20 @@ func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsE
 	fmt.Fprintf(w, "perfscope udp — %s (%s, %d RX / %d TX queues) for %.1fs on %d CPUs, kernel %s\n",
 		ev.Interface.Name, drv, ev.Interface.RXQueues, ev.Interface.TXQueues, secs, r.Meta.CPUs, r.Meta.Kernel)
 
-	report.Heading(w, "Softirq per CPU (share of wall time)")
-	t := report.Table{Header: []string{"CPU", "NET_RX/s", "NET_RX", "", "NET_TX/s", "NET_TX", "", "softirq"}}
+	Heading(w, "Softirq per CPU (share of wall time)")
+	t := Table{Header: []string{"CPU", "NET_RX/s", "NET_RX", "", "NET_TX/s", "NET_TX", "", "softirq"}}
 	for _, c := range ev.Softirq.CPUs {
 		rx, tx := c.Vectors["NET_RX"], c.Vectors["NET_TX"]
-		t.Add(fmt.Sprint(c.CPU), report.Count(float64(rx.Count)/secs), report.Percent(rx.Share), report.Bar(rx.Share, 20),
-			report.Count(float64(tx.Count)/secs), report.Percent(tx.Share), report.Bar(tx.Share, 10), report.Percent(c.Share))
+		t.Add(fmt.Sprint(c.CPU), Count(float64(rx.Count)/secs), Percent(rx.Share), Bar(rx.Share, 20),
+			Count(float64(tx.Count)/secs), Percent(tx.Share), Bar(tx.Share, 10), Percent(c.Share))
 	}
 	t.Write(w)
 
-	report.Heading(w, "RX queues")
+	Heading(w, "RX queues")
 	if len(ev.Queues.RX) == 0 {
 		fmt.Fprintln(w, "no RX queues reported")
 	} else {
-		qt := report.Table{Header: []string{"queue", "packets/s", "kernel", "napi", "driver", "diff", ""}}
+		qt := Table{Header: []string{"queue", "packets/s", "kernel", "napi", "driver", "diff", ""}}
 		for _, q := range ev.Queues.RX {
 			mark := ""
 			if q.Dead {
@@ -52,7 +51,7 @@ func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsE
 			if q.Diff != nil {
 				diff = fmt.Sprintf("%+.1f%%", *q.Diff*100)
 			}
-			qt.Add(fmt.Sprint(q.Queue), report.Count(q.PerS), optU(q.KernelPackets), optU(q.NAPIWork), optU(q.DriverPackets), diff, mark)
+			qt.Add(fmt.Sprint(q.Queue), Count(q.PerS), optU(q.KernelPackets), optU(q.NAPIWork), optU(q.DriverPackets), diff, mark)
 		}
 		qt.Write(w)
 		b := ev.Queues.RXBalance
@@ -64,46 +63,18 @@ func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsE
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 
-	report.Heading(w, "Top lock contention")
-	if ev.Locks.Unavailable != "" {
-		fmt.Fprintf(w, "unavailable: %s\n", ev.Locks.Unavailable)
-	} else if len(ev.Locks.Sites) == 0 {
-		fmt.Fprintln(w, "no contended locks")
-	} else {
-		lt := report.Table{Header: []string{"class", "site", "count", "total wait", "max", "socket"}}
-		for i, s := range ev.Locks.Sites {
-			if i == 5 {
-				break
-			}
-			sock := "-"
-			if s.Socket != nil {
-				sock = socketLabel(*s.Socket)
-			}
-			lt.Add(s.Class, s.Site, fmt.Sprint(s.Count), report.Nanos(float64(s.TotalNs)), report.Nanos(float64(s.MaxNs)), sock)
-		}
-		lt.Write(w)
-		if n := ev.Locks.StackEvery; n > 1 {
-			fmt.Fprintf(w, "sites sampled 1/%d: each site's count and wait are its sampled stacks' scaled to all contentions of its lock kind (estimates); sockets below count every contention\n", n)
-		}
-		const shownSockets = 5
-		for i, sc := range ev.Locks.Sockets {
-			if i == shownSockets {
-				fmt.Fprintf(w, "… %d more sockets with lock wait (all in -o json)\n", len(ev.Locks.Sockets)-shownSockets)
-				break
-			}
-			fmt.Fprintf(w, "socket %s: %d waits, %s total (%s)\n", socketLabel(sc.Socket), sc.Count, report.Nanos(float64(sc.TotalNs)), lockSplit(sc.ByLock))
-		}
-	}
+	Heading(w, "Top lock contention")
+	writeLockSites(w, ev.Locks, 5)
 
-	report.Heading(w, "UDP drops by port")
+	Heading(w, "UDP drops by port")
 	if ev.Drops.Unavailable != "" {
 		fmt.Fprintf(w, "unavailable: %s\n", ev.Drops.Unavailable)
 	} else if len(ev.Drops.ByPort) == 0 {
 		fmt.Fprintln(w, "no drops")
 	} else {
-		dt := report.Table{Header: []string{"port", "reason", "drops", "/s"}}
+		dt := Table{Header: []string{"port", "reason", "drops", "/s"}}
 		for _, d := range ev.Drops.ByPort {
-			dt.Add(fmt.Sprint(d.Port), d.Reason, fmt.Sprint(d.Count), report.Count(float64(d.Count)/secs))
+			dt.Add(fmt.Sprint(d.Port), d.Reason, fmt.Sprint(d.Count), Count(float64(d.Count)/secs))
 		}
 		dt.Write(w)
 	}
@@ -128,11 +99,11 @@ func writeUDPText(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsE
 		fmt.Fprintf(w, "softnet_stat over the run: backlog drops %d, time_squeeze %d\n", backlog, squeeze)
 	}
 
-	report.Heading(w, "Findings")
-	report.WriteFindings(w, r.Findings)
+	Heading(w, "Findings")
+	WriteFindings(w, r.Findings)
 
 	fmt.Fprintln(w, "\n━━━━ details ━━━━")
-	writeUDPDetails(w, r, ev, statsErr)
+	writeNetDetails(w, r, ev)
 }
 
 func unavailable(w io.Writer, s evidence.Section) bool {
@@ -143,8 +114,8 @@ func unavailable(w io.Writer, s evidence.Section) bool {
 	return false
 }
 
-func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, statsErr error) {
-	report.Heading(w, "Queue × CPU (NAPI work)")
+func writeNetDetails(w io.Writer, r *Report, ev evidence.NetEvidence) {
+	Heading(w, "Queue × CPU (NAPI work)")
 	if !unavailable(w, ev.QueueCPU.Section) {
 		cpus := map[int]bool{}
 		work := map[[2]int]uint64{}
@@ -153,17 +124,17 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 			work[[2]int{c.Queue, c.CPU}] += c.Work
 		}
 		header := []string{"queue"}
-		for _, c := range sortedCPUs(cpus) {
+		for _, c := range sortedKeys(cpus) {
 			header = append(header, fmt.Sprintf("cpu%d", c))
 		}
-		mt := report.Table{Header: header}
+		mt := Table{Header: header}
 		queues := map[int]bool{}
 		for _, c := range ev.QueueCPU.Cells {
 			queues[c.Queue] = true
 		}
-		for _, q := range sortedCPUs(queues) {
+		for _, q := range sortedKeys(queues) {
 			row := []string{fmt.Sprint(q)}
-			for _, c := range sortedCPUs(cpus) {
+			for _, c := range sortedKeys(cpus) {
 				row = append(row, fmt.Sprint(work[[2]int{q, c}]))
 			}
 			mt.Add(row...)
@@ -174,12 +145,12 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 		}
 	}
 
-	report.Heading(w, "IRQs")
+	Heading(w, "IRQs")
 	if !unavailable(w, ev.IRQs.Section) {
-		it := report.Table{Header: []string{"irq", "queue", "name", "smp_affinity", "effective", "hint", "interrupts by CPU"}}
+		it := Table{Header: []string{"irq", "queue", "name", "smp_affinity", "effective", "hint", "interrupts by CPU"}}
 		for _, q := range ev.IRQs.IRQs {
 			var by []string
-			for _, c := range sortedKeysU(q.CountByCPU) {
+			for _, c := range sortedKeys(q.CountByCPU) {
 				by = append(by, fmt.Sprintf("cpu%d:%d", c, q.CountByCPU[c]))
 			}
 			hint := q.Hint
@@ -201,22 +172,22 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 		fmt.Fprintln(w, "NIC NUMA node: none reported")
 	}
 
-	report.Heading(w, "TX queues")
+	Heading(w, "TX queues")
 	if ev.TX.Unavailable != "" {
 		fmt.Fprintf(w, "unavailable: %s\n", ev.TX.Unavailable)
 	}
 	if ev.TX.XPSSet {
-		for _, q := range sortedKeysS(ev.TX.XPS) {
+		for _, q := range sortedKeys(ev.TX.XPS) {
 			fmt.Fprintf(w, "tx-%d xps_cpus=%s\n", q, ev.TX.XPS[q])
 		}
 	} else {
 		fmt.Fprintln(w, "XPS: not set on any TX queue")
 	}
 	if len(ev.TX.PerCPU) > 0 && ev.TX.Unavailable == "" {
-		tt := report.Table{Header: []string{"CPU", "TX queues used (packets)", "XPS queues"}}
+		tt := Table{Header: []string{"CPU", "TX queues used (packets)", "XPS queues"}}
 		for _, c := range ev.TX.PerCPU {
 			var used []string
-			for _, q := range sortedKeysU(c.Queues) {
+			for _, q := range sortedKeys(c.Queues) {
 				used = append(used, fmt.Sprintf("tx-%d:%d", q, c.Queues[q]))
 			}
 			tt.Add(fmt.Sprint(c.CPU), strings.Join(used, " "), fmt.Sprint(c.XPSQueues))
@@ -224,18 +195,18 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 		tt.Write(w)
 	}
 
-	report.Heading(w, "Sockets")
+	Heading(w, "Sockets")
 	if !unavailable(w, ev.Sockets.Section) {
 		if ev.Sockets.Warning != "" {
 			fmt.Fprintf(w, "warning: %s\n", ev.Sockets.Warning)
 		}
-		st := report.Table{Header: []string{"local", "inode", "read/s", "read", "rx queue", "drops", "fed by CPUs (wakeups)"}}
+		st := Table{Header: []string{"local", "inode", "read/s", "read", "rx queue", "drops", "fed by CPUs (wakeups)"}}
 		for _, s := range ev.Sockets.Sockets {
 			rate := "-"
 			if s.ReceivedPerS != nil {
-				rate = report.Count(*s.ReceivedPerS)
+				rate = Count(*s.ReceivedPerS)
 			}
-			st.Add(s.Local, fmt.Sprint(s.Inode), rate, optU(s.ReceivedPkt), report.Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta), feeders(s))
+			st.Add(s.Local, fmt.Sprint(s.Inode), rate, optU(s.ReceivedPkt), Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta), feeders(s))
 		}
 		st.Write(w)
 		if ev.Sockets.ReceivedUnavailable != "" {
@@ -245,7 +216,7 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 			fmt.Fprintf(w, "SO_REUSEPORT group %s: %d sockets\n", g.Local, g.Size)
 		}
 		if len(ev.Sockets.Threads) > 0 {
-			th := report.Table{Header: []string{"tid", "comm", "last CPU", "allowed CPUs"}}
+			th := Table{Header: []string{"tid", "comm", "last CPU", "allowed CPUs"}}
 			for _, t := range ev.Sockets.Threads {
 				th.Add(fmt.Sprint(t.TID), t.Comm, fmt.Sprint(t.LastCPU), t.AllowedCPUs)
 			}
@@ -253,14 +224,14 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 		}
 	}
 
-	report.Heading(w, "CPU in the functions Makita's talk removes")
+	Heading(w, "CPU in the functions Makita's talk removes")
 	if !unavailable(w, ev.Profile.Section) {
 		fmt.Fprintf(w, "%d samples at %d Hz; NET_RX CPUs: %v; lost: %d\n", ev.Profile.Samples, ev.Profile.FrequencyHz, ev.Profile.NetRXCPUs, ev.Profile.Lost)
 		fmt.Fprintf(w, "interrupts and softirqs on idle CPUs: %d samples kept; idle loop: %d samples left out\n", ev.Profile.IdleInterruptSamples, ev.Profile.IdleLoopSamples)
-		gt := report.Table{Header: []string{"group", "share on NET_RX CPUs", "95% interval", "samples (NET_RX CPUs)", "share of all"}}
+		gt := Table{Header: []string{"group", "share on NET_RX CPUs", "95% interval", "samples (NET_RX CPUs)", "share of all"}}
 		for _, g := range ev.Profile.Groups {
-			gt.Add(g.Group, report.Percent(g.Share), report.Percent(g.ShareLow)+"–"+report.Percent(g.ShareHigh),
-				fmt.Sprintf("%d of %d", g.NetRXSamples, ev.Profile.NetRXSamples), report.Percent(g.AllShare))
+			gt.Add(g.Group, Percent(g.Share), Percent(g.ShareLow)+"–"+Percent(g.ShareHigh),
+				fmt.Sprintf("%d of %d", g.NetRXSamples, ev.Profile.NetRXSamples), Percent(g.AllShare))
 		}
 		gt.Write(w)
 	}
@@ -268,42 +239,7 @@ func writeUDPDetails(w io.Writer, r *report.Report, ev evidence.NetEvidence, sta
 		fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
 	}
 
-	report.Heading(w, "perfscope's own cost")
-	if statsErr != nil {
-		fmt.Fprintf(w, "bpf_stats unavailable: %v\n", statsErr)
-	}
-	ot := report.Table{Header: []string{"program", "runs", "total", "per run"}}
-	for _, p := range r.Overhead.Programs {
-		ot.Add(p.Program, fmt.Sprint(p.RunCount), report.Nanos(float64(p.RunTimeNs)), report.Nanos(p.PerRunNs))
-	}
-	ot.Write(w)
-	if s := r.Overhead.StatsSample; s != nil {
-		fmt.Fprintf(w, "bpf_stats sampled: on for %s of %s, runs and totals counted in those windows and scaled ×%.1f (per-run times measured)\n",
-			report.Nanos(float64(s.OnNs)), report.Nanos(float64(s.TotalNs)), s.Scale)
-		if s.Shared {
-			fmt.Fprintln(w, "bpf_stats: another process had them on between this run's windows; its windows are not counted")
-		}
-	}
-	fmt.Fprintf(w, "BPF time: %s of all CPU time; events lost: %d; attached with %s in %s\n",
-		report.Percent(r.Overhead.BPFTimeShare), r.Overhead.EventsLost, r.Overhead.AttachMethod, report.Nanos(float64(r.Overhead.AttachNs)))
-}
-
-func sortedKeysU(m map[int]uint64) []int {
-	var out []int
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Ints(out)
-	return out
-}
-
-func sortedKeysS(m map[int]string) []int {
-	var out []int
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Ints(out)
-	return out
+	writeOverhead(w, r.Overhead)
 }
 
 // socketLabel names a socket a lock was attributed to: its address, or,
@@ -359,7 +295,51 @@ func feeders(s evidence.UDPSocket) string {
 		if shares[cpu] < 0.01 || len(parts) == 4 {
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%d %s", cpu, report.Percent(shares[cpu])))
+		parts = append(parts, fmt.Sprintf("%d %s", cpu, Percent(shares[cpu])))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// writeLockSites prints the top sites of a lock section and the sockets
+// whose locks were contended.
+func writeLockSites(w io.Writer, locks evidence.LockSection, top int) {
+	if locks.Unavailable != "" {
+		fmt.Fprintf(w, "unavailable: %s\n", locks.Unavailable)
+	} else if len(locks.Sites) == 0 {
+		fmt.Fprintln(w, "no contended locks")
+	} else {
+		lt := Table{Header: []string{"class", "site", "count", "total wait", "max", "socket"}}
+		for i, s := range locks.Sites {
+			if i == top {
+				break
+			}
+			sock := "-"
+			if s.Socket != nil {
+				sock = socketLabel(*s.Socket)
+			}
+			lt.Add(s.Class, s.Site, fmt.Sprint(s.Count), Nanos(float64(s.TotalNs)), Nanos(float64(s.MaxNs)), sock)
+		}
+		lt.Write(w)
+		if n := locks.StackEvery; n > 1 {
+			fmt.Fprintf(w, "sites sampled 1/%d: each site's count and wait are its sampled stacks' scaled to all contentions of its lock kind (estimates); sockets below count every contention\n", n)
+		}
+		const shownSockets = 5
+		for i, sc := range locks.Sockets {
+			if i == shownSockets {
+				fmt.Fprintf(w, "… %d more sockets with lock wait (all in -o json)\n", len(locks.Sockets)-shownSockets)
+				break
+			}
+			fmt.Fprintf(w, "socket %s: %d waits, %s total (%s)\n", socketLabel(sc.Socket), sc.Count, Nanos(float64(sc.TotalNs)), lockSplit(sc.ByLock))
+		}
+	}
+}
+
+// sortedKeys are a map's int keys (CPUs, queues) in order.
+func sortedKeys[V any](m map[int]V) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Ints(out)
+	return out
 }

@@ -1,12 +1,14 @@
-package evidence
+package recipes
 
 import (
 	"testing"
 	"time"
+
+	"github.com/perfscope/perfscope/evidence"
 )
 
 func TestAddSocketReads(t *testing.T) {
-	s := SocketSection{Sockets: []UDPSocket{{Inode: 7}, {Inode: 8}}}
+	s := evidence.SocketSection{Sockets: []evidence.UDPSocket{{Inode: 7}, {Inode: 8}}}
 	AddSocketReads(&s, map[uint64]uint64{7: 3000, 99: 5}, 2*time.Second)
 	a, b := s.Sockets[0], s.Sockets[1]
 	if a.ReceivedPkt == nil || *a.ReceivedPkt != 3000 || a.ReceivedPerS == nil || *a.ReceivedPerS != 1500 {

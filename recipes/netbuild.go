@@ -1,4 +1,4 @@
-package evidence
+package recipes
 
 import (
 	"fmt"
@@ -9,7 +9,9 @@ import (
 	"github.com/perfscope/perfscope/collectors/ethtool"
 	"github.com/perfscope/perfscope/collectors/irq"
 	"github.com/perfscope/perfscope/collectors/netdev"
+	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/collectors/sockets"
+	"github.com/perfscope/perfscope/evidence"
 )
 
 // QueueCounts are kernel-side per-queue packet counts over the window, from
@@ -27,8 +29,8 @@ const deadShare = ethtool.DeadShare
 // BuildQueues joins the driver's per-queue counters (ethtool -S deltas; nil
 // when the driver has none) with the kernel's counts, flags dead queues and
 // computes skew per direction.
-func BuildQueues(iface netdev.Interface, driver []ethtool.QueueCounters, driverErr error, kernel QueueCounts, window time.Duration) QueueSection {
-	var s QueueSection
+func BuildQueues(iface netdev.Interface, driver []ethtool.QueueCounters, driverErr error, kernel QueueCounts, window time.Duration) evidence.QueueSection {
+	var s evidence.QueueSection
 	if driverErr != nil {
 		s.Notes = append(s.Notes, fmt.Sprintf("driver per-queue counters: %v", driverErr))
 	} else if len(driver) == 0 {
@@ -39,10 +41,10 @@ func BuildQueues(iface netdev.Interface, driver []ethtool.QueueCounters, driverE
 		byDir[q.Dir][q.Queue] = q
 	}
 	secs := window.Seconds()
-	build := func(dir ethtool.Direction, n int, kern, napi map[int]uint64) ([]QueueRow, QueueBalance) {
-		var rows []QueueRow
+	build := func(dir ethtool.Direction, n int, kern, napi map[int]uint64) ([]evidence.QueueRow, evidence.QueueBalance) {
+		var rows []evidence.QueueRow
 		for q := 0; q < n; q++ {
-			r := QueueRow{Queue: q}
+			r := evidence.QueueRow{Queue: q}
 			if v, ok := kern[q]; ok || kern != nil {
 				v := v
 				r.KernelPackets = &v
@@ -84,7 +86,7 @@ func BuildQueues(iface netdev.Interface, driver []ethtool.QueueCounters, driverE
 
 // bestCount prefers the driver's counter (it counts on the wire side), then
 // NAPI work, then the kernel's per-skb count.
-func bestCount(r QueueRow) *uint64 {
+func bestCount(r evidence.QueueRow) *uint64 {
 	switch {
 	case r.DriverPackets != nil:
 		return r.DriverPackets
@@ -94,8 +96,8 @@ func bestCount(r QueueRow) *uint64 {
 	return r.KernelPackets
 }
 
-func balance(rows []QueueRow) QueueBalance {
-	b := QueueBalance{Dead: []int{}}
+func balance(rows []evidence.QueueRow) evidence.QueueBalance {
+	b := evidence.QueueBalance{Dead: []int{}}
 	var counts []uint64
 	var queues []int
 	for _, r := range rows {
@@ -138,15 +140,15 @@ func balance(rows []QueueRow) QueueBalance {
 
 // BuildIRQs describes the NIC's queue IRQs: counts over the window per CPU
 // and where each may, does and should go.
-func BuildIRQs(iface netdev.Interface, qirqs []irq.QueueIRQ, delta irq.Interrupts, aff map[int]irq.Affinity, bal irq.Irqbalance, topo cpuset.Topology, netRXWorkCPUs []int) IRQSection {
-	s := IRQSection{Irqbalance: bal.Running, IrqbalanceArgs: bal.Args, HintPolicy: bal.HintPolicy, IrqbalanceVersion: bal.Version, NICNode: iface.NUMANode}
+func BuildIRQs(iface netdev.Interface, qirqs []irq.QueueIRQ, delta irq.Interrupts, aff map[int]irq.Affinity, bal irq.Irqbalance, topo cpuset.Topology, netRXWorkCPUs []int) evidence.IRQSection {
+	s := evidence.IRQSection{Irqbalance: bal.Running, IrqbalanceArgs: bal.Args, HintPolicy: bal.HintPolicy, IrqbalanceVersion: bal.Version, NICNode: iface.NUMANode}
 	if iface.Virtual {
 		s.Unavailable = fmt.Sprintf("%s is a virtual device: it has no IRQs", iface.Name)
 	} else if len(qirqs) == 0 {
 		s.Unavailable = fmt.Sprintf("no queue IRQs of %s found in /proc/interrupts", iface.Name)
 	}
 	for _, q := range qirqs {
-		row := QueueIRQ{IRQ: q.IRQ, Name: q.Name, Queue: q.Queue, CountByCPU: map[int]uint64{}}
+		row := evidence.QueueIRQ{IRQ: q.IRQ, Name: q.Name, Queue: q.Queue, CountByCPU: map[int]uint64{}}
 		if a, ok := aff[q.IRQ]; ok {
 			row.SMPAffinity = a.SMPAffinity.List()
 			if a.EffectiveKnown {
@@ -180,8 +182,8 @@ func BuildIRQs(iface netdev.Interface, qirqs []irq.QueueIRQ, delta irq.Interrupt
 
 // BuildTX joins the TX queues each CPU used with the configured XPS masks.
 // perCPU maps CPU → TX queue → packets (nil when the probe is unavailable).
-func BuildTX(iface netdev.Interface, perCPU map[int]map[int]uint64, qdisc []QdiscRow) TXSection {
-	s := TXSection{XPS: map[int]string{}, Qdisc: qdisc}
+func BuildTX(iface netdev.Interface, perCPU map[int]map[int]uint64, qdisc []evidence.QdiscRow) evidence.TXSection {
+	s := evidence.TXSection{XPS: map[int]string{}, Qdisc: qdisc}
 	xpsByCPU := map[int][]int{}
 	for _, q := range iface.TX {
 		if q.XPSKnown && !q.XPSCPUs.IsEmpty() {
@@ -200,7 +202,7 @@ func BuildTX(iface netdev.Interface, perCPU map[int]map[int]uint64, qdisc []Qdis
 		cpus[c] = true
 	}
 	for _, c := range sortedKeys(cpus) {
-		row := TXCPU{CPU: c, Queues: perCPU[c], XPSQueues: xpsByCPU[c]}
+		row := evidence.TXCPU{CPU: c, Queues: perCPU[c], XPSQueues: xpsByCPU[c]}
 		if row.Queues == nil {
 			row.Queues = map[int]uint64{}
 		}
@@ -221,8 +223,8 @@ func sortedKeys(m map[int]bool) []int {
 // BuildSockets lists the UDP sockets of port and/or pid (owned = the pid's
 // socket inodes), their reuseport groups, drop deltas, and the pid's
 // threads.
-func BuildSockets(port int, pid int, start, end sockets.UDPTable, owned map[uint64]bool, threads []sockets.Thread) SocketSection {
-	var s SocketSection
+func BuildSockets(port int, pid int, start, end sockets.UDPTable, owned map[uint64]bool, threads []sockets.Thread) evidence.SocketSection {
+	var s evidence.SocketSection
 	if port == 0 && pid == 0 {
 		s.Unavailable = "no --port or --pid given: socket view skipped"
 		return s
@@ -246,17 +248,17 @@ func BuildSockets(port int, pid int, start, end sockets.UDPTable, owned map[uint
 			continue
 		}
 		mine.Sockets = append(mine.Sockets, k)
-		row := UDPSocket{Local: k.Local.String(), Port: int(k.Local.Port()), Inode: k.Inode, RxQueueB: k.RxQueueBytes, PID: pid}
+		row := evidence.UDPSocket{Local: k.Local.String(), Port: int(k.Local.Port()), Inode: k.Inode, RxQueueB: k.RxQueueBytes, PID: pid}
 		if p, ok := prevDrops[k.Inode]; ok && k.Drops >= p {
 			row.DropsDelta = k.Drops - p
 		}
 		s.Sockets = append(s.Sockets, row)
 	}
 	for _, g := range mine.ReusePortGroups() {
-		s.Groups = append(s.Groups, ReusePortGroup{Local: g.Local.String(), Port: int(g.Local.Port()), Size: g.Size, Inodes: g.Inodes})
+		s.Groups = append(s.Groups, evidence.ReusePortGroup{Local: g.Local.String(), Port: int(g.Local.Port()), Size: g.Size, Inodes: g.Inodes})
 	}
 	for _, t := range threads {
-		s.Threads = append(s.Threads, ThreadCPU{TID: t.TID, Comm: t.Comm, LastCPU: t.LastCPU, AllowedCPUs: t.Allowed.List()})
+		s.Threads = append(s.Threads, evidence.ThreadCPU{TID: t.TID, Comm: t.Comm, LastCPU: t.LastCPU, AllowedCPUs: t.Allowed.List()})
 	}
 	if len(s.Sockets) == 0 {
 		what := fmt.Sprintf("port %d", port)
@@ -272,7 +274,7 @@ func BuildSockets(port int, pid int, start, end sockets.UDPTable, owned map[uint
 }
 
 // AddSocketWakeups fills each socket's data-ready wakeups by CPU.
-func AddSocketWakeups(s *SocketSection, wakeups map[uint64]map[int]uint64) {
+func AddSocketWakeups(s *evidence.SocketSection, wakeups map[uint64]map[int]uint64) {
 	for i := range s.Sockets {
 		if w := wakeups[s.Sockets[i].Inode]; len(w) > 0 {
 			s.Sockets[i].WakeupsByCPU = w
@@ -282,7 +284,7 @@ func AddSocketWakeups(s *SocketSection, wakeups map[uint64]map[int]uint64) {
 
 // AddSocketReads fills each socket's received datagrams and rate from
 // per-inode counts of the window (a socket absent from reads read nothing).
-func AddSocketReads(s *SocketSection, reads map[uint64]uint64, window time.Duration) {
+func AddSocketReads(s *evidence.SocketSection, reads map[uint64]uint64, window time.Duration) {
 	for i := range s.Sockets {
 		n := reads[s.Sockets[i].Inode]
 		s.Sockets[i].ReceivedPkt = &n
@@ -291,4 +293,10 @@ func AddSocketReads(s *SocketSection, reads map[uint64]uint64, window time.Durat
 			s.Sockets[i].ReceivedPerS = &rate
 		}
 	}
+}
+
+// UDPSNMPEvidence converts collectors/netstat's counters to evidence's
+// mirror of them.
+func UDPSNMPEvidence(s netstat.UDPSNMP) evidence.UDPSNMP {
+	return evidence.UDPSNMP{UDP: evidence.UDPCounters(s.UDP), UDP6: evidence.UDPCounters(s.UDP6), UDP6Known: s.UDP6Known}
 }

@@ -1,0 +1,39 @@
+package probes_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/perfscope/perfscope/probes/lockstat"
+	"github.com/perfscope/perfscope/probes/netqueue"
+	"github.com/perfscope/perfscope/probes/udpdrop"
+)
+
+// Snapshots keyed by structs survive a JSON round trip, negative fields
+// (lockstat's NoStack, netqueue's Unrecorded) included.
+func TestSnapshotsRoundTripJSON(t *testing.T) {
+	q := netqueue.Snapshot{
+		NAPI:       map[netqueue.NAPIKey][]netqueue.NAPIStats{{ID: 8193, Ifindex: 4}: {{Polls: 3, Work: 40}}},
+		RXRaw:      map[netqueue.QueueKey][]netqueue.Traffic{{Ifindex: 4, Queue: netqueue.Unrecorded}: {{Packets: 7}}},
+		NAPIQueues: map[netqueue.NAPIQueueKey]uint64{{NAPIID: 8193, Ifindex: 4, RawQueue: 2}: 9},
+	}
+	l := lockstat.Snapshot{Sites: map[lockstat.SiteKey]lockstat.WaitStats{{StackID: lockstat.NoStack, Flags: 1}: {Count: 2}}}
+	d := udpdrop.Snapshot{Ports: map[udpdrop.PortKey]uint64{{Port: 9000, Family: 2, Kind: udpdrop.KfreeSkb, Reason: 6}: 11}}
+	for _, v := range []any{&q, &l, &d} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := reflect.New(reflect.TypeOf(v).Elem())
+		if err := json.Unmarshal(b, back.Interface()); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if !reflect.DeepEqual(back.Elem().Interface(), reflect.ValueOf(v).Elem().Interface()) {
+			t.Errorf("round trip of %s changed it: %+v", b, back.Elem().Interface())
+		}
+	}
+	if err := json.Unmarshal([]byte(`{"1/2/3":1}`), &map[netqueue.QueueKey]int{}); err == nil {
+		t.Error("a key with a field too many was accepted")
+	}
+}

@@ -1,0 +1,331 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/perfscope/perfscope/collectors/netdev"
+	"github.com/perfscope/perfscope/collectors/netlinkq"
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/netqueue"
+	"github.com/perfscope/perfscope/probes/udpdrop"
+	"github.com/perfscope/perfscope/probes/udpsock"
+)
+
+// snapshotPart is what the probe-backed parts below share: one optional
+// probe of snapshot type S, read at both ends of the window. A probe that
+// does not open leaves its error, which the part's section prints as
+// "unavailable: <why>"; the rest of the run goes on.
+type snapshotPart[S any, P probes.Snapshotter[S]] struct {
+	what        string // "queue probe", for messages
+	probe       P
+	openErr     error
+	first, last S
+}
+
+func (p *snapshotPart[S, P]) open(probe P, err error) {
+	p.probe, p.openErr = probe, err
+}
+
+func (p *snapshotPart[S, P]) opened() bool { return p.openErr == nil }
+
+// Probes implements Part.
+func (p *snapshotPart[S, P]) Probes() []probes.Probe {
+	if !p.opened() {
+		return nil
+	}
+	return []probes.Probe{p.probe}
+}
+
+// Begin implements Part.
+func (p *snapshotPart[S, P]) Begin(context.Context) error {
+	var err error
+	if p.opened() {
+		if p.first, err = p.probe.Snapshot(); err != nil {
+			return fmt.Errorf("read %s: %w", p.what, err)
+		}
+	}
+	return nil
+}
+
+// End implements Part.
+func (p *snapshotPart[S, P]) End(context.Context) error {
+	var err error
+	if p.opened() {
+		if p.last, err = p.probe.Snapshot(); err != nil {
+			return fmt.Errorf("read %s: %w", p.what, err)
+		}
+	}
+	return nil
+}
+
+// OpenErr is why the part's probe could not be opened (nil when it was).
+func (p *snapshotPart[S, P]) OpenErr() error { return p.openErr }
+
+// QueueOptions configure the queue part.
+type QueueOptions struct {
+	Method probes.AttachMethod
+	Iface  netdev.Interface
+}
+
+// Queues is the queue part: packets per RX and TX queue and CPU, NAPI
+// polls per queue and CPU, and qdisc activity of one interface, from the
+// kernel's side (the netqueue probe).
+type Queues struct {
+	snapshotPart[netqueue.Snapshot, QueueProbe]
+	opts QueueOptions
+}
+
+// NewQueues returns the queue part.
+func NewQueues(opts QueueOptions) *Queues {
+	return &Queues{opts: opts, snapshotPart: snapshotPart[netqueue.Snapshot, QueueProbe]{what: "queue probe"}}
+}
+
+// Open implements Part. A device without NAPI instances of its own (lo,
+// veth without GRO) gets no napi_poll probe: on loopback it fires once per
+// packet for nothing the report shows. Kernels without the netdev netlink
+// family (< 6.8) cannot tell, and keep it.
+func (p *Queues) Open(src Sources) error {
+	napis, napiErr := src.Netlink.NAPIs(p.opts.Iface.Index)
+	noNAPI := napiErr == nil && len(napis) == 0
+	p.open(src.Probes.Queue(netqueue.Options{Method: p.opts.Method, Ifindex: p.opts.Iface.Index, NoNAPI: noNAPI}))
+	return nil
+}
+
+// Notes say what the kernel side of the queue table lacks.
+func (p *Queues) Notes() []string {
+	if !p.opened() {
+		return []string{fmt.Sprintf("kernel per-queue counts: queue probe unavailable: %v", p.openErr)}
+	}
+	if m := missingNote(p.probe.Missing()); m != "" {
+		return []string{"tracepoints unavailable: " + m}
+	}
+	return nil
+}
+
+// missingNote lists optional hooks that did not attach.
+func missingNote(m map[string]error) string {
+	var parts []string
+	for hook, err := range m {
+		parts = append(parts, fmt.Sprintf("%s: %v", hook, err))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
+
+// Evidence turns the window into the kernel-side per-queue counts, the
+// (queue × CPU) NAPI matrix (into matrix), per-CPU TX queues and qdisc
+// rows. driver names the queue numbering convention.
+func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUSection) (QueueCounts, map[int]map[int]uint64, []evidence.QdiscRow) {
+	if !p.opened() {
+		matrix.Unavailable = fmt.Sprintf("queue probe: %v", p.openErr)
+		return QueueCounts{}, nil, nil
+	}
+	d := p.last.Sub(p.first)
+	ifindex, name := p.opts.Iface.Index, p.opts.Iface.Name
+	conv := netqueue.ConventionFor(driver)
+	var counts QueueCounts
+	counts.RX = map[int]uint64{}
+	for q, perCPU := range d.RXQueues(ifindex, conv) {
+		if q >= 0 {
+			counts.RX[q] = netqueue.TrafficTotal(perCPU).Packets
+		}
+	}
+	counts.TX = map[int]uint64{}
+	txByCPU := map[int]map[int]uint64{}
+	for k, perCPU := range d.TX {
+		if k.Ifindex != ifindex {
+			continue
+		}
+		counts.TX[k.Queue] += netqueue.TrafficTotal(perCPU).Packets
+		for cpu, t := range perCPU {
+			if t.Packets == 0 {
+				continue
+			}
+			if txByCPU[cpu] == nil {
+				txByCPU[cpu] = map[int]uint64{}
+			}
+			txByCPU[cpu][k.Queue] += t.Packets
+		}
+	}
+	byQ := map[int]*evidence.QdiscRow{}
+	for k, perCPU := range d.Qdisc {
+		if k.Ifindex != ifindex {
+			continue
+		}
+		r := byQ[k.Queue]
+		if r == nil {
+			r = &evidence.QdiscRow{TXQueue: k.Queue}
+			byQ[k.Queue] = r
+		}
+		for _, s := range perCPU {
+			r.Enqueues += s.Enqueues
+			r.Dequeues += s.DequeuedPackets
+		}
+	}
+	var qdisc []evidence.QdiscRow
+	for _, r := range byQ {
+		qdisc = append(qdisc, *r)
+	}
+	sort.Slice(qdisc, func(i, j int) bool { return qdisc[i].TXQueue < qdisc[j].TXQueue })
+
+	var fromNetlink map[uint32]int
+	if qs, err := src.Netlink.Queues(ifindex); err == nil {
+		fromNetlink = netlinkq.QueueNAPI(qs)
+	}
+	napiQueue, method, err := netqueue.ResolveNAPIQueues(fromNetlink, d, ifindex, conv)
+	switch {
+	case p.probe.NoNAPI():
+		matrix.Unavailable = fmt.Sprintf("%s has no NAPI instance of its own (netdev netlink lists none; loopback and RPS use the per-CPU backlog): napi:napi_poll not attached", name)
+	case err != nil:
+		matrix.Unavailable = fmt.Sprintf("NAPI ids of %s could not be mapped to queues: %v", name, err)
+	}
+	matrix.Mapping = method
+	counts.NAPIWork = map[int]uint64{}
+	for k, perCPU := range d.NAPI {
+		if k.Ifindex != ifindex {
+			continue
+		}
+		q, ok := napiQueue[k.ID]
+		if !ok {
+			q = -1
+		}
+		for cpu, s := range perCPU {
+			if s.Polls == 0 && s.Work == 0 {
+				continue
+			}
+			matrix.Cells = append(matrix.Cells, evidence.QueueCPUCell{Queue: q, NAPI: k.ID, CPU: cpu, Polls: s.Polls, Work: s.Work})
+			if q >= 0 {
+				counts.NAPIWork[q] += s.Work
+			}
+		}
+	}
+	if len(matrix.Cells) == 0 && matrix.Unavailable == "" {
+		matrix.Unavailable = fmt.Sprintf("no NAPI polls on %s in the window (no per-queue NAPI: on veth it needs GRO or XDP)", name)
+	}
+	if len(counts.NAPIWork) == 0 {
+		counts.NAPIWork = nil
+	}
+	sort.Slice(matrix.Cells, func(i, j int) bool {
+		a, b := matrix.Cells[i], matrix.Cells[j]
+		if a.Queue != b.Queue {
+			return a.Queue < b.Queue
+		}
+		return a.CPU < b.CPU
+	})
+	return counts, txByCPU, qdisc
+}
+
+// DropOptions configure the drop part.
+type DropOptions struct {
+	Method probes.AttachMethod
+	// Port counts drops of this local port (0: every port).
+	Port int
+}
+
+// Drops is the drop part: dropped packets per local UDP port and reason
+// (the udpdrop probe).
+type Drops struct {
+	snapshotPart[udpdrop.Snapshot, DropProbe]
+	opts DropOptions
+}
+
+// NewDrops returns the drop part.
+func NewDrops(opts DropOptions) *Drops {
+	return &Drops{opts: opts, snapshotPart: snapshotPart[udpdrop.Snapshot, DropProbe]{what: "drop probe"}}
+}
+
+// Open implements Part.
+func (p *Drops) Open(src Sources) error {
+	p.open(src.Probes.Drop(udpdrop.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}))
+	return nil
+}
+
+// Add replaces the counters' coarser sk_drops rows with the probe's drops
+// by port and reason, or says why it cannot.
+func (p *Drops) Add(sec *evidence.DropSection) {
+	if !p.opened() {
+		sec.Notes = append(sec.Notes, fmt.Sprintf("drop reasons: drop probe unavailable: %v (socket drop counters shown)", p.openErr))
+		return
+	}
+	d := p.last.Sub(p.first)
+	sec.ByPort = nil
+	type key struct {
+		port   int
+		reason string
+	}
+	agg := map[key]uint64{}
+	for k, n := range d.Ports {
+		if n == 0 {
+			continue
+		}
+		reason := k.Kind.String()
+		if name := p.probe.ReasonName(k.Kind, k.Reason); name != "" {
+			reason += ":" + name
+		}
+		agg[key{int(k.Port), reason}] += n
+	}
+	for k, n := range agg {
+		sec.ByPort = append(sec.ByPort, evidence.PortDrops{Port: k.port, Reason: k.reason, Count: n})
+	}
+	sortDrops(sec.ByPort)
+	for r, n := range d.Reasons {
+		if n > 0 {
+			sec.ByReason[p.probe.ReasonName(udpdrop.KfreeSkb, r)] += n
+		}
+	}
+}
+
+// SocketOptions configure the socket-reads part.
+type SocketOptions struct {
+	Method probes.AttachMethod
+	// Port and PID choose the sockets; with neither the probe is not
+	// loaded at all (nothing would show its counts).
+	Port, PID int
+}
+
+// SocketReads is the socket-reads part: datagrams each UDP socket's owner
+// read, and which CPUs' softirqs woke it (the udpsock probe).
+type SocketReads struct {
+	snapshotPart[udpsock.Snapshot, SocketProbe]
+	opts SocketOptions
+}
+
+// NewSocketReads returns the socket-reads part.
+func NewSocketReads(opts SocketOptions) *SocketReads {
+	return &SocketReads{opts: opts, snapshotPart: snapshotPart[udpsock.Snapshot, SocketProbe]{what: "socket probe"}}
+}
+
+// Open implements Part.
+func (p *SocketReads) Open(src Sources) error {
+	if p.opts.Port == 0 && p.opts.PID == 0 {
+		p.openErr = errors.New("no --port or --pid given")
+		return nil
+	}
+	p.open(src.Probes.Socket(udpsock.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}))
+	return nil
+}
+
+// Add fills the sockets' received datagrams and wakeups from the window,
+// or says why they are missing.
+func (p *SocketReads) Add(sec *evidence.SocketSection, window time.Duration) {
+	if !p.opened() {
+		sec.ReceivedUnavailable = fmt.Sprintf("socket probe: %v", p.openErr)
+		return
+	}
+	d := p.last.Sub(p.first)
+	reads := make(map[uint64]uint64, len(d.Sockets))
+	for ino, r := range d.Sockets {
+		reads[ino] = r.Datagrams
+	}
+	AddSocketReads(sec, reads, window)
+	AddSocketWakeups(sec, d.Wakeups)
+	if d.Lost > 0 {
+		sec.ReceivedUnavailable = fmt.Sprintf("%d reads not counted: the socket probe's map was full", d.Lost)
+	}
+}

@@ -1,0 +1,358 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/report"
+)
+
+// ProfileOptions configure the on-CPU profile part.
+type ProfileOptions struct {
+	// PID samples one process (0: every process).
+	PID         int
+	Frequency   int
+	Stacks      cpuprofile.Stacks
+	IncludeIdle bool
+	// KeepIdleInterrupts keeps the idle task's samples taken in interrupt
+	// or softirq context (NET_RX on an idle CPU) and leaves out only the
+	// idle loop's, counting both per CPU (Idle).
+	KeepIdleInterrupts bool
+	StackEntries       int
+	// Root is the synthetic frame under each stack.
+	Root cpuprofile.RootFrame
+	// JVM, when set (by CheckJITMap), is asked for its perf map when the
+	// window ends, so JIT-compiled Java frames are named.
+	JVM *attach.Target
+}
+
+// Profile is the on-CPU profile part: a perf_event cpu-clock on every CPU
+// sampling kernel and user stacks, counted in the kernel and named when
+// the window ends.
+type Profile struct {
+	opts     ProfileOptions
+	src      Sources
+	sym      *symbols.Symbolizer
+	probe    CPUProfileProbe
+	openErr  error
+	started  bool
+	windows  int
+	baseline *cpuprofile.Profile
+	profile  cpuprofile.Profile
+	idle     cpuprofile.IdleSplit
+	stop     chan struct{}
+	prefetch sync.WaitGroup
+}
+
+// NewProfile returns the profile part.
+func NewProfile(opts ProfileOptions) *Profile { return &Profile{opts: opts} }
+
+// Open implements Part: it loads the sampling program and opens a perf
+// event on every online CPU. A kernel that refuses leaves the part open
+// without a profile (OpenErr says why).
+func (p *Profile) Open(src Sources) error {
+	p.src = src
+	p.sym = symbols.New(src.Symbols)
+	probe, err := src.Probes.CPUProfile(cpuprofile.Options{PID: p.opts.PID, Frequency: p.opts.Frequency, Stacks: p.opts.Stacks,
+		IncludeIdle: p.opts.IncludeIdle, KeepIdleInterrupts: p.opts.KeepIdleInterrupts, StackEntries: p.opts.StackEntries})
+	if err != nil {
+		p.openErr = err
+		return nil
+	}
+	p.probe = probe
+	if err := probe.Start(); err != nil {
+		p.openErr = err
+		return nil
+	}
+	p.started = true
+	return nil
+}
+
+// OpenErr is why the profiler could not run, nil when it does.
+func (p *Profile) OpenErr() error { return p.openErr }
+
+// Probes implements Part.
+func (p *Profile) Probes() []probes.Probe { return probesOf(p.probe) }
+
+// Begin implements Part. It reads, four times a second while the window
+// lasts, the mappings of every process sampled so far: stacks are named
+// at the end, and a process that has exited by then could no longer be
+// resolved.
+func (p *Profile) Begin(context.Context) error {
+	if !p.started {
+		return nil
+	}
+	p.baseline = nil
+	if p.windows > 0 {
+		// Counts are cumulative since Start: a later window subtracts
+		// what the earlier ones counted.
+		b, err := p.probe.Snapshot()
+		if err != nil {
+			return err
+		}
+		p.baseline = &b
+	}
+	p.windows++
+	p.stop = make(chan struct{})
+	p.prefetch.Add(1)
+	go p.prefetchMappings()
+	return nil
+}
+
+func (p *Profile) prefetchMappings() {
+	defer p.prefetch.Done()
+	// Often enough to catch most short-lived commands (a shell pipeline's
+	// grep, a compiler run), cheap because only the hash keys are read.
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	seen := map[int]bool{}
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-tick.C:
+			pids, _ := p.probe.PIDs() // best effort: a failed read only costs names
+			for _, pid := range pids {
+				if !seen[pid] && pid != 0 {
+					seen[pid] = true
+					p.sym.Prefetch(pid)
+				}
+			}
+		}
+	}
+}
+
+// End implements Part.
+func (p *Profile) End(context.Context) error {
+	if !p.started || p.stop == nil {
+		return nil
+	}
+	close(p.stop)
+	p.prefetch.Wait()
+	p.stop = nil
+	prof, err := p.probe.Snapshot()
+	if err != nil {
+		return err
+	}
+	if p.baseline != nil {
+		prof = prof.Sub(*p.baseline)
+	}
+	p.idle = cpuprofile.IdleSplit{}
+	if p.opts.KeepIdleInterrupts {
+		prof, p.idle = prof.SplitIdle(p.sym)
+	}
+	p.profile = prof
+	return nil
+}
+
+// Idle is the window's idle-task samples per CPU with KeepIdleInterrupts:
+// those in interrupt or softirq context (kept in the profile) and the idle
+// loop's (left out). Empty without the option.
+func (p *Profile) Idle() cpuprofile.IdleSplit { return p.idle }
+
+// Lost implements LossCounter.
+func (p *Profile) Lost() uint64 { return p.profile.Lost.Total() }
+
+// Raw is the window's profile as counted, stacks not yet named.
+func (p *Profile) Raw() cpuprofile.Profile { return p.profile }
+
+// Frequency is the sampling frequency in Hz.
+func (p *Profile) Frequency() int {
+	if p.probe == nil {
+		return p.opts.Frequency
+	}
+	return p.probe.Frequency()
+}
+
+// Samples names every sample's frames, root first, under the part's root
+// frame. Call it after the window (and after the JIT map is written).
+func (p *Profile) Samples() []evidence.ProfileSample {
+	out := make([]evidence.ProfileSample, 0, len(p.profile.Samples))
+	for _, s := range p.profile.Samples {
+		out = append(out, evidence.ProfileSample{CPU: s.CPU, Frames: cpuprofile.Frames(p.sym, s, p.opts.Root), Count: s.Count})
+	}
+	return out
+}
+
+// CheckProcess is the one check of a --pid flag (named by flag in the
+// sentences), shared by every command that takes one: the process must
+// exist, be alive (a zombie has exited and only waits for its parent to
+// reap it: nothing to measure), and be a process, not one of its threads
+// (/proc/TID exists for threads too, but probes and attach work on the
+// thread group). Each failure is bad input with the way out.
+func CheckProcess(proc procfs.FS, flag string, pid int) error {
+	if pid <= 0 {
+		return badInput("%s must be a positive process id, got %d", flag, pid)
+	}
+	st, err := proc.Status(pid)
+	if errors.Is(err, fs.ErrNotExist) {
+		return badInput("%s %d: no such process (not running)", flag, pid)
+	}
+	if err != nil {
+		return fmt.Errorf("read status of process %d: %w", pid, err)
+	}
+	if st.State == "Z" || st.State == "X" {
+		return badInput("%s %d: the process has exited (a zombie waiting for its parent to reap it)", flag, pid)
+	}
+	if len(st.NStgid) > 0 && st.NStgid[0] != pid {
+		return badInput("%s %d is a thread of process %d: pass %s %d", flag, pid, st.NStgid[0], flag, st.NStgid[0])
+	}
+	return nil
+}
+
+// CheckJITMap decides, before anything is loaded, where the names of a
+// process's JIT-compiled code come from: a HotSpot JVM that can be
+// attached to writes its perf map when the window ends (the returned
+// target); any other process must already have one (nil target).
+func CheckJITMap(src Sources, pid int) (*attach.Target, error) {
+	path := symbols.New(src.Symbols).PerfMapPath(pid)
+	_, statErr := os.Stat(path)
+	hasMap := !errors.Is(statErr, fs.ErrNotExist)
+	t, err := attach.Preflight(src.JVMs, pid)
+	switch {
+	case err == nil:
+		return t, nil
+	case hasMap:
+		// Not a JVM (node --perf-basic-prof, a .NET runtime), or a JVM
+		// perfscope must not signal: use the map as it is.
+		return nil, nil
+	case errors.Is(err, attach.ErrNotJVM):
+		return nil, badInput("process %d has no JIT perf map (%s) and is not a HotSpot JVM perfscope could ask for one: start its runtime so that it writes /tmp/perf-<pid>.map (e.g. node --perf-basic-prof)", pid, path)
+	}
+	return nil, unavailable("process %d is a JVM perfscope cannot ask for its perf map (%v) and has none at %s: drop --jit-map, or restart it without -Xrs / -XX:+DisableAttachMechanism", pid, err, path)
+}
+
+// writeJITMap asks the JVM, through the attach protocol, to write its perf
+// map (Compiler.perfmap, JDK 17+) now that sampling is over, so that code
+// compiled during the window is named too, and makes the symbolizer read
+// it afresh. A map perfscope caused to exist is removed by the returned
+// func once the frames are named; one the user had is left (updated). A
+// JVM that cannot write it costs the names, not the profile.
+func (p *Profile) writeJITMap(ctx context.Context) (warning string, remove func()) {
+	remove = func() {}
+	if p.opts.JVM == nil {
+		return "", remove
+	}
+	path := p.sym.PerfMapPath(p.opts.PID)
+	_, statErr := os.Stat(path)
+	existed := statErr == nil
+	// Ctrl-C ended the window; the map is still wanted for the report.
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := p.opts.JVM.Jcmd(jctx, "Compiler.perfmap"); err != nil {
+		return fmt.Sprintf("compiled Java frames are unnamed: the JVM did not write its perf map (%v; Compiler.perfmap needs JDK 17 or later)", err), remove
+	}
+	p.sym.Forget(p.opts.PID)
+	if !existed {
+		remove = func() { os.Remove(path) }
+	}
+	return "", remove
+}
+
+// ProfileResult is one profile run.
+type ProfileResult struct {
+	Evidence evidence.Profile
+	// Flame is the profile as a stack trie, for the graph formats.
+	Flame *flame.Profile
+	Run   Run
+}
+
+// RunProfile samples on-CPU stacks over one window.
+func RunProfile(ctx context.Context, src Sources, opts ProfileOptions, w Window) (ProfileResult, error) {
+	part := NewProfile(opts)
+	// The session closes (sampling stops) before frames are named: the
+	// names take a while, and the report is of the window.
+	run, err := measureMandatory(ctx, src, w, part)
+	switch {
+	case errors.Is(err, probes.ErrPermission) && part.probe == nil:
+		return ProfileResult{}, unavailable("the kernel refused to load the sampling program: run perfscope profile as root, or with CAP_BPF and CAP_PERFMON")
+	case errors.Is(err, probes.ErrPermission) && !part.started:
+		return ProfileResult{}, unavailable("the kernel refused a cpu-clock perf event: run perfscope profile as root, or with CAP_PERFMON (kernel.perf_event_paranoid is in the way)")
+	case err != nil:
+		return ProfileResult{}, err
+	}
+	jitWarning, removeJITMap := part.writeJITMap(ctx)
+	defer removeJITMap()
+
+	fp, ev := summarizeProfile(opts, part.Raw(), part.Samples())
+	ev.Warnings = part.sym.Warnings()
+	if jitWarning != "" {
+		ev.Warnings = append(ev.Warnings, jitWarning)
+	}
+	ev.FrequencyHz, ev.CPUs, ev.DurationNs = part.Frequency(), part.probe.CPUs(), int64(run.Duration())
+	if run.Overhead.StatsUnavailable != "" {
+		ev.Warnings = append(ev.Warnings, "BPF run time not measured: "+run.Overhead.StatsUnavailable)
+	}
+	return ProfileResult{Evidence: ev, Flame: fp, Run: run}, nil
+}
+
+// summarizeProfile derives the flame graph, the folded stacks and the top
+// functions from the same named samples.
+func summarizeProfile(o ProfileOptions, prof cpuprofile.Profile, samples []evidence.ProfileSample) (*flame.Profile, evidence.Profile) {
+	d := evidence.Profile{Target: "all", PID: o.PID, FrequencyHz: o.Frequency, Stacks: stacksName(o.Stacks), RootFrames: rootFrameName(o.Root),
+		Samples: prof.Total(), Lost: prof.Lost.Total(), LostBy: evidence.ProfileLost(prof.Lost),
+		TopFunctions: []evidence.FunctionSamples{}, Folded: []evidence.FoldedStack{}}
+	if o.PID != 0 {
+		d.Target = "pid"
+	}
+	fp := flame.New(flame.Samples)
+	for _, s := range samples {
+		fp.Add(s.Frames, int64(s.Count))
+	}
+	_ = fp.Walk(func(frames []string, n int64) error {
+		d.Folded = append(d.Folded, evidence.FoldedStack{Stack: strings.Join(frames, ";"), Count: uint64(n)})
+		return nil
+	})
+	sort.Slice(d.Folded, func(i, j int) bool {
+		if d.Folded[i].Count != d.Folded[j].Count {
+			return d.Folded[i].Count > d.Folded[j].Count
+		}
+		return d.Folded[i].Stack < d.Folded[j].Stack
+	})
+	fns := fp.FunctionsUnderRoot(0)
+	if o.Root == cpuprofile.RootNone {
+		fns = fp.Functions(0)
+	}
+	for _, f := range fns {
+		d.TopFunctions = append(d.TopFunctions, evidence.FunctionSamples{Function: f.Name, Kind: f.Kind, Self: uint64(f.Self), Total: uint64(f.Total),
+			SelfShare: share(uint64(f.Self), d.Samples), TotalShare: share(uint64(f.Total), d.Samples)})
+	}
+	return fp, d
+}
+
+func stacksName(s cpuprofile.Stacks) string {
+	return [...]string{"kernel+user", "kernel", "user"}[s]
+}
+
+func rootFrameName(r cpuprofile.RootFrame) string {
+	return [...]string{"comm", "none", "process", "thread", "cpu"}[r]
+}
+
+func share(n, of uint64) float64 {
+	if of == 0 {
+		return 0
+	}
+	return float64(n) / float64(of)
+}
+
+// Report is the run's report envelope, carrying the stack trie for the
+// graph formats.
+func (r ProfileResult) Report(version string) *report.Report {
+	rep := envelope("profile", version, r.Run, int64(r.Run.Duration()), r.Evidence)
+	rep.Flame = r.Flame
+	return rep
+}

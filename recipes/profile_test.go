@@ -1,0 +1,127 @@
+package recipes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/report"
+)
+
+// kallsymsRoot is a root whose /proc/kallsyms names the given functions,
+// at 0xffffffff81000000 and every 0x1000 after.
+func kallsymsRoot(t *testing.T, functions ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	var b strings.Builder
+	for i, f := range functions {
+		fmt.Fprintf(&b, "%x T %s\n", 0xffffffff81000000+uint64(i)*0x1000, f)
+	}
+	writeFile(t, filepath.Join(dir, "proc", "kallsyms"), b.String())
+	return dir
+}
+
+func TestProfileSummaryCountsSelfAndTotal(t *testing.T) {
+	dir := kallsymsRoot(t, "outer", "middle", "inner")
+	part := NewProfile(ProfileOptions{Root: cpuprofile.RootComm, Frequency: 99})
+	part.sym = symbols.New(symbols.FS{Root: dir})
+	const outer, middle, inner = 0xffffffff81000010, 0xffffffff81001010, 0xffffffff81002010
+	prof := cpuprofile.Profile{Samples: []cpuprofile.Sample{
+		{PID: 1, Comm: "a", KernelStack: []uint64{inner, middle, outer}, Count: 5},
+		{PID: 1, Comm: "a", KernelStack: []uint64{middle, outer}, Count: 3},
+		// Recursion: middle twice on one stack counts once in total.
+		{PID: 2, Comm: "b", KernelStack: []uint64{inner, middle, middle, outer}, Count: 2},
+	}}
+	part.profile = prof
+	fp, d := summarizeProfile(part.opts, prof, part.Samples())
+	if d.Samples != 10 || fp.Total() != 10 {
+		t.Fatalf("samples = %d, flame total = %d; want 10", d.Samples, fp.Total())
+	}
+	want := map[string][2]uint64{"inner_[k]": {7, 7}, "middle_[k]": {3, 10}, "outer_[k]": {0, 10}}
+	if len(d.TopFunctions) != len(want) {
+		t.Fatalf("top functions = %+v, want the 3 kernel functions only (no root frame)", d.TopFunctions)
+	}
+	for _, f := range d.TopFunctions {
+		if w := want[f.Function]; f.Self != w[0] || f.Total != w[1] {
+			t.Errorf("%s: self %d total %d, want %d %d", f.Function, f.Self, f.Total, w[0], w[1])
+		}
+	}
+	if d.TopFunctions[0].Function != "inner_[k]" || d.TopFunctions[0].SelfShare != 0.7 {
+		t.Errorf("first top function = %+v, want inner_[k] at 70%%", d.TopFunctions[0])
+	}
+	if d.Folded[0] != (evidence.FoldedStack{Stack: "a;outer_[k];middle_[k];inner_[k]", Count: 5}) {
+		t.Errorf("first folded stack = %+v", d.Folded[0])
+	}
+	if d.TopFunctions[0].Kind != "kernel" {
+		t.Errorf("kind of inner_[k] = %q", d.TopFunctions[0].Kind)
+	}
+	r := ProfileResult{Evidence: d, Flame: fp}.Report("test")
+	r.Show.Top = 2
+	var text bytes.Buffer
+	if err := report.Render(&text, r, report.Text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "70.0%") || !strings.Contains(text.String(), "inner_[k]") {
+		t.Errorf("text output:\n%s", text.String())
+	}
+}
+
+// The udp runner's profile keeps the idle task's softirq samples (NET_RX
+// run from irq_exit on an idle CPU, as on a real NIC) and leaves out the
+// idle loop: the profiler is opened with KeepIdleInterrupts, the part
+// splits the window's idle samples per CPU, and the section's per-CPU
+// NET_RX share counts every tick of the CPU, idle loop included.
+func TestNetProfileKeepsSoftirqOnIdle(t *testing.T) {
+	dir := kallsymsRoot(t, "default_idle", "handle_softirqs", "net_rx_action", "udp_queue_rcv_skb", "do_syscall_64")
+	const idle, softirq, netrx, udp, syscall = 0xffffffff81000010, 0xffffffff81001010, 0xffffffff81002010, 0xffffffff81003010, 0xffffffff81004010
+	window := cpuprofile.Profile{Samples: []cpuprofile.Sample{
+		// CPU 0 idles but for the receive work RPS sends it.
+		{PID: 0, TID: 0, CPU: 0, Comm: "swapper/0", KernelStack: []uint64{udp, netrx, softirq, idle}, Count: 30},
+		{PID: 0, TID: 0, CPU: 0, Comm: "swapper/0", KernelStack: []uint64{idle}, Count: 70},
+		// CPU 1 runs the server, which takes its own softirqs.
+		{PID: 7, TID: 7, CPU: 1, Comm: "server", KernelStack: []uint64{udp, netrx, softirq, syscall}, Count: 10},
+		{PID: 7, TID: 7, CPU: 1, Comm: "server", KernelStack: []uint64{syscall}, Count: 90},
+	}}
+	var opened cpuprofile.Options
+	rec := netRecording{Method: "perf_event/perf_link"}
+	src := Sources{Root: procfs.FS{Root: dir}, Symbols: symbols.FS{Root: dir}, Probes: Opener{
+		CPUProfile: func(o cpuprofile.Options) (CPUProfileProbe, error) {
+			opened = o
+			// The first window counts from the profiler's start: one
+			// snapshot, at its end.
+			return replayProfile{newReplay("cpuprofile", []cpuprofile.Profile{window}, rec), 99, 2}, nil
+		},
+	}}
+	n := newNetParts(NetOptions{Profile: true, Frequency: 99})
+	if _, err := Measure(context.Background(), src, Window{Duration: time.Millisecond}, n.profile); err != nil {
+		t.Fatal(err)
+	}
+	if !opened.KeepIdleInterrupts || opened.IncludeIdle {
+		t.Fatalf("profiler opened with %+v: want the idle task's interrupt samples kept, its loop not", opened)
+	}
+	sec, flames := profileSplit(n.profile, []int{0})
+	if sec.Samples != 130 || sec.IdleInterruptSamples != 30 || sec.IdleLoopSamples != 70 || flames["all"].Total() != 130 {
+		t.Fatalf("samples %d (flame %d), idle interrupts %d, idle loop %d; want 130 kept, 30 and 70", sec.Samples, flames["all"].Total(), sec.IdleInterruptSamples, sec.IdleLoopSamples)
+	}
+	if sec.NetRXSamples != 30 || flames["netrx"].Total() != 30 || flames["other"].Total() != 100 {
+		t.Errorf("NET_RX CPU 0: %d samples (flame %d), other %d; want the 30 softirq-on-idle samples", sec.NetRXSamples, flames["netrx"].Total(), flames["other"].Total())
+	}
+	if len(sec.CPUs) != 2 {
+		t.Fatalf("per CPU = %+v", sec.CPUs)
+	}
+	c0, c1 := sec.CPUs[0], sec.CPUs[1]
+	if c0.NetRXSamples != 30 || c0.IdleInterruptSamples != 30 || c0.IdleLoopSamples != 70 || c0.NetRXShare != 0.3 {
+		t.Errorf("CPU 0 = %+v: 30 of its 100 ticks in NET_RX", c0)
+	}
+	if c1.NetRXSamples != 10 || c1.IdleLoopSamples != 0 || c1.NetRXShare != 0.1 {
+		t.Errorf("CPU 1 = %+v: 10 of its 100 ticks in NET_RX", c1)
+	}
+}

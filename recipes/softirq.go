@@ -1,0 +1,177 @@
+package recipes
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/perfscope/perfscope/collectors/cpuset"
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/softirq"
+	"github.com/perfscope/perfscope/report"
+)
+
+// SoftirqOptions configure the softirq part.
+type SoftirqOptions struct {
+	Method probes.AttachMethod
+	// CPUs restricts the evidence to these CPUs (empty: every CPU).
+	CPUs cpuset.Set
+	// NoLatency leaves softirq_raise unattached: no raise→entry histograms,
+	// one BPF run less per NET_RX raise (the udp runner needs none).
+	NoLatency bool
+	// Timeline keeps a summary of every tick of the window
+	// (evidence.SoftirqEvidence.Intervals).
+	Timeline bool
+	// OnInterval, when set, is told each tick's summary as it is taken
+	// (interval lines, progress), timeline or not.
+	OnInterval func(evidence.SoftirqInterval)
+}
+
+// Softirq is the softirq part: the softirq probe's count and time per CPU
+// and vector (and NET_RX/NET_TX raise→entry latency), read together with
+// /proc/softirqs and /proc/stat so the report can show they agree.
+type Softirq struct {
+	opts      SoftirqOptions
+	proc      procfs.FS
+	probe     SoftirqProbe
+	first     softirqReading
+	prev      softirqReading
+	last      softirqReading
+	intervals []evidence.SoftirqInterval
+}
+
+// NewSoftirq returns the softirq part.
+func NewSoftirq(opts SoftirqOptions) *Softirq { return &Softirq{opts: opts} }
+
+// softirqReading is one reading of the probe and of /proc together.
+type softirqReading struct {
+	probe softirq.Snapshot
+	proc  procfs.Softirqs
+	stat  procfs.Stat
+}
+
+// Open implements Part.
+func (p *Softirq) Open(src Sources) error {
+	p.proc = src.Root
+	probe, err := src.Probes.Softirq(softirq.Options{Method: p.opts.Method, NoLatency: p.opts.NoLatency})
+	if err != nil {
+		return err
+	}
+	p.probe = probe
+	return nil
+}
+
+// Probes implements Part.
+func (p *Softirq) Probes() []probes.Probe { return probesOf(p.probe) }
+
+// Begin implements Part.
+func (p *Softirq) Begin(context.Context) error {
+	r, err := p.read()
+	p.first, p.prev, p.intervals = r, r, nil
+	return err
+}
+
+// Tick implements Ticker: one interval's summary.
+func (p *Softirq) Tick(_ context.Context, now time.Time) error {
+	cur, err := p.read()
+	if err != nil {
+		return err
+	}
+	iv := SoftirqIntervalOf(p.input(p.prev, cur), now)
+	p.prev = cur
+	if p.opts.Timeline {
+		p.intervals = append(p.intervals, iv)
+	}
+	if p.opts.OnInterval != nil {
+		p.opts.OnInterval(iv)
+	}
+	return nil
+}
+
+// End implements Part.
+func (p *Softirq) End(context.Context) error {
+	var err error
+	p.last, err = p.read()
+	return err
+}
+
+// Began is when the window's first probe reading was taken.
+func (p *Softirq) Began() time.Time { return p.first.probe.Taken }
+
+// Evidence is the window's softirq evidence.
+func (p *Softirq) Evidence() evidence.SoftirqEvidence {
+	ev := BuildSoftirq(p.input(p.first, p.last))
+	ev.Intervals = p.intervals
+	return ev
+}
+
+func (p *Softirq) read() (softirqReading, error) {
+	var r softirqReading
+	var err error
+	// Probe first, /proc right after: the two windows then differ only by
+	// the few microseconds between the reads.
+	if r.probe, err = p.probe.Snapshot(); err != nil {
+		return r, err
+	}
+	if r.proc, err = p.proc.Softirqs(); err != nil {
+		return r, fmt.Errorf("read /proc/softirqs: %w", err)
+	}
+	if r.stat, err = p.proc.Stat(); err != nil {
+		return r, fmt.Errorf("read /proc/stat: %w", err)
+	}
+	return r, nil
+}
+
+func (p *Softirq) input(a, b softirqReading) SoftirqInput {
+	d := b.probe.Sub(a.probe)
+	in := SoftirqInput{
+		Duration: b.probe.Taken.Sub(a.probe.Taken),
+		Vectors:  softirq.Vectors,
+		Proc:     b.proc.Sub(a.proc),
+		Stat:     b.stat.Sub(a.stat),
+		CPUs:     p.opts.CPUs,
+	}
+	for _, cpu := range d.PerCPU {
+		row := make([]SoftirqCounts, len(cpu))
+		for i, v := range cpu {
+			row[i] = SoftirqCounts{Count: v.Count, TimeNs: uint64(v.Time)}
+		}
+		in.Probe = append(in.Probe, row)
+	}
+	in.NetRXLatency, in.NetTXLatency = d.NetRXLatency, d.NetTXLatency
+	return in
+}
+
+// SoftirqResult is one softirq run.
+type SoftirqResult struct {
+	Evidence evidence.SoftirqEvidence
+	Run      Run
+}
+
+// RunSoftirq measures softirqs per CPU over one window.
+func RunSoftirq(ctx context.Context, src Sources, opts SoftirqOptions, w Window) (SoftirqResult, error) {
+	part := NewSoftirq(opts)
+	run, err := Measure(ctx, src, w, part)
+	if err != nil {
+		return SoftirqResult{}, err
+	}
+	return SoftirqResult{Evidence: part.Evidence(), Run: run}, nil
+}
+
+// Report is the run's report envelope (softirq has no rules).
+func (r SoftirqResult) Report(version string) *report.Report {
+	return envelope("softirq", version, r.Run, r.Evidence.DurationNs, r.Evidence)
+}
+
+// probesOf lists the probes that are open (nil interfaces are not).
+func probesOf(ps ...probes.Probe) []probes.Probe {
+	var out []probes.Probe
+	for _, p := range ps {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+package recipes
+
+import (
+	"github.com/perfscope/perfscope/collectors/cpuset"
+	"github.com/perfscope/perfscope/collectors/ethtool"
+	"github.com/perfscope/perfscope/collectors/hsperf"
+	"github.com/perfscope/perfscope/collectors/irq"
+	"github.com/perfscope/perfscope/collectors/netconfig"
+	"github.com/perfscope/perfscope/collectors/netdev"
+	"github.com/perfscope/perfscope/collectors/netlinkq"
+	"github.com/perfscope/perfscope/collectors/netstat"
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/collectors/sockets"
+	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/probes/lockstat"
+	"github.com/perfscope/perfscope/probes/netqueue"
+	"github.com/perfscope/perfscope/probes/softirq"
+	"github.com/perfscope/perfscope/probes/udpdrop"
+	"github.com/perfscope/perfscope/probes/udpsock"
+)
+
+// Sources are everything a runner reads. Live reads the running system; a
+// test points Root at a fixture directory, Ethtool at recorded ethtool
+// output, and Probes at recorded snapshots, and runs the same code.
+type Sources struct {
+	// Root is where /proc and /sys are read: "/" live, a fixture
+	// directory in tests. Every file-based collector reads below it.
+	Root procfs.FS
+	// Ethtool answers the SIOCETHTOOL requests (driver info, statistics).
+	Ethtool ethtool.Source
+	// Netlink lists an interface's NAPI instances and queues.
+	Netlink Netlink
+	// Config reads the configuration of an interface and the host at the
+	// start of a network run; nil leaves the report without it.
+	Config func(iface string) (netconfig.NetConfig, error)
+	// Symbols is where kallsyms, process mappings and binaries are read.
+	Symbols symbols.FS
+	// JVMs is where HotSpot JVMs publish hsperfdata.
+	JVMs hsperf.FS
+	// Probes opens the BPF probes.
+	Probes Opener
+}
+
+// Live reads the running system.
+func Live() Sources {
+	return Sources{
+		Root:    procfs.Default,
+		Ethtool: ethtool.Ioctl{},
+		Netlink: liveNetlink{},
+		Config:  netconfig.Live().Snapshot,
+		Symbols: symbols.Default,
+		JVMs:    hsperf.Default,
+		Probes:  LiveProbes(),
+	}
+}
+
+// The collectors below Root.
+func (s Sources) sockets() sockets.FS { return sockets.FS{FS: s.Root} }
+func (s Sources) netstat() netstat.FS { return netstat.FS{FS: s.Root} }
+func (s Sources) irq() irq.FS         { return irq.FS{FS: s.Root} }
+func (s Sources) netdev() netdev.FS   { return netdev.FS{FS: s.Root} }
+func (s Sources) cpus() cpuset.FS     { return cpuset.FS{FS: s.Root} }
+
+// Netlink is the netdev generic-netlink family (Linux 6.8+).
+type Netlink interface {
+	NAPIs(ifindex int) ([]netlinkq.NAPI, error)
+	Queues(ifindex int) ([]netlinkq.Queue, error)
+}
+
+type liveNetlink struct{}
+
+func (liveNetlink) NAPIs(ifindex int) ([]netlinkq.NAPI, error)   { return netlinkq.NAPIs(ifindex) }
+func (liveNetlink) Queues(ifindex int) ([]netlinkq.Queue, error) { return netlinkq.Queues(ifindex) }
+
+// What the runners need of each probe: the probes.Probe contract and the
+// probe's typed snapshot, plus the few extras a probe offers.
+type (
+	SoftirqProbe = probes.Snapshotter[softirq.Snapshot]
+	LockProbe    = probes.Snapshotter[lockstat.Snapshot]
+	SocketProbe  = probes.Snapshotter[udpsock.Snapshot]
+	QueueProbe   interface {
+		probes.Snapshotter[netqueue.Snapshot]
+		// NoNAPI says napi:napi_poll was left out on purpose.
+		NoNAPI() bool
+	}
+	DropProbe interface {
+		probes.Snapshotter[udpdrop.Snapshot]
+		// ReasonName names a drop reason the way the kernel's BTF does.
+		ReasonName(kind udpdrop.Kind, reason uint32) string
+	}
+	CPUProfileProbe interface {
+		probes.Snapshotter[cpuprofile.Profile]
+		Start() error
+		Stop() error
+		// PIDs lists the processes sampled so far (cheap: map keys only).
+		PIDs() ([]int, error)
+		CPUs() int
+		Frequency() int
+	}
+)
+
+// Opener opens each probe. Adding a probe to perfscope is adding a field
+// here and its line in LiveProbes; tests replace fields with recordings.
+type Opener struct {
+	Softirq    func(softirq.Options) (SoftirqProbe, error)
+	Queue      func(netqueue.Options) (QueueProbe, error)
+	Lock       func(lockstat.Options) (LockProbe, error)
+	Drop       func(udpdrop.Options) (DropProbe, error)
+	Socket     func(udpsock.Options) (SocketProbe, error)
+	CPUProfile func(cpuprofile.Options) (CPUProfileProbe, error)
+}
+
+// LiveProbes loads and attaches the real BPF probes.
+func LiveProbes() Opener {
+	return Opener{
+		Softirq:    func(o softirq.Options) (SoftirqProbe, error) { return as[SoftirqProbe](softirq.Open(o)) },
+		Queue:      func(o netqueue.Options) (QueueProbe, error) { return as[QueueProbe](netqueue.Open(o)) },
+		Lock:       func(o lockstat.Options) (LockProbe, error) { return as[LockProbe](lockstat.Open(o)) },
+		Drop:       func(o udpdrop.Options) (DropProbe, error) { return as[DropProbe](udpdrop.Open(o)) },
+		Socket:     func(o udpsock.Options) (SocketProbe, error) { return as[SocketProbe](udpsock.Open(o)) },
+		CPUProfile: func(o cpuprofile.Options) (CPUProfileProbe, error) { return as[CPUProfileProbe](cpuprofile.Open(o)) },
+	}
+}
+
+// as returns p as the interface I, or a nil I with err: a nil pointer
+// stored in an interface would not compare equal to nil.
+func as[I any, P any](p *P, err error) (I, error) {
+	var zero I
+	if err != nil {
+		return zero, err
+	}
+	return any(p).(I), nil
+}

@@ -1,0 +1,389 @@
+package recipes
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"runtime"
+	"time"
+
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/report"
+)
+
+// Part is one capability's share of a measurement: it opens its probes,
+// takes a reading when a window begins and when it ends, and turns the two
+// into its evidence (each part's own Evidence method, called after the
+// window). Parts are composed: the udp runner measures the softirq, queue,
+// lock, drop, socket, profile and network-counter parts in one window.
+type Part interface {
+	// Open attaches the part's probes. A part whose probes are optional
+	// opens without them and says why in its evidence; an error means the
+	// part cannot run at all.
+	Open(src Sources) error
+	// Probes are the probes the part holds open; the session closes them.
+	Probes() []probes.Probe
+	// Begin takes the first reading of a window, End the last.
+	Begin(ctx context.Context) error
+	End(ctx context.Context) error
+}
+
+// Ticker is a Part that also reads at every tick of a window with an
+// Interval, for a timeline (evidence per interval).
+type Ticker interface {
+	Tick(ctx context.Context, now time.Time) error
+}
+
+// LossCounter is a Part whose probes can lose events; Lost is the number
+// lost in the last window, added to the overhead's events_lost.
+type LossCounter interface {
+	Lost() uint64
+}
+
+// Stats says how bpf_stats measure perfscope's own cost.
+type Stats int
+
+const (
+	// StatsContinuous keeps bpf_stats on for the whole window.
+	StatsContinuous Stats = iota
+	// StatsSampled turns them on for probes.StatsSampleOn of every
+	// probes.StatsSamplePeriod and scales runs and totals to the window:
+	// on per-packet tracepoints, statistics left on cost more than most
+	// programs do.
+	StatsSampled
+)
+
+// Window is one measurement window.
+type Window struct {
+	Duration time.Duration
+	// Interval, when positive, ticks every Ticker part (a timeline) and
+	// OnTick this often.
+	Interval time.Duration
+	Stats    Stats
+	// Started is when the run began (the process start), from which the
+	// overhead's attach time counts; zero counts from the session's open.
+	Started time.Time
+	// OnStart runs once every part has its first reading.
+	OnStart func()
+	// OnTick runs after each tick's readings with the time left, for
+	// interval lines and progress.
+	OnTick func(now time.Time, left time.Duration)
+}
+
+// Run is what the window itself measured.
+type Run struct {
+	// Begin and End are when the first and last readings were taken.
+	Begin, End time.Time
+	// Overhead is perfscope's own cost over the window.
+	Overhead *evidence.Overhead
+}
+
+// Duration is the window's length.
+func (r Run) Duration() time.Duration { return r.End.Sub(r.Begin) }
+
+// Session holds parts open across windows: a one-shot command measures
+// one window (Measure), a continuous run (`perfscope serve`) measures
+// window after window without reloading a probe, each window's evidence
+// being the delta of its own two readings.
+type Session struct {
+	src     Sources
+	parts   []Part
+	began   time.Time
+	opened  time.Time
+	windows int
+}
+
+// Open opens every part, in order; on error the parts opened so far are
+// closed again.
+func Open(src Sources, parts ...Part) (*Session, error) {
+	s := &Session{src: src, began: time.Now()}
+	for _, p := range parts {
+		s.parts = append(s.parts, p)
+		if err := p.Open(src); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	s.opened = time.Now()
+	return s, nil
+}
+
+// Close closes every probe of every part, last opened first. Safe to call
+// more than once.
+func (s *Session) Close() error {
+	var errs []error
+	for i := len(s.parts) - 1; i >= 0; i-- {
+		ps := s.parts[i].Probes()
+		for j := len(ps) - 1; j >= 0; j-- {
+			errs = append(errs, ps[j].Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Measure opens the parts, measures one window and closes them.
+func Measure(ctx context.Context, src Sources, w Window, parts ...Part) (Run, error) {
+	s, err := Open(src, parts...)
+	if err != nil {
+		return Run{}, err
+	}
+	defer s.Close()
+	return s.Measure(ctx, w)
+}
+
+// mandatory is a part that opens without its probe (its evidence then
+// says why) but that a run of its own cannot do without.
+type mandatory interface {
+	Part
+	OpenErr() error
+}
+
+// measureMandatory measures one window of a part whose probe must open.
+func measureMandatory(ctx context.Context, src Sources, w Window, part mandatory) (Run, error) {
+	s, err := Open(src, part)
+	if err != nil {
+		return Run{}, err
+	}
+	defer s.Close()
+	if err := part.OpenErr(); err != nil {
+		return Run{}, err
+	}
+	return s.Measure(ctx, w)
+}
+
+// envelope is a run's report envelope around its data.
+func envelope(command, version string, run Run, durationNs int64, data any) *report.Report {
+	r := report.New(command, version, run.Begin)
+	r.Meta.DurationNs = durationNs
+	r.Data = data
+	r.Overhead = run.Overhead
+	return r
+}
+
+// Measure runs one window: bpf_stats on, a first reading of every part,
+// the wait (ticking Ticker parts every Interval), a last reading, and the
+// cost of every probe over the window. Cancelling ctx ends the wait early;
+// the last readings are still taken, so what was measured is reported.
+func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
+	var run Run
+	started := w.Started
+	if started.IsZero() {
+		started = s.began
+	}
+	ov := &evidence.Overhead{AttachNs: int64(s.opened.Sub(started))}
+	if s.windows > 0 {
+		ov.AttachNs = 0 // attached before an earlier window
+	}
+	s.windows++
+	all := s.probes()
+	if len(all) > 0 {
+		ov.AttachMethod = string(all[0].Method())
+	}
+	stats, statsErr := s.startStats(w.Stats, all)
+	if statsErr != nil {
+		ov.StatsUnavailable = statsErr.Error()
+	}
+	before := costsOf(all)
+
+	// Readings must be taken even when ctx is cancelled mid-window.
+	read := context.WithoutCancel(ctx)
+	for i, p := range s.parts {
+		if err := p.Begin(read); err != nil {
+			s.abort(read, i)
+			stats.stop()
+			return run, err
+		}
+	}
+	run.Begin = time.Now()
+	if w.OnStart != nil {
+		w.OnStart()
+	}
+	if err := s.wait(ctx, read, w, run.Begin); err != nil {
+		s.abort(read, len(s.parts))
+		stats.stop()
+		return run, err
+	}
+	for _, p := range s.parts {
+		if err := p.End(read); err != nil {
+			s.abort(read, len(s.parts))
+			stats.stop()
+			return run, err
+		}
+	}
+	run.End = time.Now()
+	sample := stats.stop()
+	for _, p := range s.parts {
+		if l, ok := p.(LossCounter); ok {
+			ov.EventsLost += l.Lost()
+		}
+	}
+	ov.Programs = costDelta(costsOf(all), before)
+	if sample != nil {
+		scaleCosts(ov, *sample)
+	}
+	ov.BPFTimeShare = bpfShare(ov.Programs, run.Duration(), s.onlineCPUs())
+	run.Overhead = ov
+	return run, nil
+}
+
+// abort ends the window of the first begun parts after an error, so none
+// keeps background work (the profile's mapping reader) running against
+// probes the session is about to close. Their errors add nothing.
+func (s *Session) abort(ctx context.Context, begun int) {
+	for _, p := range s.parts[:begun] {
+		_ = p.End(ctx)
+	}
+}
+
+func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) error {
+	deadline := time.NewTimer(w.Duration)
+	defer deadline.Stop()
+	var ticks <-chan time.Time
+	if w.Interval > 0 {
+		t := time.NewTicker(w.Interval)
+		defer t.Stop()
+		ticks = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done(): // Ctrl-C: report what was measured so far
+			return nil
+		case <-deadline.C:
+			return nil
+		case now := <-ticks:
+			for _, p := range s.parts {
+				if t, ok := p.(Ticker); ok {
+					if err := t.Tick(read, now); err != nil {
+						return err
+					}
+				}
+			}
+			if w.OnTick != nil {
+				w.OnTick(now, begin.Add(w.Duration).Sub(now))
+			}
+		}
+	}
+}
+
+func (s *Session) probes() []probes.Probe {
+	var out []probes.Probe
+	for _, p := range s.parts {
+		out = append(out, p.Probes()...)
+	}
+	return out
+}
+
+// onlineCPUs is the denominator of the BPF time share.
+func (s *Session) onlineCPUs() int {
+	if set, err := s.src.cpus().ReadList("/sys/devices/system/cpu/online"); err == nil && set.Len() > 0 {
+		return set.Len()
+	}
+	return runtime.NumCPU()
+}
+
+// statsWindow is bpf_stats switched on for one window.
+type statsWindow struct {
+	on      io.Closer
+	sampler *probes.StatsSampler
+}
+
+func (s *Session) startStats(mode Stats, all []probes.Probe) (*statsWindow, error) {
+	if len(all) == 0 {
+		return &statsWindow{}, nil
+	}
+	if mode == StatsSampled {
+		// The sampler reads the counters as each of its windows opens and
+		// closes and keeps only what grew inside them: another process's
+		// statistics windows must not count as this run's.
+		sampler, err := probes.SampleStats(probes.StatsSampleOn, probes.StatsSamplePeriod, func() []probes.ProgramCost {
+			var flat []probes.ProgramCost
+			for _, c := range costsOf(all) {
+				flat = append(flat, c...)
+			}
+			return flat
+		})
+		return &statsWindow{sampler: sampler}, err
+	}
+	on, err := probes.EnableStats()
+	return &statsWindow{on: on}, err
+}
+
+// stop switches statistics off and returns the sample when they were
+// sampled. Safe on a window whose statistics never started.
+func (st *statsWindow) stop() *probes.StatsSample {
+	switch {
+	case st == nil:
+	case st.sampler != nil:
+		s := st.sampler.Stop()
+		return &s
+	case st.on != nil:
+		st.on.Close()
+		st.on = nil
+	}
+	return nil
+}
+
+// costsOf reads every probe's bpf_stats, per probe.
+func costsOf(all []probes.Probe) [][]probes.ProgramCost {
+	out := make([][]probes.ProgramCost, len(all))
+	for i, p := range all {
+		out[i] = p.Costs()
+	}
+	return out
+}
+
+// costDelta is each program's runs and run time between two readings:
+// bpf_stats count from the program's load, and a session measures
+// window after window.
+func costDelta(after, before [][]probes.ProgramCost) []evidence.ProgramCost {
+	var out []evidence.ProgramCost
+	for i, progs := range after {
+		prev := map[string]probes.ProgramCost{}
+		if i < len(before) {
+			for _, c := range before[i] {
+				prev[c.Program] = c
+			}
+		}
+		for _, c := range progs {
+			b := prev[c.Program]
+			runs, t := c.RunCount, c.RunTime
+			if runs >= b.RunCount && t >= b.RunTime {
+				runs, t = runs-b.RunCount, t-b.RunTime
+			}
+			out = append(out, evidence.NewProgramCost(c.Program, runs, t))
+		}
+	}
+	return out
+}
+
+// scaleCosts replaces each program's runs and run time over the window,
+// which another process's statistics windows may have inflated, with what
+// it ran inside the sampler's own windows, scaled to the whole window;
+// per-run times are measured and stay as they are.
+func scaleCosts(ov *evidence.Overhead, s probes.StatsSample) {
+	k := s.Scale()
+	ov.StatsSample = &evidence.StatsSample{OnNs: int64(s.On), TotalNs: int64(s.Total), Scale: k, Shared: s.Shared}
+	sampled := map[string]probes.ProgramCost{}
+	for _, c := range s.Costs {
+		sampled[c.Program] = c
+	}
+	for i := range ov.Programs {
+		p := &ov.Programs[i]
+		c := sampled[p.Program]
+		*p = evidence.NewProgramCost(p.Program, uint64(math.Round(float64(c.RunCount)*k)), time.Duration(math.Round(float64(c.RunTime)*k)))
+	}
+}
+
+// bpfShare is BPF run time over the window's CPU time.
+func bpfShare(progs []evidence.ProgramCost, window time.Duration, cpus int) float64 {
+	if window <= 0 || cpus <= 0 {
+		return 0
+	}
+	var total uint64
+	for _, p := range progs {
+		total += p.RunTimeNs
+	}
+	return float64(total) / (float64(window) * float64(cpus))
+}

@@ -1,0 +1,50 @@
+package report
+
+import (
+	"fmt"
+	"io"
+)
+
+// Doctor check statuses.
+const (
+	StatusOK      = "ok"
+	StatusWarn    = "warn"
+	StatusMissing = "missing"
+)
+
+// DoctorCheck is one line of `perfscope doctor`.
+type DoctorCheck struct {
+	Category string `json:"category"`
+	Name     string `json:"name"`
+	Status   string `json:"status"`
+	Detail   string `json:"detail"`
+	// Affects says what in perfscope depends on this check.
+	Affects string `json:"affects"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+// DoctorData is the data of `perfscope doctor`.
+type DoctorData struct {
+	Checks []DoctorCheck `json:"checks"`
+}
+
+func writeDoctorText(w io.Writer, r *Report, d DoctorData) {
+	m := r.Meta
+	fmt.Fprintf(w, "perfscope doctor — %s, kernel %s, %d CPUs\n", m.Host, m.Kernel, m.CPUs)
+	cat := ""
+	for _, c := range d.Checks {
+		if c.Category != cat {
+			cat = c.Category
+			Heading(w, cat)
+		}
+		fmt.Fprintf(w, "%-9s %-28s %s\n", "["+c.Status+"]", c.Name, c.Detail)
+		if c.Status != StatusOK {
+			if c.Affects != "" {
+				fmt.Fprintf(w, "%-9s %-28s affects: %s\n", "", "", c.Affects)
+			}
+			if c.Fix != "" {
+				fmt.Fprintf(w, "%-9s %-28s fix: %s\n", "", "", c.Fix)
+			}
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/flame"
+)
+
+// Format is an output format.
+type Format string
+
+// The output formats. The graph formats draw the report's stacks
+// (Report.Flame) with flame.Write; HTML is also a page of its own for data
+// that has one (the GC log report).
+const (
+	Text       Format = "text"
+	JSON       Format = "json"
+	SVG        Format = Format(flame.OutputSVG)
+	HTML       Format = Format(flame.OutputHTML)
+	Pprof      Format = Format(flame.OutputPprof)
+	Speedscope Format = Format(flame.OutputSpeedscope)
+	Folded     Format = Format(flame.OutputFolded)
+)
+
+// GraphFormats are the formats that draw a report's stacks: every
+// flame.Output, so a format added there reaches every command that draws.
+var GraphFormats = func() []Format {
+	out := make([]Format, len(flame.Outputs))
+	for i, o := range flame.Outputs {
+		out[i] = Format(o)
+	}
+	return out
+}()
+
+// ParseFormat checks -o against what a command supports (text and json
+// when allowed is empty).
+func ParseFormat(v string, allowed ...Format) (Format, error) {
+	if len(allowed) == 0 {
+		allowed = []Format{Text, JSON}
+	}
+	var names []string
+	for _, a := range allowed {
+		if string(a) == v {
+			return a, nil
+		}
+		names = append(names, string(a))
+	}
+	return "", fmt.Errorf("unknown output format %q (want %s)", v, strings.Join(names, " or "))
+}
+
+// Texter is report data that prints its own text: the commands whose
+// text lives with their data (jvm, gclog) rather than in this package.
+type Texter interface {
+	WriteText(w io.Writer, r *Report) error
+}
+
+// HTMLWriter is report data that draws itself as an HTML page of its own
+// (the GC log report) rather than as a flame graph.
+type HTMLWriter interface {
+	WriteHTML(w io.Writer, r *Report) error
+}
+
+// Render writes r in format f. It is the one place a report's format is
+// chosen: the JSON envelope; the command's text (through TerminalSafe); or
+// a flame graph, pprof,
+// speedscope or folded stacks of r.Flame.
+func Render(w io.Writer, r *Report, f Format) error {
+	switch f {
+	case JSON:
+		return WriteJSON(w, r)
+	case Text:
+		// Text quotes names from the system (comms, interfaces, frames):
+		// control characters in them are escaped, for every command.
+		return writeText(TerminalSafe(w), r)
+	}
+	if h, ok := r.Data.(HTMLWriter); ok && f == HTML && r.Flame == nil && r.FlameDiff == nil {
+		return h.WriteHTML(w, r)
+	}
+	if flame.IsOutput(string(f)) {
+		if r.FlameDiff != nil {
+			return flame.WriteDiff(w, r.FlameDiff, flame.Output(f), r.Show.FlameOptions())
+		}
+		if r.Flame == nil {
+			return fmt.Errorf("-o %s: %s has no stacks to draw", f, r.Command)
+		}
+		return flame.Write(w, r.Flame, flame.Output(f), r.Show.FlameOptions())
+	}
+	return fmt.Errorf("unknown output format %q", f)
+}
+
+// FlameOptions are the flame graph's title and drawing options.
+func (s Show) FlameOptions() flame.Options {
+	return flame.Options{Title: s.Title, Subtitle: s.Subtitle, Width: s.Width, MinWidth: s.MinWidth, Reverse: s.Icicle}
+}
+
+// writeText prints the command's text by its data's type.
+func writeText(w io.Writer, r *Report) error {
+	switch d := r.Data.(type) {
+	case evidence.SoftirqEvidence:
+		writeSoftirqText(w, r, d)
+	case NetData:
+		writeNetText(w, r, d.NetEvidence)
+	case evidence.Profile:
+		writeProfileText(w, r, d)
+	case evidence.LockSection:
+		writeLocksText(w, r, d)
+	case FlameSummary:
+		writeFlameText(w, d)
+	case FlameDiffSummary:
+		return writeFlameDiffText(w, d)
+	case DoctorData:
+		writeDoctorText(w, r, d)
+	case Texter:
+		return d.WriteText(w, r)
+	default:
+		return fmt.Errorf("%s has no text output", r.Command)
+	}
+	return nil
+}
