@@ -85,6 +85,9 @@ type QueueSection struct {
 	TXBalance QueueBalance `json:"tx_balance"`
 	// Notes explain per-source gaps ("driver counters: not supported by lo").
 	Notes []string `json:"notes,omitempty"`
+	// Intervals are the kernel's packet counts per tick, when the run
+	// keeps a timeline.
+	Intervals []QueueInterval `json:"intervals,omitempty"`
 }
 
 // QueueCPUCell is the NAPI work of one queue on one CPU.
@@ -261,6 +264,9 @@ type DropSection struct {
 	// time_squeeze).
 	Softnet []SoftnetCPU `json:"softnet"`
 	Notes   []string     `json:"notes,omitempty"`
+	// Intervals are the drop probe's counts per tick, when the run keeps
+	// a timeline.
+	Intervals []DropInterval `json:"intervals,omitempty"`
 }
 
 // UDPSocket is one bound UDP socket.
@@ -340,6 +346,9 @@ type SocketSection struct {
 	Warning string           `json:"warning,omitempty"`
 	// ReceivedUnavailable says why sockets carry no received counts.
 	ReceivedUnavailable string `json:"received_unavailable,omitempty"`
+	// Intervals are the sockets' reads, queue and drops per tick, when
+	// the run keeps a timeline.
+	Intervals []SocketInterval `json:"intervals,omitempty"`
 }
 
 // FunctionShare is the CPU share of a group of kernel functions Makita's talk
