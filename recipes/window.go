@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"runtime"
 	"time"
 
 	"github.com/perfscope/perfscope/evidence"
@@ -246,19 +245,36 @@ func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) err
 		defer t.Stop()
 		ticks = t.C
 	}
+	last := begin
+	tick := func(now time.Time) error {
+		last = now
+		for _, p := range s.parts {
+			if t, ok := p.(Ticker); ok {
+				if err := t.Tick(read, now); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	// The window's last interval ends with it: a timeline covers the
+	// whole window, the tail as its last (shorter) row, unless the last
+	// tick was a moment ago.
+	tail := func() error {
+		if ticks == nil || time.Since(last) < w.Interval/10 {
+			return nil
+		}
+		return tick(time.Now())
+	}
 	for {
 		select {
 		case <-ctx.Done(): // Ctrl-C: report what was measured so far
-			return nil
+			return tail()
 		case <-deadline.C:
-			return nil
+			return tail()
 		case now := <-ticks:
-			for _, p := range s.parts {
-				if t, ok := p.(Ticker); ok {
-					if err := t.Tick(read, now); err != nil {
-						return err
-					}
-				}
+			if err := tick(now); err != nil {
+				return err
 			}
 			if w.OnTick != nil {
 				w.OnTick(now, begin.Add(w.Duration).Sub(now))
@@ -276,12 +292,7 @@ func (s *Session) probes() []probes.Probe {
 }
 
 // onlineCPUs is the denominator of the BPF time share.
-func (s *Session) onlineCPUs() int {
-	if set, err := s.src.cpus().ReadList("/sys/devices/system/cpu/online"); err == nil && set.Len() > 0 {
-		return set.Len()
-	}
-	return runtime.NumCPU()
-}
+func (s *Session) onlineCPUs() int { return onlineCPUCount(s.src) }
 
 // statsWindow is bpf_stats switched on for one window.
 type statsWindow struct {
