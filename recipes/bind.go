@@ -211,7 +211,12 @@ func (p *Plan) placed(r Ref, err error) error {
 	if r.Param == "" {
 		return badInput("%s: %v", FieldError{File: p.Recipe.File, Line: r.Line, Path: r.Path}.place(), err)
 	}
-	return badInput("%s=%s: %s (%s): %v", r.Param, formatValue(p.Values[r.Param]), r.Path, FieldError{File: p.Recipe.File, Line: r.Line}.place(), err)
+	given, ok := p.Set[r.Param]
+	if !ok {
+		param, _ := p.Recipe.Parameter(r.Param)
+		given = param.format(p.Values[r.Param])
+	}
+	return badInput("%s=%s: %s (%s): %v", r.Param, given, r.Path, FieldError{File: p.Recipe.File, Line: r.Line}.place(), err)
 }
 
 func (e FieldError) place() string {
@@ -285,6 +290,14 @@ func (p *Plan) use(name string) (boundUse, bool) {
 		}
 	}
 	return boundUse{}, false
+}
+
+// HasStacks says whether a run of the plan has stacks to draw (its
+// profile or async-profiler is on).
+func (p *Plan) HasStacks() bool {
+	_, cpu := p.use("cpuprofile")
+	_, jvm := p.use("async-profiler")
+	return cpu || jvm
 }
 
 // Window is the plan's measurement window.

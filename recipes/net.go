@@ -353,6 +353,18 @@ func (c *NetCounters) Tick(_ context.Context, now time.Time) error {
 		return nil
 	}
 	t, err := c.src.sockets().UDP()
+	c.tick(t, err, now)
+	return nil
+}
+
+// Tail implements Tailer: the window's last reading of the sockets.
+func (c *NetCounters) Tail(now time.Time) {
+	if c.opts.Timeline && (c.opts.Port != 0 || c.opts.PID != 0) {
+		c.tick(c.last.udp, c.last.udpErr, now)
+	}
+}
+
+func (c *NetCounters) tick(t sockets.UDPTable, err error, now time.Time) {
 	tick := udpTick{end: now, err: err}
 	for _, k := range t.Sockets {
 		if c.opts.Port == 0 || int(k.Local.Port()) == c.opts.Port {
@@ -360,7 +372,6 @@ func (c *NetCounters) Tick(_ context.Context, now time.Time) error {
 		}
 	}
 	c.ticks = append(c.ticks, tick)
-	return nil
 }
 
 // End implements Part.

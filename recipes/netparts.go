@@ -28,8 +28,10 @@ type delta[S any] interface {
 // "unavailable: <why>"; the rest of the run goes on.
 type snapshotPart[S delta[S], P probes.Snapshotter[S]] struct {
 	what string // "queue probe", for messages
-	// timeline: read at every tick of a window with an interval.
+	// timeline: read at every tick of a window with an interval, each
+	// interval's counts handed to interval (set by the part).
 	timeline    bool
+	interval    func(d S, now time.Time)
 	probe       P
 	openErr     error
 	first, last S
@@ -77,6 +79,31 @@ func (p *snapshotPart[S, P]) tick() (d S, ok bool, err error) {
 	return d, true, nil
 }
 
+// Tick implements Ticker.
+func (p *snapshotPart[S, P]) Tick(_ context.Context, now time.Time) error {
+	d, ok, err := p.tick()
+	if ok {
+		p.interval(d, now)
+	}
+	return err
+}
+
+// Tail implements Tailer.
+func (p *snapshotPart[S, P]) Tail(now time.Time) {
+	if d, ok := p.tail(); ok {
+		p.interval(d, now)
+	}
+}
+
+// tail is the counts from the last tick to the window's last reading.
+func (p *snapshotPart[S, P]) tail() (d S, ok bool) {
+	if !p.timeline || !p.opened() {
+		return d, false
+	}
+	d, p.prev = p.last.Sub(p.prev), p.last
+	return d, true
+}
+
 // End implements Part.
 func (p *snapshotPart[S, P]) End(context.Context) error {
 	var err error
@@ -111,7 +138,9 @@ type Queues struct {
 
 // NewQueues returns the queue part.
 func NewQueues(opts QueueOptions) *Queues {
-	return &Queues{opts: opts, snapshotPart: snapshotPart[netqueue.Snapshot, QueueProbe]{what: "queue probe", timeline: opts.Timeline}}
+	p := &Queues{opts: opts, snapshotPart: snapshotPart[netqueue.Snapshot, QueueProbe]{what: "queue probe", timeline: opts.Timeline}}
+	p.snapshotPart.interval = p.interval
+	return p
 }
 
 // Open implements Part. A device without NAPI instances of its own (lo,
@@ -131,12 +160,8 @@ func (p *Queues) Begin(ctx context.Context) error {
 	return p.snapshotPart.Begin(ctx)
 }
 
-// Tick implements Ticker: the interface's packets in the interval.
-func (p *Queues) Tick(_ context.Context, now time.Time) error {
-	d, ok, err := p.tick()
-	if !ok {
-		return err
-	}
+// interval records the interface's packets in one interval.
+func (p *Queues) interval(d netqueue.Snapshot, now time.Time) {
 	ifindex := p.opts.Iface.Index
 	iv := evidence.QueueInterval{End: now, RXByQueue: map[int]uint64{}}
 	for q, perCPU := range d.RXQueues(ifindex, netqueue.ConventionFor(p.opts.Iface.Driver)) {
@@ -152,7 +177,6 @@ func (p *Queues) Tick(_ context.Context, now time.Time) error {
 		}
 	}
 	p.intervals = append(p.intervals, iv)
-	return nil
 }
 
 // Intervals are the window's ticks (with Timeline).
@@ -302,7 +326,9 @@ type Drops struct {
 
 // NewDrops returns the drop part.
 func NewDrops(opts DropOptions) *Drops {
-	return &Drops{opts: opts, snapshotPart: snapshotPart[udpdrop.Snapshot, DropProbe]{what: "drop probe", timeline: opts.Timeline}}
+	p := &Drops{opts: opts, snapshotPart: snapshotPart[udpdrop.Snapshot, DropProbe]{what: "drop probe", timeline: opts.Timeline}}
+	p.snapshotPart.interval = p.interval
+	return p
 }
 
 // Open implements Part.
@@ -317,13 +343,9 @@ func (p *Drops) Begin(ctx context.Context) error {
 	return p.snapshotPart.Begin(ctx)
 }
 
-// Tick implements Ticker: the port's drops (every port's without one) in
+// interval records the port's drops (every port's without one) in
 // the interval, by reason.
-func (p *Drops) Tick(_ context.Context, now time.Time) error {
-	d, ok, err := p.tick()
-	if !ok {
-		return err
-	}
+func (p *Drops) interval(d udpdrop.Snapshot, now time.Time) {
 	iv := evidence.DropInterval{End: now, ByReason: map[string]uint64{}}
 	for k, n := range d.Ports {
 		if n == 0 || (p.opts.Port != 0 && int(k.Port) != p.opts.Port) {
@@ -337,7 +359,6 @@ func (p *Drops) Tick(_ context.Context, now time.Time) error {
 		iv.ByReason[reason] += n
 	}
 	p.intervals = append(p.intervals, iv)
-	return nil
 }
 
 // Add replaces the counters' coarser sk_drops rows with the probe's drops
@@ -403,7 +424,9 @@ type socketReadTick struct {
 
 // NewSocketReads returns the socket-reads part.
 func NewSocketReads(opts SocketOptions) *SocketReads {
-	return &SocketReads{opts: opts, snapshotPart: snapshotPart[udpsock.Snapshot, SocketProbe]{what: "socket probe", timeline: opts.Timeline}}
+	p := &SocketReads{opts: opts, snapshotPart: snapshotPart[udpsock.Snapshot, SocketProbe]{what: "socket probe", timeline: opts.Timeline}}
+	p.snapshotPart.interval = p.interval
+	return p
 }
 
 // Open implements Part.
@@ -422,12 +445,8 @@ func (p *SocketReads) Begin(ctx context.Context) error {
 	return p.snapshotPart.Begin(ctx)
 }
 
-// Tick implements Ticker.
-func (p *SocketReads) Tick(_ context.Context, now time.Time) error {
-	d, ok, err := p.tick()
-	if !ok {
-		return err
-	}
+// interval records the datagrams read per socket in one interval.
+func (p *SocketReads) interval(d udpsock.Snapshot, now time.Time) {
 	t := socketReadTick{end: now, reads: map[uint64]uint64{}}
 	for ino, r := range d.Sockets {
 		if r.Datagrams > 0 {
@@ -435,7 +454,6 @@ func (p *SocketReads) Tick(_ context.Context, now time.Time) error {
 		}
 	}
 	p.ticks = append(p.ticks, t)
-	return nil
 }
 
 // Add fills the sockets' received datagrams and wakeups from the window,

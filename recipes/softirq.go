@@ -82,6 +82,17 @@ func (p *Softirq) Tick(_ context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	p.interval(cur, now)
+	return nil
+}
+
+// Tail implements Tailer: the window's last interval, from its last
+// reading.
+func (p *Softirq) Tail(now time.Time) {
+	p.interval(p.last, now)
+}
+
+func (p *Softirq) interval(cur softirqReading, now time.Time) {
 	in := p.input(p.prev, cur)
 	iv := SoftirqIntervalOf(in, now)
 	p.prev = cur
@@ -92,7 +103,6 @@ func (p *Softirq) Tick(_ context.Context, now time.Time) error {
 	if p.opts.OnInterval != nil {
 		p.opts.OnInterval(iv)
 	}
-	return nil
 }
 
 // End implements Part.

@@ -35,6 +35,14 @@ type Ticker interface {
 	Tick(ctx context.Context, now time.Time) error
 }
 
+// Tailer is a Ticker whose last interval ends with the window: after the
+// last readings, Tail turns the counts since the last tick into a final
+// interval ending at now, so a timeline covers the whole window and its
+// rows add up to the window's counts.
+type Tailer interface {
+	Tail(now time.Time)
+}
+
 // LossCounter is a Part whose probes can lose events; Lost is the number
 // lost in the last window, added to the overhead's events_lost.
 type LossCounter interface {
@@ -199,7 +207,8 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	if w.OnStart != nil {
 		w.OnStart()
 	}
-	if err := s.wait(ctx, read, w, run.Begin); err != nil {
+	lastTick, err := s.wait(ctx, read, w, run.Begin)
+	if err != nil {
 		s.abort(read, len(s.parts))
 		stats.stop()
 		return run, err
@@ -212,6 +221,15 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 		}
 	}
 	run.End = time.Now()
+	if w.Interval > 0 && run.End.Sub(lastTick) >= w.Interval/10 {
+		// The window's tail, from the last tick to the last readings,
+		// is its last interval (unless a tick just took it).
+		for _, p := range s.parts {
+			if t, ok := p.(Tailer); ok {
+				t.Tail(run.End)
+			}
+		}
+	}
 	sample := stats.stop()
 	for _, p := range s.parts {
 		if l, ok := p.(LossCounter); ok {
@@ -236,7 +254,8 @@ func (s *Session) abort(ctx context.Context, begun int) {
 	}
 }
 
-func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) error {
+// wait waits out the window, ticking; it returns when the last tick was.
+func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) (time.Time, error) {
 	deadline := time.NewTimer(w.Duration)
 	defer deadline.Stop()
 	var ticks <-chan time.Time
@@ -246,35 +265,20 @@ func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) err
 		ticks = t.C
 	}
 	last := begin
-	tick := func(now time.Time) error {
-		last = now
-		for _, p := range s.parts {
-			if t, ok := p.(Ticker); ok {
-				if err := t.Tick(read, now); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	// The window's last interval ends with it: a timeline covers the
-	// whole window, the tail as its last (shorter) row, unless the last
-	// tick was a moment ago.
-	tail := func() error {
-		if ticks == nil || time.Since(last) < w.Interval/10 {
-			return nil
-		}
-		return tick(time.Now())
-	}
 	for {
 		select {
 		case <-ctx.Done(): // Ctrl-C: report what was measured so far
-			return tail()
+			return last, nil
 		case <-deadline.C:
-			return tail()
+			return last, nil
 		case now := <-ticks:
-			if err := tick(now); err != nil {
-				return err
+			last = now
+			for _, p := range s.parts {
+				if t, ok := p.(Ticker); ok {
+					if err := t.Tick(read, now); err != nil {
+						return last, err
+					}
+				}
 			}
 			if w.OnTick != nil {
 				w.OnTick(now, begin.Add(w.Duration).Sub(now))

@@ -466,6 +466,9 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	if err != nil {
 		return err
 	}
+	if o.format != report.Text && o.format != report.JSON && !plan.HasStacks() {
+		return usageError("-o %s draws stacks, and recipe %s samples none with these parameters (no cpuprofile or async-profiler): use -o text or json", o.format, plan.Recipe.Name)
+	}
 	hooks := recipes.Hooks{Started: g.Started}
 	progress := newProgress(g.Err, plan.Window().Duration)
 	if progress.enabled {
