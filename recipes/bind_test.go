@@ -2,7 +2,9 @@ package recipes
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,5 +135,12 @@ func TestFind(t *testing.T) {
 	}
 	if _, err := Find(t.TempDir()); err == nil || !strings.Contains(err.Error(), "is a directory") {
 		t.Errorf("directory: %v", err)
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Find(fifo); err == nil || !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "is not a regular file") {
+		t.Errorf("FIFO: %v", err)
 	}
 }

@@ -78,9 +78,13 @@ func Find(nameOrFile string) (*Recipe, error) {
 	return r, err
 }
 
-// ReadFile reads and parses a recipe file (at most MaxRecipeBytes; a
-// FIFO or device is read only that far).
+// ReadFile reads and parses a recipe file (at most MaxRecipeBytes).
 func ReadFile(file string) (*Recipe, error) {
+	// A FIFO or device would block or never end: only regular files
+	// (through links) are recipes.
+	if st, err := os.Stat(file); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, badInput("recipe %s is not a regular file", file)
+	}
 	f, err := os.Open(file)
 	if err != nil {
 		var pe *fs.PathError

@@ -121,7 +121,11 @@ func onlineCPUCount(src Sources) int {
 // carries that command's data; any other run carries report.RecipeData.
 func (r *Result) Report(command, version string) *report.Report {
 	rep := report.New(command, version, r.started())
-	rep.Overhead = r.Run.Overhead
+	// A window without probes (hsperfdata only) cost no BPF time: no
+	// section of perfscope's cost but async-profiler's, if it ran.
+	if ov := r.Run.Overhead; ov != nil && (ov.AttachMethod != "" || len(ov.Programs) > 0) {
+		rep.Overhead = ov
+	}
 	rep.Meta.DurationNs = int64(r.Run.Duration())
 	rep.Findings = r.Findings
 	if rep.Findings == nil {

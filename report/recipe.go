@@ -131,7 +131,11 @@ func writeJVMSummary(w io.Writer, e evidence.JVM) {
 }
 
 func writeGCSummary(w io.Writer, g evidence.GC, files []string) {
-	Heading(w, fmt.Sprintf("GC log (%s, %.0fs of log, %d files)", g.Collector, g.WindowSeconds, len(files)))
+	n := fmt.Sprintf("%d files", len(files))
+	if len(files) == 1 {
+		n = "1 file"
+	}
+	Heading(w, fmt.Sprintf("GC log (%s, %.1fs of log, %s)", g.Collector, g.WindowSeconds, n))
 	t := Table{Header: []string{"pauses", "count", "p50", "p99", "max", "over goal"}}
 	for _, p := range g.Pauses {
 		t.Add(p.Kind, fmt.Sprint(p.Count), Nanos(float64(p.P50Ns)), Nanos(float64(p.P99Ns)), Nanos(float64(p.MaxNs)), fmt.Sprint(p.OverGoal))
