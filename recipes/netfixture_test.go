@@ -44,7 +44,7 @@ func replayNet(t *testing.T, fixture string) (NetResult, netRecording) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := n.assemble(src, o)
+	res := n.assemble(src, o, Run{})
 	res.Run = run
 	return res, rec
 }
