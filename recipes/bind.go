@@ -13,6 +13,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/netdev"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/internal/safeio"
+	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/probes"
 )
@@ -35,6 +36,10 @@ type Plan struct {
 	prepared bool
 	iface    netdev.Interface
 	jvm      *attach.Target
+	// flags name the parameters as a command's flags (BindFlags).
+	flags map[string]string
+	// jvmOptions are the async-profiler collector's, checked by Prepare.
+	jvmOptions *jvm.Options
 }
 
 // boundUse is an enabled component with every option's value.
@@ -59,7 +64,27 @@ type boundOutput struct {
 // parameter's type and every option it reaches; errors are bad input and
 // name the parameter and, for an option, its place in the recipe.
 func (r *Recipe) Bind(set map[string]string) (*Plan, error) {
-	p := &Plan{Recipe: r, Values: map[string]any{}, Set: map[string]string{}}
+	return r.bind(set, nil)
+}
+
+// BindFlags is Bind for a command whose flags are the recipe's parameters
+// (perfscope jvm follows jvm-alloc): its sentences name the flag the user
+// typed — flags[param], else --param-with-dashes — and it stops at the
+// first, as a command's errors are one sentence. Prepare's sentences name
+// the flags too.
+func (r *Recipe) BindFlags(set, flags map[string]string) (*Plan, error) {
+	if flags == nil {
+		flags = map[string]string{}
+	}
+	p, err := r.bind(set, flags)
+	if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+		return nil, j.Unwrap()[0]
+	}
+	return p, err
+}
+
+func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
+	p := &Plan{Recipe: r, Values: map[string]any{}, Set: map[string]string{}, flags: flags}
 	var errs []error
 	names := make([]string, 0, len(set))
 	for n := range set {
@@ -76,7 +101,7 @@ func (r *Recipe) Bind(set map[string]string) (*Plan, error) {
 		}
 		v, err := param.parse(text)
 		if err != nil {
-			errs = append(errs, badInput("--set %s=%s: %v", n, text, err))
+			errs = append(errs, badInput("%s: %v", p.given(n, text), err))
 			refused[n] = true
 			continue
 		}
@@ -87,6 +112,8 @@ func (r *Recipe) Bind(set map[string]string) (*Plan, error) {
 			continue
 		}
 		switch {
+		case param.Required && flags != nil:
+			errs = append(errs, badInput("%s is required: %s (%s)", p.name(param.Name), param.doc(), param.want()))
 		case param.Required:
 			errs = append(errs, badInput("recipe %s needs --set %s=VALUE: %s (%s)", r.Name, param.Name, param.doc(), param.want()))
 		case param.Default != nil:
@@ -125,6 +152,11 @@ func (r *Recipe) Bind(set map[string]string) (*Plan, error) {
 		errs = append(errs, badInput("recipe %s measures nothing with these parameters: every probe and collector is disabled", r.Name))
 	}
 	errs = append(errs, p.bindWindow()...)
+	if u, ok := p.use("async-profiler"); ok && len(errs) == 0 {
+		if err := p.bindJVM(u); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, rc := range r.Rules {
 		br := boundRule{RuleChoice: rc}
 		if len(rc.Thresholds) > 0 {
@@ -217,7 +249,31 @@ func (p *Plan) placed(r Ref, err error) error {
 		param, _ := p.Recipe.Parameter(r.Param)
 		given = param.format(p.Values[r.Param])
 	}
+	if p.flags != nil {
+		return badInput("%s: %v", p.given(r.Param, given), err)
+	}
 	return badInput("%s=%s: %s (%s): %v", r.Param, given, r.Path, FieldError{File: p.Recipe.File, Line: r.Line}.place(), err)
+}
+
+// name is how a sentence names a parameter: the command's flag when the
+// plan was bound from flags (BindFlags), else the parameter's name.
+func (p *Plan) name(param string) string {
+	if p.flags == nil {
+		return param
+	}
+	if f, ok := p.flags[param]; ok {
+		return f
+	}
+	return "--" + strings.ReplaceAll(param, "_", "-")
+}
+
+// given names a parameter with its value as the user gave it: "--set
+// pid=x", or a command's "--pid x".
+func (p *Plan) given(param, text string) string {
+	if p.flags == nil {
+		return fmt.Sprintf("--set %s=%s", param, text)
+	}
+	return fmt.Sprintf("%s %s", p.name(param), text)
 }
 
 func (e FieldError) place() string {
@@ -259,8 +315,10 @@ func zeroOf(k Kind) any {
 		return time.Duration(0)
 	case KindCPUs:
 		return cpuset.Set{}
-	case KindFiles:
+	case KindFiles, KindList:
 		return []string(nil)
+	case KindPorts:
+		return []int64(nil)
 	}
 	return ""
 }
@@ -366,20 +424,18 @@ func (p *Plan) Prepare(src Sources) error {
 		if len(files) == 0 {
 			return p.missingOption(u, "files")
 		}
-		for _, f := range files {
-			if st, err := os.Stat(f); err == nil && st.IsDir() {
-				return badInput("%s is a directory: name the GC log file in it", f)
-			}
+		if err := CheckGCLogs(files, false); err != nil {
+			return err
 		}
 	}
 	if u, ok := p.use("async-profiler"); ok {
 		if lib := u.opts["library"].(string); lib != "" {
 			if _, err := os.Stat(lib); err != nil {
-				return badInput("async-profiler library %s: %v", lib, errors.Unwrap(err))
+				return badInput("%s %s: %v", p.useOptionName(u, "library"), lib, errors.Unwrap(err))
 			}
 		}
-		if u.opts["load"].(string) != "" && u.opts["requests"].(int64) == 0 {
-			return badInput("%s: load needs requests: the fixed request count is what bytes per request divide by", u.Path)
+		if err := p.readJVMBody(u); err != nil {
+			return err
 		}
 	}
 	for _, o := range p.outputs {
@@ -415,7 +471,7 @@ func pathReason(err error) error {
 // optionName names a value for a sentence: its parameter, else its place.
 func (p *Plan) optionName(r Ref) string {
 	if r.Param != "" {
-		return r.Param
+		return p.name(r.Param)
 	}
 	return FieldError{File: p.Recipe.File, Line: r.Line, Path: r.Path}.place()
 }
@@ -424,12 +480,15 @@ func (p *Plan) optionName(r Ref) string {
 // (what the user typed), else its place in the recipe.
 func (p *Plan) useOptionName(u boundUse, option string) string {
 	if ref, ok := u.Options[option]; ok && ref.Param != "" {
-		return ref.Param
+		return p.name(ref.Param)
 	}
 	return join(u.Path, option)
 }
 
 func (p *Plan) missingOption(u boundUse, option string) error {
+	if ref, ok := u.Options[option]; ok && ref.Param != "" && p.flags != nil {
+		return badInput("%s is required", p.name(ref.Param))
+	}
 	if ref, ok := u.Options[option]; ok && ref.Param != "" {
 		return badInput("recipe %s needs --set %s=VALUE (%s.%s)", p.Recipe.Name, ref.Param, u.Path, option)
 	}

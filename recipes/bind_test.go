@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/jvm"
 )
 
 func mustParse(t *testing.T, yaml string) *Recipe {
@@ -142,5 +143,73 @@ func TestFind(t *testing.T) {
 	}
 	if _, err := Find(fifo); err == nil || !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "is not a regular file") {
 		t.Errorf("FIFO: %v", err)
+	}
+}
+
+// The async-profiler collector's options become the JVM measurement's:
+// request sources, the passive count, the attribution, a load; lists come
+// one item per line from --set or as a YAML sequence; how they go together
+// is checked when binding, each refusal naming the parameter (or flag).
+func TestBindJVMOptions(t *testing.T) {
+	r, _ := Builtin("jvm-alloc")
+	p, err := r.Bind(map[string]string{"pid": "42", "requests_from": "http://127.0.0.1:8080/actuator/prometheus",
+		"requests_match": "uri=/api/.*\nstatus!=5..", "http_port": "8080, 8443", "count": "on", "request_threads": "^worker-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := p.jvmOptions
+	if o == nil || o.RequestsFrom == nil || !o.RequestsFrom.Match["uri"].MatchString("/api/orders") || o.RequestsFrom.Match["uri"].MatchString("/x/api/") ||
+		!o.RequestsFrom.Exclude["status"].MatchString("503") || len(o.HTTPPorts) != 2 || o.HTTPPorts[1] != 8443 ||
+		o.Passive != jvm.PassiveRequired || !o.Profile.Threads || o.Attribution.RequestThreads == nil || o.Load != nil {
+		t.Fatalf("jvm options %+v", o)
+	}
+	p, err = r.Bind(map[string]string{"pid": "42", "load": "http://127.0.0.1:8080/orders", "requests": "100",
+		"method": "POST", "header": "Content-Type: application/json\nX-A: b, c", "body": "{\n \"n\": 1\n}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := p.jvmOptions.Load; l == nil || l.Requests != 100 || l.Method != "POST" || l.Header.Get("X-A") != "b, c" || string(l.Body) != "{\n \"n\": 1\n}" || p.jvmOptions.Requests != 0 {
+		t.Errorf("load %+v", l)
+	}
+	for _, c := range []struct {
+		set  map[string]string
+		want string
+	}{
+		{map[string]string{"http_port": "70000"}, `--set http_port=70000: want a list of ports like 8080,8443, got "70000"`},
+		{map[string]string{"requests_match": "uri=/x"}, "requests_metric and requests_match select series of requests_from"},
+		{map[string]string{"requests_from": "http://x/m", "requests_match": "nolabel"}, `requests_match "nolabel": want LABEL=REGEX`},
+		{map[string]string{"load": "http://x/"}, "load needs requests N"},
+		{map[string]string{"load": "http://x/", "requests": "5", "requests_from": "http://x/m"}, "requests_from counts requests perfscope does not drive"},
+		{map[string]string{"body": "{}"}, "method, body and header shape the load"},
+		{map[string]string{"handler_frames": "("}, "handler_frames \"(\": error parsing regexp"},
+		{map[string]string{"body": "a\x1b[2Jb"}, "--set body="},
+	} {
+		c.set["pid"] = "42"
+		if _, err := r.Bind(c.set); err == nil || !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want bad input saying %q", c.set, err, c.want)
+		}
+	}
+	// A command's flags name the values in its sentences.
+	if _, err := r.BindFlags(map[string]string{"pid": "42", "load": "http://x/"}, nil); err == nil || err.Error() != "--load needs --requests N: the fixed request count is what bytes per request divide by" {
+		t.Errorf("flags: %v", err)
+	}
+	// A recipe may give a list as a YAML sequence.
+	lit := mustParse(t, `version: 1
+name: lit
+collectors:
+  - async-profiler:
+      pid: 42
+      load: http://127.0.0.1:8080/x
+      requests: 10
+      header: ["A: b", "C: d, e"]
+      http_ports: [8080]
+window: {duration: 1s}
+`)
+	p, err = lit.Bind(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := p.jvmOptions.Load.Header; h.Get("A") != "b" || h.Get("C") != "d, e" || len(p.jvmOptions.HTTPPorts) != 1 {
+		t.Errorf("literal lists: %+v", p.jvmOptions)
 	}
 }

@@ -67,6 +67,7 @@ var (
 	rootFrames    = []string{"comm", "none", "process", "thread", "cpu"}
 	asprofEvents  = []string{string(asprof.Alloc), string(asprof.CPU), string(asprof.Lock), string(asprof.Wall)}
 	httpMethods   = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
+	passiveModes  = []string{"auto", "on", "off"}
 )
 
 // Probes are the BPF probes a recipe can load, by the names probes.Catalog
@@ -138,7 +139,18 @@ var Collectors = []Component{
 			{Name: "requests", Domain: Domain{Kind: KindInt, Min: bound(0)}, Doc: "requests served in the window (sent by you, or by perfscope with load)"},
 			{Name: "load", Domain: Domain{Kind: KindURL}, Doc: "drive `requests` HTTP requests at this URL and measure while they run"},
 			{Name: "method", Domain: Domain{Kind: KindEnum, Values: httpMethods}, Default: "GET", Doc: "HTTP method of the load"},
+			{Name: "body", Domain: Domain{Kind: KindString}, Doc: "request body of the load"},
+			{Name: "body_file", Domain: Domain{Kind: KindFile}, Doc: "read the load's request body from this file"},
+			{Name: "header", Domain: Domain{Kind: KindList}, Doc: "request headers of the load, Name:value each"},
 			{Name: "concurrency", Domain: Domain{Kind: KindInt, Min: bound(1), Max: bound(1024)}, Default: int64(4), Doc: "concurrent connections of the load"},
+			{Name: "requests_from", Domain: Domain{Kind: KindURL}, Doc: "count requests from this Prometheus/OpenMetrics endpoint (Spring Boot Actuator, Micrometer, Dropwizard, OpenTelemetry), summed over the window"},
+			{Name: "requests_metric", Domain: Domain{Kind: KindString}, Doc: "the request counter of requests_from (empty: the known ones in order)"},
+			{Name: "requests_match", Domain: Domain{Kind: KindList}, Doc: "keep requests_from series whose LABEL=REGEX, or drop them with LABEL!=REGEX (default drops uri=/actuator.*)"},
+			{Name: "mappings", Domain: Domain{Kind: KindURL}, Doc: "Spring Boot Actuator's /actuator/mappings, to join handlers to endpoints (empty: beside an Actuator requests_from)"},
+			{Name: "count", Domain: Domain{Kind: KindEnum, Values: passiveModes}, Default: "auto", Doc: "passive HTTP/1.x request count from the JVM's socket writes (eBPF): auto (when nothing else counts), on (also as a cross-check; fail without it) or off"},
+			{Name: "http_ports", Domain: Domain{Kind: KindPorts}, Doc: "listening TCP ports the passive count watches (empty: all of the JVM's)"},
+			{Name: "request_threads", Domain: Domain{Kind: KindString}, Doc: "thread names (regex) that serve requests, beside the known pools"},
+			{Name: "handler_frames", Domain: Domain{Kind: KindString}, Doc: "frames (regex on dotted names) that are request handlers, instead of the outermost application frame under a known dispatcher"},
 			{Name: "target_rps", Domain: Domain{Kind: KindFloat, Min: bound(0)}, Doc: "request rate to predict young GCs at (0: the measured rate)"},
 			{Name: "target_gc_interval", Domain: Domain{Kind: KindDuration, Min: bound(float64(time.Millisecond))}, Default: diagnose.DefaultTargetGCInterval, Doc: "young-GC interval to size Eden for"},
 			{Name: "top", Domain: Domain{Kind: KindInt, Min: bound(0), Max: bound(1000)}, Default: int64(10), Doc: "allocation sites to list"},

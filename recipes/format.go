@@ -377,8 +377,29 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) (string, bool) {
 	return n.Value, true
 }
 
-// literal reads a plain value of the domain.
+// literal reads a plain value of the domain; a list may be a YAML
+// sequence of plain values.
 func (d *decoder) literal(n *yaml.Node, path string, dom Domain) (any, bool) {
+	if n.Kind == yaml.SequenceNode && dom.Kind.IsList() {
+		items := make([]string, 0, len(n.Content))
+		for i, e := range n.Content {
+			s, ok := d.scalar(e, fmt.Sprintf("%s[%d]", path, i), "a plain value")
+			if !ok {
+				return nil, false
+			}
+			if strings.ContainsAny(s, "\n,") && dom.Kind != KindList || strings.Contains(s, "\n") {
+				d.wantGot(e, fmt.Sprintf("%s[%d]", path, i), "one item (no line break or comma)")
+				return nil, false
+			}
+			items = append(items, s)
+		}
+		v, err := dom.parse(dom.Kind.JoinItems(items))
+		if err != nil {
+			d.errorf(n.Line, path, "%v", err)
+			return nil, false
+		}
+		return v, true
+	}
 	s, ok := d.scalar(n, path, dom.want())
 	if !ok {
 		return nil, false

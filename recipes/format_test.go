@@ -103,7 +103,7 @@ func TestValidateBrokenRecipes(t *testing.T) {
 		{"an enum parameter without values", strings.Replace(goodRecipe, "parameters:\n", "parameters:\n  mode: {type: enum, default: a}\n", 1),
 			[]string{`my.yaml:5: parameters.mode.values: an enum parameter lists its values`}},
 		{"an unknown parameter type", strings.Replace(goodRecipe, "{type: int, default: 8, min: 1}", "{type: integer}", 1),
-			[]string{`my.yaml:6: parameters.every.type: want one of: string, int, float, bool, duration, cpus, port, pid, interface, enum, size, url, dir, file, files, got "integer"`}},
+			[]string{`my.yaml:6: parameters.every.type: want one of: string, int, float, bool, duration, cpus, port, pid, interface, enum, size, url, list, ports, dir, file, files, got "integer"`}},
 		{"an empty file", "", []string{"my.yaml: the file is empty: a recipe is a YAML mapping starting with `version: 1`"}},
 		{"every error at once", "version: 1\nname: Bad_Name\nprobes:\n  - lockstat: {stacks_every: eight}\n  - nosuch\nwindow: {duration: forever}\n",
 			[]string{

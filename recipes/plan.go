@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
-	"github.com/perfscope/perfscope/collectors/gclog"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/internal/httpload"
 	"github.com/perfscope/perfscope/jvm"
-	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 )
 
@@ -268,7 +263,9 @@ func (e *JVMError) Unwrap() error { return e.Err }
 
 // Run measures the plan once: its parts over one window, async-profiler
 // over the same window in the JVM, then the GC logs; and judges the
-// result with the recipe's rules.
+// result with the recipe's rules. When the JVM exits mid-run, Run returns
+// what was measured until then, judged, together with a *JVMError wrapping
+// jvm.ErrTargetExited: report it, and fail.
 func (p *Plan) Run(ctx context.Context, src Sources, h Hooks) (*Result, error) {
 	if !p.prepared {
 		if err := p.Prepare(src); err != nil {
@@ -292,11 +289,11 @@ func (p *Plan) Run(ctx context.Context, src Sources, h Hooks) (*Result, error) {
 			return nil, err
 		}
 		var wg sync.WaitGroup
-		if u, ok := p.use("async-profiler"); ok {
+		if _, ok := p.use("async-profiler"); ok {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				jvmRes, jvmErr = p.runJVM(ctx, src, u, h)
+				jvmRes, jvmErr = p.runJVM(ctx, src, h)
 			}()
 		}
 		run, err := s.Measure(ctx, m.Window(h))
@@ -307,15 +304,17 @@ func (p *Plan) Run(ctx context.Context, src Sources, h Hooks) (*Result, error) {
 		}
 		res = m.Result(ctx, src, run)
 	} else {
-		res = &Result{Plan: p}
-		if u, ok := p.use("async-profiler"); ok {
+		// No parts: the JVM's window is the run's.
+		res = &Result{Plan: p, Run: Run{Begin: time.Now()}}
+		if _, ok := p.use("async-profiler"); ok {
 			if h.OnStart != nil {
 				h.OnStart()
 			}
-			jvmRes, jvmErr = p.runJVM(ctx, src, u, h)
+			jvmRes, jvmErr = p.runJVM(ctx, src, h)
 		}
+		res.Run.End = time.Now()
 	}
-	if jvmErr != nil {
+	if jvmErr != nil && (jvmRes == nil || !errors.Is(jvmErr, jvm.ErrTargetExited)) {
 		return nil, jvmErr
 	}
 	res.JVM = jvmRes
@@ -327,61 +326,30 @@ func (p *Plan) Run(ctx context.Context, src Sources, h Hooks) (*Result, error) {
 		res.GC = &gc
 	}
 	res.Findings = p.judge(res, src)
-	return res, nil
+	return res, jvmErr
 }
 
-func (p *Plan) runJVM(ctx context.Context, src Sources, u boundUse, h Hooks) (*JVMResult, error) {
-	pid := int(u.opts["pid"].(int64))
-	o := jvm.Options{
-		PID: pid, FS: src.JVMs, Duration: p.window.Duration, Requests: u.opts["requests"].(int64),
-		Locator:          asprof.Locator{Explicit: u.opts["library"].(string)},
-		Profile:          asprof.Options{Event: asprof.Event(u.opts["event"].(string)), AllocInterval: u.opts["alloc_interval"].(int64)},
-		TopSites:         int(u.opts["top"].(int64)),
-		TargetRPS:        u.opts["target_rps"].(float64),
-		TargetGCInterval: u.opts["target_gc_interval"].(time.Duration),
-		Started:          h.JVMStarted,
-	}
-	if url := u.opts["load"].(string); url != "" {
-		spec := &httpload.Spec{URL: url, Method: u.opts["method"].(string), Header: http.Header{},
-			Requests: int(o.Requests), Concurrency: int(u.opts["concurrency"].(int64))}
-		if err := spec.Validate(); err != nil {
-			return nil, badInput("%s: %v", u.Path, err)
-		}
-		o.Load, o.Requests = spec, 0
-	}
+func (p *Plan) runJVM(ctx context.Context, src Sources, h Hooks) (*JVMResult, error) {
+	o := *p.jvmOptions
+	o.FS, o.Started = src.JVMs, h.JVMStarted
 	res, err := RunJVM(ctx, src, o)
+	if res.Result == nil {
+		return nil, &JVMError{PID: o.PID, Err: err}
+	}
 	if err != nil {
-		return nil, &JVMError{PID: pid, Err: err}
+		// The JVM exited mid-run (jvm.ErrTargetExited): what was measured
+		// until then, with the error.
+		return &res, &JVMError{PID: o.PID, Err: err}
 	}
 	return &res, nil
 }
 
 func (p *Plan) runGC(ctx context.Context, u boundUse) (GCResult, error) {
-	var files []string
-	seen := map[string]bool{}
-	for _, f := range u.opts["files"].([]string) {
-		set, err := gclog.RotatedSet(f)
-		if err != nil {
-			return GCResult{}, badInput("GC log %s: %v", f, err)
-		}
-		for _, s := range set {
-			if !seen[s] {
-				seen[s] = true
-				files = append(files, s)
-			}
-		}
+	files, err := GCLogFiles(u.opts["files"].([]string), false)
+	if err != nil {
+		return GCResult{}, err
 	}
-	res, err := RunGC(ctx, GCOptions{Files: files, PauseGoal: u.opts["pause_goal"].(time.Duration),
+	return RunGC(ctx, GCOptions{Files: files, PauseGoal: u.opts["pause_goal"].(time.Duration),
 		YoungInterval: u.opts["young_interval"].(time.Duration), RPS: u.opts["rps"].(float64),
 		Requests: u.opts["requests"].(float64), TargetRPS: u.opts["target_rps"].(float64)})
-	switch {
-	case errors.Is(err, context.Canceled):
-		return res, err
-	case err != nil:
-		return res, badInput("GC log %s: %v", strings.Join(files, ", "), err)
-	case res.Summary.Parse.Events == 0:
-		return res, badInput("no GC events in %s (%d lines): is it a HotSpot GC log written with -XX:+PrintGCDetails or -Xlog:gc?",
-			strings.Join(files, ", "), res.Summary.Parse.Lines)
-	}
-	return res, nil
 }

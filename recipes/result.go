@@ -15,6 +15,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/internal/safeio"
+	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/report"
 )
@@ -171,10 +172,10 @@ func (r *Result) Report(command, version string) *report.Report {
 			d.JVMLoad = r.JVM.Load
 		}
 		if rep.Flame == nil {
-			rep.Flame = r.JVM.flame()
+			rep.Flame = r.JVM.Flame()
 		}
 		if rep.Overhead == nil {
-			rep.Overhead = &evidence.Overhead{AttachMethod: "hotspot-attach+async-profiler", AttachNs: r.JVM.AttachNs}
+			rep.Overhead = r.JVM.Overhead(rep.Meta.CPUs)
 			rep.Meta.DurationNs = r.JVM.Evidence.WindowNs
 		}
 	}
@@ -201,8 +202,9 @@ func (p *Plan) ref() *report.RecipeRef {
 	return ref
 }
 
-// flame is async-profiler's profile as a stack trie.
-func (j *JVMResult) flame() *flame.Profile {
+// Flame is async-profiler's profile as a stack trie (nil without one),
+// threads merged.
+func (j *JVMResult) Flame() *flame.Profile {
 	if j.Profile == nil {
 		return nil
 	}
@@ -212,7 +214,9 @@ func (j *JVMResult) flame() *flame.Profile {
 	}
 	fp := flame.New(unit)
 	for _, s := range j.Profile.Stacks {
-		fp.Add(s.Frames, s.Weight)
+		// The thread frame async-profiler roots each stack at splits the
+		// profile by thread pool; a flame graph merges the threads.
+		fp.Add(jvm.WithoutThread(s.Frames), s.Weight)
 	}
 	return fp
 }

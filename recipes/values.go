@@ -18,7 +18,8 @@ import (
 // Kind is the type of a recipe parameter or of a probe's or collector's
 // option: what a value must look like, in YAML and in --set. Parsed values
 // are Go values: int64 (int, port, pid, size), float64, bool,
-// time.Duration, cpuset.Set, []string (files) and string (the rest).
+// time.Duration, cpuset.Set, []string (files, list), []int64 (ports) and
+// string (the rest).
 type Kind string
 
 const (
@@ -34,6 +35,12 @@ const (
 	KindEnum      Kind = "enum"
 	KindSize      Kind = "size"
 	KindURL       Kind = "url"
+	// KindList is a list of texts (HTTP headers, label filters): a YAML
+	// sequence in a recipe; with --set one item per line, or --set given
+	// once per item.
+	KindList Kind = "list"
+	// KindPorts is a list of ports: a YAML sequence, or 8080,8443.
+	KindPorts Kind = "ports"
 	// KindDir, KindFile and KindFiles name places on disk. A recipe can
 	// reach them only through parameters without defaults, so every file
 	// a recipe reads or writes is one the user named when running it.
@@ -45,7 +52,20 @@ const (
 // Kinds are the parameter types a recipe may declare, in the order the
 // documentation lists them.
 var Kinds = []Kind{KindString, KindInt, KindFloat, KindBool, KindDuration, KindCPUs, KindPort, KindPID,
-	KindInterface, KindEnum, KindSize, KindURL, KindDir, KindFile, KindFiles}
+	KindInterface, KindEnum, KindSize, KindURL, KindList, KindPorts, KindDir, KindFile, KindFiles}
+
+// IsList says whether a value of the kind is a list whose items --set may
+// give one at a time (NAME=a --set NAME=b): joined with JoinItems.
+func (k Kind) IsList() bool { return k == KindList || k == KindPorts || k == KindFiles }
+
+// JoinItems joins list items given one at a time into the one text a
+// list parameter takes.
+func (k Kind) JoinItems(items []string) string {
+	if k == KindList {
+		return strings.Join(items, "\n")
+	}
+	return strings.Join(items, ",")
+}
 
 // names a file: the kinds whose values may only come from the user.
 func (k Kind) namesFile() bool { return k == KindDir || k == KindFile || k == KindFiles }
@@ -118,6 +138,10 @@ func (d Domain) want() string {
 		return "a file"
 	case KindFiles:
 		return "a list of files"
+	case KindList:
+		return "a list of texts (with --set, one per line or --set per item)"
+	case KindPorts:
+		return "a list of ports like 8080,8443"
 	}
 	return "a string"
 }
@@ -230,8 +254,34 @@ func (d Domain) parse(text string) (any, error) {
 			}
 		}
 		return files, nil
+	case KindList:
+		var items []string
+		for _, item := range strings.Split(text, "\n") {
+			if item = strings.TrimSpace(item); item != "" {
+				if hasControl(item) {
+					return bad()
+				}
+				items = append(items, item)
+			}
+		}
+		return items, nil
+	case KindPorts:
+		var ports []int64
+		for _, item := range strings.Split(text, ",") {
+			if item = strings.TrimSpace(item); item == "" {
+				continue
+			}
+			n, err := strconv.ParseInt(item, 10, 64)
+			if err != nil || n < 1 || n > 65535 {
+				return nil, wantGot(d.want(), strconv.Quote(item))
+			}
+			ports = append(ports, n)
+		}
+		return ports, nil
 	default: // KindString
-		if hasControl(text) {
+		// Tabs and line breaks are text (a request body); other control
+		// characters are not, and would reach a terminal.
+		if hasControl(strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(text)) {
 			return bad()
 		}
 		return text, nil
@@ -283,6 +333,10 @@ func (d Domain) accepts(from Kind) bool {
 		return from == KindString
 	case d.Kind == KindFiles:
 		return from == KindFile
+	case d.Kind == KindList:
+		return from == KindString
+	case d.Kind == KindPorts:
+		return from == KindPort
 	}
 	return false
 }
@@ -297,12 +351,18 @@ func (d Domain) convert(v any) any {
 			return float64(x)
 		}
 	case string:
-		if d.Kind == KindFiles {
+		if d.Kind == KindFiles || d.Kind == KindList {
 			if x == "" {
 				return []string(nil)
 			}
 			return []string{x}
 		}
+	}
+	if x, ok := v.(int64); ok && d.Kind == KindPorts {
+		if x == 0 {
+			return []int64(nil)
+		}
+		return []int64{x}
 	}
 	return v
 }
@@ -380,6 +440,12 @@ func formatValue(v any) string {
 		return x.List()
 	case []string:
 		return strings.Join(x, ",")
+	case []int64:
+		s := make([]string, len(x))
+		for i, n := range x {
+			s[i] = strconv.FormatInt(n, 10)
+		}
+		return strings.Join(s, ",")
 	}
 	return fmt.Sprint(v)
 }
@@ -388,6 +454,9 @@ func formatValue(v any) string {
 func (d Domain) format(v any) string {
 	if n, ok := v.(int64); ok && d.Kind == KindSize {
 		return formatSize(n)
+	}
+	if items, ok := v.([]string); ok && d.Kind == KindList {
+		return d.Kind.JoinItems(items)
 	}
 	return formatValue(v)
 }
@@ -411,6 +480,8 @@ func isSet(v any) bool {
 	case cpuset.Set:
 		return !x.IsEmpty()
 	case []string:
+		return len(x) > 0
+	case []int64:
 		return len(x) > 0
 	}
 	return true

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -358,9 +359,11 @@ type recipeRunOptions struct {
 
 	format report.Format
 	failOn diagnose.Severity
-	set    map[string]string
-	src    recipes.Sources
-	run    func(ctx context.Context, o *recipeRunOptions, g *Globals) error
+	// set are the --set values by name, in the order given: a list
+	// parameter may be given once per item.
+	set map[string][]string
+	src recipes.Sources
+	run func(ctx context.Context, o *recipeRunOptions, g *Globals) error
 }
 
 func newRecipeRunCmd(g *Globals) *cobra.Command {
@@ -393,7 +396,7 @@ each section, the joined timeline and the findings.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&o.Set, "set", nil, "give a parameter a value, NAME=VALUE (repeatable; `perfscope recipe show NAME` lists them)")
+	f.StringArrayVar(&o.Set, "set", nil, "give a parameter a value, NAME=VALUE (repeatable, a list parameter once per item; `perfscope recipe show NAME` lists them)")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, or (with stacks) folded, svg, html, pprof, speedscope")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	cmd.RegisterFlagCompletionFunc("set", completeSet)
@@ -447,23 +450,49 @@ func (o *recipeRunOptions) validate() error {
 			return usageError("--fail-on: %v", err)
 		}
 	}
-	o.set = map[string]string{}
+	o.set = map[string][]string{}
 	for _, kv := range o.Set {
 		name, value, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
 			return usageError("--set %q: want NAME=VALUE", kv)
 		}
-		if _, dup := o.set[name]; dup {
-			return usageError("--set %s is given twice", name)
-		}
-		o.set[name] = value
+		o.set[name] = append(o.set[name], value)
 	}
 	return nil
 }
 
+// values joins the --set values into the recipe's parameters: the items
+// of a list parameter given once each, any other parameter once.
+func (o *recipeRunOptions) values(r *recipes.Recipe) (map[string]string, error) {
+	set := map[string]string{}
+	for name, vs := range o.set {
+		p, ok := r.Parameter(name)
+		switch {
+		case len(vs) > 1 && ok && p.Kind.IsList():
+			set[name] = p.Kind.JoinItems(vs)
+		case len(vs) > 1:
+			return nil, usageError("--set %s is given twice", name)
+		default:
+			set[name] = vs[0]
+		}
+	}
+	return set, nil
+}
+
 func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
-	plan, err := recipes.Load(o.Recipe, o.set, o.src)
+	r, err := recipes.Find(o.Recipe)
 	if err != nil {
+		return err
+	}
+	set, err := o.values(r)
+	if err != nil {
+		return err
+	}
+	plan, err := r.Bind(set)
+	if err != nil {
+		return err
+	}
+	if err := plan.Prepare(o.src); err != nil {
 		return err
 	}
 	if o.format != report.Text && o.format != report.JSON && !plan.HasStacks() {
@@ -484,10 +513,10 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	res, err := plan.Run(ctx, o.src, hooks)
 	progress.clear()
 	var je *recipes.JVMError
-	if errors.As(err, &je) {
+	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
 		return jvmError(je.PID, je.Err)
 	}
-	if err != nil {
+	if err != nil && res == nil {
 		return err
 	}
 	rep := res.Report("recipe", Version())
@@ -496,6 +525,11 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	}
 	if err := report.Render(g.Out, rep, o.format); err != nil {
 		return err
+	}
+	if err != nil {
+		// The JVM exited mid-run: reported what was measured; the run
+		// failed.
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement; reported what was measured until then", je.PID)}
 	}
 	return failOn(rep.Findings, o.failOn)
 }
