@@ -3,14 +3,11 @@ package jvmapp
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 )
 
@@ -21,10 +18,9 @@ var udpSinkSource []byte
 // a loopback port through a small receive buffer, which a "gc" datagram
 // stops for a full collection of a large live set.
 type UDPSink struct {
-	Cmd  *exec.Cmd
+	*Process
 	PID  int
 	Port int
-	done chan struct{}
 }
 
 // UDPSinkConfig says how to start the receiver.
@@ -43,55 +39,21 @@ type UDPSinkConfig struct {
 // StartUDPSink compiles and starts the receiver, and waits until its
 // socket is bound.
 func (j JDK) StartUDPSink(ctx context.Context, c UDPSinkConfig) (*UDPSink, error) {
-	src := filepath.Join(c.ClassDir, "UDPSink.java")
-	if err := os.WriteFile(src, udpSinkSource, 0o644); err != nil {
+	if err := j.compile(ctx, c.ClassDir, "UDPSink.java", udpSinkSource); err != nil {
 		return nil, err
 	}
-	if out, err := exec.CommandContext(ctx, j.Javac, "-d", c.ClassDir, src).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("javac UDPSink.java: %v: %s", err, strings.TrimSpace(string(out)))
-	}
 	portFile := filepath.Join(c.ClassDir, fmt.Sprintf("udpsink-port-%d-%d", os.Getpid(), time.Now().UnixNano()))
-	defer os.Remove(portFile)
 	argv := append([]string{}, c.JVMArgs...)
 	argv = append(argv, "-cp", c.ClassDir, "UDPSink", strconv.Itoa(c.RcvBuf), strconv.Itoa(c.LiveObjects), portFile)
 	cmd := exec.Command(j.Java, argv...)
 	cmd.Stdout, cmd.Stderr = c.Log, c.Log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	proc, err := StartProcess(cmd)
+	if err != nil {
 		return nil, err
 	}
-	s := &UDPSink{Cmd: cmd, PID: cmd.Process.Pid, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if b, err := os.ReadFile(portFile); err == nil {
-			if s.Port, err = strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				return s, nil
-			}
-		}
-		select {
-		case <-s.done:
-			return nil, fmt.Errorf("UDPSink exited during start-up: %v", cmd.ProcessState)
-		case <-ctx.Done():
-			s.Stop()
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			s.Stop()
-			return nil, errors.New("UDPSink did not start within 60s")
-		}
+	s := &UDPSink{Process: proc, PID: cmd.Process.Pid}
+	if s.Port, err = proc.waitPort(ctx, portFile, "UDPSink"); err != nil {
+		return nil, err
 	}
-}
-
-// Stop terminates the receiver and waits.
-func (s *UDPSink) Stop() {
-	pgid := s.Cmd.Process.Pid
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(10 * time.Second):
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		<-s.done
-	}
+	return s, nil
 }
