@@ -133,7 +133,12 @@ type Rule[E any] struct {
 }
 
 // Threshold is a number a rule compares its evidence against, which a
-// recipe may override within [Min, Max].
+// recipe may override within [Min, Max]. Each family declares its
+// thresholds in one struct (NetThresholds, JVMThresholds, GCThresholds,
+// LockThresholds, TimelineThresholds) whose defaults are the numbers the
+// rules are documented with; a rule lists those it reads in Tunables and
+// reads them through Thresholds.Get, so it stays a pure function of its
+// evidence and the overrides.
 type Threshold struct {
 	Name              string
 	Default, Min, Max float64

@@ -16,19 +16,20 @@ type LockInput struct {
 	CPUs int
 }
 
-// Thresholds of locks.contended: the wait, summed over every waiter, as a
-// share of all CPUs' time. 1 % is where the talk's socket lock started to
-// cap throughput; at 5 % waiting is a visible part of the machine.
-var (
-	LockWaitWarn = Threshold{Name: "warn_share", Default: 0.01, Min: 0, Max: 1,
-		Doc: "kernel lock wait as a share of all CPUs' time that makes a warning"}
-	LockWaitCrit = Threshold{Name: "crit_share", Default: 0.05, Min: 0, Max: 1,
-		Doc: "the share that makes it critical"}
-)
+// LockThresholds are locks.contended's thresholds, which a recipe may
+// override: the wait, summed over every waiter, as a share of all CPUs'
+// time. 1 % is where the talk's socket lock started to cap throughput; at
+// 5 % waiting is a visible part of the machine.
+var LockThresholds = struct{ WaitWarn, WaitCrit Threshold }{
+	WaitWarn: Threshold{Name: "warn_share", Default: 0.01, Min: 0, Max: 1,
+		Doc: "kernel lock wait as a share of all CPUs' time that makes a warning"},
+	WaitCrit: Threshold{Name: "crit_share", Default: 0.05, Min: 0, Max: 1,
+		Doc: "the share that makes it critical"},
+}
 
 // LockRules are the rules of a system-wide lock-contention run.
 var LockRules = []Rule[LockInput]{
-	{ID: "locks.contended", Tunables: []Threshold{LockWaitWarn, LockWaitCrit}, CheckTuned: checkLocksContended},
+	{ID: "locks.contended", Tunables: []Threshold{LockThresholds.WaitWarn, LockThresholds.WaitCrit}, CheckTuned: checkLocksContended},
 }
 
 func checkLocksContended(in LockInput, t Thresholds) *Finding {
@@ -37,7 +38,7 @@ func checkLocksContended(in LockInput, t Thresholds) *Finding {
 		return nil
 	}
 	share := float64(l.TotalNs) / (float64(in.DurationNs) * float64(in.CPUs))
-	if share < t.Get(LockWaitWarn) {
+	if share < t.Get(LockThresholds.WaitWarn) {
 		return nil
 	}
 	top := l.Sites[0]
@@ -59,7 +60,7 @@ func checkLocksContended(in LockInput, t Thresholds) *Finding {
 		},
 		Impact: min(share, 1),
 	}
-	if share >= t.Get(LockWaitCrit) {
+	if share >= t.Get(LockThresholds.WaitCrit) {
 		f.Severity = Crit
 	}
 	for i, s := range l.Sites {

@@ -11,23 +11,24 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 )
 
-// Thresholds of jvm-net.drops-during-pause. A pause shorter than 50 ms
-// is within what a receive buffer sized for normal jitter absorbs; a rise
-// to three times the drops of the JVM's running intervals is what puts
-// the drops on the pause rather than on a load that drops anyway.
-var (
-	PauseMinStopped = Threshold{Name: "min_stopped_ms", Default: 50, Min: 1, Max: 60_000,
-		Doc: "the JVM must have been stopped at least this long (ms) in the interval"}
-	PauseMinDrops = Threshold{Name: "min_drops_per_s", Default: 10, Min: 0, Max: 1e9,
-		Doc: "the interval's drops per second must reach this"}
-	PauseDropRise = Threshold{Name: "rise", Default: 3, Min: 1, Max: 1e6,
-		Doc: "and this many times the median drops per second of the intervals the JVM ran"}
-)
+// TimelineThresholds are jvm-net.drops-during-pause's thresholds, which a
+// recipe may override. A pause shorter than 50 ms is within what a receive
+// buffer sized for normal jitter absorbs; a rise to three times the drops
+// of the JVM's running intervals is what puts the drops on the pause
+// rather than on a load that drops anyway.
+var TimelineThresholds = struct{ MinStopped, MinDrops, DropRise Threshold }{
+	MinStopped: Threshold{Name: "min_stopped_ms", Default: 50, Min: 1, Max: 60_000,
+		Doc: "the JVM must have been stopped at least this long (ms) in the interval"},
+	MinDrops: Threshold{Name: "min_drops_per_s", Default: 10, Min: 0, Max: 1e9,
+		Doc: "the interval's drops per second must reach this"},
+	DropRise: Threshold{Name: "rise", Default: 3, Min: 1, Max: 1e6,
+		Doc: "and this many times the median drops per second of the intervals the JVM ran"},
+}
 
 // TimelineRules judge a run's joined timeline: moments when two parts'
 // numbers move together.
 var TimelineRules = []Rule[evidence.Timeline]{
-	{ID: "jvm-net.drops-during-pause", Tunables: []Threshold{PauseMinStopped, PauseMinDrops, PauseDropRise}, CheckTuned: checkDropsDuringPause},
+	{ID: "jvm-net.drops-during-pause", Tunables: []Threshold{TimelineThresholds.MinStopped, TimelineThresholds.MinDrops, TimelineThresholds.DropRise}, CheckTuned: checkDropsDuringPause},
 }
 
 // checkDropsDuringPause finds the pause during which the port's drops
@@ -39,7 +40,7 @@ var TimelineRules = []Rule[evidence.Timeline]{
 // ends, so a pause that spans a tick shows its GC in one interval and its
 // time in the next; its drops fall in both. Such a pair is one episode.
 func checkDropsDuringPause(tl evidence.Timeline, t Thresholds) *Finding {
-	minStopped := int64(t.Get(PauseMinStopped) * float64(time.Millisecond))
+	minStopped := int64(t.Get(TimelineThresholds.MinStopped) * float64(time.Millisecond))
 	type row struct {
 		evidence.TimelineRow
 		stopped  int64
@@ -91,7 +92,7 @@ func checkDropsDuringPause(tl evidence.Timeline, t Thresholds) *Finding {
 	}
 	baseline := median(running, func(r row) float64 { return r.dropsPS })
 	arrival := median(running, func(r row) float64 { return r.arrivePS })
-	rise := t.Get(PauseDropRise)
+	rise := t.Get(TimelineThresholds.DropRise)
 
 	// The worst episode: the most drops per second in one of its
 	// intervals.
@@ -113,7 +114,7 @@ func checkDropsDuringPause(tl evidence.Timeline, t Thresholds) *Finding {
 			}
 		}
 		p := rows[s.peak].dropsPS
-		if p == 0 || p < t.Get(PauseMinDrops) || p < rise*baseline {
+		if p == 0 || p < t.Get(TimelineThresholds.MinDrops) || p < rise*baseline {
 			continue
 		}
 		pauseDrops += s.drops

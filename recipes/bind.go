@@ -161,9 +161,13 @@ func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
 		br := boundRule{RuleChoice: rc}
 		if len(rc.Thresholds) > 0 {
 			br.thresholds = diagnose.Thresholds{}
-			info, _ := ruleByID(rc.ID)
+			tunables := familyThresholds(rc.Family)
+			if rc.ID != "" {
+				info, _ := ruleByID(rc.ID)
+				tunables = info.Thresholds
+			}
 			for name, ref := range rc.Thresholds {
-				th := info.threshold(name)
+				th := thresholdNamed(tunables, name)
 				v, err := p.value(ref, Domain{Kind: KindFloat, Min: bound(th.Min), Max: bound(th.Max)})
 				if err != nil {
 					errs = append(errs, err)

@@ -848,19 +848,23 @@ func (d *decoder) rules(n *yaml.Node, r *Recipe) []RuleChoice {
 		}
 		if v, ok := f["thresholds"]; ok {
 			tp := path + ".thresholds"
+			// By id: that rule's thresholds; by family: every threshold
+			// of the family's rules, for each rule that reads it.
+			what, tunables := c.ID, info.Thresholds
+			if c.ID == "" {
+				what, tunables = "family "+c.Family, familyThresholds(c.Family)
+			}
 			switch {
-			case c.ID == "":
-				d.errorf(v.Line, tp, "thresholds belong to one rule: select it by id")
-			case len(info.Thresholds) == 0:
-				d.errorf(v.Line, tp, "%s has no thresholds a recipe can change", c.ID)
+			case len(tunables) == 0:
+				d.errorf(v.Line, tp, "%s has no thresholds a recipe can change", what)
 			case d.mapping(v, tp, "a mapping of threshold names to numbers"):
 				c.Thresholds = map[string]Ref{}
-				names := make([]string, len(info.Thresholds))
-				for i, t := range info.Thresholds {
+				names := make([]string, len(tunables))
+				for i, t := range tunables {
 					names[i] = t.Name
 				}
 				for _, kv := range d.fieldsOrdered(v, tp, names) {
-					th := info.threshold(kv.key)
+					th := thresholdNamed(tunables, kv.key)
 					dom := Domain{Kind: KindFloat, Min: bound(th.Min), Max: bound(th.Max)}
 					if ref, ok := d.ref(kv.node, join(tp, kv.key), dom); ok {
 						c.Thresholds[kv.key] = ref

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfscope/perfscope/collectors/ethtool"
-	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/report"
@@ -24,27 +21,8 @@ import (
 // udp runner does (the golden file), and judges it with the same rules.
 func TestUDPRecipeFromRecording(t *testing.T) {
 	rec := loadRecording(t, netFixture)
-	root := newPhasedRoot(t, netFixture)
-	src := Sources{
-		Root:    procfs.FS{Root: root.link},
-		Ethtool: ethtool.Recorded{Dir: filepath.Join(netFixture, "ethtool")},
-		Netlink: lsNetlink{},
-		Symbols: symbols.FS{Root: root.link},
-		Probes:  rec.opener(),
-	}
 	r, _ := Builtin("udp-rx")
-	p, err := r.Bind(map[string]string{"iface": rec.Iface.Name, "port": strconv.Itoa(rec.Port), "duration": "10ms",
-		"profile": strconv.FormatBool(rec.CPUProfile != nil), "freq": strconv.Itoa(rec.Frequency)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The fixture's root holds /proc, not the interface's /sys: the
-	// recorded interface stands in for what Prepare would resolve.
-	p.iface, p.prepared = rec.Iface, true
-	res, err := p.Run(context.Background(), src, Hooks{OnStart: func() { root.flip(t) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, _ := runRecorded(t, r)
 	if res.Net == nil || res.Softirq != nil || res.Locks != nil || res.Timeline != nil {
 		t.Fatalf("sections: %+v", res)
 	}
@@ -77,6 +55,26 @@ func TestUDPRecipeFromRecording(t *testing.T) {
 	if !strings.Contains(svg, "perfscope udp --iface lo: CPUs running NET_RX (") {
 		t.Error("the NET_RX graph's title is not the udp command's")
 	}
+}
+
+// runRecorded runs a network recipe (udp-rx's parameters) over the
+// recorded loopback flood.
+func runRecorded(t *testing.T, r *Recipe) (*Result, Sources) {
+	t.Helper()
+	src, rec, root := recordedSources(t, netFixture)
+	p, err := r.Bind(map[string]string{"iface": rec.Iface.Name, "port": strconv.Itoa(rec.Port), "duration": "10ms",
+		"profile": strconv.FormatBool(rec.CPUProfile != nil), "freq": strconv.Itoa(rec.Frequency)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fixture's root holds /proc, not the interface's /sys: the
+	// recorded interface stands in for what Prepare would resolve.
+	p.iface, p.prepared = rec.Iface, true
+	res, err := p.Run(context.Background(), src, Hooks{OnStart: func() { root.flip(t) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, src
 }
 
 func ids(fs []diagnose.Finding) []string {

@@ -23,14 +23,7 @@ import (
 // judge runs every rule that can read the result, with the recipe's
 // thresholds, and keeps the findings of the rules it chose.
 func (p *Plan) judge(r *Result, src Sources) []diagnose.Finding {
-	th := func(id string) diagnose.Thresholds {
-		for _, br := range p.rules {
-			if br.ID == id {
-				return br.thresholds
-			}
-		}
-		return nil
-	}
+	th := p.thresholds
 	var all []diagnose.Finding
 	var locks *evidence.LockSection
 	switch {
@@ -57,15 +50,36 @@ func (p *Plan) judge(r *Result, src Sources) []diagnose.Finding {
 		all = append(all, diagnose.RunTuned(diagnose.LockRules, in, th)...)
 	}
 	if r.JVM != nil {
-		all = append(all, r.JVM.Findings...)
+		all = append(all, diagnose.RunTuned(diagnose.JVMRules, r.JVM.Evidence, th)...)
 	}
 	if r.GC != nil {
-		all = append(all, r.GC.Findings...)
+		all = append(all, diagnose.RunTuned(diagnose.GCRules, r.GC.GC, th)...)
 	}
 	if r.Timeline != nil {
 		all = append(all, diagnose.RunTuned(diagnose.TimelineRules, *r.Timeline, th)...)
 	}
 	return p.choose(all)
+}
+
+// thresholds are the recipe's overrides for one rule: its family's, then
+// its own over them (nil: every default).
+func (p *Plan) thresholds(id string) diagnose.Thresholds {
+	fam, _, _ := strings.Cut(id, ".")
+	var out diagnose.Thresholds
+	for _, byID := range []bool{false, true} {
+		for _, br := range p.rules {
+			if (byID && br.ID != id) || (!byID && (br.ID != "" || br.Family != fam)) {
+				continue
+			}
+			for name, v := range br.thresholds {
+				if out == nil {
+					out = diagnose.Thresholds{}
+				}
+				out[name] = v
+			}
+		}
+	}
+	return out
 }
 
 // choose keeps the findings of the chosen rules (all when the recipe

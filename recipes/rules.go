@@ -91,13 +91,32 @@ func ruleFamilies() []string {
 	return out
 }
 
-func (ri RuleInfo) threshold(name string) diagnose.Threshold {
-	for _, t := range ri.Thresholds {
+func thresholdNamed(list []diagnose.Threshold, name string) diagnose.Threshold {
+	for _, t := range list {
 		if t.Name == name {
 			return t
 		}
 	}
 	return diagnose.Threshold{}
+}
+
+// familyThresholds are the thresholds the family's rules read, each once,
+// in the rules' order.
+func familyThresholds(family string) []diagnose.Threshold {
+	var out []diagnose.Threshold
+	seen := map[string]bool{}
+	for _, r := range Rules() {
+		if r.Family != family {
+			continue
+		}
+		for _, t := range r.Thresholds {
+			if !seen[t.Name] {
+				seen[t.Name] = true
+				out = append(out, t)
+			}
+		}
+	}
+	return out
 }
 
 // missing says what the recipe lacks for the rule to judge anything ("" when
