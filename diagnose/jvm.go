@@ -31,7 +31,7 @@ const (
 var JVMThresholds = struct {
 	AllocPerRequest, LoggingShare, GCTimeWarn, GCTimeCrit, PromotedSurvivor, PromotedAlloc Threshold
 }{
-	AllocPerRequest: Threshold{Name: "alloc_per_request_bytes", Default: AllocPerRequestWarn, Min: 0, Max: 1 << 40,
+	AllocPerRequest: Threshold{Name: "alloc_per_request_bytes", Default: AllocPerRequestWarn, Min: 0, Max: 1e12,
 		Doc: "bytes allocated per request that make a finding"},
 	LoggingShare: Threshold{Name: "logging_share", Default: LoggingShareWarn, Min: 0, Max: 1,
 		Doc: "logging's share of everything allocated that makes a finding"},

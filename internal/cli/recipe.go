@@ -26,9 +26,11 @@ rules judge it and which files to write, with typed parameters set on the
 command line (--set NAME=VALUE). Recipes are data: they run no commands and
 read or write only files named by their parameters.
 
-Built-in recipes are embedded in the binary (perfscope udp, softirq and
-profile follow udp-rx, softirq-balance and cpu-profile); any file can be run
-the same way. recipes/README.md documents the format.`,
+Built-in recipes are embedded in the binary (perfscope udp, softirq, profile
+and jvm follow udp-rx, softirq-balance, cpu-profile and jvm-alloc); any file
+can be run the same way. Rules are chosen by id or family, with threshold
+overrides (perfscope recipe catalog lists them). recipes/README.md documents
+the format.`,
 		Example: `  perfscope recipe list
   perfscope recipe show jvm-net > my-recipe.yaml
   perfscope recipe run lock-contention --set duration=30s --set interval=1s
@@ -381,7 +383,8 @@ their defaults), checks them against this system (interfaces, processes, CPUs,
 files), measures, applies the recipe's rules and prints the report. A recipe
 with one section of a measuring command (udp-rx, softirq-balance,
 lock-contention, cpu-profile) prints that command's report; any other prints
-each section, the joined timeline and the findings.`,
+each section, the joined timeline and the findings. A list parameter takes
+--set once per item.`,
 		Example: `  perfscope recipe run udp-rx --set iface=eth0 --set port=53
   perfscope recipe run softirq-balance --set duration=10s --set interval=1s -o json
   perfscope recipe run ./softirq-locks.yaml --set duration=30s`,

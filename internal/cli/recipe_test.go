@@ -91,6 +91,12 @@ func TestRecipeRunBadInput(t *testing.T) {
 		{[]string{"recipe", "run", "softirq-balance", "-o", "svg"}, "-o svg draws stacks, and recipe softirq-balance samples none"},
 		{[]string{"recipe", "run", "softirq-balance", "--fail-on", "bad"}, "--fail-on"},
 		{[]string{"recipe", "run", "udp-rx", "--set", "iface=nosuch0"}, "unknown interface nosuch0"},
+		// A list parameter takes --set once per item: the items reach the
+		// recipe's check of how the options go together.
+		{[]string{"recipe", "run", "jvm-alloc", "--set", "pid=1", "--set", "requests_match=uri=/x", "--set", "requests_match=status!=5.."},
+			"requests_metric and requests_match select series of requests_from: add requests_from URL"},
+		{[]string{"recipe", "run", "jvm-alloc", "--set", "pid=1", "--set", "requests_from=http://x/m", "--set", "requests_match=uri=/x", "--set", "requests_match=bad"},
+			`requests_match "bad": want LABEL=REGEX or LABEL!=REGEX`},
 	} {
 		_, stderr, code := execute(t, c.args...)
 		if code != ExitUsage || !strings.Contains(stderr, c.want) {
