@@ -1,7 +1,6 @@
 package netconfig
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/perfscope/perfscope/collectors/procfs"
 )
 
 // ModuleState says whether a netfilter piece is in the kernel.
@@ -77,20 +78,15 @@ func (s Sources) netfilter(c *NetConfig) Netfilter {
 	n.IPTables = s.tableNames("/proc/net/ip_tables_names")
 	n.IP6Tables = s.tableNames("/proc/net/ip6_tables_names")
 	n.Modules = map[string]ModuleState{}
-	loaded := map[string]bool{}
-	if f, err := s.FS.Open("/proc/modules"); err == nil {
-		n.ModulesListed = true
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if name, _, ok := strings.Cut(sc.Text(), " "); ok {
-				loaded[name] = true
-			}
-		}
-		f.Close()
+	loaded, err := s.FS.Modules()
+	n.ModulesListed = err == nil
+	if err != nil && !errors.Is(err, procfs.ErrNoModules) {
+		c.Unavailable["netfilter_modules"] = err.Error()
 	}
 	for _, m := range netfilterModules {
+		_, isLoaded := loaded[m]
 		switch {
-		case loaded[m]:
+		case isLoaded:
 			n.Modules[m] = ModuleLoaded
 		case s.exists("/sys/module/"+m) || s.impliedByProc(m, n):
 			// Built-in modules appear in /sys/module only when they have

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/netconfig"
+	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/diagnose"
 )
 
@@ -108,21 +109,12 @@ func (moduleHandler) same(_ diagnose.Change, value string, _ *Saved, st state) b
 type kernelModules struct{ root string }
 
 func (k kernelModules) Loaded(name string) (bool, error) {
-	f, err := os.Open(filepath.Join(k.root, "/proc/modules"))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, errors.New("this kernel has no loadable modules (no /proc/modules)")
-	}
+	loaded, err := procfs.FS{Root: k.root}.Modules()
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if n, _, _ := strings.Cut(sc.Text(), " "); n == name {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
+	_, ok := loaded[name]
+	return ok, nil
 }
 
 // ModuleExtensions are the file names modules.dep may list.
