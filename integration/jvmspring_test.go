@@ -29,20 +29,31 @@ type springReport struct {
 		StatusClasses      map[string]int64 `json:"status_classes"`
 		BytesPerRequest    *float64         `json:"bytes_per_request"`
 		BytesPerRequestWhy string           `json:"bytes_per_request_unknown"`
-		WindowNs           int64            `json:"window_ns"`
-		YoungGCs           int64            `json:"young_gcs"`
+		BytesPerRequestErr *float64         `json:"bytes_per_request_error"`
+		AllocSampling      *struct {
+			Samples         int64   `json:"samples"`
+			ProfilerBytes   int64   `json:"profiler_bytes"`
+			RelativeError   float64 `json:"relative_error"`
+			TruncatedStacks int64   `json:"truncated_stacks"`
+			NoStack         int64   `json:"no_stack"`
+		} `json:"alloc_sampling"`
+		AllocBytesProfiler int64 `json:"alloc_bytes_profiler"`
+		WindowNs           int64 `json:"window_ns"`
+		YoungGCs           int64 `json:"young_gcs"`
 		RequestsCrossCheck *struct {
 			Source   string `json:"source"`
 			Requests int64  `json:"requests"`
 		} `json:"requests_cross_check"`
 		Threads *struct {
 			Request struct {
-				Share           float64  `json:"share"`
-				BytesPerRequest *float64 `json:"bytes_per_request"`
+				Share              float64  `json:"share"`
+				BytesPerRequest    *float64 `json:"bytes_per_request"`
+				BytesPerRequestErr *float64 `json:"bytes_per_request_error"`
 			} `json:"request"`
 			Pools []struct {
 				Pool    string `json:"pool"`
 				Request bool   `json:"request"`
+				Bytes   int64  `json:"bytes"`
 			} `json:"pools"`
 		} `json:"threads"`
 		Endpoints []struct {
@@ -51,6 +62,7 @@ type springReport struct {
 			Requests               *int64   `json:"requests"`
 			BytesPerRequest        *float64 `json:"bytes_per_request"`
 			LoggingBytesPerRequest *float64 `json:"logging_bytes_per_request"`
+			BytesPerRequestErr     *float64 `json:"bytes_per_request_error"`
 		} `json:"endpoints"`
 		Fixes []struct {
 			Kind  string `json:"kind"`
@@ -208,10 +220,12 @@ func TestJVMSpringBootWithoutLoad(t *testing.T) {
 	if d.StatusClasses["2xx"] != *d.Requests {
 		t.Errorf("status classes %v", d.StatusClasses)
 	}
-	reqTruth, _, byURI := springapp.PerRequest(before, after)
+	reqTruth, jvmTruth, byURI := springapp.PerRequest(before, after)
 	if d.Threads == nil || d.Threads.Request.BytesPerRequest == nil || d.BytesPerRequest == nil {
 		t.Fatalf("no per-request figures: %+v", d)
 	}
+	t.Logf("whole process: perfscope %.1f ±%.1f KiB, every thread's ThreadMXBean delta %.1f KiB; request threads ±%.1f KiB; sampling %+v; pools %+v; warnings %q",
+		*d.BytesPerRequest/1024, deref(d.BytesPerRequestErr)/1024, jvmTruth/1024, deref(d.Threads.Request.BytesPerRequestErr)/1024, d.AllocSampling, d.Threads.Pools, d.Warnings)
 	// The truth filter sees the filter chain only; Tomcat's parsing
 	// before it is on request threads too.
 	within(t, "request threads", *d.Threads.Request.BytesPerRequest, reqTruth, 0.10)
