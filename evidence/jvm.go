@@ -203,6 +203,11 @@ type AllocSampling struct {
 	TruncatedStacks int64 `json:"truncated_stacks"`
 	NoStack         int64 `json:"no_stack"`
 	TLABWeighted    int64 `json:"tlab_weighted"`
+	// SettleNs is how long the sampler ran before the window began
+	// (the JVM cannot sample the TLAB a thread already had);
+	// SettleSamples were taken then and are not counted.
+	SettleNs      int64 `json:"settle_ns"`
+	SettleSamples int64 `json:"settle_samples"`
 }
 
 // ThreadSplit is the profiled weight of request-serving threads against

@@ -18,6 +18,7 @@ import (
 	"github.com/perfscope/perfscope/integration/jvmapp"
 	"github.com/perfscope/perfscope/integration/springapp"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/jvm"
 )
 
 // springReport is the part of `perfscope jvm -o json` these tests read.
@@ -139,9 +140,10 @@ func client(ctx context.Context, app interface{ URL(string) string }, n int, rat
 }
 
 // runDuring starts `perfscope jvm -o json args...`, waits until
-// async-profiler runs in the JVM, calls during, and returns the exit code
-// and report once perfscope ends.
-func runDuring(t *testing.T, pid int, during func(), args ...string) (int, springReport, string) {
+// async-profiler runs in the JVM, calls warm (when not nil) until shortly
+// before the window begins, after the sampler's settling time, then
+// during, and returns the exit code and report once perfscope ends.
+func runDuring(t *testing.T, pid int, warm func(until time.Time), during func(), args ...string) (int, springReport, string) {
 	t.Helper()
 	var out, stderr bytes.Buffer
 	cmd := exec.Command(Perfscope(t), append([]string{"jvm", "-o", "json", "--pid", fmt.Sprint(pid)}, args...)...)
@@ -150,10 +152,26 @@ func runDuring(t *testing.T, pid int, during func(), args ...string) (int, sprin
 		t.Fatal(err)
 	}
 	waitProfilerStarted(t, pid, cmd, &stderr)
-	// The passive count's first reading follows the profiler's start.
-	time.Sleep(300 * time.Millisecond)
+	// Traffic while the sampler settles gives the threads that serve it
+	// new TLABs, which the JVM samples (the requests are not counted:
+	// they end before the window).
+	window := time.Now().Add(jvm.DefaultSamplerSettle)
+	if warm != nil {
+		warm(window.Add(-400 * time.Millisecond))
+	}
+	// The passive count's first reading follows the settling time.
+	time.Sleep(time.Until(window.Add(300 * time.Millisecond)))
 	during()
 	return decodeRun(t, cmd.Wait(), &out, &stderr)
+}
+
+// warmUntil is traffic at rate until a deadline.
+func warmUntil(app interface{ URL(string) string }, rate float64, paths ...string) func(time.Time) {
+	return func(until time.Time) {
+		if n := int(rate * time.Until(until).Seconds()); n > 0 {
+			client(context.Background(), app, n, rate, paths...)
+		}
+	}
 }
 
 // decodeRun turns a finished `perfscope jvm -o json` into its exit code,
@@ -198,7 +216,7 @@ func TestJVMSpringBootWithoutLoad(t *testing.T) {
 	const sent = 3000
 	var answered int64
 	var before, after springapp.Truth
-	code, r, stderr := runDuring(t, app.PID, func() {
+	code, r, stderr := runDuring(t, app.PID, warmUntil(app, 500, paths...), func() {
 		var err error
 		if before, err = app.Truth(); err != nil {
 			t.Error(err)
@@ -276,7 +294,7 @@ func TestJVMSpringBootMetricsSourceAndLoad(t *testing.T) {
 	app := startSpring(t)
 	client(context.Background(), app, 10000, 0, "/api/orders/", "/api/orders-logged/")
 	var answered int64
-	code, r, stderr := runDuring(t, app.PID, func() {
+	code, r, stderr := runDuring(t, app.PID, nil, func() {
 		answered = client(context.Background(), app, 2000, 500, "/api/orders/", "/api/orders-logged/")
 	}, "-d", "7s", "--alloc-interval", "128k", "--requests-from", app.URL("/actuator/prometheus"), "--count", "on")
 	if code != 0 {
@@ -335,7 +353,7 @@ func TestJVMSampleAppPassiveCount(t *testing.T) {
 	app := startSample(t, nil)
 	client(context.Background(), app, 3000, 0, "/alloc?kb=16&n=")
 	var answered int64
-	code, r, stderr := runDuring(t, app.PID, func() {
+	code, r, stderr := runDuring(t, app.PID, warmUntil(app, 1000, "/alloc?kb=16&n="), func() {
 		answered = client(context.Background(), app, 4000, 1000, "/alloc?kb=16&n=")
 	}, "-d", "6s", "--alloc-interval", "64k")
 	if code != 0 {

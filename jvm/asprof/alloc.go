@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 )
 
 // DefaultProfilerAllocInterval is async-profiler's own sampling interval
@@ -42,12 +43,23 @@ var jfrAllocEvents = map[string]bool{
 }
 
 // ParseAllocJFR reads async-profiler's JFR recording of an alloc session
-// into collapsed stacks in the form ParseCollapsed returns with the
-// `threads` option ("[name tid=N]" first, the allocated class last with
-// _[i] or _[k]), each sample weighted without bias (unbiasedWeight).
-// interval is the sampling interval the session ran with; threads puts
-// the thread frame first, as the `threads` option does.
-func ParseAllocJFR(b []byte, interval int64, threads bool) (*Profile, error) {
+// into collapsed stacks in the form ParseCollapsed returns ("[name tid=N]"
+// first with the `threads` option, the allocated class last with _[i] or
+// _[k]), each sample weighted without bias (unbiasedWeight).
+// AllocParse says how to read an allocation recording.
+type AllocParse struct {
+	// Interval is the sampling interval the session ran with.
+	Interval int64
+	// Threads puts the thread frame first, as the `threads` option does.
+	Threads bool
+	// Since drops the samples taken before it (the sampler's settling
+	// time, see jvm.DefaultSamplerSettle); zero keeps all.
+	Since time.Time
+}
+
+// ParseAllocJFR reads a recording as AllocParse says.
+func ParseAllocJFR(b []byte, o AllocParse) (*Profile, error) {
+	interval, threads := o.Interval, o.Threads
 	if interval <= 0 {
 		interval = DefaultProfilerAllocInterval
 	}
@@ -59,8 +71,16 @@ func ParseAllocJFR(b []byte, interval int64, threads bool) (*Profile, error) {
 	stacks := map[string]*acc{}
 	var order []string
 	frameNames := map[*jfrChunk]map[int64][]string{}
+	since := int64(0)
+	if !o.Since.IsZero() {
+		since = o.Since.UnixNano()
+	}
 	err := parseJFR(b, jfrAllocEvents, func(e jfrEvent) error {
 		c := e.chunk
+		if since != 0 && c.wallNanos(num(e.fields["startTime"])) < since {
+			p.BeforeWindow++
+			return nil
+		}
 		size := num(e.fields["allocationSize"])
 		reported := num(e.fields["tlabSize"])
 		if e.typeName == "jdk.ObjectAllocationSample" {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testdata/alloc-jvmti-32k.jfr is async-profiler 4.1's recording
@@ -19,7 +20,7 @@ func TestParseAllocJFRUnbiased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := ParseAllocJFR(b, 32768, true)
+	p, err := ParseAllocJFR(b, AllocParse{Interval: 32768, Threads: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestParseAllocJFRBadInput(t *testing.T) {
 		"collapsed": []byte("a;b 10\n"),
 		"truncated": b[:len(b)/2],
 	} {
-		if _, err := ParseAllocJFR(in, 32768, true); err == nil {
+		if _, err := ParseAllocJFR(in, AllocParse{Interval: 32768}); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
@@ -95,5 +96,42 @@ func TestClassName(t *testing.T) {
 		if got := className(in); got != want {
 			t.Errorf("%s: %s, want %s", in, got, want)
 		}
+	}
+}
+
+// Samples before the window's start (taken while the sampler settled)
+// are dropped and counted.
+func TestParseAllocJFRSince(t *testing.T) {
+	b, err := os.ReadFile("testdata/alloc-jvmti-32k.jfr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := ParseAllocJFR(b, AllocParse{Interval: 32768})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, last int64
+	parseJFR(b, jfrAllocEvents, func(e jfrEvent) error {
+		ts := e.chunk.wallNanos(num(e.fields["startTime"]))
+		if first == 0 || ts < first {
+			first = ts
+		}
+		last = max(last, ts)
+		return nil
+	})
+	mid := time.Unix(0, first+(last-first)/2)
+	p, err := ParseAllocJFR(b, AllocParse{Interval: 32768, Since: mid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.BeforeWindow == 0 || p.Samples == 0 || p.Samples+p.BeforeWindow != all.Samples || p.Total >= all.Total {
+		t.Errorf("since the middle: %d samples, %d before, of %d", p.Samples, p.BeforeWindow, all.Samples)
+	}
+	if len(all.Stacks[0].Frames) == 0 || strings.HasPrefix(all.Stacks[0].Frames[0], "[") {
+		t.Errorf("thread frame without Threads: %q", all.Stacks[0].Frames)
+	}
+	// The recording's clock is the wall clock of its day.
+	if ts := time.Unix(0, first); ts.Year() != 2026 {
+		t.Errorf("first sample at %v", ts)
 	}
 }

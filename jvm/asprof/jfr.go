@@ -50,6 +50,10 @@ type jfrRef struct {
 }
 
 type jfrChunk struct {
+	// startNanos (wall clock, ns since the epoch) is the chunk's start,
+	// at startTicks; events are timed in ticks of ticksPerSecond.
+	startNanos, startTicks, ticksPerSecond int64
+
 	types  map[int64]*jfrType
 	byName map[string]*jfrType
 	// pools: type id → key → value, read lazily (raw until resolved is
@@ -219,6 +223,11 @@ func (c *jfrChunk) field(r *jfrReader, f jfrField, depth int) any {
 	return out
 }
 
+// wallNanos turns an event's ticks into wall-clock nanoseconds.
+func (c *jfrChunk) wallNanos(ticks int64) int64 {
+	return c.startNanos + int64(float64(ticks-c.startTicks)*1e9/float64(c.ticksPerSecond))
+}
+
 // resolve follows a constant-pool reference (nil when the pool lacks it).
 func (c *jfrChunk) resolve(v any) any {
 	for i := 0; i < 4; i++ {
@@ -299,7 +308,11 @@ func parseChunk(b []byte, want map[string]bool, fn func(jfrEvent) error) (int, e
 	if metaOff < jfrHeaderSize || metaOff >= size {
 		return 0, fmt.Errorf("metadata offset %d outside the chunk", metaOff)
 	}
-	c := &jfrChunk{types: map[int64]*jfrType{}, byName: map[string]*jfrType{}, pools: map[int64]map[int64]any{}}
+	c := &jfrChunk{types: map[int64]*jfrType{}, byName: map[string]*jfrType{}, pools: map[int64]map[int64]any{},
+		startNanos: int64(binary.BigEndian.Uint64(b[32:])), startTicks: int64(binary.BigEndian.Uint64(b[48:])), ticksPerSecond: int64(binary.BigEndian.Uint64(b[56:]))}
+	if c.ticksPerSecond <= 0 {
+		return 0, fmt.Errorf("%d ticks per second", c.ticksPerSecond)
+	}
 	if err := c.readMetadata(&jfrReader{b: b, pos: int(metaOff)}); err != nil {
 		return 0, fmt.Errorf("metadata: %w", err)
 	}

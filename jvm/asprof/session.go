@@ -139,7 +139,13 @@ type Session struct {
 	stopped bool
 	opts    Options
 	id      string
+	// since is when the measured window began (SetWindowStart).
+	since time.Time
 }
+
+// SetWindowStart marks when the measured window begins: allocation
+// samples taken before it are dropped from the profile.
+func (s *Session) SetWindowStart(t time.Time) { s.since = t }
 
 // Start copies the library into the JVM's mount namespace (unless the JVM
 // already has async-profiler loaded), loads it and starts profiling. On any
@@ -283,7 +289,7 @@ func (s *Session) Stop(ctx context.Context) (*Profile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read async-profiler output: %w", err)
 		}
-		p, err := ParseAllocJFR(b, s.opts.interval(), s.opts.Threads)
+		p, err := ParseAllocJFR(b, AllocParse{Interval: s.opts.interval(), Threads: s.opts.Threads, Since: s.since})
 		if err != nil {
 			return nil, fmt.Errorf("read async-profiler's recording: %w", err)
 		}
@@ -355,6 +361,9 @@ type Profile struct {
 	// samples have no stack at all; OtherWeighting samples were not
 	// JVMTI samples and keep async-profiler's weight.
 	Truncated, NoStack, OtherWeighting int64
+	// BeforeWindow samples were taken while the sampler settled, before
+	// the window began, and are not counted.
+	BeforeWindow int64
 }
 
 // Stack is one collapsed stack, root first.
