@@ -54,6 +54,13 @@ type JVM struct {
 	BytesPerRequest        *float64 `json:"bytes_per_request"`
 	BytesPerRequestEden    *float64 `json:"bytes_per_request_eden"`
 	BytesPerRequestUnknown string   `json:"bytes_per_request_unknown,omitempty"`
+	// BytesPerRequestError is the sampling error of BytesPerRequest when
+	// it comes from the profiler: ± two standard deviations (about 95 %),
+	// from the samples themselves. Nil when not known.
+	BytesPerRequestError *float64 `json:"bytes_per_request_error"`
+	// AllocSampling says how the profiler's allocation figures were
+	// sampled and weighted; nil for other events.
+	AllocSampling *AllocSampling `json:"alloc_sampling,omitempty"`
 
 	YoungGCs          int64   `json:"young_gcs"`
 	OldGCs            int64   `json:"old_gcs"`
@@ -176,6 +183,33 @@ type LoggingCost struct {
 	ByFramework     map[string]int64 `json:"by_framework"`
 }
 
+// AllocSampling describes an allocation profile's samples.
+type AllocSampling struct {
+	// IntervalBytes is the mean gap between samples.
+	IntervalBytes int64 `json:"interval_bytes"`
+	Samples       int64 `json:"samples"`
+	// ProfilerBytes is the total as async-profiler weighs samples
+	// (max(object size, interval)), which under-counts objects of a size
+	// near the interval; AllocBytesProfiler weighs each sample by its
+	// object's sampling probability instead ("weighting": "unbiased").
+	ProfilerBytes int64  `json:"profiler_bytes"`
+	Weighting     string `json:"weighting"`
+	// RelativeError is AllocBytesProfiler's sampling error, ± two
+	// standard deviations over the total.
+	RelativeError float64 `json:"relative_error"`
+	// TruncatedStacks lost their root frames (deeper than the
+	// profiler keeps), NoStack had none; TLABWeighted samples came from
+	// TLAB-driven sampling (JDK 8-10) and keep async-profiler's weight.
+	TruncatedStacks int64 `json:"truncated_stacks"`
+	NoStack         int64 `json:"no_stack"`
+	TLABWeighted    int64 `json:"tlab_weighted"`
+	// SettleNs is how long the sampler ran before the window began
+	// (the JVM cannot sample the TLAB a thread already had);
+	// SettleSamples were taken then and are not counted.
+	SettleNs      int64 `json:"settle_ns"`
+	SettleSamples int64 `json:"settle_samples"`
+}
+
 // ThreadSplit is the profiled weight of request-serving threads against
 // everything else (schedulers, metrics, GC-log writers, async appenders).
 type ThreadSplit struct {
@@ -190,9 +224,14 @@ type ThreadSplit struct {
 type ThreadGroupAlloc struct {
 	Bytes int64   `json:"bytes"`
 	Share float64 `json:"share"`
-	// BytesPerRequest is nil without a request count.
-	BytesPerRequest *float64 `json:"bytes_per_request"`
-	Threads         int      `json:"threads"`
+	// BytesPerRequest is nil without a request count;
+	// BytesPerRequestError is its sampling error (± 2 standard
+	// deviations), nil when not known.
+	BytesPerRequest      *float64 `json:"bytes_per_request"`
+	BytesPerRequestError *float64 `json:"bytes_per_request_error"`
+	Threads              int      `json:"threads"`
+	// Variance is the sampling variance of Bytes (bytes²).
+	Variance float64 `json:"-"`
 }
 
 // ThreadPoolAlloc is one thread pool's weight.
@@ -229,6 +268,10 @@ type EndpointAlloc struct {
 	HandlerBytesPerRequest *float64 `json:"handler_bytes_per_request"`
 	BytesPerRequest        *float64 `json:"bytes_per_request"`
 	LoggingBytesPerRequest *float64 `json:"logging_bytes_per_request"`
+	// BytesPerRequestError is BytesPerRequest's sampling error (± 2
+	// standard deviations, the handler's and the framework share's),
+	// nil when not known.
+	BytesPerRequestError *float64 `json:"bytes_per_request_error"`
 	// TopSites are the handler's largest allocating frames.
 	TopSites []AllocSite `json:"top_sites,omitempty"`
 }

@@ -369,7 +369,7 @@ func TestJVMDiesMidRun(t *testing.T) {
 		for _, d := range left {
 			files, _ := os.ReadDir(d)
 			for _, f := range files {
-				if strings.HasSuffix(f.Name(), ".log") || strings.HasSuffix(f.Name(), ".collapsed") {
+				if strings.HasSuffix(f.Name(), ".log") || strings.HasSuffix(f.Name(), ".collapsed") || strings.HasSuffix(f.Name(), ".jfr") {
 					t.Errorf("left behind: %s/%s", d, f.Name())
 				}
 			}

@@ -188,8 +188,13 @@ type Breakdown struct {
 	// handler on request threads.
 	Handlers       map[string]*HandlerWeight
 	FrameworkBytes int64
-	Total          int64
-	fixes          map[fixKey]*fixWeight
+	// FrameworkVariance is FrameworkBytes' sampling variance.
+	FrameworkVariance float64
+	Total             int64
+	// Samples is the profile's sample count when known (0: the
+	// profile carries no variances).
+	Samples int64
+	fixes   map[fixKey]*fixWeight
 }
 
 type fixKey struct{ kind, where string }
@@ -267,7 +272,9 @@ func isJDK(f string) bool {
 // HandlerWeight is what ran under one handler.
 type HandlerWeight struct {
 	Bytes, LoggingBytes int64
-	sites               map[siteKey]int64
+	// Variance is the sampling variance of Bytes (bytes²).
+	Variance float64
+	sites    map[siteKey]int64
 }
 
 type siteKey struct{ frame, typ, logging string }
@@ -279,10 +286,11 @@ type stackView struct {
 	frames      []string
 	typ         string
 	weight      int64
+	variance    float64
 }
 
 func view(s asprof.Stack) stackView {
-	v := stackView{frames: s.Frames, weight: s.Weight}
+	v := stackView{frames: s.Frames, weight: s.Weight, variance: s.Variance}
 	if len(v.frames) > 0 {
 		if m := threadFrame.FindStringSubmatch(v.frames[0]); m != nil {
 			v.thread, v.tid = m[1], m[2]
@@ -318,13 +326,14 @@ func (v stackView) site() siteKey {
 // grouped into one site per framework, so the table says what logging
 // costs instead of scattering it over formatter internals.
 func Analyze(p *asprof.Profile, a Attribution) Breakdown {
-	b := Breakdown{Total: p.Total, Handlers: map[string]*HandlerWeight{}, fixes: map[fixKey]*fixWeight{}}
+	b := Breakdown{Total: p.Total, Samples: p.Samples, Handlers: map[string]*HandlerWeight{}, fixes: map[fixKey]*fixWeight{}}
 	b.Logging = evidence.LoggingCost{ByFramework: map[string]int64{}}
 	views := make([]stackView, len(p.Stacks))
 	type threadInfo struct {
 		pool       string
 		dispatched bool
 		bytes      int64
+		variance   float64
 	}
 	threads := map[string]*threadInfo{}
 	hasThreads := false
@@ -358,6 +367,7 @@ func Analyze(p *asprof.Profile, a Attribution) Breakdown {
 				threads[key] = ti
 			}
 			ti.bytes += v.weight
+			ti.variance += v.variance
 			ti.dispatched = ti.dispatched || dispatched
 		}
 		switch {
@@ -368,12 +378,14 @@ func Analyze(p *asprof.Profile, a Attribution) Breakdown {
 				b.Handlers[handler] = h
 			}
 			h.Bytes += v.weight
+			h.Variance += v.variance
 			if k.logging != "" {
 				h.LoggingBytes += v.weight
 			}
 			h.sites[k] += v.weight
 		case dispatched:
 			b.FrameworkBytes += v.weight
+			b.FrameworkVariance += v.variance
 		}
 	}
 	b.Sites = rankSites(bySite, p.Total)
@@ -385,6 +397,7 @@ func Analyze(p *asprof.Profile, a Attribution) Breakdown {
 	}
 	split := &evidence.ThreadSplit{}
 	pools := map[string]*evidence.ThreadPoolAlloc{}
+	poolVariance := map[string]float64{}
 	for key, ti := range threads {
 		name, _, _ := strings.Cut(key, "\x00")
 		why := ""
@@ -403,6 +416,7 @@ func Analyze(p *asprof.Profile, a Attribution) Breakdown {
 		}
 		pa.Threads++
 		pa.Bytes += ti.bytes
+		poolVariance[ti.pool] += ti.variance
 		if why != "" {
 			pa.Request, pa.Why = true, why
 		}
@@ -413,6 +427,7 @@ func Analyze(p *asprof.Profile, a Attribution) Breakdown {
 			g = &split.Request
 		}
 		g.Bytes += pa.Bytes
+		g.Variance += poolVariance[pa.Pool]
 		g.Threads += pa.Threads
 		if p.Total > 0 {
 			pa.Share = float64(pa.Bytes) / float64(p.Total)

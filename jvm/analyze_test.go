@@ -1,6 +1,7 @@
 package jvm
 
 import (
+	"math"
 	"regexp"
 	"testing"
 
@@ -163,4 +164,34 @@ func TestParseFlags(t *testing.T) {
 	if r != 1<<20 || m != 128<<20 {
 		t.Errorf("region %d max heap %d", r, m)
 	}
+}
+
+// Sampling variances follow the bytes: into threads, handlers, the
+// framework share and each endpoint's error (±2σ).
+func TestSamplingErrorFollowsBytes(t *testing.T) {
+	p := springProfile()
+	p.Samples = int64(len(p.Stacks))
+	for i := range p.Stacks {
+		p.Stacks[i].Variance = float64(p.Stacks[i].Weight) * 100
+	}
+	b := Analyze(p, Attribution{})
+	if b.Threads.Request.Variance != 19700*100 || b.Threads.Background.Variance != 1000*100 {
+		t.Errorf("thread variances %v %v", b.Threads.Request.Variance, b.Threads.Background.Variance)
+	}
+	if b.FrameworkVariance != 10000*100 || b.Handlers["com.example.OrdersController.getLogged"].Variance != 5000*100 {
+		t.Errorf("framework variance %v, handlers %+v", b.FrameworkVariance, b.Handlers)
+	}
+	mapping := HandlerMapping{"OrdersController.getLogged": {Method: "GET", Endpoint: "/api/orders-logged/{id}"}}
+	eps := joinEndpoints(b, mapping, []EndpointCount{{Method: "GET", Endpoint: "/api/orders-logged/#", Requests: 40}}, 100, false)
+	for _, e := range eps {
+		if e.Endpoint != "/api/orders-logged/{id}" {
+			continue
+		}
+		want := 2 * math.Sqrt(5000*100/(40.0*40)+10000*100/(100.0*100))
+		if e.BytesPerRequestError == nil || math.Abs(*e.BytesPerRequestError-want) > 1e-9 {
+			t.Errorf("endpoint error %v, want %v", e.BytesPerRequestError, want)
+		}
+		return
+	}
+	t.Errorf("no logged endpoint in %+v", eps)
 }

@@ -32,9 +32,9 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 	report.Heading(w, "Bytes per request")
 	if perReq, ok := e.PerRequest(); ok {
 		t := report.Table{Header: []string{"", "per request", ""}}
-		t.Add("whole process (what the GC sees)", report.Bytes(perReq), bytesSource(e))
+		t.Add("whole process (what the GC sees)", report.Bytes(perReq)+plusMinus(e.BytesPerRequestError), bytesSource(e))
 		if th := e.Threads; th != nil && th.Request.BytesPerRequest != nil {
-			t.Add("request threads (what code changes)", report.Bytes(*th.Request.BytesPerRequest), fmt.Sprintf("%s of the allocation, %d threads", report.Percent(th.Request.Share), th.Request.Threads))
+			t.Add("request threads (what code changes)", report.Bytes(*th.Request.BytesPerRequest)+plusMinus(th.Request.BytesPerRequestError), fmt.Sprintf("%s of the allocation, %d threads", report.Percent(th.Request.Share), th.Request.Threads))
 			t.Add("background threads", report.Bytes(*th.Background.BytesPerRequest), fmt.Sprintf("%s: %s", report.Percent(th.Background.Share), topPools(th, false, 3)))
 		}
 		if e.Logging.BytesPerRequest > 0 {
@@ -126,6 +126,9 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 		t.Add("allocated (async-profiler)", report.Bytes(float64(e.AllocBytesProfiler)))
 	}
 	t.Add("allocated (hsperfdata Eden)", report.Bytes(float64(e.AllocBytesEden)))
+	if a := e.AllocSampling; a != nil {
+		t.Add("allocation samples", fmt.Sprintf("%d, one per %s on average: totals ±%s (2σ); async-profiler's own weighting said %s", a.Samples, report.Bytes(float64(a.IntervalBytes)), report.Percent(a.RelativeError), report.Bytes(float64(a.ProfilerBytes))))
+	}
 	if e.ProfileEvent == string(asprof.Alloc) {
 		t.Add("disagreement", report.Percent(e.Disagreement))
 		t.Add("allocation rate (async-profiler)", report.Bytes(e.AllocRateProfiler)+"/s")
@@ -294,4 +297,12 @@ func writeOverheadLine(w io.Writer, e evidence.JVM, r *report.Report, prof aspro
 		}
 		fmt.Fprintf(w, "passive request count (eBPF, raw_syscalls): %d program runs, %s in total (%s of one CPU over the window)\n", runs, report.Nanos(float64(ns)), report.Percent(float64(ns)/float64(max(e.WindowNs, 1))))
 	}
+}
+
+// plusMinus is a sampled figure's error (±2σ), when known.
+func plusMinus(err *float64) string {
+	if err == nil {
+		return ""
+	}
+	return " ±" + report.Bytes(*err)
 }

@@ -30,12 +30,13 @@ func TestStartArgs(t *testing.T) {
 		o    Options
 		want string
 	}{
-		{Options{Event: Alloc, AllocInterval: 131072}, "start,event=alloc,alloc=131072,total"},
+		{Options{Event: Alloc, AllocInterval: 131072}, "start,event=alloc,alloc=131072,jfr,file=/tmp/x.jfr"},
 		{Options{Event: CPU}, "start,event=cpu,total"},
 		{Options{Event: Wall, Interval: 5e6}, "start,event=wall,interval=5000000,total"},
-		{Options{Event: Alloc, AllocInterval: 524288, Threads: true}, "start,event=alloc,alloc=524288,threads,total"},
+		{Options{Event: Alloc, AllocInterval: 524288, Threads: true}, "start,event=alloc,alloc=524288,jfr,file=/tmp/x.jfr"},
+		{Options{Event: Lock, Threads: true}, "start,event=lock,threads,total"},
 	} {
-		if got := tc.o.startArgs(); got != tc.want {
+		if got := tc.o.startArgs("/tmp/x.jfr"); got != tc.want {
 			t.Errorf("%+v: %q, want %q", tc.o, got, tc.want)
 		}
 	}

@@ -66,13 +66,24 @@ type Options struct {
 	Threads bool
 }
 
-func (o Options) startArgs() string {
+// jfrOutput says whether the session records JFR instead of collapsed
+// stacks: allocation samples carry the sampled object's size only there,
+// and perfscope needs it to weigh them without bias (unbiasedWeight).
+func (o Options) jfrOutput() bool { return o.Event == Alloc }
+
+// startArgs starts profiling; file is the JFR recording's path in the
+// JVM (alloc only).
+func (o Options) startArgs(file string) string {
 	args := []string{"start", "event=" + string(o.Event)}
 	if o.Event == Alloc && o.AllocInterval > 0 {
 		args = append(args, fmt.Sprintf("alloc=%d", o.AllocInterval))
 	}
 	if o.Interval > 0 && (o.Event == CPU || o.Event == Wall) {
 		args = append(args, fmt.Sprintf("interval=%d", o.Interval.Nanoseconds()))
+	}
+	if o.jfrOutput() {
+		// JFR events name their thread: `threads` is not needed.
+		return strings.Join(append(args, "jfr", "file="+file), ",")
 	}
 	if o.Threads {
 		args = append(args, "threads")
@@ -81,11 +92,30 @@ func (o Options) startArgs() string {
 }
 
 func (o Options) stopArgs(file string) string {
+	if o.jfrOutput() {
+		return "stop,jfr,file=" + file
+	}
 	args := "stop,file=" + file + ",collapsed,total"
 	if o.Threads {
 		args += ",threads"
 	}
 	return args
+}
+
+// interval is the allocation sampling interval the session runs with.
+func (o Options) interval() int64 {
+	if o.AllocInterval > 0 {
+		return o.AllocInterval
+	}
+	return DefaultProfilerAllocInterval
+}
+
+// outputExt is the profile file's extension.
+func (o Options) outputExt() string {
+	if o.jfrOutput() {
+		return ".jfr"
+	}
+	return ".collapsed"
 }
 
 // ErrAlreadyRunning: async-profiler is already profiling in the JVM
@@ -109,7 +139,13 @@ type Session struct {
 	stopped bool
 	opts    Options
 	id      string
+	// since is when the measured window began (SetWindowStart).
+	since time.Time
 }
+
+// SetWindowStart marks when the measured window begins: allocation
+// samples taken before it are dropped from the profile.
+func (s *Session) SetWindowStart(t time.Time) { s.since = t }
 
 // Start copies the library into the JVM's mount namespace (unless the JVM
 // already has async-profiler loaded), loads it and starts profiling. On any
@@ -128,7 +164,8 @@ func Start(ctx context.Context, t *attach.Target, hostLib string, opts Options) 
 			s.cleanup()
 		}
 	}()
-	msg, err := t.Load(ctx, s.lib, s.withLog(opts.startArgs()))
+	jfrFile, _ := s.file(opts.outputExt())
+	msg, err := t.Load(ctx, s.lib, s.withLog(opts.startArgs(jfrFile)))
 	if err != nil {
 		var le *attach.LoadError
 		if errors.As(err, &le) && le.ReturnCode == 200 && strings.Contains(s.log(), "already") {
@@ -242,10 +279,21 @@ func (s *Session) Stop(ctx context.Context) (*Profile, error) {
 	defer s.cleanup()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	targetOut, hostOut := s.file(".collapsed")
+	targetOut, hostOut := s.file(s.opts.outputExt())
 	msg, err := s.target.Load(stopCtx, s.lib, s.withLog(s.opts.stopArgs(targetOut)))
 	if err != nil {
 		return nil, fmt.Errorf("stop async-profiler: %w%s", err, s.logSuffix(msg))
+	}
+	if s.opts.jfrOutput() {
+		b, err := os.ReadFile(hostOut)
+		if err != nil {
+			return nil, fmt.Errorf("read async-profiler output: %w", err)
+		}
+		p, err := ParseAllocJFR(b, AllocParse{Interval: s.opts.interval(), Threads: s.opts.Threads, Since: s.since})
+		if err != nil {
+			return nil, fmt.Errorf("read async-profiler's recording: %w", err)
+		}
+		return p, nil
 	}
 	f, err := os.Open(hostOut)
 	if err != nil {
@@ -280,7 +328,7 @@ func (s *Session) cleanup() {
 		unix.Close(s.tmpFd)
 		s.tmpFd = -1
 	}()
-	for _, ext := range []string{".collapsed", ".log"} {
+	for _, ext := range []string{".collapsed", ".jfr", ".log"} {
 		_, host := s.file(ext)
 		os.Remove(host)
 	}
@@ -297,12 +345,34 @@ type Profile struct {
 	Event  Event
 	Stacks []Stack
 	Total  int64
+	// The rest is known for allocation profiles read from JFR
+	// (ParseAllocJFR).
+	// Interval is the sampling interval in bytes.
+	Interval int64
+	// Samples is the number of allocation samples; Variance is the
+	// estimated variance of Total (bytes²) from sampling.
+	Samples  int64
+	Variance float64
+	// ReportedTotal is the total as async-profiler weighs samples
+	// (max(size, interval)), before perfscope's unbiased weighting.
+	ReportedTotal int64
+	// Truncated samples have stacks deeper than async-profiler keeps
+	// (their root frames, the thread's entry, are missing); NoStack
+	// samples have no stack at all; OtherWeighting samples were not
+	// JVMTI samples and keep async-profiler's weight.
+	Truncated, NoStack, OtherWeighting int64
+	// BeforeWindow samples were taken while the sampler settled, before
+	// the window began, and are not counted.
+	BeforeWindow int64
 }
 
 // Stack is one collapsed stack, root first.
 type Stack struct {
 	Frames []string
 	Weight int64
+	// Samples and Variance are set for JFR allocation profiles.
+	Samples  int64
+	Variance float64
 }
 
 // ParseCollapsed reads "frame;frame;frame weight" lines.
