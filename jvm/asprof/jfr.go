@@ -72,6 +72,10 @@ type jfrReader struct {
 	b   []byte
 	pos int
 	err error
+	// values counts what value decoded: a corrupt type graph (a type
+	// whose fields are itself, holding no bytes) would otherwise branch
+	// exponentially without reading anything.
+	values int
 }
 
 func (r *jfrReader) fail(format string, a ...any) {
@@ -170,6 +174,10 @@ func (r *jfrReader) str() any {
 func (c *jfrChunk) value(r *jfrReader, t *jfrType, depth int) any {
 	if depth > 32 {
 		r.fail("types nested too deeply")
+		return nil
+	}
+	if r.values++; r.values > 16*len(r.b)+4096 {
+		r.fail("more values than %d bytes can hold", len(r.b))
 		return nil
 	}
 	switch t.name {
