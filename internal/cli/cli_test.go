@@ -13,6 +13,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/internal/privilege"
 	"github.com/perfscope/perfscope/probes"
 )
 
@@ -92,7 +93,7 @@ func TestDoctorJSONAndVerdict(t *testing.T) {
 			{Category: "program types", Name: "raw_tp", Status: statusOK},
 			{Category: "privileges", Name: "CAP_BPF + CAP_PERFMON", Status: statusMissing},
 		}
-	}})
+	}, inspect: hostEnvironment})
 	cmd.SetArgs([]string{"-o", "json"})
 	err := cmd.Execute()
 	if CodeOf(err) != ExitUnavailable {
@@ -107,7 +108,7 @@ func TestDoctorJSONAndVerdict(t *testing.T) {
 	if err := json.Unmarshal(g.Out.(*bytes.Buffer).Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Schema != report.Schema || len(r.Data.Checks) != 2 {
+	if r.Schema != report.Schema || len(r.Data.Checks) != 3 {
 		t.Errorf("json = %+v", r)
 	}
 	if doctorVerdict([]DoctorCheck{{Category: "program types", Name: "tp_btf", Status: statusOK}}) != nil {
@@ -119,5 +120,60 @@ func TestVersion(t *testing.T) {
 	out, _, code := execute(t, "version", "-o", "json")
 	if code != 0 || !strings.Contains(out, `"version"`) {
 		t.Errorf("version: %d %q", code, out)
+	}
+}
+
+// hostEnvironment is a host that is not a container.
+func hostEnvironment(procfs.FS) (privilege.Environment, error) {
+	return privilege.Environment{HostPID: true, CapEff: ^uint64(0)}, nil
+}
+
+// doctor --recipe in the recorded observe container: the recipe's lines,
+// the run line, the pod spec; exit 3 when a required grant is missing.
+func TestDoctorRecipe(t *testing.T) {
+	ok := func(procfs.FS) []DoctorCheck {
+		return []DoctorCheck{{Category: "program types", Name: "tp_btf", Status: statusOK}}
+	}
+	observe := func(procfs.FS) (privilege.Environment, error) {
+		return privilege.Inspect(procfs.FS{Root: "../privilege/testdata/observe"}, "6.18.0")
+	}
+	run := func(args ...string) (string, error) {
+		g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
+		cmd := doctorCmd(g, &doctorOptions{checks: ok, inspect: observe})
+		cmd.SetArgs(args)
+		err := cmd.Execute()
+		return g.Out.(*bytes.Buffer).String(), err
+	}
+	out, err := run("--recipe", "softirq-balance", "-o", "json")
+	if err != nil {
+		t.Fatalf("softirq-balance in the observe container: %v\n%s", err, out)
+	}
+	var r struct {
+		Data report.DoctorData `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Data.Recipe != "softirq-balance" || !strings.Contains(r.Data.RunLine, "--cap-add PERFMON --cap-add BPF") || r.Data.Kubernetes == nil {
+		t.Errorf("%+v", r.Data)
+	}
+	// jvm-alloc needs CAP_SYS_PTRACE (granted) and degrades without KILL;
+	// gc-pressure's /logs is not mounted: a warning, not a failure.
+	if out, err := run("--recipe", "gc-pressure"); err != nil || !strings.Contains(out, "[warn]    CAP_KILL") {
+		t.Errorf("gc-pressure: %v\n%s", err, out)
+	}
+	// --apply: /proc/sys is read-only there and SYS_ADMIN is dropped.
+	out, err = run("--recipe", "udp-rx", "--apply")
+	if CodeOf(err) != ExitUnavailable || !strings.Contains(err.Error(), "CAP_SYS_ADMIN") || !strings.Contains(out, "--privileged") {
+		t.Errorf("apply in the observe container: %v\n%s", err, out)
+	}
+	out, err = run("--recipe", "udp-rx", "--kubernetes")
+	if err != nil || !strings.HasPrefix(out, "# perfscope doctor --recipe udp-rx --kubernetes") || !strings.Contains(out, "  - name: perfscope") {
+		t.Errorf("--kubernetes: %v\n%s", err, out)
+	}
+	for _, bad := range [][]string{{"--recipe", "nope"}, {"--kubernetes"}, {"--apply"}} {
+		if _, err := run(bad...); CodeOf(err) != ExitUsage {
+			t.Errorf("%v: exit %d (%v)", bad, CodeOf(err), err)
+		}
 	}
 }
