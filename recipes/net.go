@@ -103,6 +103,27 @@ func RunNet(ctx context.Context, src Sources, o NetOptions, w Window) (NetResult
 	return res, nil
 }
 
+// NetParts are a network run's parts held open across windows, for a
+// Session measuring window after window (`perfscope serve`): Parts to
+// open, Result after each window.
+type NetParts struct {
+	n *netParts
+	o NetOptions
+}
+
+// NewNetParts returns the parts of a network run with options o.
+func NewNetParts(o NetOptions) *NetParts { return &NetParts{n: newNetParts(o), o: o} }
+
+// Parts are the parts to open in a Session.
+func (p *NetParts) Parts() []Part { return p.n.list() }
+
+// Result joins the last window's evidence, as RunNet does.
+func (p *NetParts) Result(src Sources, run Run) NetResult {
+	res := p.n.assemble(src, p.o)
+	res.Run = run
+	return res
+}
+
 // netParts are the parts of a network run, in the order they open and
 // read (softirq first, as before: its probe reading starts the window).
 type netParts struct {

@@ -177,3 +177,21 @@ func TestDoctorRecipe(t *testing.T) {
 		}
 	}
 }
+
+func TestServeFlags(t *testing.T) {
+	for _, bad := range [][]string{
+		{"serve"},
+		{"serve", "--recipe", "cpu-profile"},
+		{"serve", "--recipe", "softirq-balance", "--interval", "10ms"},
+		{"serve", "--recipe", "softirq-balance", "--listen", "nohost"},
+		{"serve", "--recipe", "softirq-balance", "--listen", "example.org:80"},
+		{"serve", "--recipe", "softirq-balance", "--set", "noequals"},
+		{"serve", "--recipe", "softirq-balance", "--set", "iface=lo"},
+		{"serve", "--recipe", "udp-rx"},
+		{"serve", "--recipe", "udp-rx", "--set", "iface=lo", "--set", "port=x"},
+	} {
+		if _, errOut, code := execute(t, bad...); code != ExitUsage || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+			t.Errorf("%v: exit %d, %q", bad, code, errOut)
+		}
+	}
+}
