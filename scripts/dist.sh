@@ -19,7 +19,7 @@ asprof_version=4.1
 jar_sha=5535baa56133628cfffe2f05ca9bfef1fae3d5abe49835447262b1c6da4a9582
 version="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
 
-out="dist/linux-$arch"
+out="${DIST_DIR:-dist}/linux-$arch"
 rm -rf "$out"
 mkdir -p "$out/usr/local/bin" "$out/usr/local/lib/perfscope/async-profiler/$asprof_version/$platform"
 CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath \

@@ -84,10 +84,17 @@ func (env *Environment) detectContainer() {
 	case !env.HostPID:
 		env.InContainer, env.Evidence = true, "a pid namespace of its own"
 	default:
-		self, err1 := os.Readlink(env.fs.Path("/proc/self/ns/mnt"))
-		init, err2 := os.Readlink(env.fs.Path("/proc/1/ns/mnt"))
-		if err1 == nil && err2 == nil && self != init {
-			env.InContainer, env.Evidence = true, "a mount namespace other than pid 1's"
+		// kthreadd first: its namespace links read without ptrace rights.
+		self, err := os.Readlink(env.fs.Path("/proc/self/ns/mnt"))
+		for _, pid := range []string{"2", "1"} {
+			init, err2 := os.Readlink(env.fs.Path("/proc/" + pid + "/ns/mnt"))
+			if err != nil || err2 != nil {
+				continue
+			}
+			if self != init {
+				env.InContainer, env.Evidence = true, "a mount namespace other than the host's"
+			}
+			break
 		}
 	}
 }

@@ -208,4 +208,3 @@ func TestReadyz(t *testing.T) {
 		t.Error("unknown path")
 	}
 }
-
