@@ -88,7 +88,7 @@ func BenchmarkServeLive(b *testing.B) {
 		var n int
 		var at10, last uint64
 		srv, err := serve.Open(recipes.Live(), serve.Options{Recipe: "udp-rx", Listen: "127.0.0.1:0", Interval: time.Second,
-			Params: serve.Params{"iface": "lo", "port": strconv.Itoa(int(sink.AddrPort().Port()))},
+			Params: map[string]string{"iface": "lo", "port": strconv.Itoa(int(sink.AddrPort().Port()))},
 			OnWindow: func(serve.Window) {
 				n++
 				last = heapInUse()

@@ -91,6 +91,9 @@ type QueueSection struct {
 	// counters; NICMissedCounters names the ones summed.
 	NICMissed         *uint64  `json:"nic_missed,omitempty"`
 	NICMissedCounters []string `json:"nic_missed_counters,omitempty"`
+	// Intervals are the kernel's packet counts per tick, when the run
+	// keeps a timeline.
+	Intervals []QueueInterval `json:"intervals,omitempty"`
 }
 
 // QueueCPUCell is the NAPI work of one queue on one CPU.
@@ -274,6 +277,9 @@ type DropSection struct {
 	// (mem is host-wide pages, what net.ipv4.udp_mem limits); nil when
 	// unreadable.
 	UDPSockstat *UDPSockstat `json:"udp_sockstat,omitempty"`
+	// Intervals are the drop probe's counts per tick, when the run keeps
+	// a timeline.
+	Intervals []DropInterval `json:"intervals,omitempty"`
 }
 
 // UDPSocket is one bound UDP socket.
@@ -353,6 +359,9 @@ type SocketSection struct {
 	Warning string           `json:"warning,omitempty"`
 	// ReceivedUnavailable says why sockets carry no received counts.
 	ReceivedUnavailable string `json:"received_unavailable,omitempty"`
+	// Intervals are the sockets' reads, queue and drops per tick, when
+	// the run keeps a timeline.
+	Intervals []SocketInterval `json:"intervals,omitempty"`
 }
 
 // FunctionShare is the CPU share of a group of kernel functions Makita's talk

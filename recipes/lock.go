@@ -92,6 +92,18 @@ func (p *Locks) Tick(_ context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("read lock probe: %w", err)
 	}
+	p.interval(s, now)
+	return nil
+}
+
+// Tail implements Tailer.
+func (p *Locks) Tail(now time.Time) {
+	if p.probe != nil && p.opts.Timeline {
+		p.interval(p.last, now)
+	}
+}
+
+func (p *Locks) interval(s lockstat.Snapshot, now time.Time) {
 	d := s.Sub(p.prev)
 	p.prev = s
 	iv := evidence.LockInterval{End: now, ByClass: map[string]uint64{}}
@@ -103,7 +115,6 @@ func (p *Locks) Tick(_ context.Context, now time.Time) error {
 		iv.ByClass[c] = ns
 	}
 	p.intervals = append(p.intervals, iv)
-	return nil
 }
 
 // End implements Part: the last reading, and this namespace's UDP sockets

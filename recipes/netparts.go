@@ -17,15 +17,26 @@ import (
 	"github.com/perfscope/perfscope/probes/udpsock"
 )
 
+// delta is a probe snapshot: cumulative counts that subtract.
+type delta[S any] interface {
+	Sub(prev S) S
+}
+
 // snapshotPart is what the probe-backed parts below share: one optional
 // probe of snapshot type S, read at both ends of the window. A probe that
 // does not open leaves its error, which the part's section prints as
 // "unavailable: <why>"; the rest of the run goes on.
-type snapshotPart[S any, P probes.Snapshotter[S]] struct {
-	what        string // "queue probe", for messages
+type snapshotPart[S delta[S], P probes.Snapshotter[S]] struct {
+	what string // "queue probe", for messages
+	// timeline: read at every tick of a window with an interval, each
+	// interval's counts handed to interval (set by the part).
+	timeline    bool
+	interval    func(d S, now time.Time)
 	probe       P
 	openErr     error
 	first, last S
+	// prev is the last tick's reading, for a timeline.
+	prev S
 }
 
 func (p *snapshotPart[S, P]) open(probe P, err error) {
@@ -49,8 +60,48 @@ func (p *snapshotPart[S, P]) Begin(context.Context) error {
 		if p.first, err = p.probe.Snapshot(); err != nil {
 			return fmt.Errorf("read %s: %w", p.what, err)
 		}
+		p.prev = p.first
 	}
 	return nil
+}
+
+// tick reads the probe at a tick of the window and returns the counts
+// since the last; ok is false without a timeline or a probe.
+func (p *snapshotPart[S, P]) tick() (d S, ok bool, err error) {
+	if !p.timeline || !p.opened() {
+		return d, false, nil
+	}
+	cur, err := p.probe.Snapshot()
+	if err != nil {
+		return d, false, fmt.Errorf("read %s: %w", p.what, err)
+	}
+	d, p.prev = cur.Sub(p.prev), cur
+	return d, true, nil
+}
+
+// Tick implements Ticker.
+func (p *snapshotPart[S, P]) Tick(_ context.Context, now time.Time) error {
+	d, ok, err := p.tick()
+	if ok {
+		p.interval(d, now)
+	}
+	return err
+}
+
+// Tail implements Tailer.
+func (p *snapshotPart[S, P]) Tail(now time.Time) {
+	if d, ok := p.tail(); ok {
+		p.interval(d, now)
+	}
+}
+
+// tail is the counts from the last tick to the window's last reading.
+func (p *snapshotPart[S, P]) tail() (d S, ok bool) {
+	if !p.timeline || !p.opened() {
+		return d, false
+	}
+	d, p.prev = p.last.Sub(p.prev), p.last
+	return d, true
 }
 
 // End implements Part.
@@ -71,6 +122,9 @@ func (p *snapshotPart[S, P]) OpenErr() error { return p.openErr }
 type QueueOptions struct {
 	Method probes.AttachMethod
 	Iface  netdev.Interface
+	// Timeline keeps the packets of every tick of the window
+	// (evidence.QueueSection.Intervals).
+	Timeline bool
 }
 
 // Queues is the queue part: packets per RX and TX queue and CPU, NAPI
@@ -78,12 +132,15 @@ type QueueOptions struct {
 // kernel's side (the netqueue probe).
 type Queues struct {
 	snapshotPart[netqueue.Snapshot, QueueProbe]
-	opts QueueOptions
+	opts      QueueOptions
+	intervals []evidence.QueueInterval
 }
 
 // NewQueues returns the queue part.
 func NewQueues(opts QueueOptions) *Queues {
-	return &Queues{opts: opts, snapshotPart: snapshotPart[netqueue.Snapshot, QueueProbe]{what: "queue probe"}}
+	p := &Queues{opts: opts, snapshotPart: snapshotPart[netqueue.Snapshot, QueueProbe]{what: "queue probe", timeline: opts.Timeline}}
+	p.snapshotPart.interval = p.interval
+	return p
 }
 
 // Open implements Part. A device without NAPI instances of its own (lo,
@@ -96,6 +153,34 @@ func (p *Queues) Open(src Sources) error {
 	p.open(src.Probes.Queue(netqueue.Options{Method: p.opts.Method, Ifindex: p.opts.Iface.Index, NoNAPI: noNAPI}))
 	return nil
 }
+
+// Begin implements Part.
+func (p *Queues) Begin(ctx context.Context) error {
+	p.intervals = nil
+	return p.snapshotPart.Begin(ctx)
+}
+
+// interval records the interface's packets in one interval.
+func (p *Queues) interval(d netqueue.Snapshot, now time.Time) {
+	ifindex := p.opts.Iface.Index
+	iv := evidence.QueueInterval{End: now, RXByQueue: map[int]uint64{}}
+	for q, perCPU := range d.RXQueues(ifindex, netqueue.ConventionFor(p.opts.Iface.Driver)) {
+		n := netqueue.TrafficTotal(perCPU).Packets
+		iv.RXPackets += n
+		if q >= 0 && n > 0 {
+			iv.RXByQueue[q] += n
+		}
+	}
+	for k, perCPU := range d.TX {
+		if k.Ifindex == ifindex {
+			iv.TXPackets += netqueue.TrafficTotal(perCPU).Packets
+		}
+	}
+	p.intervals = append(p.intervals, iv)
+}
+
+// Intervals are the window's ticks (with Timeline).
+func (p *Queues) Intervals() []evidence.QueueInterval { return p.intervals }
 
 // Notes say what the kernel side of the queue table lacks.
 func (p *Queues) Notes() []string {
@@ -226,24 +311,54 @@ type DropOptions struct {
 	Method probes.AttachMethod
 	// Port counts drops of this local port (0: every port).
 	Port int
+	// Timeline keeps the drops of every tick of the window
+	// (evidence.DropSection.Intervals).
+	Timeline bool
 }
 
 // Drops is the drop part: dropped packets per local UDP port and reason
 // (the udpdrop probe).
 type Drops struct {
 	snapshotPart[udpdrop.Snapshot, DropProbe]
-	opts DropOptions
+	opts      DropOptions
+	intervals []evidence.DropInterval
 }
 
 // NewDrops returns the drop part.
 func NewDrops(opts DropOptions) *Drops {
-	return &Drops{opts: opts, snapshotPart: snapshotPart[udpdrop.Snapshot, DropProbe]{what: "drop probe"}}
+	p := &Drops{opts: opts, snapshotPart: snapshotPart[udpdrop.Snapshot, DropProbe]{what: "drop probe", timeline: opts.Timeline}}
+	p.snapshotPart.interval = p.interval
+	return p
 }
 
 // Open implements Part.
 func (p *Drops) Open(src Sources) error {
 	p.open(src.Probes.Drop(udpdrop.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}))
 	return nil
+}
+
+// Begin implements Part.
+func (p *Drops) Begin(ctx context.Context) error {
+	p.intervals = nil
+	return p.snapshotPart.Begin(ctx)
+}
+
+// interval records the port's drops (every port's without one) in
+// the interval, by reason.
+func (p *Drops) interval(d udpdrop.Snapshot, now time.Time) {
+	iv := evidence.DropInterval{End: now, ByReason: map[string]uint64{}}
+	for k, n := range d.Ports {
+		if n == 0 || (p.opts.Port != 0 && int(k.Port) != p.opts.Port) {
+			continue
+		}
+		iv.Count += n
+		reason := k.Kind.String()
+		if name := p.probe.ReasonName(k.Kind, k.Reason); name != "" {
+			reason += ":" + name
+		}
+		iv.ByReason[reason] += n
+	}
+	p.intervals = append(p.intervals, iv)
 }
 
 // Add replaces the counters' coarser sk_drops rows with the probe's drops
@@ -279,6 +394,7 @@ func (p *Drops) Add(sec *evidence.DropSection) {
 			sec.ByReason[p.probe.ReasonName(udpdrop.KfreeSkb, r)] += n
 		}
 	}
+	sec.Intervals = p.intervals
 }
 
 // SocketOptions configure the socket-reads part.
@@ -287,18 +403,30 @@ type SocketOptions struct {
 	// Port and PID choose the sockets; with neither the probe is not
 	// loaded at all (nothing would show its counts).
 	Port, PID int
+	// Timeline keeps the reads of every tick of the window.
+	Timeline bool
 }
 
 // SocketReads is the socket-reads part: datagrams each UDP socket's owner
 // read, and which CPUs' softirqs woke it (the udpsock probe).
 type SocketReads struct {
 	snapshotPart[udpsock.Snapshot, SocketProbe]
-	opts SocketOptions
+	opts  SocketOptions
+	ticks []socketReadTick
+}
+
+// socketReadTick is the datagrams read per socket inode in one interval;
+// the sockets section keeps those of its own sockets.
+type socketReadTick struct {
+	end   time.Time
+	reads map[uint64]uint64
 }
 
 // NewSocketReads returns the socket-reads part.
 func NewSocketReads(opts SocketOptions) *SocketReads {
-	return &SocketReads{opts: opts, snapshotPart: snapshotPart[udpsock.Snapshot, SocketProbe]{what: "socket probe"}}
+	p := &SocketReads{opts: opts, snapshotPart: snapshotPart[udpsock.Snapshot, SocketProbe]{what: "socket probe", timeline: opts.Timeline}}
+	p.snapshotPart.interval = p.interval
+	return p
 }
 
 // Open implements Part.
@@ -309,6 +437,23 @@ func (p *SocketReads) Open(src Sources) error {
 	}
 	p.open(src.Probes.Socket(udpsock.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}))
 	return nil
+}
+
+// Begin implements Part.
+func (p *SocketReads) Begin(ctx context.Context) error {
+	p.ticks = nil
+	return p.snapshotPart.Begin(ctx)
+}
+
+// interval records the datagrams read per socket in one interval.
+func (p *SocketReads) interval(d udpsock.Snapshot, now time.Time) {
+	t := socketReadTick{end: now, reads: map[uint64]uint64{}}
+	for ino, r := range d.Sockets {
+		if r.Datagrams > 0 {
+			t.reads[ino] = r.Datagrams
+		}
+	}
+	p.ticks = append(p.ticks, t)
 }
 
 // Add fills the sockets' received datagrams and wakeups from the window,

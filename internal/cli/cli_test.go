@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,10 +180,20 @@ func TestDoctorRecipe(t *testing.T) {
 	}
 }
 
+// serve's bad input, each one sentence and exit 2 before any probe: the
+// recipes that measure once (async-profiler, gclog, output files) among
+// them, built-in or a user's file.
 func TestServeFlags(t *testing.T) {
+	dir := t.TempDir()
+	gclog := filepath.Join(dir, "gc.yaml")
+	os.WriteFile(gclog, []byte("version: 1\nname: gc-once\ndescription: GC logs once\nparameters:\n  logs: {type: files, required: true, description: the logs}\ncollectors:\n  - gclog:\n      files: ${logs}\nwindow:\n  duration: 1s\n"), 0o644)
 	for _, bad := range [][]string{
 		{"serve"},
-		{"serve", "--recipe", "cpu-profile"},
+		{"serve", "--recipe", "jvm-alloc", "--set", "pid=1"},
+		{"serve", "--recipe", "gc-pressure"},
+		{"serve", "--recipe", gclog, "--set", "logs=/nonexistent"},
+		{"serve", "--recipe", "no-such-recipe"},
+		{"serve", "--recipe", "udp-rx", "--set", "iface=lo", "--set", "flame=" + dir},
 		{"serve", "--recipe", "softirq-balance", "--interval", "10ms"},
 		{"serve", "--recipe", "softirq-balance", "--listen", "nohost"},
 		{"serve", "--recipe", "softirq-balance", "--listen", "example.org:80"},

@@ -79,7 +79,7 @@ or the recipe needs something the container does not grant.`,
 			o.format = f
 			if o.Recipe != "" {
 				if _, err := privilege.ForRecipe(o.Recipe); err != nil {
-					return usageError("%v", err)
+					return err // recipes' errors carry their exit code
 				}
 			} else if o.Kubernetes || o.Apply {
 				return usageError("--kubernetes and --apply describe a recipe's needs: add --recipe NAME (%s)", strings.Join(privilege.RecipeNames(), ", "))
@@ -88,7 +88,7 @@ or the recipe needs something the container does not grant.`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: text or json (--kubernetes: yaml or json)")
-	cmd.Flags().StringVar(&o.Recipe, "recipe", "", "check what this recipe needs here: "+strings.Join(privilege.RecipeNames(), ", "))
+	cmd.Flags().StringVar(&o.Recipe, "recipe", "", "check what this recipe (a built-in or a file) needs here: "+strings.Join(privilege.RecipeNames(), ", "))
 	cmd.Flags().BoolVar(&o.Apply, "apply", false, "with --recipe: also what --apply/--revert need")
 	cmd.Flags().BoolVar(&o.Kubernetes, "kubernetes", false, "with --recipe: print only the least Kubernetes pod spec for it")
 	_ = cmd.RegisterFlagCompletionFunc("recipe", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {

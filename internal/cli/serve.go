@@ -20,7 +20,7 @@ type serveOptions struct {
 	Interval time.Duration
 	Set      []string
 
-	params serve.Params
+	params map[string]string
 	src    recipes.Sources
 	// run is injectable so flag parsing is tested without probes.
 	run func(ctx context.Context, o *serveOptions, g *Globals) error
@@ -36,7 +36,7 @@ func newServeCmd(g *Globals) *cobra.Command {
 
 func serveCmd(g *Globals, o *serveOptions) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "serve --recipe NAME [--listen ADDR] [--interval 30s] [--set KEY=VALUE]...",
+		Use:   "serve --recipe NAME|FILE [--listen ADDR] [--interval 30s] [--set KEY=VALUE]...",
 		Short: "Run a recipe continuously and expose its measurements and findings as Prometheus metrics",
 		Long: `serve attaches a recipe's probes once and measures window after window
 (--interval each), exposing in OpenMetrics (or the Prometheus text format, as
@@ -51,7 +51,10 @@ serves, /readyz once a window completed within the last three intervals.
 It listens on loopback unless --listen says otherwise. SIGTERM or Ctrl-C ends
 the window in progress, drains the HTTP server and detaches every probe.
 
-Recipes served: ` + strings.Join(serve.Names(), ", ") + `.`,
+--recipe takes a built-in or a recipe file, as perfscope recipe run does, with
+the same --set parameters; --interval replaces the recipe's duration. A recipe
+that measures once is refused: async-profiler (its window is inside the JVM),
+gclog (it reads files afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), ", ") + `.`,
 		Example: `  perfscope serve --recipe udp-rx --set iface=eth0 --set port=9000
   perfscope serve --recipe softirq-balance --listen 0.0.0.0:9742 --interval 15s
   curl -s localhost:9742/metrics | grep perfscope_finding`,
@@ -64,7 +67,7 @@ Recipes served: ` + strings.Join(serve.Names(), ", ") + `.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Recipe, "recipe", "", "the recipe to run: "+strings.Join(serve.Names(), ", "))
+	f.StringVar(&o.Recipe, "recipe", "", "the recipe to run, a built-in or a file: "+strings.Join(serve.Names(), ", "))
 	f.StringVar(&o.Listen, "listen", DefaultListen, "address to serve /metrics on (host:port)")
 	f.DurationVar(&o.Interval, "interval", 30*time.Second, "length of each measurement window (1s to 1h)")
 	f.StringArrayVar(&o.Set, "set", nil, "a recipe parameter, KEY=VALUE (repeatable), e.g. iface=eth0")
@@ -77,9 +80,6 @@ Recipes served: ` + strings.Join(serve.Names(), ", ") + `.`,
 func (o *serveOptions) validate() error {
 	if o.Recipe == "" {
 		return usageError("--recipe is required (%s)", strings.Join(serve.Names(), ", "))
-	}
-	if _, ok := serve.Builtins[o.Recipe]; !ok {
-		return asUsage(serve.ErrBadRecipe{Msg: fmt.Sprintf("perfscope serve runs %s continuously, not %q", strings.Join(serve.Names(), ", "), o.Recipe)})
 	}
 	if o.Interval < time.Second || o.Interval > time.Hour {
 		return usageError("--interval must be between 1s and 1h, got %v", o.Interval)
@@ -94,7 +94,7 @@ func (o *serveOptions) validate() error {
 	if _, err := net.LookupPort("tcp", port); err != nil {
 		return usageError("--listen %q: bad port", o.Listen)
 	}
-	o.params = serve.Params{}
+	o.params = map[string]string{}
 	for _, kv := range o.Set {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -106,17 +106,14 @@ func (o *serveOptions) validate() error {
 }
 
 func runServe(ctx context.Context, o *serveOptions, g *Globals) error {
+	var srv *serve.Server
 	srv, err := serve.Open(o.src, serve.Options{Recipe: o.Recipe, Params: o.params, Listen: o.Listen,
 		Interval: o.Interval, Log: g.Err, Started: g.Started,
 		OnListen: func(addr string) {
-			fmt.Fprintf(g.Err, "perfscope serve: recipe %s, a window every %v, metrics at http://%s/metrics\n", o.Recipe, o.Interval, addr)
+			fmt.Fprintf(g.Err, "perfscope serve: recipe %s, a window every %v, metrics at http://%s/metrics\n", srv.RecipeName(), o.Interval, addr)
 		}})
 	if err != nil {
-		var bad serve.ErrBadRecipe
-		if errors.As(err, &bad) {
-			return asUsage(err)
-		}
-		return err
+		return err // recipes' errors carry their exit code (CodeOf)
 	}
 	if err := srv.Run(ctx); err != nil {
 		var op *net.OpError

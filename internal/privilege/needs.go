@@ -10,9 +10,10 @@
 package privilege
 
 import (
-	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/perfscope/perfscope/recipes"
 )
 
 // Kind is what a need asks of the container.
@@ -140,44 +141,38 @@ var Parts = map[string][]Need{
 			Without: "the GC log section is empty"}},
 }
 
-// BuiltinRecipes lists each built-in recipe's parts (its YAML's probes and
-// collectors), so that doctor can answer for a recipe by name.
-var BuiltinRecipes = map[string][]string{
-	"udp-rx":          {"softirq", "netqueue", "lockstat", "udpdrop", "udpsock", "cpuprofile", "netcounters"},
-	"udp-tx":          {"softirq", "netqueue", "lockstat", "netcounters"},
-	"softirq-balance": {"softirq"},
-	"lock-contention": {"lockstat"},
-	"cpu-profile":     {"cpuprofile"},
-	"jvm-alloc":       {"async-profiler"},
-	"gc-pressure":     {"hsperfdata", "async-profiler", "gclog"},
-	"jvm-net":         {"softirq", "udpdrop", "udpsock", "netcounters", "hsperfdata"},
-}
-
-// RecipeNames are the built-ins, sorted.
-func RecipeNames() []string {
-	var out []string
-	for n := range BuiltinRecipes {
-		out = append(out, n)
+// RecipeParts are the catalog names of every probe and collector a
+// recipe names — enabled or not: the least a container must grant is what
+// the recipe needs under any of its parameters' values. It reads the
+// recipe's own definition (recipes.Find: a built-in or a file), so doctor,
+// the manifests' test and `recipe run` agree on what a recipe is.
+func RecipeParts(nameOrFile string) ([]string, error) {
+	r, err := recipes.Find(nameOrFile)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(out)
-	return out
+	var out []string
+	seen := map[string]bool{}
+	for _, u := range append(append([]recipes.Use{}, r.Probes...), r.Collectors...) {
+		if !seen[u.Name] {
+			seen[u.Name] = true
+			out = append(out, u.Name)
+		}
+	}
+	return out, nil
 }
 
-// ErrUnknownRecipe is returned for a recipe name that is not a built-in.
-type ErrUnknownRecipe struct{ Name string }
-
-func (e ErrUnknownRecipe) Error() string {
-	return fmt.Sprintf("unknown recipe %q (built-ins: %s)", e.Name, strings.Join(RecipeNames(), ", "))
-}
-
-// ForRecipe is what the built-in recipe name needs.
-func ForRecipe(name string) ([]Need, error) {
-	parts, ok := BuiltinRecipes[name]
-	if !ok {
-		return nil, ErrUnknownRecipe{name}
+// ForRecipe is what the recipe (a built-in's name or a file) needs.
+func ForRecipe(nameOrFile string) ([]Need, error) {
+	parts, err := RecipeParts(nameOrFile)
+	if err != nil {
+		return nil, err
 	}
 	return ForParts(parts...), nil
 }
+
+// RecipeNames are the built-ins.
+func RecipeNames() []string { return recipes.BuiltinNames() }
 
 // ForParts is the union of what the parts need: one Need per kind and
 // name, required when any part requires it, read-only only when every

@@ -1,22 +1,32 @@
 package privilege
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/recipes"
 )
 
-// Every part a built-in recipe names has its needs listed, and every
+// Every probe and collector of the recipes' catalog — so every part a
+// built-in or user recipe can name — has its needs listed, and every
 // part needs at least the probes' pair or reads nothing privileged.
 func TestEveryRecipePartIsKnown(t *testing.T) {
-	for recipe, parts := range BuiltinRecipes {
-		for _, p := range parts {
-			if len(Parts[p]) == 0 {
-				t.Errorf("recipe %s: part %s has no needs listed", recipe, p)
-			}
+	for _, c := range append(append([]recipes.Component{}, recipes.Probes...), recipes.Collectors...) {
+		if len(Parts[c.Name]) == 0 {
+			t.Errorf("catalog %s has no needs listed", c.Name)
+		}
+		if c.Probe && !Has(Parts[c.Name], Capability, "CAP_BPF") {
+			t.Errorf("probe %s: no CAP_BPF", c.Name)
+		}
+	}
+	for _, name := range RecipeNames() {
+		parts, err := RecipeParts(name)
+		if err != nil || len(parts) == 0 {
+			t.Errorf("recipe %s: parts %v, %v", name, parts, err)
 		}
 	}
 	for part, needs := range Parts {
@@ -60,7 +70,7 @@ func TestForRecipeUnion(t *testing.T) {
 	if Has(softirq, Namespace, HostPID) || Has(softirq, Namespace, HostNetwork) {
 		t.Error("softirq-balance is system-wide in the kernel: no host namespace needed")
 	}
-	if _, err := ForRecipe("nope"); err == nil || !strings.Contains(err.Error(), "udp-rx") {
+	if _, err := ForRecipe("nope"); err == nil || !errors.Is(err, recipes.ErrBadInput) || !strings.Contains(err.Error(), "udp-rx") {
 		t.Errorf("unknown recipe: %v", err)
 	}
 }

@@ -24,6 +24,7 @@ type Window struct {
 	Queues     *evidence.QueueSection
 	Locks      *evidence.LockSection
 	Drops      *evidence.DropSection
+	JVMPauses  *evidence.JVMPauses
 	Findings   []diagnose.Finding
 	Overhead   *evidence.Overhead
 }
@@ -98,6 +99,8 @@ type Metrics struct {
 	drops                        *counterFamily
 	bpfRuns, bpfSeconds          *counterFamily
 	eventsLost, windows, failing *counterFamily
+	gcs, gcSeconds               *counterFamily
+	safepoints, safepointSeconds *counterFamily
 
 	findings []diagnose.Finding
 	overhead *evidence.Overhead
@@ -115,21 +118,25 @@ type Metrics struct {
 func NewMetrics(recipe string) *Metrics {
 	const ns = "perfscope_"
 	return &Metrics{
-		recipe:          recipe,
-		softirqs:        newFamily(ns+"softirq_total", "Softirq runs per CPU and vector, counted by the softirq probe.", "cpu", "vector"),
-		softirqSeconds:  newFamily(ns+"softirq_seconds_total", "Time spent in softirqs per CPU and vector.", "cpu", "vector"),
-		queuePackets:    newFamily(ns+"queue_packets_total", "Packets per NIC queue: the kernel's count (napi/netif tracepoints) for rx, transmissions for tx.", "direction", "queue"),
-		queueDrops:      newFamily(ns+"queue_driver_drops_total", "Drops per queue in the driver's own statistics (ethtool -S).", "direction", "queue"),
-		lockWait:        newFamily(ns+"lock_wait_seconds_total", "Kernel lock contention wait per lock class.", "class"),
-		lockContentions: newFamily(ns+"lock_contentions_total", "Kernel lock contentions per lock class.", "class"),
-		socketLockWait:  newFamily(ns+"socket_lock_wait_seconds_total", "Lock contention wait on the locks of sockets, per protocol and local port.", "protocol", "port"),
-		socketLocks:     newFamily(ns+"socket_lock_contentions_total", "Lock contentions on the locks of sockets, per protocol and local port.", "protocol", "port"),
-		drops:           newFamily(ns+"udp_drops_total", "UDP datagrams dropped, per reason and local port (0: not attributed to a port).", "reason", "port"),
-		bpfRuns:         newFamily(ns+"bpf_program_runs_total", "Runs of perfscope's own BPF programs (bpf_stats; sampled windows are scaled).", "program"),
-		bpfSeconds:      newFamily(ns+"bpf_program_run_seconds_total", "Run time of perfscope's own BPF programs (bpf_stats).", "program"),
-		eventsLost:      newFamily(ns+"events_lost_total", "Events perfscope's probes lost (full maps or ring buffers).", "recipe"),
-		windows:         newFamily(ns+"windows_total", "Measurement windows completed.", "recipe"),
-		failing:         newFamily(ns+"window_errors_total", "Measurement windows that failed.", "recipe"),
+		recipe:           recipe,
+		softirqs:         newFamily(ns+"softirq_total", "Softirq runs per CPU and vector, counted by the softirq probe.", "cpu", "vector"),
+		softirqSeconds:   newFamily(ns+"softirq_seconds_total", "Time spent in softirqs per CPU and vector.", "cpu", "vector"),
+		queuePackets:     newFamily(ns+"queue_packets_total", "Packets per NIC queue: the kernel's count (napi/netif tracepoints) for rx, transmissions for tx.", "direction", "queue"),
+		queueDrops:       newFamily(ns+"queue_driver_drops_total", "Drops per queue in the driver's own statistics (ethtool -S).", "direction", "queue"),
+		lockWait:         newFamily(ns+"lock_wait_seconds_total", "Kernel lock contention wait per lock class.", "class"),
+		lockContentions:  newFamily(ns+"lock_contentions_total", "Kernel lock contentions per lock class.", "class"),
+		socketLockWait:   newFamily(ns+"socket_lock_wait_seconds_total", "Lock contention wait on the locks of sockets, per protocol and local port.", "protocol", "port"),
+		socketLocks:      newFamily(ns+"socket_lock_contentions_total", "Lock contentions on the locks of sockets, per protocol and local port.", "protocol", "port"),
+		drops:            newFamily(ns+"udp_drops_total", "UDP datagrams dropped, per reason and local port (0: not attributed to a port).", "reason", "port"),
+		bpfRuns:          newFamily(ns+"bpf_program_runs_total", "Runs of perfscope's own BPF programs (bpf_stats; sampled windows are scaled).", "program"),
+		bpfSeconds:       newFamily(ns+"bpf_program_run_seconds_total", "Run time of perfscope's own BPF programs (bpf_stats).", "program"),
+		gcs:              newFamily(ns+"jvm_gc_total", "Collections of the recipe's JVM per generation (hsperfdata).", "pid", "generation"),
+		gcSeconds:        newFamily(ns+"jvm_gc_seconds_total", "Time the recipe's JVM spent in its young and old collectors (hsperfdata).", "pid"),
+		safepoints:       newFamily(ns+"jvm_safepoints_total", "Safepoints of the recipe's JVM (hsperfdata; absent when the JVM does not publish them).", "pid"),
+		safepointSeconds: newFamily(ns+"jvm_safepoint_seconds_total", "Time the recipe's JVM was stopped at safepoints (hsperfdata).", "pid"),
+		eventsLost:       newFamily(ns+"events_lost_total", "Events perfscope's probes lost (full maps or ring buffers).", "recipe"),
+		windows:          newFamily(ns+"windows_total", "Measurement windows completed.", "recipe"),
+		failing:          newFamily(ns+"window_errors_total", "Measurement windows that failed.", "recipe"),
 
 		findingDesc:       prometheus.NewDesc(ns+"finding", "A finding of the last window (1 while the rules report it).", []string{"recipe", "id", "severity"}, nil),
 		impactDesc:        prometheus.NewDesc(ns+"finding_impact", "The finding's impact: the share of the bottleneck it explains (0-1), its ranking key.", []string{"id"}, nil),
@@ -147,7 +154,7 @@ func NewMetrics(recipe string) *Metrics {
 
 func (m *Metrics) families() []*counterFamily {
 	return []*counterFamily{m.softirqs, m.softirqSeconds, m.queuePackets, m.queueDrops, m.lockWait, m.lockContentions,
-		m.socketLockWait, m.socketLocks, m.drops, m.bpfRuns, m.bpfSeconds, m.eventsLost, m.windows, m.failing}
+		m.socketLockWait, m.socketLocks, m.drops, m.gcs, m.gcSeconds, m.safepoints, m.safepointSeconds, m.bpfRuns, m.bpfSeconds, m.eventsLost, m.windows, m.failing}
 }
 
 // Add accumulates one window.
@@ -211,6 +218,16 @@ func (m *Metrics) Add(w Window) {
 			if a := attributed["kfree_skb:"+reason] + attributed[reason]; n > a {
 				m.drops.add(float64(n-a), "kfree_skb:"+reason, "0")
 			}
+		}
+	}
+	if j := w.JVMPauses; j != nil {
+		pid := strconv.Itoa(j.PID)
+		m.gcs.add(float64(j.YoungGCs), pid, "young")
+		m.gcs.add(float64(j.OldGCs), pid, "old")
+		m.gcSeconds.add(float64(j.GCTimeNs)/1e9, pid)
+		if j.Safepoints != nil && j.SafepointTimeNs != nil {
+			m.safepoints.add(float64(*j.Safepoints), pid)
+			m.safepointSeconds.add(float64(*j.SafepointTimeNs)/1e9, pid)
 		}
 	}
 	m.findings = append(m.findings[:0], w.Findings...)

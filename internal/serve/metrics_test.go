@@ -17,6 +17,7 @@ import (
 )
 
 func u64(v uint64) *uint64 { return &v }
+func i64(v int64) *int64   { return &v }
 
 func window(i int, findings ...diagnose.Finding) Window {
 	begin := time.Unix(1700000000+int64(i)*30, 0)
@@ -32,7 +33,8 @@ func window(i int, findings ...diagnose.Finding) Window {
 			Sockets: []evidence.SocketContention{{Socket: evidence.SocketRef{Port: 9000, Protocol: "udp"}, Count: 40, TotalNs: 4e6}}},
 		Drops: &evidence.DropSection{ByPort: []evidence.PortDrops{{Port: 9000, Reason: "kfree_skb:SOCKET_RCVBUFF", Count: 70}},
 			ByReason: map[string]uint64{"SOCKET_RCVBUFF": 70, "NO_SOCKET": 5}},
-		Findings: findings,
+		JVMPauses: &evidence.JVMPauses{PID: 4242, YoungGCs: 3, OldGCs: 1, GCTimeNs: 25e6, Safepoints: i64(7), SafepointTimeNs: i64(30e6)},
+		Findings:  findings,
 		Overhead: &evidence.Overhead{Programs: []evidence.ProgramCost{{Program: "irq:softirq_entry", RunCount: 105, RunTimeNs: 10500}},
 			EventsLost: 1, BPFTimeShare: 0.001, StatsUnavailable: "enable bpf_stats: operation not permitted"},
 	}
@@ -73,6 +75,20 @@ func scrape(t *testing.T, h http.Handler, accept string) map[string]*dto.MetricF
 		out[mf.GetName()] = &mf
 	}
 	return out
+}
+
+// sum adds every series of mf whose labels include labels.
+func sum(mf *dto.MetricFamily, labels ...string) float64 {
+	var total float64
+	if mf == nil {
+		return 0
+	}
+	for _, m := range mf.Metric {
+		one := &dto.MetricFamily{Metric: []*dto.Metric{m}}
+		v, _ := value(one, labels...)
+		total += v
+	}
+	return total
 }
 
 func value(mf *dto.MetricFamily, labels ...string) (float64, bool) {
@@ -130,6 +146,11 @@ func TestMetricsExposition(t *testing.T) {
 			{"perfscope_udp_drops_total", []string{"port", "9000", "reason", "kfree_skb:SOCKET_RCVBUFF"}, 140},
 			{"perfscope_udp_drops_total", []string{"port", "0", "reason", "kfree_skb:NO_SOCKET"}, 10},
 			{"perfscope_bpf_program_runs_total", []string{"program", "irq:softirq_entry"}, 210},
+			{"perfscope_jvm_gc_total", []string{"pid", "4242", "generation", "young"}, 6},
+			{"perfscope_jvm_gc_total", []string{"pid", "4242", "generation", "old"}, 2},
+			{"perfscope_jvm_gc_seconds_total", []string{"pid", "4242"}, 0.05},
+			{"perfscope_jvm_safepoints_total", []string{"pid", "4242"}, 14},
+			{"perfscope_jvm_safepoint_seconds_total", []string{"pid", "4242"}, 0.06},
 			{"perfscope_events_lost_total", nil, 2},
 			{"perfscope_windows_total", nil, 2},
 			{"perfscope_finding", []string{"id", "net.udp-rcvbuf", "severity", "crit"}, 1},

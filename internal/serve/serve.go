@@ -19,8 +19,10 @@ import (
 
 // Options configure a served recipe.
 type Options struct {
+	// Recipe is a built-in's name or a recipe file; Params its
+	// parameters (--set).
 	Recipe   string
-	Params   Params
+	Params   map[string]string
 	Listen   string
 	Interval time.Duration
 	// Log receives one line per failed window and the server's errors.
@@ -38,7 +40,7 @@ type Options struct {
 // HTTP server exposing it.
 type Server struct {
 	opts    Options
-	recipe  Recipe
+	recipe  *Recipe
 	session *recipes.Session
 	src     recipes.Sources
 	metrics *Metrics
@@ -48,7 +50,7 @@ type Server struct {
 // Open builds the recipe and attaches its probes once. The caller closes
 // the server (Run does when it returns).
 func Open(src recipes.Sources, o Options) (*Server, error) {
-	r, err := NewRecipe(src, o.Recipe, o.Params)
+	r, err := LoadRecipe(src, o.Recipe, o.Params)
 	if err != nil {
 		return nil, err
 	}
@@ -56,11 +58,11 @@ func Open(src recipes.Sources, o Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := OpenErr(r); err != nil {
+	if err := r.m.Opened(); err != nil {
 		s.Close()
 		return nil, err
 	}
-	m := NewMetrics(o.Recipe)
+	m := NewMetrics(r.Name())
 	return &Server{opts: o, recipe: r, session: s, src: src, metrics: m, reg: newRegistry(m)}, nil
 }
 
@@ -77,6 +79,9 @@ func newRegistry(m *Metrics) *prometheus.Registry {
 			collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsMemory, collectors.MetricsScheduler)))
 	return reg
 }
+
+// RecipeName is the served recipe's name (a file's recipe names itself).
+func (s *Server) RecipeName() string { return s.recipe.Name() }
 
 // Close detaches every probe.
 func (s *Server) Close() error { return s.session.Close() }
@@ -104,7 +109,7 @@ func (s *Server) Handler() http.Handler {
 			http.NotFound(w, r)
 			return
 		}
-		fmt.Fprintf(w, "perfscope serve --recipe %s: /metrics, /healthz, /readyz\n", s.opts.Recipe)
+		fmt.Fprintf(w, "perfscope serve --recipe %s: /metrics, /healthz, /readyz\n", s.recipe.Name())
 	})
 	return mux
 }
@@ -152,11 +157,11 @@ func (s *Server) measure(ctx context.Context, serveErr <-chan error) error {
 			return fmt.Errorf("serve HTTP: %w", err)
 		default:
 		}
-		w := recipes.Window{Duration: s.opts.Interval, Stats: s.recipe.Stats()}
+		var started time.Time
 		if first {
-			w.Started = s.opts.Started
+			started = s.opts.Started
 		}
-		run, err := s.session.Measure(ctx, w)
+		run, err := s.session.Measure(ctx, s.recipe.Window(s.opts.Interval, started))
 		if ctx.Err() != nil {
 			// A window cut short by shutdown is not a full interval:
 			// counters must not jump by a partial window's scale.
@@ -170,7 +175,7 @@ func (s *Server) measure(ctx context.Context, serveErr <-chan error) error {
 			continue
 		}
 		first = false
-		win := s.recipe.Collect(s.src, run)
+		win := s.recipe.Collect(ctx, s.src, run)
 		s.metrics.Add(win)
 		if s.opts.OnWindow != nil {
 			s.opts.OnWindow(win)
