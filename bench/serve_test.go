@@ -64,9 +64,10 @@ func collect(m *serve.Metrics) {
 	}
 }
 
-// BenchmarkServeLive serves udp-rx on loopback under a paced flood, with
-// --interval 1s, for PERFSCOPE_SOAK (default 60s), and reports perfscope's
-// heap after the first 10 windows and after the last, and the windows done.
+// BenchmarkServeLive serves the udp-rx recipe as written (its CPU profile
+// on at 99 Hz) on loopback under a paced flood, with --interval 1s, for
+// PERFSCOPE_SOAK (default 60s), and reports perfscope's heap after the
+// first 10 windows, at half time and after the last, and the windows done.
 func BenchmarkServeLive(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
@@ -86,7 +87,8 @@ func BenchmarkServeLive(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), soak)
 		go udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 1, Duration: soak, Rate: 50000})
 		var n int
-		var at10, last uint64
+		var at10, mid, last uint64
+		start := time.Now()
 		srv, err := serve.Open(recipes.Live(), serve.Options{Recipe: "udp-rx", Listen: "127.0.0.1:0", Interval: time.Second,
 			Params: map[string]string{"iface": "lo", "port": strconv.Itoa(int(sink.AddrPort().Port()))},
 			OnWindow: func(serve.Window) {
@@ -94,6 +96,9 @@ func BenchmarkServeLive(b *testing.B) {
 				last = heapInUse()
 				if n == 10 {
 					at10 = last
+				}
+				if mid == 0 && time.Since(start) >= soak/2 {
+					mid = last
 				}
 			}})
 		if err != nil {
@@ -106,6 +111,7 @@ func BenchmarkServeLive(b *testing.B) {
 		sink.Close()
 		b.ReportMetric(float64(n), "windows")
 		b.ReportMetric(float64(at10)/1024, "heap-KiB-at-10-windows")
+		b.ReportMetric(float64(mid)/1024, "heap-KiB-at-half-time")
 		b.ReportMetric(float64(last)/1024, "heap-KiB-at-last-window")
 	}
 }

@@ -149,6 +149,10 @@ func (p *podman) run(opts []string, args ...string) (int, []byte, string) {
 }
 
 type containerUDPReport struct {
+	Recipe struct {
+		Name       string
+		Parameters map[string]string
+	} `json:"recipe"`
 	Findings []struct {
 		ID string `json:"id"`
 	} `json:"findings"`
@@ -156,13 +160,12 @@ type containerUDPReport struct {
 	Overhead evidence.Overhead    `json:"overhead"`
 }
 
-// The image built from this checkout runs the observe recipes with the
-// documented capability set — not CAP_SYS_ADMIN — against the netns rig,
-// loses exactly what doctor says without CAP_SYSLOG, and profiles a JVM
-// on the host with the library it carries.
-//
-// Until the recipe command lands, the built-in recipes run through the
-// commands that follow them: `softirq` (softirq-balance) and `udp` (udp-rx).
+// The image built from this checkout runs the built-in recipes
+// softirq-balance and udp-rx (`perfscope recipe run`) with the documented
+// observe capability set — not CAP_SYS_ADMIN — against the netns rig,
+// loses exactly what doctor says without CAP_SYSLOG, profiles a JVM on the
+// host with the library it carries, and applies and reverts a typed change
+// in the rig's namespace from the privileged apply line.
 func TestContainerImage(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
@@ -210,16 +213,21 @@ func TestContainerImage(t *testing.T) {
 	})
 
 	t.Run("softirq-balance", func(t *testing.T) {
-		code, out, stderr := p.run(p.observe(results, []string{"BPF", "PERFMON"}, "host"), "softirq", "--duration", "2s", "-o", "json")
+		code, out, stderr := p.run(p.observe(results, []string{"BPF", "PERFMON"}, "host"), "recipe", "run", "softirq-balance",
+			"--set", "duration=2s", "-o", "json")
 		if code != 0 {
-			t.Fatalf("softirq in the container: exit %d: %s", code, stderr)
+			t.Fatalf("recipe run softirq-balance in the container: exit %d: %s", code, stderr)
 		}
 		var r struct {
+			Recipe   struct{ Name string }    `json:"recipe"`
 			Data     evidence.SoftirqEvidence `json:"data"`
 			Overhead evidence.Overhead        `json:"overhead"`
 		}
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatal(err)
+		}
+		if r.Recipe.Name != "softirq-balance" {
+			t.Errorf("recipe %q in the report", r.Recipe.Name)
 		}
 		if len(r.Data.CPUs) != runtime.NumCPU() || len(r.Data.Totals) == 0 {
 			t.Fatalf("softirq: %d CPUs, totals %+v", len(r.Data.CPUs), r.Data.Totals)
@@ -258,10 +266,10 @@ func TestContainerImage(t *testing.T) {
 		rig := "ns:/run/netns/" + lab.ReceiverNS
 		udp := func(caps []string) containerUDPReport {
 			t.Helper()
-			code, out, stderr := p.run(p.observe(results, caps, rig), "udp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(labPort),
-				"--duration", "3s", "-o", "json")
+			code, out, stderr := p.run(p.observe(results, caps, rig), "recipe", "run", "udp-rx", "--set", "iface="+lab.ReceiverIf,
+				"--set", fmt.Sprint("port=", labPort), "--set", "duration=3s", "-o", "json")
 			if code != 0 && code != 1 {
-				t.Fatalf("udp in the container (caps %v): exit %d: %s", caps, code, stderr)
+				t.Fatalf("recipe run udp-rx in the container (caps %v): exit %d: %s", caps, code, stderr)
 			}
 			var r containerUDPReport
 			if err := json.Unmarshal(out, &r); err != nil {
@@ -270,6 +278,9 @@ func TestContainerImage(t *testing.T) {
 			return r
 		}
 		r := udp(observeCaps)
+		if r.Recipe.Name != "udp-rx" || r.Recipe.Parameters["iface"] != lab.ReceiverIf {
+			t.Errorf("recipe in the report: %+v", r.Recipe)
+		}
 		d := r.Data
 		var drops uint64
 		for _, p := range d.Drops.ByPort {
@@ -307,6 +318,66 @@ func TestContainerImage(t *testing.T) {
 		noSyslog := udp([]string{"BPF", "PERFMON", "NET_ADMIN", "SYS_PTRACE"})
 		if len(noSyslog.Data.Locks.Sites) > 0 && hexSites(noSyslog.Data.Locks) == 0 {
 			t.Errorf("without CAP_SYSLOG the lock sites still have names: %+v", noSyslog.Data.Locks.Sites[0])
+		}
+	})
+
+	t.Run("apply and revert from the privileged line", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		lab, err := netlab.New(ctx, netlab.Config{Queues: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lab.Close()
+		rx, queue := lab.ReceiverNS, "/sys/class/net/"+lab.ReceiverIf+"/queues/rx-0/"
+		read := func(file string) string {
+			t.Helper()
+			out, err := lab.Run(ctx, rx, "cat", queue+file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(out)
+		}
+		// RPS on for rx-0 of the rig's veth and RFS off: net.rfs-off is a
+		// finding of the configuration alone, and its typed change is a
+		// sysfs write inside the namespace this test created (the
+		// host-wide rps_sock_flow_entries is not visible there).
+		if _, err := lab.Run(ctx, rx, "sh", "-c", `echo 1 > "$1"`, "sh", queue+"rps_cpus"); err != nil {
+			t.Fatal(err)
+		}
+		before := read("rps_flow_cnt")
+		hostEntries, _ := os.ReadFile("/proc/sys/net/core/rps_sock_flow_entries")
+		revertDir := t.TempDir()
+		// The README's apply line, in the rig's namespace instead of the
+		// host's: the host's UTS namespace keeps the host name the revert
+		// file is checked against.
+		apply := []string{"--rm", "--privileged", "--pid=host", "--uts=host", "--network", "ns:/run/netns/" + rx, "-v", revertDir + ":/results"}
+		code, out, stderr := p.run(apply, "udp", "--iface", lab.ReceiverIf, "--duration", "1s", "--no-profile", "-o", "json",
+			"--apply", "net.rfs-off", "--revert-dir", "/results")
+		if code != 0 && code != 1 {
+			t.Fatalf("udp --apply net.rfs-off in the privileged container: exit %d: %s\n%s", code, stderr, out)
+		}
+		_, rest, ok := strings.Cut(stderr, "revert file: ")
+		file, _, _ := strings.Cut(rest, " ")
+		file = strings.TrimSpace(file)
+		if !ok || !strings.HasPrefix(file, "/results/") {
+			t.Fatalf("no revert file announced in /results:\n%s", stderr)
+		}
+		if _, err := os.Stat(filepath.Join(revertDir, filepath.Base(file))); err != nil {
+			t.Fatalf("the revert file is not in the mounted directory: %v", err)
+		}
+		if got := read("rps_flow_cnt"); got == before || got == "0" {
+			t.Fatalf("rps_flow_cnt %s after --apply net.rfs-off (was %s)\n%s", got, before, stderr)
+		}
+		code, out, stderr = p.run(apply, "udp", "--revert", file)
+		if code != 0 {
+			t.Fatalf("--revert %s in the privileged container: exit %d: %s\n%s", file, code, stderr, out)
+		}
+		if got := read("rps_flow_cnt"); got != before {
+			t.Errorf("rps_flow_cnt %s after --revert, was %s", got, before)
+		}
+		if after, _ := os.ReadFile("/proc/sys/net/core/rps_sock_flow_entries"); string(after) != string(hostEntries) {
+			t.Errorf("the host's rps_sock_flow_entries changed: %q -> %q", hostEntries, after)
 		}
 	})
 

@@ -186,8 +186,8 @@ func TestManifests(t *testing.T) {
 		t.Errorf("job: namespace %q node %q restart %q", job.Namespace, job.Spec.Template.Spec.NodeName, job.Spec.Template.Spec.RestartPolicy)
 	}
 	grantsNoMore(t, "job", job.Spec.Template.Spec, want)
-	if args := job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "json") {
-		t.Errorf("job args %v: the report goes to stdout as JSON", args)
+	if args := job.Spec.Template.Spec.Containers[0].Args; len(args) < 3 || args[0] != "recipe" || args[1] != "run" || args[2] != "udp-rx" || !slices.Contains(args, "json") {
+		t.Errorf("job args %v: want recipe run udp-rx, its JSON report to stdout", args)
 	}
 }
 
