@@ -245,13 +245,7 @@ func TestContainerImage(t *testing.T) {
 	})
 
 	t.Run("udp-rx on the rig", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		lab, err := netlab.New(ctx, netlab.Config{Queues: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lab.Close()
+		ctx, lab := rig(t)
 		bin := Perfscope(t)
 		listen := fmt.Sprintf("%s:%d", lab.ReceiverAddr, labPort)
 		srv := lab.Command(ctx, lab.ReceiverNS, bin, "lab", "udp-server", "--listen", listen, "--threads", "2", "--rcvbuf", "4096", "--for", "2m")
@@ -322,13 +316,7 @@ func TestContainerImage(t *testing.T) {
 	})
 
 	t.Run("apply and revert from the privileged line", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		lab, err := netlab.New(ctx, netlab.Config{Queues: 4})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lab.Close()
+		ctx, lab := rig(t)
 		rx, queue := lab.ReceiverNS, "/sys/class/net/"+lab.ReceiverIf+"/queues/rx-0/"
 		read := func(file string) string {
 			t.Helper()
@@ -411,4 +399,18 @@ func hexSites(l evidence.LockSection) int {
 		}
 	}
 	return n
+}
+
+// rig is a netns rig (4-queue veth between two namespaces of its own) for
+// one subtest, closed with it.
+func rig(t *testing.T) (context.Context, *netlab.Lab) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	lab, err := netlab.New(ctx, netlab.Config{Queues: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Close() })
+	return ctx, lab
 }

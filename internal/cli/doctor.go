@@ -123,6 +123,10 @@ func (o *doctorOptions) run(g *Globals) error {
 		needs := o.recipeNeeds()
 		data.Recipe = o.Recipe
 		data.RunLine = "docker run " + privilege.RunLine(needs) + " IMAGE recipe run " + o.Recipe
+		if o.Apply {
+			// --apply and --revert belong to perfscope udp.
+			data.RunLine = "docker run " + privilege.RunLine(needs) + " IMAGE udp --iface IFACE --apply FINDING --revert-dir /results"
+		}
 		data.Kubernetes = privilege.Pod(needs)
 		if envErr == nil {
 			var rc []DoctorCheck

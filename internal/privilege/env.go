@@ -21,11 +21,12 @@ type Environment struct {
 	Evidence    string
 	// CapEff is the effective capability set.
 	CapEff uint64
-	// HostPID: the process is in the initial pid namespace. HostNetwork:
-	// its network namespace is the initial one (kthreadd's); nil when
-	// that cannot be read (without hostPID).
+	// HostPID: the process is in the initial pid namespace. HostNetwork
+	// and HostUTS: its network and UTS namespaces are the initial ones
+	// (kthreadd's); nil when that cannot be read (without hostPID).
 	HostPID     bool
 	HostNetwork *bool
+	HostUTS     *bool
 	Mounts      []procfs.Mount
 	// Seccomp is 0 (off), 2 (a filter: the runtime's profile) or -1.
 	Seccomp    int
@@ -51,18 +52,8 @@ func Inspect(fs procfs.FS, kernel string) (Environment, error) {
 	if env.Mounts, err = fs.Mounts(); err != nil {
 		return env, fmt.Errorf("read /proc/self/mountinfo: %w", err)
 	}
-	self, selfErr := os.Readlink(fs.Path("/proc/self/ns/net"))
-	if env.HostPID && selfErr == nil {
-		// kthreadd (pid 2) lives in the initial network namespace and,
-		// unlike an init holding every capability, its namespace links
-		// read without CAP_SYS_PTRACE.
-		for _, pid := range []string{"2", "1"} {
-			if init, err := os.Readlink(fs.Path("/proc/" + pid + "/ns/net")); err == nil {
-				same := init == self
-				env.HostNetwork = &same
-				break
-			}
-		}
+	if env.HostPID {
+		env.HostNetwork, env.HostUTS = sameAsHost(fs, "net"), sameAsHost(fs, "uts")
 	}
 	env.detectContainer()
 	return env, nil
@@ -154,6 +145,25 @@ func (env Environment) Check(needs []Need) []Status {
 	return out
 }
 
+// sameAsHost says whether this process's namespace of kind is the
+// initial one; nil when either link cannot be read.
+func sameAsHost(fs procfs.FS, kind string) *bool {
+	self, err := os.Readlink(fs.Path("/proc/self/ns/" + kind))
+	if err != nil {
+		return nil
+	}
+	// kthreadd (pid 2) lives in the initial namespaces and, unlike an
+	// init holding every capability, its namespace links read without
+	// CAP_SYS_PTRACE.
+	for _, pid := range []string{"2", "1"} {
+		if init, err := os.Readlink(fs.Path("/proc/" + pid + "/ns/" + kind)); err == nil {
+			same := init == self
+			return &same
+		}
+	}
+	return nil
+}
+
 func (env Environment) checkNamespace(name string) (bool, string, string) {
 	if !env.InContainer {
 		return true, "not in a container", ""
@@ -172,6 +182,14 @@ func (env Environment) checkNamespace(name string) (bool, string, string) {
 			return true, "the host's network namespace", ""
 		}
 		return false, "a network namespace other than the host's", "--net=host (Kubernetes: hostNetwork: true)"
+	case HostUTS:
+		switch {
+		case env.HostUTS == nil:
+			return false, "unknown: the host's UTS namespace cannot be read (needs hostPID)", "--uts=host (Kubernetes: hostNetwork: true)"
+		case *env.HostUTS:
+			return true, "the host's host name (UTS namespace)", ""
+		}
+		return false, "a host name of its own (UTS namespace)", "--uts=host (Kubernetes: hostNetwork: true)"
 	}
 	return false, "unknown namespace " + name, ""
 }

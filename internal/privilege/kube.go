@@ -117,7 +117,8 @@ func Pod(needs []Need) PodSpec {
 		switch {
 		case n.Kind == Namespace && n.Name == HostPID:
 			pod.HostPID = true
-		case n.Kind == Namespace && n.Name == HostNetwork:
+		case n.Kind == Namespace && (n.Name == HostNetwork || n.Name == HostUTS):
+			// A hostNetwork pod has the node's host name too.
 			pod.HostNetwork = true
 		case n.Kind == Mount:
 			mounts = append(mounts, n)
@@ -159,12 +160,16 @@ func RunLine(needs []Need) string {
 			args = append(args, "--pid=host")
 		case n.Kind == Namespace && n.Name == HostNetwork:
 			args = append(args, "--net=host")
+		case n.Kind == Namespace && n.Name == HostUTS:
+			args = append(args, "--uts=host")
 		}
 	}
+	mounted := map[string]bool{}
 	for _, n := range needs {
-		if n.Kind != Mount {
-			continue
+		if n.Kind != Mount || mounted[n.Name] {
+			continue // a recipe's output directory and --apply's revert file share /results
 		}
+		mounted[n.Name] = true
 		src := n.Name
 		if v, ok := volumeFor[n.Name]; ok && v.HostPath != nil {
 			src = v.HostPath.Path

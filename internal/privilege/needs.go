@@ -36,6 +36,9 @@ const (
 const (
 	HostPID     = "hostPID"
 	HostNetwork = "hostNetwork"
+	// HostUTS is the host's UTS namespace (its host name): Kubernetes
+	// has no field of its own for it and shares it with hostNetwork pods.
+	HostUTS = "hostUTS"
 )
 
 // Capability bits from include/uapi/linux/capability.h, by name.
@@ -250,6 +253,8 @@ var Apply = []Need{
 	{Kind: Writable, Name: "/proc/irq", Required: true, Why: "IRQ affinity", Without: "IRQ affinity changes fail"},
 	{Kind: Writable, Name: "/sys", Required: true, Why: "RPS/XPS masks and flow limits under /sys/class/net", Without: "RPS and XPS changes fail"},
 	{Kind: Mount, Name: "/results", Required: true, Why: "the revert file (kept to undo the change later)", Without: "--apply refuses to change anything without a revert file"},
+	{Kind: Namespace, Name: HostUTS, Why: "the host's name, which the revert file records and --revert checks",
+		Without: "--revert from another container refuses the revert file (another host name)"},
 }
 
 // CapabilityNames are the capability names in needs, sorted by bit.

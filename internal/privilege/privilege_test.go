@@ -142,7 +142,7 @@ func TestInspectObserveContainer(t *testing.T) {
 			missing[s.Need.Name] = true
 		}
 	}
-	for _, want := range []string{"CAP_SYS_ADMIN", "/proc/sys", "/proc/irq", "/sys"} {
+	for _, want := range []string{"CAP_SYS_ADMIN", "/proc/sys", "/proc/irq", "/sys", HostUTS} {
 		if !missing[want] {
 			t.Errorf("apply in the observe container: %s reported met", want)
 		}
@@ -162,6 +162,17 @@ func TestInspectPrivilegedContainer(t *testing.T) {
 	}
 	if !env.InContainer || env.Seccomp != 0 || env.RootReadOnly() || !env.Capable("CAP_SYS_ADMIN") {
 		t.Fatalf("%+v", env)
+	}
+	if env.HostUTS == nil || !*env.HostUTS {
+		t.Errorf("--uts=host not seen: %v", env.HostUTS)
+	}
+	for _, s := range env.Check(Apply) {
+		if !s.Met && s.Need.Kind != Writable && s.Need.Kind != Mount {
+			t.Errorf("apply in the privileged container: %s not met: %s", s.Need.Name, s.Detail)
+		}
+	}
+	if line := RunLine(Apply); !strings.Contains(line, "--privileged") || !strings.Contains(line, "--uts=host") {
+		t.Errorf("apply run line %q", line)
 	}
 	m, _ := procfs.MountAt(env.Mounts, "/proc/sys/net/core/rmem_max")
 	if m.ReadOnly || m.MountPoint != "/proc" {
