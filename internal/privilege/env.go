@@ -175,23 +175,22 @@ func (env Environment) checkNamespace(name string) (bool, string, string) {
 		}
 		return false, "a pid namespace of its own", "--pid=host (Kubernetes: hostPID: true)"
 	case HostNetwork:
-		switch {
-		case env.HostNetwork == nil:
-			return false, "unknown: the host's network namespace cannot be read (needs hostPID)", "--net=host (Kubernetes: hostNetwork: true)"
-		case *env.HostNetwork:
-			return true, "the host's network namespace", ""
-		}
-		return false, "a network namespace other than the host's", "--net=host (Kubernetes: hostNetwork: true)"
+		return sharedWithHost(env.HostNetwork, "network namespace", "--net=host (Kubernetes: hostNetwork: true)")
 	case HostUTS:
-		switch {
-		case env.HostUTS == nil:
-			return false, "unknown: the host's UTS namespace cannot be read (needs hostPID)", "--uts=host (Kubernetes: hostNetwork: true)"
-		case *env.HostUTS:
-			return true, "the host's host name (UTS namespace)", ""
-		}
-		return false, "a host name of its own (UTS namespace)", "--uts=host (Kubernetes: hostNetwork: true)"
+		return sharedWithHost(env.HostUTS, "UTS namespace (host name)", "--uts=host (Kubernetes: hostNetwork: true)")
 	}
 	return false, "unknown namespace " + name, ""
+}
+
+// sharedWithHost checks a namespace read by sameAsHost.
+func sharedWithHost(same *bool, what, fix string) (bool, string, string) {
+	switch {
+	case same == nil:
+		return false, "unknown: the host's " + what + " cannot be read (needs hostPID)", fix
+	case *same:
+		return true, "the host's " + what, ""
+	}
+	return false, "a " + what + " other than the host's", fix
 }
 
 // mountProbe is the file that shows a mount need is met.
