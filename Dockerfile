@@ -11,8 +11,14 @@
 # or on Kubernetes"; `perfscope doctor --recipe NAME` inside the container
 # says what is missing.
 #
-# Base images are pinned by version; pin them by digest too in a registry
-# you mirror (`docker buildx imagetools inspect golang:1.26.8-bookworm`).
+# Base images are pinned by version, not yet by digest: the machines this
+# image is built and tested on reach no registry (the tests build the
+# `local` target below), so no digest here could be checked against what
+# the registry serves, and an unchecked digest is a guess. Where a registry
+# is reachable, pin both: `docker buildx imagetools inspect
+# golang:1.26.8-bookworm` prints the index digest; write
+# GO_IMAGE=golang:1.26.8-bookworm@sha256:… (and the same for Maven). Only
+# build tools come from them: the image itself is `scratch`.
 ARG GO_IMAGE=golang:1.26.8-bookworm
 ARG MAVEN_IMAGE=maven:3.9.11-eclipse-temurin-21
 
