@@ -173,7 +173,18 @@ func TestDoctorRecipe(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "# perfscope doctor --recipe udp-rx --kubernetes") || !strings.Contains(out, "  - name: perfscope") {
 		t.Errorf("--kubernetes: %v\n%s", err, out)
 	}
-	for _, bad := range [][]string{{"--recipe", "nope"}, {"--kubernetes"}, {"--apply"}} {
+	// A user's recipe file: its own parts decide (lock contention alone:
+	// the probes' pair, kallsyms and socket owners, not NET_ADMIN).
+	file := filepath.Join(t.TempDir(), "locks.yaml")
+	os.WriteFile(file, []byte("version: 1\nname: locks-only\ndescription: lock contention\nprobes:\n  - lockstat: {}\nwindow:\n  duration: 1s\n"), 0o644)
+	out, err = run("--recipe", file, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %v\n%s", file, err, out)
+	}
+	if line := r.Data.RunLine; !strings.Contains(line, "--cap-add SYS_PTRACE --cap-add SYSLOG --cap-add PERFMON --cap-add BPF ") || strings.Contains(line, "NET_ADMIN") {
+		t.Errorf("locks-only run line %q (%v)", line, err)
+	}
+	for _, bad := range [][]string{{"--recipe", "nope"}, {"--kubernetes"}, {"--apply"}, {"--recipe", file + ".missing"}} {
 		if _, err := run(bad...); CodeOf(err) != ExitUsage {
 			t.Errorf("%v: exit %d (%v)", bad, CodeOf(err), err)
 		}
