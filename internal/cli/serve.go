@@ -42,7 +42,8 @@ func serveCmd(g *Globals, o *serveOptions) *cobra.Command {
 (--interval each), exposing in OpenMetrics (or the Prometheus text format, as
 the scraper asks) at http://ADDR/metrics: softirqs per CPU and vector, packets
 per NIC queue, lock wait by lock class and by socket port, UDP drops by port and
-reason, the findings of the recipe's rules with their key numbers
+reason, a JVM's GC and safepoint counts (recipes reading hsperfdata), the
+findings of the recipe's rules with their key numbers
 (perfscope_finding{id,severity}, perfscope_finding_impact,
 perfscope_finding_parameter), and perfscope's own cost (BPF run time per
 program, events lost, its CPU and memory). /healthz answers while the process
