@@ -353,3 +353,44 @@ func (p *Plan) runGC(ctx context.Context, u boundUse) (GCResult, error) {
 		YoungInterval: u.opts["young_interval"].(time.Duration), RPS: u.opts["rps"].(float64),
 		Requests: u.opts["requests"].(float64), TargetRPS: u.opts["target_rps"].(float64)})
 }
+
+// Continuous says why the plan cannot be measured window after window on
+// one session (`perfscope serve`); nil when it can. async-profiler owns
+// its window inside the JVM and gclog reads files after it: both measure
+// once. A served recipe writes no files, so an output directory is
+// refused rather than ignored.
+func (p *Plan) Continuous() error {
+	for _, name := range []string{"async-profiler", "gclog"} {
+		if u, ok := p.use(name); ok {
+			return badInput("recipe %s uses %s (%s), which measures once: run it with perfscope recipe run", p.Recipe.Name, name, u.Path)
+		}
+	}
+	for _, o := range p.outputs {
+		if o.dir != "" {
+			return badInput("%s: a served recipe writes no files; leave it unset", p.optionName(o.Dir))
+		}
+	}
+	if len(p.NewMeasurement(Hooks{}).Parts()) == 0 {
+		return badInput("recipe %s has no probe or collector to measure continuously", p.Recipe.Name)
+	}
+	return nil
+}
+
+// Components are the names of the plan's enabled probes and collectors.
+func (p *Plan) Components() []string {
+	out := make([]string, 0, len(p.uses))
+	for _, u := range p.uses {
+		out = append(out, u.Name)
+	}
+	return out
+}
+
+// Opened checks, once the parts of a continuous run are open, the probes
+// the recipe cannot do without, as Run does.
+func (m *Measurement) Opened() error { return m.opened() }
+
+// Judge runs the recipe's rules on a result, as Run does: for continuous
+// runs, after each window's Result.
+func (m *Measurement) Judge(r *Result, src Sources) []diagnose.Finding {
+	return m.plan.judge(r, src)
+}

@@ -26,6 +26,12 @@ type DoctorCheck struct {
 // DoctorData is the data of `perfscope doctor`.
 type DoctorData struct {
 	Checks []DoctorCheck `json:"checks"`
+	// Recipe is the recipe whose needs were checked (--recipe), RunLine
+	// the docker/podman run line granting exactly those, Kubernetes the
+	// least pod spec (privilege.PodSpec).
+	Recipe     string `json:"recipe,omitempty"`
+	RunLine    string `json:"run_line,omitempty"`
+	Kubernetes any    `json:"kubernetes,omitempty"`
 }
 
 func writeDoctorText(w io.Writer, r *Report, d DoctorData) {
@@ -46,5 +52,10 @@ func writeDoctorText(w io.Writer, r *Report, d DoctorData) {
 				fmt.Fprintf(w, "%-9s %-28s fix: %s\n", "", "", c.Fix)
 			}
 		}
+	}
+	if d.Recipe != "" {
+		Heading(w, "run "+d.Recipe+" with exactly what it needs")
+		fmt.Fprintln(w, d.RunLine)
+		fmt.Fprintf(w, "Kubernetes: perfscope doctor --recipe %s --kubernetes prints the pod spec\n", d.Recipe)
 	}
 }

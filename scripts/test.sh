@@ -25,9 +25,16 @@ fi
 
 echo "== go vet"
 go vet ./...
+(cd deploy/kubernetes && go vet ./...)
 
 echo "== go test (all tiers)"
 go test -count=1 -timeout 25m ./...
+# The Kubernetes manifests are checked against k8s.io/api in a module of
+# their own, so the binary does not carry those types.
+(cd deploy/kubernetes && go test -count=1 ./...)
+
+echo "== cross-compile (the image's other architecture)"
+GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -o /dev/null ./cmd/perfscope
 
 # Every parser of untrusted input has a fuzz target; each runs for a bounded
 # time here (PERFSCOPE_FUZZTIME, default 10s). Targets are found, not

@@ -45,6 +45,11 @@ type ProcStatus struct {
 	Threads           int
 	CpusAllowedList   string
 	HasSigCgt, HasCap bool
+	// Seccomp is the seccomp mode: 0 off, 1 strict, 2 filter (a
+	// container runtime's profile); -1 when the kernel does not say.
+	Seccomp int
+	// NoNewPrivs is set by allowPrivilegeEscalation: false.
+	NoNewPrivs bool
 }
 
 // HasCap reports whether capability c is effective.
@@ -68,7 +73,7 @@ func (fs FS) Status(pid int) (ProcStatus, error) {
 }
 
 func parseStatus(r io.Reader) (ProcStatus, error) {
-	var s ProcStatus
+	s := ProcStatus{Seccomp: -1}
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), ":")
@@ -111,6 +116,10 @@ func parseStatus(r io.Reader) (ProcStatus, error) {
 			s.Threads, err = strconv.Atoi(v)
 		case "Cpus_allowed_list":
 			s.CpusAllowedList = v
+		case "Seccomp":
+			s.Seccomp, err = strconv.Atoi(v)
+		case "NoNewPrivs":
+			s.NoNewPrivs = v == "1"
 		}
 		if err != nil {
 			return s, fmt.Errorf("status %s=%q: %w", k, v, err)

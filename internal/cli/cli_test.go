@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/internal/privilege"
 	"github.com/perfscope/perfscope/probes"
 )
 
@@ -92,7 +95,7 @@ func TestDoctorJSONAndVerdict(t *testing.T) {
 			{Category: "program types", Name: "raw_tp", Status: statusOK},
 			{Category: "privileges", Name: "CAP_BPF + CAP_PERFMON", Status: statusMissing},
 		}
-	}})
+	}, inspect: hostEnvironment})
 	cmd.SetArgs([]string{"-o", "json"})
 	err := cmd.Execute()
 	if CodeOf(err) != ExitUnavailable {
@@ -107,7 +110,7 @@ func TestDoctorJSONAndVerdict(t *testing.T) {
 	if err := json.Unmarshal(g.Out.(*bytes.Buffer).Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	if r.Schema != report.Schema || len(r.Data.Checks) != 2 {
+	if r.Schema != report.Schema || len(r.Data.Checks) != 3 {
 		t.Errorf("json = %+v", r)
 	}
 	if doctorVerdict([]DoctorCheck{{Category: "program types", Name: "tp_btf", Status: statusOK}}) != nil {
@@ -119,5 +122,99 @@ func TestVersion(t *testing.T) {
 	out, _, code := execute(t, "version", "-o", "json")
 	if code != 0 || !strings.Contains(out, `"version"`) {
 		t.Errorf("version: %d %q", code, out)
+	}
+}
+
+// hostEnvironment is a host that is not a container.
+func hostEnvironment(procfs.FS) (privilege.Environment, error) {
+	return privilege.Environment{HostPID: true, CapEff: ^uint64(0)}, nil
+}
+
+// doctor --recipe in the recorded observe container: the recipe's lines,
+// the run line, the pod spec; exit 3 when a required grant is missing.
+func TestDoctorRecipe(t *testing.T) {
+	ok := func(procfs.FS) []DoctorCheck {
+		return []DoctorCheck{{Category: "program types", Name: "tp_btf", Status: statusOK}}
+	}
+	observe := func(procfs.FS) (privilege.Environment, error) {
+		return privilege.Inspect(procfs.FS{Root: "../privilege/testdata/observe"}, "6.18.0")
+	}
+	run := func(args ...string) (string, error) {
+		g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
+		cmd := doctorCmd(g, &doctorOptions{checks: ok, inspect: observe})
+		cmd.SetArgs(args)
+		err := cmd.Execute()
+		return g.Out.(*bytes.Buffer).String(), err
+	}
+	out, err := run("--recipe", "softirq-balance", "-o", "json")
+	if err != nil {
+		t.Fatalf("softirq-balance in the observe container: %v\n%s", err, out)
+	}
+	var r struct {
+		Data report.DoctorData `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Data.Recipe != "softirq-balance" || !strings.Contains(r.Data.RunLine, "--cap-add PERFMON --cap-add BPF") || r.Data.Kubernetes == nil {
+		t.Errorf("%+v", r.Data)
+	}
+	// jvm-alloc needs CAP_SYS_PTRACE (granted) and degrades without KILL;
+	// gc-pressure's /logs is not mounted: a warning, not a failure.
+	if out, err := run("--recipe", "gc-pressure"); err != nil || !strings.Contains(out, "[warn]    CAP_KILL") {
+		t.Errorf("gc-pressure: %v\n%s", err, out)
+	}
+	// --apply: /proc/sys is read-only there and SYS_ADMIN is dropped.
+	out, err = run("--recipe", "udp-rx", "--apply")
+	if CodeOf(err) != ExitUnavailable || !strings.Contains(err.Error(), "CAP_SYS_ADMIN") || !strings.Contains(out, "--privileged") {
+		t.Errorf("apply in the observe container: %v\n%s", err, out)
+	}
+	out, err = run("--recipe", "udp-rx", "--kubernetes")
+	if err != nil || !strings.HasPrefix(out, "# perfscope doctor --recipe udp-rx --kubernetes") || !strings.Contains(out, "  - name: perfscope") {
+		t.Errorf("--kubernetes: %v\n%s", err, out)
+	}
+	// A user's recipe file: its own parts decide (lock contention alone:
+	// the probes' pair, kallsyms and socket owners, not NET_ADMIN).
+	file := filepath.Join(t.TempDir(), "locks.yaml")
+	os.WriteFile(file, []byte("version: 1\nname: locks-only\ndescription: lock contention\nprobes:\n  - lockstat: {}\nwindow:\n  duration: 1s\n"), 0o644)
+	out, err = run("--recipe", file, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %v\n%s", file, err, out)
+	}
+	if line := r.Data.RunLine; !strings.Contains(line, "--cap-add SYS_PTRACE --cap-add SYSLOG --cap-add PERFMON --cap-add BPF ") || strings.Contains(line, "NET_ADMIN") {
+		t.Errorf("locks-only run line %q (%v)", line, err)
+	}
+	for _, bad := range [][]string{{"--recipe", "nope"}, {"--kubernetes"}, {"--apply"}, {"--recipe", file + ".missing"}} {
+		if _, err := run(bad...); CodeOf(err) != ExitUsage {
+			t.Errorf("%v: exit %d (%v)", bad, CodeOf(err), err)
+		}
+	}
+}
+
+// serve's bad input, each one sentence and exit 2 before any probe: the
+// recipes that measure once (async-profiler, gclog, output files) among
+// them, built-in or a user's file.
+func TestServeFlags(t *testing.T) {
+	dir := t.TempDir()
+	gclog := filepath.Join(dir, "gc.yaml")
+	os.WriteFile(gclog, []byte("version: 1\nname: gc-once\ndescription: GC logs once\nparameters:\n  logs: {type: files, required: true, description: the logs}\ncollectors:\n  - gclog:\n      files: ${logs}\nwindow:\n  duration: 1s\n"), 0o644)
+	for _, bad := range [][]string{
+		{"serve"},
+		{"serve", "--recipe", "jvm-alloc", "--set", "pid=1"},
+		{"serve", "--recipe", "gc-pressure"},
+		{"serve", "--recipe", gclog, "--set", "logs=/nonexistent"},
+		{"serve", "--recipe", "no-such-recipe"},
+		{"serve", "--recipe", "udp-rx", "--set", "iface=lo", "--set", "flame=" + dir},
+		{"serve", "--recipe", "softirq-balance", "--interval", "10ms"},
+		{"serve", "--recipe", "softirq-balance", "--listen", "nohost"},
+		{"serve", "--recipe", "softirq-balance", "--listen", "example.org:80"},
+		{"serve", "--recipe", "softirq-balance", "--set", "noequals"},
+		{"serve", "--recipe", "softirq-balance", "--set", "iface=lo"},
+		{"serve", "--recipe", "udp-rx"},
+		{"serve", "--recipe", "udp-rx", "--set", "iface=lo", "--set", "port=x"},
+	} {
+		if _, errOut, code := execute(t, bad...); code != ExitUsage || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+			t.Errorf("%v: exit %d, %q", bad, code, errOut)
+		}
 	}
 }

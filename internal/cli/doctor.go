@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -8,7 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/internal/privilege"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -25,14 +29,26 @@ type DoctorCheck = report.DoctorCheck
 
 type doctorOptions struct {
 	Output string
-	format report.Format
-	fs     procfs.FS
-	// checks is injectable so tests can run the command without a kernel.
-	checks func(procfs.FS) []DoctorCheck
+	// Recipe checks what that recipe needs against this container's
+	// grants; Apply adds what --apply needs; Kubernetes prints only the
+	// least pod spec for the recipe.
+	Recipe     string
+	Apply      bool
+	Kubernetes bool
+	format     report.Format
+	fs         procfs.FS
+	// checks and inspect are injectable so tests can run the command
+	// without a kernel or a container.
+	checks  func(procfs.FS) []DoctorCheck
+	inspect func(procfs.FS) (privilege.Environment, error)
 }
 
 func newDoctorCmd(g *Globals) *cobra.Command {
-	return doctorCmd(g, &doctorOptions{fs: procfs.Default, checks: hostChecks})
+	return doctorCmd(g, &doctorOptions{fs: procfs.Default, checks: hostChecks, inspect: inspectEnvironment})
+}
+
+func inspectEnvironment(fs procfs.FS) (privilege.Environment, error) {
+	return privilege.Inspect(fs, report.KernelRelease())
 }
 
 // doctorCmd binds flags to o; tests pass options with fake checks.
@@ -45,29 +61,193 @@ attaches a minimal program of each type (tracepoint, raw_tp, tp_btf,
 perf_event, kprobe, fentry), looks up every tracepoint perfscope uses, and
 reads the privileges and sysctls that decide the rest. Nothing is changed.
 
-Exit code 3 when no tracepoint attach method works or privileges are missing.`,
-		Args: cobra.NoArgs,
+In a container it also says which capabilities, mounts and host namespaces
+are missing. --recipe NAME checks what that recipe needs, says which report
+sections degrade without each missing grant, and prints the docker/podman
+run line that grants exactly that; --kubernetes prints the least pod spec
+(securityContext, host namespaces, volumes) for the recipe instead.
+
+Exit code 3 when no tracepoint attach method works, privileges are missing,
+or the recipe needs something the container does not grant.`,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := report.ParseFormat(o.Output)
 			if err != nil {
 				return asUsage(err)
 			}
 			o.format = f
+			if o.Recipe != "" {
+				if _, err := privilege.ForRecipe(o.Recipe); err != nil {
+					return err // recipes' errors carry their exit code
+				}
+			} else if o.Kubernetes || o.Apply {
+				return usageError("--kubernetes and --apply describe a recipe's needs: add --recipe NAME (%s)", strings.Join(privilege.RecipeNames(), ", "))
+			}
 			return o.run(g)
 		},
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: text or json (--kubernetes: yaml or json)")
+	cmd.Flags().StringVar(&o.Recipe, "recipe", "", "check what this recipe (a built-in or a file) needs here: "+strings.Join(privilege.RecipeNames(), ", "))
+	cmd.Flags().BoolVar(&o.Apply, "apply", false, "with --recipe: also what --apply/--revert need")
+	cmd.Flags().BoolVar(&o.Kubernetes, "kubernetes", false, "with --recipe: print only the least Kubernetes pod spec for it")
+	_ = cmd.RegisterFlagCompletionFunc("recipe", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return privilege.RecipeNames(), cobra.ShellCompDirectiveNoFileComp
+	})
 	return cmd
 }
 
+// recipeNeeds is what o.Recipe (and --apply) needs on this kernel.
+func (o *doctorOptions) recipeNeeds() []privilege.Need {
+	needs, _ := privilege.ForRecipe(o.Recipe)
+	if o.Apply {
+		needs = append(needs, privilege.Apply...)
+	}
+	return privilege.NeedsForKernel(needs, report.KernelRelease())
+}
+
 func (o *doctorOptions) run(g *Globals) error {
+	if o.Kubernetes {
+		return o.printPod(g)
+	}
 	checks := o.checks(o.fs)
+	data := report.DoctorData{Checks: checks}
+	env, envErr := o.inspect(o.fs)
+	if envErr != nil {
+		data.Checks = append(data.Checks, DoctorCheck{Category: "container", Name: "environment", Status: statusWarn, Detail: envErr.Error()})
+	} else {
+		data.Checks = append(data.Checks, containerChecks(env, checks)...)
+	}
+	var recipeMissing []string
+	if o.Recipe != "" {
+		needs := o.recipeNeeds()
+		data.Recipe = o.Recipe
+		data.RunLine = "docker run " + privilege.RunLine(needs) + " IMAGE recipe run " + o.Recipe
+		if o.Apply {
+			// --apply and --revert belong to perfscope udp.
+			data.RunLine = "docker run " + privilege.RunLine(needs) + " IMAGE udp --iface IFACE --apply FINDING --revert-dir /results"
+		}
+		data.Kubernetes = privilege.Pod(needs)
+		if envErr == nil {
+			var rc []DoctorCheck
+			rc, recipeMissing = recipeChecks(o.Recipe, env, needs)
+			data.Checks = append(data.Checks, rc...)
+		}
+	}
 	r := report.New("doctor", Version(), g.Started)
-	r.Data = report.DoctorData{Checks: checks}
+	r.Data = data
 	if err := report.Render(g.Out, r, o.format); err != nil {
 		return err
 	}
-	return doctorVerdict(checks)
+	if err := doctorVerdict(data.Checks); err != nil {
+		return err
+	}
+	if len(recipeMissing) > 0 {
+		return unavailableError("recipe %s cannot run here: missing %s", o.Recipe, strings.Join(recipeMissing, ", "))
+	}
+	return nil
+}
+
+// printPod prints the least pod spec for the recipe, as YAML (text) or
+// JSON, for kubectl and for deploy/kubernetes' test.
+func (o *doctorOptions) printPod(g *Globals) error {
+	pod := privilege.Pod(o.recipeNeeds())
+	if o.format == report.JSON {
+		return report.WriteJSON(g.Out, pod)
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(pod); err != nil {
+		return err
+	}
+	apply := ""
+	if o.Apply {
+		apply = " --apply"
+	}
+	_, err := fmt.Fprintf(g.Out, "# perfscope doctor --recipe %s%s --kubernetes: the least a pod needs to run it\n%s", o.Recipe, apply, b.String())
+	return err
+}
+
+// containerChecks say what kind of place perfscope runs in. Outside a
+// container there is one line.
+func containerChecks(env privilege.Environment, host []DoctorCheck) []DoctorCheck {
+	const cat = "container"
+	if !env.InContainer {
+		return []DoctorCheck{{Category: cat, Name: "container", Status: statusOK, Detail: "not in a container"}}
+	}
+	detail := "yes: " + env.Evidence
+	if env.Runtime != "" {
+		detail = env.Runtime + ": " + env.Evidence
+	}
+	out := []DoctorCheck{{Category: cat, Name: "container", Status: statusOK, Detail: detail}}
+	var caps []string
+	for _, name := range privilege.KnownCapabilities() {
+		if env.Capable(name) {
+			caps = append(caps, strings.TrimPrefix(name, "CAP_"))
+		}
+	}
+	out = append(out, DoctorCheck{Category: cat, Name: "capabilities", Status: statusOK, Detail: strings.Join(caps, ", ")})
+	if env.Capable("CAP_SYS_ADMIN") {
+		out = append(out, DoctorCheck{Category: cat, Name: "CAP_SYS_ADMIN", Status: statusWarn, Detail: "granted",
+			Affects: "nothing a recipe needs but bpf_stats (perfscope's own BPF run time) and mounting tracefs",
+			Fix:     "--cap-drop ALL and add only what `perfscope doctor --recipe NAME` lists"})
+	}
+	seccomp := DoctorCheck{Category: cat, Name: "seccomp", Status: statusOK}
+	switch env.Seccomp {
+	case 0:
+		seccomp.Detail = "off (unconfined or privileged)"
+	case 2:
+		seccomp.Detail = "a filter (the runtime's profile)"
+		if env.Capable("CAP_BPF") && env.Capable("CAP_PERFMON") && !tracingAttaches(host) {
+			seccomp.Status = statusMissing
+			seccomp.Detail += " refuses bpf() or perf_event_open although CAP_BPF and CAP_PERFMON are granted"
+			seccomp.Affects = "every probe"
+			seccomp.Fix = "a runtime whose default profile allows them with CAP_BPF/CAP_PERFMON (Docker ≥ 23, containerd ≥ 1.7), or --security-opt seccomp=unconfined"
+		}
+	default:
+		seccomp.Detail = "not reported by this kernel"
+	}
+	out = append(out, seccomp)
+	root := DoctorCheck{Category: cat, Name: "root file system", Status: statusOK, Detail: "read-only"}
+	if !env.RootReadOnly() {
+		root.Status, root.Detail = statusWarn, "writable"
+		root.Affects = "nothing: perfscope writes only to the directories you name"
+		root.Fix = "--read-only (Kubernetes: readOnlyRootFilesystem: true)"
+	}
+	out = append(out, root)
+	return out
+}
+
+// tracingAttaches: one of the tracepoint program types attached.
+func tracingAttaches(checks []DoctorCheck) bool {
+	for _, c := range checks {
+		if c.Category == "program types" && c.Status == statusOK &&
+			(c.Name == "tracepoint" || c.Name == "raw_tp" || c.Name == "tp_btf") {
+			return true
+		}
+	}
+	return false
+}
+
+// recipeChecks are one line per need of the recipe, and the required
+// needs that are not met.
+func recipeChecks(recipe string, env privilege.Environment, needs []privilege.Need) ([]DoctorCheck, []string) {
+	var out []DoctorCheck
+	var missing []string
+	for _, s := range env.Check(needs) {
+		c := DoctorCheck{Category: "recipe " + recipe, Name: s.Need.Name, Status: statusOK, Detail: s.Detail + " — " + s.Need.Why}
+		if !s.Met {
+			c.Status, c.Affects, c.Fix = statusWarn, "degrades "+s.Need.Without, s.Fix
+			c.Detail = s.Detail
+			if s.Need.Required {
+				c.Status = statusMissing
+				missing = append(missing, s.Need.Name)
+			}
+		}
+		out = append(out, c)
+	}
+	return out, missing
 }
 
 // doctorVerdict fails with exit 3 when perfscope cannot attach anything.
@@ -196,22 +376,29 @@ func privilegeChecks(fs procfs.FS) []DoctorCheck {
 	}
 	out = append(out, DoctorCheck{Category: "privileges", Name: "user", Status: statusOK, Detail: who})
 	bpfOK := st.Capable(procfs.CapSysAdmin) || (st.Capable(procfs.CapBPF) && st.Capable(procfs.CapPerfmon))
-	capCheck := func(name string, ok bool, affects, fix string) DoctorCheck {
+	// Only loading probes is required; the others degrade a section, and
+	// a least-privilege container must not fail doctor for lacking them.
+	capCheck := func(name string, ok, required bool, affects, fix string) DoctorCheck {
 		c := DoctorCheck{Category: "privileges", Name: name, Affects: affects}
-		if ok {
+		switch {
+		case ok:
 			c.Status, c.Detail = statusOK, "effective"
-		} else {
+		case required:
 			c.Status, c.Detail, c.Fix = statusMissing, "not effective", fix
+		default:
+			c.Status, c.Detail, c.Fix = statusWarn, "not effective", fix
 		}
 		return c
 	}
 	out = append(out,
-		capCheck("CAP_BPF + CAP_PERFMON", bpfOK, "loading any probe",
+		capCheck("CAP_BPF + CAP_PERFMON", bpfOK, true, "loading any probe",
 			"run as root, or grant CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) to the process/container"),
-		capCheck("CAP_NET_ADMIN", st.Capable(procfs.CapNetAdmin), "ethtool counters and features, --apply of network settings",
+		capCheck("CAP_NET_ADMIN", st.Capable(procfs.CapNetAdmin), false, "the nftables ruleset in the network configuration, --apply of network settings",
 			"run as root or add CAP_NET_ADMIN"),
-		capCheck("CAP_SYS_PTRACE", st.Capable(procfs.CapSysPtrace), "jvm attach and reading other processes' /proc/PID/root",
+		capCheck("CAP_SYS_PTRACE", st.Capable(procfs.CapSysPtrace), false, "socket owners, user-space symbols, jvm attach (other processes' /proc/PID/fd, maps and root)",
 			"run as root or add CAP_SYS_PTRACE"),
+		capCheck("CAP_SYSLOG", st.Capable(procfs.CapSyslog), false, "kernel symbol names in stacks and lock call sites (/proc/kallsyms addresses)",
+			"run as root or add CAP_SYSLOG"),
 	)
 	if !st.Capable(procfs.CapSysResource) {
 		out = append(out, DoctorCheck{Category: "privileges", Name: "CAP_SYS_RESOURCE", Status: statusOK,
@@ -278,7 +465,8 @@ func sysctlChecks(fs procfs.FS) []DoctorCheck {
 			Detail: "can be enabled for a run (perfscope reports its own BPF cost)"})
 	} else {
 		out = append(out, DoctorCheck{Category: "kernel settings", Name: "bpf_stats", Status: statusWarn, Detail: rootCause(err),
-			Affects: "perfscope's own overhead figures", Fix: "needs Linux ≥ 5.8 and CAP_SYS_ADMIN"})
+			Affects: "perfscope's own overhead: BPF runs and run times report 0 (bpf_stats_unavailable says why)",
+			Fix:     "needs Linux ≥ 5.8 and CAP_SYS_ADMIN, which the least-privilege container run lines leave out on purpose"})
 	}
 	return out
 }

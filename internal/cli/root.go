@@ -84,6 +84,7 @@ Exit codes: 0 ok, 1 findings at or above --fail-on, 2 bad usage or input,
 		newGCLogCmd(g),
 		newUDPCmd(g),
 		newRecipeCmd(g),
+		newServeCmd(g),
 	)
 	return root
 }

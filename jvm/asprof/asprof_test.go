@@ -108,3 +108,37 @@ func TestLocalRepoFollowsMaven(t *testing.T) {
 		t.Errorf("MAVEN_OPTS %s", got)
 	}
 }
+
+// The library packaged next to perfscope is used when its bytes are the
+// pinned ones, without Maven or a network; other bytes are refused.
+func TestBundledLibrary(t *testing.T) {
+	jar := filepath.Join(os.Getenv("HOME"), ".m2/repository/tools/profiler/async-profiler", Version, "async-profiler-"+Version+".jar")
+	if _, err := os.Stat(jar); err != nil {
+		if os.Getenv("PERFSCOPE_REQUIRE_ROOT_TESTS") != "" {
+			t.Fatalf("%v (scripts/deps.sh test fetches it)", err)
+		}
+		t.Skip("the pinned jar is not in the local Maven repository")
+	}
+	for arch, platform := range map[string]string{"amd64": "linux-x64", "arm64": "linux-arm64"} {
+		root := t.TempDir()
+		exe := filepath.Join(root, "bin", "perfscope")
+		os.MkdirAll(filepath.Dir(exe), 0o755)
+		os.WriteFile(exe, []byte("#!"), 0o755)
+		l := Locator{Executable: exe, Arch: arch, CacheDir: t.TempDir(), LocalRepo: t.TempDir(), Mvn: "/nonexistent/mvn"}
+		if _, err := l.Bundled(); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s: nothing bundled: %v, want ErrNotExist", arch, err)
+		}
+		lib := filepath.Join(root, "lib/perfscope/async-profiler", Version, platform, libraryName)
+		if err := extract(jar, platform+"/"+libraryName, lib); err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Library(context.Background())
+		if err != nil || got != lib {
+			t.Fatalf("%s: %q %v, want %s", arch, got, err, lib)
+		}
+		os.WriteFile(lib, []byte("tampered"), 0o644)
+		if _, err := l.Library(context.Background()); !errors.Is(err, ErrChecksum) {
+			t.Fatalf("%s: tampered library: %v, want ErrChecksum", arch, err)
+		}
+	}
+}

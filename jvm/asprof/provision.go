@@ -31,7 +31,20 @@ const (
 	// ArtifactSHA256 is async-profiler-4.1.jar's digest.
 	ArtifactSHA256 = "5535baa56133628cfffe2f05ca9bfef1fae3d5abe49835447262b1c6da4a9582"
 	libraryName    = "libasyncProfiler.so"
+	// BundleDir is where a packaged perfscope carries the libraries,
+	// relative to the directory of its executable: the container image
+	// has /usr/local/bin/perfscope and
+	// /usr/local/lib/perfscope/async-profiler/4.1/linux-x64/libasyncProfiler.so.
+	BundleDir = "../lib/perfscope/async-profiler/" + Version
 )
+
+// LibrarySHA256 are the digests of the libraries inside the pinned jar,
+// per platform directory: a bundled library is used only when its bytes
+// are these (the Dockerfile checks the same digests when it extracts them).
+var LibrarySHA256 = map[string]string{
+	"linux-x64":   "8d16556469adc3fe6661f0c023bfc2081342c930796b1d68ae1cd8248bef4c28",
+	"linux-arm64": "b2f7fa5a7caaf6ebf1f5e4c46af40d6fe7b623ed5421a4f9be7d45a08537a9e7",
+}
 
 // ErrUnavailable: no async-profiler library could be found or fetched.
 var ErrUnavailable = errors.New("async-profiler is not available")
@@ -53,6 +66,9 @@ type Locator struct {
 	Mvn string
 	// Arch is a GOARCH; empty means this host's.
 	Arch string
+	// Executable is perfscope's own path, under which BundleDir is
+	// looked up; empty means os.Executable.
+	Executable string
 }
 
 // Library returns the host path of a libasyncProfiler.so for the host's
@@ -61,14 +77,22 @@ func (l Locator) Library(ctx context.Context) (string, error) {
 	if l.Explicit != "" {
 		return explicitLibrary(l.Explicit)
 	}
+	platform, err := platformDir(l.arch())
+	if err != nil {
+		return "", err
+	}
+	// The library packaged with perfscope (the container image) is the
+	// pinned one and needs no network: it comes before anything found
+	// on this host.
+	if lib, err := l.Bundled(); err == nil {
+		return lib, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
 	if p, err := exec.LookPath("asprof"); err == nil {
 		if lib, err := explicitLibrary(p); err == nil {
 			return lib, nil
 		}
-	}
-	platform, err := platformDir(l.arch())
-	if err != nil {
-		return "", err
 	}
 	cacheDir, err := l.cacheDir()
 	if err != nil {
@@ -86,6 +110,38 @@ func (l Locator) Library(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return cached, nil
+}
+
+// Bundled returns the library packaged with perfscope for the host's
+// architecture. An error wrapping os.ErrNotExist means none is packaged;
+// a packaged library whose digest is not the pinned one is ErrChecksum,
+// never used.
+func (l Locator) Bundled() (string, error) {
+	platform, err := platformDir(l.arch())
+	if err != nil {
+		return "", err
+	}
+	exe := l.Executable
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return "", fmt.Errorf("find perfscope's own path: %w", errors.Join(err, os.ErrNotExist))
+		}
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	lib := filepath.Join(filepath.Dir(exe), BundleDir, platform, libraryName)
+	st, err := os.Stat(lib)
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: %s is not a regular file", ErrUnavailable, lib)
+	}
+	if err := verifyDigest(lib, LibrarySHA256[platform]); err != nil {
+		return "", err
+	}
+	return lib, nil
 }
 
 func (l Locator) arch() string {
@@ -215,7 +271,9 @@ func (l Locator) localRepo() string {
 	return filepath.Join(home, ".m2", "repository")
 }
 
-func verify(path string) error {
+func verify(path string) error { return verifyDigest(path, ArtifactSHA256) }
+
+func verifyDigest(path, want string) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -225,8 +283,8 @@ func verify(path string) error {
 	if _, err := io.Copy(h, f); err != nil {
 		return err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != ArtifactSHA256 {
-		return fmt.Errorf("%w: %s has %s, want %s", ErrChecksum, path, got, ArtifactSHA256)
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("%w: %s has %s, want %s", ErrChecksum, path, got, want)
 	}
 	return nil
 }

@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/internal/serve"
+	"github.com/perfscope/perfscope/recipes"
+)
+
+type serveOptions struct {
+	Recipe   string
+	Listen   string
+	Interval time.Duration
+	Set      []string
+
+	params map[string]string
+	src    recipes.Sources
+	// run is injectable so flag parsing is tested without probes.
+	run func(ctx context.Context, o *serveOptions, g *Globals) error
+}
+
+// DefaultListen is loopback: metrics say what runs on the host, and only
+// an explicit --listen exposes them beyond it.
+const DefaultListen = "127.0.0.1:9742"
+
+func newServeCmd(g *Globals) *cobra.Command {
+	return serveCmd(g, &serveOptions{src: recipes.Live(), run: runServe})
+}
+
+func serveCmd(g *Globals, o *serveOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve --recipe NAME|FILE [--listen ADDR] [--interval 30s] [--set KEY=VALUE]...",
+		Short: "Run a recipe continuously and expose its measurements and findings as Prometheus metrics",
+		Long: `serve attaches a recipe's probes once and measures window after window
+(--interval each), exposing in OpenMetrics (or the Prometheus text format, as
+the scraper asks) at http://ADDR/metrics: softirqs per CPU and vector, packets
+per NIC queue, lock wait by lock class and by socket port, UDP drops by port and
+reason, a JVM's GC and safepoint counts (recipes reading hsperfdata), the
+findings of the recipe's rules with their key numbers
+(perfscope_finding{id,severity}, perfscope_finding_impact,
+perfscope_finding_parameter), and perfscope's own cost (BPF run time per
+program, events lost, its CPU and memory). /healthz answers while the process
+serves, /readyz once a window completed within the last three intervals.
+
+It listens on loopback unless --listen says otherwise. SIGTERM or Ctrl-C ends
+the window in progress, drains the HTTP server and detaches every probe.
+
+--recipe takes a built-in or a recipe file, as perfscope recipe run does, with
+the same --set parameters; --interval replaces the recipe's duration. A recipe
+that measures once is refused: async-profiler (its window is inside the JVM),
+gclog (it reads files afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), ", ") + `.`,
+		Example: `  perfscope serve --recipe udp-rx --set iface=eth0 --set port=9000
+  perfscope serve --recipe softirq-balance --listen 0.0.0.0:9742 --interval 15s
+  curl -s localhost:9742/metrics | grep perfscope_finding`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), o, g)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Recipe, "recipe", "", "the recipe to run, a built-in or a file: "+strings.Join(serve.Names(), ", "))
+	f.StringVar(&o.Listen, "listen", DefaultListen, "address to serve /metrics on (host:port)")
+	f.DurationVar(&o.Interval, "interval", 30*time.Second, "length of each measurement window (1s to 1h)")
+	f.StringArrayVar(&o.Set, "set", nil, "a recipe parameter, KEY=VALUE (repeatable), e.g. iface=eth0")
+	_ = cmd.RegisterFlagCompletionFunc("recipe", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return serve.Names(), cobra.ShellCompDirectiveNoFileComp
+	})
+	return cmd
+}
+
+func (o *serveOptions) validate() error {
+	if o.Recipe == "" {
+		return usageError("--recipe is required (%s)", strings.Join(serve.Names(), ", "))
+	}
+	if o.Interval < time.Second || o.Interval > time.Hour {
+		return usageError("--interval must be between 1s and 1h, got %v", o.Interval)
+	}
+	host, port, err := net.SplitHostPort(o.Listen)
+	if err != nil {
+		return usageError("--listen %q: want host:port, e.g. %s", o.Listen, DefaultListen)
+	}
+	if host != "" && net.ParseIP(host) == nil && host != "localhost" {
+		return usageError("--listen %q: the host must be an IP address or localhost", o.Listen)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return usageError("--listen %q: bad port", o.Listen)
+	}
+	o.params = map[string]string{}
+	for _, kv := range o.Set {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usageError("--set %q: want KEY=VALUE", kv)
+		}
+		o.params[k] = v
+	}
+	return nil
+}
+
+func runServe(ctx context.Context, o *serveOptions, g *Globals) error {
+	var srv *serve.Server
+	srv, err := serve.Open(o.src, serve.Options{Recipe: o.Recipe, Params: o.params, Listen: o.Listen,
+		Interval: o.Interval, Log: g.Err, Started: g.Started,
+		OnListen: func(addr string) {
+			fmt.Fprintf(g.Err, "perfscope serve: recipe %s, a window every %v, metrics at http://%s/metrics\n", srv.RecipeName(), o.Interval, addr)
+		}})
+	if err != nil {
+		return err // recipes' errors carry their exit code (CodeOf)
+	}
+	if err := srv.Run(ctx); err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "listen" {
+			return asUsage(err)
+		}
+		return err
+	}
+	return nil
+}

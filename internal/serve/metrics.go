@@ -1,0 +1,321 @@
+// Package serve runs a recipe continuously — its probes attached once,
+// window after window on one recipes.Session — and exposes what each
+// window measured, and what the rules concluded from it, as Prometheus
+// metrics (`perfscope serve`).
+package serve
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/evidence"
+)
+
+// Window is what one measurement window yielded: each section is nil when
+// the recipe does not measure it.
+type Window struct {
+	Begin, End time.Time
+	Softirq    *evidence.SoftirqEvidence
+	Queues     *evidence.QueueSection
+	Locks      *evidence.LockSection
+	Drops      *evidence.DropSection
+	JVMPauses  *evidence.JVMPauses
+	Findings   []diagnose.Finding
+	Overhead   *evidence.Overhead
+}
+
+// MaxSeries bounds the label sets of each labelled counter family: ports
+// and lock classes come from the traffic, and a scan over every port must
+// not grow perfscope's memory (or the TSDB's) without bound. Label sets
+// past it are added to one series whose variable label is "other".
+const MaxSeries = 512
+
+// counterFamily accumulates a counter's per-window deltas per label set.
+type counterFamily struct {
+	desc   *prometheus.Desc
+	values map[string]*series
+}
+
+type series struct {
+	labels []string
+	value  float64
+}
+
+func newFamily(name, help string, labels ...string) *counterFamily {
+	return &counterFamily{desc: prometheus.NewDesc(name, help, labels, nil), values: map[string]*series{}}
+}
+
+// add adds v to the series of labels; past MaxSeries, to the overflow
+// series, whose last label is "other".
+func (f *counterFamily) add(v float64, labels ...string) {
+	key := seriesKey(labels)
+	s, ok := f.values[key]
+	if !ok {
+		if len(f.values) >= MaxSeries {
+			over := append(append([]string(nil), labels[:len(labels)-1]...), "other")
+			key = seriesKey(over)
+			if s, ok = f.values[key]; !ok {
+				s = &series{labels: over}
+				f.values[key] = s
+			}
+		} else {
+			s = &series{labels: append([]string(nil), labels...)}
+			f.values[key] = s
+		}
+	}
+	s.value += v
+}
+
+func seriesKey(labels []string) string {
+	k := ""
+	for _, l := range labels {
+		k += l + "\xff"
+	}
+	return k
+}
+
+func (f *counterFamily) collect(ch chan<- prometheus.Metric) {
+	for _, s := range f.values {
+		ch <- prometheus.MustNewConstMetric(f.desc, prometheus.CounterValue, s.value, s.labels...)
+	}
+}
+
+// Metrics is the Prometheus collector of a served recipe: counters are
+// the sums of every window's deltas (so rate() over them is what the
+// probes counted), gauges are the last window's.
+type Metrics struct {
+	mu     sync.Mutex
+	recipe string
+
+	softirqs, softirqSeconds     *counterFamily
+	queuePackets, queueDrops     *counterFamily
+	lockWait, lockContentions    *counterFamily
+	socketLockWait, socketLocks  *counterFamily
+	drops                        *counterFamily
+	bpfRuns, bpfSeconds          *counterFamily
+	eventsLost, windows, failing *counterFamily
+	gcs, gcSeconds               *counterFamily
+	safepoints, safepointSeconds *counterFamily
+
+	findings []diagnose.Finding
+	overhead *evidence.Overhead
+	lastEnd  time.Time
+	lastLen  time.Duration
+
+	findingDesc, impactDesc, paramDesc     *prometheus.Desc
+	shareDesc, lastEndDesc, windowDesc     *prometheus.Desc
+	statsDesc, infoDesc, findingsCountDesc *prometheus.Desc
+	sectionDesc                            *prometheus.Desc
+	sections                               map[string]string
+}
+
+// NewMetrics returns the collector of recipe.
+func NewMetrics(recipe string) *Metrics {
+	const ns = "perfscope_"
+	return &Metrics{
+		recipe:           recipe,
+		softirqs:         newFamily(ns+"softirq_total", "Softirq runs per CPU and vector, counted by the softirq probe.", "cpu", "vector"),
+		softirqSeconds:   newFamily(ns+"softirq_seconds_total", "Time spent in softirqs per CPU and vector.", "cpu", "vector"),
+		queuePackets:     newFamily(ns+"queue_packets_total", "Packets per NIC queue: the kernel's count (napi/netif tracepoints) for rx, transmissions for tx.", "direction", "queue"),
+		queueDrops:       newFamily(ns+"queue_driver_drops_total", "Drops per queue in the driver's own statistics (ethtool -S).", "direction", "queue"),
+		lockWait:         newFamily(ns+"lock_wait_seconds_total", "Kernel lock contention wait per lock class.", "class"),
+		lockContentions:  newFamily(ns+"lock_contentions_total", "Kernel lock contentions per lock class.", "class"),
+		socketLockWait:   newFamily(ns+"socket_lock_wait_seconds_total", "Lock contention wait on the locks of sockets, per protocol and local port.", "protocol", "port"),
+		socketLocks:      newFamily(ns+"socket_lock_contentions_total", "Lock contentions on the locks of sockets, per protocol and local port.", "protocol", "port"),
+		drops:            newFamily(ns+"udp_drops_total", "UDP datagrams dropped, per reason and local port (0: not attributed to a port).", "reason", "port"),
+		bpfRuns:          newFamily(ns+"bpf_program_runs_total", "Runs of perfscope's own BPF programs (bpf_stats; sampled windows are scaled).", "program"),
+		bpfSeconds:       newFamily(ns+"bpf_program_run_seconds_total", "Run time of perfscope's own BPF programs (bpf_stats).", "program"),
+		gcs:              newFamily(ns+"jvm_gc_total", "Collections of the recipe's JVM per generation (hsperfdata).", "pid", "generation"),
+		gcSeconds:        newFamily(ns+"jvm_gc_seconds_total", "Time the recipe's JVM spent in its young and old collectors (hsperfdata).", "pid"),
+		safepoints:       newFamily(ns+"jvm_safepoints_total", "Safepoints of the recipe's JVM (hsperfdata; absent when the JVM does not publish them).", "pid"),
+		safepointSeconds: newFamily(ns+"jvm_safepoint_seconds_total", "Time the recipe's JVM was stopped at safepoints (hsperfdata).", "pid"),
+		eventsLost:       newFamily(ns+"events_lost_total", "Events perfscope's probes lost (full maps or ring buffers).", "recipe"),
+		windows:          newFamily(ns+"windows_total", "Measurement windows completed.", "recipe"),
+		failing:          newFamily(ns+"window_errors_total", "Measurement windows that failed.", "recipe"),
+
+		findingDesc:       prometheus.NewDesc(ns+"finding", "A finding of the last window (1 while the rules report it).", []string{"recipe", "id", "severity"}, nil),
+		impactDesc:        prometheus.NewDesc(ns+"finding_impact", "The finding's impact: the share of the bottleneck it explains (0-1), its ranking key.", []string{"id"}, nil),
+		paramDesc:         prometheus.NewDesc(ns+"finding_parameter", "The finding's computed numbers (recommendation parameters, e.g. so_rcvbuf_bytes).", []string{"id", "name"}, nil),
+		findingsCountDesc: prometheus.NewDesc(ns+"findings", "Findings of the last window, per severity.", []string{"severity"}, nil),
+		shareDesc:         prometheus.NewDesc(ns+"bpf_time_share", "perfscope's BPF run time over all CPUs' time in the last window (0-1).", nil, nil),
+		statsDesc:         prometheus.NewDesc(ns+"bpf_stats_available", "1 when bpf_stats measured the last window's BPF cost (needs CAP_SYS_ADMIN); 0 when run times are unknown.", nil, nil),
+		lastEndDesc:       prometheus.NewDesc(ns+"last_window_end_timestamp_seconds", "When the last window ended (Unix time).", nil, nil),
+		windowDesc:        prometheus.NewDesc(ns+"window_seconds", "Length of the last window.", nil, nil),
+		infoDesc:          prometheus.NewDesc(ns+"recipe_info", "The recipe being served.", []string{"recipe"}, nil),
+		sectionDesc:       prometheus.NewDesc(ns+"section_unavailable", "1 for a report section the last window could not measure (the reason is in perfscope's log).", []string{"section"}, nil),
+		sections:          map[string]string{},
+	}
+}
+
+func (m *Metrics) families() []*counterFamily {
+	return []*counterFamily{m.softirqs, m.softirqSeconds, m.queuePackets, m.queueDrops, m.lockWait, m.lockContentions,
+		m.socketLockWait, m.socketLocks, m.drops, m.gcs, m.gcSeconds, m.safepoints, m.safepointSeconds, m.bpfRuns, m.bpfSeconds, m.eventsLost, m.windows, m.failing}
+}
+
+// Add accumulates one window.
+func (m *Metrics) Add(w Window) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.windows.add(1, m.recipe)
+	m.lastEnd, m.lastLen = w.End, w.End.Sub(w.Begin)
+	m.sections = map[string]string{}
+	if s := w.Softirq; s != nil {
+		for _, c := range s.CPUs {
+			cpu := strconv.Itoa(c.CPU)
+			for vec, v := range c.Vectors {
+				m.softirqs.add(float64(v.Count), cpu, vec)
+				m.softirqSeconds.add(float64(v.TimeNs)/1e9, cpu, vec)
+			}
+		}
+	}
+	if q := w.Queues; q != nil {
+		m.section("queues", q.Unavailable)
+		for dir, rows := range map[string][]evidence.QueueRow{"rx": q.RX, "tx": q.TX} {
+			for _, r := range rows {
+				queue := strconv.Itoa(r.Queue)
+				switch {
+				case r.KernelPackets != nil:
+					m.queuePackets.add(float64(*r.KernelPackets), dir, queue)
+				case r.DriverPackets != nil:
+					m.queuePackets.add(float64(*r.DriverPackets), dir, queue)
+				}
+				if r.DriverDrops != nil {
+					m.queueDrops.add(float64(*r.DriverDrops), dir, queue)
+				}
+			}
+		}
+	}
+	if l := w.Locks; l != nil {
+		m.section("locks", l.Unavailable)
+		counts := map[string]uint64{}
+		for _, s := range l.Sites {
+			counts[s.Class] += s.Count
+		}
+		for class, ns := range l.ByClass {
+			m.lockWait.add(float64(ns)/1e9, class)
+			m.lockContentions.add(float64(counts[class]), class)
+		}
+		for _, s := range l.Sockets {
+			port := strconv.Itoa(s.Socket.Port)
+			m.socketLockWait.add(float64(s.TotalNs)/1e9, s.Socket.Protocol, port)
+			m.socketLocks.add(float64(s.Count), s.Socket.Protocol, port)
+		}
+	}
+	if d := w.Drops; d != nil {
+		m.section("drops", d.Unavailable)
+		attributed := map[string]uint64{}
+		for _, p := range d.ByPort {
+			m.drops.add(float64(p.Count), p.Reason, strconv.Itoa(p.Port))
+			attributed[p.Reason] += p.Count
+		}
+		// Reasons the probe saw on no port of interest still count.
+		for reason, n := range d.ByReason {
+			if a := attributed["kfree_skb:"+reason] + attributed[reason]; n > a {
+				m.drops.add(float64(n-a), "kfree_skb:"+reason, "0")
+			}
+		}
+	}
+	if j := w.JVMPauses; j != nil {
+		pid := strconv.Itoa(j.PID)
+		m.gcs.add(float64(j.YoungGCs), pid, "young")
+		m.gcs.add(float64(j.OldGCs), pid, "old")
+		m.gcSeconds.add(float64(j.GCTimeNs)/1e9, pid)
+		if j.Safepoints != nil && j.SafepointTimeNs != nil {
+			m.safepoints.add(float64(*j.Safepoints), pid)
+			m.safepointSeconds.add(float64(*j.SafepointTimeNs)/1e9, pid)
+		}
+	}
+	m.findings = append(m.findings[:0], w.Findings...)
+	m.overhead = w.Overhead
+	if o := w.Overhead; o != nil {
+		for _, p := range o.Programs {
+			m.bpfRuns.add(float64(p.RunCount), p.Program)
+			m.bpfSeconds.add(float64(p.RunTimeNs)/1e9, p.Program)
+		}
+		m.eventsLost.add(float64(o.EventsLost), m.recipe)
+	}
+}
+
+func (m *Metrics) section(name, unavailable string) {
+	if unavailable != "" {
+		m.sections[name] = unavailable
+	}
+}
+
+// Failed counts a window that failed.
+func (m *Metrics) Failed() {
+	m.mu.Lock()
+	m.failing.add(1, m.recipe)
+	m.mu.Unlock()
+}
+
+// LastWindowEnd is when the last window ended (zero before the first).
+func (m *Metrics) LastWindowEnd() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastEnd
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, f := range m.families() {
+		ch <- f.desc
+	}
+	for _, d := range []*prometheus.Desc{m.findingDesc, m.impactDesc, m.paramDesc, m.findingsCountDesc, m.shareDesc,
+		m.statsDesc, m.lastEndDesc, m.windowDesc, m.infoDesc, m.sectionDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, f := range m.families() {
+		f.collect(ch)
+	}
+	ch <- prometheus.MustNewConstMetric(m.infoDesc, prometheus.GaugeValue, 1, m.recipe)
+	bySeverity := map[string]float64{diagnose.Info.String(): 0, diagnose.Warn.String(): 0, diagnose.Crit.String(): 0}
+	seen := map[string]bool{}
+	for _, f := range m.findings {
+		if seen[f.ID] {
+			continue // one series per id: the rules report an id once
+		}
+		seen[f.ID] = true
+		bySeverity[f.Severity.String()]++
+		ch <- prometheus.MustNewConstMetric(m.findingDesc, prometheus.GaugeValue, 1, m.recipe, f.ID, f.Severity.String())
+		ch <- prometheus.MustNewConstMetric(m.impactDesc, prometheus.GaugeValue, f.Impact, f.ID)
+		names := make([]string, 0, len(f.Recommendation.Parameters))
+		for n := range f.Recommendation.Parameters {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			ch <- prometheus.MustNewConstMetric(m.paramDesc, prometheus.GaugeValue, float64(f.Recommendation.Parameters[n]), f.ID, n)
+		}
+	}
+	for sev, n := range bySeverity {
+		ch <- prometheus.MustNewConstMetric(m.findingsCountDesc, prometheus.GaugeValue, n, sev)
+	}
+	for name := range m.sections {
+		ch <- prometheus.MustNewConstMetric(m.sectionDesc, prometheus.GaugeValue, 1, name)
+	}
+	if m.lastEnd.IsZero() {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(m.lastEndDesc, prometheus.GaugeValue, float64(m.lastEnd.UnixNano())/1e9)
+	ch <- prometheus.MustNewConstMetric(m.windowDesc, prometheus.GaugeValue, m.lastLen.Seconds())
+	if o := m.overhead; o != nil {
+		ch <- prometheus.MustNewConstMetric(m.shareDesc, prometheus.GaugeValue, o.BPFTimeShare)
+		avail := 1.0
+		if o.StatsUnavailable != "" {
+			avail = 0
+		}
+		ch <- prometheus.MustNewConstMetric(m.statsDesc, prometheus.GaugeValue, avail)
+	}
+}

@@ -1,0 +1,115 @@
+package serve
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/perfscope/perfscope/recipes"
+)
+
+// Recipe is a recipe plan served continuously: its measurement's parts
+// are built once and opened once; after each window the measurement's
+// Result and the recipe's rules turn the window's deltas into metrics.
+// It is the same plan `perfscope recipe run` measures, built-in or a
+// user's file.
+type Recipe struct {
+	Plan *recipes.Plan
+	m    *recipes.Measurement
+}
+
+// LoadRecipe finds a recipe (a built-in's name or a file), binds set to
+// its parameters, refuses a recipe that measures once (async-profiler,
+// gclog, output files: recipes.Plan.Continuous) before anything on the
+// system is touched, and checks the plan against the system.
+func LoadRecipe(src recipes.Sources, nameOrFile string, set map[string]string) (*Recipe, error) {
+	r, err := recipes.Find(nameOrFile)
+	if err != nil {
+		return nil, err
+	}
+	p, err := r.Bind(set)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Continuous(); err != nil {
+		return nil, err
+	}
+	if err := p.Prepare(src); err != nil {
+		return nil, err
+	}
+	return &Recipe{Plan: p, m: p.NewMeasurement(recipes.Hooks{})}, nil
+}
+
+// Name is the recipe's name.
+func (r *Recipe) Name() string { return r.Plan.Recipe.Name }
+
+// Parts are the parts to open once.
+func (r *Recipe) Parts() []recipes.Part { return r.m.Parts() }
+
+// Window is the recipe's window (its statistics mode and, when shorter
+// than the window, its timeline interval) lasting every instead of the
+// recipe's duration.
+func (r *Recipe) Window(every time.Duration, started time.Time) recipes.Window {
+	w := r.m.Window(recipes.Hooks{Started: started})
+	w.Duration = every
+	if w.Interval >= every {
+		w.Interval = 0 // a timeline of one row adds nothing
+	}
+	return w
+}
+
+// Collect turns the window just measured into metrics' input: the
+// sections' deltas and the findings of the recipe's rules over them.
+func (r *Recipe) Collect(ctx context.Context, src recipes.Sources, run recipes.Run) Window {
+	res := r.m.Result(ctx, src, run)
+	res.Findings = r.m.Judge(res, src)
+	w := Window{Begin: run.Begin, End: run.End, Findings: res.Findings, Overhead: run.Overhead,
+		Softirq: res.Softirq, Locks: res.Locks, JVMPauses: res.JVMPauses}
+	if n := res.Net; n != nil {
+		// A section the recipe does not measure is left out, not
+		// exported as unavailable.
+		ev := n.Evidence
+		for name, set := range map[string]func(){
+			"softirq":  func() { w.Softirq = &ev.Softirq },
+			"netqueue": func() { w.Queues = &ev.Queues },
+			"lockstat": func() { w.Locks = &ev.Locks },
+			"udpdrop":  func() { w.Drops = &ev.Drops },
+		} {
+			if hasComponent(r.Plan, name) {
+				set()
+			}
+		}
+	}
+	return w
+}
+
+func hasComponent(p *recipes.Plan, name string) bool {
+	for _, c := range p.Components() {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Names are the built-ins that can be served: those using neither
+// async-profiler nor gclog (recipes.Plan.Continuous checks a bound plan,
+// this the recipe as written, for help and completion).
+func Names() []string {
+	var out []string
+	for _, name := range recipes.BuiltinNames() {
+		r, ok := recipes.Builtin(name)
+		if !ok {
+			continue
+		}
+		once := false
+		for _, u := range append(append([]recipes.Use{}, r.Probes...), r.Collectors...) {
+			once = once || u.Name == "async-profiler" || u.Name == "gclog"
+		}
+		if !once {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

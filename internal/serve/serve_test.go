@@ -1,0 +1,179 @@
+package serve
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/recipes"
+)
+
+// udp-rx served on loopback under a flood into a tiny receive buffer: the
+// probes attach once (the same program ids every window), the counters
+// grow window after window, the scrape shows the port's drops and socket
+// lock wait and the receive-buffer finding, and shutdown leaves no BPF
+// object behind.
+func TestServeUDPRXOnLoopback(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	sink, err := udpflood.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	sink.Conn.SetReadBuffer(4096)
+	port := int(sink.AddrPort().Port())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 2, Duration: 20 * time.Second, Rate: 200000})
+
+	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	windows := make(chan Window, 16)
+	addr := make(chan string, 1)
+	srv, err := Open(recipes.Live(), Options{Recipe: "udp-rx", Params: map[string]string{"iface": "lo", "port": strconv.Itoa(port)},
+		Listen: "127.0.0.1:0", Interval: time.Second,
+		OnListen: func(a string) { addr <- a }, OnWindow: func(w Window) { windows <- w }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	base := "http://" + <-addr
+	awaitWindows(t, windows, done, 3, nil)
+	fams := scrape(t, srv.Handler(), "application/openmetrics-text; version=1.0.0")
+	p := strconv.Itoa(port)
+	if v, ok := value(fams["perfscope_udp_drops_total"], "port", p, "reason", "kfree_skb:SOCKET_RCVBUFF"); !ok || v == 0 {
+		t.Errorf("drops on port %s: %v %v", p, v, ok)
+	}
+	if v, ok := value(fams["perfscope_socket_lock_wait_seconds_total"], "port", p, "protocol", "udp"); !ok || v == 0 {
+		t.Errorf("socket lock wait on port %s: %v %v", p, v, ok)
+	}
+	if v, _ := value(fams["perfscope_finding"], "id", "net.udp-rcvbuf"); v != 1 {
+		t.Error("no net.udp-rcvbuf finding")
+	}
+	if v, _ := value(fams["perfscope_windows_total"]); v < 3 {
+		t.Errorf("windows_total = %v", v)
+	}
+	if v, ok := value(fams["perfscope_process_resident_memory_bytes"]); !ok || v == 0 {
+		t.Error("perfscope's own RSS is not exported")
+	}
+	resp, err := http.Get(base + "/readyz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("readyz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop within 15s of cancel")
+	}
+	if _, err := http.Get(base + "/metrics"); err == nil {
+		t.Error("the HTTP server still answers after shutdown")
+	}
+	testutil.AssertNoNewBPF(t, progs, maps)
+}
+
+// A user's recipe file, served: softirq and lock contention system-wide
+// on a timeline (its interval shorter than serve's window), the recipe's
+// own rules, the same program ids every window, nothing left behind.
+func TestServeUserRecipeFile(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	file := filepath.Join(t.TempDir(), "softirq-locks.yaml")
+	err := os.WriteFile(file, []byte(`version: 1
+name: softirq-locks
+description: softirq per CPU and kernel lock contention, served
+probes:
+  - softirq:
+      latency: false
+  - lockstat:
+      stacks_every: 16
+rules:
+  - family: locks
+  - id: net.softirq-concentrated
+window:
+  duration: 10s
+  interval: 250ms
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sink, err := udpflood.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	go udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 2, Duration: 10 * time.Second, Rate: 50000})
+	windows := make(chan Window, 16)
+	srv, err := Open(recipes.Live(), Options{Recipe: file, Listen: "127.0.0.1:0", Interval: time.Second,
+		OnWindow: func(w Window) { windows <- w }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.RecipeName() != "softirq-locks" {
+		t.Errorf("recipe name %q", srv.RecipeName())
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	awaitWindows(t, windows, done, 2, func(i int, w Window) {
+		if w.Softirq == nil || w.Locks == nil || w.Queues != nil || w.Drops != nil {
+			t.Fatalf("window %d: sections softirq %v locks %v queues %v drops %v", i, w.Softirq != nil, w.Locks != nil, w.Queues != nil, w.Drops != nil)
+		}
+		if len(w.Softirq.CPUs) == 0 || w.Overhead == nil || len(w.Overhead.Programs) == 0 {
+			t.Errorf("window %d: no softirq CPUs or no BPF cost: %+v", i, w.Overhead)
+		}
+	})
+	fams := scrape(t, srv.Handler(), "application/openmetrics-text; version=1.0.0")
+	if v := sum(fams["perfscope_softirq_total"], "vector", "NET_RX"); v == 0 {
+		t.Error("no NET_RX softirqs under a loopback flood")
+	}
+	if _, ok := value(fams["perfscope_recipe_info"], "recipe", "softirq-locks"); !ok {
+		t.Error("recipe_info does not name the file's recipe")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	testutil.AssertNoNewBPF(t, progs, maps)
+}
+
+// awaitWindows waits for n windows, checking each, and that the programs
+// loaded by the first stay loaded: probes attach once, not per window.
+func awaitWindows(t *testing.T, windows <-chan Window, done <-chan error, n int, check func(int, Window)) {
+	t.Helper()
+	var attached map[uint32]bool
+	for i := 0; i < n; i++ {
+		select {
+		case w := <-windows:
+			if check != nil {
+				check(i, w)
+			}
+		case err := <-done:
+			t.Fatalf("serve ended: %v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("no window in 20s")
+		}
+		now := testutil.BPFProgramIDs(t)
+		if attached == nil {
+			attached = now
+		}
+		for id := range attached {
+			if !now[id] {
+				t.Fatalf("window %d: program %d was unloaded: probes must stay attached across windows", i, id)
+			}
+		}
+	}
+}
