@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/internal/testutil"
 )
 
@@ -140,6 +142,30 @@ func TestPanicIsOneSentenceExit4(t *testing.T) {
 		t.Fatalf("exit %d, want %d", code, ExitFailure)
 	}
 	if s := strings.TrimSpace(errb.String()); strings.Count(s, "\n") != 0 || !strings.Contains(s, "internal error") || strings.Contains(s, "goroutine") {
+		t.Fatalf("stderr %q: want one sentence without a trace", s)
+	}
+}
+
+// A panic in one of perfscope's goroutines (a sampling loop, the
+// symbolizer's prefetcher) reaches the command as an error: one sentence
+// and exit 4, also when the command wrapped it as bad input.
+func TestGoroutinePanicIsOneSentenceExit4(t *testing.T) {
+	var errb bytes.Buffer
+	g := &Globals{Out: new(bytes.Buffer), Err: &errb, Started: time.Now()}
+	root := NewRoot(g)
+	root.AddCommand(&cobra.Command{Use: "boom", RunE: func(*cobra.Command, []string) error {
+		err := <-gosafe.Go(func() error {
+			var s []int
+			_ = s[3]
+			return nil
+		})
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("sampling: %w", err)}
+	}})
+	code := execute1(context.Background(), g, root, []string{"boom"})
+	if code != ExitFailure {
+		t.Fatalf("exit %d, want %d", code, ExitFailure)
+	}
+	if s := strings.TrimSpace(errb.String()); strings.Count(s, "\n") != 0 || !strings.Contains(s, "internal error: runtime error: index out of range") || strings.Contains(s, "goroutine") {
 		t.Fatalf("stderr %q: want one sentence without a trace", s)
 	}
 }
