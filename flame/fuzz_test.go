@@ -140,3 +140,35 @@ func TestReadFoldedStopsAtMaxFrames(t *testing.T) {
 		t.Fatalf("err = %v, want ErrTooManyFrames near line 100", err)
 	}
 }
+
+// A profile whose trie would take more than MaxBytes fails at the line
+// that crossed it: few frames with long distinct names count as much as
+// many frames with short ones, and merging two profiles is held to the
+// same cap.
+func TestReadFoldedStopsAtMaxBytes(t *testing.T) {
+	defer func(n int64) { MaxBytes = n }(MaxBytes)
+	MaxBytes = 1 << 20
+	long := strings.Repeat("x", 64<<10)
+	var b strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&b, "main;%s%d 1\n", long, i)
+	}
+	_, err := ReadFolded(strings.NewReader(b.String()))
+	if !errors.Is(err, ErrTooLarge) || !strings.HasPrefix(err.Error(), "folded line 1") || !strings.Contains(err.Error(), "more than 1 MiB") {
+		t.Fatalf("err = %v, want ErrTooLarge near line 16", err)
+	}
+	small := func(prefix string) *Profile {
+		p := New(Samples)
+		for i := range 6000 {
+			p.Add([]string{"main", fmt.Sprintf("%s%d", prefix, i)}, 1)
+		}
+		if p.Err() != nil || p.Bytes() > MaxBytes {
+			t.Fatalf("%s: %v, %d bytes", prefix, p.Err(), p.Bytes())
+		}
+		return p
+	}
+	p := small("a")
+	if err := p.Merge(small("b")); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("merge past the cap: %v, want ErrTooLarge", err)
+	}
+}

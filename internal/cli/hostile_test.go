@@ -75,7 +75,7 @@ func TestFlameHostileInputs(t *testing.T) {
 	}{
 		{"NaN count", write("nan.folded", []byte("a;b 1\na;c NaN\n")), "not a folded stack"},
 		{"overflowing counts", write("big.folded", []byte("a;b 4611686018427387904\na;c 4611686018427387904\na;d 4611686018427387904\n")), "2^63-1"},
-		{"gzip bomb read as pprof", write("bomb.gz", bomb.Bytes()), "larger than 256 MiB"},
+		{"gzip bomb read as pprof", write("bomb.gz", bomb.Bytes()), "larger than 51 MiB"},
 		{"directory", dir, "is a directory"},
 	}
 	for _, c := range cases {
