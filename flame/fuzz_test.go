@@ -98,6 +98,23 @@ func FuzzReadFolded(f *testing.F) {
 	})
 }
 
+// FuzzReadPerfScript: perf script output (a text format from another
+// tool, often edited or truncated) never panics and never yields a
+// wrapped total, with every root-frame option.
+//
+//	go test ./flame -run '^$' -fuzz '^FuzzReadPerfScript$' -fuzztime 60s
+func FuzzReadPerfScript(f *testing.F) {
+	seedFiles(f, "testdata/perf-script.txt")
+	f.Add([]byte("x 1/2 [000] 1.0: 1 cpu-clock:\n\tffff f+0x1 ([kernel.kallsyms])\n\n"))
+	f.Add([]byte("a 1 [9999999999] 1.0:\n\t0 [unknown] (/tmp/perf-1.map)\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ReadPerfScript(bytes.NewReader(data), RootFrames{CPU: true, Process: true, Thread: true})
+		if err == nil {
+			checkProfile(t, p)
+		}
+	})
+}
+
 // FuzzReadPprof: pprof input (and whatever auto-detection makes of any
 // bytes) never panics and never yields a wrapped total.
 //
