@@ -98,6 +98,23 @@ func FuzzReadFolded(f *testing.F) {
 	})
 }
 
+// FuzzReadPerfScript: perf script output (a text format from another
+// tool, often edited or truncated) never panics and never yields a
+// wrapped total, with every root-frame option.
+//
+//	go test ./flame -run '^$' -fuzz '^FuzzReadPerfScript$' -fuzztime 60s
+func FuzzReadPerfScript(f *testing.F) {
+	seedFiles(f, "testdata/perf-script.txt")
+	f.Add([]byte("x 1/2 [000] 1.0: 1 cpu-clock:\n\tffff f+0x1 ([kernel.kallsyms])\n\n"))
+	f.Add([]byte("a 1 [9999999999] 1.0:\n\t0 [unknown] (/tmp/perf-1.map)\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ReadPerfScript(bytes.NewReader(data), RootFrames{CPU: true, Process: true, Thread: true})
+		if err == nil {
+			checkProfile(t, p)
+		}
+	})
+}
+
 // FuzzReadPprof: pprof input (and whatever auto-detection makes of any
 // bytes) never panics and never yields a wrapped total.
 //
@@ -138,5 +155,37 @@ func TestReadFoldedStopsAtMaxFrames(t *testing.T) {
 	_, err := ReadFolded(strings.NewReader(b.String()))
 	if !errors.Is(err, ErrTooManyFrames) || !strings.HasPrefix(err.Error(), "folded line 10") {
 		t.Fatalf("err = %v, want ErrTooManyFrames near line 100", err)
+	}
+}
+
+// A profile whose trie would take more than MaxBytes fails at the line
+// that crossed it: few frames with long distinct names count as much as
+// many frames with short ones, and merging two profiles is held to the
+// same cap.
+func TestReadFoldedStopsAtMaxBytes(t *testing.T) {
+	defer func(n int64) { MaxBytes = n }(MaxBytes)
+	MaxBytes = 1 << 20
+	long := strings.Repeat("x", 64<<10)
+	var b strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&b, "main;%s%d 1\n", long, i)
+	}
+	_, err := ReadFolded(strings.NewReader(b.String()))
+	if !errors.Is(err, ErrTooLarge) || !strings.HasPrefix(err.Error(), "folded line 1") || !strings.Contains(err.Error(), "more than 1 MiB") {
+		t.Fatalf("err = %v, want ErrTooLarge near line 16", err)
+	}
+	small := func(prefix string) *Profile {
+		p := New(Samples)
+		for i := range 6000 {
+			p.Add([]string{"main", fmt.Sprintf("%s%d", prefix, i)}, 1)
+		}
+		if p.Err() != nil || p.Bytes() > MaxBytes {
+			t.Fatalf("%s: %v, %d bytes", prefix, p.Err(), p.Bytes())
+		}
+		return p
+	}
+	p := small("a")
+	if err := p.Merge(small("b")); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("merge past the cap: %v, want ErrTooLarge", err)
 	}
 }

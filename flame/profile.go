@@ -19,6 +19,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/perfscope/perfscope/internal/safeio"
 )
 
 // Unit is what a profile's values count.
@@ -70,6 +72,8 @@ type Profile struct {
 	chunks [][]node
 	count  int32
 	wide   map[uint64]int32 // (parent<<32 | name) → child, for nodes with > wideFanout children
+	// nameBytes is the length of all interned names, for Bytes.
+	nameBytes int64
 	// refused is why Add first refused a stack (ErrOverflow, ErrTooDeep):
 	// readers return it rather than draw a graph with a wrapped total or
 	// silently missing stacks.
@@ -84,20 +88,48 @@ type Profile struct {
 const MaxDepth = 1 << 16
 
 // MaxFrames caps the distinct frames (trie nodes) of one profile: 2^26
-// nodes are 2 GiB of trie. Real profiles stay far below (a 200,000-stack
-// benchmark profile has ~10,000 frames drawn, a few million in the trie);
-// a multi-gigabyte input of unique stacks fails with ErrTooManyFrames
-// instead of taking the machine's memory.
+// nodes are 2 GiB of trie. MaxBytes is usually the tighter bound.
 var MaxFrames int32 = 1 << 26
+
+// MaxBytes caps the memory one profile's trie may take: its nodes, its
+// interned frame names and the index of wide nodes, as counted by
+// Profile.Bytes. Readers stream their input, so the trie is what grows
+// with it: a 2 GB folded file of 4.4 M mostly distinct stacks needs about
+// 2 GB of trie, and a file of unique frame names as much as the file.
+// Past the cap a reader fails with ErrTooLarge at the line it reached,
+// never draws part of the input. The CLI sets it from --max-memory.
+var MaxBytes int64 = 1 << 30
+
+// Memory taken per node, per interned name beyond its bytes (its string
+// header, the name → id map entry) and per entry of the wide-node index,
+// measured with a heap profile of large inputs.
+const (
+	nodeBytes      = 32
+	nameBytes      = 64
+	wideEntryBytes = 24
+)
 
 var (
 	// ErrTooManyFrames is returned for a profile past MaxFrames.
-	ErrTooManyFrames = errors.New("too many distinct frames (more than flame.MaxFrames)")
+	ErrTooManyFrames = errors.New("too many distinct frames")
 	// ErrOverflow is returned when values add up past what an int64 holds.
 	ErrOverflow = errors.New("values add up to more than 2^63-1")
 	// ErrTooDeep is returned for a stack deeper than MaxDepth frames.
 	ErrTooDeep = fmt.Errorf("stack deeper than %d frames", MaxDepth)
 )
+
+// tooLarge is the error for a profile past MaxBytes, with its size.
+type tooLarge struct {
+	frames, names int
+	max           int64
+}
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("the profile needs more than %s of memory (%d distinct frames, %d distinct names so far); "+
+		"perfscope stops rather than draw part of it", safeio.FormatSize(e.max), e.frames, e.names)
+}
+
+func (e *tooLarge) Unwrap() error { return ErrTooLarge }
 
 // fits reports whether adding v to p's total stays within int64: every
 // node's total is at most the root's, so checking the root is enough.
@@ -171,6 +203,11 @@ func (p *Profile) Add(frames []string, value int64) {
 // Total is the sum of all stacks' values.
 func (p *Profile) Total() int64 { return p.node(0).total }
 
+// Bytes is the memory the profile's trie takes, as MaxBytes counts it.
+func (p *Profile) Bytes() int64 {
+	return int64(p.count)*nodeBytes + p.nameBytes + int64(len(p.names))*nameBytes + int64(len(p.wide))*wideEntryBytes
+}
+
 // Frames is the number of distinct frames (trie nodes, without the root).
 func (p *Profile) Frames() int { return int(p.count) - 1 }
 
@@ -183,6 +220,7 @@ func (p *Profile) intern(name string) uint32 {
 	name = strings.Clone(name) // callers may pass views into a reused buffer
 	p.names = append(p.names, name)
 	p.ids[name] = id
+	p.nameBytes += int64(len(name))
 	return id
 }
 
@@ -211,11 +249,14 @@ func (p *Profile) child(parent int32, name uint32) int32 {
 			c = cn.nextSibling
 		}
 	}
-	if p.count > MaxFrames {
+	if p.count > MaxFrames || p.Bytes() > MaxBytes {
 		// Refused: the stack collapses into its parent, and the reader
 		// returns the error instead of the profile.
 		if p.refused == nil {
 			p.refused = ErrTooManyFrames
+			if p.count <= MaxFrames {
+				p.refused = &tooLarge{frames: p.Frames(), names: len(p.names) - 1, max: MaxBytes}
+			}
 		}
 		return parent
 	}
@@ -309,7 +350,7 @@ func (p *Profile) Merge(q *Profile) error {
 	p.node(0).total += q.node(0).total
 	p.node(0).self += q.node(0).self
 	p.mergeChildren(0, q, 0)
-	return nil
+	return p.refused
 }
 
 func (p *Profile) mergeChildren(pn int32, q *Profile, qn int32) {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/internal/httpload"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
@@ -317,6 +318,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	sampling.Add(1)
 	go func() {
 		defer sampling.Done()
+		defer gosafe.Recover(&sampleErr)
 		t := time.NewTicker(o.SampleEvery)
 		defer t.Stop()
 		for {

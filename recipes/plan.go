@@ -10,6 +10,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 )
@@ -293,6 +294,7 @@ func (p *Plan) Run(ctx context.Context, src Sources, h Hooks) (*Result, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer gosafe.Recover(&jvmErr)
 				jvmRes, jvmErr = p.runJVM(ctx, src, h)
 			}()
 		}

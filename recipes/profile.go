@@ -15,6 +15,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
@@ -56,6 +57,9 @@ type Profile struct {
 	idle     cpuprofile.IdleSplit
 	stop     chan struct{}
 	prefetch sync.WaitGroup
+	// prefetchErr is a panic of the prefetching goroutine (reading a
+	// process's mappings and ELF files), returned by End.
+	prefetchErr error
 }
 
 // NewProfile returns the profile part.
@@ -115,6 +119,7 @@ func (p *Profile) Begin(context.Context) error {
 
 func (p *Profile) prefetchMappings() {
 	defer p.prefetch.Done()
+	defer gosafe.Recover(&p.prefetchErr)
 	// Often enough to catch most short-lived commands (a shell pipeline's
 	// grep, a compiler run), cheap because only the hash keys are read.
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -144,6 +149,10 @@ func (p *Profile) End(context.Context) error {
 	close(p.stop)
 	p.prefetch.Wait()
 	p.stop = nil
+	if err := p.prefetchErr; err != nil {
+		p.prefetchErr = nil
+		return err
+	}
 	prof, err := p.probe.Snapshot()
 	if err != nil {
 		return err

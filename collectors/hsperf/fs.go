@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // FS finds processes and their hsperfdata below Root ("/" on a live
@@ -182,18 +184,57 @@ func (f FS) Locate(p Process) (string, error) {
 	return "", fmt.Errorf("pid %d: %w in %s", p.PID, ErrNotFound, f.TargetPath(p.PID, "/tmp/hsperfdata_*"))
 }
 
-// Snapshot reads the file at path (from Locate) once.
+// MaxFileBytes caps an hsperfdata file: HotSpot's is 64 KiB by default
+// (-XX:PerfDataMemorySize), and nothing it writes comes near this.
+const MaxFileBytes = 16 << 20
+
+// ErrNotRegular is returned for an hsperfdata path that is not a regular
+// file (a symlink, FIFO or device).
+var ErrNotRegular = errors.New("not a regular file")
+
+// Snapshot reads the file at path (from Locate) once. The directory
+// belongs to the JVM's user, who may plant anything under the name:
+// perfscope (as root) reads only a regular file, never follows a symbolic
+// link in the last component (/dev/zero, another user's file), never
+// waits on a FIFO, and reads at most MaxFileBytes.
 func (f FS) Snapshot(path string) (*Snapshot, error) {
-	b, err := os.ReadFile(path)
+	b, err := readRegular(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %w", path, ErrNotFound)
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	s, err := Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
+}
+
+func readRegular(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if errors.Is(err, unix.ELOOP) {
+		return nil, fmt.Errorf("a symbolic link: %w", ErrNotRegular)
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	fh := os.NewFile(uintptr(fd), path)
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%v: %w", st.Mode().Type(), ErrNotRegular)
+	}
+	b, err := io.ReadAll(io.LimitReader(fh, MaxFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxFileBytes {
+		return nil, fmt.Errorf("larger than %d MiB: not an hsperfdata file", MaxFileBytes>>20)
+	}
+	return b, nil
 }

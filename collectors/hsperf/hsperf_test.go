@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var update = flag.Bool("update", false, "rewrite the synthesized big-endian fixture")
@@ -277,5 +279,54 @@ func TestWindowEdenAtCollectionFromCycleCounter(t *testing.T) {
 	}
 	if got, src, ok := w.EdenAtCollection(); !ok || got != 122 || src != "hsperfdata-cycle" {
 		t.Errorf("eden at collection %d %s %v, want 122 from the cycle counter", got, src, ok)
+	}
+}
+
+// The hsperfdata directory belongs to the JVM's user: a symlink planted
+// under the file's name (to /dev/zero, to another file), a FIFO, or an
+// oversized file is refused at once instead of followed, waited on or read
+// without end.
+func TestSnapshotRefusesWhatIsNotARegularFile(t *testing.T) {
+	good, err := os.ReadFile("testdata/jdk17-g1.hsperf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	if err := os.WriteFile(real, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Default.Snapshot(real); err != nil {
+		t.Fatalf("a regular hsperfdata file: %v", err)
+	}
+	link := filepath.Join(dir, "link")
+	os.Symlink(real, link)
+	zero := filepath.Join(dir, "zero")
+	os.Symlink("/dev/zero", zero)
+	fifo := filepath.Join(dir, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Truncate(big, MaxFileBytes+1)
+	for _, p := range []string{link, zero, fifo, big} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Default.Snapshot(p)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: read, want refused", filepath.Base(p))
+			} else if !strings.Contains(err.Error(), p) {
+				t.Errorf("%s: error %q does not name the path", filepath.Base(p), err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still reading after 5 s", filepath.Base(p))
+		}
 	}
 }

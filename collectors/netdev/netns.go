@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/internal/gosafe"
 )
 
 // NamespaceMatch says in which other network namespace an interface was
@@ -185,11 +187,19 @@ func interfacesInNamespace(path string) ([]string, error) {
 	done := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
-		names, restored, err := readInNamespace(path)
-		if restored {
-			runtime.UnlockOSThread()
-		}
-		done <- result{names, err}
+		var r result
+		// A panic leaves the thread locked, so discarded, whatever
+		// namespace it was in.
+		r.err = gosafe.Call(func() error {
+			var restored bool
+			var err error
+			r.names, restored, err = readInNamespace(path)
+			if restored {
+				runtime.UnlockOSThread()
+			}
+			return err
+		})
+		done <- r
 	}()
 	r := <-done
 	return r.names, r.err

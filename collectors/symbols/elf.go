@@ -1,10 +1,14 @@
 package symbols
 
 import (
+	"bufio"
+	"bytes"
 	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -13,19 +17,30 @@ import (
 
 // Binary is the function symbols of one ELF file (executable or shared
 // object) and the layout needed to turn a file offset into a symbol address.
+//
+// A run keeps every binary it sampled until it names the stacks, so the
+// table is compact: function names back to back in one string, 24 bytes a
+// symbol. And the symbol tables are streamed, never decoded whole:
+// debug/elf's Symbols() reads the whole table and string table and builds
+// every symbol (data, locals, file names) with its own string, which made
+// naming a 120 s profile on a busy host allocate ~145 MB in its last
+// second and pushed the heap far past its soft limit.
 type Binary struct {
-	syms []elfSymbol
+	syms  []elfSymbol
+	names string
 	// loads are the executable PT_LOAD segments.
 	loads []elf.ProgHeader
 }
 
 type elfSymbol struct {
-	addr, size uint64
-	name       string
+	addr, size       uint64
+	nameOff, nameLen uint32
 }
 
 // Len is the number of function symbols.
 func (b *Binary) Len() int { return len(b.syms) }
+
+func (b *Binary) name(s elfSymbol) string { return b.names[s.nameOff : s.nameOff+s.nameLen] }
 
 // ReadBinary reads the function symbols of an ELF file from .symtab and
 // .dynsym. A stripped binary keeps only .dynsym (its exported functions);
@@ -43,29 +58,45 @@ func ReadBinary(r io.ReaderAt) (*Binary, error) {
 			b.loads = append(b.loads, p.ProgHeader)
 		}
 	}
-	for _, read := range []func() ([]elf.Symbol, error){f.Symbols, f.DynamicSymbols} {
-		syms, err := read()
-		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-			return nil, fmt.Errorf("read ELF symbols: %w", err)
-		}
-		for _, s := range syms {
-			typ := elf.ST_TYPE(s.Info)
-			if (typ != elf.STT_FUNC && typ != elf.STT_GNU_IFUNC) || s.Value == 0 || s.Section == elf.SHN_UNDEF {
-				continue
+	// Sized once from the section headers (every symbol, every name:
+	// upper bounds) instead of grown by append, which for a large table
+	// allocates several times its final size; the table kept is a copy of
+	// exactly the functions.
+	var nsyms, nnames uint64
+	for _, sec := range f.Sections {
+		if (sec.Type == elf.SHT_SYMTAB || sec.Type == elf.SHT_DYNSYM) && sec.Entsize > 0 {
+			nsyms += sec.Size / sec.Entsize
+			if int(sec.Link) < len(f.Sections) {
+				nnames += f.Sections[sec.Link].Size
 			}
-			size := s.Size
-			if size == 0 && int(s.Section) < len(f.Sections) {
+		}
+	}
+	const maxPresize = 64 << 20 // a corrupt header must not allocate gigabytes
+	b.syms = make([]elfSymbol, 0, min(nsyms, maxPresize/24))
+	names := make([]byte, 0, min(nnames, maxPresize))
+	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
+		err := eachFunction(f, typ, func(value, size uint64, section elf.SectionIndex, name []byte) error {
+			if size == 0 && int(section) < len(f.Sections) {
 				// Hand-written assembly often has no size: bound it by
 				// its section, so that e.g. a PLT stub is not named after
 				// _init, the last sized-0 symbol before .plt.
-				sec := f.Sections[s.Section]
-				if s.Value >= sec.Addr && s.Value < sec.Addr+sec.Size {
-					size = sec.Addr + sec.Size - s.Value
+				sec := f.Sections[section]
+				if value >= sec.Addr && value < sec.Addr+sec.Size {
+					size = sec.Addr + sec.Size - value
 				}
 			}
-			b.syms = append(b.syms, elfSymbol{addr: s.Value, size: size, name: s.Name})
+			if len(names)+len(name) > math.MaxUint32 {
+				return errors.New("function names past 4 GiB")
+			}
+			b.syms = append(b.syms, elfSymbol{addr: value, size: size, nameOff: uint32(len(names)), nameLen: uint32(len(name))})
+			names = append(names, name...)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read ELF symbols: %w", err)
 		}
 	}
+	b.names = string(names)
 	// .symtab came first, so a stable sort keeps its (usually local, more
 	// specific) name ahead of .dynsym's alias at the same address.
 	sort.SliceStable(b.syms, func(i, j int) bool { return b.syms[i].addr < b.syms[j].addr })
@@ -76,8 +107,128 @@ func ReadBinary(r io.ReaderAt) (*Binary, error) {
 		}
 		out = append(out, s)
 	}
-	b.syms = out
+	b.syms = slices.Clone(out)
 	return b, nil
+}
+
+// eachFunction streams the defined function symbols (STT_FUNC,
+// STT_GNU_IFUNC, non-zero value) of f's section of type typ (SHT_SYMTAB or
+// SHT_DYNSYM) to fn; name is valid during the call only. Only their names
+// are read from the string table, through a small window. A file without
+// such a section has no symbols, which is not an error.
+func eachFunction(f *elf.File, typ elf.SectionType, fn func(value, size uint64, section elf.SectionIndex, name []byte) error) error {
+	var sym *elf.Section
+	for _, s := range f.Sections {
+		if s.Type == typ {
+			sym = s
+			break
+		}
+	}
+	if sym == nil {
+		return nil
+	}
+	if int(sym.Link) <= 0 || int(sym.Link) >= len(f.Sections) {
+		return fmt.Errorf("section %s: string table index %d out of range", sym.Name, sym.Link)
+	}
+	strs, err := newStringReader(f.Sections[sym.Link])
+	if err != nil {
+		return err
+	}
+	entry := elf.Sym64Size
+	if f.Class == elf.ELFCLASS32 {
+		entry = elf.Sym32Size
+	}
+	br := bufio.NewReaderSize(sym.Open(), 16<<10)
+	buf := make([]byte, entry)
+	bo := f.ByteOrder
+	for i := 0; ; i++ {
+		if _, err := io.ReadFull(br, buf); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil // a partial last entry is ignored, as debug/elf does
+		} else if err != nil {
+			return fmt.Errorf("section %s: %w", sym.Name, err)
+		}
+		if i == 0 {
+			continue // the null symbol
+		}
+		var nameIdx uint32
+		var value, size uint64
+		var info byte
+		var shndx uint16
+		if f.Class == elf.ELFCLASS32 {
+			nameIdx, value, size = bo.Uint32(buf[0:4]), uint64(bo.Uint32(buf[4:8])), uint64(bo.Uint32(buf[8:12]))
+			info, shndx = buf[12], bo.Uint16(buf[14:16])
+		} else {
+			nameIdx, info, shndx = bo.Uint32(buf[0:4]), buf[4], bo.Uint16(buf[6:8])
+			value, size = bo.Uint64(buf[8:16]), bo.Uint64(buf[16:24])
+		}
+		t := elf.ST_TYPE(info)
+		if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || value == 0 || elf.SectionIndex(shndx) == elf.SHN_UNDEF {
+			continue
+		}
+		name, err := strs.at(int64(nameIdx))
+		if err != nil {
+			return fmt.Errorf("section %s: %w", f.Sections[sym.Link].Name, err)
+		}
+		if err := fn(value, size, elf.SectionIndex(shndx), name); err != nil {
+			return err
+		}
+	}
+}
+
+// stringReader reads NUL-terminated names from a string table through a
+// window of 8 KiB or more: symbol tables list names mostly in string table order,
+// so a window serves most of them without reading the whole table (tens
+// of megabytes in large binaries).
+type stringReader struct {
+	r      io.ReaderAt
+	size   int64
+	window []byte
+	start  int64 // offset of window[0]
+}
+
+// maxSymbolName bounds one name (C++ and Rust names run to a few KiB).
+const maxSymbolName = 1 << 20
+
+func newStringReader(s *elf.Section) (*stringReader, error) {
+	if s.Flags&elf.SHF_COMPRESSED != 0 {
+		// Rare for string tables; Open decompresses, so read it whole.
+		b, err := s.Data()
+		if err != nil {
+			return nil, fmt.Errorf("section %s: %w", s.Name, err)
+		}
+		return &stringReader{r: bytes.NewReader(b), size: int64(len(b))}, nil
+	}
+	return &stringReader{r: s, size: int64(s.Size)}, nil
+}
+
+// at returns the name at off, "" past the table's end (as debug/elf).
+func (s *stringReader) at(off int64) ([]byte, error) {
+	if off < 0 || off >= s.size {
+		return nil, nil
+	}
+	for want := 8 << 10; ; want *= 2 {
+		if off >= s.start && off < s.start+int64(len(s.window)) {
+			rest := s.window[off-s.start:]
+			if i := bytes.IndexByte(rest, 0); i >= 0 {
+				return rest[:i], nil
+			}
+			if s.start+int64(len(s.window)) >= s.size {
+				return rest, nil // unterminated at the table's end
+			}
+		}
+		if want > maxSymbolName {
+			return nil, fmt.Errorf("a symbol name at offset %d is longer than %d bytes", off, maxSymbolName)
+		}
+		n := min(int64(want), s.size-off)
+		if int64(cap(s.window)) < n {
+			s.window = make([]byte, n)
+		}
+		s.window = s.window[:n]
+		if _, err := s.r.ReadAt(s.window, off); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		s.start = off
+	}
 }
 
 // FileOffsetToAddr converts an offset in the file to the virtual address
@@ -105,7 +256,7 @@ func (b *Binary) Resolve(addr uint64) (string, bool) {
 	if s.size != 0 && addr >= s.addr+s.size {
 		return "", false
 	}
-	return demangleName(s.name), true
+	return demangleName(b.name(s)), true
 }
 
 // demangleName turns C++ and Rust symbols into source names; Go and C names

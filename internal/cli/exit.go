@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/recipes"
@@ -58,6 +59,12 @@ func unavailableError(format string, args ...any) error {
 func CodeOf(err error) int {
 	if err == nil {
 		return ExitOK
+	}
+	// A panic in one of perfscope's goroutines is a failure of the run
+	// (4), also when a caller wrapped it as something else.
+	var panicked *gosafe.Panic
+	if errors.As(err, &panicked) {
+		return ExitFailure
 	}
 	var ee *ExitError
 	if errors.As(err, &ee) {

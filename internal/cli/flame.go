@@ -31,6 +31,8 @@ type flameGraphOptions struct {
 	Include  string
 	Exclude  string
 	Top      int
+	// MaxMemory is the memory in MiB one profile may take (flame.MaxBytes).
+	MaxMemory int
 
 	format     report.Format
 	inputFmt   flame.Format
@@ -150,6 +152,7 @@ func (o *flameGraphOptions) bind(cmd *cobra.Command, defaultOutput string) {
 	f.StringVar(&o.Include, "include", "", "keep only stacks with a frame matching this regular expression")
 	f.StringVar(&o.Exclude, "exclude", "", "drop stacks with a frame matching this regular expression")
 	f.IntVar(&o.Top, "top", 20, "functions listed by -o text and -o json")
+	f.IntVar(&o.MaxMemory, "max-memory", int(flame.MaxBytes>>20), "MiB of memory one profile may take (16-1048576); an input needing more fails instead of being drawn in part")
 }
 
 func (o *flameGraphOptions) validate(allowed ...report.Format) error {
@@ -171,6 +174,9 @@ func (o *flameGraphOptions) validate(allowed ...report.Format) error {
 	}
 	if o.Top < 0 {
 		return usageError("--top must not be negative, got %d", o.Top)
+	}
+	if o.MaxMemory < 16 || o.MaxMemory > 1<<20 {
+		return usageError("--max-memory must be between 16 and 1048576 MiB, got %d", o.MaxMemory)
 	}
 	for _, re := range []struct {
 		flag, expr string
@@ -257,10 +263,13 @@ func (o *flameGraphOptions) readProfile(ctx context.Context, g *Globals, path st
 		defer in.Close()
 		r, name = in, path
 	}
+	flame.MaxBytes = int64(o.MaxMemory) << 20
 	p, format, err := flame.Read(r, o.inputFmt, roots)
 	switch {
 	case ctx.Err() != nil:
 		return nil, "", ctx.Err()
+	case errors.Is(err, flame.ErrTooLarge):
+		return nil, "", usageError("%s: %v; raise --max-memory (now %d MiB) if the machine has the memory, or narrow the input", name, err, o.MaxMemory)
 	case errors.Is(err, flame.ErrUnknownFormat):
 		return nil, "", usageError("%s: %v; pass --format folded, perf or pprof", name, err)
 	case err != nil && o.inputFmt == flame.FormatAuto:
@@ -272,7 +281,9 @@ func (o *flameGraphOptions) readProfile(ctx context.Context, g *Globals, path st
 		p.Unit = o.unit // folded stacks and perf script carry no unit
 	}
 	if o.filter.Include != nil || o.filter.Exclude != nil {
-		p = p.Filter(o.filter)
+		if p = p.Filter(o.filter); p.Err() != nil {
+			return nil, "", usageError("%s: %v; raise --max-memory (now %d MiB) if the machine has the memory", name, p.Err(), o.MaxMemory)
+		}
 	}
 	return p, format, nil
 }
@@ -331,7 +342,9 @@ func runFlame(ctx context.Context, o *flameOptions, g *Globals) error {
 		inputs = append(inputs, report.FlameInput{Path: path, Format: string(format), Total: p.Total()})
 		if merged == nil {
 			merged = p
-		} else if err := merged.Merge(p); err != nil {
+		} else if err := merged.Merge(p); errors.Is(err, flame.ErrTooLarge) {
+			return usageError("merging %s: %v; raise --max-memory (now %d MiB) if the machine has the memory", path, err, o.MaxMemory)
+		} else if err != nil {
 			return usageError("%s: %v", path, err)
 		}
 	}

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,6 +75,7 @@ func TestFlameBadInputExit2(t *testing.T) {
 		{"flame", "diff", good},
 		{"flame", "diff", good, good, "--shape", "sideways"},
 		{"flame", "diff", good, good, "-o", "pprof"},
+		{"flame", good, "--max-memory", "8"},
 	} {
 		_, stderr, code := execute(t, args...)
 		if code != ExitUsage {
@@ -84,6 +87,45 @@ func TestFlameBadInputExit2(t *testing.T) {
 	}
 	if _, stderr, _ := execute(t, "flame", bad); !strings.Contains(stderr, "line 2") {
 		t.Errorf("malformed input error does not name the line: %q", stderr)
+	}
+}
+
+// An input whose call tree needs more than --max-memory fails at the line
+// that crosses it, with the way out, instead of taking the machine's
+// memory; --include filters and merging are held to the same cap.
+func TestFlameMaxMemory(t *testing.T) {
+	defer func(n int64) { flame.MaxBytes = n }(flame.MaxBytes)
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.folded")
+	var b strings.Builder
+	long := strings.Repeat("f", 1<<20)
+	for i := range 20 {
+		fmt.Fprintf(&b, "main;%s%d 1\n", long, i)
+	}
+	os.WriteFile(big, []byte(b.String()), 0o644)
+	_, stderr, code := execute(t, "flame", big, "--max-memory", "16", "-o", "json")
+	if code != ExitUsage || !strings.Contains(stderr, "folded line 1") || !strings.Contains(stderr, "more than 16 MiB") || !strings.Contains(stderr, "--max-memory") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 naming the line, the cap and --max-memory", code, stderr)
+	}
+	if _, stderr, code := execute(t, "flame", big, "--max-memory", "64", "-o", "json"); code != ExitOK {
+		t.Fatalf("--max-memory 64: exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code := execute(t, "flame", big, big, big, big, "--max-memory", "64", "-o", "json"); code != ExitOK {
+		t.Fatalf("the same input 4 times merges into one tree: exit %d, stderr %q", code, stderr)
+	}
+	// pprof is parsed whole, at ~20× its size: its input cap follows
+	// --max-memory (1 MiB at 16 MiB, 3 MiB at 64 MiB).
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(make([]byte, 2<<20))
+	zw.Close()
+	pb := filepath.Join(dir, "zeros.pb.gz")
+	os.WriteFile(pb, gz.Bytes(), 0o644)
+	if _, stderr, code := execute(t, "flame", pb, "--max-memory", "16"); code != ExitUsage || !strings.Contains(stderr, "larger than 1 MiB") || !strings.Contains(stderr, "--max-memory") {
+		t.Fatalf("2 MiB of pprof at --max-memory 16: exit %d, stderr %q", code, stderr)
+	}
+	if _, stderr, code := execute(t, "flame", pb, "--max-memory", "64"); code != ExitUsage || strings.Contains(stderr, "larger than") {
+		t.Fatalf("2 MiB of pprof at --max-memory 64: exit %d, stderr %q; want it read (and refused as malformed)", code, stderr)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/internal/testutil"
 )
 
@@ -73,7 +75,7 @@ func TestFlameHostileInputs(t *testing.T) {
 	}{
 		{"NaN count", write("nan.folded", []byte("a;b 1\na;c NaN\n")), "not a folded stack"},
 		{"overflowing counts", write("big.folded", []byte("a;b 4611686018427387904\na;c 4611686018427387904\na;d 4611686018427387904\n")), "2^63-1"},
-		{"gzip bomb read as pprof", write("bomb.gz", bomb.Bytes()), "larger than 256 MiB"},
+		{"gzip bomb read as pprof", write("bomb.gz", bomb.Bytes()), "larger than 51 MiB"},
 		{"directory", dir, "is a directory"},
 	}
 	for _, c := range cases {
@@ -140,6 +142,30 @@ func TestPanicIsOneSentenceExit4(t *testing.T) {
 		t.Fatalf("exit %d, want %d", code, ExitFailure)
 	}
 	if s := strings.TrimSpace(errb.String()); strings.Count(s, "\n") != 0 || !strings.Contains(s, "internal error") || strings.Contains(s, "goroutine") {
+		t.Fatalf("stderr %q: want one sentence without a trace", s)
+	}
+}
+
+// A panic in one of perfscope's goroutines (a sampling loop, the
+// symbolizer's prefetcher) reaches the command as an error: one sentence
+// and exit 4, also when the command wrapped it as bad input.
+func TestGoroutinePanicIsOneSentenceExit4(t *testing.T) {
+	var errb bytes.Buffer
+	g := &Globals{Out: new(bytes.Buffer), Err: &errb, Started: time.Now()}
+	root := NewRoot(g)
+	root.AddCommand(&cobra.Command{Use: "boom", RunE: func(*cobra.Command, []string) error {
+		err := <-gosafe.Go(func() error {
+			var s []int
+			_ = s[3]
+			return nil
+		})
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("sampling: %w", err)}
+	}})
+	code := execute1(context.Background(), g, root, []string{"boom"})
+	if code != ExitFailure {
+		t.Fatalf("exit %d, want %d", code, ExitFailure)
+	}
+	if s := strings.TrimSpace(errb.String()); strings.Count(s, "\n") != 0 || !strings.Contains(s, "internal error: runtime error: index out of range") || strings.Contains(s, "goroutine") {
 		t.Fatalf("stderr %q: want one sentence without a trace", s)
 	}
 }

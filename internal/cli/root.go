@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -124,6 +125,10 @@ func execute1(ctx context.Context, g *Globals, root *cobra.Command, args []strin
 		// Error messages quote names from the system (interfaces,
 		// processes, files): escape control characters in them.
 		fmt.Fprintf(stderr, "perfscope: %s\n", report.Clean(err.Error()))
+	}
+	var panicked *gosafe.Panic
+	if errors.As(err, &panicked) && os.Getenv("PERFSCOPE_DEBUG") == "1" {
+		stderr.Write(panicked.Stack)
 	}
 	if h := Hint(err); h != "" {
 		fmt.Fprintf(stderr, "hint: %s\n", h)

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/perfscope/perfscope/internal/gosafe"
 )
 
 // Spec is one load run.
@@ -131,10 +133,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		return start.Add(time.Duration(float64(i) * float64(time.Second) / spec.Rate))
 	}
 	var wg sync.WaitGroup
+	panics := make([]error, spec.Concurrency) // one slot per worker, no lock
 	for w := 0; w < spec.Concurrency; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer gosafe.Recover(&panics[w])
 			var timer *time.Timer
 			for {
 				i := next.Add(1) - 1
@@ -180,6 +184,9 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		}()
 	}
 	wg.Wait()
+	if err := errors.Join(panics...); err != nil {
+		return Result{}, err
+	}
 	elapsed := time.Since(start)
 	sent := min(next.Load(), int64(spec.Requests))
 	r := Result{Requests: int64(spec.Requests), Failures: failures.Load(), Non2xx: non2xx.Load(), Seconds: elapsed.Seconds(), FirstError: firstMsg}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/perfscope/perfscope/internal/gosafe"
 )
 
 // Config bounds a flood.
@@ -96,10 +98,12 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 		}
 		flows[i%cfg.Senders] = append(flows[i%cfg.Senders], conn)
 	}
+	panics := make([]error, len(flows)) // one slot per sender, no lock
 	for i, conns := range flows {
 		wg.Add(1)
 		go func(conns []*net.UDPConn, id int) {
 			defer wg.Done()
+			defer gosafe.Recover(&panics[id])
 			defer func() {
 				for _, c := range conns {
 					c.Close()
@@ -134,6 +138,9 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 	}
 	wg.Wait()
 	r := Result{Sent: sent.Load(), Errors: errs.Load(), Elapsed: time.Since(start)}
+	if err := errors.Join(panics...); err != nil {
+		return r, err
+	}
 	if r.Sent == 0 && firstErr != nil {
 		return r, fmt.Errorf("udpflood: nothing sent: %w", firstErr)
 	}
@@ -171,6 +178,7 @@ type Sink struct {
 	Conn     *net.UDPConn
 	received atomic.Uint64
 	done     chan struct{}
+	panicked error // a panic of the receive loop, returned by Close
 }
 
 // Listen opens a sink on addr (e.g. 127.0.0.1:0) and starts receiving.
@@ -186,6 +194,7 @@ func Listen(addr string) (*Sink, error) {
 	s := &Sink{Conn: c, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
+		defer gosafe.Recover(&s.panicked)
 		buf := make([]byte, 65536)
 		for {
 			if _, _, err := c.ReadFromUDPAddrPort(buf); err != nil {
@@ -212,5 +221,5 @@ func (s *Sink) Received() uint64 { return s.received.Load() }
 func (s *Sink) Close() error {
 	err := s.Conn.Close()
 	<-s.done
-	return err
+	return errors.Join(s.panicked, err)
 }

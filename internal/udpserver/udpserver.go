@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/internal/gosafe"
 )
 
 // Mode is a server configuration.
@@ -63,6 +65,7 @@ type Server struct {
 	received atomic.Uint64
 	wg       sync.WaitGroup
 	stop     chan struct{}
+	panics   []error // per receiving thread, returned by Stop
 }
 
 // Start binds the sockets and starts the receiving threads.
@@ -93,6 +96,7 @@ func Start(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	s.panics = make([]error, cfg.Threads)
 	for i := 0; i < cfg.Threads; i++ {
 		fd := s.fds[i%len(s.fds)]
 		cpu := -1
@@ -100,7 +104,7 @@ func Start(cfg Config) (*Server, error) {
 			cpu = cfg.PinCPUs[i%len(cfg.PinCPUs)]
 		}
 		s.wg.Add(1)
-		go s.serve(fd, cpu)
+		go s.serve(fd, cpu, &s.panics[i])
 	}
 	return s, nil
 }
@@ -170,8 +174,9 @@ func attachCPUSteering(fd, n int) error {
 	return nil
 }
 
-func (s *Server) serve(fd, cpu int) {
+func (s *Server) serve(fd, cpu int, panicked *error) {
 	defer s.wg.Done()
+	defer gosafe.Recover(panicked)
 	// One OS thread per receiver, as a C server would have: thread CPUs and
 	// pinning are what perfscope inspects.
 	runtime.LockOSThread()
@@ -208,11 +213,13 @@ func (s *Server) Received() uint64 { return s.received.Load() }
 // Sockets is the number of bound sockets.
 func (s *Server) Sockets() int { return len(s.fds) }
 
-// Stop stops the threads and closes the sockets.
-func (s *Server) Stop() {
+// Stop stops the threads and closes the sockets; the error is a
+// receiving thread's panic.
+func (s *Server) Stop() error {
 	close(s.stop)
 	s.wg.Wait()
 	s.closeFDs()
+	return errors.Join(s.panics...)
 }
 
 func (s *Server) closeFDs() {
@@ -229,6 +236,6 @@ func Run(ctx context.Context, cfg Config) (uint64, error) {
 		return 0, err
 	}
 	<-ctx.Done()
-	s.Stop()
-	return s.Received(), nil
+	err = s.Stop()
+	return s.Received(), err
 }

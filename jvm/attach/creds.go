@@ -5,6 +5,8 @@ import (
 	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/internal/gosafe"
 )
 
 // asUser runs fn on an OS thread whose effective uid and gid are the
@@ -35,7 +37,10 @@ func asUser(uid, gid int, fn func() error) error {
 			done <- fmt.Errorf("switch to uid %d: %w", uid, err)
 			return
 		}
-		err := fn()
+		// A panic in fn must not skip switching back (the thread would
+		// then be discarded, which is safe, but the panic would crash
+		// the process): it comes back as an error.
+		err := gosafe.Call(fn)
 		if setresuid(-1, origUID, -1) == nil && setresgid(-1, origGID, -1) == nil {
 			runtime.UnlockOSThread()
 		}
