@@ -19,6 +19,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/perfscope/perfscope/internal/gosafe"
 	"golang.org/x/sys/unix"
 )
 
@@ -119,7 +120,9 @@ func WithTracefs(f func(dir string) error) error {
 			errc <- Classify("mount tracefs at "+d, err)
 			return
 		}
-		errc <- f(d)
+		// f is the caller's code: a panic in it comes back as an error,
+		// not a crash with this goroutine's trace.
+		errc <- gosafe.Call(func() error { return f(d) })
 	}()
 	return <-errc
 }
