@@ -42,11 +42,37 @@ type HookGroup struct {
 	Class Class
 	// Hooks are the attached hooks of the group, in attach order.
 	Hooks []string
+	// Switch attaches and detaches them.
+	Switch Switch
+}
 
-	a *Attached
+// Switch attaches and detaches a hook group; each returns when the group
+// started or stopped counting, to the precision sampling windows need.
+// Attaching an attached group or detaching a detached one does nothing.
+type Switch interface {
+	Attach() (time.Time, error)
+	Detach() (time.Time, error)
+	IsAttached() bool
+}
+
+// Attach attaches the group's hooks (see Switch).
+func (g *HookGroup) Attach() (time.Time, error) { return g.Switch.Attach() }
+
+// Detach detaches the group's hooks (see Switch).
+func (g *HookGroup) Detach() (time.Time, error) { return g.Switch.Detach() }
+
+// IsAttached reports whether the group's hooks are attached.
+func (g *HookGroup) IsAttached() bool { return g.Switch.IsAttached() }
+
+// linkSwitch switches hooks of an Attached object by closing their links
+// and creating them again from the loaded programs.
+type linkSwitch struct {
+	a     *Attached
+	hooks []string
 	// reset clears state that a detached gap would leave stale (an
 	// entry's start time whose exit was never seen), before attaching.
 	reset func() error
+	name  string
 }
 
 // Switchable is a probe whose hooks come in groups the overhead budget
@@ -60,16 +86,16 @@ type Switchable interface {
 // none is (an optional hook the kernel lacks). reset, when not nil, runs
 // before the group is attached again.
 func (a *Attached) Group(name string, class Class, hooks []Hook, reset func() error) *HookGroup {
-	g := &HookGroup{Name: name, Class: class, a: a, reset: reset}
+	sw := &linkSwitch{a: a, reset: reset, name: name}
 	for _, h := range hooks {
 		if _, ok := a.Programs[h.String()]; ok {
-			g.Hooks = append(g.Hooks, h.String())
+			sw.hooks = append(sw.hooks, h.String())
 		}
 	}
-	if len(g.Hooks) == 0 {
+	if len(sw.hooks) == 0 {
 		return nil
 	}
-	return g
+	return &HookGroup{Name: name, Class: class, Hooks: sw.hooks, Switch: sw}
 }
 
 // Groups drops the nil groups of a probe's list.
@@ -83,25 +109,23 @@ func Groups(gs ...*HookGroup) []*HookGroup {
 	return out
 }
 
-// IsAttached reports whether the group's hooks are attached.
-func (g *HookGroup) IsAttached() bool {
-	g.a.mu.Lock()
-	defer g.a.mu.Unlock()
-	return g.a.links[g.Hooks[0]] != nil
+func (s *linkSwitch) IsAttached() bool {
+	s.a.mu.Lock()
+	defer s.a.mu.Unlock()
+	return s.a.links[s.hooks[0]] != nil
 }
 
-// Detach detaches the group's hooks, in order, and returns the middle of
-// the time it took: when the group stopped counting, to the precision the
-// sampling windows need. Detaching a detached group does nothing.
-func (g *HookGroup) Detach() (time.Time, error) {
-	g.a.mu.Lock()
-	defer g.a.mu.Unlock()
+// Detach detaches the hooks, in order, and returns the middle of the time
+// it took.
+func (s *linkSwitch) Detach() (time.Time, error) {
+	s.a.mu.Lock()
+	defer s.a.mu.Unlock()
 	t0 := time.Now()
 	var errs []error
-	for _, h := range g.Hooks {
-		if l := g.a.links[h]; l != nil {
+	for _, h := range s.hooks {
+		if l := s.a.links[h]; l != nil {
 			errs = append(errs, l.Close())
-			delete(g.a.links, h)
+			delete(s.a.links, h)
 		}
 	}
 	return mid(t0, time.Now()), errors.Join(errs...)
@@ -110,34 +134,33 @@ func (g *HookGroup) Detach() (time.Time, error) {
 // Attach clears the group's in-flight state and attaches its hooks again,
 // in order (a wait's begin before its end), returning the middle of the
 // time it took. On error the hooks attached so far are detached again.
-// Attaching an attached group does nothing.
-func (g *HookGroup) Attach() (time.Time, error) {
-	g.a.mu.Lock()
-	defer g.a.mu.Unlock()
-	if g.a.Collection == nil {
-		return time.Time{}, errors.New("attach " + g.Name + ": the probe is closed")
+func (s *linkSwitch) Attach() (time.Time, error) {
+	s.a.mu.Lock()
+	defer s.a.mu.Unlock()
+	if s.a.Collection == nil {
+		return time.Time{}, errors.New("attach " + s.name + ": the probe is closed")
 	}
-	if g.reset != nil {
-		if err := g.reset(); err != nil {
-			return time.Time{}, fmt.Errorf("attach %s: clear in-flight state: %w", g.Name, err)
+	if s.reset != nil && s.a.links[s.hooks[0]] == nil {
+		if err := s.reset(); err != nil {
+			return time.Time{}, fmt.Errorf("attach %s: clear in-flight state: %w", s.name, err)
 		}
 	}
 	t0 := time.Now()
-	for _, h := range g.Hooks {
-		if g.a.links[h] != nil {
+	for _, h := range s.hooks {
+		if s.a.links[h] != nil {
 			continue
 		}
-		l, err := attachHook(g.a.Method, g.a.hooks[h], g.a.Programs[h], "")
+		l, err := attachHook(s.a.Method, s.a.hooks[h], s.a.Programs[h], "")
 		if err != nil {
-			for _, h := range g.Hooks {
-				if l := g.a.links[h]; l != nil {
+			for _, h := range s.hooks {
+				if l := s.a.links[h]; l != nil {
 					l.Close()
-					delete(g.a.links, h)
+					delete(s.a.links, h)
 				}
 			}
 			return time.Time{}, err
 		}
-		g.a.links[h] = l
+		s.a.links[h] = l
 	}
 	return mid(t0, time.Now()), nil
 }

@@ -168,6 +168,7 @@ func (n *netParts) assemble(src Sources, o NetOptions) NetResult {
 	ev.Queues.NICMissed, ev.Queues.NICMissedCounters = c.nicMissed()
 	ev.IRQs = c.irqs(src, o.Iface, drvInfo, drvErr, netRX)
 	ev.TX = BuildTX(o.Iface, txByCPU, qdisc)
+	n.queues.MarkEstimates(&ev.Queues, &ev.TX)
 	if err := n.queues.OpenErr(); err != nil {
 		ev.TX.Unavailable = fmt.Sprintf("per-CPU TX queues and qdisc activity: queue probe unavailable: %v (XPS configuration shown)", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -26,7 +27,12 @@ type snapshotPart[S any, P probes.Snapshotter[S]] struct {
 	probe       P
 	openErr     error
 	first, last S
+	// cov is how the budget attached the probe's hooks (nil: exact).
+	cov *Coverage
 }
+
+// SetCoverage implements Sampled.
+func (p *snapshotPart[S, P]) SetCoverage(c *Coverage) { p.cov = c }
 
 func (p *snapshotPart[S, P]) open(probe P, err error) {
 	p.probe, p.openErr = probe, err
@@ -79,6 +85,9 @@ type QueueOptions struct {
 type Queues struct {
 	snapshotPart[netqueue.Snapshot, QueueProbe]
 	opts QueueOptions
+	// sampled is what the windows counted per queue, before scaling:
+	// each row's own error bound depends on it.
+	sampled struct{ rx, tx map[int]uint64 }
 }
 
 // NewQueues returns the queue part.
@@ -129,11 +138,17 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 	d := p.last.Sub(p.first)
 	ifindex, name := p.opts.Iface.Index, p.opts.Iface.Name
 	conv := netqueue.ConventionFor(driver)
+	// Under a budget the per-packet hooks and the NAPI polls may each have
+	// been counted in sampling windows only: scale to the window.
+	kp, kn := p.cov.Scale(netqueue.GroupPackets), p.cov.Scale(netqueue.GroupNAPI)
 	var counts QueueCounts
 	counts.RX = map[int]uint64{}
+	p.sampled.rx, p.sampled.tx = map[int]uint64{}, map[int]uint64{}
 	for q, perCPU := range d.RXQueues(ifindex, conv) {
 		if q >= 0 {
-			counts.RX[q] = netqueue.TrafficTotal(perCPU).Packets
+			n := netqueue.TrafficTotal(perCPU).Packets
+			p.sampled.rx[q] = n
+			counts.RX[q] = scaled(n, kp)
 		}
 	}
 	counts.TX = map[int]uint64{}
@@ -142,7 +157,9 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 		if k.Ifindex != ifindex {
 			continue
 		}
-		counts.TX[k.Queue] += netqueue.TrafficTotal(perCPU).Packets
+		n := netqueue.TrafficTotal(perCPU).Packets
+		p.sampled.tx[k.Queue] += n
+		counts.TX[k.Queue] += scaled(n, kp)
 		for cpu, t := range perCPU {
 			if t.Packets == 0 {
 				continue
@@ -150,7 +167,7 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 			if txByCPU[cpu] == nil {
 				txByCPU[cpu] = map[int]uint64{}
 			}
-			txByCPU[cpu][k.Queue] += t.Packets
+			txByCPU[cpu][k.Queue] += scaled(t.Packets, kp)
 		}
 	}
 	byQ := map[int]*evidence.QdiscRow{}
@@ -164,8 +181,8 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 			byQ[k.Queue] = r
 		}
 		for _, s := range perCPU {
-			r.Enqueues += s.Enqueues
-			r.Dequeues += s.DequeuedPackets
+			r.Enqueues += scaled(s.Enqueues, kp)
+			r.Dequeues += scaled(s.DequeuedPackets, kp)
 		}
 	}
 	var qdisc []evidence.QdiscRow
@@ -199,9 +216,10 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 			if s.Polls == 0 && s.Work == 0 {
 				continue
 			}
-			matrix.Cells = append(matrix.Cells, evidence.QueueCPUCell{Queue: q, NAPI: k.ID, CPU: cpu, Polls: s.Polls, Work: s.Work})
+			polls, work := scaled(s.Polls, kn), scaled(s.Work, kn)
+			matrix.Cells = append(matrix.Cells, evidence.QueueCPUCell{Queue: q, NAPI: k.ID, CPU: cpu, Polls: polls, Work: work})
 			if q >= 0 {
-				counts.NAPIWork[q] += s.Work
+				counts.NAPIWork[q] += work
 			}
 		}
 	}
@@ -218,7 +236,29 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 		}
 		return a.CPU < b.CPU
 	})
+	matrix.Estimate = p.cov.Estimate(netqueue.GroupNAPI)
 	return counts, txByCPU, qdisc
+}
+
+// MarkEstimates says, in the queue and TX sections built from Evidence's
+// counts, how the kernel-side counts were obtained: each row's error
+// bound from what its queue's windows counted.
+func (p *Queues) MarkEstimates(q *evidence.QueueSection, tx *evidence.TXSection) {
+	e := p.cov.Estimate(netqueue.GroupPackets)
+	if e == nil || !p.opened() {
+		return
+	}
+	q.Estimate, tx.Estimate = e, e
+	for _, rows := range []struct {
+		rows    []evidence.QueueRow
+		sampled map[int]uint64
+	}{{q.RX, p.sampled.rx}, {q.TX, p.sampled.tx}} {
+		for i := range rows.rows {
+			if rows.rows[i].KernelPackets != nil {
+				rows.rows[i].RelError = e.RowError(rows.sampled[rows.rows[i].Queue])
+			}
+		}
+	}
 }
 
 // DropOptions configure the drop part.
@@ -247,13 +287,25 @@ func (p *Drops) Open(src Sources) error {
 }
 
 // Add replaces the counters' coarser sk_drops rows with the probe's drops
-// by port and reason, or says why it cannot.
+// by port and reason, or says why it cannot. Under a budget the probe saw
+// the drops of its sampling windows only; a port's sockets' own drop
+// counter (sk_drops, exact) then gives the port's total and the windows
+// its split by reason — drops come in bursts a window may miss, so
+// scaling the windows' count alone would be far off — and a port without
+// sampled drops keeps its exact sk_drops row.
 func (p *Drops) Add(sec *evidence.DropSection) {
 	if !p.opened() {
 		sec.Notes = append(sec.Notes, fmt.Sprintf("drop reasons: drop probe unavailable: %v (socket drop counters shown)", p.openErr))
 		return
 	}
 	d := p.last.Sub(p.first)
+	k, e := p.cov.Scale(udpdrop.Group), p.cov.Estimate(udpdrop.Group)
+	sec.Estimate = e
+	exact := map[int]uint64{}
+	for _, r := range sec.ByPort {
+		exact[r.Port] += r.Count
+	}
+	coarse := sec.ByPort
 	sec.ByPort = nil
 	type key struct {
 		port   int
@@ -270,13 +322,32 @@ func (p *Drops) Add(sec *evidence.DropSection) {
 		}
 		agg[key{int(k.Port), reason}] += n
 	}
-	for k, n := range agg {
-		sec.ByPort = append(sec.ByPort, evidence.PortDrops{Port: k.port, Reason: k.reason, Count: n})
+	sampled := map[int]uint64{}
+	for key, n := range agg {
+		sampled[key.port] += n
+	}
+	for key, n := range agg {
+		row := evidence.PortDrops{Port: key.port, Reason: key.reason, Count: scaled(n, k), RelError: e.RowError(n)}
+		if total := exact[key.port]; e != nil && total > 0 {
+			share := float64(n) / float64(sampled[key.port])
+			row.Count = scaled(total, share)
+			rel := 1.96 * math.Sqrt((1-share)/(share*float64(sampled[key.port])))
+			row.RelError = &rel
+		}
+		sec.ByPort = append(sec.ByPort, row)
+	}
+	if e != nil {
+		for _, r := range coarse {
+			// The probe counts only --port's drops, when given.
+			if sampled[r.Port] == 0 && (p.opts.Port == 0 || r.Port == p.opts.Port) {
+				sec.ByPort = append(sec.ByPort, r)
+			}
+		}
 	}
 	sortDrops(sec.ByPort)
 	for r, n := range d.Reasons {
 		if n > 0 {
-			sec.ByReason[p.probe.ReasonName(udpdrop.KfreeSkb, r)] += n
+			sec.ByReason[p.probe.ReasonName(udpdrop.KfreeSkb, r)] += scaled(n, k)
 		}
 	}
 }
@@ -319,11 +390,19 @@ func (p *SocketReads) Add(sec *evidence.SocketSection, window time.Duration) {
 		return
 	}
 	d := p.last.Sub(p.first)
+	k, e := p.cov.Scale(udpsock.Group), p.cov.Estimate(udpsock.Group)
 	reads := make(map[uint64]uint64, len(d.Sockets))
 	for ino, r := range d.Sockets {
-		reads[ino] = r.Datagrams
+		reads[ino] = scaled(r.Datagrams, k)
 	}
 	AddSocketReads(sec, reads, window)
+	if e != nil {
+		sec.Estimate = e
+		for i := range sec.Sockets {
+			sec.Sockets[i].ReceivedRelError = e.RowError(d.Sockets[sec.Sockets[i].Inode].Datagrams)
+		}
+	}
+	// Wakeups are read as shares: a common scale changes none.
 	AddSocketWakeups(sec, d.Wakeups)
 	if d.Lost > 0 {
 		sec.ReceivedUnavailable = fmt.Sprintf("%d reads not counted: the socket probe's map was full", d.Lost)
