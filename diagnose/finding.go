@@ -130,14 +130,60 @@ type CodeSketch struct {
 type Rule[E any] struct {
 	ID    string
 	Check func(E) *Finding
+	// Tunables are the thresholds a recipe may override; a rule that has
+	// them is checked by CheckTuned (Check is then unused).
+	Tunables   []Threshold
+	CheckTuned func(E, Thresholds) *Finding
+}
+
+// Threshold is a number a rule compares its evidence against, which a
+// recipe may override within [Min, Max]. Each family declares its
+// thresholds in one struct (NetThresholds, JVMThresholds, GCThresholds,
+// LockThresholds, TimelineThresholds) whose defaults are the numbers the
+// rules are documented with; a rule lists those it reads in Tunables and
+// reads them through Thresholds.Get, so it stays a pure function of its
+// evidence and the overrides.
+type Threshold struct {
+	Name              string
+	Default, Min, Max float64
+	Doc               string
+}
+
+// Thresholds are a recipe's overrides by threshold name; a name left out
+// keeps the rule's default.
+type Thresholds map[string]float64
+
+// Get is t's value of th.
+func (t Thresholds) Get(th Threshold) float64 {
+	if v, ok := t[th.Name]; ok {
+		return v
+	}
+	return th.Default
+}
+
+func (r Rule[E]) check(e E, t Thresholds) *Finding {
+	if r.CheckTuned != nil {
+		return r.CheckTuned(e, t)
+	}
+	return r.Check(e)
 }
 
 // Run applies every rule to e and returns the findings ranked: by impact,
 // then severity, then ID so the order is stable.
 func Run[E any](rules []Rule[E], e E) []Finding {
+	return RunTuned(rules, e, nil)
+}
+
+// RunTuned is Run with a recipe's threshold overrides: thresholds(id) are
+// those of the rule with that ID (nil: every default).
+func RunTuned[E any](rules []Rule[E], e E, thresholds func(id string) Thresholds) []Finding {
 	var out []Finding
 	for _, r := range rules {
-		f := r.Check(e)
+		var t Thresholds
+		if thresholds != nil {
+			t = thresholds(r.ID)
+		}
+		f := r.check(e, t)
 		if f == nil {
 			continue
 		}

@@ -27,11 +27,34 @@ const (
 	g1MaxRegion = 32 << 20
 )
 
+// GCThresholds are the GC-log rules' thresholds a recipe may override;
+// their defaults are the constants here and in gcsignals.go. The pause
+// goal and the young-GC interval goal are the gclog collector's
+// pause_goal and young_interval, not thresholds.
+var GCThresholds = struct {
+	PromotedShare, PromotedShareOverflow, TTSP, StoppedShare, OddCPU, RefProc, BackToBack Threshold
+}{
+	PromotedShare: Threshold{Name: "promoted_share", Default: promotedShareWarn, Min: 0, Max: 1,
+		Doc: "allocation reaching the old generation that counts as premature promotion"},
+	PromotedShareOverflow: Threshold{Name: "promoted_share_overflow", Default: promotedShareLowThreshold, Min: 0, Max: 1,
+		Doc: "the same when survivors overflowed (tenuring threshold dropped to 1)"},
+	TTSP: Threshold{Name: "ttsp_seconds", Default: ttspWarn.Seconds(), Min: 0, Max: 3600,
+		Doc: "time to safepoint worth a finding (capped by half the pause goal)"},
+	StoppedShare: Threshold{Name: "stopped_share", Default: stoppedShareWarn, Min: 0, Max: 1,
+		Doc: "the window's share stopped at safepoints (outside GC, or waiting to reach them) worth a finding"},
+	OddCPU: Threshold{Name: "odd_cpu_share", Default: oddCPUShare, Min: 0, Max: 1,
+		Doc: "sys-heavy or CPU-starved pauses' share of pause time that points at the machine"},
+	RefProc: Threshold{Name: "ref_proc_share", Default: refProcShare, Min: 0, Max: 1,
+		Doc: "reference processing's share of the pauses that logged it"},
+	BackToBack: Threshold{Name: "back_to_back_share", Default: backToBackShare, Min: 0, Max: 1,
+		Doc: "the window's share in concurrent cycles that leaves the collector no slack"},
+}
+
 // GCRules are the rules of `perfscope gclog`.
 var GCRules = []Rule[evidence.GC]{
 	{ID: "gc.log.unreadable-records", Check: checkUnreadableRecords},
 	{ID: "gc.young-gc-frequency", Check: checkGCYoungFrequency},
-	{ID: "gc.premature-promotion", Check: checkGCPrematurePromotion},
+	{ID: "gc.premature-promotion", Tunables: []Threshold{GCThresholds.PromotedShare, GCThresholds.PromotedShareOverflow}, CheckTuned: checkGCPrematurePromotion},
 	{ID: "gc.full-gc.system-gc", Check: checkFullGCSystem},
 	{ID: "gc.full-gc.metadata", Check: checkFullGCMetadata},
 	{ID: "gc.full-gc.allocation-failure", Check: checkFullGCAllocation},
@@ -40,12 +63,12 @@ var GCRules = []Rule[evidence.GC]{
 	{ID: "gc.humongous-allocation", Check: checkHumongous},
 	{ID: "gc.to-space-exhausted", Check: checkToSpaceExhausted},
 	{ID: "gc.allocation-stall", Check: checkAllocationStall},
-	{ID: "gc.safepoint.time-to-safepoint", Check: checkTimeToSafepoint},
-	{ID: "gc.safepoint.non-gc-stops", Check: checkNonGCStops},
-	{ID: "gc.pause-cpu", Check: checkPauseCPU},
-	{ID: "gc.reference-processing", Check: checkReferenceProcessing},
+	{ID: "gc.safepoint.time-to-safepoint", Tunables: []Threshold{GCThresholds.TTSP, GCThresholds.StoppedShare}, CheckTuned: checkTimeToSafepoint},
+	{ID: "gc.safepoint.non-gc-stops", Tunables: []Threshold{GCThresholds.StoppedShare}, CheckTuned: checkNonGCStops},
+	{ID: "gc.pause-cpu", Tunables: []Threshold{GCThresholds.OddCPU}, CheckTuned: checkPauseCPU},
+	{ID: "gc.reference-processing", Tunables: []Threshold{GCThresholds.RefProc}, CheckTuned: checkReferenceProcessing},
 	{ID: "gc.live-set-growth", Check: checkLiveSetGrowth},
-	{ID: "gc.concurrent-cycles-back-to-back", Check: checkBackToBackCycles},
+	{ID: "gc.concurrent-cycles-back-to-back", Tunables: []Threshold{GCThresholds.BackToBack}, CheckTuned: checkBackToBackCycles},
 }
 
 // GCModelFor applies the allocation → young-GC model to a GC log: the request rate during
@@ -144,14 +167,14 @@ func checkGCYoungFrequency(g evidence.GC) *Finding {
 	}
 }
 
-func checkGCPrematurePromotion(g evidence.GC) *Finding {
+func checkGCPrematurePromotion(g evidence.GC, t Thresholds) *Finding {
 	if !g.PromotionKnown || g.AllocatedBytes <= 0 || g.YoungGCs < minYoungGCs {
 		return nil
 	}
 	share := g.PromotedBytes / g.AllocatedBytes
 	overflow := g.TenuringThresholdMin == 1 && g.TenuringThresholdMax > 1 ||
 		g.Tenuring != nil && g.Tenuring.Tables >= minYoungGCs && 5*g.Tenuring.Overflows >= g.Tenuring.Tables
-	if share < promotedShareWarn && !(overflow && share >= promotedShareLowThreshold) {
+	if share < t.Get(GCThresholds.PromotedShare) && !(overflow && share >= t.Get(GCThresholds.PromotedShareOverflow)) {
 		return nil
 	}
 	ev := []string{

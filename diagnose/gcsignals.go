@@ -93,15 +93,15 @@ func safepointEvidence(sp *evidence.SafepointStats, gcOnly bool) []string {
 	return ops
 }
 
-func checkTimeToSafepoint(g evidence.GC) *Finding {
+func checkTimeToSafepoint(g evidence.GC, t Thresholds) *Finding {
 	sp := g.Safepoints
 	if sp == nil || sp.TTSPCount == 0 {
 		return nil
 	}
 	goal := pauseGoal(g)
-	warn := min(ttspWarn, goal/2)
+	warn := min(time.Duration(t.Get(GCThresholds.TTSP)*float64(time.Second)), goal/2)
 	frac := share(float64(sp.TTSPNs)/1e9, g.WindowSeconds)
-	if time.Duration(sp.TTSPMaxNs) < warn && frac < stoppedShareWarn {
+	if time.Duration(sp.TTSPMaxNs) < warn && frac < t.Get(GCThresholds.StoppedShare) {
 		return nil
 	}
 	sev := Warn
@@ -158,14 +158,14 @@ func nonGCAdvice(name string) string {
 	return "name the operations with -Xlog:safepoint (JDK 9+) or -XX:+PrintSafepointStatistics (JDK 8) and look for the tool or code that triggers them"
 }
 
-func checkNonGCStops(g evidence.GC) *Finding {
+func checkNonGCStops(g evidence.GC, t Thresholds) *Finding {
 	sp := g.Safepoints
 	if sp == nil || sp.NonGCNs == 0 {
 		return nil
 	}
 	goal := pauseGoal(g)
 	frac := share(float64(sp.NonGCNs)/1e9, g.WindowSeconds)
-	if frac < stoppedShareWarn && time.Duration(sp.NonGCMaxNs) < goal {
+	if frac < t.Get(GCThresholds.StoppedShare) && time.Duration(sp.NonGCMaxNs) < goal {
 		return nil
 	}
 	sev := Warn
@@ -199,14 +199,14 @@ func checkNonGCStops(g evidence.GC) *Finding {
 	}
 }
 
-func checkPauseCPU(g evidence.GC) *Finding {
+func checkPauseCPU(g evidence.GC, t Thresholds) *Finding {
 	c := g.PauseCPU
 	if c == nil || c.SysHeavy+c.Starved == 0 {
 		return nil
 	}
 	odd := math.Min(float64(c.SysHeavyRealNs+c.StarvedRealNs), float64(c.RealNs))
 	goal := pauseGoal(g)
-	if share(odd, float64(c.RealNs)) < oddCPUShare && time.Duration(c.WorstRealNs) < goal {
+	if share(odd, float64(c.RealNs)) < t.Get(GCThresholds.OddCPU) && time.Duration(c.WorstRealNs) < goal {
 		return nil
 	}
 	sev := Warn
@@ -239,14 +239,14 @@ func checkPauseCPU(g evidence.GC) *Finding {
 	}
 }
 
-func checkReferenceProcessing(g evidence.GC) *Finding {
+func checkReferenceProcessing(g evidence.GC, t Thresholds) *Finding {
 	r := g.RefProc
 	if r == nil || r.TotalNs == 0 {
 		return nil
 	}
 	goal := pauseGoal(g)
 	frac := share(float64(r.TotalNs), float64(r.PauseTotalNs))
-	if frac < refProcShare || time.Duration(r.MaxNs) < goal/10 {
+	if frac < t.Get(GCThresholds.RefProc) || time.Duration(r.MaxNs) < goal/10 {
 		return nil
 	}
 	sev := Warn
@@ -310,13 +310,13 @@ func checkLiveSetGrowth(g evidence.GC) *Finding {
 	}
 }
 
-func checkBackToBackCycles(g evidence.GC) *Finding {
+func checkBackToBackCycles(g evidence.GC, t Thresholds) *Finding {
 	c := g.Cycles
 	if c == nil || c.Count < minYoungGCs || g.WindowSeconds <= 0 {
 		return nil
 	}
 	frac := share(float64(c.TotalNs)/1e9, g.WindowSeconds)
-	if frac < backToBackShare {
+	if frac < t.Get(GCThresholds.BackToBack) {
 		return nil
 	}
 	apply := "give the heap more room for what is allocated during a cycle (a larger -Xmx), or more concurrent threads (-XX:ConcGCThreads)"

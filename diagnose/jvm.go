@@ -25,13 +25,33 @@ const (
 	promotedAllocShare    = 0.05
 )
 
+// JVMThresholds are the JVM rules' thresholds a recipe may override; their
+// defaults are the constants above. The young-GC interval goal is the
+// async-profiler collector's target_gc_interval, not a threshold.
+var JVMThresholds = struct {
+	AllocPerRequest, LoggingShare, GCTimeWarn, GCTimeCrit, PromotedSurvivor, PromotedAlloc Threshold
+}{
+	AllocPerRequest: Threshold{Name: "alloc_per_request_bytes", Default: AllocPerRequestWarn, Min: 0, Max: 1e12,
+		Doc: "bytes allocated per request that make a finding"},
+	LoggingShare: Threshold{Name: "logging_share", Default: LoggingShareWarn, Min: 0, Max: 1,
+		Doc: "logging's share of everything allocated that makes a finding"},
+	GCTimeWarn: Threshold{Name: "gc_time_warn_share", Default: GCTimeShareWarn, Min: 0, Max: 1,
+		Doc: "the window's share in GC pauses that makes a warning"},
+	GCTimeCrit: Threshold{Name: "gc_time_crit_share", Default: GCTimeShareCrit, Min: 0, Max: 1,
+		Doc: "the share that makes it critical"},
+	PromotedSurvivor: Threshold{Name: "promoted_survivor_ratio", Default: promotedSurvivorRatio, Min: 0, Max: 100,
+		Doc: "promotion per young GC over the survivor space that counts as premature"},
+	PromotedAlloc: Threshold{Name: "promoted_alloc_share", Default: promotedAllocShare, Min: 0, Max: 1,
+		Doc: "promotion's share of allocation that counts as premature"},
+}
+
 // JVMRules are the rules of `perfscope jvm`.
 var JVMRules = []Rule[evidence.JVM]{
 	{ID: "jvm.young-gc-frequency", Check: checkYoungGCFrequency},
-	{ID: "jvm.alloc-per-request", Check: checkAllocPerRequest},
-	{ID: "jvm.logging-allocation", Check: checkLoggingAllocation},
-	{ID: "jvm.gc-time-share", Check: checkGCTimeShare},
-	{ID: "jvm.premature-promotion", Check: checkPrematurePromotion},
+	{ID: "jvm.alloc-per-request", Tunables: []Threshold{JVMThresholds.AllocPerRequest}, CheckTuned: checkAllocPerRequest},
+	{ID: "jvm.logging-allocation", Tunables: []Threshold{JVMThresholds.LoggingShare}, CheckTuned: checkLoggingAllocation},
+	{ID: "jvm.gc-time-share", Tunables: []Threshold{JVMThresholds.GCTimeWarn, JVMThresholds.GCTimeCrit}, CheckTuned: checkGCTimeShare},
+	{ID: "jvm.premature-promotion", Tunables: []Threshold{JVMThresholds.PromotedSurvivor, JVMThresholds.PromotedAlloc}, CheckTuned: checkPrematurePromotion},
 }
 
 func kib(b float64) string { return fmt.Sprintf("%.1f KB", b/1024) }
@@ -148,19 +168,19 @@ func topSites(e evidence.JVM, n int, logging bool) []string {
 	return out
 }
 
-func checkAllocPerRequest(e evidence.JVM) *Finding {
+func checkAllocPerRequest(e evidence.JVM, t Thresholds) *Finding {
 	perReq, known := e.PerRequest()
-	if !known || perReq < AllocPerRequestWarn {
+	if !known || perReq < t.Get(JVMThresholds.AllocPerRequest) {
 		return nil
 	}
 	n, _ := e.RequestCount()
-	ev := []string{fmt.Sprintf("%s allocated per request over %d requests counted by %s (threshold %s)", kib(perReq), n, e.RequestsSource, kib(AllocPerRequestWarn))}
+	ev := []string{fmt.Sprintf("%s allocated per request over %d requests counted by %s (threshold %s)", kib(perReq), n, e.RequestsSource, kib(t.Get(JVMThresholds.AllocPerRequest)))}
 	ev = append(ev, topSites(e, 3, false)...)
 	return &Finding{
 		Severity: Warn,
 		Title:    fmt.Sprintf("%s allocated per request", kib(perReq)),
 		Evidence: ev,
-		Impact:   math.Min(1, perReq/(4*AllocPerRequestWarn)),
+		Impact:   math.Min(1, perReq/(4*t.Get(JVMThresholds.AllocPerRequest))),
 		Recommendation: Recommendation{
 			Kind:      KindCode,
 			Why:       "Every byte allocated per request brings the next young GC closer; the sites above are where the bytes come from.",
@@ -171,8 +191,8 @@ func checkAllocPerRequest(e evidence.JVM) *Finding {
 	}
 }
 
-func checkLoggingAllocation(e evidence.JVM) *Finding {
-	if e.Logging.Bytes <= 0 || e.Logging.Share < LoggingShareWarn {
+func checkLoggingAllocation(e evidence.JVM, t Thresholds) *Finding {
+	if e.Logging.Bytes <= 0 || e.Logging.Share < t.Get(JVMThresholds.LoggingShare) {
 		return nil
 	}
 	perReq := ""
@@ -210,12 +230,12 @@ func checkLoggingAllocation(e evidence.JVM) *Finding {
 	}
 }
 
-func checkGCTimeShare(e evidence.JVM) *Finding {
-	if e.GCTimeShare < GCTimeShareWarn {
+func checkGCTimeShare(e evidence.JVM, t Thresholds) *Finding {
+	if e.GCTimeShare < t.Get(JVMThresholds.GCTimeWarn) {
 		return nil
 	}
 	sev := Warn
-	if e.GCTimeShare >= GCTimeShareCrit {
+	if e.GCTimeShare >= t.Get(JVMThresholds.GCTimeCrit) {
 		sev = Crit
 	}
 	return &Finding{
@@ -235,11 +255,11 @@ func checkGCTimeShare(e evidence.JVM) *Finding {
 	}
 }
 
-func checkPrematurePromotion(e evidence.JVM) *Finding {
+func checkPrematurePromotion(e evidence.JVM, t Thresholds) *Finding {
 	if e.PromotedPerYoungGC <= 0 || e.SurvivorCapacity <= 0 || e.AllocBytesEden <= 0 {
 		return nil
 	}
-	if e.PromotedPerYoungGC < promotedSurvivorRatio*float64(e.SurvivorCapacity) || float64(e.Promoted) < promotedAllocShare*float64(e.AllocBytesEden) {
+	if e.PromotedPerYoungGC < t.Get(JVMThresholds.PromotedSurvivor)*float64(e.SurvivorCapacity) || float64(e.Promoted) < t.Get(JVMThresholds.PromotedAlloc)*float64(e.AllocBytesEden) {
 		return nil
 	}
 	f := &Finding{

@@ -83,7 +83,7 @@ func TestJVMRules(t *testing.T) {
 			if rule == nil {
 				t.Fatalf("no rule %s", tc.rule)
 			}
-			f := rule.Check(tc.e)
+			f := rule.check(tc.e, nil)
 			if (f != nil) != tc.fires {
 				t.Fatalf("fired = %v, want %v (%+v)", f != nil, tc.fires, f)
 			}
@@ -160,7 +160,7 @@ func TestYoungGCPredictionRate(t *testing.T) {
 func TestLoggingRecommendationReducesBytes(t *testing.T) {
 	e := busyJVM()
 	e.Endpoints = []evidence.EndpointAlloc{{Endpoint: "/api/orders-logged/{id}", Method: "GET", LoggingBytesPerRequest: evidence.Float(2048)}}
-	f := checkLoggingAllocation(e)
+	f := checkLoggingAllocation(e, nil)
 	if f == nil {
 		t.Fatal("silent")
 	}

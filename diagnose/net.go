@@ -75,31 +75,75 @@ const (
 	PinningMaxThreads = 64
 )
 
+// NetThresholds are the network rules' thresholds a recipe may override
+// (rules: - family: net or - id: net.…, thresholds: {name: value}); their
+// defaults are the constants above. NetRXBusyShare is not among them: it
+// is the one definition of a CPU doing receive work, which the report's
+// profile split uses too.
+var NetThresholds = struct {
+	NetRXSaturated, NetRXIdle                                        Threshold
+	SocketLockWarn, SocketLockCrit, SocketLockSaturated, SocketDrop  Threshold
+	CrossFeed, ReuseportLock, ReuseportSkew                          Threshold
+	FunctionShare, FunctionWarn, FunctionWaste, FunctionWasteSamples Threshold
+	UDPOnly, RcvbufDrop                                              Threshold
+}{
+	NetRXSaturated: Threshold{Name: "netrx_saturated_share", Default: NetRXSaturatedShare, Min: 0, Max: 1,
+		Doc: "a CPU spending this share of its time in NET_RX makes the receive path the bottleneck"},
+	NetRXIdle: Threshold{Name: "netrx_idle_share", Default: NetRXIdleShare, Min: 0, Max: 1,
+		Doc: "below this NET_RX share a CPU is idle for the receive path"},
+	SocketLockWarn: Threshold{Name: "socket_lock_warn_share", Default: SocketLockShareWarn, Min: 0, Max: 1,
+		Doc: "socket (and qdisc) lock wait as a share of the NET_RX CPUs' time that makes a warning"},
+	SocketLockCrit: Threshold{Name: "socket_lock_crit_share", Default: SocketLockShareCrit, Min: 0, Max: 1,
+		Doc: "the socket lock wait share that makes it critical"},
+	SocketLockSaturated: Threshold{Name: "socket_lock_saturated_share", Default: SocketLockShareSaturated, Min: 0, Max: 1,
+		Doc: "socket lock wait enough for a warning when the socket also drops socket_drop_share of its arrivals"},
+	SocketDrop: Threshold{Name: "socket_drop_share", Default: SocketDropShare, Min: 0, Max: 1,
+		Doc: "drops over arrivals that make a socket saturated"},
+	CrossFeed: Threshold{Name: "cross_feed_share", Default: ReuseportCrossFeed, Min: 0, Max: 1,
+		Doc: "a socket counts as fed by a CPU that queued this share of its wakeups"},
+	ReuseportLock: Threshold{Name: "reuseport_lock_share", Default: ReuseportRemainingShare, Min: 0, Max: 1,
+		Doc: "lock wait left in a SO_REUSEPORT group worth steering by CPU"},
+	ReuseportSkew: Threshold{Name: "reuseport_skew", Default: ReuseportSkew, Min: 1, Max: 1000,
+		Doc: "busiest socket of a SO_REUSEPORT group over the group's mean worth steering"},
+	FunctionShare: Threshold{Name: "function_share", Default: FunctionShareMin, Min: 0, Max: 1,
+		Doc: "a removable kernel function group's share of the NET_RX CPUs' samples worth a finding (rp_filter and audit: half of it)"},
+	FunctionWarn: Threshold{Name: "function_warn_share", Default: FunctionShareWarn, Min: 0, Max: 1,
+		Doc: "the function group share that makes a warning"},
+	FunctionWaste: Threshold{Name: "function_waste_share", Default: FunctionShareWaste, Min: 0, Max: 1,
+		Doc: "the share of hooks that do nothing (netfilter tables without a rule) worth removing"},
+	FunctionWasteSamples: Threshold{Name: "function_waste_samples", Default: FunctionSamplesMin, Min: 1, Max: 1e9,
+		Doc: "profile samples those hooks need at least"},
+	UDPOnly: Threshold{Name: "udp_only_share", Default: UDPOnlyShare, Min: 0, Max: 1,
+		Doc: "UDP datagrams over received packets above which the receive path is UDP-only"},
+	RcvbufDrop: Threshold{Name: "rcvbuf_drop_share", Default: RcvbufDropShare, Min: 0, Max: 1,
+		Doc: "receive-buffer drops over arrivals worth acting on"},
+}
+
 // Makita2016 is the reference measurement every network finding cites.
 const Makita2016 = "Toshiaki Makita (NTT), \"Boost UDP Transaction Performance\", LinuxCon Japan 2016 (100-byte UDP echo, 20-core Xeon E5-2650 v3, Intel 82599ES)"
 
 // NetRules are the rules of `perfscope udp`: the ten steps of Makita's talk.
 var NetRules = []Rule[NetInput]{
-	{ID: "net.softirq-concentrated", Check: checkSoftirqConcentrated},
+	{ID: "net.softirq-concentrated", Tunables: []Threshold{NetThresholds.NetRXSaturated, NetThresholds.NetRXIdle}, CheckTuned: checkSoftirqConcentrated},
 	{ID: "net.irq-affinity-ignores-hint", Check: checkIRQAffinityHint},
 	{ID: "net.rss-indirection-narrow", Check: checkRSSIndirection},
 	{ID: "net.dead-rx-queues", Check: checkDeadRXQueues},
-	{ID: "net.rps-needed", Check: checkRPSNeeded},
-	{ID: "net.socket-lock-contention", Check: checkSocketLockContention},
-	{ID: "net.reuseport-steering", Check: checkReuseportSteering},
+	{ID: "net.rps-needed", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkRPSNeeded},
+	{ID: "net.socket-lock-contention", Tunables: []Threshold{NetThresholds.SocketLockWarn, NetThresholds.SocketLockCrit, NetThresholds.SocketLockSaturated, NetThresholds.SocketDrop, NetThresholds.CrossFeed}, CheckTuned: checkSocketLockContention},
+	{ID: "net.reuseport-steering", Tunables: []Threshold{NetThresholds.ReuseportLock, NetThresholds.ReuseportSkew, NetThresholds.CrossFeed}, CheckTuned: checkReuseportSteering},
 	{ID: "net.thread-pinning", Check: checkThreadPinning},
-	{ID: "net.xps-unset", Check: checkXPSUnset},
-	{ID: "net.gro-udp", Check: checkGROUDP},
-	{ID: "net.netfilter-unused", Check: checkNetfilterUnused},
-	{ID: "net.rp-filter", Check: checkRPFilter},
-	{ID: "net.audit", Check: checkAudit},
-	{ID: "net.ip-ident", Check: checkIPIdent},
-	{ID: "net.smt-off", Check: checkSMTOff},
-	{ID: "net.udp-rcvbuf", Check: checkUDPRcvbuf},
+	{ID: "net.xps-unset", Tunables: []Threshold{NetThresholds.SocketLockWarn}, CheckTuned: checkXPSUnset},
+	{ID: "net.gro-udp", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn, NetThresholds.UDPOnly}, CheckTuned: checkGROUDP},
+	{ID: "net.netfilter-unused", Tunables: []Threshold{NetThresholds.FunctionWaste, NetThresholds.FunctionWasteSamples, NetThresholds.FunctionWarn}, CheckTuned: checkNetfilterUnused},
+	{ID: "net.rp-filter", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn}, CheckTuned: checkRPFilter},
+	{ID: "net.audit", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn}, CheckTuned: checkAudit},
+	{ID: "net.ip-ident", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn}, CheckTuned: checkIPIdent},
+	{ID: "net.smt-off", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkSMTOff},
+	{ID: "net.udp-rcvbuf", Tunables: []Threshold{NetThresholds.RcvbufDrop}, CheckTuned: checkUDPRcvbuf},
 	{ID: "net.softnet-squeeze", Check: checkSoftnetSqueeze},
 	{ID: "net.backlog-drops", Check: checkBacklogDrops},
 	{ID: "net.nic-ring-drops", Check: checkNICRingDrops},
-	{ID: "net.irq-coalescing", Check: checkIRQCoalescing},
+	{ID: "net.irq-coalescing", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkIRQCoalescing},
 	{ID: "net.rfs-off", Check: checkRFSOff},
 	{ID: "net.udp-mem-pressure", Check: checkUDPMemPressure},
 }

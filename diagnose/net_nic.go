@@ -129,7 +129,7 @@ func busiestQueueIRQ(e evidence.NetEvidence) (evidence.QueueIRQ, float64) {
 	return best, bestRate
 }
 
-func checkIRQCoalescing(in NetInput) *Finding {
+func checkIRQCoalescing(in NetInput, t Thresholds) *Finding {
 	c := in.Config
 	if c == nil || c.Coalesce == nil || !c.Coalesce.PerPacketInterrupts() {
 		return nil
@@ -149,7 +149,7 @@ func checkIRQCoalescing(in NetInput) *Finding {
 			fmt.Sprintf("IRQ %d (%s): %.0f interrupts/s; busiest CPU %s in NET_RX", q.IRQ, q.Name, rate, pct(top)),
 		},
 	}
-	if top >= NetRXSaturatedShare {
+	if top >= t.Get(NetThresholds.NetRXSaturated) {
 		f.Severity, f.Impact = Warn, 0.1
 	}
 	r := &f.Recommendation

@@ -15,16 +15,16 @@ import (
 // Rules about where receive and transmit work runs: softirq spread, IRQ
 // affinity, RSS, RPS, XPS and SMT.
 
-func checkSoftirqConcentrated(in NetInput) *Finding {
+func checkSoftirqConcentrated(in NetInput, t Thresholds) *Finding {
 	e := in.Evidence
 	busiest, top := maxNetRX(e)
-	if top < NetRXSaturatedShare {
+	if top < t.Get(NetThresholds.NetRXSaturated) {
 		return nil
 	}
 	var idle, busy []int
 	for _, c := range netRXShares(e) {
 		switch s := c.NetRXShare(); {
-		case s < NetRXIdleShare:
+		case s < t.Get(NetThresholds.NetRXIdle):
 			idle = append(idle, c.CPU)
 		case s >= NetRXBusyShare:
 			busy = append(busy, c.CPU)
@@ -40,7 +40,7 @@ func checkSoftirqConcentrated(in NetInput) *Finding {
 		Title:    fmt.Sprintf("receive softirq runs on %d of %d CPUs while %d idle (CPU %d: %s in NET_RX)", len(busy), total, len(idle), busiest, pct(top)),
 		Evidence: []string{
 			fmt.Sprintf("CPU %d spends %s of its time in NET_RX softirq", busiest, pct(top)),
-			fmt.Sprintf("CPUs %s do receive work (NET_RX ≥ %s); CPUs %s are idle for it (< %s)", busySet.List(), pct(NetRXBusyShare), idleSet.List(), pct(NetRXIdleShare)),
+			fmt.Sprintf("CPUs %s do receive work (NET_RX ≥ %s); CPUs %s are idle for it (< %s)", busySet.List(), pct(NetRXBusyShare), idleSet.List(), pct(t.Get(NetThresholds.NetRXIdle))),
 		},
 		Impact: top * float64(len(idle)) / float64(total),
 	}
@@ -342,14 +342,14 @@ func RPSMasks(queues []int, homes map[int]int, targets cpuset.Set, nodeOf func(i
 	return masks, cpuset.Of(leftCPUs...)
 }
 
-func checkRPSNeeded(in NetInput) *Finding {
+func checkRPSNeeded(in NetInput, t Thresholds) *Finding {
 	c := in.Config
 	e := in.Evidence
 	if c == nil || len(c.Interface.RX) == 0 {
 		return nil
 	}
 	_, top := maxNetRX(e)
-	if top < NetRXSaturatedShare {
+	if top < t.Get(NetThresholds.NetRXSaturated) {
 		return nil
 	}
 	// Active queues: those that carried traffic (all when unmeasured).
@@ -438,7 +438,7 @@ func XPSMasks(cpus cpuset.Set, nTX int) map[int]cpuset.Set {
 	return masks
 }
 
-func checkXPSUnset(in NetInput) *Finding {
+func checkXPSUnset(in NetInput, t Thresholds) *Finding {
 	e := in.Evidence
 	nTX := e.Interface.TXQueues
 	if in.Config != nil && len(in.Config.Interface.TX) > 0 {
@@ -506,7 +506,7 @@ func checkXPSUnset(in NetInput) *Finding {
 	}
 	if qdiscNs > 0 {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("qdisc/TX queue lock wait %s over %.1fs (%s of the NET_RX CPUs' time)", ms(float64(qdiscNs)), seconds(e.DurationNs), pct(share)))
-		if share >= SocketLockShareWarn {
+		if share >= t.Get(NetThresholds.SocketLockWarn) {
 			f.Severity = Crit
 		}
 	}
@@ -548,7 +548,7 @@ func checkXPSUnset(in NetInput) *Finding {
 
 // --- 10. GRO on a UDP-only receive path ------------------------------------
 
-func checkSMTOff(in NetInput) *Finding {
+func checkSMTOff(in NetInput, t Thresholds) *Finding {
 	c := in.Config
 	if c == nil || !c.Topology.SMT.Available() || c.Topology.SMT.Active || c.Topology.SMT.Control != "off" {
 		return nil
@@ -558,9 +558,9 @@ func checkSMTOff(in NetInput) *Finding {
 		Severity: Info,
 		Title:    fmt.Sprintf("SMT (hyper-threading) is available but off: %d CPUs online", c.Topology.Online.Len()),
 		Evidence: []string{fmt.Sprintf("/sys/devices/system/cpu/smt/control = off, active = 0; busiest CPU spends %s in NET_RX", pct(top))},
-		Impact:   0.17 * math.Min(1, top/NetRXSaturatedShare) * 0.5,
+		Impact:   0.17 * math.Min(1, top/t.Get(NetThresholds.NetRXSaturated)) * 0.5,
 	}
-	if top >= NetRXSaturatedShare {
+	if top >= t.Get(NetThresholds.NetRXSaturated) {
 		f.Severity = Warn
 	}
 	f.Recommendation = Recommendation{

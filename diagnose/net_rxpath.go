@@ -13,12 +13,12 @@ import (
 // Rules about per-packet work on the receive path that a setting removes:
 // GRO for UDP, unused netfilter tables, rp_filter, audit, IP ID.
 
-func checkGROUDP(in NetInput) *Finding {
+func checkGROUDP(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
 	if c == nil || !boolPtr(c.Offloads.GRO) {
 		return nil
 	}
-	w, ok := weighGroup(e, "gro", FunctionShareMin, 1)
+	w, ok := weighGroup(e, "gro", t.Get(NetThresholds.FunctionShare), 1)
 	if !ok {
 		return nil
 	}
@@ -37,13 +37,13 @@ func checkGROUDP(in NetInput) *Finding {
 	udp += rcvbuf
 	udpOnly, known := false, udpKnown && rxPkts > 0
 	if known {
-		udpOnly = float64(udp) >= UDPOnlyShare*float64(rxPkts)
+		udpOnly = float64(udp) >= t.Get(NetThresholds.UDPOnly)*float64(rxPkts)
 		if !udpOnly {
 			return nil // other traffic (TCP, tunnels) may need GRO
 		}
 	}
 	iface := c.Interface.Name
-	f := functionGroupFinding(w, fmt.Sprintf("GRO is on for a UDP receive path and costs %s of the NET_RX CPUs", pct(share)))
+	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("GRO is on for a UDP receive path and costs %s of the NET_RX CPUs", pct(share)))
 	if known {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%d UDP datagrams of %d packets received (%s): the receive path is UDP", udp, rxPkts, pct(float64(udp)/float64(rxPkts))))
 	} else {
@@ -68,7 +68,7 @@ func checkGROUDP(in NetInput) *Finding {
 
 // --- 11. netfilter loaded without rules ------------------------------------
 
-func checkNetfilterUnused(in NetInput) *Finding {
+func checkNetfilterUnused(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
 	// Loaded() is not required: a built-in nf_tables without module
 	// parameters is invisible in /sys/module, but a listed nft table
@@ -76,7 +76,7 @@ func checkNetfilterUnused(in NetInput) *Finding {
 	if c == nil || c.Netfilter.RuleCounts == nil {
 		return nil
 	}
-	w, ok := weighGroup(e, "netfilter", FunctionShareWaste, FunctionSamplesMin)
+	w, ok := weighGroup(e, "netfilter", t.Get(NetThresholds.FunctionWaste), uint64(t.Get(NetThresholds.FunctionWasteSamples)))
 	if !ok {
 		return nil
 	}
@@ -85,9 +85,9 @@ func checkNetfilterUnused(in NetInput) *Finding {
 		return nil
 	}
 	if len(plan.changes) == 0 {
-		return builtinLegacyFinding(w, plan, c.Netfilter)
+		return builtinLegacyFinding(t.Get(NetThresholds.FunctionWarn), w, plan, c.Netfilter)
 	}
-	f := functionGroupFinding(w, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(w.Share)))
+	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(w.Share)))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("tables without a rule: %s (rule counts from %s)", strings.Join(plan.empty, ", "), c.Netfilter.RuleSource))
 	caveats := []string{"Only if this host needs no packet filter: a firewall manager (firewalld, ufw, docker) will recreate the tables."}
 	if plan.modules {
@@ -180,8 +180,8 @@ func planNetfilterRemoval(nf netconfig.Netfilter) netfilterRemoval {
 // their module is built in, so they live as long as the namespace. The cost
 // is real and measured; the advice is what created them and how to avoid
 // it, never a command that cannot work, and no change.
-func builtinLegacyFinding(w groupWeight, p netfilterRemoval, nf netconfig.Netfilter) *Finding {
-	f := functionGroupFinding(w, fmt.Sprintf("empty legacy iptables tables (%s) hook every packet: %s of the NET_RX CPUs; built into the kernel, they cannot be removed", strings.Join(p.builtin, ", "), pct(w.Share)))
+func builtinLegacyFinding(warn float64, w groupWeight, p netfilterRemoval, nf netconfig.Netfilter) *Finding {
+	f := functionGroupFinding(warn, w, fmt.Sprintf("empty legacy iptables tables (%s) hook every packet: %s of the NET_RX CPUs; built into the kernel, they cannot be removed", strings.Join(p.builtin, ", "), pct(w.Share)))
 	f.Severity = Info
 	f.Evidence = append(f.Evidence, fmt.Sprintf("legacy x_tables without a rule: %s, in the kernel image (not a module); rule counts from %s", strings.Join(p.builtin, ", "), nf.RuleSource))
 	f.Recommendation = Recommendation{
@@ -201,12 +201,12 @@ func builtinLegacyFinding(w groupWeight, p netfilterRemoval, nf netconfig.Netfil
 
 // --- 12. rp_filter ---------------------------------------------------------
 
-func checkRPFilter(in NetInput) *Finding {
+func checkRPFilter(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
 	if c == nil || c.RPFilter.EffectiveRPFilter == nil || *c.RPFilter.EffectiveRPFilter == 0 {
 		return nil
 	}
-	w, ok := weighGroup(e, "fib-validation", FunctionShareMin/2, 1)
+	w, ok := weighGroup(e, "fib-validation", t.Get(NetThresholds.FunctionShare)/2, 1)
 	if !ok {
 		return nil
 	}
@@ -228,7 +228,7 @@ func checkRPFilter(in NetInput) *Finding {
 	if len(changes) == 0 {
 		return nil
 	}
-	f := functionGroupFinding(w, fmt.Sprintf("reverse-path filtering (rp_filter=%d) validates every packet's source: %s of the NET_RX CPUs", *sv.EffectiveRPFilter, pct(share)))
+	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("reverse-path filtering (rp_filter=%d) validates every packet's source: %s of the NET_RX CPUs", *sv.EffectiveRPFilter, pct(share)))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("rp_filter: all=%d %s=%d (effective %d); accept_local: all=%d", sv.RPFilter["all"], iface, sv.RPFilter[iface], *sv.EffectiveRPFilter, sv.AcceptLocal["all"]))
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
@@ -245,18 +245,18 @@ func checkRPFilter(in NetInput) *Finding {
 
 // --- 13. audit -------------------------------------------------------------
 
-func checkAudit(in NetInput) *Finding {
+func checkAudit(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
 	if c == nil || c.Audit.Enabled == nil || *c.Audit.Enabled == 0 {
 		return nil
 	}
-	w, ok := weighGroup(e, "audit", FunctionShareMin/2, 1)
+	w, ok := weighGroup(e, "audit", t.Get(NetThresholds.FunctionShare)/2, 1)
 	if !ok {
 		return nil
 	}
 	share := w.Share
 	enabled := *c.Audit.Enabled
-	f := functionGroupFinding(w, fmt.Sprintf("kernel audit is on and costs %s of the NET_RX CPUs", pct(share)))
+	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("kernel audit is on and costs %s of the NET_RX CPUs", pct(share)))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("audit enabled=%d, auditd running: %v", enabled, c.Audit.AuditdRunning))
 	r := &f.Recommendation
 	r.Why = "With audit enabled every recvfrom/sendto syscall goes through the audit entry and exit hooks, a per-packet cost for a one-datagram-per-syscall server."
@@ -276,13 +276,13 @@ func checkAudit(in NetInput) *Finding {
 
 // --- 14. IP ID selection ---------------------------------------------------
 
-func checkIPIdent(in NetInput) *Finding {
-	w, ok := weighGroup(in.Evidence, "ip-ident", FunctionShareMin, 1)
+func checkIPIdent(in NetInput, t Thresholds) *Finding {
+	w, ok := weighGroup(in.Evidence, "ip-ident", t.Get(NetThresholds.FunctionShare), 1)
 	if !ok {
 		return nil
 	}
 	share := w.Share
-	f := functionGroupFinding(w, fmt.Sprintf("IP ID generation (__ip_select_ident) costs %s of the NET_RX CPUs", pct(share)))
+	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("IP ID generation (__ip_select_ident) costs %s of the NET_RX CPUs", pct(share)))
 	f.Recommendation = Recommendation{
 		Kind: KindCode,
 		Why:  "Datagrams that may be fragmented need an IP ID, drawn from a shared hashed counter with an atomic per send; many replies to the same peers contend on its cache line. With DF set (IP_PMTUDISC_DO) the kernel skips it.",

@@ -35,7 +35,7 @@ for i := 0; i < runtime.NumCPU(); i++ { // one socket and goroutine each
 	go serve(pc)
 }`
 
-func checkSocketLockContention(in NetInput) *Finding {
+func checkSocketLockContention(in NetInput, t Thresholds) *Finding {
 	e := in.Evidence
 	if e.Locks.Unavailable != "" {
 		return nil
@@ -61,14 +61,14 @@ func checkSocketLockContention(in NetInput) *Finding {
 	}
 	drops, reasons := dropsOnPort(e, port)
 	delivered, _ := e.Drops.InDatagrams()
-	saturated := drops > 0 && float64(drops) >= SocketDropShare*float64(drops+delivered)
+	saturated := drops > 0 && float64(drops) >= t.Get(NetThresholds.SocketDrop)*float64(drops+delivered)
 	rx := netRXCPUs(e)
 	// Several NET_RX CPUs queueing into the one socket of the port.
 	var feeders []int
 	var fedSocket evidence.UDPSocket
 	if socks := socketsOnPort(e, port); len(socks) == 1 {
 		fedSocket = socks[0]
-		cpus := fedSocket.FeedingCPUs(ReuseportCrossFeed)
+		cpus := fedSocket.FeedingCPUs(t.Get(NetThresholds.CrossFeed))
 		for _, c := range cpus {
 			if rx.Contains(c) {
 				feeders = append(feeders, c)
@@ -77,8 +77,8 @@ func checkSocketLockContention(in NetInput) *Finding {
 	}
 	crossFed := len(feeders) >= 2
 	switch {
-	case share >= SocketLockShareWarn:
-	case saturated && (share >= SocketLockShareSaturated || crossFed):
+	case share >= t.Get(NetThresholds.SocketLockWarn):
+	case saturated && (share >= t.Get(NetThresholds.SocketLockSaturated) || crossFed):
 	default:
 		return nil
 	}
@@ -109,7 +109,7 @@ func checkSocketLockContention(in NetInput) *Finding {
 	if crossFed {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("softirqs on CPUs %s all queue into it (%s of its wakeups)", cpuset.Of(feeders...).List(), feedShares(fedSocket, feeders)))
 	}
-	if share < SocketLockShareWarn {
+	if share < t.Get(NetThresholds.SocketLockWarn) {
 		// Below the plain threshold only because the socket is saturated.
 		f.Title = fmt.Sprintf("one UDP socket is the bottleneck: it drops %s of its datagrams while %d CPUs feed it", pct(float64(drops)/float64(drops+delivered)), max(rx.Len(), len(feeders), 1))
 		f.Impact = math.Max(share, float64(drops)/float64(drops+delivered))
@@ -117,7 +117,7 @@ func checkSocketLockContention(in NetInput) *Finding {
 	if socks := socketsOnPort(e, port); len(socks) == 1 {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("port %d has one socket and no SO_REUSEPORT group", port))
 	}
-	if share >= SocketLockShareCrit {
+	if share >= t.Get(NetThresholds.SocketLockCrit) {
 		f.Severity = Crit
 	}
 	f.Recommendation = Recommendation{
@@ -171,7 +171,7 @@ raw.Control(func(fd uintptr) {
 	err = unix.SetsockoptSockFprog(int(fd), unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &prog)
 })`
 
-func checkReuseportSteering(in NetInput) *Finding {
+func checkReuseportSteering(in NetInput, t Thresholds) *Finding {
 	e := in.Evidence
 	port := e.Port
 	if sc, ok := contendedSocket(e); ok {
@@ -216,7 +216,7 @@ func checkReuseportSteering(in NetInput) *Finding {
 	rx := netRXCPUs(e)
 	var crossFed []string
 	for _, s := range socketsOnPort(e, port) {
-		cpus := s.FeedingCPUs(ReuseportCrossFeed)
+		cpus := s.FeedingCPUs(t.Get(NetThresholds.CrossFeed))
 		n := 0
 		for _, c := range cpus {
 			if rx.Contains(c) {
@@ -227,7 +227,7 @@ func checkReuseportSteering(in NetInput) *Finding {
 			crossFed = append(crossFed, fmt.Sprintf("socket inode %d was fed by CPUs %s (%s of its wakeups)", s.Inode, cpuset.Of(cpus...).List(), feedShares(s, cpus)))
 		}
 	}
-	if share < ReuseportRemainingShare && skew < ReuseportSkew && len(crossFed) == 0 {
+	if share < t.Get(NetThresholds.ReuseportLock) && skew < t.Get(NetThresholds.ReuseportSkew) && len(crossFed) == 0 {
 		return nil
 	}
 	f := &Finding{
@@ -235,10 +235,10 @@ func checkReuseportSteering(in NetInput) *Finding {
 		Title:    fmt.Sprintf("SO_REUSEPORT group of %d sockets on port %d still contends or is unbalanced: steer by CPU", g.Size, port),
 		Impact:   math.Min(1, share+0.2*math.Max(0, skew-1)),
 	}
-	if share >= ReuseportRemainingShare {
+	if share >= t.Get(NetThresholds.ReuseportLock) {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("socket lock wait %s over %.1fs = %s of the NET_RX CPUs' time, with %d sockets", ms(float64(socketLockNs(e))), seconds(e.DurationNs), pct(share), g.Size))
 	}
-	if skew >= ReuseportSkew {
+	if skew >= t.Get(NetThresholds.ReuseportSkew) {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("busiest socket received %.0f packets, %.2f× the group mean of %.0f", top, skew, mean))
 	}
 	if len(crossFed) > 0 {
@@ -360,8 +360,8 @@ func RcvbufSize(ratePerSocket float64) int64 {
 	return size
 }
 
-func checkUDPRcvbuf(in NetInput) *Finding {
-	f := udpRcvbuf(in)
+func checkUDPRcvbuf(in NetInput, t Thresholds) *Finding {
+	f := udpRcvbuf(in, t)
 	e := in.Evidence
 	// The per-socket reads (and the drops by reason) replace the exact
 	// SNMP counters when the sockets are known.
@@ -375,7 +375,7 @@ func checkUDPRcvbuf(in NetInput) *Finding {
 	return f
 }
 
-func udpRcvbuf(in NetInput) *Finding {
+func udpRcvbuf(in NetInput, t Thresholds) *Finding {
 	e := in.Evidence
 	secs := seconds(e.DurationNs)
 	if secs <= 0 {
@@ -409,7 +409,7 @@ func udpRcvbuf(in NetInput) *Finding {
 		return nil
 	}
 	dropShare := float64(errs) / float64(arrivals)
-	if dropShare < RcvbufDropShare {
+	if dropShare < t.Get(NetThresholds.RcvbufDrop) {
 		return nil
 	}
 	nsock := max(len(socks), 1)

@@ -155,7 +155,7 @@ func runNetCases(t *testing.T, id string, cases []netCase) {
 			if tc.edit != nil {
 				tc.edit(&in)
 			}
-			f := r.Check(in)
+			f := r.check(in, nil)
 			if tc.silent {
 				if f != nil {
 					t.Fatalf("want silence, got %q: %v", f.Title, f.Evidence)

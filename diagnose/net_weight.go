@@ -102,10 +102,11 @@ func (w groupWeight) line() string {
 }
 
 // functionGroupFinding starts a finding about CPU in one of Makita's
-// removable function groups: info, warn from FunctionShareWarn, ranked by
+// removable function groups: info, warn from the share warn (the rule's
+// function_warn_share, FunctionShareWarn by default), ranked by
 // the share. An undecided group is an info finding whose title says so and
 // whose evidence says how long to run.
-func functionGroupFinding(w groupWeight, title string) *Finding {
+func functionGroupFinding(warn float64, w groupWeight, title string) *Finding {
 	f := &Finding{
 		Severity: Info,
 		Title:    title,
@@ -122,7 +123,7 @@ func functionGroupFinding(w groupWeight, title string) *Finding {
 	if w.Low < w.Threshold {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("the interval's lower end is below the %s threshold: a longer run would confirm it", pct(w.Threshold)))
 	}
-	if w.Share >= FunctionShareWarn {
+	if w.Share >= warn {
 		f.Severity = Warn
 	}
 	return f

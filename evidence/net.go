@@ -99,6 +99,9 @@ type QueueSection struct {
 	// counters; NICMissedCounters names the ones summed.
 	NICMissed         *uint64  `json:"nic_missed,omitempty"`
 	NICMissedCounters []string `json:"nic_missed_counters,omitempty"`
+	// Intervals are the kernel's packet counts per tick, when the run
+	// keeps a timeline.
+	Intervals []QueueInterval `json:"intervals,omitempty"`
 }
 
 // QueueCPUCell is the NAPI work of one queue on one CPU.
@@ -299,6 +302,9 @@ type DropSection struct {
 	// Estimate: the drop probe's rows (ByPort from kfree_skb, ByReason)
 	// were sampled; nil: exact. SNMP, softnet and sk_drops are exact.
 	Estimate *Estimate `json:"estimate,omitempty"`
+	// Intervals are the drop probe's counts per tick, when the run keeps
+	// a timeline.
+	Intervals []DropInterval `json:"intervals,omitempty"`
 }
 
 // UDPSocket is one bound UDP socket.
@@ -383,6 +389,9 @@ type SocketSection struct {
 	ReceivedUnavailable string `json:"received_unavailable,omitempty"`
 	// Estimate: the received counts and wakeups were sampled; nil: exact.
 	Estimate *Estimate `json:"estimate,omitempty"`
+	// Intervals are the sockets' reads, queue and drops per tick, when
+	// the run keeps a timeline.
+	Intervals []SocketInterval `json:"intervals,omitempty"`
 }
 
 // FunctionShare is the CPU share of a group of kernel functions Makita's talk

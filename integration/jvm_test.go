@@ -232,7 +232,7 @@ func TestJVMBadInputLeavesTargetRunning(t *testing.T) {
 		mention string
 		app     *jvmapp.App
 	}{
-		{"dead pid", dead.ProcessState.Pid(), nil, 2, "is not running", nil},
+		{"dead pid", dead.ProcessState.Pid(), nil, 2, "no such process (not running)", nil},
 		{"not a JVM", sleeper.Process.Pid, nil, 2, "not a HotSpot JVM", nil},
 		// -Xrs: HotSpot opened the attach socket at start-up, so no
 		// signal is needed and none is sent.

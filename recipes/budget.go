@@ -1,10 +1,13 @@
 package recipes
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,6 +53,10 @@ const (
 	// Windows are never shorter than this: attaching a group of hooks
 	// takes ~0.2 ms per hook, and a window must dwarf it.
 	minSampleWindow = 5 * time.Millisecond
+	// A period whose window was cut shorter than this (the run ended, a
+	// timer fired very late) is estimated at the other periods' mean
+	// rate: a sliver's own rate is mostly noise.
+	minRateWindow = minSampleWindow / 5
 	// ... and when they would be, the period stretches up to this.
 	maxBudgetPeriod = 2 * time.Second
 	// Above this duty, the sampled hooks stay attached the whole period:
@@ -65,9 +72,45 @@ const (
 	// comes back when it fits in promoteBelow.
 	exactShare   = 0.5
 	promoteBelow = 0.4
+	// Windows are planned at most this much shorter for late timers.
+	maxOverrun = 3.0
 	// Per-run cost assumed for a program not timed yet.
 	untimedPerRun = 100 * time.Nanosecond
 )
+
+// budgetWant is what window.budget takes.
+const budgetWant = "a percentage of one CPU above 0 and at most 100 (2%), or exact"
+
+// BudgetOf is a budget of pct percent of any one CPU's time; pct must be
+// above 0 and at most 100.
+func BudgetOf(pct float64) (Budget, error) {
+	if !(pct > 0 && pct <= 100) {
+		return Budget{}, fmt.Errorf("want %s, got %g", budgetWant, pct)
+	}
+	return Budget{CPUShare: pct / 100}, nil
+}
+
+// ParseBudget reads a budget as a recipe writes it: "2%", "2" or "exact"
+// (the zero Budget: every event counted).
+func ParseBudget(s string) (Budget, error) {
+	t := strings.TrimSpace(s)
+	if t == "exact" {
+		return Budget{}, nil
+	}
+	pct, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
+	if err != nil {
+		return Budget{}, fmt.Errorf("want %s, got %q", budgetWant, s)
+	}
+	return BudgetOf(pct)
+}
+
+// String is the budget as ParseBudget reads it.
+func (b Budget) String() string {
+	if !b.On() {
+		return "exact"
+	}
+	return strconv.FormatFloat(100*b.CPUShare, 'g', -1, 64) + "%"
+}
 
 // On reports whether the budget governs (false: --exact).
 func (b Budget) On() bool { return b.CPUShare > 0 }
@@ -134,6 +177,10 @@ type governor struct {
 	entry    time.Duration
 	cpus     int
 	rng      *rand.Rand
+
+	// overrun is how much longer than planned the sampling windows have
+	// been attached (1: on time), smoothed.
+	overrun float64
 
 	mu      sync.Mutex
 	last    []probes.SelfCosts // counters at the last period boundary
@@ -257,7 +304,9 @@ func (g *governor) loop(begin time.Time) {
 		g.mu.Lock()
 		duty, period := g.plan()
 		g.applyModes(start)
-		window := time.Duration(duty * float64(period))
+		// Timers fire late on a busy machine and windows run long: the
+		// planned window shrinks by how much longer they have been.
+		window := time.Duration(duty * float64(period) / max(1, g.overrun))
 		var events []switchEvent
 		for _, gg := range g.groups {
 			if !gg.sampled() {
@@ -271,13 +320,30 @@ func (g *governor) loop(begin time.Time) {
 			events = append(events, switchEvent{at, gg, true}, switchEvent{at.Add(window), gg, false})
 		}
 		g.mu.Unlock()
-		sort.SliceStable(events, func(i, j int) bool { return events[i].at.Before(events[j].at) })
+		byTime := func() {
+			sort.SliceStable(events, func(i, j int) bool { return events[i].at.Before(events[j].at) })
+		}
+		byTime()
 		stopped := false
-		for _, ev := range events {
+		for len(events) > 0 {
+			ev := events[0]
+			events = events[1:]
 			if stopped = g.sleepUntil(ev.at); stopped {
 				break
 			}
-			g.switchGroup(ev.group, ev.attach)
+			at := g.switchGroup(ev.group, ev.attach)
+			if ev.attach && !at.IsZero() {
+				// A window lasts its length from when it really opened (on
+				// a busy machine the timer fires late, and a window cut
+				// short by its planned end is a sliver whose rate says
+				// little), within its period.
+				for i := range events {
+					if events[i].group == ev.group && !events[i].attach {
+						events[i].at = minTime(at.Add(window), start.Add(period))
+					}
+				}
+				byTime()
+			}
 		}
 		end := start.Add(period)
 		if !stopped {
@@ -292,6 +358,9 @@ func (g *governor) loop(begin time.Time) {
 			}
 		}
 		g.mu.Lock()
+		if !stopped && duty < attachAllAbove {
+			g.noteOverrun(window)
+		}
 		g.closePeriod(start, end)
 		g.mu.Unlock()
 		if stopped {
@@ -323,26 +392,30 @@ func (g *governor) sleepUntil(t time.Time) bool {
 	}
 }
 
-// switchGroup attaches or detaches one sampled group. An attach that
-// fails (the kernel refused) leaves the group detached: its estimate then
-// rests on the windows it had.
-func (g *governor) switchGroup(gg *governedGroup, on bool) {
+// switchGroup attaches or detaches one sampled group and returns when it
+// did (zero: nothing changed). An attach that fails (the kernel refused)
+// leaves the group detached: its estimate then rests on the windows it
+// had.
+func (g *governor) switchGroup(gg *governedGroup, on bool) time.Time {
 	if on == gg.hg.IsAttached() {
-		return
+		return time.Time{}
 	}
 	if on {
-		if t, err := gg.hg.Attach(); err == nil {
-			g.mu.Lock()
-			gg.onSince = t
-			g.mu.Unlock()
+		t, err := gg.hg.Attach()
+		if err != nil {
+			return time.Time{}
 		}
-		return
+		g.mu.Lock()
+		gg.onSince = t
+		g.mu.Unlock()
+		return t
 	}
 	t, _ := gg.hg.Detach()
 	g.mu.Lock()
 	gg.closeSpan(t)
 	gg.detached = true
 	g.mu.Unlock()
+	return t
 }
 
 func (gg *governedGroup) closeSpan(t time.Time) {
@@ -372,6 +445,30 @@ func (g *governor) applyModes(now time.Time) {
 			if t, err := gg.hg.Attach(); err == nil {
 				gg.onSince = t
 			}
+		}
+	}
+}
+
+// noteOverrun compares the sampled groups' attached time in the period
+// just ended with the window planned, and keeps how much longer windows
+// run than planned (g.mu held).
+func (g *governor) noteOverrun(window time.Duration) {
+	if window <= 0 {
+		return
+	}
+	for _, gg := range g.groups {
+		if !gg.sampled() {
+			continue
+		}
+		on := gg.curOn
+		if !gg.onSince.IsZero() {
+			continue // still attached: not a finished window
+		}
+		ratio := math.Min(maxOverrun, math.Max(1, float64(on)/float64(window)))
+		if g.overrun == 0 {
+			g.overrun = ratio
+		} else {
+			g.overrun = (3*g.overrun + ratio) / 4
 		}
 	}
 }
@@ -617,7 +714,8 @@ func (g *governor) use() (*evidence.BudgetUse, *Coverage) {
 // the periods' rates times their lengths add up to the estimate — a
 // stratified estimate, so windows the governor shortened in busy periods
 // weigh as much as the long ones of quiet periods. A period the window
-// ended before its sampling window opened takes the mean rate. The error
+// ended before its sampling window opened (or cut it to a sliver) takes
+// the mean rate. The error
 // comes from how much the rate moved from period to period (successive
 // differences, which also take in any drift: conservative), with the
 // finite-population correction of each period's coverage.
@@ -630,7 +728,7 @@ func estimateOf(periods []samplePeriod) *evidence.Estimate {
 		total += p.length
 		on += p.on
 		seen += p.runs
-		if p.on > 0 {
+		if p.on >= minRateWindow {
 			e.Windows++
 			rates = append(rates, float64(p.runs)/p.on.Seconds())
 		}
@@ -659,7 +757,7 @@ func estimateOf(periods []samplePeriod) *evidence.Estimate {
 	}
 	for _, p := range periods {
 		sec := p.length.Seconds()
-		if p.on <= 0 {
+		if p.on < minRateWindow {
 			est += mean * sec
 			variance += sec * sec * s2
 			continue

@@ -3,6 +3,8 @@ package recipes
 import (
 	"context"
 	"math"
+	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -281,5 +283,176 @@ func TestCoverageScaleBetween(t *testing.T) {
 	}
 	if c.ScaleBetween("exact", at(0), at(1000)) != 1 || c.ScaleBetween("unknown", at(0), at(1000)) != 1 || (*Coverage)(nil).ScaleBetween("g", at(0), at(1)) != 1 {
 		t.Error("exact, unknown and nil coverage scale by 1")
+	}
+}
+
+// setRate changes the fake's event rate now, keeping the runs so far.
+func (f *fakeHooks) setRate(rate float64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.since.IsZero() {
+		now := time.Now()
+		f.runs += f.rate * now.Sub(f.since).Seconds()
+		f.since = now
+	}
+	f.rate = rate
+}
+
+// When the traffic (and so the per-packet hooks' cost) rises tenfold
+// mid-window, the governor shortens the sampling windows within a few
+// periods and the periods after that stay within the budget; the batch
+// group stays exact throughout. The costs are the fake's, computed from
+// the attached spans the governor chose: what is asserted is the
+// governor's arithmetic, not how fast anything ran.
+func TestGovernorShortensWindowsWhenCostRises(t *testing.T) {
+	const budget = 0.05
+	perRun, entry := 100*time.Nanosecond, 50*time.Nanosecond
+	// 1e5 runs/s × 150 ns = 1.5 % of CPU 1 attached; then 1e6: 15 %.
+	packets := newFakeHooks("fake/packets", probes.PerPacket, 1e5, 1, perRun)
+	batches := newFakeHooks("fake/batches", probes.Batch, 1e3, 0, perRun)
+	part := &hooksPart{hooks: []*fakeHooks{packets, batches}}
+	s, err := Open(fakeSources(entry), part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	step := time.AfterFunc(time.Second, func() { packets.setRate(1e6) })
+	defer step.Stop()
+	if _, err := s.Measure(context.Background(), Window{Duration: 2500 * time.Millisecond,
+		Budget: Budget{CPUShare: budget, Period: 100 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	var pg *governedGroup
+	for _, gg := range s.gov.groups {
+		if gg.hg.Name == "fake/packets" {
+			pg = gg
+		}
+	}
+	ps := pg.periods
+	if len(ps) < 20 {
+		t.Fatalf("%d periods in 2.5 s of 100 ms", len(ps))
+	}
+	duty := func(p samplePeriod) float64 { return p.on.Seconds() / p.length.Seconds() }
+	cost := func(p samplePeriod) float64 {
+		return float64(p.runs) * float64(perRun+entry) / float64(p.length)
+	}
+	// Before the step: 1.5 % attached fits the 5 % budget, so the group
+	// stays attached for all of each period (duty above attachAllAbove).
+	early := ps[3:8]
+	// Steady state after the step: from the fifth period after it.
+	late := ps[len(ps)-8 : len(ps)-1]
+	var earlyDuty, lateDuty, lateCost float64
+	for _, p := range early {
+		earlyDuty += duty(p) / float64(len(early))
+	}
+	for _, p := range late {
+		lateDuty += duty(p) / float64(len(late))
+		lateCost += cost(p) / float64(len(late))
+		// One late timer may overrun a window; a period at over twice
+		// the budget is the governor's fault.
+		if c := cost(p); c > 2.5*budget {
+			t.Errorf("a period after the step cost %.2f %% of the CPU, budget %.0f %% (%+v)", 100*c, 100*budget, p)
+		}
+	}
+	t.Logf("duty before the step %.2f, after %.2f; cost after %.2f %%", earlyDuty, lateDuty, 100*lateCost)
+	if lateCost > 1.2*budget {
+		t.Errorf("after the step the periods cost %.2f %% of the CPU on average, budget %.0f %%", 100*lateCost, 100*budget)
+	}
+	if earlyDuty < 0.8 || lateDuty > 0.5 || lateDuty > earlyDuty/1.5 {
+		t.Errorf("duty %.2f before a tenfold rise and %.2f after: the windows did not shorten to the budget (want about %.2f)", earlyDuty, lateDuty, budget/0.15)
+	}
+	if !batches.IsAttached() || part.cov.Estimate("fake/batches") != nil {
+		t.Error("the cheap batch group was sampled")
+	}
+	if e := part.cov.Estimate("fake/packets"); e == nil || e.RelError == nil {
+		t.Errorf("per-packet estimate %v", e)
+	}
+}
+
+// The 95 % bound of estimateOf covers the truth in about 95 % of runs on
+// synthetic traffic that is bursty within each period (a random walk of
+// the rate, Poisson arrivals) and sampled in windows at random offsets
+// covering 2–10 % of each period — the traffic the governor meets, with
+// the truth known. Below 90 % the bound would be a lie.
+func TestEstimateBoundCovers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	poisson := func(lambda float64) float64 {
+		if lambda <= 0 {
+			return 0
+		}
+		return math.Max(0, math.Round(lambda+math.Sqrt(lambda)*rng.NormFloat64()))
+	}
+	const trials, periods, slots = 400, 10, 200
+	covered, withBound := 0, 0
+	for trial := 0; trial < trials; trial++ {
+		var ps []samplePeriod
+		var truth float64
+		rate := 2e4 * (0.5 + rng.Float64()) // events per second
+		for i := 0; i < periods; i++ {
+			length := time.Second
+			slot := length / slots
+			duty := 0.02 + 0.08*rng.Float64()
+			w := int(math.Round(duty * slots))
+			at := rng.IntN(slots - w + 1)
+			var seen float64
+			for j := 0; j < slots; j++ {
+				// A multiplicative random walk, bounded: bursts and lulls.
+				rate = math.Min(1e5, math.Max(1e3, rate*math.Exp(0.05*rng.NormFloat64())))
+				n := poisson(rate * slot.Seconds())
+				truth += n
+				if j >= at && j < at+w {
+					seen += n
+				}
+			}
+			ps = append(ps, samplePeriod{length: length, on: time.Duration(w) * slot, runs: uint64(seen)})
+		}
+		e := estimateOf(ps)
+		if e.RelError == nil {
+			continue
+		}
+		withBound++
+		est := e.Scale * float64(e.SampledEvents)
+		if math.Abs(est-truth) <= *e.RelError*est {
+			covered++
+		}
+	}
+	share := float64(covered) / float64(withBound)
+	t.Logf("bound covered the truth in %d of %d runs (%.1f %%)", covered, withBound, 100*share)
+	if withBound < trials*9/10 || share < 0.90 {
+		t.Errorf("the 95 %% bound covered the truth in %.1f %% of %d runs", 100*share, withBound)
+	}
+}
+
+// window.budget: absent is the default budget, a percentage is that
+// share of one CPU, exact counts every event; a command's flags replace
+// it (SetBudget), and the value prints back as written.
+func TestWindowBudget(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want Budget
+	}{
+		{"", Budget{CPUShare: DefaultBudget}},
+		{"  budget: 5%\n", Budget{CPUShare: 0.05}},
+		{"  budget: 0.5\n", Budget{CPUShare: 0.005}},
+		{"  budget: exact\n", Budget{}},
+	} {
+		r, err := Parse("my.yaml", []byte(strings.Replace(goodRecipe, "  interval: 1s\n", "  interval: 1s\n"+c.line, 1)))
+		if err != nil {
+			t.Fatalf("%q: %v", c.line, err)
+		}
+		p, err := r.Bind(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Window().Budget; got != c.want {
+			t.Errorf("%q: budget %+v, want %+v", c.line, got, c.want)
+		}
+		if b, err := ParseBudget(c.want.String()); err != nil || b != c.want {
+			t.Errorf("%v prints as %q, which reads back as %+v, %v", c.want, c.want.String(), b, err)
+		}
+		p.SetBudget(Budget{})
+		if p.Window().Budget.On() {
+			t.Error("SetBudget(exact) left a budget")
+		}
 	}
 }

@@ -2,6 +2,10 @@ package recipes
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/perfscope/perfscope/collectors/gclog"
@@ -12,7 +16,7 @@ import (
 // GCOptions configure a GC log analysis.
 type GCOptions struct {
 	// Files are one JVM's GC log files, oldest first (rotated siblings
-	// already expanded, gclog.RotatedSet).
+	// already expanded: GCLogFiles).
 	Files     []string
 	PauseGoal time.Duration
 	// YoungInterval is the young-GC interval goal.
@@ -20,6 +24,8 @@ type GCOptions struct {
 	// RPS or Requests (over the log's window) enable the bytes-per-request
 	// model; TargetRPS is the rate it predicts at.
 	RPS, Requests, TargetRPS float64
+	// Analyze reads the logs (nil: gclog.AnalyzeFiles); tests replace it.
+	Analyze func(ctx context.Context, files []string, pauseGoal time.Duration) (gclog.Summary, error)
 }
 
 // GCResult is one GC log analysis and its findings.
@@ -31,12 +37,75 @@ type GCResult struct {
 	Findings []diagnose.Finding
 }
 
+// CheckGCLogs checks GC log arguments before anything is read: each is
+// looked at with stat, not opened (opening a FIFO with no writer would
+// block). A missing one is refused only with noRotated: otherwise its
+// rotated siblings may be there. Every refusal is bad input.
+func CheckGCLogs(args []string, noRotated bool) error {
+	for _, f := range args {
+		st, err := os.Stat(f)
+		if err != nil && noRotated {
+			return badInput("cannot read GC log %s: %v", f, errors.Unwrap(err))
+		}
+		if err == nil && st.IsDir() {
+			return badInput("%s is a directory: name the GC log file in it", f)
+		}
+		if err == nil && !st.Mode().IsRegular() {
+			return badInput("%s is not a regular file (a FIFO, device or socket): copy the GC log to a file and name that", f)
+		}
+	}
+	return nil
+}
+
+// GCLogFiles checks GC log arguments (CheckGCLogs) and expands each to its
+// rotation set (unless noRotated), keeping argument order and naming no
+// file twice.
+func GCLogFiles(args []string, noRotated bool) ([]string, error) {
+	if err := CheckGCLogs(args, noRotated); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range args {
+		set := []string{f}
+		if !noRotated {
+			var err error
+			if set, err = gclog.RotatedSet(f); err != nil {
+				return nil, &markedError{err: fmt.Errorf("%w (check the path)", err), mark: ErrBadInput}
+			}
+		}
+		for _, s := range set {
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return out, nil
+}
+
 // RunGC analyses GC logs: a thin wrapper over gclog.AnalyzeFiles adding
-// the allocation → young-GC model and the GC rules.
+// the allocation → young-GC model and the GC rules. A log perfscope cannot
+// read (missing, unreadable, not a file, corrupt, no GC record in it) is
+// bad input; a parser failing is not.
 func RunGC(ctx context.Context, o GCOptions) (GCResult, error) {
-	s, err := gclog.AnalyzeFiles(ctx, o.Files, o.PauseGoal)
-	if err != nil {
+	analyze := o.Analyze
+	if analyze == nil {
+		analyze = gclog.AnalyzeFiles
+	}
+	s, err := analyze(ctx, o.Files, o.PauseGoal)
+	switch {
+	case errors.Is(err, context.Canceled):
 		return GCResult{Summary: s}, err
+	case errors.Is(err, gclog.ErrNotFound), errors.Is(err, os.ErrPermission), errors.Is(err, gclog.ErrCorrupt),
+		errors.Is(err, gclog.ErrNotRegular):
+		return GCResult{Summary: s}, &markedError{err: err, mark: ErrBadInput}
+	case err != nil:
+		return GCResult{Summary: s}, err
+	}
+	if s.Parse.Events == 0 && s.Parse.Safepoints == 0 && s.Parse.UnrecognisedRecords == 0 {
+		return GCResult{Summary: s}, badInput("no GC events in %s (%d lines, %d unrecognised): is it a HotSpot GC log written with -XX:+PrintGCDetails or -Xlog:gc?",
+			strings.Join(o.Files, ", "), s.Parse.Lines, s.Parse.Unknown)
 	}
 	gc := GCEvidence(s)
 	gc.Goals.YoungIntervalNs = int64(o.YoungInterval)

@@ -109,7 +109,7 @@ func TestNetRunnerOnIxgbeFixture(t *testing.T) {
 	if _, err := s.Measure(context.Background(), Window{Duration: time.Millisecond, OnStart: func() { root.flip(t) }}); err != nil {
 		t.Fatal(err)
 	}
-	res := n.assemble(src, o)
+	res := n.assemble(src, o, Run{})
 	ev := res.Evidence
 
 	if ev.Interface.Driver != "ixgbe" || ev.Interface.RXQueues != 20 || ev.DurationNs != int64(time.Second) {

@@ -4,13 +4,17 @@ import (
 	"context"
 
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/jvm"
+	"github.com/perfscope/perfscope/jvm/asprof"
 )
 
 // JVMResult is one JVM measurement and its findings.
 type JVMResult struct {
 	*jvm.Result
-	Findings []diagnose.Finding
+	// ProfileOptions are how async-profiler ran (its event and interval).
+	ProfileOptions asprof.Options
+	Findings       []diagnose.Finding
 }
 
 // RunJVM measures a running JVM over one window: a thin wrapper over
@@ -27,5 +31,17 @@ func RunJVM(ctx context.Context, src Sources, o jvm.Options) (JVMResult, error) 
 	}
 	// A JVM that exited mid-run still leaves what was measured until then
 	// (err is jvm.ErrTargetExited): judge that and hand both back.
-	return JVMResult{Result: res, Findings: diagnose.Run(diagnose.JVMRules, res.Evidence)}, err
+	return JVMResult{Result: res, ProfileOptions: o.Profile, Findings: diagnose.Run(diagnose.JVMRules, res.Evidence)}, err
+}
+
+// Overhead is perfscope's cost in the JVM's window: the attach, and the
+// passive request counter's BPF programs as a share of cpus CPUs' time.
+func (j *JVMResult) Overhead(cpus int) *evidence.Overhead {
+	ov := &evidence.Overhead{AttachMethod: "hotspot-attach+async-profiler", AttachNs: j.AttachNs, Programs: j.BPF}
+	if w := j.Evidence.WindowNs; w > 0 && cpus > 0 {
+		for _, p := range j.BPF {
+			ov.BPFTimeShare += float64(p.RunTimeNs) / float64(w) / float64(cpus)
+		}
+	}
+	return ov
 }

@@ -76,11 +76,22 @@ func (p *JVMPauses) Tick(_ context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	p.interval(r, now)
+	return nil
+}
+
+// Tail implements Tailer.
+func (p *JVMPauses) Tail(now time.Time) {
+	if p.opts.Timeline {
+		p.interval(p.last, now)
+	}
+}
+
+func (p *JVMPauses) interval(r jvmPauseReading, now time.Time) {
 	d := pauseDelta(p.prev, r)
 	p.intervals = append(p.intervals, evidence.JVMPauseInterval{End: now, YoungGCs: d.YoungGCs, OldGCs: d.OldGCs,
 		GCTimeNs: d.GCTimeNs, Safepoints: d.Safepoints, SafepointTimeNs: d.SafepointTimeNs})
 	p.prev = r
-	return nil
 }
 
 // End implements Part.

@@ -96,6 +96,18 @@ func (p *Locks) Tick(_ context.Context, now time.Time) error {
 	if err != nil {
 		return fmt.Errorf("read lock probe: %w", err)
 	}
+	p.interval(s, now)
+	return nil
+}
+
+// Tail implements Tailer.
+func (p *Locks) Tail(now time.Time) {
+	if p.probe != nil && p.opts.Timeline {
+		p.interval(p.last, now)
+	}
+}
+
+func (p *Locks) interval(s lockstat.Snapshot, now time.Time) {
 	d := s.Sub(p.prev)
 	k := p.cov.ScaleBetween(lockstat.Group, p.prev.Taken, s.Taken)
 	p.prev = s
@@ -108,7 +120,6 @@ func (p *Locks) Tick(_ context.Context, now time.Time) error {
 		iv.ByClass[c] = scaled(ns, k)
 	}
 	p.intervals = append(p.intervals, iv)
-	return nil
 }
 
 // End implements Part: the last reading, and this namespace's UDP sockets

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -98,13 +99,15 @@ func RunNet(ctx context.Context, src Sources, o NetOptions, w Window) (NetResult
 	if err != nil {
 		return NetResult{}, err
 	}
-	res := n.assemble(src, o)
+	res := n.assemble(src, o, run)
 	res.Run = run
 	return res, nil
 }
 
 // netParts are the parts of a network run, in the order they open and
 // read (softirq first, as before: its probe reading starts the window).
+// A recipe may leave any of them out but the counters; the sections of
+// the missing ones say so.
 type netParts struct {
 	softirq  *Softirq
 	queues   *Queues
@@ -113,6 +116,8 @@ type netParts struct {
 	sockets  *SocketReads
 	counters *NetCounters
 	profile  *Profile
+	// noProfile says why there is no profile part.
+	noProfile string
 }
 
 func newNetParts(o NetOptions) *netParts {
@@ -120,69 +125,121 @@ func newNetParts(o NetOptions) *netParts {
 		// The udp report does not use raise→entry latency; skipping its
 		// tracepoint saves one BPF run per NET_RX raise (~100 ns per
 		// datagram on a loopback flood).
-		softirq:  NewSoftirq(SoftirqOptions{Method: o.Method, NoLatency: true}),
-		queues:   NewQueues(QueueOptions{Method: o.Method, Iface: o.Iface}),
-		locks:    NewLocks(LockOptions{Method: o.Method, StackEvery: o.LockStacks}),
-		drops:    NewDrops(DropOptions{Method: o.Method, Port: o.Port}),
-		sockets:  NewSocketReads(SocketOptions{Method: o.Method, Port: o.Port, PID: o.PID}),
-		counters: NewNetCounters(NetCounterOptions{Iface: o.Iface.Name}),
+		softirq:   NewSoftirq(SoftirqOptions{Method: o.Method, NoLatency: true}),
+		queues:    NewQueues(QueueOptions{Method: o.Method, Iface: o.Iface}),
+		locks:     NewLocks(LockOptions{Method: o.Method, StackEvery: o.LockStacks}),
+		drops:     NewDrops(DropOptions{Method: o.Method, Port: o.Port}),
+		sockets:   NewSocketReads(SocketOptions{Method: o.Method, Port: o.Port, PID: o.PID}),
+		counters:  NewNetCounters(NetCounterOptions{Iface: o.Iface.Name}),
+		noProfile: "on-CPU profile: disabled with --no-profile",
 	}
 	if o.Profile {
 		// Every CPU, kernel and user stacks, rooted at the CPU so the
 		// profile splits by it.
 		// NET_RX on a real NIC runs mostly from irq_exit on idle CPUs:
 		// keep those samples of the idle task, drop only its loop.
-		n.profile = NewProfile(ProfileOptions{Frequency: o.Frequency, Root: cpuprofile.RootCPU, KeepIdleInterrupts: true})
+		n.profile = NewProfile(ProfileOptions{Frequency: o.Frequency, Root: cpuprofile.RootCPU, KeepIdleInterrupts: true,
+			StackEntries: cpuprofile.DefaultStackEntries})
 	}
 	return n
 }
 
 func (n *netParts) list() []Part {
-	parts := []Part{n.softirq, n.queues, n.locks, n.drops, n.sockets, n.counters}
-	if n.profile != nil {
-		parts = append(parts, n.profile)
+	return partsOf(n.softirq, n.queues, n.locks, n.drops, n.sockets, n.counters, n.profile)
+}
+
+// partsOf lists the parts that are there: a nil *Locks stored in a Part
+// is not a nil Part, and a recipe leaves parts out.
+func partsOf(ps ...Part) []Part {
+	var out []Part
+	for _, p := range ps {
+		if v := reflect.ValueOf(p); p != nil && !(v.Kind() == reflect.Pointer && v.IsNil()) {
+			out = append(out, p)
+		}
 	}
-	return parts
+	return out
+}
+
+// notInRecipe is a section's note for a part the recipe left out.
+func notInRecipe(what, probe string) string {
+	return fmt.Sprintf("%s: not measured (the recipe has no %s probe)", what, probe)
 }
 
 // assemble joins the parts' evidence per CPU, queue and socket.
-func (n *netParts) assemble(src Sources, o NetOptions) NetResult {
+func (n *netParts) assemble(src Sources, o NetOptions, run Run) NetResult {
 	c := n.counters
-	ev := evidence.NetEvidence{Softirq: n.softirq.Evidence()}
-	window := time.Duration(ev.Softirq.DurationNs)
-	ev = evidence.NetEvidence{Softirq: ev.Softirq,
+	var soft evidence.SoftirqEvidence
+	if n.softirq != nil {
+		soft = n.softirq.Evidence()
+	}
+	window := time.Duration(soft.DurationNs)
+	if window <= 0 {
+		window = run.Duration()
+	}
+	ev := evidence.NetEvidence{Softirq: soft,
 		DurationNs: int64(window), Port: o.Port, PID: o.PID,
 		Interface: evidence.NetInterface{Name: o.Iface.Name, Ifindex: o.Iface.Index, Driver: o.Iface.Driver,
 			Virtual: o.Iface.Virtual, NUMANode: o.Iface.NUMANode, RXQueues: len(o.Iface.RX), TXQueues: len(o.Iface.TX)},
 	}
-	drvInfo, drvErr := src.Ethtool.DriverInfo(o.Iface.Name)
-	if drvErr == nil && ev.Interface.Driver == "" {
-		ev.Interface.Driver = drvInfo.Driver
-	}
 	netRX := ev.Softirq.NetRXCPUs()
-
-	// Queues: the driver's counters, the kernel's from the queue probe.
-	kernel, txByCPU, qdisc := n.queues.Evidence(src, ev.Interface.Driver, &ev.QueueCPU)
-	ev.Queues = BuildQueues(o.Iface, c.driverDelta(), c.driverErr(), kernel, window)
-	ev.Queues.Notes = append(ev.Queues.Notes, n.queues.Notes()...)
-	ev.Queues.NICMissed, ev.Queues.NICMissedCounters = c.nicMissed()
-	ev.IRQs = c.irqs(src, o.Iface, drvInfo, drvErr, netRX)
-	ev.TX = BuildTX(o.Iface, txByCPU, qdisc)
-	n.queues.MarkEstimates(&ev.Queues, &ev.TX)
-	if err := n.queues.OpenErr(); err != nil {
-		ev.TX.Unavailable = fmt.Sprintf("per-CPU TX queues and qdisc activity: queue probe unavailable: %v (XPS configuration shown)", err)
+	if o.Iface.Name == "" {
+		none := evidence.Section{Unavailable: "no interface: the recipe measures sockets and ports, not an interface"}
+		ev.Queues.Section, ev.QueueCPU.Section, ev.IRQs.Section, ev.TX.Section = none, none, none, none
+	} else {
+		drvInfo, drvErr := src.Ethtool.DriverInfo(o.Iface.Name)
+		if drvErr == nil && ev.Interface.Driver == "" {
+			ev.Interface.Driver = drvInfo.Driver
+		}
+		// Queues: the driver's counters, the kernel's from the queue probe.
+		var kernel QueueCounts
+		var txByCPU map[int]map[int]uint64
+		var qdisc []evidence.QdiscRow
+		if n.queues != nil {
+			kernel, txByCPU, qdisc = n.queues.Evidence(src, ev.Interface.Driver, &ev.QueueCPU)
+		} else {
+			ev.QueueCPU.Unavailable = notInRecipe("NAPI polls per queue and CPU", "netqueue")
+		}
+		ev.Queues = BuildQueues(o.Iface, c.driverDelta(), c.driverErr(), kernel, window)
+		ev.Queues.NICMissed, ev.Queues.NICMissedCounters = c.nicMissed()
+		ev.IRQs = c.irqs(src, o.Iface, drvInfo, drvErr, netRX)
+		ev.TX = BuildTX(o.Iface, txByCPU, qdisc)
+		if n.queues != nil {
+			n.queues.MarkEstimates(&ev.Queues, &ev.TX)
+			ev.Queues.Notes = append(ev.Queues.Notes, n.queues.Notes()...)
+			ev.Queues.Intervals = n.queues.Intervals()
+			if err := n.queues.OpenErr(); err != nil {
+				ev.TX.Unavailable = fmt.Sprintf("per-CPU TX queues and qdisc activity: queue probe unavailable: %v (XPS configuration shown)", err)
+			}
+		} else {
+			ev.Queues.Notes = append(ev.Queues.Notes, notInRecipe("kernel per-queue counts", "netqueue"))
+		}
 	}
-	ev.Locks = n.locks.Evidence()
+	if n.locks != nil {
+		ev.Locks = n.locks.Evidence()
+	} else {
+		ev.Locks.Unavailable = notInRecipe("lock contention", "lockstat")
+	}
 	ev.Drops = c.drops()
-	n.drops.Add(&ev.Drops)
+	if n.drops != nil {
+		n.drops.Add(&ev.Drops)
+	} else {
+		ev.Drops.Notes = append(ev.Drops.Notes, notInRecipe("drop reasons", "udpdrop")+"; socket drop counters shown")
+	}
 	ev.Sockets = c.socketSection(src, o.Port, o.PID)
 	if ev.Sockets.Unavailable == "" {
-		n.sockets.Add(&ev.Sockets, window)
+		var reads []socketReadTick
+		if n.sockets != nil {
+			n.sockets.Add(&ev.Sockets, window)
+			reads = n.sockets.ticks
+		} else {
+			ev.Sockets.ReceivedUnavailable = notInRecipe("datagrams read", "udpsock")
+		}
+		c.socketIntervals(&ev.Sockets, reads)
 	}
 
 	res := NetResult{Evidence: ev, Config: c.config}
 	if n.profile == nil {
-		res.Evidence.Profile.Unavailable = "on-CPU profile: disabled with --no-profile"
+		res.Evidence.Profile.Unavailable = n.noProfile
 	} else if err := n.profile.OpenErr(); err != nil {
 		res.Evidence.Profile.Unavailable = fmt.Sprintf("on-CPU profile: %v", err)
 	} else {
@@ -231,6 +288,10 @@ type NetCounterOptions struct {
 	// Iface is the interface whose driver counters are read ("" for none)
 	// and whose configuration is read at the start.
 	Iface string
+	// Port and PID, with Timeline, choose the sockets whose receive
+	// queues and drop counters are read at every tick.
+	Port, PID int
+	Timeline  bool
 }
 
 // NetCounters is the part that reads the kernel's and the driver's own
@@ -242,6 +303,15 @@ type NetCounters struct {
 	src         Sources
 	first, last netReading
 	config      *netconfig.NetConfig
+	ticks       []udpTick
+}
+
+// udpTick is /proc/net/udp at one tick: the port's sockets (every socket
+// without a port; the sockets section keeps its own).
+type udpTick struct {
+	end     time.Time
+	sockets []sockets.UDPSocket
+	err     error
 }
 
 // NewNetCounters returns the network counters part.
@@ -281,7 +351,7 @@ func (c *NetCounters) Probes() []probes.Probe { return nil }
 // first counters are in.
 func (c *NetCounters) Begin(context.Context) error {
 	c.first = c.read()
-	c.config = nil
+	c.config, c.ticks = nil, nil
 	if c.src.Config != nil && c.opts.Iface != "" {
 		if cfg, err := c.src.Config(c.opts.Iface); err == nil {
 			c.config = &cfg
@@ -290,10 +360,96 @@ func (c *NetCounters) Begin(context.Context) error {
 	return nil
 }
 
+// Tick implements Ticker: the sockets' receive queues and drop counters
+// at the tick. An unreadable table leaves the tick without them.
+func (c *NetCounters) Tick(_ context.Context, now time.Time) error {
+	if !c.opts.Timeline || (c.opts.Port == 0 && c.opts.PID == 0) {
+		return nil
+	}
+	t, err := c.src.sockets().UDP()
+	c.tick(t, err, now)
+	return nil
+}
+
+// Tail implements Tailer: the window's last reading of the sockets.
+func (c *NetCounters) Tail(now time.Time) {
+	if c.opts.Timeline && (c.opts.Port != 0 || c.opts.PID != 0) {
+		c.tick(c.last.udp, c.last.udpErr, now)
+	}
+}
+
+func (c *NetCounters) tick(t sockets.UDPTable, err error, now time.Time) {
+	tick := udpTick{end: now, err: err}
+	for _, k := range t.Sockets {
+		if c.opts.Port == 0 || int(k.Local.Port()) == c.opts.Port {
+			tick.sockets = append(tick.sockets, k)
+		}
+	}
+	c.ticks = append(c.ticks, tick)
+}
+
 // End implements Part.
 func (c *NetCounters) End(context.Context) error {
 	c.last = c.read()
 	return nil
+}
+
+// socketIntervals joins the counters' ticks and the socket probe's (reads
+// may be nil) into the section's timeline, over the section's own sockets.
+func (c *NetCounters) socketIntervals(sec *evidence.SocketSection, reads []socketReadTick) {
+	if len(c.ticks) == 0 && len(reads) == 0 {
+		return
+	}
+	mine := map[uint64]bool{}
+	for _, k := range sec.Sockets {
+		mine[k.Inode] = true
+	}
+	prevDrops := map[uint64]uint64{}
+	for _, k := range c.first.udp.Sockets {
+		prevDrops[k.Inode] = k.Drops
+	}
+	byEnd := map[time.Time]*evidence.SocketInterval{}
+	var order []time.Time
+	row := func(end time.Time) *evidence.SocketInterval {
+		if r, ok := byEnd[end]; ok {
+			return r
+		}
+		r := &evidence.SocketInterval{End: end}
+		byEnd[end] = r
+		order = append(order, end)
+		return r
+	}
+	for _, t := range c.ticks {
+		r := row(t.end)
+		if t.err != nil {
+			continue
+		}
+		var q, drops uint64
+		for _, k := range t.sockets {
+			if !mine[k.Inode] {
+				continue
+			}
+			q += k.RxQueueBytes
+			if p, ok := prevDrops[k.Inode]; ok && k.Drops >= p {
+				drops += k.Drops - p
+			}
+			prevDrops[k.Inode] = k.Drops
+		}
+		r.QueueBytes, r.Drops = &q, &drops
+	}
+	for _, t := range reads {
+		var n uint64
+		for ino, d := range t.reads {
+			if mine[ino] {
+				n += d
+			}
+		}
+		row(t.end).Datagrams = &n
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i].Before(order[j]) })
+	for _, end := range order {
+		sec.Intervals = append(sec.Intervals, *byEnd[end])
+	}
 }
 
 func (c *NetCounters) read() netReading {

@@ -18,21 +18,30 @@ import (
 	"github.com/perfscope/perfscope/report"
 )
 
+// recordedSources read a recorded fixture: the probes hand back the
+// recorded snapshots, /proc and /sys are the fixture's start/ and end/
+// (root.flip switches between the window's two readings), ethtool and
+// netlink are recorded too.
+func recordedSources(t *testing.T, fixture string) (Sources, netRecording, *phasedRoot) {
+	t.Helper()
+	rec := loadRecording(t, fixture)
+	root := newPhasedRoot(t, fixture)
+	return Sources{
+		Root:    procfs.FS{Root: root.link},
+		Ethtool: ethtool.Recorded{Dir: filepath.Join(fixture, "ethtool")},
+		Netlink: lsNetlink{}, // lo: no NAPI instance of its own
+		Symbols: symbols.FS{Root: root.link},
+		Probes:  rec.opener(),
+	}, rec, root
+}
+
 // replayNet runs the udp runner's parts over a recorded fixture: the
 // probes hand back the recorded snapshots, /proc and /sys are the
 // fixture's start/ and end/ (switched between the window's two readings),
 // ethtool and netlink are recorded too. No root, no kernel.
 func replayNet(t *testing.T, fixture string) (NetResult, netRecording) {
 	t.Helper()
-	rec := loadRecording(t, fixture)
-	root := newPhasedRoot(t, fixture)
-	src := Sources{
-		Root:    procfs.FS{Root: root.link},
-		Ethtool: ethtool.Recorded{Dir: filepath.Join(fixture, "ethtool")},
-		Netlink: lsNetlink{}, // lo: no NAPI instance of its own
-		Symbols: symbols.FS{Root: root.link},
-		Probes:  rec.opener(),
-	}
+	src, rec, root := recordedSources(t, fixture)
 	o := NetOptions{Iface: rec.Iface, Port: rec.Port, LockStacks: lockstat.DefaultStackEvery, Profile: rec.CPUProfile != nil, Frequency: rec.Frequency}
 	n := newNetParts(o)
 	s, err := Open(src, n.list()...)
@@ -44,7 +53,7 @@ func replayNet(t *testing.T, fixture string) (NetResult, netRecording) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := n.assemble(src, o)
+	res := n.assemble(src, o, Run{})
 	res.Run = run
 	return res, rec
 }

@@ -18,17 +18,31 @@ import (
 	"github.com/perfscope/perfscope/probes/udpsock"
 )
 
+// delta is a probe snapshot: cumulative counts that subtract.
+type delta[S any] interface {
+	Sub(prev S) S
+}
+
 // snapshotPart is what the probe-backed parts below share: one optional
 // probe of snapshot type S, read at both ends of the window. A probe that
 // does not open leaves its error, which the part's section prints as
 // "unavailable: <why>"; the rest of the run goes on.
-type snapshotPart[S any, P probes.Snapshotter[S]] struct {
-	what        string // "queue probe", for messages
+type snapshotPart[S delta[S], P probes.Snapshotter[S]] struct {
+	what string // "queue probe", for messages
+	// timeline: read at every tick of a window with an interval, each
+	// interval's counts handed to interval (set by the part).
+	timeline bool
+	// interval gets the counts between from and now (the budget's
+	// coverage of that span scales them).
+	interval    func(d S, from, now time.Time)
 	probe       P
 	openErr     error
 	first, last S
 	// cov is how the budget attached the probe's hooks (nil: exact).
 	cov *Coverage
+	// prev is the last tick's reading, for a timeline, taken at prevAt.
+	prev   S
+	prevAt time.Time
 }
 
 // SetCoverage implements Sampled.
@@ -55,8 +69,49 @@ func (p *snapshotPart[S, P]) Begin(context.Context) error {
 		if p.first, err = p.probe.Snapshot(); err != nil {
 			return fmt.Errorf("read %s: %w", p.what, err)
 		}
+		p.prev, p.prevAt = p.first, time.Now()
 	}
 	return nil
+}
+
+// tick reads the probe at a tick of the window and returns the counts
+// since the last; ok is false without a timeline or a probe.
+func (p *snapshotPart[S, P]) tick(now time.Time) (d S, from time.Time, ok bool, err error) {
+	if !p.timeline || !p.opened() {
+		return d, from, false, nil
+	}
+	cur, err := p.probe.Snapshot()
+	if err != nil {
+		return d, from, false, fmt.Errorf("read %s: %w", p.what, err)
+	}
+	d, p.prev = cur.Sub(p.prev), cur
+	from, p.prevAt = p.prevAt, now
+	return d, from, true, nil
+}
+
+// Tick implements Ticker.
+func (p *snapshotPart[S, P]) Tick(_ context.Context, now time.Time) error {
+	d, from, ok, err := p.tick(now)
+	if ok {
+		p.interval(d, from, now)
+	}
+	return err
+}
+
+// Tail implements Tailer.
+func (p *snapshotPart[S, P]) Tail(now time.Time) {
+	if d, ok := p.tail(); ok {
+		p.interval(d, p.prevAt, now)
+	}
+}
+
+// tail is the counts from the last tick to the window's last reading.
+func (p *snapshotPart[S, P]) tail() (d S, ok bool) {
+	if !p.timeline || !p.opened() {
+		return d, false
+	}
+	d, p.prev = p.last.Sub(p.prev), p.last
+	return d, true
 }
 
 // End implements Part.
@@ -77,6 +132,9 @@ func (p *snapshotPart[S, P]) OpenErr() error { return p.openErr }
 type QueueOptions struct {
 	Method probes.AttachMethod
 	Iface  netdev.Interface
+	// Timeline keeps the packets of every tick of the window
+	// (evidence.QueueSection.Intervals).
+	Timeline bool
 }
 
 // Queues is the queue part: packets per RX and TX queue and CPU, NAPI
@@ -87,12 +145,15 @@ type Queues struct {
 	opts QueueOptions
 	// sampled is what the windows counted per queue, before scaling:
 	// each row's own error bound depends on it.
-	sampled struct{ rx, tx map[int]uint64 }
+	sampled   struct{ rx, tx map[int]uint64 }
+	intervals []evidence.QueueInterval
 }
 
 // NewQueues returns the queue part.
 func NewQueues(opts QueueOptions) *Queues {
-	return &Queues{opts: opts, snapshotPart: snapshotPart[netqueue.Snapshot, QueueProbe]{what: "queue probe"}}
+	p := &Queues{opts: opts, snapshotPart: snapshotPart[netqueue.Snapshot, QueueProbe]{what: "queue probe", timeline: opts.Timeline}}
+	p.snapshotPart.interval = p.interval
+	return p
 }
 
 // Open implements Part. A device without NAPI instances of its own (lo,
@@ -105,6 +166,35 @@ func (p *Queues) Open(src Sources) error {
 	p.open(src.Probes.Queue(netqueue.Options{Method: p.opts.Method, Ifindex: p.opts.Iface.Index, NoNAPI: noNAPI}))
 	return nil
 }
+
+// Begin implements Part.
+func (p *Queues) Begin(ctx context.Context) error {
+	p.intervals = nil
+	return p.snapshotPart.Begin(ctx)
+}
+
+// interval records the interface's packets in one interval.
+func (p *Queues) interval(d netqueue.Snapshot, from, now time.Time) {
+	ifindex := p.opts.Iface.Index
+	k := p.cov.ScaleBetween(netqueue.GroupPackets, from, now)
+	iv := evidence.QueueInterval{End: now, RXByQueue: map[int]uint64{}}
+	for q, perCPU := range d.RXQueues(ifindex, netqueue.ConventionFor(p.opts.Iface.Driver)) {
+		n := scaled(netqueue.TrafficTotal(perCPU).Packets, k)
+		iv.RXPackets += n
+		if q >= 0 && n > 0 {
+			iv.RXByQueue[q] += n
+		}
+	}
+	for key, perCPU := range d.TX {
+		if key.Ifindex == ifindex {
+			iv.TXPackets += scaled(netqueue.TrafficTotal(perCPU).Packets, k)
+		}
+	}
+	p.intervals = append(p.intervals, iv)
+}
+
+// Intervals are the window's ticks (with Timeline).
+func (p *Queues) Intervals() []evidence.QueueInterval { return p.intervals }
 
 // Notes say what the kernel side of the queue table lacks.
 func (p *Queues) Notes() []string {
@@ -266,24 +356,56 @@ type DropOptions struct {
 	Method probes.AttachMethod
 	// Port counts drops of this local port (0: every port).
 	Port int
+	// Timeline keeps the drops of every tick of the window
+	// (evidence.DropSection.Intervals).
+	Timeline bool
 }
 
 // Drops is the drop part: dropped packets per local UDP port and reason
 // (the udpdrop probe).
 type Drops struct {
 	snapshotPart[udpdrop.Snapshot, DropProbe]
-	opts DropOptions
+	opts      DropOptions
+	intervals []evidence.DropInterval
 }
 
 // NewDrops returns the drop part.
 func NewDrops(opts DropOptions) *Drops {
-	return &Drops{opts: opts, snapshotPart: snapshotPart[udpdrop.Snapshot, DropProbe]{what: "drop probe"}}
+	p := &Drops{opts: opts, snapshotPart: snapshotPart[udpdrop.Snapshot, DropProbe]{what: "drop probe", timeline: opts.Timeline}}
+	p.snapshotPart.interval = p.interval
+	return p
 }
 
 // Open implements Part.
 func (p *Drops) Open(src Sources) error {
 	p.open(src.Probes.Drop(udpdrop.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}))
 	return nil
+}
+
+// Begin implements Part.
+func (p *Drops) Begin(ctx context.Context) error {
+	p.intervals = nil
+	return p.snapshotPart.Begin(ctx)
+}
+
+// interval records the port's drops (every port's without one) in
+// the interval, by reason.
+func (p *Drops) interval(d udpdrop.Snapshot, from, now time.Time) {
+	k := p.cov.ScaleBetween(udpdrop.Group, from, now)
+	iv := evidence.DropInterval{End: now, ByReason: map[string]uint64{}}
+	for key, n := range d.Ports {
+		if n == 0 || (p.opts.Port != 0 && int(key.Port) != p.opts.Port) {
+			continue
+		}
+		n = scaled(n, k)
+		iv.Count += n
+		reason := key.Kind.String()
+		if name := p.probe.ReasonName(key.Kind, key.Reason); name != "" {
+			reason += ":" + name
+		}
+		iv.ByReason[reason] += n
+	}
+	p.intervals = append(p.intervals, iv)
 }
 
 // Add replaces the counters' coarser sk_drops rows with the probe's drops
@@ -350,6 +472,7 @@ func (p *Drops) Add(sec *evidence.DropSection) {
 			sec.ByReason[p.probe.ReasonName(udpdrop.KfreeSkb, r)] += scaled(n, k)
 		}
 	}
+	sec.Intervals = p.intervals
 }
 
 // SocketOptions configure the socket-reads part.
@@ -358,18 +481,30 @@ type SocketOptions struct {
 	// Port and PID choose the sockets; with neither the probe is not
 	// loaded at all (nothing would show its counts).
 	Port, PID int
+	// Timeline keeps the reads of every tick of the window.
+	Timeline bool
 }
 
 // SocketReads is the socket-reads part: datagrams each UDP socket's owner
 // read, and which CPUs' softirqs woke it (the udpsock probe).
 type SocketReads struct {
 	snapshotPart[udpsock.Snapshot, SocketProbe]
-	opts SocketOptions
+	opts  SocketOptions
+	ticks []socketReadTick
+}
+
+// socketReadTick is the datagrams read per socket inode in one interval;
+// the sockets section keeps those of its own sockets.
+type socketReadTick struct {
+	end   time.Time
+	reads map[uint64]uint64
 }
 
 // NewSocketReads returns the socket-reads part.
 func NewSocketReads(opts SocketOptions) *SocketReads {
-	return &SocketReads{opts: opts, snapshotPart: snapshotPart[udpsock.Snapshot, SocketProbe]{what: "socket probe"}}
+	p := &SocketReads{opts: opts, snapshotPart: snapshotPart[udpsock.Snapshot, SocketProbe]{what: "socket probe", timeline: opts.Timeline}}
+	p.snapshotPart.interval = p.interval
+	return p
 }
 
 // Open implements Part.
@@ -380,6 +515,24 @@ func (p *SocketReads) Open(src Sources) error {
 	}
 	p.open(src.Probes.Socket(udpsock.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}))
 	return nil
+}
+
+// Begin implements Part.
+func (p *SocketReads) Begin(ctx context.Context) error {
+	p.ticks = nil
+	return p.snapshotPart.Begin(ctx)
+}
+
+// interval records the datagrams read per socket in one interval.
+func (p *SocketReads) interval(d udpsock.Snapshot, from, now time.Time) {
+	k := p.cov.ScaleBetween(udpsock.Group, from, now)
+	t := socketReadTick{end: now, reads: map[uint64]uint64{}}
+	for ino, r := range d.Sockets {
+		if r.Datagrams > 0 {
+			t.reads[ino] = scaled(r.Datagrams, k)
+		}
+	}
+	p.ticks = append(p.ticks, t)
 }
 
 // Add fills the sockets' received datagrams and wakeups from the window,

@@ -277,27 +277,40 @@ func RunProfile(ctx context.Context, src Sources, opts ProfileOptions, w Window)
 	// The session closes (sampling stops) before frames are named: the
 	// names take a while, and the report is of the window.
 	run, err := measureMandatory(ctx, src, w, part)
-	switch {
-	case errors.Is(err, probes.ErrPermission) && part.probe == nil:
-		return ProfileResult{}, unavailable("the kernel refused to load the sampling program: run perfscope profile as root, or with CAP_BPF and CAP_PERFMON")
-	case errors.Is(err, probes.ErrPermission) && !part.started:
-		return ProfileResult{}, unavailable("the kernel refused a cpu-clock perf event: run perfscope profile as root, or with CAP_PERFMON (kernel.perf_event_paranoid is in the way)")
-	case err != nil:
-		return ProfileResult{}, err
+	if err != nil {
+		return ProfileResult{}, part.explain(err)
 	}
-	jitWarning, removeJITMap := part.writeJITMap(ctx)
+	return part.result(ctx, run), nil
+}
+
+// explain turns the kernel's refusal into the sentence that says what
+// privilege is missing.
+func (p *Profile) explain(err error) error {
+	switch {
+	case errors.Is(err, probes.ErrPermission) && p.probe == nil:
+		return unavailable("the kernel refused to load the sampling program: run perfscope profile as root, or with CAP_BPF and CAP_PERFMON")
+	case errors.Is(err, probes.ErrPermission) && !p.started:
+		return unavailable("the kernel refused a cpu-clock perf event: run perfscope profile as root, or with CAP_PERFMON (kernel.perf_event_paranoid is in the way)")
+	}
+	return err
+}
+
+// result names the window's samples (asking a JVM for its perf map
+// first) and summarizes them. Call it once the session has closed.
+func (p *Profile) result(ctx context.Context, run Run) ProfileResult {
+	jitWarning, removeJITMap := p.writeJITMap(ctx)
 	defer removeJITMap()
 
-	fp, ev := summarizeProfile(opts, part.Raw(), part.Samples())
-	ev.Warnings = part.sym.Warnings()
+	fp, ev := summarizeProfile(p.opts, p.Raw(), p.Samples())
+	ev.Warnings = p.sym.Warnings()
 	if jitWarning != "" {
 		ev.Warnings = append(ev.Warnings, jitWarning)
 	}
-	ev.FrequencyHz, ev.CPUs, ev.DurationNs = part.Frequency(), part.probe.CPUs(), int64(run.Duration())
+	ev.FrequencyHz, ev.CPUs, ev.DurationNs = p.Frequency(), p.probe.CPUs(), int64(run.Duration())
 	if run.Overhead.StatsUnavailable != "" {
 		ev.Warnings = append(ev.Warnings, "BPF run time not measured: "+run.Overhead.StatsUnavailable)
 	}
-	return ProfileResult{Evidence: ev, Flame: fp, Run: run}, nil
+	return ProfileResult{Evidence: ev, Flame: fp, Run: run}
 }
 
 // summarizeProfile derives the flame graph, the folded stacks and the top

@@ -41,6 +41,9 @@ type Softirq struct {
 	last      softirqReading
 	intervals []evidence.SoftirqInterval
 	cov       *Coverage
+	// netRX is each interval's NET_RX share per CPU, for a timeline that
+	// follows the CPUs feeding one socket.
+	netRX []map[int]float64
 }
 
 // SetCoverage implements Sampled.
@@ -73,7 +76,7 @@ func (p *Softirq) Probes() []probes.Probe { return probesOf(p.probe) }
 // Begin implements Part.
 func (p *Softirq) Begin(context.Context) error {
 	r, err := p.read()
-	p.first, p.prev, p.intervals = r, r, nil
+	p.first, p.prev, p.intervals, p.netRX = r, r, nil, nil
 	return err
 }
 
@@ -83,16 +86,28 @@ func (p *Softirq) Tick(_ context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	p.interval(cur, now)
+	return nil
+}
+
+// Tail implements Tailer: the window's last interval, from its last
+// reading.
+func (p *Softirq) Tail(now time.Time) {
+	p.interval(p.last, now)
+}
+
+func (p *Softirq) interval(cur softirqReading, now time.Time) {
 	k := p.cov.ScaleBetween(softirq.Group, p.prev.probe.Taken, cur.probe.Taken)
-	iv := SoftirqIntervalOf(p.input(p.prev, cur, k), now)
+	in := p.input(p.prev, cur, k)
+	iv := SoftirqIntervalOf(in, now)
 	p.prev = cur
 	if p.opts.Timeline {
 		p.intervals = append(p.intervals, iv)
+		p.netRX = append(p.netRX, netRXByCPU(in))
 	}
 	if p.opts.OnInterval != nil {
 		p.opts.OnInterval(iv)
 	}
-	return nil
 }
 
 // End implements Part.
@@ -100,6 +115,30 @@ func (p *Softirq) End(context.Context) error {
 	var err error
 	p.last, err = p.read()
 	return err
+}
+
+// IntervalNetRX is each interval's NET_RX share of each CPU's time, in
+// the order of Evidence().Intervals.
+func (p *Softirq) IntervalNetRX() []map[int]float64 { return p.netRX }
+
+// netRXByCPU is NET_RX time over the interval, per CPU.
+func netRXByCPU(in SoftirqInput) map[int]float64 {
+	out := map[int]float64{}
+	idx := -1
+	for i, v := range in.Vectors {
+		if v == "NET_RX" {
+			idx = i
+		}
+	}
+	if idx < 0 || in.Duration <= 0 {
+		return out
+	}
+	for cpu, vecs := range in.Probe {
+		if idx < len(vecs) {
+			out[cpu] = float64(vecs[idx].TimeNs) / float64(in.Duration)
+		}
+	}
+	return out
 }
 
 // Began is when the window's first probe reading was taken.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"runtime"
 	"time"
 
 	"github.com/perfscope/perfscope/evidence"
@@ -34,6 +33,14 @@ type Part interface {
 // Interval, for a timeline (evidence per interval).
 type Ticker interface {
 	Tick(ctx context.Context, now time.Time) error
+}
+
+// Tailer is a Ticker whose last interval ends with the window: after the
+// last readings, Tail turns the counts since the last tick into a final
+// interval ending at now, so a timeline covers the whole window and its
+// rows add up to the window's counts.
+type Tailer interface {
+	Tail(now time.Time)
 }
 
 // LossCounter is a Part whose probes can lose events; Lost is the number
@@ -228,7 +235,7 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	if w.OnStart != nil {
 		w.OnStart()
 	}
-	err = s.wait(ctx, read, w, run.Begin)
+	lastTick, err := s.wait(ctx, read, w, run.Begin)
 	if gov != nil {
 		gov.finish()
 		var cov *Coverage
@@ -248,6 +255,15 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 		}
 	}
 	run.End = time.Now()
+	if w.Interval > 0 && run.End.Sub(lastTick) >= w.Interval/10 {
+		// The window's tail, from the last tick to the last readings,
+		// is its last interval (unless a tick just took it).
+		for _, p := range s.parts {
+			if t, ok := p.(Tailer); ok {
+				t.Tail(run.End)
+			}
+		}
+	}
 	sample := stats.stop()
 	for _, p := range s.parts {
 		if l, ok := p.(LossCounter); ok {
@@ -311,7 +327,8 @@ func (s *Session) abort(ctx context.Context, begun int) {
 	}
 }
 
-func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) error {
+// wait waits out the window, ticking; it returns when the last tick was.
+func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) (time.Time, error) {
 	deadline := time.NewTimer(w.Duration)
 	defer deadline.Stop()
 	var ticks <-chan time.Time
@@ -320,17 +337,19 @@ func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) err
 		defer t.Stop()
 		ticks = t.C
 	}
+	last := begin
 	for {
 		select {
 		case <-ctx.Done(): // Ctrl-C: report what was measured so far
-			return nil
+			return last, nil
 		case <-deadline.C:
-			return nil
+			return last, nil
 		case now := <-ticks:
+			last = now
 			for _, p := range s.parts {
 				if t, ok := p.(Ticker); ok {
 					if err := t.Tick(read, now); err != nil {
-						return err
+						return last, err
 					}
 				}
 			}
@@ -350,12 +369,7 @@ func (s *Session) probes() []probes.Probe {
 }
 
 // onlineCPUs is the denominator of the BPF time share.
-func (s *Session) onlineCPUs() int {
-	if set, err := s.src.cpus().ReadList("/sys/devices/system/cpu/online"); err == nil && set.Len() > 0 {
-		return set.Len()
-	}
-	return runtime.NumCPU()
-}
+func (s *Session) onlineCPUs() int { return onlineCPUCount(s.src) }
 
 // statsWindow is bpf_stats switched on for one window.
 type statsWindow struct {

@@ -25,8 +25,13 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 	if drv == "" {
 		drv = "no driver"
 	}
-	fmt.Fprintf(w, "perfscope udp — %s (%s, %d RX / %d TX queues) for %.1fs on %d CPUs, kernel %s\n",
-		ev.Interface.Name, drv, ev.Interface.RXQueues, ev.Interface.TXQueues, secs, r.Meta.CPUs, r.Meta.Kernel)
+	if ev.Interface.Name == "" {
+		// A recipe about a port, not an interface.
+		fmt.Fprintf(w, "network — UDP port %d, no interface, for %.1fs on %d CPUs, kernel %s\n", ev.Port, secs, r.Meta.CPUs, r.Meta.Kernel)
+	} else {
+		fmt.Fprintf(w, "perfscope udp — %s (%s, %d RX / %d TX queues) for %.1fs on %d CPUs, kernel %s\n",
+			ev.Interface.Name, drv, ev.Interface.RXQueues, ev.Interface.TXQueues, secs, r.Meta.CPUs, r.Meta.Kernel)
+	}
 
 	Heading(w, "Softirq per CPU (share of wall time)")
 	t := Table{Header: []string{"CPU", "NET_RX/s", "NET_RX", "", "NET_TX/s", "NET_TX", "", "softirq"}}

@@ -77,5 +77,6 @@ func writeLocksText(w io.Writer, r *Report, l evidence.LockSection) {
 		}
 		t.Write(w)
 	}
+	writeFindingsIfAny(w, r.Findings)
 	writeOverhead(w, r.Overhead)
 }

@@ -113,6 +113,8 @@ func writeText(w io.Writer, r *Report) error {
 		return writeFlameDiffText(w, d)
 	case DoctorData:
 		writeDoctorText(w, r, d)
+	case RecipeData:
+		return writeRecipeText(w, r, d)
 	case Texter:
 		return d.WriteText(w, r)
 	default:

@@ -32,6 +32,9 @@ type Report struct {
 	Findings  []diagnose.Finding `json:"findings"`
 	Overhead  *evidence.Overhead `json:"overhead,omitempty"`
 	Artifacts []Artifact         `json:"artifacts,omitempty"`
+	// Recipe is the recipe the run followed, with its parameters' values;
+	// absent for commands that follow none.
+	Recipe *RecipeRef `json:"recipe,omitempty"`
 
 	// Flame is the run's stacks, for the graph formats (folded, svg,
 	// html, pprof, speedscope); not part of the JSON.

@@ -48,6 +48,7 @@ func writeSoftirqText(w io.Writer, r *Report, ev evidence.SoftirqEvidence) {
 		Heading(w, fmt.Sprintf("%s raise → entry latency: %d runs, p50 %s, p99 %s", h.Vector, h.Count, Nanos(h.P50Ns), Nanos(h.P99Ns)))
 		writeHistogram(w, h)
 	}
+	writeFindingsIfAny(w, r.Findings)
 	writeOverhead(w, r.Overhead)
 }
 

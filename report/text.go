@@ -128,6 +128,16 @@ func Heading(w io.Writer, title string) {
 	fmt.Fprintf(w, "\n%s\n%s\n", title, strings.Repeat("─", utf8.RuneCountInString(title)))
 }
 
+// writeFindingsIfAny prints the findings of a command whose text had
+// none before it followed a recipe with rules: nothing when there are
+// none, so such a run reads as it always has.
+func writeFindingsIfAny(w io.Writer, fs []diagnose.Finding) {
+	if len(fs) > 0 {
+		Heading(w, "Findings")
+		WriteFindings(w, fs)
+	}
+}
+
 // WriteFindings prints ranked findings with evidence and commands.
 func WriteFindings(w io.Writer, fs []diagnose.Finding) {
 	if len(fs) == 0 {

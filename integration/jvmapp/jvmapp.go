@@ -46,13 +46,8 @@ func FindJDK() (JDK, error) {
 
 // Build compiles the sample app into dir.
 func (j JDK) Build(ctx context.Context, dir string) error {
-	src := filepath.Join(dir, "SampleApp.java")
-	if err := os.WriteFile(src, source, 0o644); err != nil {
+	if err := j.compile(ctx, dir, "SampleApp.java", source); err != nil {
 		return err
-	}
-	out, err := exec.CommandContext(ctx, j.Javac, "-d", dir, src).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("javac SampleApp.java: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	// The JVM may run as another user (tests drop privileges).
 	return filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
@@ -151,26 +146,8 @@ func Start(ctx context.Context, c Config) (*App, error) {
 		return nil, err
 	}
 	a := &App{Process: proc, PID: cmd.Process.Pid}
-	defer os.Remove(portFile)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if b, err := os.ReadFile(portFile); err == nil {
-			if a.Port, err = strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-				break
-			}
-		}
-		select {
-		case <-a.Exited():
-			return nil, fmt.Errorf("sample app exited during start-up: %v", cmd.ProcessState)
-		case <-ctx.Done():
-			a.Stop()
-			return nil, ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			a.Stop()
-			return nil, errors.New("sample app did not start within 60s")
-		}
+	if a.Port, err = proc.waitPort(ctx, portFile, "sample app"); err != nil {
+		return nil, err
 	}
 	if len(c.Wrap) > 0 {
 		pid, err := childOf(a.PID)
@@ -181,6 +158,45 @@ func Start(ctx context.Context, c Config) (*App, error) {
 		a.PID = pid
 	}
 	return a, nil
+}
+
+// compile writes one embedded Java source into dir and compiles it there.
+func (j JDK) compile(ctx context.Context, dir, name string, text []byte) error {
+	src := filepath.Join(dir, name)
+	if err := os.WriteFile(src, text, 0o644); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, j.Javac, "-d", dir, src).CombinedOutput(); err != nil {
+		return fmt.Errorf("javac %s: %v: %s", name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// waitPort waits (at most 60 s) for the process to write the port it
+// bound into portFile, which it then removes; a process that exits first,
+// or ctx ending, is an error (the process is stopped).
+func (p *Process) waitPort(ctx context.Context, portFile, what string) (int, error) {
+	defer os.Remove(portFile)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if b, err := os.ReadFile(portFile); err == nil {
+			if port, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				return port, nil
+			}
+		}
+		select {
+		case <-p.Exited():
+			return 0, fmt.Errorf("%s exited during start-up: %v", what, p.Cmd.ProcessState)
+		case <-ctx.Done():
+			p.Stop()
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			return 0, fmt.Errorf("%s did not start within 60s", what)
+		}
+	}
 }
 
 // childOf finds the JVM under a launcher (unshare --fork runs it as its

@@ -22,8 +22,9 @@ func parseBudget(pct float64, exact, pctSet bool) (recipes.Budget, error) {
 		}
 		return recipes.Budget{}, nil
 	}
-	if !(pct > 0 && pct <= 100) {
-		return recipes.Budget{}, usageError("--overhead-budget must be a percentage above 0 and at most 100, got %g (use --exact to count every event)", pct)
+	b, err := recipes.BudgetOf(pct)
+	if err != nil {
+		return recipes.Budget{}, usageError("--overhead-budget: %v (use --exact to count every event)", err)
 	}
-	return recipes.Budget{CPUShare: pct / 100}, nil
+	return b, nil
 }

@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"time"
 
@@ -111,43 +109,7 @@ func (o *gclogOptions) validate() error {
 	if o.TargetRPS > 0 && o.RPS == 0 && o.Requests == 0 {
 		return usageError("--target-rps needs the rate during the log: add --rps or --requests")
 	}
-	for _, f := range o.Files {
-		// Stat, not open: opening a FIFO with no writer would block.
-		st, err := os.Stat(f)
-		if err != nil && o.NoRotated {
-			return usageError("cannot read GC log %s: %v", f, errors.Unwrap(err))
-		}
-		if err == nil && st.IsDir() {
-			return usageError("%s is a directory: name the GC log file in it", f)
-		}
-		if err == nil && !st.Mode().IsRegular() {
-			return usageError("%s is not a regular file (a FIFO, device or socket): copy the GC log to a file and name that", f)
-		}
-	}
-	return nil
-}
-
-// files expands each argument to its rotation set, keeping argument order
-// and reading no file twice.
-func (o *gclogOptions) files() ([]string, error) {
-	seen := map[string]bool{}
-	var out []string
-	for _, f := range o.Files {
-		set := []string{f}
-		if !o.NoRotated {
-			var err error
-			if set, err = gclog.RotatedSet(f); err != nil {
-				return nil, err
-			}
-		}
-		for _, s := range set {
-			if !seen[s] {
-				seen[s] = true
-				out = append(out, s)
-			}
-		}
-	}
-	return out, nil
+	return recipes.CheckGCLogs(o.Files, o.NoRotated)
 }
 
 // analyzeGCLogs reads the logs; a test replaces it to check that a parser
@@ -177,33 +139,22 @@ func runGCLog(ctx context.Context, o *gclogOptions, g *Globals) (err error) {
 			err = &ExitError{Code: ExitFailure, Err: fmt.Errorf("perfscope failed reading the GC log (%v): please report it with the log", v)}
 		}
 	}()
-	files, err := o.files()
+	files, err := recipes.GCLogFiles(o.Files, o.NoRotated)
 	if err != nil {
-		return asUsage(fmt.Errorf("%w (check the path)", err))
-	}
-	s, err := analyzeGCLogs(ctx, files, o.PauseGoal)
-	switch {
-	case errors.Is(err, context.Canceled):
-		return err
-	case errors.Is(err, gclog.ErrNotFound), errors.Is(err, os.ErrPermission), errors.Is(err, gclog.ErrCorrupt),
-		errors.Is(err, gclog.ErrNotRegular):
-		return asUsage(err)
-	case err != nil:
 		return err
 	}
-	if s.Parse.Events == 0 && s.Parse.Safepoints == 0 && s.Parse.UnrecognisedRecords == 0 {
-		return usageError("no GC events in %s (%d lines, %d unrecognised): is it a HotSpot GC log written with -XX:+PrintGCDetails or -Xlog:gc?",
-			strings.Join(files, ", "), s.Parse.Lines, s.Parse.Unknown)
+	res, err := recipes.RunGC(ctx, recipes.GCOptions{Files: files, PauseGoal: o.PauseGoal, YoungInterval: o.YoungInterval,
+		RPS: o.RPS, Requests: o.Requests, TargetRPS: o.TargetRPS, Analyze: analyzeGCLogs})
+	if err != nil {
+		return err
 	}
-	gc := recipes.GCEvidence(s)
-	gc.Goals.YoungIntervalNs = int64(o.YoungInterval)
-	gc.Model = diagnose.GCModelFor(&gc, o.RPS, o.Requests, o.TargetRPS)
+	s, gc := res.Summary, res.GC
 
 	r := report.New("gclog", Version(), g.Started)
 	data := gclogData{Files: s.Files, Parse: s.Parse, GC: gc, Concurrent: s.Concurrent, Series: s.Series, TimeJumps: s.Window.Jumps,
 		Safepoints: gclog.PhaseStats{Count: s.Safepoints.Count, TotalNs: int64(s.Safepoints.Stopped)}}
 	r.Data = data
-	r.Findings = diagnose.Run(diagnose.GCRules, gc)
+	r.Findings = res.Findings
 	if r.Findings == nil {
 		r.Findings = []diagnose.Finding{}
 	}

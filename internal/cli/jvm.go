@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -59,14 +56,15 @@ type jvmOptions struct {
 	format    report.Format
 	failOn    diagnose.Severity
 	wroteJSON bool
-	measure   jvm.Options
-	hsperfFS  hsperf.FS
+	// plan is the jvm-alloc recipe bound to the flags.
+	plan *recipes.Plan
+	src  recipes.Sources
 	// run is the measurement; tests replace it to check flag handling.
 	run func(ctx context.Context, o *jvmOptions, g *Globals) error
 }
 
 func newJVMCmd(g *Globals) *cobra.Command {
-	return jvmCmd(g, &jvmOptions{hsperfFS: hsperf.Default, run: runJVM})
+	return jvmCmd(g, &jvmOptions{src: recipes.Live(), run: runJVM})
 }
 
 func jvmCmd(g *Globals, o *jvmOptions) *cobra.Command {
@@ -141,6 +139,10 @@ Ctrl-C; if the JVM exits mid-run, what was measured is reported (exit 4).`,
 	return cmd
 }
 
+// jvmFlags name the jvm-alloc recipe's parameters that are not
+// --name-with-dashes as the jvm command's flags.
+var jvmFlags = map[string]string{"body_file": "--body @FILE"}
+
 func (o *jvmOptions) validate() error {
 	var err error
 	if o.format, err = report.ParseFormat(o.Output); err != nil {
@@ -154,157 +156,40 @@ func (o *jvmOptions) validate() error {
 	if o.PID <= 0 {
 		return usageError("--pid is required: pass the pid of a running JVM (`jps` or `pgrep java` lists them)")
 	}
-	if o.Duration <= 0 {
-		return usageError("--duration must be positive, got %v", o.Duration)
-	}
-	if o.Requests < 0 || o.Concurrency <= 0 || o.Top < 0 || o.TargetRPS < 0 || o.TargetGCInterval <= 0 {
-		return usageError("--requests, --top and --target-rps must not be negative, --concurrency and --target-gc-interval must be positive")
-	}
-	event, err := asprof.ParseEvent(o.Event)
-	if err != nil {
-		return asUsage(err)
-	}
-	interval, err := parseSize(o.AllocInterval)
-	if err != nil {
-		return usageError("--alloc-interval: %v", err)
-	}
 	if o.Flame != "" && !strings.HasSuffix(o.Flame, ".svg") && !strings.HasSuffix(o.Flame, ".html") {
 		return usageError("--flame %s: the file name must end in .svg or .html", o.Flame)
 	}
-	o.measure = jvm.Options{
-		PID:              o.PID,
-		FS:               o.hsperfFS,
-		Duration:         o.Duration,
-		Locator:          asprof.Locator{Explicit: o.AsyncProfiler},
-		Profile:          asprof.Options{Event: event, AllocInterval: interval, Threads: true},
-		TopSites:         o.Top,
-		TargetRPS:        o.TargetRPS,
-		TargetGCInterval: o.TargetGCInterval,
-		MappingsURL:      o.Mappings,
+	// The flags are the jvm-alloc recipe's parameters; the recipe checks
+	// their values and how they go together, in sentences naming the
+	// flags.
+	set := recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(), "requests", strconv.FormatInt(o.Requests, 10),
+		"load", o.LoadURL, "method", strings.ToUpper(o.Method), "concurrency", strconv.Itoa(o.Concurrency), "event", o.Event,
+		"alloc_interval", o.AllocInterval, "async_profiler", o.AsyncProfiler, "target_rps", strconv.FormatFloat(o.TargetRPS, 'g', -1, 64),
+		"target_gc_interval", o.TargetGCInterval.String(), "top", strconv.Itoa(o.Top),
+		"requests_from", o.RequestsFrom, "requests_metric", o.RequestsMetric, "requests_match", recipes.KindList.JoinItems(o.RequestsMatch),
+		"mappings", o.Mappings, "count", o.Count, "request_threads", o.RequestThreads, "handler_frames", o.HandlerFrames)
+	if file, ok := strings.CutPrefix(o.Body, "@"); ok {
+		set["body_file"] = file
+	} else {
+		set["body"] = o.Body
 	}
-	if err := o.validateAttribution(); err != nil {
+	for _, h := range o.Headers {
+		if strings.ContainsAny(h, "\r\n") {
+			return usageError("--header %q: a header is one line", h)
+		}
+	}
+	set["header"] = recipes.KindList.JoinItems(o.Headers)
+	ports := make([]string, len(o.HTTPPorts))
+	for i, p := range o.HTTPPorts {
+		ports[i] = strconv.FormatUint(uint64(p), 10)
+	}
+	set["http_port"] = recipes.KindPorts.JoinItems(ports)
+	r, err := recipes.Find("jvm-alloc")
+	if err != nil {
 		return err
 	}
-	if o.LoadURL == "" {
-		if o.Body != "" || len(o.Headers) > 0 || o.Method != "GET" {
-			return usageError("--method, --body and --header shape the load: add --load URL")
-		}
-		o.measure.Requests = o.Requests
-		return o.validateRequestSources()
-	}
-	if o.RequestsFrom != "" {
-		return usageError("--requests-from counts requests perfscope does not drive: drop it with --load, which counts its own")
-	}
-	if o.Requests == 0 {
-		return usageError("--load needs --requests N: the fixed request count is what bytes per request divide by")
-	}
-	spec := &httpload.Spec{URL: o.LoadURL, Method: strings.ToUpper(o.Method), Header: http.Header{}, Requests: int(o.Requests), Concurrency: o.Concurrency}
-	for _, h := range o.Headers {
-		if err := httpload.ParseHeader(spec.Header, h); err != nil {
-			return asUsage(err)
-		}
-	}
-	if o.Body != "" {
-		spec.Body = []byte(o.Body)
-		if name, ok := strings.CutPrefix(o.Body, "@"); ok {
-			if spec.Body, err = os.ReadFile(name); err != nil {
-				return usageError("--body: %v", err)
-			}
-		}
-	}
-	if err := spec.Validate(); err != nil {
-		return asUsage(err)
-	}
-	o.measure.Load = spec
-	return nil
-}
-
-func (o *jvmOptions) validateAttribution() error {
-	for name, v := range map[string]struct {
-		src string
-		dst **regexp.Regexp
-	}{
-		"--request-threads": {o.RequestThreads, &o.measure.Attribution.RequestThreads},
-		"--handler-frames":  {o.HandlerFrames, &o.measure.Attribution.HandlerFrames},
-	} {
-		if v.src == "" {
-			continue
-		}
-		re, err := regexp.Compile(v.src)
-		if err != nil {
-			return usageError("%s %q: %v", name, v.src, err)
-		}
-		*v.dst = re
-	}
-	return nil
-}
-
-func (o *jvmOptions) validateRequestSources() error {
-	switch o.Count {
-	case "auto":
-		o.measure.Passive = jvm.PassiveAuto
-	case "on":
-		o.measure.Passive = jvm.PassiveRequired
-	case "off":
-		o.measure.Passive = jvm.PassiveOff
-	default:
-		return usageError("--count %q: want auto, on or off", o.Count)
-	}
-	for _, p := range o.HTTPPorts {
-		if p == 0 || p > 65535 {
-			return usageError("--http-port %d is not a TCP port", p)
-		}
-		o.measure.HTTPPorts = append(o.measure.HTTPPorts, uint16(p))
-	}
-	if o.RequestsFrom == "" {
-		if o.RequestsMetric != "" || len(o.RequestsMatch) > 0 {
-			return usageError("--requests-metric and --requests-match select series of --requests-from: add --requests-from URL")
-		}
-		return nil
-	}
-	u, err := url.Parse(o.RequestsFrom)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usageError("--requests-from %q is not an http(s) URL", o.RequestsFrom)
-	}
-	src := &jvm.MetricsSource{URL: o.RequestsFrom, Metric: o.RequestsMetric, Match: map[string]*regexp.Regexp{}, Exclude: map[string]*regexp.Regexp{}}
-	for _, m := range o.RequestsMatch {
-		label, re, neg := "", "", false
-		if l, r, ok := strings.Cut(m, "!="); ok {
-			label, re, neg = l, r, true
-		} else if l, r, ok := strings.Cut(m, "="); ok {
-			label, re = l, r
-		}
-		if label == "" {
-			return usageError("--requests-match %q: want LABEL=REGEX or LABEL!=REGEX", m)
-		}
-		compiled, err := regexp.Compile("^(?:" + re + ")$")
-		if err != nil {
-			return usageError("--requests-match %q: %v", m, err)
-		}
-		if neg {
-			src.Exclude[label] = compiled
-		} else {
-			src.Match[label] = compiled
-		}
-	}
-	o.measure.RequestsFrom = src
-	return nil
-}
-
-// parseSize reads "524288", "512k", "1m".
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	switch {
-	case strings.HasSuffix(strings.ToLower(s), "k"):
-		mult, s = 1<<10, s[:len(s)-1]
-	case strings.HasSuffix(strings.ToLower(s), "m"):
-		mult, s = 1<<20, s[:len(s)-1]
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%q is not a positive size like 128k", s)
-	}
-	return n * mult, nil
+	o.plan, err = r.BindFlags(set, jvmFlags)
+	return err
 }
 
 // jvmData is the JSON data section of `perfscope jvm`.
@@ -338,39 +223,36 @@ func newJVMData(res *jvm.Result) jvmData {
 }
 
 func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
-	started := time.Now()
+	hooks := recipes.Hooks{Started: time.Now()}
 	if o.format == report.Text && isTerminal(os.Stderr) {
-		o.measure.Started = func() {
-			if o.measure.Load != nil {
-				fmt.Fprintf(g.Err, "profiling pid %d while sending %d requests…\n", o.PID, o.measure.Load.Requests)
+		hooks.JVMStarted = func() {
+			if o.LoadURL != "" {
+				fmt.Fprintf(g.Err, "profiling pid %d while sending %d requests…\n", o.PID, o.Requests)
 			} else {
 				fmt.Fprintf(g.Err, "profiling pid %d for %v…\n", o.PID, o.Duration)
 			}
 		}
 	}
-	res, err := recipes.RunJVM(ctx, recipes.Live(), o.measure)
-	if err != nil && (res.Result == nil || !errors.Is(err, jvm.ErrTargetExited)) {
-		return jvmError(o.PID, err)
+	res, err := o.plan.Run(ctx, o.src, hooks)
+	var je *recipes.JVMError
+	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
+		return jvmError(je.PID, je.Err)
 	}
-	for _, w := range res.Warnings {
+	if err != nil && res == nil {
+		return err
+	}
+	j := res.JVM
+	for _, w := range j.Warnings {
 		fmt.Fprintf(g.Err, "perfscope: warning: %s\n", w)
 	}
-	r := report.New("jvm", Version(), started)
-	r.Meta.DurationNs = res.Evidence.WindowNs
-	r.Overhead = &evidence.Overhead{AttachMethod: "hotspot-attach+async-profiler", AttachNs: res.AttachNs, Programs: res.BPF}
-	if w := res.Evidence.WindowNs; w > 0 {
-		for _, p := range res.BPF {
-			r.Overhead.BPFTimeShare += float64(p.RunTimeNs) / float64(w) / float64(r.Meta.CPUs)
-		}
-	}
-	data := newJVMData(res.Result)
-	data.profile = o.measure.Profile
+	// The recipe's envelope (which names it and its values, its overhead
+	// and findings) with the jvm command's own data and text.
+	r := res.Report("jvm", Version())
+	data := newJVMData(j.Result)
+	data.profile = j.ProfileOptions
 	r.Data = data
-	if len(res.Findings) > 0 {
-		r.Findings = res.Findings
-	}
-	if res.Profile != nil {
-		if werr := writeProfileFiles(o, r, res.Profile); werr != nil {
+	if j.Profile != nil {
+		if werr := writeProfileFiles(o, r, j); werr != nil {
 			return werr
 		}
 	}
@@ -378,7 +260,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	if err != nil {
 		// The JVM exited mid-run: the report says what was measured, and
 		// the exit code says the run failed.
-		exitErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement (hsperfdata and attach socket went away); reported what was measured in %.1fs", o.PID, float64(res.Evidence.WindowNs)/1e9)}
+		exitErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement (hsperfdata and attach socket went away); reported what was measured in %.1fs", o.PID, float64(j.Evidence.WindowNs)/1e9)}
 	}
 	if o.format == report.JSON {
 		o.wroteJSON = true
@@ -424,18 +306,11 @@ func (d jvmData) WriteText(w io.Writer, r *report.Report) error {
 	return nil
 }
 
-func writeProfileFiles(o *jvmOptions, r *report.Report, p *asprof.Profile) error {
+func writeProfileFiles(o *jvmOptions, r *report.Report, j *recipes.JVMResult) error {
 	if o.Flame == "" && o.Folded == "" {
 		return nil
 	}
-	unit := flame.Bytes
-	if p.Event != asprof.Alloc {
-		unit = flame.Nanoseconds
-	}
-	fp := flame.New(unit)
-	for _, s := range p.Stacks {
-		fp.Add(jvm.WithoutThread(s.Frames), s.Weight)
-	}
+	p, fp := j.Profile, j.Flame()
 	write := func(path, kind string, out flame.Output, opts flame.Options) error {
 		err := flame.WriteFile(context.Background(), path, fp, out, opts)
 		if isBadInputFile(err) {

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/jvm/asprof"
+	"github.com/perfscope/perfscope/recipes"
 )
 
 func TestJVMFlags(t *testing.T) {
@@ -25,7 +29,6 @@ func TestJVMFlags(t *testing.T) {
 		{[]string{"--pid", "42", "--alloc-interval", "lots"}, ExitUsage},
 		{[]string{"--pid", "42", "--flame", "x.png"}, ExitUsage},
 		{[]string{"--pid", "42", "-o", "yaml"}, ExitUsage},
-		{[]string{"--pid", "42", "--body", "@/nonexistent", "--load", "http://x/", "-n", "1"}, ExitUsage},
 		{[]string{"--pid", "42", "--requests-from", "http://127.0.0.1:8080/actuator/prometheus", "--requests-match", "uri=/api/.*", "--requests-match", "status!=5..", "--http-port", "8080", "--request-threads", "^worker-", "--handler-frames", `Controller\.`}, ExitOK},
 		{[]string{"--pid", "42", "--requests-from", "ftp://x/metrics"}, ExitUsage},
 		{[]string{"--pid", "42", "--requests-match", "uri=/x"}, ExitUsage},
@@ -44,9 +47,53 @@ func TestJVMFlags(t *testing.T) {
 		if got := CodeOf(cmd.ExecuteContext(context.Background())); got != tc.code {
 			t.Errorf("%q: exit %d, want %d", tc.args, got, tc.code)
 		}
-		if tc.code == ExitOK && (ran == nil || ran.measure.Profile.Event != asprof.Alloc || ran.measure.Profile.AllocInterval != asprof.DefaultAllocInterval) {
+		if tc.code == ExitOK && (ran == nil || ran.plan.Values["event"] != string(asprof.Alloc) || ran.plan.Values["alloc_interval"] != int64(asprof.DefaultAllocInterval)) {
 			t.Errorf("%q: options %+v", tc.args, ran)
 		}
+	}
+}
+
+// The flags reach the jvm-alloc recipe, whose checks against the system
+// (before anything is attached) name the flags: a body file that is not
+// there, a regex that does not compile.
+func TestJVMFlagsReachTheRecipe(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "proc", "42"), 0o755)
+	os.WriteFile(filepath.Join(root, "proc", "42", "status"), []byte("Name:\tjava\nState:\tS (sleeping)\nTgid:\t42\nNStgid:\t42\n"), 0o644)
+	src := recipes.Sources{Root: procfs.FS{Root: root}}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pid", "42", "--body", "@/nonexistent", "--load", "http://x/", "-n", "1"}, "--body @FILE /nonexistent"},
+		{[]string{"--pid", "42", "--body", "@" + root, "--load", "http://x/", "-n", "1"}, "not a regular file"},
+		{[]string{"--pid", "42", "--request-threads", "("}, "--request-threads"},
+		{[]string{"--pid", "42", "--requests-from", "http://x/m", "--requests-match", "nolabel"}, "--requests-match \"nolabel\": want LABEL=REGEX"},
+		{[]string{"--pid", "42", "--load", "http://x/", "-n", "5", "--requests-from", "http://x/m"}, "--requests-from counts requests perfscope does not drive"},
+		{[]string{"--pid", "43"}, "--pid 43: no such process"},
+	} {
+		o := &jvmOptions{src: src, run: func(_ context.Context, o *jvmOptions, _ *Globals) error { return o.plan.Prepare(o.src) }}
+		g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}
+		cmd := jvmCmd(g, o)
+		cmd.SetArgs(tc.args)
+		cmd.SilenceErrors, cmd.SilenceUsage = true, true
+		err := cmd.ExecuteContext(context.Background())
+		if CodeOf(err) != ExitUsage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v (exit %d), want exit 2 saying %q", tc.args, err, CodeOf(err), tc.want)
+		}
+	}
+	body := filepath.Join(root, "order.json")
+	os.WriteFile(body, []byte(`{"n": 1}`), 0o644)
+	var plan *recipes.Plan
+	o := &jvmOptions{src: src, run: func(_ context.Context, o *jvmOptions, _ *Globals) error { plan = o.plan; return o.plan.Prepare(o.src) }}
+	cmd := jvmCmd(&Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}, o)
+	cmd.SetArgs([]string{"--pid", "42", "--body", "@" + body, "--load", "http://x/", "-n", "3", "--method", "post", "-H", "A: b, c", "-H", "X-Y: z"})
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	if err := cmd.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Values["method"] != "POST" || strings.Join(plan.Values["header"].([]string), "|") != "A: b, c|X-Y: z" || plan.Values["body_file"] != body {
+		t.Errorf("values %v", plan.Values)
 	}
 }
 

@@ -6,18 +6,25 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/internal/safeio"
-	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
 var profileFormats = append([]report.Format{report.Text, report.JSON}, report.GraphFormats...)
+
+// The cpu-profile recipe's names of the stacks and root-frame choices.
+var (
+	stackNames = map[cpuprofile.Stacks]string{cpuprofile.KernelAndUser: "kernel+user", cpuprofile.KernelOnly: "kernel", cpuprofile.UserOnly: "user"}
+	rootNames  = map[cpuprofile.RootFrame]string{cpuprofile.RootComm: "comm", cpuprofile.RootNone: "none",
+		cpuprofile.RootProcess: "process", cpuprofile.RootThread: "thread", cpuprofile.RootCPU: "cpu"}
+)
 
 type profileOptions struct {
 	PID         int
@@ -42,9 +49,6 @@ type profileOptions struct {
 	stacks cpuprofile.Stacks
 	root   cpuprofile.RootFrame
 	src    recipes.Sources
-	// jvm is the --pid JVM that will be asked for its perf map when the
-	// window ends (--jit-map).
-	jvm *attach.Target
 	// run is the profiling itself; tests replace it to check flag handling.
 	run func(ctx context.Context, o *profileOptions, g *Globals) error
 }
@@ -99,7 +103,7 @@ map (Compiler.perfmap) when the window ends; other runtimes must have written
 	f.BoolVar(&o.IncludeIdle, "include-idle", false, "keep samples of idle CPUs (the swapper task)")
 	f.BoolVar(&o.JITMap, "jit-map", false, "name JIT-compiled code from the process's perf map: a HotSpot JVM (JDK 17+) is asked to write it, other runtimes must have written /tmp/perf-<pid>.map (needs --pid)")
 	f.IntVar(&o.Top, "top", 20, "functions listed in text output")
-	f.IntVar(&o.StackMap, "stack-map-size", 16384, "stack map entries (~1 KiB each): raise it when many distinct stacks collide and samples are lost")
+	f.IntVar(&o.StackMap, "stack-map-size", cpuprofile.DefaultStackEntries, "stack map entries (~1 KiB each): raise it when many distinct stacks collide and samples are lost")
 	f.StringVar(&o.Title, "title", "", "flame graph title (svg, html, speedscope)")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, folded, svg, html, pprof or speedscope")
 	f.StringVar(&o.OutFile, "out", "", "write the output to this file instead of standard output")
@@ -169,27 +173,35 @@ func (o *profileOptions) validate() error {
 		if o.PID == 0 {
 			return usageError("--jit-map needs --pid: perf maps belong to one process")
 		}
-		o.jvm, err = recipes.CheckJITMap(o.src, o.PID)
+		// Checked here for the sentence before anything loads; the recipe
+		// asks again when it is loaded, for the JVM to ask.
+		_, err = recipes.CheckJITMap(o.src, o.PID)
 		return err
 	}
 	return nil
 }
 
 func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
-	opts := recipes.ProfileOptions{PID: o.PID, Frequency: o.Frequency, Stacks: o.stacks, IncludeIdle: o.IncludeIdle,
-		StackEntries: o.StackMap, Root: o.root, JVM: o.jvm}
-	w := recipes.Window{Duration: o.Duration, Started: g.Started}
-	if f, ok := g.Err.(*os.File); ok && isTerminal(f) {
-		w.OnStart = func() {
-			fmt.Fprintf(g.Err, "sampling for %v at %d Hz (Ctrl-C stops early)…\n", o.Duration, o.Frequency)
-		}
-	}
-	res, err := recipes.RunProfile(ctx, o.src, opts, w)
+	// The flags are the cpu-profile recipe's parameters.
+	plan, err := recipes.Load("cpu-profile", recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(),
+		"freq", strconv.Itoa(o.Frequency), "stacks", stackNames[o.stacks], "root", rootNames[o.root],
+		"include_idle", strconv.FormatBool(o.IncludeIdle), "jit_map", strconv.FormatBool(o.JITMap),
+		"stack_map_size", strconv.Itoa(o.StackMap)), o.src)
 	if err != nil {
 		return err
 	}
-	r := res.Report(Version())
-	d := res.Evidence
+	hooks := recipes.Hooks{Started: g.Started}
+	if f, ok := g.Err.(*os.File); ok && isTerminal(f) {
+		hooks.OnStart = func() {
+			fmt.Fprintf(g.Err, "sampling for %v at %d Hz (Ctrl-C stops early)…\n", o.Duration, o.Frequency)
+		}
+	}
+	res, err := plan.Run(ctx, o.src, hooks)
+	if err != nil {
+		return err
+	}
+	r := res.Report("profile", Version())
+	d := res.Profile.Evidence
 	r.Show = report.Show{Top: o.Top, Title: o.Title,
 		Subtitle: fmt.Sprintf("%d samples at %d Hz, %s stacks, %v", d.Samples, d.FrequencyHz, d.Stacks, time.Duration(d.DurationNs).Round(time.Millisecond))}
 	if r.Show.Title == "" {

@@ -83,6 +83,7 @@ Exit codes: 0 ok, 1 findings at or above --fail-on, 2 bad usage or input,
 		newFlameCmd(g),
 		newGCLogCmd(g),
 		newUDPCmd(g),
+		newRecipeCmd(g),
 	)
 	return root
 }

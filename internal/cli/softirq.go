@@ -111,29 +111,35 @@ func (o *softirqOptions) validate() error {
 }
 
 func runSoftirq(ctx context.Context, o *softirqOptions, g *Globals) error {
+	// The flags are the softirq-balance recipe's parameters.
+	plan, err := recipes.Load("softirq-balance", recipeSet("duration", o.Duration.String(), "interval", o.Interval.String(),
+		"cpus", o.CPUs, "attach_method", o.Method), o.src)
+	if err != nil {
+		return err
+	}
 	progress := newProgress(g.Err, o.Duration)
-	w := recipes.Window{Duration: o.Duration, Interval: o.Interval, Started: g.Started, Budget: o.budget}
-	if w.Interval == 0 && progress.enabled {
-		w.Interval = time.Second // ticks for the progress line only
+	plan.SetBudget(o.budget)
+	hooks := recipes.Hooks{Started: g.Started}
+	if o.Interval == 0 && progress.enabled {
+		hooks.TickEvery = time.Second // ticks for the progress line only
 	}
 	textIntervals := o.Interval > 0 && o.format == report.Text
 	if textIntervals {
 		report.WriteSoftirqIntervalHeader(g.textOut())
 	}
-	opts := recipes.SoftirqOptions{Method: o.method, CPUs: o.cpus, Timeline: o.Interval > 0,
-		OnInterval: func(iv evidence.SoftirqInterval) {
-			if textIntervals {
-				progress.clear()
-				report.WriteSoftirqInterval(g.textOut(), iv)
-			}
-			progress.update(iv.End, iv.NetRXPerS)
-		}}
-	res, err := recipes.RunSoftirq(ctx, o.src, opts, w)
+	hooks.OnSoftirqInterval = func(iv evidence.SoftirqInterval) {
+		if textIntervals {
+			progress.clear()
+			report.WriteSoftirqInterval(g.textOut(), iv)
+		}
+		progress.update(iv.End, iv.NetRXPerS)
+	}
+	res, err := plan.Run(ctx, o.src, hooks)
 	progress.clear()
 	if err != nil {
 		return err
 	}
-	return report.Render(g.Out, res.Report(Version()), o.format)
+	return report.Render(g.Out, res.Report("softirq", Version()), o.format)
 }
 
 // progress draws "time left, events/s" on a terminal's stderr and nothing

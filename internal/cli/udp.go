@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/internal/netapply"
 	"github.com/perfscope/perfscope/internal/netcompare"
 	"github.com/perfscope/perfscope/internal/safeio"
@@ -52,9 +49,10 @@ type udpOptions struct {
 	format report.Format
 	method probes.AttachMethod
 	budget recipes.Budget
-	net    recipes.NetOptions
-	src    recipes.Sources
-	run    func(ctx context.Context, o *udpOptions, g *Globals) error
+	// set are the udp-rx recipe's parameters, from the flags.
+	set map[string]string
+	src recipes.Sources
+	run func(ctx context.Context, o *udpOptions, g *Globals) error
 }
 
 func newUDPCmd(g *Globals) *cobra.Command {
@@ -166,29 +164,37 @@ func (o *udpOptions) validate() error {
 		}
 		d.Close()
 	}
-	iface, err := recipes.ResolveInterface(o.src, o.Iface)
-	if err != nil {
+	if _, err := recipes.ResolveInterface(o.src, o.Iface); err != nil {
 		return err
 	}
-	o.net = recipes.NetOptions{Iface: iface, Port: o.Port, PID: o.PID, Method: o.method, LockStacks: o.LockStacks, Profile: !o.NoProfile, Frequency: o.Freq}
+	o.set = recipeSet("iface", o.Iface, "port", strconv.Itoa(o.Port), "pid", strconv.Itoa(o.PID), "duration", o.Duration.String(),
+		"profile", strconv.FormatBool(!o.NoProfile), "freq", strconv.Itoa(o.Freq), "lock_stacks", strconv.Itoa(o.LockStacks),
+		"attach_method", o.Method, "flame", o.FlameDir)
 	return nil
 }
 
 func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	limitHeap(udpHeapLimit)
-	// bpf_stats run for probes.StatsSampleOn of every StatsSamplePeriod:
-	// left on, they cost each program run more than most programs do.
-	res, err := recipes.RunNet(ctx, o.src, o.net, recipes.Window{Duration: o.Duration, Stats: recipes.StatsSampled, Started: g.Started, Budget: o.budget})
+	// The flags are the udp-rx recipe's parameters; its window samples
+	// bpf_stats (probes.StatsSampleOn of every StatsSamplePeriod): left
+	// on, they cost each program run more than most programs do.
+	plan, err := recipes.Load("udp-rx", o.set, o.src)
+	if err == nil {
+		plan.SetBudget(o.budget)
+	}
 	if err != nil {
 		return err
 	}
-	r := res.Report(Version())
-	if o.FlameDir != "" && res.Flames != nil {
-		arts, err := writeNetFlames(o.FlameDir, o.Iface, res)
-		r.Artifacts = append(r.Artifacts, arts...)
-		if err != nil {
-			return err
-		}
+	res, err := plan.Run(ctx, o.src, recipes.Hooks{Started: g.Started})
+	if err != nil {
+		return err
+	}
+	r := res.Report("udp", Version())
+	// --flame: the recipe's outputs, the NET_RX CPUs', the other CPUs'
+	// and all CPUs' stacks as folded stacks and SVG flame graphs, created
+	// in a directory private to this user without following links.
+	if err := res.WriteOutputs(r); err != nil {
+		return err
 	}
 	// --apply: only after the report is complete, so the user sees why.
 	var applyErr error
@@ -206,40 +212,6 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 		return applyErr
 	}
 	return failOn(r.Findings, o.failOn)
-}
-
-// writeNetFlames writes the NET_RX CPUs', the other CPUs' and all CPUs'
-// stacks as folded stacks and SVG flame graphs into dir, which must be
-// private to this user; files are created without following links.
-func writeNetFlames(dir, iface string, res recipes.NetResult) ([]report.Artifact, error) {
-	d, err := safeio.OpenPrivateDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("--flame %s: %w", dir, err)
-	}
-	defer d.Close()
-	var arts []report.Artifact
-	for _, part := range []struct{ key, name, title string }{
-		{"netrx", "udp-netrx", "CPUs running NET_RX (" + cpuset.Of(res.Evidence.Profile.NetRXCPUs...).List() + ")"},
-		{"other", "udp-other", "other CPUs"},
-		{"all", "udp-all", "all CPUs"},
-	} {
-		opts := flame.Options{Title: "perfscope udp --iface " + iface + ": " + part.title}
-		for _, out := range []struct {
-			format flame.Output
-			ext    string
-			kind   string
-		}{{flame.OutputFolded, ".folded", "folded"}, {flame.OutputSVG, ".svg", "flamegraph-svg"}} {
-			path := filepath.Join(dir, part.name+out.ext)
-			err := d.WriteFile(context.Background(), part.name+out.ext, 0o644, func(w io.Writer) error {
-				return flame.Write(w, res.Flames[part.key], out.format, opts)
-			})
-			if err != nil {
-				return arts, fmt.Errorf("write %s: %w", path, err)
-			}
-			arts = append(arts, report.Artifact{Kind: out.kind, Path: path})
-		}
-	}
-	return arts, nil
 }
 
 // applyFindings makes the chosen findings' typed changes through

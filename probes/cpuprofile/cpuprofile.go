@@ -39,6 +39,10 @@ const (
 // not run in lockstep with periodic work (the FlameGraph convention).
 const DefaultFrequency = 99
 
+// DefaultStackEntries is the stack map's size when Options.StackEntries is
+// 0: what the BPF object declares.
+const DefaultStackEntries = 16384
+
 // Options configure a profiler.
 type Options struct {
 	// PID limits sampling to one process (its tgid, as the host's pid
@@ -57,7 +61,7 @@ type Options struct {
 	// stack; call Profile.SplitIdle to classify them.
 	KeepIdleInterrupts bool
 	// StackEntries and CountEntries size the stack map and the count hash
-	// (0: 16384 and 40960). Too small a stack map shows up as
+	// (0: DefaultStackEntries and 40960). Too small a stack map shows up as
 	// stack collisions in Lost.
 	StackEntries int
 	CountEntries int

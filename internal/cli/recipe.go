@@ -1,0 +1,576 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/jvm"
+	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/report"
+)
+
+func newRecipeCmd(g *Globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "recipe",
+		Short: "Run, list, show and check declarative recipes: probes, collectors and rules in one window",
+		Long: `A recipe is a YAML file naming what to measure — probes and collectors from
+perfscope's catalog, with options — for how long and in what intervals, which
+rules judge it and which files to write, with typed parameters set on the
+command line (--set NAME=VALUE). Recipes are data: they run no commands and
+read or write only files named by their parameters.
+
+Built-in recipes are embedded in the binary (perfscope udp, softirq, profile
+and jvm follow udp-rx, softirq-balance, cpu-profile and jvm-alloc); any file
+can be run the same way. Rules are chosen by id or family, with threshold
+overrides (perfscope recipe catalog lists them). recipes/README.md documents
+the format.`,
+		Example: `  perfscope recipe list
+  perfscope recipe show jvm-net > my-recipe.yaml
+  perfscope recipe run lock-contention --set duration=30s --set interval=1s
+  perfscope recipe run jvm-net --set pid=4242 --set port=9000 -o json
+  perfscope recipe validate my-recipe.yaml`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newRecipeListCmd(g), newRecipeShowCmd(g), newRecipeRunCmd(g), newRecipeValidateCmd(g), newRecipeCatalogCmd(g))
+	return cmd
+}
+
+// completeRecipes offers the built-ins' names, then recipe files.
+func completeRecipes(_ *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, r := range recipes.Builtins() {
+		out = append(out, r.Name+"\t"+r.Summary())
+	}
+	return out, cobra.ShellCompDirectiveDefault
+}
+
+// --- list ------------------------------------------------------------------
+
+type recipeInfo struct {
+	Name        string          `json:"name"`
+	Source      string          `json:"source"`
+	Summary     string          `json:"summary"`
+	Description string          `json:"description"`
+	Parameters  []parameterInfo `json:"parameters"`
+	Probes      []string        `json:"probes"`
+	Collectors  []string        `json:"collectors"`
+}
+
+type parameterInfo struct {
+	Name        string   `json:"name"`
+	Type        string   `json:"type"`
+	Default     *string  `json:"default,omitempty"`
+	Required    bool     `json:"required,omitempty"`
+	Values      []string `json:"values,omitempty"`
+	Description string   `json:"description,omitempty"`
+}
+
+func infoOf(r *recipes.Recipe) recipeInfo {
+	ri := recipeInfo{Name: r.Name, Source: r.Source, Summary: r.Summary(), Description: r.Description, Parameters: []parameterInfo{}, Probes: []string{}, Collectors: []string{}}
+	for _, p := range r.Parameters {
+		pi := parameterInfo{Name: p.Name, Type: string(p.Kind), Required: p.Required, Values: p.Values, Description: p.Description}
+		if d, ok := p.DefaultText(); ok {
+			pi.Default = &d
+		}
+		ri.Parameters = append(ri.Parameters, pi)
+	}
+	for _, u := range r.Probes {
+		ri.Probes = append(ri.Probes, u.Name)
+	}
+	for _, u := range r.Collectors {
+		ri.Collectors = append(ri.Collectors, u.Name)
+	}
+	return ri
+}
+
+// recipeList is `perfscope recipe list`'s data.
+type recipeList struct {
+	Recipes []recipeInfo `json:"recipes"`
+}
+
+func (l recipeList) WriteText(w io.Writer, _ *report.Report) error {
+	t := report.Table{Header: []string{"recipe", "what it measures", "parameters"}}
+	for _, r := range l.Recipes {
+		var ps []string
+		for _, p := range r.Parameters {
+			n := p.Name
+			if p.Required {
+				n += "*"
+			}
+			ps = append(ps, n)
+		}
+		t.Add(r.Name, r.Summary, strings.Join(ps, " "))
+	}
+	t.Write(w)
+	fmt.Fprintln(w, "\n* required. `perfscope recipe show NAME` prints a recipe; `perfscope recipe run NAME --set name=value` runs it.")
+	return nil
+}
+
+func newRecipeListCmd(g *Globals) *cobra.Command {
+	return dataCmd(g, "list", "List the built-in recipes", cobra.NoArgs, func([]string) (any, error) {
+		var l recipeList
+		for _, r := range recipes.Builtins() {
+			l.Recipes = append(l.Recipes, infoOf(r))
+		}
+		return l, nil
+	})
+}
+
+// dataCmd is a recipe subcommand that prints one report's data as text or
+// JSON; build's error, when the data is there too, comes after it.
+func dataCmd(g *Globals, use, short string, args cobra.PositionalArgs, build func(args []string) (any, error)) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  args,
+		RunE: func(_ *cobra.Command, args []string) error {
+			f, err := report.ParseFormat(output)
+			if err != nil {
+				return asUsage(err)
+			}
+			data, buildErr := build(args)
+			if data == nil {
+				return buildErr
+			}
+			name, _, _ := strings.Cut(use, " ")
+			rep := report.New("recipe "+name, Version(), g.Started)
+			rep.Data = data
+			if err := report.Render(g.Out, rep, f); err != nil {
+				return err
+			}
+			return buildErr
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// --- show ------------------------------------------------------------------
+
+func newRecipeShowCmd(g *Globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:               "show NAME|FILE",
+		Short:             "Print a recipe's YAML (a starting point for your own), or its parameters with -o json",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeRecipes,
+		RunE: func(_ *cobra.Command, args []string) error {
+			f, err := report.ParseFormat(output, "yaml", report.JSON)
+			if err != nil {
+				return asUsage(err)
+			}
+			r, err := recipes.Find(args[0])
+			if err != nil {
+				return err
+			}
+			if f == report.JSON {
+				rep := report.New("recipe show", Version(), g.Started)
+				rep.Data = infoOf(r)
+				return report.WriteJSON(g.Out, rep)
+			}
+			_, err = g.Out.Write(r.Text)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	return cmd
+}
+
+// --- validate --------------------------------------------------------------
+
+type validation struct {
+	Files []validatedFile `json:"files"`
+}
+
+type validatedFile struct {
+	File   string          `json:"file"`
+	Recipe string          `json:"recipe,omitempty"`
+	Errors []validateError `json:"errors"`
+}
+
+type validateError struct {
+	Line    int    `json:"line"`
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func (v validation) WriteText(w io.Writer, _ *report.Report) error {
+	for _, f := range v.Files {
+		if len(f.Errors) == 0 {
+			fmt.Fprintf(w, "%s: ok (recipe %s)\n", f.File, f.Recipe)
+			continue
+		}
+		for _, e := range f.Errors {
+			fmt.Fprintln(w, recipes.FieldError{File: f.File, Line: e.Line, Path: e.Path, Msg: e.Message}.Error())
+		}
+	}
+	return nil
+}
+
+func newRecipeValidateCmd(g *Globals) *cobra.Command {
+	return dataCmd(g, "validate FILE...", "Check recipe files: every error with its line, field and what was expected (exit 2 when any)",
+		cobra.MinimumNArgs(1), func(args []string) (any, error) {
+			var v validation
+			bad := 0
+			for _, file := range args {
+				vf := validatedFile{File: file, Errors: []validateError{}}
+				r, err := recipes.ReadFile(file)
+				var fes recipes.Errors
+				switch {
+				case errors.As(err, &fes):
+					for _, e := range fes {
+						vf.Errors = append(vf.Errors, validateError{Line: e.Line, Path: e.Path, Message: e.Msg})
+					}
+				case err != nil:
+					vf.Errors = append(vf.Errors, validateError{Message: err.Error()})
+				default:
+					vf.Recipe = r.Name
+				}
+				if len(vf.Errors) > 0 {
+					bad++
+				}
+				v.Files = append(v.Files, vf)
+			}
+			if bad > 0 {
+				return v, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%d of %d recipes have errors", bad, len(args))}
+			}
+			return v, nil
+		})
+}
+
+// --- catalog ---------------------------------------------------------------
+
+type catalog struct {
+	Probes     []componentInfo `json:"probes"`
+	Collectors []componentInfo `json:"collectors"`
+	Rules      []ruleInfo      `json:"rules"`
+	Types      []string        `json:"parameter_types"`
+}
+
+type componentInfo struct {
+	Name    string       `json:"name"`
+	Doc     string       `json:"description"`
+	Options []optionInfo `json:"options"`
+}
+
+type optionInfo struct {
+	Name     string `json:"name"`
+	Want     string `json:"want"`
+	Default  string `json:"default,omitempty"`
+	Required bool   `json:"required,omitempty"`
+	Doc      string `json:"description"`
+}
+
+type ruleInfo struct {
+	ID         string          `json:"id"`
+	Family     string          `json:"family"`
+	Judges     string          `json:"judges"`
+	Thresholds []thresholdInfo `json:"thresholds,omitempty"`
+}
+
+type thresholdInfo struct {
+	Name    string  `json:"name"`
+	Default float64 `json:"default"`
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+	Doc     string  `json:"description"`
+}
+
+func (c catalog) WriteText(w io.Writer, _ *report.Report) error {
+	for _, group := range []struct {
+		title string
+		list  []componentInfo
+	}{{"Probes", c.Probes}, {"Collectors", c.Collectors}} {
+		report.Heading(w, group.title)
+		for _, comp := range group.list {
+			fmt.Fprintf(w, "%s — %s\n", comp.Name, comp.Doc)
+			for _, o := range comp.Options {
+				def := ""
+				switch {
+				case o.Required:
+					def = " (required)"
+				case o.Default != "":
+					def = " (default " + o.Default + ")"
+				}
+				fmt.Fprintf(w, "    %-18s %s%s: %s\n", o.Name, o.Want, def, o.Doc)
+			}
+		}
+	}
+	report.Heading(w, "Rules (select by id or family)")
+	t := report.Table{Header: []string{"id", "judges", "thresholds"}}
+	for _, r := range c.Rules {
+		var th []string
+		for _, x := range r.Thresholds {
+			th = append(th, fmt.Sprintf("%s=%g", x.Name, x.Default))
+		}
+		t.Add(r.ID, r.Judges, strings.Join(th, " "))
+	}
+	t.Write(w)
+	fmt.Fprintf(w, "\nParameter types: %s\n", strings.Join(c.Types, ", "))
+	return nil
+}
+
+func newRecipeCatalogCmd(g *Globals) *cobra.Command {
+	return dataCmd(g, "catalog", "What a recipe can name: probes and collectors with their options, rules with their thresholds",
+		cobra.NoArgs, func([]string) (any, error) {
+			var c catalog
+			for _, group := range []struct {
+				list []recipes.Component
+				out  *[]componentInfo
+			}{{recipes.Probes, &c.Probes}, {recipes.Collectors, &c.Collectors}} {
+				for _, comp := range group.list {
+					ci := componentInfo{Name: comp.Name, Doc: comp.Doc, Options: []optionInfo{}}
+					for _, o := range comp.Options {
+						ci.Options = append(ci.Options, optionInfo{Name: o.Name, Want: o.Want(), Default: o.DefaultText(), Required: o.Required, Doc: o.Doc})
+					}
+					*group.out = append(*group.out, ci)
+				}
+			}
+			for _, r := range recipes.Rules() {
+				ri := ruleInfo{ID: r.ID, Family: r.Family, Judges: r.Judges}
+				for _, t := range r.Thresholds {
+					ri.Thresholds = append(ri.Thresholds, thresholdInfo{Name: t.Name, Default: t.Default, Min: t.Min, Max: t.Max, Doc: t.Doc})
+				}
+				c.Rules = append(c.Rules, ri)
+			}
+			for _, k := range recipes.Kinds {
+				c.Types = append(c.Types, string(k))
+			}
+			return c, nil
+		})
+}
+
+// --- run -------------------------------------------------------------------
+
+type recipeRunOptions struct {
+	Recipe string
+	Set    []string
+	Output string
+	FailOn string
+	// Budget and Exact override the recipe's window.budget when given.
+	Budget float64
+	Exact  bool
+
+	format report.Format
+	failOn diagnose.Severity
+	// budget is the user's budget; nil keeps the recipe's.
+	budget *recipes.Budget
+	// set are the --set values by name, in the order given: a list
+	// parameter may be given once per item.
+	set map[string][]string
+	src recipes.Sources
+	run func(ctx context.Context, o *recipeRunOptions, g *Globals) error
+}
+
+func newRecipeRunCmd(g *Globals) *cobra.Command {
+	return recipeRunCmd(g, &recipeRunOptions{src: recipes.Live(), run: runRecipe})
+}
+
+var recipeFormats = append([]report.Format{report.Text, report.JSON}, report.GraphFormats...)
+
+func recipeRunCmd(g *Globals, o *recipeRunOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run NAME|FILE [--set NAME=VALUE]...",
+		Short: "Run a built-in recipe or a recipe file",
+		Long: `run loads the recipe, gives its parameters the --set values (the rest keep
+their defaults), checks them against this system (interfaces, processes, CPUs,
+files), measures, applies the recipe's rules and prints the report. A recipe
+with one section of a measuring command (udp-rx, softirq-balance,
+lock-contention, cpu-profile) prints that command's report; any other prints
+each section, the joined timeline and the findings. A list parameter takes
+--set once per item.`,
+		Example: `  perfscope recipe run udp-rx --set iface=eth0 --set port=53
+  perfscope recipe run softirq-balance --set duration=10s --set interval=1s -o json
+  perfscope recipe run ./softirq-locks.yaml --set duration=30s`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: completeRecipes,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Recipe = args[0]
+			if err := o.parseBudget(cmd.Flags()); err != nil {
+				return err
+			}
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), o, g)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.Set, "set", nil, "give a parameter a value, NAME=VALUE (repeatable, a list parameter once per item; `perfscope recipe show NAME` lists them)")
+	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, or (with stacks) folded, svg, html, pprof, speedscope")
+	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	budgetFlags(f, &o.Budget, &o.Exact)
+	cmd.RegisterFlagCompletionFunc("set", completeSet)
+	return cmd
+}
+
+// completeSet offers the recipe's parameters as NAME=, and an enum's or a
+// bool's values after the =.
+func completeSet(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+	if len(args) == 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	r, err := recipes.Find(args[0])
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	if name, _, ok := strings.Cut(toComplete, "="); ok {
+		p, found := r.Parameter(name)
+		if !found {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		values := p.Values
+		switch p.Kind {
+		case recipes.KindBool:
+			values = []string{"true", "false"}
+		case recipes.KindDir:
+			return nil, cobra.ShellCompDirectiveFilterDirs
+		case recipes.KindFile, recipes.KindFiles:
+			return nil, cobra.ShellCompDirectiveDefault
+		}
+		var out []string
+		for _, v := range values {
+			out = append(out, name+"="+v)
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []string
+	for _, p := range r.Parameters {
+		out = append(out, p.Name+"=\t"+p.Description)
+	}
+	return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
+}
+
+// parseBudget keeps the recipe's window.budget unless --overhead-budget
+// or --exact says otherwise.
+func (o *recipeRunOptions) parseBudget(f *pflag.FlagSet) error {
+	pctSet := f.Changed("overhead-budget")
+	if !pctSet && !o.Exact {
+		return nil
+	}
+	b, err := parseBudget(o.Budget, o.Exact, pctSet)
+	if err != nil {
+		return err
+	}
+	o.budget = &b
+	return nil
+}
+
+func (o *recipeRunOptions) validate() error {
+	var err error
+	if o.format, err = report.ParseFormat(o.Output, recipeFormats...); err != nil {
+		return asUsage(err)
+	}
+	if o.FailOn != "" {
+		if o.failOn, err = diagnose.ParseSeverity(o.FailOn); err != nil {
+			return usageError("--fail-on: %v", err)
+		}
+	}
+	o.set = map[string][]string{}
+	for _, kv := range o.Set {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			return usageError("--set %q: want NAME=VALUE", kv)
+		}
+		o.set[name] = append(o.set[name], value)
+	}
+	return nil
+}
+
+// values joins the --set values into the recipe's parameters: the items
+// of a list parameter given once each, any other parameter once.
+func (o *recipeRunOptions) values(r *recipes.Recipe) (map[string]string, error) {
+	set := map[string]string{}
+	for name, vs := range o.set {
+		p, ok := r.Parameter(name)
+		switch {
+		case len(vs) > 1 && ok && p.Kind.IsList():
+			set[name] = p.Kind.JoinItems(vs)
+		case len(vs) > 1:
+			return nil, usageError("--set %s is given twice", name)
+		default:
+			set[name] = vs[0]
+		}
+	}
+	return set, nil
+}
+
+func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
+	r, err := recipes.Find(o.Recipe)
+	if err != nil {
+		return err
+	}
+	set, err := o.values(r)
+	if err != nil {
+		return err
+	}
+	plan, err := r.Bind(set)
+	if err != nil {
+		return err
+	}
+	if err := plan.Prepare(o.src); err != nil {
+		return err
+	}
+	if o.budget != nil {
+		plan.SetBudget(*o.budget)
+	}
+	if o.format != report.Text && o.format != report.JSON && !plan.HasStacks() {
+		return usageError("-o %s draws stacks, and recipe %s samples none with these parameters (no cpuprofile or async-profiler): use -o text or json", o.format, plan.Recipe.Name)
+	}
+	hooks := recipes.Hooks{Started: g.Started}
+	progress := newProgress(g.Err, plan.Window().Duration)
+	if progress.enabled {
+		hooks.OnStart = func() {
+			fmt.Fprintf(g.Err, "recipe %s: measuring for %v (Ctrl-C stops early and still reports)…\n", plan.Recipe.Name, plan.Window().Duration)
+		}
+		hooks.TickEvery = time.Second
+		hooks.OnTick = func(now time.Time, left time.Duration) {
+			fmt.Fprintf(g.Err, "\r\033[K%v left", left.Round(time.Second))
+			progress.drawn = true
+		}
+	}
+	res, err := plan.Run(ctx, o.src, hooks)
+	progress.clear()
+	var je *recipes.JVMError
+	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
+		return jvmError(je.PID, je.Err)
+	}
+	if err != nil && res == nil {
+		return err
+	}
+	rep := res.Report("recipe", Version())
+	if err := res.WriteOutputs(rep); err != nil {
+		return err
+	}
+	if err := report.Render(g.Out, rep, o.format); err != nil {
+		return err
+	}
+	if err != nil {
+		// The JVM exited mid-run: reported what was measured; the run
+		// failed.
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement; reported what was measured until then", je.PID)}
+	}
+	return failOn(rep.Findings, o.failOn)
+}
+
+// recipeSet turns a command's flags into its recipe's parameters, in a
+// stable order for messages.
+func recipeSet(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}

@@ -1,0 +1,167 @@
+package recipes
+
+import (
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/perfscope/perfscope/diagnose"
+)
+
+// RuleInfo is one rule a recipe can select: its ID, its family (the ID's
+// prefix: net, jvm, gc, locks, jvm-net), what it judges, and the
+// thresholds a recipe may override.
+type RuleInfo struct {
+	ID, Family string
+	Judges     string
+	Thresholds []diagnose.Threshold
+	needs      ruleNeed
+}
+
+// ruleNeed is what a rule's evidence comes from.
+type ruleNeed int
+
+const (
+	needNet ruleNeed = iota
+	needSoftirq
+	needLocks
+	needJVM
+	needGC
+	needPauseTimeline
+)
+
+var judges = map[ruleNeed]string{
+	needNet:           "a network run",
+	needSoftirq:       "softirq per CPU",
+	needLocks:         "kernel lock contention",
+	needJVM:           "a JVM's allocation (async-profiler)",
+	needGC:            "GC logs",
+	needPauseTimeline: "a port's drops next to a JVM's pauses, interval by interval",
+}
+
+// softirqOnly are the network rules that read nothing but softirq per
+// CPU, so that a softirq recipe without a network probe can run them.
+var softirqOnly = map[string]bool{"net.softirq-concentrated": true}
+
+func rulesOf[E any](rules []diagnose.Rule[E], need func(id string) ruleNeed) []RuleInfo {
+	out := make([]RuleInfo, 0, len(rules))
+	for _, r := range rules {
+		fam, _, _ := strings.Cut(r.ID, ".")
+		n := need(r.ID)
+		out = append(out, RuleInfo{ID: r.ID, Family: fam, Judges: judges[n], Thresholds: r.Tunables, needs: n})
+	}
+	return out
+}
+
+// Rules lists every rule a recipe can select, by family and ID.
+var Rules = sync.OnceValue(func() []RuleInfo {
+	var out []RuleInfo
+	out = append(out, rulesOf(diagnose.NetRules, func(id string) ruleNeed {
+		if softirqOnly[id] {
+			return needSoftirq
+		}
+		return needNet
+	})...)
+	out = append(out, rulesOf(diagnose.LockRules, func(string) ruleNeed { return needLocks })...)
+	out = append(out, rulesOf(diagnose.JVMRules, func(string) ruleNeed { return needJVM })...)
+	out = append(out, rulesOf(diagnose.GCRules, func(string) ruleNeed { return needGC })...)
+	out = append(out, rulesOf(diagnose.TimelineRules, func(string) ruleNeed { return needPauseTimeline })...)
+	return out
+})
+
+func ruleByID(id string) (RuleInfo, bool) {
+	for _, r := range Rules() {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return RuleInfo{}, false
+}
+
+func ruleFamilies() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range Rules() {
+		if !seen[r.Family] {
+			seen[r.Family] = true
+			out = append(out, r.Family)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func thresholdNamed(list []diagnose.Threshold, name string) diagnose.Threshold {
+	for _, t := range list {
+		if t.Name == name {
+			return t
+		}
+	}
+	return diagnose.Threshold{}
+}
+
+// familyThresholds are the thresholds the family's rules read, each once,
+// in the rules' order.
+func familyThresholds(family string) []diagnose.Threshold {
+	var out []diagnose.Threshold
+	seen := map[string]bool{}
+	for _, r := range Rules() {
+		if r.Family != family {
+			continue
+		}
+		for _, t := range r.Thresholds {
+			if !seen[t.Name] {
+				seen[t.Name] = true
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// missing says what the recipe lacks for the rule to judge anything ("" when
+// nothing).
+func (ri RuleInfo) missing(r *Recipe) string {
+	switch ri.needs {
+	case needNet:
+		if !r.isNet() {
+			return "judges a network run: add a network probe (netqueue, udpdrop, udpsock) or the netcounters collector"
+		}
+	case needSoftirq:
+		if !r.uses("softirq") {
+			return "judges softirq per CPU: add the softirq probe"
+		}
+	case needLocks:
+		if !r.uses("lockstat") {
+			return "judges kernel lock contention: add the lockstat probe"
+		}
+	case needJVM:
+		if !r.uses("async-profiler") {
+			return "judges a JVM's allocation: add the async-profiler collector"
+		}
+	case needGC:
+		if !r.uses("gclog") {
+			return "judges GC logs: add the gclog collector"
+		}
+	case needPauseTimeline:
+		switch {
+		case !r.uses("hsperfdata"):
+			return "compares a JVM's pauses with a port's drops: add the hsperfdata collector"
+		case !r.uses("udpdrop") && !r.uses("netcounters"):
+			return "compares a JVM's pauses with a port's drops: add the udpdrop probe or the netcounters collector with the port"
+		case r.Window.Interval == nil:
+			return "compares intervals: give window.interval"
+		}
+	}
+	return ""
+}
+
+// familyApplies says whether any rule of the family can judge the recipe.
+func familyApplies(fam string, r *Recipe) bool {
+	for _, ri := range Rules() {
+		if ri.Family == fam && ri.missing(r) == "" {
+			return true
+		}
+	}
+	return false
+}
