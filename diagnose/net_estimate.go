@@ -39,14 +39,15 @@ func weighEstimate(f *Finding, section, what string, value, threshold float64, e
 	if rel == nil {
 		rel = e.RelError
 	}
+	// An unknown bound (fewer than two windows) cannot confirm a finding.
 	low, high := evidence.Bounds(value, rel)
-	if low >= threshold {
+	if rel != nil && low >= threshold {
 		return
 	}
 	f.Severity = Info
-	reach := fmt.Sprintf("%s–%s", pct(low), pct(high))
 	if rel == nil {
-		reach = "unknown"
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s is %s over the %s threshold, but its error is unknown (fewer than two sampling windows): run longer or with --exact to confirm", what, pct(value), pct(threshold)))
+		return
 	}
-	f.Evidence = append(f.Evidence, fmt.Sprintf("%s is %s, its 95 %% range %s reaches below the %s threshold: run longer or with --exact to confirm", what, pct(value), reach, pct(threshold)))
+	f.Evidence = append(f.Evidence, fmt.Sprintf("%s is %s, its 95 %% range %s–%s reaches below the %s threshold: run longer or with --exact to confirm", what, pct(value), pct(low), pct(high), pct(threshold)))
 }
