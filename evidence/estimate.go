@@ -24,6 +24,11 @@ type Estimate struct {
 	// window; nil when it cannot be told (fewer than two windows, nothing
 	// seen). A row's own bound is wider: RowError.
 	RelError *float64 `json:"rel_error"`
+	// Reference, when set, is the exact counter the windows' counts were
+	// scaled by (a ratio estimate: what the reference counted over the
+	// run over what it counted inside the windows); empty: scaled by
+	// time (the run's length over the windows').
+	Reference string `json:"reference,omitempty"`
 	// Hooks are the tracepoints behind the estimate.
 	Hooks []string `json:"hooks,omitempty"`
 }

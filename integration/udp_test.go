@@ -133,6 +133,13 @@ func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 		budget = []string{"--overhead-budget", r.budget}
 	}
 	args := append(append([]string{bin, "udp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(labPort), "--duration", r.duration(), "-o", "json"}, budget...), r.extra...)
+	return measureServer(t, ctx, lab, args, &srvErr)
+}
+
+// measureServer runs perfscope (args) in the receiver namespace and adds
+// what the lab's server says it read during perfscope's window.
+func measureServer(t *testing.T, ctx context.Context, lab *netlab.Lab, args []string, srvErr *lockedBuffer) udpReport {
+	t.Helper()
 	var out, stderr bytes.Buffer
 	cmd := lab.Command(ctx, lab.ReceiverNS, args...)
 	cmd.Stdout, cmd.Stderr = &out, &stderr

@@ -147,11 +147,14 @@ type governedGroup struct {
 	rate []float64
 
 	// This window's record.
-	onSince  time.Time // when attached, zero when detached
-	periods  []samplePeriod
-	spans    []span
-	detached bool // detached at least once in the window
-	curOn    time.Duration
+	onSince time.Time // when attached, zero when detached
+	// refSince is the reference count when attached, refOn the reference
+	// counted while attached in the current period.
+	refSince, refOn uint64
+	periods         []samplePeriod
+	spans           []span
+	detached        bool // detached at least once in the window
+	curOn           time.Duration
 }
 
 func (g *governedGroup) sampled() bool { return g.hg.Class == probes.PerPacket || g.demoted }
@@ -161,6 +164,9 @@ func (g *governedGroup) sampled() bool { return g.hg.Class == probes.PerPacket |
 type samplePeriod struct {
 	length, on time.Duration
 	runs       uint64
+	// ref is the reference counter's count over the period, refOn while
+	// the group was attached; both 0 without a usable reference.
+	ref, refOn uint64
 }
 
 type span struct{ from, to time.Time }
@@ -178,6 +184,12 @@ type governor struct {
 	cpus     int
 	rng      *rand.Rand
 
+	// ref counts what the sampled events follow (packets through the
+	// namespace's interfaces), exactly and always; nil without one.
+	ref       func() (uint64, error)
+	refStart  uint64
+	refMu     sync.Mutex
+	refFailed bool
 	// overrun is how much longer than planned the sampling windows have
 	// been attached (1: on time), smoothed.
 	overrun float64
@@ -243,7 +255,7 @@ func (g *governor) prepare() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, gg := range g.groups {
-		gg.periods, gg.spans, gg.detached, gg.onSince, gg.curOn = nil, nil, false, time.Time{}, 0
+		gg.periods, gg.spans, gg.detached, gg.onSince, gg.curOn, gg.refOn = nil, nil, false, time.Time{}, 0, 0
 	}
 	if g.fixRate == nil {
 		if err := g.calibrate(); err != nil {
@@ -269,9 +281,11 @@ func (g *governor) prepare() error {
 // finish.
 func (g *governor) start(begin time.Time) {
 	g.began = begin
+	ref := g.readRef()
+	g.refStart = ref
 	for _, gg := range g.groups {
 		if gg.hg.IsAttached() {
-			gg.onSince = begin
+			gg.onSince, gg.refSince = begin, ref
 		}
 	}
 	g.stop, g.done = make(chan struct{}), make(chan struct{})
@@ -405,20 +419,22 @@ func (g *governor) switchGroup(gg *governedGroup, on bool) time.Time {
 		if err != nil {
 			return time.Time{}
 		}
+		ref := g.readRef()
 		g.mu.Lock()
-		gg.onSince = t
+		gg.onSince, gg.refSince = t, ref
 		g.mu.Unlock()
 		return t
 	}
 	t, _ := gg.hg.Detach()
+	ref := g.readRef()
 	g.mu.Lock()
-	gg.closeSpan(t)
+	gg.closeSpan(t, ref)
 	gg.detached = true
 	g.mu.Unlock()
 	return t
 }
 
-func (gg *governedGroup) closeSpan(t time.Time) {
+func (gg *governedGroup) closeSpan(t time.Time, ref uint64) {
 	if gg.onSince.IsZero() {
 		return
 	}
@@ -426,7 +442,25 @@ func (gg *governedGroup) closeSpan(t time.Time) {
 		gg.spans = append(gg.spans, span{gg.onSince, t})
 		gg.curOn += t.Sub(gg.onSince)
 	}
+	if ref >= gg.refSince {
+		gg.refOn += ref - gg.refSince
+	}
 	gg.onSince = time.Time{}
+}
+
+// readRef reads the reference counter (packets through this namespace's
+// interfaces); a failed read marks the period's reference unusable.
+func (g *governor) readRef() uint64 {
+	if g.ref == nil {
+		return 0
+	}
+	n, err := g.ref()
+	if err != nil {
+		g.refMu.Lock()
+		g.refFailed = true
+		g.refMu.Unlock()
+	}
+	return n
 }
 
 // applyModes attaches the groups that are to stay attached this period
@@ -436,14 +470,14 @@ func (g *governor) applyModes(now time.Time) {
 		if gg.sampled() {
 			if gg.hg.IsAttached() {
 				t, _ := gg.hg.Detach()
-				gg.closeSpan(t)
+				gg.closeSpan(t, g.readRef())
 				gg.detached = true
 			}
 			continue
 		}
 		if !gg.hg.IsAttached() {
 			if t, err := gg.hg.Attach(); err == nil {
-				gg.onSince = t
+				gg.onSince, gg.refSince = t, g.readRef()
 			}
 		}
 	}
@@ -477,18 +511,36 @@ func (g *governor) noteOverrun(window time.Duration) {
 // the measured costs (g.mu held).
 func (g *governor) closePeriod(start, end time.Time) {
 	cur := g.readCounters()
+	ref := g.readRef()
 	length := end.Sub(start)
 	for _, gg := range g.groups {
 		if !gg.onSince.IsZero() { // attached across the boundary
 			gg.spans = append(gg.spans, span{gg.onSince, end})
 			gg.curOn += end.Sub(gg.onSince)
 			gg.onSince = end
+			if ref >= gg.refSince {
+				gg.refOn += ref - gg.refSince
+			}
+			gg.refSince = ref
 		}
 	}
+	g.refMu.Lock()
+	refOK := g.ref != nil && !g.refFailed && ref >= g.refStart
+	g.refFailed = false
+	g.refMu.Unlock()
+	refTotal := ref - g.refStart
+	if !refOK {
+		refTotal = 0
+	}
+	g.refStart = ref
 	runs := g.measure(cur, length, func(gg *governedGroup) time.Duration { return min(gg.curOn, length) })
 	for _, gg := range g.groups {
-		gg.periods = append(gg.periods, samplePeriod{length: length, on: min(gg.curOn, length), runs: runs[gg]})
-		gg.curOn = 0
+		p := samplePeriod{length: length, on: min(gg.curOn, length), runs: runs[gg]}
+		if refOK {
+			p.ref, p.refOn = refTotal, min(gg.refOn, refTotal)
+		}
+		gg.periods = append(gg.periods, p)
+		gg.curOn, gg.refOn = 0, 0
 	}
 }
 
@@ -699,7 +751,10 @@ func (g *governor) use() (*evidence.BudgetUse, *Coverage) {
 	for _, gg := range g.groups {
 		gc := groupCoverage{exact: !gg.detached, spans: append([]span(nil), gg.spans...)}
 		if !gc.exact {
-			gc.estimate = estimateOf(gg.periods)
+			// Per-packet events follow the packets: scaled by the
+			// reference when there is one. Batch ones (softirq runs of
+			// every vector, lock contention) do not, and scale by time.
+			gc.estimate = estimateOf(gg.periods, gg.hg.Class == probes.PerPacket)
 			gc.estimate.Hooks = gg.hg.Hooks
 		}
 		cov.groups[gg.hg.Name] = gc
@@ -719,23 +774,39 @@ func (g *governor) use() (*evidence.BudgetUse, *Coverage) {
 // comes from how much the rate moved from period to period (successive
 // differences, which also take in any drift: conservative), with the
 // finite-population correction of each period's coverage.
-func estimateOf(periods []samplePeriod) *evidence.Estimate {
+func estimateOf(periods []samplePeriod, useRef bool) *evidence.Estimate {
 	e := &evidence.Estimate{}
 	var total, on time.Duration
-	var rates []float64
 	var seen uint64
 	for _, p := range periods {
 		total += p.length
 		on += p.on
 		seen += p.runs
-		if p.on >= minRateWindow {
-			e.Windows++
-			rates = append(rates, float64(p.runs)/p.on.Seconds())
-		}
 	}
 	e.SampledEvents = seen
 	if total > 0 {
 		e.Coverage = float64(on) / float64(total)
+	}
+	// size is what a period holds and cover what its window saw of it:
+	// seconds, or with a reference, the reference's counts — a ratio
+	// estimate, which also corrects for the traffic the attached hooks
+	// slowed (the reference counts the same slowed traffic inside the
+	// windows, and the unslowed one outside).
+	size := func(p samplePeriod) (float64, float64, bool) {
+		return p.length.Seconds(), p.on.Seconds(), p.on >= minRateWindow
+	}
+	if useRef && referenced(periods) {
+		e.Reference = ReferenceName
+		size = func(p samplePeriod) (float64, float64, bool) {
+			return float64(p.ref), float64(p.refOn), p.on >= minRateWindow && p.refOn > 0
+		}
+	}
+	var rates []float64
+	for _, p := range periods {
+		if _, c, ok := size(p); ok {
+			e.Windows++
+			rates = append(rates, float64(p.runs)/c)
+		}
 	}
 	if len(rates) == 0 {
 		e.Scale = 1
@@ -756,14 +827,14 @@ func estimateOf(periods []samplePeriod) *evidence.Estimate {
 		s2 /= 2 * float64(len(rates)-1)
 	}
 	for _, p := range periods {
-		sec := p.length.Seconds()
-		if p.on < minRateWindow {
-			est += mean * sec
-			variance += sec * sec * s2
+		n, c, ok := size(p)
+		if !ok {
+			est += mean * n
+			variance += n * n * s2
 			continue
 		}
-		est += float64(p.runs) / p.on.Seconds() * sec
-		variance += sec * sec * s2 * (1 - math.Min(1, p.on.Seconds()/sec))
+		est += float64(p.runs) / c * n
+		variance += n * n * s2 * (1 - math.Min(1, c/n))
 	}
 	switch {
 	case seen > 0:
@@ -778,6 +849,22 @@ func estimateOf(periods []samplePeriod) *evidence.Estimate {
 		e.RelError = &rel
 	}
 	return e
+}
+
+// ReferenceName says what a ratio estimate scaled by.
+const ReferenceName = "packets through the namespace's interfaces (/proc/net/dev)"
+
+// referenced says whether every period has a usable reference count
+// and the windows saw some of it.
+func referenced(periods []samplePeriod) bool {
+	var on uint64
+	for _, p := range periods {
+		if p.ref == 0 && p.length > 0 {
+			return false
+		}
+		on += p.refOn
+	}
+	return on > 0
 }
 
 // Coverage is how the budget attached each hook group over a window: the

@@ -230,8 +230,8 @@ func TestGovernorPlan(t *testing.T) {
 
 func TestEstimateOf(t *testing.T) {
 	sec := time.Second
-	steady := []samplePeriod{{sec, 100 * time.Millisecond, 1000}, {sec, 50 * time.Millisecond, 500}, {sec, 200 * time.Millisecond, 2000}}
-	e := estimateOf(steady)
+	steady := []samplePeriod{sp(sec, 100*time.Millisecond, 1000), sp(sec, 50*time.Millisecond, 500), sp(sec, 200*time.Millisecond, 2000)}
+	e := estimateOf(steady, false)
 	if e.Windows != 3 || math.Abs(e.Scale*3500-30000) > 1e-6 || e.RelError == nil || *e.RelError > 1e-9 {
 		t.Errorf("steady: %+v (scale×seen %.0f)", e, e.Scale*3500)
 	}
@@ -239,23 +239,23 @@ func TestEstimateOf(t *testing.T) {
 		t.Errorf("coverage %v", e.Coverage)
 	}
 	// A period that ended before its window opened takes the mean rate.
-	cut := append(steady, samplePeriod{sec / 2, 0, 0})
-	if e := estimateOf(cut); math.Abs(e.Scale*3500-35000) > 1e-6 {
+	cut := append(steady, sp(sec/2, 0, 0))
+	if e := estimateOf(cut, false); math.Abs(e.Scale*3500-35000) > 1e-6 {
 		t.Errorf("cut: %.0f", e.Scale*3500)
 	}
 	// Moving rates: a bound, wider with less coverage.
-	moving := []samplePeriod{{sec, 100 * time.Millisecond, 1000}, {sec, 100 * time.Millisecond, 3000}, {sec, 100 * time.Millisecond, 1000}, {sec, 100 * time.Millisecond, 3000}}
-	m := estimateOf(moving)
-	full := []samplePeriod{{sec, 900 * time.Millisecond, 9000}, {sec, 900 * time.Millisecond, 27000}, {sec, 900 * time.Millisecond, 9000}, {sec, 900 * time.Millisecond, 27000}}
-	f := estimateOf(full)
+	moving := []samplePeriod{sp(sec, 100*time.Millisecond, 1000), sp(sec, 100*time.Millisecond, 3000), sp(sec, 100*time.Millisecond, 1000), sp(sec, 100*time.Millisecond, 3000)}
+	m := estimateOf(moving, false)
+	full := []samplePeriod{sp(sec, 900*time.Millisecond, 9000), sp(sec, 900*time.Millisecond, 27000), sp(sec, 900*time.Millisecond, 9000), sp(sec, 900*time.Millisecond, 27000)}
+	f := estimateOf(full, false)
 	if m.RelError == nil || f.RelError == nil || *m.RelError <= *f.RelError || *f.RelError <= 0 {
 		t.Errorf("moving: %v, nearly full coverage: %v", m, f)
 	}
 	// One window: no bound; nothing seen: no bound, scale by coverage.
-	if e := estimateOf(steady[:1]); e.RelError != nil {
+	if e := estimateOf(steady[:1], false); e.RelError != nil {
 		t.Errorf("one window: %v", e)
 	}
-	if e := estimateOf([]samplePeriod{{sec, 100 * time.Millisecond, 0}, {sec, 100 * time.Millisecond, 0}}); e.RelError != nil || e.Scale != 10 {
+	if e := estimateOf([]samplePeriod{sp(sec, 100*time.Millisecond, 0), sp(sec, 100*time.Millisecond, 0)}, false); e.RelError != nil || e.Scale != 10 {
 		t.Errorf("nothing seen: %+v", e)
 	}
 	rel := 0.1
@@ -406,7 +406,7 @@ func TestEstimateBoundCovers(t *testing.T) {
 			}
 			ps = append(ps, samplePeriod{length: length, on: time.Duration(w) * slot, runs: uint64(seen)})
 		}
-		e := estimateOf(ps)
+		e := estimateOf(ps, false)
 		if e.RelError == nil {
 			continue
 		}
@@ -454,5 +454,43 @@ func TestWindowBudget(t *testing.T) {
 		if p.Window().Budget.On() {
 			t.Error("SetBudget(exact) left a budget")
 		}
+	}
+}
+
+func sp(length, on time.Duration, runs uint64) samplePeriod {
+	return samplePeriod{length: length, on: on, runs: runs}
+}
+
+// The hooks slow the traffic they sample (their cost is paid by the
+// packets inside the windows): scaled by time, the windows' slower rate
+// under-counts the run; scaled by an exact reference that counted the
+// same slowed traffic inside the windows and the full traffic outside,
+// the estimate lands on the truth and says what it was scaled by.
+func TestEstimateByReferenceCorrectsTheHooksOwnSlowdown(t *testing.T) {
+	const rate, slowed = 1e6, 0.75 // packets/s; 25 % slower while attached
+	var ps []samplePeriod
+	var truth float64
+	for i := 0; i < 10; i++ {
+		on := time.Duration(50+10*i) * time.Millisecond
+		inside := rate * slowed * on.Seconds()
+		outside := rate * (time.Second - on).Seconds()
+		truth += inside + outside
+		// One event per packet; the reference counts two per packet (rx
+		// and tx of loopback).
+		ps = append(ps, samplePeriod{length: time.Second, on: on, runs: uint64(inside),
+			ref: uint64(2 * (inside + outside)), refOn: uint64(2 * inside)})
+	}
+	byTime, byRef := estimateOf(ps, false), estimateOf(ps, true)
+	est := func(e *evidence.Estimate) float64 { return e.Scale * float64(e.SampledEvents) }
+	if est(byTime)/truth > 0.8 || byTime.Reference != "" {
+		t.Errorf("by time: %.0f of %.0f (%+v)", est(byTime), truth, byTime)
+	}
+	if math.Abs(est(byRef)/truth-1) > 1e-6 || byRef.Reference != ReferenceName || byRef.RelError == nil || *byRef.RelError > 1e-6 {
+		t.Errorf("by reference: %.0f of %.0f (%+v)", est(byRef), truth, byRef)
+	}
+	// A period without a usable reference: scaled by time throughout.
+	ps[3].ref, ps[3].refOn = 0, 0
+	if e := estimateOf(ps, true); e.Reference != "" {
+		t.Errorf("a period without the reference still scaled by it: %+v", e)
 	}
 }

@@ -44,6 +44,10 @@ type Sources struct {
 	JVMs hsperf.FS
 	// Probes opens the BPF probes.
 	Probes Opener
+	// Packets counts the packets through this namespace's interfaces,
+	// exactly: the overhead budget scales per-packet estimates by it. Nil
+	// scales them by time.
+	Packets func() (uint64, error)
 }
 
 // Live reads the running system.
@@ -56,6 +60,7 @@ func Live() Sources {
 		Symbols: symbols.Default,
 		JVMs:    hsperf.Default,
 		Probes:  LiveProbes(),
+		Packets: procfs.Default.NetDevPackets,
 	}
 }
 

@@ -304,6 +304,7 @@ func (s *Session) governor(b Budget, all []probes.Probe, entry time.Duration) (*
 		if s.gov = newGovernor(b, all, entry); s.gov == nil {
 			return nil, nil
 		}
+		s.gov.ref = s.src.Packets
 	}
 	s.gov.budget = b
 	return s.gov, s.gov.prepare()
