@@ -61,6 +61,9 @@ func (e *Estimate) String() string {
 		return "exact"
 	}
 	s := fmt.Sprintf("estimated from %d windows covering %.1f %% of the run", e.Windows, 100*e.Coverage)
+	if e.Reference != "" {
+		s += " scaled by the " + e.Reference
+	}
 	if e.RelError != nil {
 		s += fmt.Sprintf(", ±%.1f %% (95 %%)", 100**e.RelError)
 	} else {
