@@ -39,6 +39,16 @@ test)
 	pkg_for node nodejs          # runs the flame graph's JavaScript in a test
 	[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 	;;
+bench)
+	# bench/budget.sh and BenchmarkUDPCommandOverhead: the rigs, and
+	# bpftrace with the same tracepoints to compare with. (bcc's netqtop,
+	# bpfcc-tools, is tried by budget.sh when installed; it compiles
+	# against the running kernel's headers.)
+	pkg_for ip iproute2
+	pkg_for ethtool ethtool
+	pkg_for bpftrace bpftrace
+	pkg_for /usr/bin/time time
+	;;
 esac
 
 if [ ${#need[@]} -gt 0 ]; then
