@@ -438,6 +438,10 @@ func (c *NetCounters) socketIntervals(sec *evidence.SocketSection, reads []socke
 		r.QueueBytes, r.Drops = &q, &drops
 	}
 	for _, t := range reads {
+		if t.unknown {
+			row(t.end) // the row stays, its reads unknown (nil)
+			continue
+		}
 		var n uint64
 		for ino, d := range t.reads {
 			if mine[ino] {

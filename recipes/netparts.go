@@ -177,6 +177,9 @@ func (p *Queues) Begin(ctx context.Context) error {
 func (p *Queues) interval(d netqueue.Snapshot, from, now time.Time) {
 	ifindex := p.opts.Iface.Index
 	k := p.cov.ScaleBetween(netqueue.GroupPackets, from, now)
+	if k == 0 {
+		return // no sampling window in the interval: its packets are unknown
+	}
 	iv := evidence.QueueInterval{End: now, RXByQueue: map[int]uint64{}}
 	for q, perCPU := range d.RXQueues(ifindex, netqueue.ConventionFor(p.opts.Iface.Driver)) {
 		n := scaled(netqueue.TrafficTotal(perCPU).Packets, k)
@@ -392,6 +395,9 @@ func (p *Drops) Begin(ctx context.Context) error {
 // the interval, by reason.
 func (p *Drops) interval(d udpdrop.Snapshot, from, now time.Time) {
 	k := p.cov.ScaleBetween(udpdrop.Group, from, now)
+	if k == 0 {
+		return // no sampling window in the interval: its drops are unknown
+	}
 	iv := evidence.DropInterval{End: now, ByReason: map[string]uint64{}}
 	for key, n := range d.Ports {
 		if n == 0 || (p.opts.Port != 0 && int(key.Port) != p.opts.Port) {
@@ -498,6 +504,8 @@ type SocketReads struct {
 type socketReadTick struct {
 	end   time.Time
 	reads map[uint64]uint64
+	// unknown: the budget left the probe detached for the whole interval.
+	unknown bool
 }
 
 // NewSocketReads returns the socket-reads part.
@@ -526,7 +534,8 @@ func (p *SocketReads) Begin(ctx context.Context) error {
 // interval records the datagrams read per socket in one interval.
 func (p *SocketReads) interval(d udpsock.Snapshot, from, now time.Time) {
 	k := p.cov.ScaleBetween(udpsock.Group, from, now)
-	t := socketReadTick{end: now, reads: map[uint64]uint64{}}
+	// k == 0: no sampling window in the interval, its reads unknown.
+	t := socketReadTick{end: now, reads: map[uint64]uint64{}, unknown: k == 0}
 	for ino, r := range d.Sockets {
 		if r.Datagrams > 0 {
 			t.reads[ino] = scaled(r.Datagrams, k)

@@ -182,6 +182,10 @@ func (m *Measurement) Window(h Hooks) Window {
 	w.Started, w.OnStart, w.OnTick = h.Started, h.OnStart, h.OnTick
 	if w.Interval == 0 {
 		w.Interval = h.TickEvery
+	} else if w.Budget.On() && w.Interval < w.Budget.period() {
+		// A timeline's every interval gets its sampling windows: the
+		// budget's periods follow the ticks (both start with the window).
+		w.Budget.Period = w.Interval
 	}
 	// Per-packet probes cost more with statistics left on.
 	return w
