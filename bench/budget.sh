@@ -84,6 +84,11 @@ busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 measure() {
 	local w=$1 tr=$2 mode=$3 round=$4 out=$WORK/$1-$2-$3-$4
 	local tpid=
+	# The server first, so that perfscope finds its socket on the port.
+	ip netns exec "${SRV_NS[$w]}" "$BIN" lab udp-server --listen "${TARGET[$w]}:$PORT" --mode "${MODE[$w]}" \
+		--threads "${THREADS[$w]}" --for "$((SECS + 4))s" >"$out.srv" 2>/dev/null &
+	local spid=$!
+	sleep 0.3
 	case $tr in
 	default | exact)
 		local extra=()
@@ -99,28 +104,22 @@ measure() {
 		for _ in $(seq 100); do grep -q Attaching "$out.bt" 2>/dev/null && break; sleep 0.1; done
 		sleep 1
 		;;
+	*) sleep 0.5 ;;
 	esac
-	ip netns exec "${SRV_NS[$w]}" "$BIN" lab udp-server --listen "${TARGET[$w]}:$PORT" --mode "${MODE[$w]}" \
-		--threads "${THREADS[$w]}" --for "${SECS}s" >"$out.srv" 2>/dev/null &
-	local spid=$!
-	sleep 0.2
 	local rate=()
 	[ "$mode" = rate ] && rate=(--rate "${RATE[$w]}")
 	local j0; j0=$(busy_jiffies)
 	ip netns exec "${FLOOD_NS[$w]}" "$BIN" lab udp-flood --target "${TARGET[$w]}:$PORT" --senders "${SENDERS[$w]}" \
-		--flows "${FLOWS[$w]}" --duration "$((SECS + 1))s" --max-packets 100000000 "${rate[@]}" >/dev/null 2>&1 &
-	local fpid=$!
-	wait $spid
+		--flows "${FLOWS[$w]}" --duration "${SECS}s" --max-packets 100000000 "${rate[@]}" >/dev/null 2>&1 || true
 	local j1; j1=$(busy_jiffies)
-	wait $fpid || true
 	if [ -n "$tpid" ]; then
 		# perfscope reports what it measured on SIGINT; time(1) passes
 		# nothing on, so signal its child.
 		local child; child=$(pgrep -P "$tpid" | head -1 || true)
-		local grand=""; [ -n "$child" ] && grand=$(pgrep -P "$child" | head -1 || true)
-		kill -INT ${grand:-} ${child:-} "$tpid" 2>/dev/null || true
+		kill -INT ${child:-} "$tpid" 2>/dev/null || true
 		wait "$tpid" 2>/dev/null || true
 	fi
+	wait $spid || true
 	python3 - "$w" "$tr" "$mode" "$round" "$out" "$SECS" "$((j1 - j0))" "$(getconf CLK_TCK)" <<'EOF'
 import json, os, sys
 w, tr, mode, rnd, out, secs, jiffies, hz = sys.argv[1:]
@@ -141,6 +140,9 @@ if os.path.exists(out + ".json") and os.path.getsize(out + ".json") > 0:
     est = d["sockets"].get("estimate")
     row["reads_vs_snmp"] = reads / snmp["in_datagrams"] - 1 if snmp.get("in_datagrams") else None
     row["reads_bound"] = (est or {}).get("rel_error")
+    netrx = [t for t in d["softirq"].get("totals") or [] if t.get("vector") == "NET_RX"]
+    row["netrx_vs_proc"] = netrx[0].get("diff") if netrx else None
+    row["softirq_bound"] = (d["softirq"].get("estimate") or {}).get("rel_error")
     rx = d["queues"].get("rx") or []
     kern = sum(q.get("kernel_packets") or 0 for q in rx)
     drv = sum(q.get("driver_packets") or 0 for q in rx)
@@ -187,7 +189,7 @@ import json, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and json.loads(l)["round"] > 0]
 def mean(v): return st.mean(v) if v else float("nan")
 def spread(v): return f"{min(v):.0f}–{max(v):.0f}" if v else ""
-print("\n| workload | tracer | read/s (mean; range) | loss vs none | CPU µs/datagram at fixed rate | added | perfscope: reads vs SNMP (bound) | kernel queues vs driver (bound) | busiest CPU BPF | peak RSS |")
+print("\n| workload | tracer | read/s (mean; range) | loss vs none | CPU µs/datagram at fixed rate | added | perfscope: reads vs SNMP (bound) | NET_RX runs vs /proc/softirqs (bound) | busiest CPU BPF | peak RSS |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for w in ["lo-single", "lo-reuseport", "veth4"]:
     base = {m: [r for r in rows if r["workload"] == w and r["tracer"] == "none" and r["mode"] == m] for m in ("sat", "rate")}
@@ -201,10 +203,12 @@ for w in ["lo-single", "lo-reuseport", "veth4"]:
         accs = "; ".join(f"{100*r['reads_vs_snmp']:+.1f}%" + (f" (±{100*r['reads_bound']:.0f}%)" if r.get("reads_bound") else "") for r in acc)
         q = [r for r in sat + rate if r.get("queues_vs_driver") is not None]
         qs = "; ".join(f"{100*r['queues_vs_driver']:+.1f}%" + (f" (±{100*r['queues_bound']:.0f}%)" if r.get("queues_bound") else "") for r in q)
+        sq = [r for r in sat + rate if r.get("netrx_vs_proc") is not None]
+        sqs = "; ".join(f"{100*r['netrx_vs_proc']:+.1f}%" + (f" (±{100*r['softirq_bound']:.0f}%)" if r.get("softirq_bound") else "") for r in sq)
         bpf = [r["bpf_max_cpu_share"] for r in sat + rate if r.get("bpf_max_cpu_share") is not None]
         rss = [r["rss_kib"] for r in sat + rate if r.get("rss_kib")]
         loss = "" if tr == "none" else f"{100*(1-mean(rs)/b_sat):.1f} %"
         added = "" if tr == "none" else f"{cpu-b_cpu:+.2f}"
-        print(f"| {w} | {tr} | {mean(rs):.0f}; {spread(rs)} | {loss} | {cpu:.2f} | {added} | {accs} | {qs} | "
+        print(f"| {w} | {tr} | {mean(rs):.0f}; {spread(rs)} | {loss} | {cpu:.2f} | {added} | {accs} | {sqs} | "
               f"{(f'{100*max(bpf):.1f} %' if bpf else '')} | {(f'{max(rss)/1024:.1f} MB' if rss else '')} |")
 EOF
