@@ -318,6 +318,7 @@ func (g *governor) loop(begin time.Time) {
 		g.mu.Lock()
 		duty, period := g.plan()
 		g.applyModes(start)
+		allow := g.allowances(period)
 		// Timers fire late on a busy machine and windows run long: the
 		// planned window shrinks by how much longer they have been.
 		window := time.Duration(duty * float64(period) / max(1, g.overrun))
@@ -342,7 +343,7 @@ func (g *governor) loop(begin time.Time) {
 		for len(events) > 0 {
 			ev := events[0]
 			events = events[1:]
-			if stopped = g.sleepUntil(ev.at); stopped {
+			if stopped = g.guardedSleep(ev.at, allow); stopped {
 				break
 			}
 			at := g.switchGroup(ev.group, ev.attach)
@@ -361,7 +362,7 @@ func (g *governor) loop(begin time.Time) {
 		}
 		end := start.Add(period)
 		if !stopped {
-			stopped = g.sleepUntil(end)
+			stopped = g.guardedSleep(end, allow)
 		}
 		if stopped {
 			end = time.Now()
@@ -383,6 +384,119 @@ func (g *governor) loop(begin time.Time) {
 		}
 		start = end
 	}
+}
+
+// guardTick is how often an attached sampled group's cost so far in the
+// period is checked against its allowance.
+const guardTick = 25 * time.Millisecond
+
+// allowances are what each sampled group may cost each CPU in a period of
+// length period, in ns: the budget left after the exact groups and the
+// fixed costs, split by the groups' measured rates (evenly while none is
+// known), with a quarter more for the noise of a plan. g.mu held.
+func (g *governor) allowances(period time.Duration) map[*governedGroup][]float64 {
+	budget := g.budget.CPUShare * 1e9
+	left := make([]float64, g.cpus)
+	sum := make([]float64, g.cpus)
+	var sampled []*governedGroup
+	for cpu := range left {
+		left[cpu] = budget
+		if cpu < len(g.fixRate) {
+			left[cpu] -= g.fixRate[cpu]
+		}
+	}
+	for _, gg := range g.groups {
+		if gg.sampled() {
+			sampled = append(sampled, gg)
+			addRate(sum, gg.rate)
+			continue
+		}
+		for cpu := range left {
+			if cpu < len(gg.rate) {
+				left[cpu] -= gg.rate[cpu]
+			}
+		}
+	}
+	out := map[*governedGroup][]float64{}
+	for _, gg := range sampled {
+		a := make([]float64, g.cpus)
+		for cpu := range a {
+			share := 1 / float64(len(sampled))
+			if sum[cpu] > 0 {
+				r := 0.0
+				if cpu < len(gg.rate) {
+					r = gg.rate[cpu]
+				}
+				share = r / sum[cpu]
+			}
+			a[cpu] = 1.25 * math.Max(0, left[cpu]) * period.Seconds() * share
+		}
+		out[gg] = a
+	}
+	return out
+}
+
+// guardedSleep waits for t like sleepUntil and meanwhile detaches any
+// sampled group whose cost in the period so far passed its allowance:
+// traffic that rises within a period (a flood starting while the windows
+// were planned from a quiet one) ends the window early instead of taking
+// the whole period's budget and more.
+func (g *governor) guardedSleep(t time.Time, allow map[*governedGroup][]float64) bool {
+	for {
+		var attached []*governedGroup
+		for gg := range allow {
+			if gg.hg.IsAttached() {
+				attached = append(attached, gg)
+			}
+		}
+		if len(attached) == 0 {
+			return g.sleepUntil(t)
+		}
+		next := minTime(t, time.Now().Add(guardTick))
+		if g.sleepUntil(next) {
+			return true
+		}
+		for _, gg := range attached {
+			if g.overAllowance(gg, allow[gg]) {
+				g.switchGroup(gg, false)
+			}
+		}
+		if !time.Now().Before(t) {
+			return false
+		}
+	}
+}
+
+// overAllowance says whether gg's runs since the period began cost some
+// CPU more than a.
+func (g *governor) overAllowance(gg *governedGroup, a []float64) bool {
+	cur, err := gg.counter.SelfCosts()
+	if err != nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var prev probes.SelfCosts
+	for i, c := range g.counters {
+		if c == gg.counter && i < len(g.last) {
+			prev = g.last[i]
+		}
+	}
+	d := cur.Sub(prev)
+	cost := make([]float64, g.cpus)
+	for _, hook := range gg.hg.Hooks {
+		for cpu, v := range d[hook] {
+			if cpu < len(cost) {
+				cost[cpu] += float64(v.Runs) * g.perRun(cur[hook])
+			}
+		}
+	}
+	for cpu := range cost {
+		if cpu < len(a) && cost[cpu] > a[cpu] {
+			return true
+		}
+	}
+	return false
 }
 
 // sleepUntil waits for t; true when the governor was stopped first.

@@ -355,6 +355,15 @@ func TestGovernorShortensWindowsWhenCostRises(t *testing.T) {
 		}
 	}
 	t.Logf("duty before the step %.2f, after %.2f; cost after %.2f %%", earlyDuty, lateDuty, 100*lateCost)
+	// The period of the step itself, planned from the quiet ones with the
+	// group attached throughout: the guard detaches it once it has cost
+	// its allowance (a quarter over the budget), within a check (25 ms at
+	// 15 %): never more than about twice the budget.
+	for i, p := range ps[:len(ps)-1] {
+		if c := cost(p); c > 2.2*budget {
+			t.Errorf("period %d cost %.2f %% of the CPU, budget %.0f %% (%+v)", i, 100*c, 100*budget, p)
+		}
+	}
 	if lateCost > 1.2*budget {
 		t.Errorf("after the step the periods cost %.2f %% of the CPU on average, budget %.0f %%", 100*lateCost, 100*budget)
 	}
