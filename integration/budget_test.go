@@ -125,16 +125,18 @@ func checkDefaultBudget(t *testing.T, ov evidence.Overhead, maxShare float64) {
 	}
 }
 
-// checkWithin fails when got is further from want than its reported 95 %
-// bound, with 3 points for the window's two ends (the server's count is
-// interpolated between its progress lines) — or with no bound at all.
+// checkWithin fails when got is further from want than one and a half
+// times its reported 95 % bound (a 95 % bound is missed once in twenty
+// runs by design; at 1.5× about once in a thousand, for a test that must
+// not flake), with 3 points for the window's two ends (the server's count
+// is interpolated between its progress lines) — or with no bound at all.
 func checkWithin(t *testing.T, what string, got, want float64, rel *float64) {
 	t.Helper()
 	if rel == nil {
 		t.Errorf("%s: estimated %.0f without a bound", what, got)
 		return
 	}
-	if diff := math.Abs(got/want - 1); diff > *rel+0.03 {
+	if diff := math.Abs(got/want - 1); diff > 1.5**rel+0.03 {
 		t.Errorf("%s: estimated %.0f ±%.1f %%, exact %.0f: %.1f %% apart", what, got, 100**rel, want, 100*diff)
 	}
 }
@@ -168,7 +170,7 @@ func runLoopbackFlood(t *testing.T, lab *netlab.Lab, prefix []string) udpReport 
 		time.Sleep(50 * time.Millisecond)
 	}
 	flood := lab.Command(ctx, lab.ReceiverNS, bin, "lab", "udp-flood", "--target", target, "--senders", "2",
-		"--duration", "9s", "--max-packets", "30000000")
+		"--duration", "12s", "--max-packets", "50000000")
 	if err := lab.Start(flood); err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +178,6 @@ func runLoopbackFlood(t *testing.T, lab *netlab.Lab, prefix []string) udpReport 
 	time.Sleep(500 * time.Millisecond)
 
 	args := append(append([]string{}, prefix...), bin, "udp", "--iface", "lo", "--port", fmt.Sprint(labPort),
-		"--duration", "5s", "--no-profile", "-o", "json")
+		"--duration", "8s", "--no-profile", "-o", "json")
 	return measureServer(t, ctx, lab, args, &srvErr)
 }
