@@ -348,9 +348,10 @@ func TestGovernorShortensWindowsWhenCostRises(t *testing.T) {
 	for _, p := range late {
 		lateDuty += duty(p) / float64(len(late))
 		lateCost += cost(p) / float64(len(late))
-		// One late timer may overrun a window; a period at over twice
-		// the budget is the governor's fault.
-		if c := cost(p); c > 2.5*budget {
+		// One late timer may overrun a window (at 30 % of the CPU a
+		// 25 ms delay is 7.5 points); a period at over three times the
+		// budget is the governor's fault.
+		if c := cost(p); c > 3*budget {
 			t.Errorf("a period after the step cost %.2f %% of the CPU, budget %.0f %% (%+v)", 100*c, 100*budget, p)
 		}
 	}
