@@ -69,6 +69,10 @@ type Finding struct {
 	// fraction of packets dropped). Findings are ranked by it.
 	Impact         float64        `json:"impact"`
 	Recommendation Recommendation `json:"recommendation"`
+	// Estimates names the report sections ("softirq", "locks") whose
+	// estimates the finding rests on: numbers the overhead budget counted
+	// in sampling windows only (its evidence says how). Empty: exact.
+	Estimates []string `json:"estimates,omitempty"`
 }
 
 // Kind says whether perfscope can apply a recommendation itself.

@@ -29,11 +29,11 @@ const (
 )
 
 // rxPackets is what the RX queues received (kernel counts, else the
-// driver's).
+// driver's; the driver's when the kernel's are the budget's estimates).
 func rxPackets(e evidence.NetEvidence) uint64 {
 	var n uint64
 	for _, q := range e.Queues.RX {
-		if q.KernelPackets != nil {
+		if q.KernelPackets != nil && (q.DriverPackets == nil || e.Queues.Estimate == nil) {
 			n += *q.KernelPackets
 		} else if q.DriverPackets != nil {
 			n += *q.DriverPackets

@@ -67,6 +67,7 @@ func checkSoftirqConcentrated(in NetInput, t Thresholds) *Finding {
 		Reference: Makita2016,
 		Caveats:   []string{"Act on the specific findings that explain the concentration: net.irq-affinity-ignores-hint, net.rss-indirection-narrow, net.dead-rx-queues, net.rps-needed — and on net.socket-lock-contention first if it is reported."},
 	}
+	weighEstimate(f, "softirq", fmt.Sprintf("CPU %d's NET_RX share", busiest), top, NetRXSaturatedShare, e.Softirq.Estimate, nil)
 	return f
 }
 
@@ -254,6 +255,12 @@ func checkDeadRXQueues(in NetInput) *Finding {
 		Reference: Makita2016 + ": ethtool -S showed rx_queue_16..19_packets = 4, 3, 0, 8 against ~160M on queues 0-15.",
 		Caveats:   []string{"Hashing on ports reorders nothing within a flow but spreads fragments of one datagram differently (fragments carry no ports)."},
 	}
+	switch b.Source {
+	case "kernel":
+		onEstimate(f, "queues", "the kernel's per-queue counts", e.Queues.Estimate)
+	case "napi":
+		onEstimate(f, "queue_cpu", "the NAPI work per queue", e.QueueCPU.Estimate)
+	}
 	return f
 }
 
@@ -404,6 +411,7 @@ func checkRPSNeeded(in NetInput, t Thresholds) *Finding {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("only one socket receives on port %d: spreading now will contend on its lock", e.Port))
 		f.Severity = Info
 	}
+	weighEstimate(f, "softirq", "the busiest CPU's NET_RX share", top, NetRXSaturatedShare, e.Softirq.Estimate, nil)
 	return f
 }
 
@@ -528,6 +536,12 @@ func checkXPSUnset(in NetInput, t Thresholds) *Finding {
 	r.Reference = Makita2016
 	if in.Evidence.Interface.Virtual {
 		r.Caveats = append(r.Caveats, "On a virtual device the qdisc is usually noqueue; XPS then only spreads the TX queues the peer sees.")
+	}
+	if len(shared) > 0 {
+		onEstimate(f, "tx", "the TX packets per CPU and queue", e.TX.Estimate)
+	}
+	if qdiscNs > 0 {
+		onEstimate(f, "locks", "the qdisc lock wait", e.Locks.Estimate)
 	}
 	return f
 }

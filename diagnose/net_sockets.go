@@ -129,6 +129,17 @@ func checkSocketLockContention(in NetInput, t Thresholds) *Finding {
 		Reference: Makita2016,
 		Caveats:   []string{"The default flow hash can still put two CPUs' packets on one socket; net.reuseport-steering then steers by CPU (SO_ATTACH_REUSEPORT_CBPF)."},
 	}
+	if share >= SocketLockShareWarn {
+		weighEstimate(f, "locks", "the socket lock wait's share", share, SocketLockShareWarn, e.Locks.Estimate, nil)
+	} else {
+		onEstimate(f, "locks", "the socket lock wait", e.Locks.Estimate)
+	}
+	if crossFed {
+		onEstimate(f, "sockets", "the wakeups by CPU", e.Sockets.Estimate)
+	}
+	if drops > 0 {
+		onEstimate(f, "drops", "the drops by reason", e.Drops.Estimate)
+	}
 	return f
 }
 
@@ -245,6 +256,22 @@ func checkReuseportSteering(in NetInput, t Thresholds) *Finding {
 		Reference: Makita2016,
 		Caveats:   []string{"Needs one socket per CPU that runs NET_RX, created in CPU order, and packets spread over those CPUs (RSS/RPS); SO_ATTACH_REUSEPORT_EBPF does the same with an eBPF program."},
 	}
+	if share >= ReuseportRemainingShare {
+		onEstimate(f, "locks", "the socket lock wait", e.Locks.Estimate)
+	}
+	if skew >= ReuseportSkew || len(crossFed) > 0 {
+		onEstimate(f, "sockets", "the datagrams read per socket and the wakeups by CPU", e.Sockets.Estimate)
+	}
+	if skew >= ReuseportSkew && share < ReuseportRemainingShare && len(crossFed) == 0 {
+		// The imbalance alone decided: weigh the busiest socket's bound.
+		var rel *float64
+		for _, s := range socketsOnPort(e, port) {
+			if s.ReceivedPkt != nil && float64(*s.ReceivedPkt) == top {
+				rel = s.ReceivedRelError
+			}
+		}
+		weighEstimate(f, "sockets", "the busiest socket's share over the mean", skew, ReuseportSkew, e.Sockets.Estimate, rel)
+	}
 	return f
 }
 
@@ -334,6 +361,21 @@ func RcvbufSize(ratePerSocket float64) int64 {
 }
 
 func checkUDPRcvbuf(in NetInput, t Thresholds) *Finding {
+	f := udpRcvbuf(in, t)
+	e := in.Evidence
+	// The per-socket reads (and the drops by reason) replace the exact
+	// SNMP counters when the sockets are known.
+	for _, s := range socketsOnPort(e, e.Port) {
+		if s.ReceivedPkt != nil {
+			onEstimate(f, "sockets", "the datagrams read per socket", e.Sockets.Estimate)
+			onEstimate(f, "drops", "the drops by reason", e.Drops.Estimate)
+			break
+		}
+	}
+	return f
+}
+
+func udpRcvbuf(in NetInput, t Thresholds) *Finding {
 	e := in.Evidence
 	secs := seconds(e.DurationNs)
 	if secs <= 0 {

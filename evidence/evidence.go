@@ -18,6 +18,11 @@ type ProgramCost struct {
 	RunTimeNs uint64 `json:"run_time_ns"`
 	// PerRunNs is RunTimeNs / RunCount.
 	PerRunNs float64 `json:"per_run_ns"`
+	// PerRunFrom says how PerRunNs was measured when the runs come from
+	// the programs' own counters: "bpf_stats", or "self-timed" (the
+	// program timed 1 in 64 of its runs; bpf_stats unavailable or idle
+	// while it ran). Empty: bpf_stats alone.
+	PerRunFrom string `json:"per_run_from,omitempty"`
 }
 
 // NewProgramCost fills PerRunNs.
@@ -43,9 +48,21 @@ type Overhead struct {
 	// StatsSample, when set, says bpf_stats ran for part of the run only
 	// and Programs' runs and times were scaled to the whole run.
 	StatsSample *StatsSample `json:"bpf_stats_sample,omitempty"`
-	// StatsUnavailable says why bpf_stats could not be turned on (the
-	// programs' runs and times are zero then).
+	// StatsUnavailable says why bpf_stats could not be turned on; the
+	// programs' runs then come from their own counters and their times
+	// from their own timing (PerRunFrom "self-timed"): an estimate.
 	StatsUnavailable string `json:"bpf_stats_unavailable,omitempty"`
+	// CPUCost is the programs' cost per CPU, entry included: what the
+	// overhead budget bounds.
+	CPUCost *CPUCost `json:"cpu_cost,omitempty"`
+	// Budget is the overhead budget the run kept to; nil with --exact
+	// (every hook attached throughout, every event counted).
+	Budget *BudgetUse `json:"budget,omitempty"`
+	// ProcessCPUNs is the CPU time of perfscope's own process over the
+	// window (user and system: reading maps, the budget's attaching and
+	// detaching), ProcessCPUShare that over every CPU's time.
+	ProcessCPUNs    int64   `json:"process_cpu_ns"`
+	ProcessCPUShare float64 `json:"process_cpu_share"`
 }
 
 // StatsSample is how bpf_stats were sampled: on for OnNs of TotalNs; runs

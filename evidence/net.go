@@ -61,6 +61,9 @@ type QueueRow struct {
 	Dead bool     `json:"dead"`
 	// PerS is the best packet rate known for the queue.
 	PerS float64 `json:"packets_per_s"`
+	// RelError bounds KernelPackets at 95 % when it is an estimate
+	// (QueueSection.Estimate); nil when exact or unknown.
+	RelError *float64 `json:"rel_error,omitempty"`
 }
 
 // QueueBalance is how evenly one direction's queues carried packets.
@@ -85,6 +88,11 @@ type QueueSection struct {
 	TXBalance QueueBalance `json:"tx_balance"`
 	// Notes explain per-source gaps ("driver counters: not supported by lo").
 	Notes []string `json:"notes,omitempty"`
+	// Estimate says how the kernel-side counts (KernelPackets, NAPIWork
+	// in the rows) were obtained when the overhead budget sampled the
+	// queue probe's per-packet hooks; nil: exact. The driver's counters
+	// are always exact.
+	Estimate *Estimate `json:"estimate,omitempty"`
 	// NICMissed is the packets the NIC dropped for want of a free RX
 	// descriptor over the window (ethtool.Missed: rx_missed_errors,
 	// rx_out_of_buffer, ...), nil when the driver reports none of those
@@ -111,6 +119,8 @@ type QueueCPUSection struct {
 	Cells []QueueCPUCell `json:"cells"`
 	// Mapping says how NAPI ids were mapped to queues.
 	Mapping string `json:"mapping,omitempty"`
+	// Estimate: the polls were sampled (nil: exact).
+	Estimate *Estimate `json:"estimate,omitempty"`
 }
 
 // QueueIRQ is one queue interrupt and where it may and does go.
@@ -166,6 +176,8 @@ type TXSection struct {
 	Qdisc  []QdiscRow     `json:"qdisc"`
 	XPSSet bool           `json:"xps_set"`
 	XPS    map[int]string `json:"xps_cpus"` // TX queue → cpulist
+	// Estimate: the per-CPU queues and qdisc rows were sampled (nil: exact).
+	Estimate *Estimate `json:"estimate,omitempty"`
 }
 
 // SocketRef names a socket a lock was attributed to. perfscope's BPF
@@ -215,6 +227,9 @@ type SocketContention struct {
 	MaxNs   uint64    `json:"max_ns"`
 	// ByLock splits it by the socket's lock, most wait first.
 	ByLock []SocketLockWait `json:"by_lock"`
+	// RelError bounds Count and TotalNs at 95 % when the lock probe was
+	// sampled (LockSection.Estimate); nil when exact or unknown.
+	RelError *float64 `json:"rel_error,omitempty"`
 }
 
 // SocketLockWait is the wait on one lock of a socket.
@@ -242,6 +257,10 @@ type LockSection struct {
 	// Intervals is the wait per tick of the window, when the run keeps a
 	// timeline.
 	Intervals []LockInterval `json:"intervals,omitempty"`
+	// Estimate: the lock probe was attached in sampling windows only and
+	// every count and wait (not MaxNs, the longest seen) is scaled to the
+	// window, TotalNs included; nil: exact.
+	Estimate *Estimate `json:"estimate,omitempty"`
 }
 
 // LockInterval is lock contention over one tick of a timeline.
@@ -259,6 +278,9 @@ type PortDrops struct {
 	Port   int    `json:"port"`
 	Reason string `json:"reason"`
 	Count  uint64 `json:"count"`
+	// RelError bounds Count at 95 % when the drop probe was sampled
+	// (DropSection.Estimate); nil when exact or unknown.
+	RelError *float64 `json:"rel_error,omitempty"`
 }
 
 // DropSection is UDP drops by port and reason, with kernel counters.
@@ -277,6 +299,9 @@ type DropSection struct {
 	// (mem is host-wide pages, what net.ipv4.udp_mem limits); nil when
 	// unreadable.
 	UDPSockstat *UDPSockstat `json:"udp_sockstat,omitempty"`
+	// Estimate: the drop probe's rows (ByPort from kfree_skb, ByReason)
+	// were sampled; nil: exact. SNMP, softnet and sk_drops are exact.
+	Estimate *Estimate `json:"estimate,omitempty"`
 	// Intervals are the drop probe's counts per tick, when the run keeps
 	// a timeline.
 	Intervals []DropInterval `json:"intervals,omitempty"`
@@ -297,6 +322,9 @@ type UDPSocket struct {
 	// SocketSection.ReceivedUnavailable).
 	ReceivedPkt  *uint64  `json:"received_packets,omitempty"`
 	ReceivedPerS *float64 `json:"received_per_s,omitempty"`
+	// ReceivedRelError bounds ReceivedPkt at 95 % when the socket probe
+	// was sampled (SocketSection.Estimate); nil when exact or unknown.
+	ReceivedRelError *float64 `json:"received_rel_error,omitempty"`
 	// WakeupsByCPU counts the data-ready wakeups (sock:sk_data_ready) by
 	// the CPU that queued the datagram: which CPUs' softirqs fed this
 	// socket. Shares, not datagram counts: since 6.13 UDP wakes only an
@@ -359,6 +387,8 @@ type SocketSection struct {
 	Warning string           `json:"warning,omitempty"`
 	// ReceivedUnavailable says why sockets carry no received counts.
 	ReceivedUnavailable string `json:"received_unavailable,omitempty"`
+	// Estimate: the received counts and wakeups were sampled; nil: exact.
+	Estimate *Estimate `json:"estimate,omitempty"`
 	// Intervals are the sockets' reads, queue and drops per tick, when
 	// the run keeps a timeline.
 	Intervals []SocketInterval `json:"intervals,omitempty"`

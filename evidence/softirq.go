@@ -59,6 +59,11 @@ type SoftirqEvidence struct {
 	Latency    []LatencyHistogram `json:"latency"`
 	Totals     []VectorAgreement  `json:"totals"`
 	Intervals  []SoftirqInterval  `json:"intervals,omitempty"`
+	// Estimate: the softirq probe was attached in sampling windows only
+	// (on loopback a softirq runs per packet) and its counts and times
+	// are scaled to the window; /proc/softirqs counts stay exact beside
+	// them. Nil: exact.
+	Estimate *Estimate `json:"estimate,omitempty"`
 }
 
 // SoftirqInterval is one --interval line.

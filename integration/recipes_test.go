@@ -155,7 +155,9 @@ func TestRecipeUDPTx(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
 	loopbackFlood(t, 5*time.Second, 0)
-	r, _ := runRecipe(t, "udp-tx", "--set", "iface=lo", "--set", "duration=2s", "--set", "interval=1s")
+	// --exact: the timeline's rows must add up to the window exactly, which
+	// sampled counts, scaled interval by interval, only approach.
+	r, _ := runRecipe(t, "udp-tx", "--exact", "--set", "iface=lo", "--set", "duration=2s", "--set", "interval=1s")
 	var d recipeData
 	decodeData(t, r, &d)
 	if d.Net == nil || d.Timeline == nil {
@@ -188,7 +190,8 @@ func TestRecipeSoftirqBalance(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
 	loopbackFlood(t, 5*time.Second, 0)
-	r, _ := runRecipe(t, "softirq-balance", "--set", "duration=2s", "--set", "interval=1s")
+	// --exact: the probe must agree with /proc/softirqs run for run.
+	r, _ := runRecipe(t, "softirq-balance", "--exact", "--set", "duration=2s", "--set", "interval=1s")
 	var d evidence.SoftirqEvidence
 	decodeData(t, r, &d)
 	if len(d.Intervals) != 2 {
@@ -284,7 +287,8 @@ window:
 		t.Fatalf("validate: %v %q %q", err, out.String(), stderr.String())
 	}
 	port := loopbackFlood(t, 5*time.Second, 0)
-	r, _ := runRecipe(t, file, "--set", "duration=2500ms")
+	// --exact: the rows must add up to the window (see udp-tx above).
+	r, _ := runRecipe(t, file, "--exact", "--set", "duration=2500ms")
 	var d recipeData
 	decodeData(t, r, &d)
 	if r.Recipe.Source != file || d.Softirq == nil || d.Locks == nil || d.Timeline == nil || d.Net != nil {

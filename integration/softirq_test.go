@@ -44,7 +44,10 @@ func TestSoftirqAgreesWithProcUnderFlood(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // let the flood reach a steady rate
 
 	var out, stderr bytes.Buffer
-	cmd := exec.Command(bin, "softirq", "--duration", "3s", "-o", "json")
+	// --exact: every run counted, so the probe must agree with the
+	// kernel's own counter (the default budget samples a loopback flood,
+	// where a softirq runs per packet).
+	cmd := exec.Command(bin, "softirq", "--duration", "3s", "--exact", "-o", "json")
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("perfscope softirq: %v\n%s", err, stderr.String())

@@ -53,6 +53,17 @@ type udpRun struct {
 	// packet's receive softirq on the CPU that sent it, so every one of
 	// these CPUs feeds the server, whatever the scheduler would do.
 	floodPerCPU []string
+	// budget, when set, is --overhead-budget's value (else --exact), and
+	// seconds the window (else 3).
+	budget  string
+	seconds int
+}
+
+func (r udpRun) duration() string {
+	if r.seconds > 0 {
+		return fmt.Sprintf("%ds", r.seconds)
+	}
+	return "3s"
 }
 
 const labPort = 9000
@@ -115,7 +126,20 @@ func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 	}
 	time.Sleep(500 * time.Millisecond)
 
-	args := append([]string{bin, "udp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(labPort), "--duration", "3s", "-o", "json"}, r.extra...)
+	// --exact unless the run asks otherwise: the checks compare counts
+	// with the server's own.
+	budget := []string{"--exact"}
+	if r.budget != "" {
+		budget = []string{"--overhead-budget", r.budget}
+	}
+	args := append(append([]string{bin, "udp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(labPort), "--duration", r.duration(), "-o", "json"}, budget...), r.extra...)
+	return measureServer(t, ctx, lab, args, &srvErr)
+}
+
+// measureServer runs perfscope (args) in the receiver namespace and adds
+// what the lab's server says it read during perfscope's window.
+func measureServer(t *testing.T, ctx context.Context, lab *netlab.Lab, args []string, srvErr *lockedBuffer) udpReport {
+	t.Helper()
 	var out, stderr bytes.Buffer
 	cmd := lab.Command(ctx, lab.ReceiverNS, args...)
 	cmd.Stdout, cmd.Stderr = &out, &stderr
@@ -357,6 +381,42 @@ func TestUDPOnLab(t *testing.T) {
 		}
 		if len(d.QueueCPU.Cells) == 0 {
 			t.Errorf("empty queue × CPU matrix: %s", d.QueueCPU.Unavailable)
+		}
+	})
+
+	// The default: within a 2 % budget, the same flood's per-packet hooks
+	// are sampled; each estimate says so, the reads estimate lands near
+	// what the server read, and the findings stay.
+	t.Run("single socket, budget", func(t *testing.T) {
+		rep := runUDPLab(t, lab, udpRun{mode: "single", threads: 2, senders: 4, flows: flows, floodPerCPU: perCPU, rcvbuf: 4096, budget: "2", seconds: 6})
+		checkDefaultBudget(t, rep.Overhead, 0.04)
+		s := rep.Data.Sockets
+		if len(s.Sockets) != 1 || s.Sockets[0].ReceivedPkt == nil {
+			t.Fatalf("sockets %+v (%s)", s.Sockets, s.ReceivedUnavailable)
+		}
+		got := float64(*s.Sockets[0].ReceivedPkt)
+		t.Logf("reads: %.0f estimated (%v, row ±%v), server read %.0f", got, s.Estimate, s.Sockets[0].ReceivedRelError, rep.serverRead)
+		if s.Estimate != nil {
+			bound := 0.25
+			if r := s.Sockets[0].ReceivedRelError; r != nil {
+				bound = max(bound, 3**r)
+			}
+			if diff := got/rep.serverRead - 1; diff > bound || diff < -bound {
+				t.Errorf("estimated %.0f reads, the server read %.0f: %.0f%% apart", got, rep.serverRead, 100*diff)
+			}
+		}
+		found := false
+		for _, f := range rep.Findings {
+			found = found || f.ID == "net.udp-rcvbuf"
+		}
+		if !found {
+			t.Errorf("no net.udp-rcvbuf finding under the budget; findings: %+v", rep.Findings)
+		}
+		// The driver's per-queue counters stay exact beside the estimates.
+		for _, q := range rep.Data.Queues.RX {
+			if q.DriverPackets == nil {
+				t.Errorf("queue %d lost its driver count: %+v", q.Queue, q)
+			}
 		}
 	})
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -75,7 +76,11 @@ type Attached struct {
 	// Programs maps hook names ("irq:softirq_entry") to the attached program.
 	Programs map[string]*ebpf.Program
 
-	links []link.Link
+	mu sync.Mutex
+	// links holds each hook's link while it is attached; a hook group
+	// detached between sampling windows has none (see HookGroup).
+	links map[string]link.Link
+	hooks map[string]Hook
 }
 
 // Close detaches every link and closes every program and map. Safe to
@@ -84,6 +89,8 @@ func (a *Attached) Close() error {
 	if a == nil {
 		return nil
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	var errs []error
 	for _, l := range a.links {
 		errs = append(errs, l.Close())
@@ -98,7 +105,40 @@ func (a *Attached) Close() error {
 
 // Links is the number of attached links (used by tests and the overhead
 // report).
-func (a *Attached) Links() int { return len(a.links) }
+func (a *Attached) Links() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.links)
+}
+
+// attach links hook's program; for classic tracepoints, which resolve
+// their event id through tracefs, within WithTracefs unless dir already
+// is a mounted tracefs.
+func attachHook(m AttachMethod, h Hook, prog *ebpf.Program, dir string) (link.Link, error) {
+	var l link.Link
+	var err error
+	switch m {
+	case MethodBTF:
+		l, err = link.AttachTracing(link.TracingOptions{Program: prog})
+	case MethodRaw:
+		l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.Name, Program: prog})
+	case MethodTracepoint:
+		if dir == "" {
+			err = WithTracefs(func(string) error {
+				l, err = link.Tracepoint(h.Group, h.Name, prog, nil)
+				return err
+			})
+		} else {
+			l, err = link.Tracepoint(h.Group, h.Name, prog, nil)
+		}
+	default:
+		err = fmt.Errorf("attach method %q: %w", m, ErrNotSupported)
+	}
+	if err != nil {
+		return nil, Classify("attach "+string(m)+" "+h.String(), err)
+	}
+	return l, nil
+}
 
 // LoadAndAttach loads spec with the programs for one attach method and
 // attaches them to hooks. With MethodAuto it tries tp_btf, raw_tp and classic
@@ -152,7 +192,8 @@ func loadWith(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, configure
 
 func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, configure func(*ebpf.CollectionSpec) error, dir string) (*Attached, error) {
 	spec := full.Copy()
-	a := &Attached{Method: m, Missing: map[string]error{}, Programs: map[string]*ebpf.Program{}}
+	a := &Attached{Method: m, Missing: map[string]error{}, Programs: map[string]*ebpf.Program{},
+		links: map[string]link.Link{}, hooks: map[string]Hook{}}
 
 	// Keep only this method's hook programs.
 	hookProgs := map[string]bool{}
@@ -222,17 +263,8 @@ func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, co
 		if prog == nil {
 			continue // dropped above as missing
 		}
-		var l link.Link
-		switch m {
-		case MethodBTF:
-			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
-		case MethodRaw:
-			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.Name, Program: prog})
-		case MethodTracepoint:
-			l, err = link.Tracepoint(h.Group, h.Name, prog, nil)
-		}
+		l, err := attachHook(m, h, prog, dir)
 		if err != nil {
-			err = Classify("attach "+string(m)+" "+h.String(), err)
 			if h.Optional && !errors.Is(err, ErrPermission) {
 				a.Missing[h.String()] = err
 				continue
@@ -240,7 +272,8 @@ func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, co
 			a.Close()
 			return nil, err
 		}
-		a.links = append(a.links, l)
+		a.links[h.String()] = l
+		a.hooks[h.String()] = h
 		a.Programs[h.String()] = prog
 	}
 	return a, nil

@@ -3,6 +3,7 @@ package probes_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/probes"
@@ -64,4 +65,24 @@ func TestAttachEmpty(t *testing.T) {
 		t.Errorf("attaching to a missing tracepoint: %v, want an error naming it", err)
 	}
 	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+}
+
+// The tracepoint entry cost is measured, positive and plausible (tens to
+// hundreds of nanoseconds; it is ~60 ns on the project's VM).
+func TestMeasureEntryCost(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	before, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	c, err := probes.MeasureEntryCost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("entry cost %v", c)
+	if c <= 0 || c > 5*time.Microsecond {
+		t.Errorf("entry cost %v, want between 0 and 5 µs", c)
+	}
+	if again, _ := probes.MeasureEntryCost(); again != c {
+		t.Errorf("measured twice: %v then %v", c, again)
+	}
+	testutil.AssertNoNewBPF(t, before, beforeMaps)
 }

@@ -34,9 +34,43 @@ type Snapshotter[S any] interface {
 // object and the Probe methods. Probe packages embed it.
 type Loaded struct {
 	Attached *Attached
+	// SelfCost reads the programs' own run counters (SelfCostReader);
+	// nil when the object keeps none.
+	SelfCost func() (SelfCosts, error)
+	// Groups are the hook groups an overhead budget may detach between
+	// sampling windows.
+	Groups []*HookGroup
 }
 
-var _ Probe = (*Loaded)(nil)
+var (
+	_ Probe       = (*Loaded)(nil)
+	_ Switchable  = (*Loaded)(nil)
+	_ SelfCounted = (*Loaded)(nil)
+)
+
+// NewLoaded is the Loaded of an attached object that keeps its programs'
+// own run counters in self_costs (selfcost.h): slots maps each hook to
+// its slot (hooks that did not attach are dropped), V is the object's
+// generated self_cost struct and conv copies it field by field. groups are
+// the hook groups an overhead budget may detach (nil ones are dropped).
+func NewLoaded[V any](att *Attached, slots map[string]uint32, conv func(V) SelfRuns, groups ...*HookGroup) Loaded {
+	return Loaded{
+		Attached: att,
+		SelfCost: SelfCostReader(att.Collection.Maps["self_costs"], att.AttachedSlots(slots), conv),
+		Groups:   Groups(groups...),
+	}
+}
+
+// SelfCosts reads the programs' own run counters per hook and CPU.
+func (l *Loaded) SelfCosts() (SelfCosts, error) {
+	if l.SelfCost == nil {
+		return nil, ErrNoSelfCost
+	}
+	return l.SelfCost()
+}
+
+// HookGroups are the probe's hook groups.
+func (l *Loaded) HookGroups() []*HookGroup { return l.Groups }
 
 // Method is the attach method in use.
 func (l *Loaded) Method() AttachMethod { return l.Attached.Method }

@@ -202,7 +202,10 @@ func (p *Plan) bindWindow() []error {
 	if err != nil {
 		return []error{err}
 	}
-	p.window = Window{Duration: d.(time.Duration), Stats: w.Stats}
+	p.window = Window{Duration: d.(time.Duration), Stats: w.Stats, Budget: Budget{CPUShare: DefaultBudget}}
+	if w.Budget != nil {
+		p.window.Budget = *w.Budget
+	}
 	if w.Interval != nil {
 		iv, err := p.value(*w.Interval, Domain{Kind: KindDuration})
 		switch {

@@ -103,6 +103,9 @@ type WindowSpec struct {
 	Stats    Stats
 	// AttachMethod forces tp_btf, raw_tp or tracepoint for every probe.
 	AttachMethod *Ref
+	// Budget is the overhead budget (window.budget: a percentage of any
+	// one CPU, or exact); nil: DefaultBudget.
+	Budget *Budget
 }
 
 // OutputSpec is a file a run writes: only inside a directory parameter.
@@ -752,10 +755,10 @@ func (d *decoder) checkDuplicates(all []Use) {
 
 func (d *decoder) window(n *yaml.Node) WindowSpec {
 	var w WindowSpec
-	if !d.mapping(n, "window", "a mapping {duration, interval, stats, attach_method}") {
+	if !d.mapping(n, "window", "a mapping {duration, interval, stats, attach_method, budget}") {
 		return w
 	}
-	f := d.fields(n, "window", []string{"duration", "interval", "stats", "attach_method"})
+	f := d.fields(n, "window", []string{"duration", "interval", "stats", "attach_method", "budget"})
 	if v, ok := f["duration"]; ok {
 		w.Duration, _ = d.ref(v, "window.duration", windowDuration)
 	} else {
@@ -783,6 +786,15 @@ func (d *decoder) window(n *yaml.Node) WindowSpec {
 	if v, ok := f["attach_method"]; ok {
 		if r, ok := d.ref(v, "window.attach_method", attachDomain); ok {
 			w.AttachMethod = &r
+		}
+	}
+	if v, ok := f["budget"]; ok {
+		if s, ok := d.scalar(v, "window.budget", budgetWant); ok {
+			if b, err := ParseBudget(s); err != nil {
+				d.wantGot(v, "window.budget", budgetWant)
+			} else {
+				w.Budget = &b
+			}
 		}
 	}
 	return w

@@ -46,7 +46,11 @@ type Locks struct {
 	last      lockstat.Snapshot
 	udp       sockets.UDPTable
 	intervals []evidence.LockInterval
+	cov       *Coverage
 }
+
+// SetCoverage implements Sampled.
+func (p *Locks) SetCoverage(c *Coverage) { p.cov = c }
 
 // NewLocks returns the lock part.
 func NewLocks(opts LockOptions) *Locks {
@@ -105,14 +109,15 @@ func (p *Locks) Tail(now time.Time) {
 
 func (p *Locks) interval(s lockstat.Snapshot, now time.Time) {
 	d := s.Sub(p.prev)
+	k := p.cov.ScaleBetween(lockstat.Group, p.prev.Taken, s.Taken)
 	p.prev = s
 	iv := evidence.LockInterval{End: now, ByClass: map[string]uint64{}}
 	for _, w := range d.Sites {
-		iv.Count += w.Count
-		iv.TotalNs += uint64(w.Total)
+		iv.Count += scaled(w.Count, k)
+		iv.TotalNs += scaled(uint64(w.Total), k)
 	}
 	for c, ns := range p.sites(d).ByClass {
-		iv.ByClass[c] = ns
+		iv.ByClass[c] = scaled(ns, k)
 	}
 	p.intervals = append(p.intervals, iv)
 }
@@ -145,8 +150,36 @@ func (p *Locks) Evidence() evidence.LockSection {
 		return evidence.LockSection{Section: evidence.Section{Unavailable: fmt.Sprintf("lock contention: %v", p.openErr)}}
 	}
 	sec := p.section(p.last.Sub(p.first), p.udp)
+	scaleLocks(&sec, p.cov.Estimate(lockstat.Group))
 	sec.Intervals = p.intervals
 	return sec
+}
+
+// scaleLocks scales what the lock probe's sampling windows counted to the
+// window (e nil: exact, nothing to do). The longest waits stay the
+// longest seen: a lower bound.
+func scaleLocks(sec *evidence.LockSection, e *evidence.Estimate) {
+	if e == nil {
+		return
+	}
+	k := e.Scale
+	sec.Estimate = e
+	for i := range sec.Sites {
+		s := &sec.Sites[i]
+		s.Count, s.TotalNs = scaled(s.Count, k), scaled(s.TotalNs, k)
+	}
+	for c, ns := range sec.ByClass {
+		sec.ByClass[c] = scaled(ns, k)
+	}
+	sec.TotalNs = scaled(sec.TotalNs, k)
+	for i := range sec.Sockets {
+		s := &sec.Sockets[i]
+		s.RelError = e.RowError(s.Count)
+		s.Count, s.TotalNs = scaled(s.Count, k), scaled(s.TotalNs, k)
+		for j := range s.ByLock {
+			s.ByLock[j].Count, s.ByLock[j].TotalNs = scaled(s.ByLock[j].Count, k), scaled(s.ByLock[j].TotalNs, k)
+		}
+	}
 }
 
 func (p *Locks) kernelSymbols() *symbols.KernelSymbols {

@@ -204,6 +204,7 @@ func (n *netParts) assemble(src Sources, o NetOptions, run Run) NetResult {
 		ev.IRQs = c.irqs(src, o.Iface, drvInfo, drvErr, netRX)
 		ev.TX = BuildTX(o.Iface, txByCPU, qdisc)
 		if n.queues != nil {
+			n.queues.MarkEstimates(&ev.Queues, &ev.TX)
 			ev.Queues.Notes = append(ev.Queues.Notes, n.queues.Notes()...)
 			ev.Queues.Intervals = n.queues.Intervals()
 			if err := n.queues.OpenErr(); err != nil {
@@ -437,6 +438,10 @@ func (c *NetCounters) socketIntervals(sec *evidence.SocketSection, reads []socke
 		r.QueueBytes, r.Drops = &q, &drops
 	}
 	for _, t := range reads {
+		if t.unknown {
+			row(t.end) // the row stays, its reads unknown (nil)
+			continue
+		}
 		var n uint64
 		for ino, d := range t.reads {
 			if mine[ino] {

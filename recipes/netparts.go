@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -30,14 +31,22 @@ type snapshotPart[S delta[S], P probes.Snapshotter[S]] struct {
 	what string // "queue probe", for messages
 	// timeline: read at every tick of a window with an interval, each
 	// interval's counts handed to interval (set by the part).
-	timeline    bool
-	interval    func(d S, now time.Time)
+	timeline bool
+	// interval gets the counts between from and now (the budget's
+	// coverage of that span scales them).
+	interval    func(d S, from, now time.Time)
 	probe       P
 	openErr     error
 	first, last S
-	// prev is the last tick's reading, for a timeline.
-	prev S
+	// cov is how the budget attached the probe's hooks (nil: exact).
+	cov *Coverage
+	// prev is the last tick's reading, for a timeline, taken at prevAt.
+	prev   S
+	prevAt time.Time
 }
+
+// SetCoverage implements Sampled.
+func (p *snapshotPart[S, P]) SetCoverage(c *Coverage) { p.cov = c }
 
 func (p *snapshotPart[S, P]) open(probe P, err error) {
 	p.probe, p.openErr = probe, err
@@ -60,30 +69,31 @@ func (p *snapshotPart[S, P]) Begin(context.Context) error {
 		if p.first, err = p.probe.Snapshot(); err != nil {
 			return fmt.Errorf("read %s: %w", p.what, err)
 		}
-		p.prev = p.first
+		p.prev, p.prevAt = p.first, time.Now()
 	}
 	return nil
 }
 
 // tick reads the probe at a tick of the window and returns the counts
 // since the last; ok is false without a timeline or a probe.
-func (p *snapshotPart[S, P]) tick() (d S, ok bool, err error) {
+func (p *snapshotPart[S, P]) tick(now time.Time) (d S, from time.Time, ok bool, err error) {
 	if !p.timeline || !p.opened() {
-		return d, false, nil
+		return d, from, false, nil
 	}
 	cur, err := p.probe.Snapshot()
 	if err != nil {
-		return d, false, fmt.Errorf("read %s: %w", p.what, err)
+		return d, from, false, fmt.Errorf("read %s: %w", p.what, err)
 	}
 	d, p.prev = cur.Sub(p.prev), cur
-	return d, true, nil
+	from, p.prevAt = p.prevAt, now
+	return d, from, true, nil
 }
 
 // Tick implements Ticker.
 func (p *snapshotPart[S, P]) Tick(_ context.Context, now time.Time) error {
-	d, ok, err := p.tick()
+	d, from, ok, err := p.tick(now)
 	if ok {
-		p.interval(d, now)
+		p.interval(d, from, now)
 	}
 	return err
 }
@@ -91,7 +101,7 @@ func (p *snapshotPart[S, P]) Tick(_ context.Context, now time.Time) error {
 // Tail implements Tailer.
 func (p *snapshotPart[S, P]) Tail(now time.Time) {
 	if d, ok := p.tail(); ok {
-		p.interval(d, now)
+		p.interval(d, p.prevAt, now)
 	}
 }
 
@@ -132,7 +142,10 @@ type QueueOptions struct {
 // kernel's side (the netqueue probe).
 type Queues struct {
 	snapshotPart[netqueue.Snapshot, QueueProbe]
-	opts      QueueOptions
+	opts QueueOptions
+	// sampled is what the windows counted per queue, before scaling:
+	// each row's own error bound depends on it.
+	sampled   struct{ rx, tx map[int]uint64 }
 	intervals []evidence.QueueInterval
 }
 
@@ -161,19 +174,23 @@ func (p *Queues) Begin(ctx context.Context) error {
 }
 
 // interval records the interface's packets in one interval.
-func (p *Queues) interval(d netqueue.Snapshot, now time.Time) {
+func (p *Queues) interval(d netqueue.Snapshot, from, now time.Time) {
 	ifindex := p.opts.Iface.Index
+	k := p.cov.ScaleBetween(netqueue.GroupPackets, from, now)
+	if k == 0 {
+		return // no sampling window in the interval: its packets are unknown
+	}
 	iv := evidence.QueueInterval{End: now, RXByQueue: map[int]uint64{}}
 	for q, perCPU := range d.RXQueues(ifindex, netqueue.ConventionFor(p.opts.Iface.Driver)) {
-		n := netqueue.TrafficTotal(perCPU).Packets
+		n := scaled(netqueue.TrafficTotal(perCPU).Packets, k)
 		iv.RXPackets += n
 		if q >= 0 && n > 0 {
 			iv.RXByQueue[q] += n
 		}
 	}
-	for k, perCPU := range d.TX {
-		if k.Ifindex == ifindex {
-			iv.TXPackets += netqueue.TrafficTotal(perCPU).Packets
+	for key, perCPU := range d.TX {
+		if key.Ifindex == ifindex {
+			iv.TXPackets += scaled(netqueue.TrafficTotal(perCPU).Packets, k)
 		}
 	}
 	p.intervals = append(p.intervals, iv)
@@ -214,11 +231,17 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 	d := p.last.Sub(p.first)
 	ifindex, name := p.opts.Iface.Index, p.opts.Iface.Name
 	conv := netqueue.ConventionFor(driver)
+	// Under a budget the per-packet hooks and the NAPI polls may each have
+	// been counted in sampling windows only: scale to the window.
+	kp, kn := p.cov.Scale(netqueue.GroupPackets), p.cov.Scale(netqueue.GroupNAPI)
 	var counts QueueCounts
 	counts.RX = map[int]uint64{}
+	p.sampled.rx, p.sampled.tx = map[int]uint64{}, map[int]uint64{}
 	for q, perCPU := range d.RXQueues(ifindex, conv) {
 		if q >= 0 {
-			counts.RX[q] = netqueue.TrafficTotal(perCPU).Packets
+			n := netqueue.TrafficTotal(perCPU).Packets
+			p.sampled.rx[q] = n
+			counts.RX[q] = scaled(n, kp)
 		}
 	}
 	counts.TX = map[int]uint64{}
@@ -227,7 +250,9 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 		if k.Ifindex != ifindex {
 			continue
 		}
-		counts.TX[k.Queue] += netqueue.TrafficTotal(perCPU).Packets
+		n := netqueue.TrafficTotal(perCPU).Packets
+		p.sampled.tx[k.Queue] += n
+		counts.TX[k.Queue] += scaled(n, kp)
 		for cpu, t := range perCPU {
 			if t.Packets == 0 {
 				continue
@@ -235,7 +260,7 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 			if txByCPU[cpu] == nil {
 				txByCPU[cpu] = map[int]uint64{}
 			}
-			txByCPU[cpu][k.Queue] += t.Packets
+			txByCPU[cpu][k.Queue] += scaled(t.Packets, kp)
 		}
 	}
 	byQ := map[int]*evidence.QdiscRow{}
@@ -249,8 +274,8 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 			byQ[k.Queue] = r
 		}
 		for _, s := range perCPU {
-			r.Enqueues += s.Enqueues
-			r.Dequeues += s.DequeuedPackets
+			r.Enqueues += scaled(s.Enqueues, kp)
+			r.Dequeues += scaled(s.DequeuedPackets, kp)
 		}
 	}
 	var qdisc []evidence.QdiscRow
@@ -284,9 +309,10 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 			if s.Polls == 0 && s.Work == 0 {
 				continue
 			}
-			matrix.Cells = append(matrix.Cells, evidence.QueueCPUCell{Queue: q, NAPI: k.ID, CPU: cpu, Polls: s.Polls, Work: s.Work})
+			polls, work := scaled(s.Polls, kn), scaled(s.Work, kn)
+			matrix.Cells = append(matrix.Cells, evidence.QueueCPUCell{Queue: q, NAPI: k.ID, CPU: cpu, Polls: polls, Work: work})
 			if q >= 0 {
-				counts.NAPIWork[q] += s.Work
+				counts.NAPIWork[q] += work
 			}
 		}
 	}
@@ -303,7 +329,29 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 		}
 		return a.CPU < b.CPU
 	})
+	matrix.Estimate = p.cov.Estimate(netqueue.GroupNAPI)
 	return counts, txByCPU, qdisc
+}
+
+// MarkEstimates says, in the queue and TX sections built from Evidence's
+// counts, how the kernel-side counts were obtained: each row's error
+// bound from what its queue's windows counted.
+func (p *Queues) MarkEstimates(q *evidence.QueueSection, tx *evidence.TXSection) {
+	e := p.cov.Estimate(netqueue.GroupPackets)
+	if e == nil || !p.opened() {
+		return
+	}
+	q.Estimate, tx.Estimate = e, e
+	for _, rows := range []struct {
+		rows    []evidence.QueueRow
+		sampled map[int]uint64
+	}{{q.RX, p.sampled.rx}, {q.TX, p.sampled.tx}} {
+		for i := range rows.rows {
+			if rows.rows[i].KernelPackets != nil {
+				rows.rows[i].RelError = e.RowError(rows.sampled[rows.rows[i].Queue])
+			}
+		}
+	}
 }
 
 // DropOptions configure the drop part.
@@ -345,15 +393,20 @@ func (p *Drops) Begin(ctx context.Context) error {
 
 // interval records the port's drops (every port's without one) in
 // the interval, by reason.
-func (p *Drops) interval(d udpdrop.Snapshot, now time.Time) {
+func (p *Drops) interval(d udpdrop.Snapshot, from, now time.Time) {
+	k := p.cov.ScaleBetween(udpdrop.Group, from, now)
+	if k == 0 {
+		return // no sampling window in the interval: its drops are unknown
+	}
 	iv := evidence.DropInterval{End: now, ByReason: map[string]uint64{}}
-	for k, n := range d.Ports {
-		if n == 0 || (p.opts.Port != 0 && int(k.Port) != p.opts.Port) {
+	for key, n := range d.Ports {
+		if n == 0 || (p.opts.Port != 0 && int(key.Port) != p.opts.Port) {
 			continue
 		}
+		n = scaled(n, k)
 		iv.Count += n
-		reason := k.Kind.String()
-		if name := p.probe.ReasonName(k.Kind, k.Reason); name != "" {
+		reason := key.Kind.String()
+		if name := p.probe.ReasonName(key.Kind, key.Reason); name != "" {
 			reason += ":" + name
 		}
 		iv.ByReason[reason] += n
@@ -362,13 +415,25 @@ func (p *Drops) interval(d udpdrop.Snapshot, now time.Time) {
 }
 
 // Add replaces the counters' coarser sk_drops rows with the probe's drops
-// by port and reason, or says why it cannot.
+// by port and reason, or says why it cannot. Under a budget the probe saw
+// the drops of its sampling windows only; a port's sockets' own drop
+// counter (sk_drops, exact) then gives the port's total and the windows
+// its split by reason — drops come in bursts a window may miss, so
+// scaling the windows' count alone would be far off — and a port without
+// sampled drops keeps its exact sk_drops row.
 func (p *Drops) Add(sec *evidence.DropSection) {
 	if !p.opened() {
 		sec.Notes = append(sec.Notes, fmt.Sprintf("drop reasons: drop probe unavailable: %v (socket drop counters shown)", p.openErr))
 		return
 	}
 	d := p.last.Sub(p.first)
+	k, e := p.cov.Scale(udpdrop.Group), p.cov.Estimate(udpdrop.Group)
+	sec.Estimate = e
+	exact := map[int]uint64{}
+	for _, r := range sec.ByPort {
+		exact[r.Port] += r.Count
+	}
+	coarse := sec.ByPort
 	sec.ByPort = nil
 	type key struct {
 		port   int
@@ -385,13 +450,32 @@ func (p *Drops) Add(sec *evidence.DropSection) {
 		}
 		agg[key{int(k.Port), reason}] += n
 	}
-	for k, n := range agg {
-		sec.ByPort = append(sec.ByPort, evidence.PortDrops{Port: k.port, Reason: k.reason, Count: n})
+	sampled := map[int]uint64{}
+	for key, n := range agg {
+		sampled[key.port] += n
+	}
+	for key, n := range agg {
+		row := evidence.PortDrops{Port: key.port, Reason: key.reason, Count: scaled(n, k), RelError: e.RowError(n)}
+		if total := exact[key.port]; e != nil && total > 0 {
+			share := float64(n) / float64(sampled[key.port])
+			row.Count = scaled(total, share)
+			rel := 1.96 * math.Sqrt((1-share)/(share*float64(sampled[key.port])))
+			row.RelError = &rel
+		}
+		sec.ByPort = append(sec.ByPort, row)
+	}
+	if e != nil {
+		for _, r := range coarse {
+			// The probe counts only --port's drops, when given.
+			if sampled[r.Port] == 0 && (p.opts.Port == 0 || r.Port == p.opts.Port) {
+				sec.ByPort = append(sec.ByPort, r)
+			}
+		}
 	}
 	sortDrops(sec.ByPort)
 	for r, n := range d.Reasons {
 		if n > 0 {
-			sec.ByReason[p.probe.ReasonName(udpdrop.KfreeSkb, r)] += n
+			sec.ByReason[p.probe.ReasonName(udpdrop.KfreeSkb, r)] += scaled(n, k)
 		}
 	}
 	sec.Intervals = p.intervals
@@ -420,6 +504,8 @@ type SocketReads struct {
 type socketReadTick struct {
 	end   time.Time
 	reads map[uint64]uint64
+	// unknown: the budget left the probe detached for the whole interval.
+	unknown bool
 }
 
 // NewSocketReads returns the socket-reads part.
@@ -446,11 +532,13 @@ func (p *SocketReads) Begin(ctx context.Context) error {
 }
 
 // interval records the datagrams read per socket in one interval.
-func (p *SocketReads) interval(d udpsock.Snapshot, now time.Time) {
-	t := socketReadTick{end: now, reads: map[uint64]uint64{}}
+func (p *SocketReads) interval(d udpsock.Snapshot, from, now time.Time) {
+	k := p.cov.ScaleBetween(udpsock.Group, from, now)
+	// k == 0: no sampling window in the interval, its reads unknown.
+	t := socketReadTick{end: now, reads: map[uint64]uint64{}, unknown: k == 0}
 	for ino, r := range d.Sockets {
 		if r.Datagrams > 0 {
-			t.reads[ino] = r.Datagrams
+			t.reads[ino] = scaled(r.Datagrams, k)
 		}
 	}
 	p.ticks = append(p.ticks, t)
@@ -464,11 +552,19 @@ func (p *SocketReads) Add(sec *evidence.SocketSection, window time.Duration) {
 		return
 	}
 	d := p.last.Sub(p.first)
+	k, e := p.cov.Scale(udpsock.Group), p.cov.Estimate(udpsock.Group)
 	reads := make(map[uint64]uint64, len(d.Sockets))
 	for ino, r := range d.Sockets {
-		reads[ino] = r.Datagrams
+		reads[ino] = scaled(r.Datagrams, k)
 	}
 	AddSocketReads(sec, reads, window)
+	if e != nil {
+		sec.Estimate = e
+		for i := range sec.Sockets {
+			sec.Sockets[i].ReceivedRelError = e.RowError(d.Sockets[sec.Sockets[i].Inode].Datagrams)
+		}
+	}
+	// Wakeups are read as shares: a common scale changes none.
 	AddSocketWakeups(sec, d.Wakeups)
 	if d.Lost > 0 {
 		sec.ReceivedUnavailable = fmt.Sprintf("%d reads not counted: the socket probe's map was full", d.Lost)

@@ -172,12 +172,21 @@ func (m *Measurement) Parts() []Part {
 	return append(parts, partsOf(m.pauses)...)
 }
 
+// SetBudget replaces the recipe's overhead budget (window.budget) with
+// the user's (--overhead-budget, --exact): the zero Budget counts every
+// event.
+func (p *Plan) SetBudget(b Budget) { p.window.Budget = b }
+
 // Window is the plan's window with the hooks.
 func (m *Measurement) Window(h Hooks) Window {
 	w := m.plan.window
 	w.Started, w.OnStart, w.OnTick = h.Started, h.OnStart, h.OnTick
 	if w.Interval == 0 {
 		w.Interval = h.TickEvery
+	} else if w.Budget.On() && w.Interval < w.Budget.period() {
+		// A timeline's every interval gets its sampling windows: the
+		// budget's periods follow the ticks (both start with the window).
+		w.Budget.Period = w.Interval
 	}
 	// Per-packet probes cost more with statistics left on.
 	return w

@@ -40,10 +40,14 @@ type Softirq struct {
 	prev      softirqReading
 	last      softirqReading
 	intervals []evidence.SoftirqInterval
+	cov       *Coverage
 	// netRX is each interval's NET_RX share per CPU, for a timeline that
 	// follows the CPUs feeding one socket.
 	netRX []map[int]float64
 }
+
+// SetCoverage implements Sampled.
+func (p *Softirq) SetCoverage(c *Coverage) { p.cov = c }
 
 // NewSoftirq returns the softirq part.
 func NewSoftirq(opts SoftirqOptions) *Softirq { return &Softirq{opts: opts} }
@@ -93,7 +97,8 @@ func (p *Softirq) Tail(now time.Time) {
 }
 
 func (p *Softirq) interval(cur softirqReading, now time.Time) {
-	in := p.input(p.prev, cur)
+	k := p.cov.ScaleBetween(softirq.Group, p.prev.probe.Taken, cur.probe.Taken)
+	in := p.input(p.prev, cur, k)
 	iv := SoftirqIntervalOf(in, now)
 	p.prev = cur
 	if p.opts.Timeline {
@@ -141,8 +146,9 @@ func (p *Softirq) Began() time.Time { return p.first.probe.Taken }
 
 // Evidence is the window's softirq evidence.
 func (p *Softirq) Evidence() evidence.SoftirqEvidence {
-	ev := BuildSoftirq(p.input(p.first, p.last))
+	ev := BuildSoftirq(p.input(p.first, p.last, p.cov.Scale(softirq.Group)))
 	ev.Intervals = p.intervals
+	ev.Estimate = p.cov.Estimate(softirq.Group)
 	return ev
 }
 
@@ -163,7 +169,12 @@ func (p *Softirq) read() (softirqReading, error) {
 	return r, nil
 }
 
-func (p *Softirq) input(a, b softirqReading) SoftirqInput {
+// input is the window between two readings. Under a budget (k, the scale
+// from the sampling windows to the whole span, is not 1) the probe's
+// counts are multiplied by k, and its times are the windows' time per run
+// times /proc/softirqs' exact count of the CPU and vector (a ratio
+// estimate: the count's sampling error does not enter the time).
+func (p *Softirq) input(a, b softirqReading, k float64) SoftirqInput {
 	d := b.probe.Sub(a.probe)
 	in := SoftirqInput{
 		Duration: b.probe.Taken.Sub(a.probe.Taken),
@@ -172,14 +183,20 @@ func (p *Softirq) input(a, b softirqReading) SoftirqInput {
 		Stat:     b.stat.Sub(a.stat),
 		CPUs:     p.opts.CPUs,
 	}
-	for _, cpu := range d.PerCPU {
-		row := make([]SoftirqCounts, len(cpu))
-		for i, v := range cpu {
-			row[i] = SoftirqCounts{Count: v.Count, TimeNs: uint64(v.Time)}
+	for cpu, vecs := range d.PerCPU {
+		row := make([]SoftirqCounts, len(vecs))
+		for i, v := range vecs {
+			row[i] = SoftirqCounts{Count: scaled(v.Count, k), TimeNs: scaled(uint64(v.Time), k)}
+			if k == 1 || v.Count == 0 || i >= len(softirq.Vectors) {
+				continue
+			}
+			if exact, ok := in.Proc.ByCPU(softirq.Vectors[i], cpu); ok && exact > 0 {
+				row[i].TimeNs = scaled(uint64(v.Time), float64(exact)/float64(v.Count))
+			}
 		}
 		in.Probe = append(in.Probe, row)
 	}
-	in.NetRXLatency, in.NetTXLatency = d.NetRXLatency, d.NetTXLatency
+	in.NetRXLatency, in.NetTXLatency = scaledRows(d.NetRXLatency, k), scaledRows(d.NetTXLatency, k)
 	return in
 }
 

@@ -1,6 +1,9 @@
 package recipes
 
 import (
+	"errors"
+	"time"
+
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/ethtool"
 	"github.com/perfscope/perfscope/collectors/hsperf"
@@ -41,6 +44,10 @@ type Sources struct {
 	JVMs hsperf.FS
 	// Probes opens the BPF probes.
 	Probes Opener
+	// Packets counts the packets through this namespace's interfaces,
+	// exactly: the overhead budget scales per-packet estimates by it. Nil
+	// scales them by time.
+	Packets func() (uint64, error)
 }
 
 // Live reads the running system.
@@ -53,6 +60,7 @@ func Live() Sources {
 		Symbols: symbols.Default,
 		JVMs:    hsperf.Default,
 		Probes:  LiveProbes(),
+		Packets: procfs.Default.NetDevPackets,
 	}
 }
 
@@ -110,6 +118,10 @@ type Opener struct {
 	Drop       func(udpdrop.Options) (DropProbe, error)
 	Socket     func(udpsock.Options) (SocketProbe, error)
 	CPUProfile func(cpuprofile.Options) (CPUProfileProbe, error)
+	// EntryCost measures what entering a program on a tracepoint costs
+	// (probes.MeasureEntryCost), for the overhead's cost per CPU and the
+	// budget; nil leaves it unmeasured (0).
+	EntryCost func() (time.Duration, error)
 }
 
 // LiveProbes loads and attaches the real BPF probes.
@@ -121,7 +133,20 @@ func LiveProbes() Opener {
 		Drop:       func(o udpdrop.Options) (DropProbe, error) { return as[DropProbe](udpdrop.Open(o)) },
 		Socket:     func(o udpsock.Options) (SocketProbe, error) { return as[SocketProbe](udpsock.Open(o)) },
 		CPUProfile: func(o cpuprofile.Options) (CPUProfileProbe, error) { return as[CPUProfileProbe](cpuprofile.Open(o)) },
+		EntryCost:  probes.MeasureEntryCost,
 	}
+}
+
+// errEntryUnmeasured is why a run without Opener.EntryCost (a recording)
+// has no entry cost.
+var errEntryUnmeasured = errors.New("not measured (no BPF in this run)")
+
+// entryCost measures the entry cost once per window, before it.
+func (o Opener) entryCost() (time.Duration, error) {
+	if o.EntryCost == nil {
+		return 0, errEntryUnmeasured
+	}
+	return o.EntryCost()
 }
 
 // as returns p as the interface I, or a nil I with err: a nil pointer

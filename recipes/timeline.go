@@ -81,7 +81,10 @@ func (m *Measurement) timeline(r *Result, run Run) *evidence.Timeline {
 				x.RXPackets, x.TXPackets = ptr(iv.RXPackets), ptr(iv.TXPackets)
 			}
 		}
-		probeDrops := m.net.drops != nil && m.net.drops.opened() && len(ev.Drops.Intervals) > 0
+		// A sampled drop probe's intervals are estimates; the sockets'
+		// own drop counters (sk_drops) are exact: they win then.
+		probeDrops := m.net.drops != nil && m.net.drops.opened() && len(ev.Drops.Intervals) > 0 &&
+			(ev.Drops.Estimate == nil || len(ev.Sockets.Intervals) == 0)
 		if probeDrops {
 			tl.DropSource = "probe"
 			for _, iv := range ev.Drops.Intervals {

@@ -77,6 +77,10 @@ type Window struct {
 	// OnTick runs after each tick's readings with the time left, for
 	// interval lines and progress.
 	OnTick func(now time.Time, left time.Duration)
+	// Budget bounds perfscope's own cost over the window (see Budget);
+	// the zero Budget counts every event (--exact). Commands and recipes
+	// set DefaultBudget unless asked for exact counts.
+	Budget Budget
 }
 
 // Run is what the window itself measured.
@@ -100,6 +104,9 @@ type Session struct {
 	began   time.Time
 	opened  time.Time
 	windows int
+	// gov keeps the hook groups within a window's budget; it outlives
+	// windows so that costs measured in one plan the next.
+	gov *governor
 }
 
 // Open opens every part, in order; on error the parts opened so far are
@@ -188,11 +195,29 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	if len(all) > 0 {
 		ov.AttachMethod = string(all[0].Method())
 	}
+	counted := selfCounted(all)
+	var entry time.Duration
+	var entryErr error
+	if len(counted) > 0 {
+		// Before the window: it attaches an empty program for ~10 ms.
+		entry, entryErr = s.src.Probes.entryCost()
+	}
+	gov, err := s.governor(w.Budget, all, entry)
+	if err != nil {
+		return run, err
+	}
+	if gov != nil {
+		s.setCoverage(&Coverage{live: gov})
+	} else {
+		s.setCoverage(nil)
+	}
 	stats, statsErr := s.startStats(w.Stats, all)
 	if statsErr != nil {
 		ov.StatsUnavailable = statsErr.Error()
 	}
 	before := costsOf(all)
+	selfBefore := readSelf(counted)
+	cpuBefore := processCPU()
 
 	// Readings must be taken even when ctx is cancelled mid-window.
 	read := context.WithoutCancel(ctx)
@@ -204,10 +229,19 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 		}
 	}
 	run.Begin = time.Now()
+	if gov != nil {
+		gov.start(run.Begin)
+	}
 	if w.OnStart != nil {
 		w.OnStart()
 	}
 	lastTick, err := s.wait(ctx, read, w, run.Begin)
+	if gov != nil {
+		gov.finish()
+		var cov *Coverage
+		ov.Budget, cov = gov.use()
+		s.setCoverage(cov)
+	}
 	if err != nil {
 		s.abort(read, len(s.parts))
 		stats.stop()
@@ -240,9 +274,49 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	if sample != nil {
 		scaleCosts(ov, *sample)
 	}
-	ov.BPFTimeShare = bpfShare(ov.Programs, run.Duration(), s.onlineCPUs())
+	cpus := s.onlineCPUs()
+	if len(counted) > 0 {
+		runs := selfDelta(selfBefore, readSelf(counted))
+		ownRuns(ov, runs)
+		ov.CPUCost = cpuCostOf(runs, entry, entryErr, run.Duration(), cpus)
+	}
+	ov.BPFTimeShare = bpfShare(ov.Programs, run.Duration(), cpus)
+	ov.ProcessCPUNs = int64(processCPU() - cpuBefore)
+	if run.Duration() > 0 && cpus > 0 {
+		ov.ProcessCPUShare = float64(ov.ProcessCPUNs) / (float64(run.Duration()) * float64(cpus))
+	}
 	run.Overhead = ov
 	return run, nil
+}
+
+// governor returns the session's governor for a window with budget b,
+// its sampled groups detached for the window's first readings; nil when
+// the window counts everything (then every group is attached, in case an
+// earlier window left some detached) or nothing can be governed.
+func (s *Session) governor(b Budget, all []probes.Probe, entry time.Duration) (*governor, error) {
+	if !b.On() {
+		if s.gov != nil {
+			return nil, s.gov.attachAll()
+		}
+		return nil, nil
+	}
+	if s.gov == nil {
+		if s.gov = newGovernor(b, all, entry); s.gov == nil {
+			return nil, nil
+		}
+		s.gov.ref = s.src.Packets
+	}
+	s.gov.budget = b
+	return s.gov, s.gov.prepare()
+}
+
+// setCoverage hands the window's coverage to the parts that sample.
+func (s *Session) setCoverage(c *Coverage) {
+	for _, p := range s.parts {
+		if sp, ok := p.(Sampled); ok {
+			sp.SetCoverage(c)
+		}
+	}
 }
 
 // abort ends the window of the first begun parts after an error, so none

@@ -41,6 +41,7 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 			Count(float64(tx.Count)/secs), Percent(tx.Share), Bar(tx.Share, 10), Percent(c.Share))
 	}
 	t.Write(w)
+	estimateNote(w, "softirq counts and times", ev.Softirq.Estimate)
 
 	Heading(w, "RX queues")
 	if len(ev.Queues.RX) == 0 {
@@ -56,9 +57,10 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 			if q.Diff != nil {
 				diff = fmt.Sprintf("%+.1f%%", *q.Diff*100)
 			}
-			qt.Add(fmt.Sprint(q.Queue), Count(q.PerS), optU(q.KernelPackets), optU(q.NAPIWork), optU(q.DriverPackets), diff, mark)
+			qt.Add(fmt.Sprint(q.Queue), Count(q.PerS), withError(optU(q.KernelPackets), q.RelError), optU(q.NAPIWork), optU(q.DriverPackets), diff, mark)
 		}
 		qt.Write(w)
+		estimateNote(w, "kernel per-queue counts", ev.Queues.Estimate)
 		b := ev.Queues.RXBalance
 		if b.Queues > 0 {
 			fmt.Fprintf(w, "skew (max/mean, from %s counters): %.2f; dead queues: %v\n", b.Source, b.Skew, b.Dead)
@@ -79,9 +81,10 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 	} else {
 		dt := Table{Header: []string{"port", "reason", "drops", "/s"}}
 		for _, d := range ev.Drops.ByPort {
-			dt.Add(fmt.Sprint(d.Port), d.Reason, fmt.Sprint(d.Count), Count(float64(d.Count)/secs))
+			dt.Add(fmt.Sprint(d.Port), d.Reason, withError(fmt.Sprint(d.Count), d.RelError), Count(float64(d.Count)/secs))
 		}
 		dt.Write(w)
+		estimateNote(w, "drop reasons (each port's total from its sockets' exact sk_drops where it has one)", ev.Drops.Estimate)
 	}
 
 	if sn := ev.Drops.UDPSNMP; sn != nil {
@@ -109,6 +112,23 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 
 	fmt.Fprintln(w, "\n━━━━ details ━━━━")
 	writeNetDetails(w, r, ev)
+}
+
+// estimateNote says how a section's numbers were obtained when the
+// overhead budget sampled them; nothing when they are exact.
+func estimateNote(w io.Writer, what string, e *evidence.Estimate) {
+	if e != nil {
+		fmt.Fprintf(w, "%s: %s\n", what, e)
+	}
+}
+
+// withError appends a row's 95 % bound to its number when it is an
+// estimate.
+func withError(v string, rel *float64) string {
+	if rel == nil {
+		return v
+	}
+	return fmt.Sprintf("%s ±%.0f%%", v, 100**rel)
 }
 
 func unavailable(w io.Writer, s evidence.Section) bool {
@@ -148,6 +168,7 @@ func writeNetDetails(w io.Writer, r *Report, ev evidence.NetEvidence) {
 		if ev.QueueCPU.Mapping != "" {
 			fmt.Fprintf(w, "NAPI ids mapped to queues by %s\n", ev.QueueCPU.Mapping)
 		}
+		estimateNote(w, "NAPI polls and work", ev.QueueCPU.Estimate)
 	}
 
 	Heading(w, "IRQs")
@@ -198,6 +219,7 @@ func writeNetDetails(w io.Writer, r *Report, ev evidence.NetEvidence) {
 			tt.Add(fmt.Sprint(c.CPU), strings.Join(used, " "), fmt.Sprint(c.XPSQueues))
 		}
 		tt.Write(w)
+		estimateNote(w, "TX packets per CPU and qdisc", ev.TX.Estimate)
 	}
 
 	Heading(w, "Sockets")
@@ -211,9 +233,10 @@ func writeNetDetails(w io.Writer, r *Report, ev evidence.NetEvidence) {
 			if s.ReceivedPerS != nil {
 				rate = Count(*s.ReceivedPerS)
 			}
-			st.Add(s.Local, fmt.Sprint(s.Inode), rate, optU(s.ReceivedPkt), Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta), feeders(s))
+			st.Add(s.Local, fmt.Sprint(s.Inode), rate, withError(optU(s.ReceivedPkt), s.ReceivedRelError), Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta), feeders(s))
 		}
 		st.Write(w)
+		estimateNote(w, "datagrams read and wakeups", ev.Sockets.Estimate)
 		if ev.Sockets.ReceivedUnavailable != "" {
 			fmt.Fprintf(w, "datagrams read per socket unavailable: %s\n", ev.Sockets.ReceivedUnavailable)
 		}
@@ -328,13 +351,14 @@ func writeLockSites(w io.Writer, locks evidence.LockSection, top int) {
 		if n := locks.StackEvery; n > 1 {
 			fmt.Fprintf(w, "sites sampled 1/%d: each site's count and wait are its sampled stacks' scaled to all contentions of its lock kind (estimates); sockets below count every contention\n", n)
 		}
+		estimateNote(w, "lock contention (max: the longest seen)", locks.Estimate)
 		const shownSockets = 5
 		for i, sc := range locks.Sockets {
 			if i == shownSockets {
 				fmt.Fprintf(w, "… %d more sockets with lock wait (all in -o json)\n", len(locks.Sockets)-shownSockets)
 				break
 			}
-			fmt.Fprintf(w, "socket %s: %d waits, %s total (%s)\n", socketLabel(sc.Socket), sc.Count, Nanos(float64(sc.TotalNs)), lockSplit(sc.ByLock))
+			fmt.Fprintf(w, "socket %s: %s waits, %s total (%s)\n", socketLabel(sc.Socket), withError(fmt.Sprint(sc.Count), sc.RelError), Nanos(float64(sc.TotalNs)), lockSplit(sc.ByLock))
 		}
 	}
 }

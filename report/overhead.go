@@ -19,11 +19,14 @@ func writeOverhead(w io.Writer, ov *evidence.Overhead) {
 	if ov.StatsUnavailable != "" {
 		fmt.Fprintf(w, "bpf_stats unavailable: %s\n", ov.StatsUnavailable)
 	}
-	t := Table{Header: []string{"program", "runs", "total", "per run"}}
+	t := Table{Header: []string{"program", "runs", "total", "per run", "per run from"}}
 	for _, p := range ov.Programs {
-		t.Add(p.Program, fmt.Sprint(p.RunCount), Nanos(float64(p.RunTimeNs)), Nanos(p.PerRunNs))
+		t.Add(p.Program, fmt.Sprint(p.RunCount), Nanos(float64(p.RunTimeNs)), Nanos(p.PerRunNs), p.PerRunFrom)
 	}
 	t.Write(w)
+	if ov.Programs != nil && ov.Programs[0].PerRunFrom != "" {
+		fmt.Fprintln(w, "runs: counted by the programs themselves (exact); per run: bpf_stats where they timed the program, else its own timing of 1 in 64 runs")
+	}
 	if s := ov.StatsSample; s != nil {
 		fmt.Fprintf(w, "bpf_stats sampled: on for %s of %s, runs and totals counted in those windows and scaled ×%.1f (per-run times measured)\n",
 			Nanos(float64(s.OnNs)), Nanos(float64(s.TotalNs)), s.Scale)
@@ -33,4 +36,35 @@ func writeOverhead(w io.Writer, ov *evidence.Overhead) {
 	}
 	fmt.Fprintf(w, "BPF time: %s of all CPU time; events lost: %d; attached with %s in %s\n",
 		Percent(ov.BPFTimeShare), ov.EventsLost, ov.AttachMethod, Nanos(float64(ov.AttachNs)))
+	if c := ov.CPUCost; c != nil {
+		entry := fmt.Sprintf("entry %s per event, measured", Nanos(c.EntryNs))
+		if c.EntryUnmeasured != "" {
+			entry = "entry cost " + c.EntryUnmeasured
+		}
+		fmt.Fprintf(w, "cost per CPU (estimate: runs × (per run + entry), %s): busiest CPU %d %s, all CPUs %s\n",
+			entry, c.MaxCPU, Percent(c.MaxShare), Percent(c.Share))
+	}
+	if b := ov.Budget; b != nil {
+		fmt.Fprintf(w, "overhead budget: %s of any one CPU", Percent(b.CPUShare))
+		if ov.CPUCost != nil {
+			verdict := "kept"
+			if ov.CPUCost.MaxShare > b.CPUShare {
+				verdict = "exceeded"
+			}
+			fmt.Fprintf(w, " — %s", verdict)
+		}
+		fmt.Fprintln(w)
+		for _, g := range b.Groups {
+			how := "exact (attached throughout)"
+			if g.Estimate != nil {
+				how = g.Estimate.String()
+			}
+			fmt.Fprintf(w, "  %-18s %-10s %s\n", g.Group, g.Class, how)
+		}
+	} else if ov.CPUCost != nil {
+		fmt.Fprintln(w, "overhead budget: none (--exact): every tracepoint attached throughout, every event counted")
+	}
+	if ov.ProcessCPUNs > 0 {
+		fmt.Fprintf(w, "perfscope's process: %s of CPU time over the window (%s of all CPU time)\n", Nanos(float64(ov.ProcessCPUNs)), Percent(ov.ProcessCPUShare))
+	}
 }

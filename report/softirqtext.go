@@ -26,6 +26,9 @@ func writeSoftirqText(w io.Writer, r *Report, ev evidence.SoftirqEvidence) {
 			Percent(c.Share), Percent(c.ProcStatShare))
 	}
 	t.Write(w)
+	if e := ev.Estimate; e != nil {
+		fmt.Fprintf(w, "probe counts and times: %s; times are the windows' time per run × /proc/softirqs' exact count\n", e)
+	}
 
 	Heading(w, "Softirqs per vector: probe vs /proc/softirqs over the same window")
 	vt := Table{Header: []string{"vector", "probe", "/proc/softirqs", "diff", "time", "mean"}}

@@ -42,6 +42,16 @@ test)
 	pkg_for unzip unzip          # scripts/dist.sh takes the library out of the jar
 	[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 	;;
+bench)
+	# bench/budget.sh and BenchmarkUDPCommandOverhead: the rigs, and
+	# bpftrace with the same tracepoints to compare with. (bcc's netqtop,
+	# bpfcc-tools, is tried by budget.sh when installed; it compiles
+	# against the running kernel's headers.)
+	pkg_for ip iproute2
+	pkg_for ethtool ethtool
+	pkg_for bpftrace bpftrace
+	pkg_for /usr/bin/time time
+	;;
 esac
 
 if [ ${#need[@]} -gt 0 ]; then

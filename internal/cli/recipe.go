@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/jvm"
@@ -358,9 +359,14 @@ type recipeRunOptions struct {
 	Set    []string
 	Output string
 	FailOn string
+	// Budget and Exact override the recipe's window.budget when given.
+	Budget float64
+	Exact  bool
 
 	format report.Format
 	failOn diagnose.Severity
+	// budget is the user's budget; nil keeps the recipe's.
+	budget *recipes.Budget
 	// set are the --set values by name, in the order given: a list
 	// parameter may be given once per item.
 	set map[string][]string
@@ -392,6 +398,9 @@ each section, the joined timeline and the findings. A list parameter takes
 		ValidArgsFunction: completeRecipes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Recipe = args[0]
+			if err := o.parseBudget(cmd.Flags()); err != nil {
+				return err
+			}
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -402,6 +411,7 @@ each section, the joined timeline and the findings. A list parameter takes
 	f.StringArrayVar(&o.Set, "set", nil, "give a parameter a value, NAME=VALUE (repeatable, a list parameter once per item; `perfscope recipe show NAME` lists them)")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, or (with stacks) folded, svg, html, pprof, speedscope")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	budgetFlags(f, &o.Budget, &o.Exact)
 	cmd.RegisterFlagCompletionFunc("set", completeSet)
 	return cmd
 }
@@ -441,6 +451,21 @@ func completeSet(cmd *cobra.Command, args []string, toComplete string) ([]string
 		out = append(out, p.Name+"=\t"+p.Description)
 	}
 	return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
+}
+
+// parseBudget keeps the recipe's window.budget unless --overhead-budget
+// or --exact says otherwise.
+func (o *recipeRunOptions) parseBudget(f *pflag.FlagSet) error {
+	pctSet := f.Changed("overhead-budget")
+	if !pctSet && !o.Exact {
+		return nil
+	}
+	b, err := parseBudget(o.Budget, o.Exact, pctSet)
+	if err != nil {
+		return err
+	}
+	o.budget = &b
+	return nil
 }
 
 func (o *recipeRunOptions) validate() error {
@@ -497,6 +522,9 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	}
 	if err := plan.Prepare(o.src); err != nil {
 		return err
+	}
+	if o.budget != nil {
+		plan.SetBudget(*o.budget)
 	}
 	if o.format != report.Text && o.format != report.JSON && !plan.HasStacks() {
 		return usageError("-o %s draws stacks, and recipe %s samples none with these parameters (no cpuprofile or async-profiler): use -o text or json", o.format, plan.Recipe.Name)

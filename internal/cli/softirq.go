@@ -23,7 +23,12 @@ type softirqOptions struct {
 	CPUs     string
 	Output   string
 	Method   string
+	// Budget (percent of a CPU) and Exact: see budgetFlags.
+	Budget    float64
+	Exact     bool
+	budgetSet bool
 
+	budget recipes.Budget
 	format report.Format
 	cpus   cpuset.Set
 	method probes.AttachMethod
@@ -54,6 +59,7 @@ With --interval a line per interval is printed while it runs, like mpstat.`,
   perfscope softirq -o json | jq '.data.cpus[] | {cpu, share}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.budgetSet = cmd.Flags().Changed("overhead-budget")
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -66,6 +72,7 @@ With --interval a line per interval is printed while it runs, like mpstat.`,
 	f.StringVar(&o.CPUs, "cpus", "", "only these CPUs, as a list like 0-3,8")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
 	f.StringVar(&o.Method, "attach-method", "", "force tp_btf, raw_tp or tracepoint (default: the best the kernel accepts)")
+	budgetFlags(f, &o.Budget, &o.Exact)
 	return cmd
 }
 
@@ -79,6 +86,9 @@ func (o *softirqOptions) validate() error {
 	}
 	if o.Interval < 0 || o.Interval > o.Duration {
 		return usageError("--interval must be between 0 and --duration (%v), got %v", o.Duration, o.Interval)
+	}
+	if o.budget, err = parseBudget(o.Budget, o.Exact, o.budgetSet); err != nil {
+		return err
 	}
 	if o.method, err = probes.ParseMethod(o.Method); err != nil {
 		return asUsage(err)
@@ -108,6 +118,7 @@ func runSoftirq(ctx context.Context, o *softirqOptions, g *Globals) error {
 		return err
 	}
 	progress := newProgress(g.Err, o.Duration)
+	plan.SetBudget(o.budget)
 	hooks := recipes.Hooks{Started: g.Started}
 	if o.Interval == 0 && progress.enabled {
 		hooks.TickEvery = time.Second // ticks for the progress line only

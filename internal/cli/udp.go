@@ -37,11 +37,18 @@ type udpOptions struct {
 	Compare   []string
 	// LockStacks is the lock probe's stack sampling: 1 in N contentions.
 	LockStacks int
+	// Budget is the overhead budget in percent of a CPU; Exact turns it
+	// off (every event counted).
+	Budget float64
+	Exact  bool
+	// budgetSet: --overhead-budget was given (it contradicts --exact).
+	budgetSet bool
 
 	failOn diagnose.Severity
 
 	format report.Format
 	method probes.AttachMethod
+	budget recipes.Budget
 	// set are the udp-rx recipe's parameters, from the flags.
 	set map[string]string
 	src recipes.Sources
@@ -79,6 +86,7 @@ lo, no IRQs on veth) say so in one line; the rest still runs.`,
 			case o.Revert != "":
 				return o.runRevert(cmd.Context(), g)
 			}
+			o.budgetSet = cmd.Flags().Changed("overhead-budget")
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -102,6 +110,7 @@ lo, no IRQs on veth) say so in one line; the rest still runs.`,
 	f.IntVar(&o.LockStacks, "lock-stacks", lockstat.DefaultStackEvery,
 		"take the kernel stack of 1 in N lock contentions (1: every one; per-lock and per-socket waits stay exact, per-site ones are scaled estimates)")
 	f.StringVar(&o.Method, "attach-method", "", "force tp_btf, raw_tp or tracepoint")
+	budgetFlags(f, &o.Budget, &o.Exact)
 	return cmd
 }
 
@@ -115,6 +124,9 @@ func (o *udpOptions) validate() error {
 	}
 	if o.Duration <= 0 {
 		return usageError("--duration must be positive, got %v", o.Duration)
+	}
+	if o.budget, err = parseBudget(o.Budget, o.Exact, o.budgetSet); err != nil {
+		return err
 	}
 	if o.Port < 0 || o.Port > 65535 {
 		return usageError("--port %d is not a UDP port (0-65535)", o.Port)
@@ -167,6 +179,9 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	// bpf_stats (probes.StatsSampleOn of every StatsSamplePeriod): left
 	// on, they cost each program run more than most programs do.
 	plan, err := recipes.Load("udp-rx", o.set, o.src)
+	if err == nil {
+		plan.SetBudget(o.budget)
+	}
 	if err != nil {
 		return err
 	}

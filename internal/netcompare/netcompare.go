@@ -17,6 +17,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/perfscope/perfscope/diagnose"
@@ -117,6 +118,14 @@ type Metric struct {
 	// is neither (more packets also mean more NET_RX time on average).
 	Direction string `json:"direction,omitempty"`
 	Better    *bool  `json:"better"`
+	// BeforeEstimate and AfterEstimate say how each number was obtained:
+	// nil exact, else estimated under the run's overhead budget (windows,
+	// coverage and 95 % bound). WithinError: the change is inside the two
+	// bounds together, so Better stays nil — an estimated run compared
+	// with an exact one shows a change only where there is one.
+	BeforeEstimate *evidence.Estimate `json:"before_estimate,omitempty"`
+	AfterEstimate  *evidence.Estimate `json:"after_estimate,omitempty"`
+	WithinError    bool               `json:"within_error,omitempty"`
 }
 
 // CPUShare is one CPU's NET_RX share of its time before and after.
@@ -154,13 +163,15 @@ func Compare(before, after Run) Comparison {
 	bs, as := summarize(before), summarize(after)
 	c := Comparison{Before: bs.info, After: as.info}
 	add := func(key, label, unit, direction string, b, a *float64) {
-		m := Metric{Key: key, Label: label, Unit: unit, Before: b, After: a, Direction: direction}
+		m := Metric{Key: key, Label: label, Unit: unit, Before: b, After: a, Direction: direction,
+			BeforeEstimate: bs.estimateOf(key), AfterEstimate: as.estimateOf(key)}
 		if b != nil && a != nil {
 			if *b != 0 {
 				ch := *a / *b - 1
 				m.Change = &ch
 			}
-			if *a != *b && direction != "" {
+			m.WithinError = withinError(*b, *a, m.BeforeEstimate, m.AfterEstimate)
+			if *a != *b && direction != "" && !m.WithinError {
 				better := (*a > *b) == (direction == higher)
 				m.Better = &better
 			}
@@ -199,8 +210,49 @@ func Compare(before, after Run) Comparison {
 	return c
 }
 
+// estimateOf is how the run obtained the metric key: the estimate of the
+// section it comes from, nil when exact. The profile's shares are samples
+// in every run, exact or not, and compare as they always have.
+func (s runSummary) estimateOf(key string) *evidence.Estimate {
+	for _, p := range []struct{ prefix, section string }{
+		{"packets_per_s", "packets"}, {"net_rx.ns_per_packet", "net_rx_per_packet"}, {"net_rx.", "softirq"},
+		{"lock_wait", "locks"}, {"tx.", "tx"}, {"drops_per_s", "drops"},
+	} {
+		if strings.HasPrefix(key, p.prefix) {
+			return s.estimates[p.section]
+		}
+	}
+	return nil
+}
+
+// withinError says whether before and after differ by no more than their
+// 95 % bounds allow (false when both are exact or a bound is unknown: an
+// unknown bound decides nothing).
+func withinError(before, after float64, eb, ea *evidence.Estimate) bool {
+	if eb == nil && ea == nil {
+		return false
+	}
+	rel := func(e *evidence.Estimate) (float64, bool) {
+		if e == nil {
+			return 0, true
+		}
+		if e.RelError == nil {
+			return 0, false
+		}
+		return *e.RelError, true
+	}
+	rb, okb := rel(eb)
+	ra, oka := rel(ea)
+	if !okb || !oka {
+		return false
+	}
+	return math.Abs(after-before) <= math.Hypot(rb*before, ra*after)
+}
+
 // runSummary is one run's numbers, per second of its window.
 type runSummary struct {
+	// estimates are the run's estimated sections, by what they feed.
+	estimates   map[string]*evidence.Estimate
 	info        RunInfo
 	packetsPerS *float64
 	portRecv    map[int]float64
@@ -281,6 +333,15 @@ func summarize(r Run) runSummary {
 		}
 		s.packetsPerS, s.info.PacketSource = ptr(sum), "queues"
 	}
+	s.estimates = map[string]*evidence.Estimate{"softirq": e.Softirq.Estimate, "locks": e.Locks.Estimate,
+		"tx": e.TX.Estimate, "drops": e.Drops.Estimate}
+	switch s.info.PacketSource {
+	case "sockets":
+		s.estimates["packets"] = e.Sockets.Estimate
+	case "queues":
+		s.estimates["packets"] = e.Queues.Estimate
+	}
+	s.estimates["net_rx_per_packet"] = combined(s.estimates["softirq"], s.estimates["packets"])
 	s.spread(e.Softirq)
 	if s.packetsPerS != nil && *s.packetsPerS > 0 && len(e.Softirq.CPUs) > 0 {
 		var ns uint64
@@ -390,4 +451,25 @@ func diffFindings(before, after []diagnose.Finding) (gained, lost, kept []Findin
 		sort.SliceStable(l, func(i, j int) bool { return l[i].ID < l[j].ID })
 	}
 	return gained, lost, kept
+}
+
+// combined is the estimate of a ratio of two numbers obtained as a and b:
+// their bounds in quadrature (nil when both are exact).
+func combined(a, b *evidence.Estimate) *evidence.Estimate {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	c := *a
+	c.Hooks = append(append([]string{}, a.Hooks...), b.Hooks...)
+	c.Coverage = math.Min(a.Coverage, b.Coverage)
+	c.Windows = min(a.Windows, b.Windows)
+	c.RelError = nil
+	if a.RelError != nil && b.RelError != nil {
+		r := math.Hypot(*a.RelError, *b.RelError)
+		c.RelError = &r
+	}
+	return &c
 }

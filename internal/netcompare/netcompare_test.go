@@ -177,3 +177,47 @@ func TestSharedTXQueues(t *testing.T) {
 	}
 	t.Fatal("no tx.shared_queues metric")
 }
+
+// An estimated run compares with an exact one: each number says how it
+// was obtained, a difference inside the bounds is not called better or
+// worse, and a real change still is.
+func TestCompareExactWithEstimated(t *testing.T) {
+	exact := load(t, "before.json")
+	est := load(t, "before.json")
+	rel := 0.05
+	e := &evidence.Estimate{Windows: 10, Coverage: 0.1, SampledEvents: 27000, Scale: 10, RelError: &rel}
+	est.Data.Sockets.Estimate = e
+	for i := range est.Data.Sockets.Sockets {
+		if n := est.Data.Sockets.Sockets[i].ReceivedPkt; n != nil {
+			v := *n * 103 / 100 // 3 % off: inside ±5 %
+			est.Data.Sockets.Sockets[i].ReceivedPkt = &v
+		}
+	}
+	c := Compare(exact, est)
+	m := metric(t, c, "packets_per_s")
+	if m.BeforeEstimate != nil || m.AfterEstimate == nil || !m.WithinError || m.Better != nil {
+		t.Errorf("exact vs estimated 3 %% apart under ±5 %%: %+v", m)
+	}
+	if l := metric(t, c, "lock_wait_ns_per_s"); l.WithinError || l.AfterEstimate != nil {
+		t.Errorf("exact lock wait in both: %+v", l)
+	}
+	var buf bytes.Buffer
+	WriteText(&buf, c)
+	if !strings.Contains(buf.String(), "±5%") || !strings.Contains(buf.String(), "within error") {
+		t.Errorf("text does not say the number is estimated:\n%s", buf.String())
+	}
+	// The real change of the fixtures (270k → 1.2M packets/s) is better
+	// whatever the bounds.
+	after := load(t, "after.json")
+	after.Data.Sockets.Estimate = e
+	if m := metric(t, Compare(exact, after), "packets_per_s"); m.WithinError || m.Better == nil || !*m.Better {
+		t.Errorf("a fourfold rise under ±5 %%: %+v", m)
+	}
+	// An unknown bound decides nothing.
+	e2 := *e
+	e2.RelError = nil
+	est.Data.Sockets.Estimate = &e2
+	if m := metric(t, Compare(exact, est), "packets_per_s"); m.WithinError || m.Better == nil {
+		t.Errorf("unknown bound: %+v", m)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -21,6 +22,9 @@ func WriteText(w io.Writer, c Comparison) {
 	t := report.Table{Header: []string{"metric", "before", "after", "change", ""}}
 	for _, m := range c.Metrics {
 		verdict := ""
+		if m.WithinError {
+			verdict = "within error"
+		}
 		if m.Better != nil {
 			verdict = "worse"
 			if *m.Better {
@@ -31,7 +35,7 @@ func WriteText(w io.Writer, c Comparison) {
 		if m.Change != nil {
 			change = fmt.Sprintf("%+.1f%%", *m.Change*100)
 		}
-		t.Add(m.Label, FormatValue(m.Unit, m.Before), FormatValue(m.Unit, m.After), change, verdict)
+		t.Add(m.Label, FormatValue(m.Unit, m.Before)+obtained(m.BeforeEstimate, m.Before), FormatValue(m.Unit, m.After)+obtained(m.AfterEstimate, m.After), change, verdict)
 	}
 	t.Write(w)
 
@@ -100,4 +104,16 @@ func FormatValue(unit string, v *float64) string {
 func (c Comparison) WriteText(w io.Writer, _ *report.Report) error {
 	WriteText(w, c)
 	return nil
+}
+
+// obtained marks an estimated number with its 95 % bound (±?: unknown);
+// exact numbers stay as they are.
+func obtained(e *evidence.Estimate, v *float64) string {
+	switch {
+	case e == nil || v == nil:
+		return ""
+	case e.RelError == nil:
+		return " ±?"
+	}
+	return fmt.Sprintf(" ±%.0f%%", 100**e.RelError)
 }

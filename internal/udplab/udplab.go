@@ -273,8 +273,11 @@ func (o Options) phase(ctx context.Context, lab *netlab.Lab, sc Scenario, srv Se
 	// Let the flood reach its steady state before measuring.
 	time.Sleep(500 * time.Millisecond)
 
+	// --exact: the lab compares runs of a few seconds before and after a
+	// fix, in namespaces of its own; sampling windows would add their
+	// error to every comparison for no production to protect.
 	args := append([]string{o.Binary, "udp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(Port),
-		"--pid", fmt.Sprint(server.Process.Pid), "--duration", o.Duration.String(), "--freq", fmt.Sprint(o.Freq), "-o", "json"}, extra...)
+		"--pid", fmt.Sprint(server.Process.Pid), "--duration", o.Duration.String(), "--freq", fmt.Sprint(o.Freq), "--exact", "-o", "json"}, extra...)
 	cmd := lab.Command(ctx, lab.ReceiverNS, args...)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr

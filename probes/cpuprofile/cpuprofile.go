@@ -161,7 +161,10 @@ type Profiler struct {
 	mode string
 }
 
-var _ probes.Snapshotter[Profile] = (*Profiler)(nil)
+var (
+	_ probes.Snapshotter[Profile] = (*Profiler)(nil)
+	_ probes.SelfCounted          = (*Profiler)(nil)
+)
 
 type profilerObjects struct {
 	cpuprofilePrograms
@@ -286,6 +289,18 @@ func (p *Profiler) Costs() []probes.ProgramCost {
 		return nil
 	}
 	return probes.Costs(map[string]*ebpf.Program{cpuprofileProgOnCpuClock: p.objs.OnCpuClock})
+}
+
+// SelfCosts implements probes.SelfCounted: the program's own run count
+// per CPU (one run per sample taken, on the sampled CPU).
+func (p *Profiler) SelfCosts() (probes.SelfCosts, error) {
+	if p.objs == nil {
+		return nil, errors.New("cpuprofile: self costs after Close")
+	}
+	return probes.SelfCostReader(p.objs.SelfCosts, map[string]uint32{cpuprofileProgOnCpuClock: uint32(cpuprofileCpuprofileHookCPUPROFILE_HOOK_CPU_CLOCK)},
+		func(v cpuprofileSelfCost) probes.SelfRuns {
+			return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
+		})()
 }
 
 // Snapshot reads every counted tuple and its stacks. Counts are cumulative

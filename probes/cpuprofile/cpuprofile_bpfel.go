@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type cpuprofileCpuprofileHook uint32
+
+const (
+	cpuprofileCpuprofileHookCPUPROFILE_HOOK_CPU_CLOCK cpuprofileCpuprofileHook = 0
+)
+
 type cpuprofileLostReason uint32
 
 const (
@@ -34,12 +40,20 @@ type cpuprofileSampleKey struct {
 	Comm          [16]int8
 }
 
+type cpuprofileSelfCost struct {
+	_         structs.HostLayout
+	Runs      uint64
+	TimedRuns uint64
+	TimedNs   uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	cpuprofileMapLostSamples        = "lost_samples"
 	cpuprofileMapSampleCounts       = "sample_counts"
+	cpuprofileMapSelfCosts          = "self_costs"
 	cpuprofileMapStackTraces        = "stack_traces"
 	cpuprofileProgOnCpuClock        = "on_cpu_clock"
 	cpuprofileVarCollectKernel      = "collect_kernel"
@@ -100,6 +114,7 @@ type cpuprofileProgramSpecs struct {
 type cpuprofileMapSpecs struct {
 	LostSamples  *ebpf.MapSpec `ebpf:"lost_samples"`
 	SampleCounts *ebpf.MapSpec `ebpf:"sample_counts"`
+	SelfCosts    *ebpf.MapSpec `ebpf:"self_costs"`
 	StackTraces  *ebpf.MapSpec `ebpf:"stack_traces"`
 }
 
@@ -136,6 +151,7 @@ func (o *cpuprofileObjects) Close() error {
 type cpuprofileMaps struct {
 	LostSamples  *ebpf.Map `ebpf:"lost_samples"`
 	SampleCounts *ebpf.Map `ebpf:"sample_counts"`
+	SelfCosts    *ebpf.Map `ebpf:"self_costs"`
 	StackTraces  *ebpf.Map `ebpf:"stack_traces"`
 }
 
@@ -143,6 +159,7 @@ func (m *cpuprofileMaps) Close() error {
 	return _CpuprofileClose(
 		m.LostSamples,
 		m.SampleCounts,
+		m.SelfCosts,
 		m.StackTraces,
 	)
 }

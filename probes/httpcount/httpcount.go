@@ -121,7 +121,15 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httpcount probe: %w", err)
 	}
-	p := &Probe{Loaded: probes.Loaded{Attached: att}}
+	// The passive count stays exact (no hook groups): it is what the
+	// jvm command divides allocation by.
+	slots := map[string]uint32{
+		Hooks[0].String(): uint32(httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_ENTER),
+		Hooks[1].String(): uint32(httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_EXIT),
+	}
+	p := &Probe{Loaded: probes.NewLoaded(att, slots, func(v httpcountSelfCost) probes.SelfRuns {
+		return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
+	})}
 	ports := p.Maps()["ports"]
 	for _, port := range opts.Ports {
 		if err := ports.Put(port, uint8(1)); err != nil {

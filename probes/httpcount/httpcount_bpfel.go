@@ -26,6 +26,13 @@ const (
 	httpcountHttpMethodHTTP_OPTIONS httpcountHttpMethod = 7
 )
 
+type httpcountHttpcountHook uint32
+
+const (
+	httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_ENTER httpcountHttpcountHook = 0
+	httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_EXIT  httpcountHttpcountHook = 1
+)
+
 type httpcountHttpcountLost uint32
 
 const (
@@ -60,6 +67,13 @@ type httpcountResponseKey struct {
 	Status uint16
 }
 
+type httpcountSelfCost struct {
+	_         structs.HostLayout
+	Runs      uint64
+	TimedRuns uint64
+	TimedNs   uint64
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -69,6 +83,7 @@ const (
 	httpcountMapPorts         = "ports"
 	httpcountMapRequests      = "requests"
 	httpcountMapResponses     = "responses"
+	httpcountMapSelfCosts     = "self_costs"
 	httpcountProgBtfSysEnter  = "btf_sys_enter"
 	httpcountProgBtfSysExit   = "btf_sys_exit"
 	httpcountProgRawSysEnter  = "raw_sys_enter"
@@ -146,6 +161,7 @@ type httpcountMapSpecs struct {
 	Ports     *ebpf.MapSpec `ebpf:"ports"`
 	Requests  *ebpf.MapSpec `ebpf:"requests"`
 	Responses *ebpf.MapSpec `ebpf:"responses"`
+	SelfCosts *ebpf.MapSpec `ebpf:"self_costs"`
 }
 
 // httpcountVariableSpecs contains global variables before they are loaded into the kernel.
@@ -189,6 +205,7 @@ type httpcountMaps struct {
 	Ports     *ebpf.Map `ebpf:"ports"`
 	Requests  *ebpf.Map `ebpf:"requests"`
 	Responses *ebpf.Map `ebpf:"responses"`
+	SelfCosts *ebpf.Map `ebpf:"self_costs"`
 }
 
 func (m *httpcountMaps) Close() error {
@@ -198,6 +215,7 @@ func (m *httpcountMaps) Close() error {
 		m.Ports,
 		m.Requests,
 		m.Responses,
+		m.SelfCosts,
 	)
 }
 

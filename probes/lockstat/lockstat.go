@@ -193,7 +193,27 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lockstat probe: %w", err)
 	}
-	return &Probe{Loaded: probes.Loaded{Attached: att}, stackEvery: opts.StackEvery}, nil
+	return &Probe{Loaded: loaded(att), stackEvery: opts.StackEvery}, nil
+}
+
+// Group is the probe's one hook group: contention is a batch event in the
+// budget's sense, it fires only when a lock is contended.
+const Group = "lockstat"
+
+func loaded(att *probes.Attached) probes.Loaded {
+	maps := att.Collection.Maps
+	slots := map[string]uint32{
+		Hooks[0].String(): uint32(lockstatLockstatHookLOCKSTAT_HOOK_BEGIN),
+		Hooks[1].String(): uint32(lockstatLockstatHookLOCKSTAT_HOOK_END),
+	}
+	// A wait begun before a detached gap would be timed across it.
+	return probes.NewLoaded(att, slots, selfRuns, att.Group(Group, probes.Batch, Hooks, func() error {
+		return errors.Join(probes.ZeroPerCPUArray(maps["spinning"]), probes.ClearHash[lockstatInflightKey](maps["inflight"]))
+	}))
+}
+
+func selfRuns(v lockstatSelfCost) probes.SelfRuns {
+	return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
 }
 
 func sumWaits(perCPU []lockstatWaitStat) WaitStats {

@@ -38,6 +38,13 @@ type lockstatLockOwner struct {
 	Pad        uint16
 }
 
+type lockstatLockstatHook uint32
+
+const (
+	lockstatLockstatHookLOCKSTAT_HOOK_BEGIN lockstatLockstatHook = 0
+	lockstatLockstatHookLOCKSTAT_HOOK_END   lockstatLockstatHook = 1
+)
+
 type lockstatLockstatLost uint32
 
 const (
@@ -59,6 +66,13 @@ const (
 	lockstatLockstatSockFieldLOCKSTAT_FIELD_SOCK_LOCK     lockstatLockstatSockField = 3
 	lockstatLockstatSockFieldLOCKSTAT_FIELD_WAIT_QUEUE    lockstatLockstatSockField = 4
 )
+
+type lockstatSelfCost struct {
+	_         structs.HostLayout
+	Runs      uint64
+	TimedRuns uint64
+	TimedNs   uint64
+}
 
 type lockstatSiteKey struct {
 	_       structs.HostLayout
@@ -92,6 +106,7 @@ const (
 	lockstatMapLocks               = "locks"
 	lockstatMapLost                = "lost"
 	lockstatMapOwners              = "owners"
+	lockstatMapSelfCosts           = "self_costs"
 	lockstatMapSites               = "sites"
 	lockstatMapSpinning            = "spinning"
 	lockstatMapStackCountdown      = "stack_countdown"
@@ -163,6 +178,7 @@ type lockstatMapSpecs struct {
 	Locks          *ebpf.MapSpec `ebpf:"locks"`
 	Lost           *ebpf.MapSpec `ebpf:"lost"`
 	Owners         *ebpf.MapSpec `ebpf:"owners"`
+	SelfCosts      *ebpf.MapSpec `ebpf:"self_costs"`
 	Sites          *ebpf.MapSpec `ebpf:"sites"`
 	Spinning       *ebpf.MapSpec `ebpf:"spinning"`
 	StackCountdown *ebpf.MapSpec `ebpf:"stack_countdown"`
@@ -200,6 +216,7 @@ type lockstatMaps struct {
 	Locks          *ebpf.Map `ebpf:"locks"`
 	Lost           *ebpf.Map `ebpf:"lost"`
 	Owners         *ebpf.Map `ebpf:"owners"`
+	SelfCosts      *ebpf.Map `ebpf:"self_costs"`
 	Sites          *ebpf.Map `ebpf:"sites"`
 	Spinning       *ebpf.Map `ebpf:"spinning"`
 	StackCountdown *ebpf.Map `ebpf:"stack_countdown"`
@@ -212,6 +229,7 @@ func (m *lockstatMaps) Close() error {
 		m.Locks,
 		m.Lost,
 		m.Owners,
+		m.SelfCosts,
 		m.Sites,
 		m.Spinning,
 		m.StackCountdown,

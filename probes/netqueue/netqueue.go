@@ -165,7 +165,31 @@ func Open(opts Options) (*Probe, error) {
 	if opts.NoNAPI {
 		att.Missing[Hooks[0].String()] = ErrNoNAPI
 	}
-	return &Probe{Loaded: probes.Loaded{Attached: att}, ifindex: opts.Ifindex, noNAPI: opts.NoNAPI}, nil
+	return &Probe{Loaded: loaded(att), ifindex: opts.Ifindex, noNAPI: opts.NoNAPI}, nil
+}
+
+// The probe's hook groups: NAPI polls are batch events (one per poll of up
+// to 64 packets); receive, transmit and qdisc fire for every packet.
+const (
+	GroupNAPI    = "netqueue/napi"
+	GroupPackets = "netqueue/packets"
+)
+
+func loaded(att *probes.Attached) probes.Loaded {
+	slots := map[string]uint32{
+		Hooks[0].String(): uint32(netqueueNetqueueHookNETQUEUE_HOOK_NAPI_POLL),
+		Hooks[1].String(): uint32(netqueueNetqueueHookNETQUEUE_HOOK_RECEIVE),
+		Hooks[2].String(): uint32(netqueueNetqueueHookNETQUEUE_HOOK_XMIT),
+		Hooks[3].String(): uint32(netqueueNetqueueHookNETQUEUE_HOOK_QDISC_ENQUEUE),
+		Hooks[4].String(): uint32(netqueueNetqueueHookNETQUEUE_HOOK_QDISC_DEQUEUE),
+	}
+	return probes.NewLoaded(att, slots, selfRuns,
+		att.Group(GroupNAPI, probes.Batch, Hooks[:1], nil),
+		att.Group(GroupPackets, probes.PerPacket, Hooks[1:], nil))
+}
+
+func selfRuns(v netqueueSelfCost) probes.SelfRuns {
+	return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
 }
 
 // Snapshot reads the cumulative counters of every CPU.

@@ -34,6 +34,16 @@ type netqueueNapiStat struct {
 	BudgetExhausted uint64
 }
 
+type netqueueNetqueueHook uint32
+
+const (
+	netqueueNetqueueHookNETQUEUE_HOOK_NAPI_POLL     netqueueNetqueueHook = 0
+	netqueueNetqueueHookNETQUEUE_HOOK_RECEIVE       netqueueNetqueueHook = 1
+	netqueueNetqueueHookNETQUEUE_HOOK_XMIT          netqueueNetqueueHook = 2
+	netqueueNetqueueHookNETQUEUE_HOOK_QDISC_ENQUEUE netqueueNetqueueHook = 3
+	netqueueNetqueueHookNETQUEUE_HOOK_QDISC_DEQUEUE netqueueNetqueueHook = 4
+)
+
 type netqueueNetqueueLost uint32
 
 const (
@@ -52,6 +62,13 @@ type netqueueQdiscStat struct {
 	DequeuedPackets uint64
 }
 
+type netqueueSelfCost struct {
+	_         structs.HostLayout
+	Runs      uint64
+	TimedRuns uint64
+	TimedNs   uint64
+}
+
 type netqueueTrafficStat struct {
 	_       structs.HostLayout
 	Packets uint64
@@ -68,6 +85,7 @@ const (
 	netqueueMapNapiStats           = "napi_stats"
 	netqueueMapQdiscStats          = "qdisc_stats"
 	netqueueMapRxStats             = "rx_stats"
+	netqueueMapSelfCosts           = "self_costs"
 	netqueueMapTxStats             = "tx_stats"
 	netqueueProgBtfNapiPoll        = "btf_napi_poll"
 	netqueueProgBtfNetDevStartXmit = "btf_net_dev_start_xmit"
@@ -158,6 +176,7 @@ type netqueueMapSpecs struct {
 	NapiStats    *ebpf.MapSpec `ebpf:"napi_stats"`
 	QdiscStats   *ebpf.MapSpec `ebpf:"qdisc_stats"`
 	RxStats      *ebpf.MapSpec `ebpf:"rx_stats"`
+	SelfCosts    *ebpf.MapSpec `ebpf:"self_costs"`
 	TxStats      *ebpf.MapSpec `ebpf:"tx_stats"`
 }
 
@@ -196,6 +215,7 @@ type netqueueMaps struct {
 	NapiStats    *ebpf.Map `ebpf:"napi_stats"`
 	QdiscStats   *ebpf.Map `ebpf:"qdisc_stats"`
 	RxStats      *ebpf.Map `ebpf:"rx_stats"`
+	SelfCosts    *ebpf.Map `ebpf:"self_costs"`
 	TxStats      *ebpf.Map `ebpf:"tx_stats"`
 }
 
@@ -207,6 +227,7 @@ func (m *netqueueMaps) Close() error {
 		m.NapiStats,
 		m.QdiscStats,
 		m.RxStats,
+		m.SelfCosts,
 		m.TxStats,
 	)
 }

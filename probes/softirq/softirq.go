@@ -4,6 +4,7 @@
 package softirq
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -82,7 +83,30 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("softirq probe: %w", err)
 	}
-	return &Probe{Loaded: probes.Loaded{Attached: att}}, nil
+	return &Probe{Loaded: loaded(att)}, nil
+}
+
+// Group is the probe's one hook group: softirq runs are batch events (one
+// per NAPI batch on a NIC; one per packet on loopback, where the budget
+// may sample them).
+const Group = "softirq"
+
+func loaded(att *probes.Attached) probes.Loaded {
+	maps := att.Collection.Maps
+	slots := map[string]uint32{
+		Hooks[0].String(): uint32(softirqSoftirqHookSOFTIRQ_HOOK_RAISE),
+		Hooks[1].String(): uint32(softirqSoftirqHookSOFTIRQ_HOOK_ENTRY),
+		Hooks[2].String(): uint32(softirqSoftirqHookSOFTIRQ_HOOK_EXIT),
+	}
+	// A raise or entry seen before a detached gap must not pair with an
+	// entry or exit after it.
+	return probes.NewLoaded(att, slots, selfRuns, att.Group(Group, probes.Batch, Hooks, func() error {
+		return errors.Join(probes.ZeroPerCPUArray(maps["entry_ts"]), probes.ZeroPerCPUArray(maps["raise_ts"]))
+	}))
+}
+
+func selfRuns(v softirqSelfCost) probes.SelfRuns {
+	return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
 }
 
 // Snapshot reads the cumulative counters of every CPU.

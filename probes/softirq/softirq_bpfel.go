@@ -13,6 +13,21 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type softirqSelfCost struct {
+	_         structs.HostLayout
+	Runs      uint64
+	TimedRuns uint64
+	TimedNs   uint64
+}
+
+type softirqSoftirqHook uint32
+
+const (
+	softirqSoftirqHookSOFTIRQ_HOOK_RAISE softirqSoftirqHook = 0
+	softirqSoftirqHookSOFTIRQ_HOOK_ENTRY softirqSoftirqHook = 1
+	softirqSoftirqHookSOFTIRQ_HOOK_EXIT  softirqSoftirqHook = 2
+)
+
 type softirqSoftirqLatencyHist struct {
 	_     structs.HostLayout
 	Slots [32]uint64
@@ -31,6 +46,7 @@ const (
 	softirqMapEntryTs          = "entry_ts"
 	softirqMapNetLatency       = "net_latency"
 	softirqMapRaiseTs          = "raise_ts"
+	softirqMapSelfCosts        = "self_costs"
 	softirqMapSoftirqStats     = "softirq_stats"
 	softirqProgBtfSoftirqEntry = "btf_softirq_entry"
 	softirqProgBtfSoftirqExit  = "btf_softirq_exit"
@@ -104,6 +120,7 @@ type softirqMapSpecs struct {
 	EntryTs      *ebpf.MapSpec `ebpf:"entry_ts"`
 	NetLatency   *ebpf.MapSpec `ebpf:"net_latency"`
 	RaiseTs      *ebpf.MapSpec `ebpf:"raise_ts"`
+	SelfCosts    *ebpf.MapSpec `ebpf:"self_costs"`
 	SoftirqStats *ebpf.MapSpec `ebpf:"softirq_stats"`
 }
 
@@ -137,6 +154,7 @@ type softirqMaps struct {
 	EntryTs      *ebpf.Map `ebpf:"entry_ts"`
 	NetLatency   *ebpf.Map `ebpf:"net_latency"`
 	RaiseTs      *ebpf.Map `ebpf:"raise_ts"`
+	SelfCosts    *ebpf.Map `ebpf:"self_costs"`
 	SoftirqStats *ebpf.Map `ebpf:"softirq_stats"`
 }
 
@@ -145,6 +163,7 @@ func (m *softirqMaps) Close() error {
 		m.EntryTs,
 		m.NetLatency,
 		m.RaiseTs,
+		m.SelfCosts,
 		m.SoftirqStats,
 	)
 }

@@ -138,7 +138,23 @@ func Open(opts Options) (*Probe, error) {
 		att.Close()
 		return nil, fmt.Errorf("udpdrop: target_port_drops has %d slots, the decoder expects %d", n, 2*familySlots*reasonSlots)
 	}
-	return &Probe{Loaded: probes.Loaded{Attached: att}, reasons: reasons, port: opts.Port}, nil
+	return &Probe{Loaded: loaded(att), reasons: reasons, port: opts.Port}, nil
+}
+
+// Group is the probe's one hook group: on a socket that drops, kfree_skb
+// fires for every dropped datagram.
+const Group = "udpdrop"
+
+func loaded(att *probes.Attached) probes.Loaded {
+	slots := map[string]uint32{
+		failQueueHook.String(): uint32(udpdropUdpdropHookUDPDROP_HOOK_FAIL_QUEUE_RCV),
+		kfreeSkbHook.String():  uint32(udpdropUdpdropHookUDPDROP_HOOK_KFREE_SKB),
+	}
+	return probes.NewLoaded(att, slots, selfRuns, att.Group(Group, probes.PerPacket, []probes.Hook{failQueueHook, kfreeSkbHook}, nil))
+}
+
+func selfRuns(v udpdropSelfCost) probes.SelfRuns {
+	return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
 }
 
 // kfreeSkbHasRxSk reports whether trace_kfree_skb passes the receiving

@@ -21,6 +21,20 @@ type udpdropPortDropKey struct {
 	Reason uint32
 }
 
+type udpdropSelfCost struct {
+	_         structs.HostLayout
+	Runs      uint64
+	TimedRuns uint64
+	TimedNs   uint64
+}
+
+type udpdropUdpdropHook uint32
+
+const (
+	udpdropUdpdropHookUDPDROP_HOOK_FAIL_QUEUE_RCV udpdropUdpdropHook = 0
+	udpdropUdpdropHookUDPDROP_HOOK_KFREE_SKB      udpdropUdpdropHook = 1
+)
+
 type udpdropUdpdropKind uint32
 
 const (
@@ -43,6 +57,7 @@ const (
 	udpdropMapLost                   = "lost"
 	udpdropMapPortDrops              = "port_drops"
 	udpdropMapReasonDrops            = "reason_drops"
+	udpdropMapSelfCosts              = "self_costs"
 	udpdropMapSubsysReasonDrops      = "subsys_reason_drops"
 	udpdropMapTargetPortDrops        = "target_port_drops"
 	udpdropProgBtfKfreeSkb           = "btf_kfree_skb"
@@ -113,6 +128,7 @@ type udpdropMapSpecs struct {
 	Lost              *ebpf.MapSpec `ebpf:"lost"`
 	PortDrops         *ebpf.MapSpec `ebpf:"port_drops"`
 	ReasonDrops       *ebpf.MapSpec `ebpf:"reason_drops"`
+	SelfCosts         *ebpf.MapSpec `ebpf:"self_costs"`
 	SubsysReasonDrops *ebpf.MapSpec `ebpf:"subsys_reason_drops"`
 	TargetPortDrops   *ebpf.MapSpec `ebpf:"target_port_drops"`
 }
@@ -149,6 +165,7 @@ type udpdropMaps struct {
 	Lost              *ebpf.Map `ebpf:"lost"`
 	PortDrops         *ebpf.Map `ebpf:"port_drops"`
 	ReasonDrops       *ebpf.Map `ebpf:"reason_drops"`
+	SelfCosts         *ebpf.Map `ebpf:"self_costs"`
 	SubsysReasonDrops *ebpf.Map `ebpf:"subsys_reason_drops"`
 	TargetPortDrops   *ebpf.Map `ebpf:"target_port_drops"`
 }
@@ -158,6 +175,7 @@ func (m *udpdropMaps) Close() error {
 		m.Lost,
 		m.PortDrops,
 		m.ReasonDrops,
+		m.SelfCosts,
 		m.SubsysReasonDrops,
 		m.TargetPortDrops,
 	)

@@ -83,7 +83,23 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("udpsock probe: %w", err)
 	}
-	return &Probe{Loaded: probes.Loaded{Attached: att}}, nil
+	return &Probe{Loaded: loaded(att)}, nil
+}
+
+// Group is the probe's one hook group: reads and wakeups fire for every
+// datagram.
+const Group = "udpsock"
+
+func loaded(att *probes.Attached) probes.Loaded {
+	slots := map[string]uint32{
+		Hooks[0].String(): uint32(udpsockUdpsockHookUDPSOCK_HOOK_RECV_LENGTH),
+		Hooks[1].String(): uint32(udpsockUdpsockHookUDPSOCK_HOOK_DATA_READY),
+	}
+	return probes.NewLoaded(att, slots, selfRuns, att.Group(Group, probes.PerPacket, Hooks, nil))
+}
+
+func selfRuns(v udpsockSelfCost) probes.SelfRuns {
+	return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
 }
 
 // Snapshot reads the cumulative counts.

@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type udpsockSelfCost struct {
+	_         structs.HostLayout
+	Runs      uint64
+	TimedRuns uint64
+	TimedNs   uint64
+}
+
 type udpsockSockReads struct {
 	_         structs.HostLayout
 	Datagrams uint64
@@ -25,6 +32,13 @@ type udpsockSockSlot struct {
 	Reads   udpsockSockReads
 	Wakeups uint64
 }
+
+type udpsockUdpsockHook uint32
+
+const (
+	udpsockUdpsockHookUDPSOCK_HOOK_RECV_LENGTH udpsockUdpsockHook = 0
+	udpsockUdpsockHookUDPSOCK_HOOK_DATA_READY  udpsockUdpsockHook = 1
+)
 
 type udpsockUdpsockLost uint32
 
@@ -41,6 +55,7 @@ const (
 	udpsockMapLost               = "lost"
 	udpsockMapReadSlots          = "read_slots"
 	udpsockMapReads              = "reads"
+	udpsockMapSelfCosts          = "self_costs"
 	udpsockMapWakeups            = "wakeups"
 	udpsockProgBtfSkDataReady    = "btf_sk_data_ready"
 	udpsockProgBtfSockRecvLength = "btf_sock_recv_length"
@@ -110,6 +125,7 @@ type udpsockMapSpecs struct {
 	Lost      *ebpf.MapSpec `ebpf:"lost"`
 	ReadSlots *ebpf.MapSpec `ebpf:"read_slots"`
 	Reads     *ebpf.MapSpec `ebpf:"reads"`
+	SelfCosts *ebpf.MapSpec `ebpf:"self_costs"`
 	Wakeups   *ebpf.MapSpec `ebpf:"wakeups"`
 }
 
@@ -145,6 +161,7 @@ type udpsockMaps struct {
 	Lost      *ebpf.Map `ebpf:"lost"`
 	ReadSlots *ebpf.Map `ebpf:"read_slots"`
 	Reads     *ebpf.Map `ebpf:"reads"`
+	SelfCosts *ebpf.Map `ebpf:"self_costs"`
 	Wakeups   *ebpf.Map `ebpf:"wakeups"`
 }
 
@@ -153,6 +170,7 @@ func (m *udpsockMaps) Close() error {
 		m.Lost,
 		m.ReadSlots,
 		m.Reads,
+		m.SelfCosts,
 		m.Wakeups,
 	)
 }

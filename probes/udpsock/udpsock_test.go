@@ -196,3 +196,105 @@ func TestReadsOfSocketsSharingASlot(t *testing.T) {
 	}
 	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
 }
+
+// The budget's mechanics on a real probe, for every attach method: the
+// programs count their own runs; a detached hook group costs nothing and
+// counts nothing (not even its own runs), and attached again without a
+// reload it counts on from where it was.
+func TestGroupDetachesAndAttachesWithoutReload(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	for _, m := range probes.Methods {
+		t.Run(string(m), func(t *testing.T) {
+			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+			sink, err := udpflood.Listen("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sink.Close()
+			ino := inode(t, sink.Conn)
+			p, err := Open(Options{Method: m, Port: sink.AddrPort().Port()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			groups := p.HookGroups()
+			if len(groups) != 1 || groups[0].Name != Group || groups[0].Class != probes.PerPacket || !groups[0].IsAttached() {
+				t.Fatalf("hook groups %+v", groups)
+			}
+			g := groups[0]
+			links := p.Attached.Links()
+			// flood sends n paced datagrams and returns the probe's count
+			// of the sink's reads and its programs' own runs of
+			// sock_recv_length over the flood, with what the sink read.
+			flood := func(n uint64) (counted, runs, read uint64) {
+				t.Helper()
+				s0, err := p.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				c0, err := p.SelfCosts()
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := sink.Received()
+				res, err := udpflood.Send(context.Background(), udpflood.Config{Target: sink.AddrPort(), Senders: 1,
+					Duration: 500 * time.Millisecond, MaxPackets: n, Rate: 20000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < 100 && sink.Received()-before < res.Sent; i++ {
+					time.Sleep(10 * time.Millisecond)
+				}
+				s1, err := p.Snapshot()
+				if err != nil {
+					t.Fatal(err)
+				}
+				c1, err := p.SelfCosts()
+				if err != nil {
+					t.Fatal(err)
+				}
+				hook := Hooks[0].String()
+				return s1.Sub(s0).Sockets[ino].Datagrams, probes.Total(c1.Sub(c0)[hook]).Runs, sink.Received() - before
+			}
+			counted, runs, read := flood(2000)
+			if read == 0 || counted != read || runs < read {
+				t.Fatalf("attached: counted %d reads and %d runs, the sink read %d", counted, runs, read)
+			}
+			if _, err := g.Detach(); err != nil {
+				t.Fatal(err)
+			}
+			if g.IsAttached() || p.Attached.Links() != links-len(g.Hooks) {
+				t.Fatalf("detached: %d links of %d, attached %v", p.Attached.Links(), links, g.IsAttached())
+			}
+			if counted, runs, read := flood(2000); read == 0 || counted != 0 || runs != 0 {
+				t.Errorf("detached: counted %d reads and %d runs, the sink read %d", counted, runs, read)
+			}
+			if _, err := g.Attach(); err != nil {
+				t.Fatal(err)
+			}
+			if !g.IsAttached() || p.Attached.Links() != links {
+				t.Fatalf("attached again: %d links of %d", p.Attached.Links(), links)
+			}
+			counted, runs, read = flood(2000)
+			if read == 0 || counted != read || runs < read {
+				t.Errorf("attached again: counted %d reads and %d runs, the sink read %d", counted, runs, read)
+			}
+			costs, err := p.SelfCosts()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tot := probes.Total(costs[Hooks[0].String()])
+			t.Logf("sock_recv_length: %d runs, %d timed, %v per timed run", tot.Runs, tot.TimedRuns, tot.PerRun())
+			if tot.TimedRuns == 0 || tot.TimedRuns > tot.Runs/32 || tot.PerRun() <= 0 || tot.PerRun() > 100*time.Microsecond {
+				t.Errorf("self timing: %+v", tot)
+			}
+			if err := p.Close(); err != nil {
+				t.Error(err)
+			}
+			if _, err := g.Attach(); err == nil {
+				t.Error("a closed probe's group attached again")
+			}
+			testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+		})
+	}
+}

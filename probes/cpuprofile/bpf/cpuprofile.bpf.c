@@ -10,8 +10,11 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "types.h"
+#include "selfcost.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+SELF_COST_MAP(enum cpuprofile_hook);
 
 /* Knobs set by the loader before load. */
 const volatile __u32 target_tgid = 0;   /* 0: every process */
@@ -62,8 +65,7 @@ static __always_inline void count_lost(enum lost_reason reason)
 		(*n)++;
 }
 
-SEC("perf_event")
-int on_cpu_clock(void *ctx)
+static __always_inline int sample(void *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, pid = (__u32)id;
@@ -135,3 +137,6 @@ int on_cpu_clock(void *ctx)
 		count_lost(LOST_COUNTS_FULL);
 	return 0;
 }
+
+SEC("perf_event")
+int on_cpu_clock(void *ctx) { return SELF_COSTED(CPUPROFILE_HOOK_CPU_CLOCK, sample(ctx)); }

@@ -31,4 +31,9 @@ struct sample_key {
 	char comm[CPUPROFILE_COMM_LEN];
 };
 
+/* Slots of self_cost (selfcost.h): the one program. */
+enum cpuprofile_hook {
+	CPUPROFILE_HOOK_CPU_CLOCK,
+};
+
 #endif

@@ -36,8 +36,11 @@
 #include <bpf/bpf_core_read.h>
 #include "access.h"
 #include "types.h"
+#include "selfcost.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+SELF_COST_MAP(enum httpcount_hook);
 
 /* The process whose requests are counted (host pid). */
 const volatile __u32 target_tgid = 0;
@@ -376,16 +379,17 @@ static __always_inline bool ours(void)
 	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
 }
 
-SEC("tp_btf/sys_enter")
-int BPF_PROG(btf_sys_enter, struct pt_regs___httpcount *regs, long id)
+static __always_inline int btf_enter(struct pt_regs___httpcount *regs, long id)
 {
 	if (!ours() || !watched(id))
 		return 0;
 	return on_enter(id, regs->di, regs->si);
 }
+SEC("tp_btf/sys_enter")
+int BPF_PROG(btf_sys_enter, struct pt_regs___httpcount *regs, long id)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SYS_ENTER, btf_enter(regs, id)); }
 
-SEC("raw_tp/sys_enter")
-int raw_sys_enter(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int raw_sys_enter_body(struct bpf_raw_tracepoint_args *ctx)
 {
 	if (!ours())
 		return 0;
@@ -395,9 +399,10 @@ int raw_sys_enter(struct bpf_raw_tracepoint_args *ctx)
 	struct pt_regs___httpcount *regs = (void *)ctx->args[0];
 	return on_enter(id, BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si));
 }
+SEC("raw_tp/sys_enter")
+int raw_sys_enter(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(HTTPCOUNT_HOOK_SYS_ENTER, raw_sys_enter_body(ctx)); }
 
-SEC("tracepoint/raw_syscalls/sys_enter")
-int tp_sys_enter(struct trace_event_raw_sys_enter___httpcount *ctx)
+static __always_inline int tp_sys_enter_body(struct trace_event_raw_sys_enter___httpcount *ctx)
 {
 	if (!ours())
 		return 0;
@@ -406,19 +411,22 @@ int tp_sys_enter(struct trace_event_raw_sys_enter___httpcount *ctx)
 		return 0;
 	return on_enter(id, ctx->args[0], ctx->args[1]);
 }
+SEC("tracepoint/raw_syscalls/sys_enter")
+int tp_sys_enter(struct trace_event_raw_sys_enter___httpcount *ctx) { return SELF_COSTED(HTTPCOUNT_HOOK_SYS_ENTER, tp_sys_enter_body(ctx)); }
 
 /* The exit of a syscall this probe does not watch (the JVM's futex and
  * epoll calls are most of them) returns before the inflight lookup. */
-SEC("tp_btf/sys_exit")
-int BPF_PROG(btf_sys_exit, struct pt_regs___httpcount *regs, long ret)
+static __always_inline int btf_exit(struct pt_regs___httpcount *regs, long ret)
 {
 	if (!ours() || !watched((long)regs->orig_ax))
 		return 0;
 	return on_exit(ret);
 }
+SEC("tp_btf/sys_exit")
+int BPF_PROG(btf_sys_exit, struct pt_regs___httpcount *regs, long ret)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SYS_EXIT, btf_exit(regs, ret)); }
 
-SEC("raw_tp/sys_exit")
-int raw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int raw_sys_exit_body(struct bpf_raw_tracepoint_args *ctx)
 {
 	if (!ours())
 		return 0;
@@ -427,11 +435,14 @@ int raw_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		return 0;
 	return on_exit((long)ctx->args[1]);
 }
+SEC("raw_tp/sys_exit")
+int raw_sys_exit(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(HTTPCOUNT_HOOK_SYS_EXIT, raw_sys_exit_body(ctx)); }
 
-SEC("tracepoint/raw_syscalls/sys_exit")
-int tp_sys_exit(struct trace_event_raw_sys_exit___httpcount *ctx)
+static __always_inline int tp_sys_exit_body(struct trace_event_raw_sys_exit___httpcount *ctx)
 {
 	if (!ours() || !watched(ctx->id))
 		return 0;
 	return on_exit(ctx->ret);
 }
+SEC("tracepoint/raw_syscalls/sys_exit")
+int tp_sys_exit(struct trace_event_raw_sys_exit___httpcount *ctx) { return SELF_COSTED(HTTPCOUNT_HOOK_SYS_EXIT, tp_sys_exit_body(ctx)); }

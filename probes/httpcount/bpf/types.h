@@ -44,4 +44,10 @@ enum httpcount_lost {
 	HTTPCOUNT_LOST_REASONS = 4,
 };
 
+/* Slots of self_cost (selfcost.h), one per hook. */
+enum httpcount_hook {
+	HTTPCOUNT_HOOK_SYS_ENTER,
+	HTTPCOUNT_HOOK_SYS_EXIT,
+};
+
 #endif

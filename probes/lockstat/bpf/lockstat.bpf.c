@@ -36,8 +36,11 @@
 #include <bpf/bpf_core_read.h>
 #include "types.h"
 #include "sock.h"
+#include "selfcost.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+SELF_COST_MAP(enum lockstat_hook);
 
 enum { E_FAULT = 14, E_EXIST = 17 };
 
@@ -378,17 +381,17 @@ static __always_inline int on_end(__u64 lock_addr)
 }
 
 SEC("tp_btf/contention_begin")
-int BPF_PROG(btf_contention_begin, void *lock, unsigned int flags) { return on_begin(ctx, (__u64)lock, flags); }
+int BPF_PROG(btf_contention_begin, void *lock, unsigned int flags) { return SELF_COSTED(LOCKSTAT_HOOK_BEGIN, on_begin(ctx, (__u64)lock, flags)); }
 SEC("tp_btf/contention_end")
-int BPF_PROG(btf_contention_end, void *lock, int ret) { return on_end((__u64)lock); }
+int BPF_PROG(btf_contention_end, void *lock, int ret) { return SELF_COSTED(LOCKSTAT_HOOK_END, on_end((__u64)lock)); }
 
 SEC("raw_tp/contention_begin")
-int raw_contention_begin(struct bpf_raw_tracepoint_args *ctx) { return on_begin(ctx, ctx->args[0], (__u32)ctx->args[1]); }
+int raw_contention_begin(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(LOCKSTAT_HOOK_BEGIN, on_begin(ctx, ctx->args[0], (__u32)ctx->args[1])); }
 SEC("raw_tp/contention_end")
-int raw_contention_end(struct bpf_raw_tracepoint_args *ctx) { return on_end(ctx->args[0]); }
+int raw_contention_end(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(LOCKSTAT_HOOK_END, on_end(ctx->args[0])); }
 
 SEC("tracepoint/lock/contention_begin")
 int tp_contention_begin(struct trace_event_raw_contention_begin *ctx)
-{ return on_begin(ctx, (__u64)ctx->lock_addr, ctx->flags); }
+{ return SELF_COSTED(LOCKSTAT_HOOK_BEGIN, on_begin(ctx, (__u64)ctx->lock_addr, ctx->flags)); }
 SEC("tracepoint/lock/contention_end")
-int tp_contention_end(struct trace_event_raw_contention_end *ctx) { return on_end((__u64)ctx->lock_addr); }
+int tp_contention_end(struct trace_event_raw_contention_end *ctx) { return SELF_COSTED(LOCKSTAT_HOOK_END, on_end((__u64)ctx->lock_addr)); }

@@ -92,4 +92,10 @@ struct wait_stat {
 	__u64 max_ns;
 };
 
+/* Slots of self_cost (selfcost.h), one per hook. */
+enum lockstat_hook {
+	LOCKSTAT_HOOK_BEGIN,
+	LOCKSTAT_HOOK_END,
+};
+
 #endif

@@ -42,8 +42,11 @@
 #include <bpf/bpf_core_read.h>
 #include "access.h"
 #include "types.h"
+#include "selfcost.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+SELF_COST_MAP(enum netqueue_hook);
 
 /* The device: its ifindex and the inode of its network namespace. The
  * per-CPU backlog NAPI has no device and is always counted, as ifindex 0. */
@@ -256,47 +259,47 @@ static __always_inline int on_qdisc(const struct sk_buff *skb, int packets, bool
  * plain loads. */
 SEC("tp_btf/napi_poll")
 int BPF_PROG(btf_napi_poll, struct napi_struct *napi, int work, int budget)
-{ return on_napi_poll(napi, work, budget, true); }
+{ return SELF_COSTED(NETQUEUE_HOOK_NAPI_POLL, on_napi_poll(napi, work, budget, true)); }
 SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(btf_netif_receive_skb, struct sk_buff *skb) { return on_receive(skb, true); }
+int BPF_PROG(btf_netif_receive_skb, struct sk_buff *skb) { return SELF_COSTED(NETQUEUE_HOOK_RECEIVE, on_receive(skb, true)); }
 SEC("tp_btf/net_dev_start_xmit")
 int BPF_PROG(btf_net_dev_start_xmit, const struct sk_buff *skb, const struct net_device *dev)
-{ return on_xmit(skb, dev, true); }
+{ return SELF_COSTED(NETQUEUE_HOOK_XMIT, on_xmit(skb, dev, true)); }
 SEC("tp_btf/qdisc_enqueue")
 int BPF_PROG(btf_qdisc_enqueue, struct Qdisc *q, const struct netdev_queue *txq, struct sk_buff *skb)
-{ return on_qdisc(skb, 1, true, true); }
+{ return SELF_COSTED(NETQUEUE_HOOK_QDISC_ENQUEUE, on_qdisc(skb, 1, true, true)); }
 SEC("tp_btf/qdisc_dequeue")
 int BPF_PROG(btf_qdisc_dequeue, struct Qdisc *q, const struct netdev_queue *txq, int packets, struct sk_buff *skb)
-{ return on_qdisc(skb, packets, false, true); }
+{ return SELF_COSTED(NETQUEUE_HOOK_QDISC_DEQUEUE, on_qdisc(skb, packets, false, true)); }
 
 /* raw_tp: the same arguments as u64, read with CO-RE probe reads. */
 SEC("raw_tp/napi_poll")
 int raw_napi_poll(struct bpf_raw_tracepoint_args *ctx)
-{ return on_napi_poll((void *)ctx->args[0], (int)ctx->args[1], (int)ctx->args[2], false); }
+{ return SELF_COSTED(NETQUEUE_HOOK_NAPI_POLL, on_napi_poll((void *)ctx->args[0], (int)ctx->args[1], (int)ctx->args[2], false)); }
 SEC("raw_tp/netif_receive_skb")
-int raw_netif_receive_skb(struct bpf_raw_tracepoint_args *ctx) { return on_receive((void *)ctx->args[0], false); }
+int raw_netif_receive_skb(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(NETQUEUE_HOOK_RECEIVE, on_receive((void *)ctx->args[0], false)); }
 SEC("raw_tp/net_dev_start_xmit")
 int raw_net_dev_start_xmit(struct bpf_raw_tracepoint_args *ctx)
-{ return on_xmit((void *)ctx->args[0], (void *)ctx->args[1], false); }
+{ return SELF_COSTED(NETQUEUE_HOOK_XMIT, on_xmit((void *)ctx->args[0], (void *)ctx->args[1], false)); }
 SEC("raw_tp/qdisc_enqueue")
-int raw_qdisc_enqueue(struct bpf_raw_tracepoint_args *ctx) { return on_qdisc((void *)ctx->args[2], 1, true, false); }
+int raw_qdisc_enqueue(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(NETQUEUE_HOOK_QDISC_ENQUEUE, on_qdisc((void *)ctx->args[2], 1, true, false)); }
 SEC("raw_tp/qdisc_dequeue")
 int raw_qdisc_dequeue(struct bpf_raw_tracepoint_args *ctx)
-{ return on_qdisc((void *)ctx->args[3], (int)ctx->args[2], false, false); }
+{ return SELF_COSTED(NETQUEUE_HOOK_QDISC_DEQUEUE, on_qdisc((void *)ctx->args[3], (int)ctx->args[2], false, false)); }
 
 /* Classic tracepoints: the records carry the skb/napi pointers, read with
  * CO-RE probe reads. */
 SEC("tracepoint/napi/napi_poll")
 int tp_napi_poll(struct trace_event_raw_napi_poll *ctx)
-{ return on_napi_poll(ctx->napi, ctx->work, ctx->budget, false); }
+{ return SELF_COSTED(NETQUEUE_HOOK_NAPI_POLL, on_napi_poll(ctx->napi, ctx->work, ctx->budget, false)); }
 SEC("tracepoint/net/netif_receive_skb")
 int tp_netif_receive_skb(struct trace_event_raw_net_dev_template *ctx)
-{ return on_receive(ctx->skbaddr, false); }
+{ return SELF_COSTED(NETQUEUE_HOOK_RECEIVE, on_receive(ctx->skbaddr, false)); }
 SEC("tracepoint/net/net_dev_start_xmit")
 int tp_net_dev_start_xmit(struct trace_event_raw_net_dev_start_xmit *ctx)
-{ return on_xmit(ctx->skbaddr, 0, false); }
+{ return SELF_COSTED(NETQUEUE_HOOK_XMIT, on_xmit(ctx->skbaddr, 0, false)); }
 SEC("tracepoint/qdisc/qdisc_enqueue")
-int tp_qdisc_enqueue(struct trace_event_raw_qdisc_enqueue *ctx) { return on_qdisc(ctx->skbaddr, 1, true, false); }
+int tp_qdisc_enqueue(struct trace_event_raw_qdisc_enqueue *ctx) { return SELF_COSTED(NETQUEUE_HOOK_QDISC_ENQUEUE, on_qdisc(ctx->skbaddr, 1, true, false)); }
 SEC("tracepoint/qdisc/qdisc_dequeue")
 int tp_qdisc_dequeue(struct trace_event_raw_qdisc_dequeue *ctx)
-{ return on_qdisc(ctx->skbaddr, ctx->packets, false, false); }
+{ return SELF_COSTED(NETQUEUE_HOOK_QDISC_DEQUEUE, on_qdisc(ctx->skbaddr, ctx->packets, false, false)); }

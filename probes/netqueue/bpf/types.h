@@ -10,6 +10,15 @@ enum netqueue_limits {
 	NETQUEUE_MAX_NAPI = 4096,
 };
 
+/* Slots of self_cost (selfcost.h), one per hook. */
+enum netqueue_hook {
+	NETQUEUE_HOOK_NAPI_POLL,
+	NETQUEUE_HOOK_RECEIVE,
+	NETQUEUE_HOOK_XMIT,
+	NETQUEUE_HOOK_QDISC_ENQUEUE,
+	NETQUEUE_HOOK_QDISC_DEQUEUE,
+};
+
 /* Why an event could not be counted: a queue index beyond the per-queue
  * arrays (RX, TX, QDISC) or a full NAPI hash (NAPI, NAPI_QUEUE). */
 enum netqueue_lost {

@@ -17,8 +17,11 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include "types.h"
+#include "selfcost.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+SELF_COST_MAP(enum softirq_hook);
 
 /* False when softirq_raise is left unattached (Options.NoLatency): entry
  * then skips looking for a raise time that is never written, on a path
@@ -138,24 +141,24 @@ static __always_inline int on_exit(__u32 vec)
 
 /* tp_btf: typed arguments from the tracepoint's BTF prototype. */
 SEC("tp_btf/softirq_raise")
-int BPF_PROG(btf_softirq_raise, unsigned int vec) { return on_raise(vec); }
+int BPF_PROG(btf_softirq_raise, unsigned int vec) { return SELF_COSTED(SOFTIRQ_HOOK_RAISE, on_raise(vec)); }
 SEC("tp_btf/softirq_entry")
-int BPF_PROG(btf_softirq_entry, unsigned int vec) { return on_entry(vec); }
+int BPF_PROG(btf_softirq_entry, unsigned int vec) { return SELF_COSTED(SOFTIRQ_HOOK_ENTRY, on_entry(vec)); }
 SEC("tp_btf/softirq_exit")
-int BPF_PROG(btf_softirq_exit, unsigned int vec) { return on_exit(vec); }
+int BPF_PROG(btf_softirq_exit, unsigned int vec) { return SELF_COSTED(SOFTIRQ_HOOK_EXIT, on_exit(vec)); }
 
 /* raw_tp: same arguments, read as u64 from the context. */
 SEC("raw_tp/softirq_raise")
-int raw_softirq_raise(struct bpf_raw_tracepoint_args *ctx) { return on_raise((__u32)ctx->args[0]); }
+int raw_softirq_raise(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(SOFTIRQ_HOOK_RAISE, on_raise((__u32)ctx->args[0])); }
 SEC("raw_tp/softirq_entry")
-int raw_softirq_entry(struct bpf_raw_tracepoint_args *ctx) { return on_entry((__u32)ctx->args[0]); }
+int raw_softirq_entry(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(SOFTIRQ_HOOK_ENTRY, on_entry((__u32)ctx->args[0])); }
 SEC("raw_tp/softirq_exit")
-int raw_softirq_exit(struct bpf_raw_tracepoint_args *ctx) { return on_exit((__u32)ctx->args[0]); }
+int raw_softirq_exit(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(SOFTIRQ_HOOK_EXIT, on_exit((__u32)ctx->args[0])); }
 
 /* Classic tracepoints: the record layout from tracefs' format file. */
 SEC("tracepoint/irq/softirq_raise")
-int tp_softirq_raise(struct trace_event_raw_softirq *ctx) { return on_raise(ctx->vec); }
+int tp_softirq_raise(struct trace_event_raw_softirq *ctx) { return SELF_COSTED(SOFTIRQ_HOOK_RAISE, on_raise(ctx->vec)); }
 SEC("tracepoint/irq/softirq_entry")
-int tp_softirq_entry(struct trace_event_raw_softirq *ctx) { return on_entry(ctx->vec); }
+int tp_softirq_entry(struct trace_event_raw_softirq *ctx) { return SELF_COSTED(SOFTIRQ_HOOK_ENTRY, on_entry(ctx->vec)); }
 SEC("tracepoint/irq/softirq_exit")
-int tp_softirq_exit(struct trace_event_raw_softirq *ctx) { return on_exit(ctx->vec); }
+int tp_softirq_exit(struct trace_event_raw_softirq *ctx) { return SELF_COSTED(SOFTIRQ_HOOK_EXIT, on_exit(ctx->vec)); }

@@ -8,6 +8,13 @@
  * (2^31 ns ≈ 2.1 s). */
 enum { SOFTIRQ_LAT_SLOTS = 32 };
 
+/* Slots of self_cost (selfcost.h), one per hook. */
+enum softirq_hook {
+	SOFTIRQ_HOOK_RAISE,
+	SOFTIRQ_HOOK_ENTRY,
+	SOFTIRQ_HOOK_EXIT,
+};
+
 /* Per-CPU, per-vector totals since load. */
 struct softirq_vec_stat {
 	__u64 count;

@@ -32,4 +32,10 @@ struct port_drop_key {
 	__u32 reason;
 };
 
+/* Slots of self_cost (selfcost.h), one per hook. */
+enum udpdrop_hook {
+	UDPDROP_HOOK_FAIL_QUEUE_RCV,
+	UDPDROP_HOOK_KFREE_SKB,
+};
+
 #endif

@@ -41,8 +41,11 @@
 #include <bpf/bpf_core_read.h>
 #include "access.h"
 #include "types.h"
+#include "selfcost.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+SELF_COST_MAP(enum udpdrop_hook);
 
 enum { AF_INET = 2, AF_INET6 = 10 };
 
@@ -164,14 +167,15 @@ static __always_inline int on_kfree_skb(const struct sk_buff *skb, __u32 reason,
  * the optional 4th argument is only touched where it exists (the verifier
  * prunes the branch on the constant); the loads still yield BTF-typed
  * pointers, since the verifier types context slots from the prototype. */
-SEC("tp_btf/udp_fail_queue_rcv_skb")
-int BPF_PROG(btf_udp_fail_queue_rcv_skb, int rc, struct sock *sk)
+static __always_inline int on_fail_queue(struct sock *sk, int rc, const bool direct)
 {
-	count_sock(sk, UDPDROP_FAIL_QUEUE_RCV, (__u32)-rc, true);
+	count_sock(sk, UDPDROP_FAIL_QUEUE_RCV, (__u32)-rc, direct);
 	return 0;
 }
-SEC("tp_btf/kfree_skb")
-int btf_kfree_skb(unsigned long long *ctx)
+SEC("tp_btf/udp_fail_queue_rcv_skb")
+int BPF_PROG(btf_udp_fail_queue_rcv_skb, int rc, struct sock *sk)
+{ return SELF_COSTED(UDPDROP_HOOK_FAIL_QUEUE_RCV, on_fail_queue(sk, rc, true)); }
+static __always_inline int btf_kfree(unsigned long long *ctx)
 {
 	struct sk_buff *skb = (void *)ctx[0];
 	const struct sock *sk = 0;
@@ -179,28 +183,27 @@ int btf_kfree_skb(unsigned long long *ctx)
 		sk = (void *)ctx[3];
 	return on_kfree_skb(skb, (__u32)ctx[2], sk, true);
 }
+SEC("tp_btf/kfree_skb")
+int btf_kfree_skb(unsigned long long *ctx) { return SELF_COSTED(UDPDROP_HOOK_KFREE_SKB, btf_kfree(ctx)); }
 
 /* raw_tp: arguments as u64. */
 SEC("raw_tp/udp_fail_queue_rcv_skb")
 int raw_udp_fail_queue_rcv_skb(struct bpf_raw_tracepoint_args *ctx)
-{
-	count_sock((void *)ctx->args[1], UDPDROP_FAIL_QUEUE_RCV, (__u32)-(int)ctx->args[0], false);
-	return 0;
-}
-SEC("raw_tp/kfree_skb")
-int raw_kfree_skb(struct bpf_raw_tracepoint_args *ctx)
+{ return SELF_COSTED(UDPDROP_HOOK_FAIL_QUEUE_RCV, on_fail_queue((void *)ctx->args[1], (int)ctx->args[0], false)); }
+static __always_inline int raw_kfree(struct bpf_raw_tracepoint_args *ctx)
 {
 	const struct sock *sk = 0;
 	if (kfree_skb_has_rx_sk)
 		sk = (void *)ctx->args[3];
 	return on_kfree_skb((void *)ctx->args[0], (__u32)ctx->args[2], sk, false);
 }
+SEC("raw_tp/kfree_skb")
+int raw_kfree_skb(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(UDPDROP_HOOK_KFREE_SKB, raw_kfree(ctx)); }
 
 /* Classic tracepoints. udp_fail_queue_rcv_skb's record names the local
  * port as dport since 6.10 (lport before) but not the socket, so its drops
  * cannot be filtered by namespace. */
-SEC("tracepoint/udp/udp_fail_queue_rcv_skb")
-int tp_udp_fail_queue_rcv_skb(struct trace_event_raw_udp_fail_queue_rcv_skb *ctx)
+static __always_inline int tp_fail_queue(struct trace_event_raw_udp_fail_queue_rcv_skb *ctx)
 {
 	__u16 port, family = 0;
 	if (bpf_core_field_exists(ctx->dport)) {
@@ -213,8 +216,10 @@ int tp_udp_fail_queue_rcv_skb(struct trace_event_raw_udp_fail_queue_rcv_skb *ctx
 		count_port(port, family, UDPDROP_FAIL_QUEUE_RCV, (__u32)-ctx->rc);
 	return 0;
 }
-SEC("tracepoint/skb/kfree_skb")
-int tp_kfree_skb(struct trace_event_raw_kfree_skb *ctx)
+SEC("tracepoint/udp/udp_fail_queue_rcv_skb")
+int tp_udp_fail_queue_rcv_skb(struct trace_event_raw_udp_fail_queue_rcv_skb *ctx)
+{ return SELF_COSTED(UDPDROP_HOOK_FAIL_QUEUE_RCV, tp_fail_queue(ctx)); }
+static __always_inline int tp_kfree(struct trace_event_raw_kfree_skb *ctx)
 {
 	const struct sock *sk = 0;
 	if (kfree_skb_has_rx_sk && bpf_core_field_exists(ctx->rx_sk))
@@ -222,3 +227,5 @@ int tp_kfree_skb(struct trace_event_raw_kfree_skb *ctx)
 	__u32 reason = bpf_core_field_exists(ctx->reason) ? BPF_CORE_READ(ctx, reason) : 0;
 	return on_kfree_skb(ctx->skbaddr, reason, sk, false);
 }
+SEC("tracepoint/skb/kfree_skb")
+int tp_kfree_skb(struct trace_event_raw_kfree_skb *ctx) { return SELF_COSTED(UDPDROP_HOOK_KFREE_SKB, tp_kfree(ctx)); }

@@ -27,4 +27,10 @@ enum udpsock_lost {
 	UDPSOCK_LOST_REASONS = 2,
 };
 
+/* Slots of self_cost (selfcost.h), one per hook. */
+enum udpsock_hook {
+	UDPSOCK_HOOK_RECV_LENGTH,
+	UDPSOCK_HOOK_DATA_READY,
+};
+
 #endif

@@ -40,8 +40,11 @@
 #include <bpf/bpf_core_read.h>
 #include "access.h"
 #include "types.h"
+#include "selfcost.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+SELF_COST_MAP(enum udpsock_hook);
 
 /* Inode of the network namespace whose sockets are counted. */
 const volatile __u32 target_netns = 0;
@@ -176,32 +179,36 @@ static __always_inline int on_data_ready(const struct sock *sk, const bool direc
 }
 
 SEC("tp_btf/sock_recv_length")
-int BPF_PROG(btf_sock_recv_length, struct sock *sk, int ret, int flags) { return on_recv(sk, ret, flags, true); }
+int BPF_PROG(btf_sock_recv_length, struct sock *sk, int ret, int flags) { return SELF_COSTED(UDPSOCK_HOOK_RECV_LENGTH, on_recv(sk, ret, flags, true)); }
 
 SEC("raw_tp/sock_recv_length")
 int raw_sock_recv_length(struct bpf_raw_tracepoint_args *ctx)
-{ return on_recv((void *)ctx->args[0], (int)ctx->args[1], (int)ctx->args[2], false); }
+{ return SELF_COSTED(UDPSOCK_HOOK_RECV_LENGTH, on_recv((void *)ctx->args[0], (int)ctx->args[1], (int)ctx->args[2], false)); }
 
 /* The record carries the protocol, so other sockets are rejected before
  * any probe read. */
-SEC("tracepoint/sock/sock_recv_length")
-int tp_sock_recv_length(struct trace_event_raw_sock_msg_length *ctx)
+static __always_inline int tp_recv(struct trace_event_raw_sock_msg_length *ctx)
 {
 	if (ctx->protocol != PERFSCOPE_IPPROTO_UDP)
 		return 0;
 	return on_recv(ctx->sk, ctx->ret, ctx->flags, false);
 }
+SEC("tracepoint/sock/sock_recv_length")
+int tp_sock_recv_length(struct trace_event_raw_sock_msg_length *ctx)
+{ return SELF_COSTED(UDPSOCK_HOOK_RECV_LENGTH, tp_recv(ctx)); }
 
 SEC("tp_btf/sk_data_ready")
-int BPF_PROG(btf_sk_data_ready, const struct sock *sk) { return on_data_ready(sk, true); }
+int BPF_PROG(btf_sk_data_ready, const struct sock *sk) { return SELF_COSTED(UDPSOCK_HOOK_DATA_READY, on_data_ready(sk, true)); }
 
 SEC("raw_tp/sk_data_ready")
-int raw_sk_data_ready(struct bpf_raw_tracepoint_args *ctx) { return on_data_ready((void *)ctx->args[0], false); }
+int raw_sk_data_ready(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(UDPSOCK_HOOK_DATA_READY, on_data_ready((void *)ctx->args[0], false)); }
 
-SEC("tracepoint/sock/sk_data_ready")
-int tp_sk_data_ready(struct trace_event_raw_sk_data_ready *ctx)
+static __always_inline int tp_data_ready(struct trace_event_raw_sk_data_ready *ctx)
 {
 	if (ctx->protocol != PERFSCOPE_IPPROTO_UDP)
 		return 0;
 	return on_data_ready(ctx->skaddr, false);
 }
+SEC("tracepoint/sock/sk_data_ready")
+int tp_sk_data_ready(struct trace_event_raw_sk_data_ready *ctx)
+{ return SELF_COSTED(UDPSOCK_HOOK_DATA_READY, tp_data_ready(ctx)); }

@@ -1,0 +1,183 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/internal/netlab"
+	"github.com/perfscope/perfscope/internal/testutil"
+)
+
+// observeCaps is the least-privilege set perfscope documents for
+// observing (doctor's privileges line), without CAP_SYS_ADMIN: bpf_stats
+// are refused, and the overhead must still be there, from the programs'
+// own run counters.
+const observeCaps = "-all,+bpf,+perfmon,+net_admin,+sys_ptrace,+dac_read_search,+sys_resource"
+
+// Under the default budget, a bounded loopback flood into one socket with
+// a small receive buffer, inside a namespace of the test's own (so the
+// namespace's kernel counters are this flood's alone): the per-packet
+// hooks are sampled, every estimate says so, and each lands on the exact
+// number beside it — the datagrams read per socket on what the server
+// itself read, the drops on the namespace's RcvbufErrors — within the
+// bound it reports. Then the same under setpriv with the observe
+// capabilities and no CAP_SYS_ADMIN: bpf_stats refused, the overhead
+// (per-CPU cost and the budget's use) still reported.
+func TestBudgetEstimatesAgreeWithKernel(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Fatalf("setpriv (util-linux) is needed to drop CAP_SYS_ADMIN: %v", err)
+	}
+	lab, err := netlab.New(context.Background(), netlab.Config{Queues: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+
+	for _, c := range []struct {
+		name   string
+		prefix []string
+	}{
+		{"root", nil},
+		{"no CAP_SYS_ADMIN", []string{"setpriv", "--bounding-set=" + observeCaps, "--inh-caps=-all"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rep := runLoopbackFlood(t, lab, c.prefix)
+			ov := rep.Overhead
+			checkDefaultBudget(t, ov, 0.06)
+			if c.prefix != nil && ov.StatsUnavailable == "" {
+				t.Error("bpf_stats were enabled without CAP_SYS_ADMIN: the test did not drop it")
+			}
+
+			// Reads: the socket probe's estimate against the server's count.
+			s := rep.Data.Sockets
+			if len(s.Sockets) != 1 || s.Sockets[0].ReceivedPkt == nil {
+				t.Fatalf("sockets %+v (%s)", s.Sockets, s.ReceivedUnavailable)
+			}
+			got := float64(*s.Sockets[0].ReceivedPkt)
+			t.Logf("reads: %.0f (%v, row ±%s), server read %.0f", got, s.Estimate, pctOf(s.Sockets[0].ReceivedRelError), rep.serverRead)
+			if s.Estimate != nil {
+				checkWithin(t, "datagrams read", got, rep.serverRead, s.Sockets[0].ReceivedRelError)
+			}
+
+			// Drops: the port's count against the namespace's RcvbufErrors.
+			var dropped float64
+			for _, d := range rep.Data.Drops.ByPort {
+				if d.Port == labPort {
+					dropped += float64(d.Count)
+				}
+			}
+			snmp := rep.Data.Drops.UDPSNMP
+			if snmp == nil || snmp.UDP.RcvbufErrors < 1000 {
+				t.Fatalf("a flood into a 4 KiB buffer dropped too little to judge: %+v", snmp)
+			}
+			t.Logf("drops: %.0f (%v), RcvbufErrors %d", dropped, rep.Data.Drops.Estimate, snmp.UDP.RcvbufErrors)
+			if math.Abs(dropped/float64(snmp.UDP.RcvbufErrors)-1) > 0.02 {
+				t.Errorf("port %d dropped %.0f, the namespace's RcvbufErrors say %d", labPort, dropped, snmp.UDP.RcvbufErrors)
+			}
+			// A finding over estimates says which.
+			for _, f := range rep.Findings {
+				if f.ID == "net.udp-rcvbuf" {
+					return
+				}
+			}
+			t.Errorf("no net.udp-rcvbuf finding under the budget: %+v", rep.Findings)
+		})
+	}
+	testutil.AssertNoNewBPF(t, progs, maps)
+}
+
+// checkDefaultBudget checks a run's overhead under the default 2 %
+// budget: the budget's use and the cost per CPU are there, something was
+// sampled, each sampled group with an estimate of at least two windows,
+// and the cost model's own figure for the busiest CPU is under maxShare
+// (generously bounded: not a timing).
+func checkDefaultBudget(t *testing.T, ov evidence.Overhead, maxShare float64) {
+	t.Helper()
+	if ov.Budget == nil || ov.Budget.CPUShare != 0.02 || ov.CPUCost == nil || ov.CPUCost.Runs == 0 {
+		t.Fatalf("overhead without the default budget's use or the cost per CPU: %+v", ov)
+	}
+	t.Logf("cost: busiest CPU %d %.2f %% (budget 2 %%), all CPUs %.2f %%, process %.2f %%; bpf_stats: %q",
+		ov.CPUCost.MaxCPU, 100*ov.CPUCost.MaxShare, 100*ov.CPUCost.Share, 100*ov.ProcessCPUShare, ov.StatsUnavailable)
+	sampled := 0
+	for _, g := range ov.Budget.Groups {
+		t.Logf("  %s (%s): exact %v, %v", g.Group, g.Class, g.Exact, g.Estimate)
+		if !g.Exact {
+			sampled++
+			if g.Estimate == nil || g.Estimate.Windows < 2 {
+				t.Errorf("group %s sampled without an estimate of at least two windows: %+v", g.Group, g.Estimate)
+			}
+		}
+	}
+	if sampled == 0 {
+		t.Error("a flood under a 2 % budget sampled no hook group")
+	}
+	if ov.CPUCost.MaxShare > maxShare {
+		t.Errorf("busiest CPU %.2f %% under a 2 %% budget", 100*ov.CPUCost.MaxShare)
+	}
+}
+
+// checkWithin fails when got is further from want than one and a half
+// times its reported 95 % bound (a 95 % bound is missed once in twenty
+// runs by design; at 1.5× about once in a thousand, for a test that must
+// not flake), with 3 points for the window's two ends (the server's count
+// is interpolated between its progress lines) — or with no bound at all.
+func checkWithin(t *testing.T, what string, got, want float64, rel *float64) {
+	t.Helper()
+	if rel == nil {
+		t.Errorf("%s: estimated %.0f without a bound", what, got)
+		return
+	}
+	if diff := math.Abs(got/want - 1); diff > 1.5**rel+0.03 {
+		t.Errorf("%s: estimated %.0f ±%.1f %%, exact %.0f: %.1f %% apart", what, got, 100**rel, want, 100*diff)
+	}
+}
+
+func pctOf(rel *float64) string {
+	if rel == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f%%", 100**rel)
+}
+
+// runLoopbackFlood floods 127.0.0.1 inside the lab's receiver namespace
+// into one socket read by one thread through a 4 KiB buffer, and runs
+// `perfscope udp --iface lo` there with the default budget, its command
+// line after prefix.
+func runLoopbackFlood(t *testing.T, lab *netlab.Lab, prefix []string) udpReport {
+	t.Helper()
+	bin := Perfscope(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	target := fmt.Sprintf("127.0.0.1:%d", labPort)
+	srv := lab.Command(ctx, lab.ReceiverNS, bin, "lab", "udp-server", "--listen", target, "--mode", "single",
+		"--threads", "1", "--rcvbuf", "4096", "--for", "20s", "--progress", "50ms")
+	var srvErr lockedBuffer
+	srv.Stderr = &srvErr
+	if err := lab.Start(srv); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Cancel(); srv.Wait() }()
+	for i := 0; i < 100 && !strings.Contains(srvErr.String(), "listening"); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	flood := lab.Command(ctx, lab.ReceiverNS, bin, "lab", "udp-flood", "--target", target, "--senders", "2",
+		"--duration", "12s", "--max-packets", "50000000")
+	if err := lab.Start(flood); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { flood.Cancel(); flood.Wait() }()
+	time.Sleep(500 * time.Millisecond)
+
+	args := append(append([]string{}, prefix...), bin, "udp", "--iface", "lo", "--port", fmt.Sprint(labPort),
+		"--duration", "8s", "--no-profile", "-o", "json")
+	return measureServer(t, ctx, lab, args, &srvErr)
+}

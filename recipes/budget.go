@@ -1,0 +1,1124 @@
+package recipes
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/lockstat"
+	"github.com/perfscope/perfscope/probes/netqueue"
+	"github.com/perfscope/perfscope/probes/softirq"
+)
+
+// Budget is an overhead budget for a window: how much of any one CPU's
+// time perfscope's BPF programs may take. Within it, a governor keeps the
+// hooks that fire per batch of packets (softirq runs, NAPI polls, lock
+// contention) attached and exact while they fit, and attaches the hooks
+// that fire per packet in sampling windows, detached in between, scaling
+// what the windows saw to the whole window (each such number carries an
+// evidence.Estimate). It measures the programs' cost per CPU at every
+// window (their own run counters, no bpf_stats needed) and shortens the
+// windows when they would cost more than the budget.
+type Budget struct {
+	// CPUShare is the most of any one CPU's time the programs may take,
+	// the tracepoints' entry included (0.02: 2 %). Zero means no budget:
+	// every hook attached throughout, every event counted (--exact).
+	CPUShare float64
+	// Period is how often a sampling window opens (DefaultBudgetPeriod
+	// when zero); the governor stretches it when a window would be
+	// shorter than minSampleWindow.
+	Period time.Duration
+}
+
+// DefaultBudget is the budget of perfscope's commands: 2 % of any one CPU.
+// A CPU saturated by packet work loses about the share of its time its
+// programs take, so 2 % keeps a flood's loss under the 5 % an operator can
+// run in production without asking, with room for what the cost model
+// does not see (cache misses the programs cause in the code around them).
+const DefaultBudget = 0.02
+
+const (
+	// DefaultBudgetPeriod: a window opens every second, so a 10 s run has
+	// 10 windows to estimate from; each window costs perfscope's process
+	// ~0.2 ms per hook to attach and detach.
+	DefaultBudgetPeriod = time.Second
+	// Windows are never shorter than this: attaching a group of hooks
+	// takes ~0.2 ms per hook, and a window must dwarf it.
+	minSampleWindow = 5 * time.Millisecond
+	// A period whose window was cut shorter than this (the run ended, a
+	// timer fired very late) is estimated at the other periods' mean
+	// rate: a sliver's own rate is mostly noise.
+	minRateWindow = minSampleWindow / 5
+	// ... and when they would be, the period stretches up to this.
+	maxBudgetPeriod = 2 * time.Second
+	// Above this duty, the sampled hooks stay attached the whole period:
+	// detaching for less is not worth the error it adds.
+	attachAllAbove = 0.9
+	// The first window's duty when a group's cost is unknown.
+	firstDuty = 0.02
+	// Before the first window every group is attached this long to
+	// measure what each costs.
+	calibration = 50 * time.Millisecond
+	// Batch groups stay exact while together with the fixed costs they
+	// take at most this share of the budget on every CPU; a demoted one
+	// comes back when it fits in promoteBelow.
+	exactShare   = 0.5
+	promoteBelow = 0.4
+	// Windows are planned at most this much shorter for late timers.
+	maxOverrun = 3.0
+	// Per-run cost assumed for a program not timed yet.
+	untimedPerRun = 100 * time.Nanosecond
+)
+
+// budgetWant is what window.budget takes.
+const budgetWant = "a percentage of one CPU above 0 and at most 100 (2%), or exact"
+
+// BudgetOf is a budget of pct percent of any one CPU's time; pct must be
+// above 0 and at most 100.
+func BudgetOf(pct float64) (Budget, error) {
+	if !(pct > 0 && pct <= 100) {
+		return Budget{}, fmt.Errorf("want %s, got %g", budgetWant, pct)
+	}
+	return Budget{CPUShare: pct / 100}, nil
+}
+
+// ParseBudget reads a budget as a recipe writes it: "2%", "2" or "exact"
+// (the zero Budget: every event counted).
+func ParseBudget(s string) (Budget, error) {
+	t := strings.TrimSpace(s)
+	if t == "exact" {
+		return Budget{}, nil
+	}
+	pct, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
+	if err != nil {
+		return Budget{}, fmt.Errorf("want %s, got %q", budgetWant, s)
+	}
+	return BudgetOf(pct)
+}
+
+// String is the budget as ParseBudget reads it.
+func (b Budget) String() string {
+	if !b.On() {
+		return "exact"
+	}
+	return strconv.FormatFloat(100*b.CPUShare, 'g', -1, 64) + "%"
+}
+
+// On reports whether the budget governs (false: --exact).
+func (b Budget) On() bool { return b.CPUShare > 0 }
+
+func (b Budget) period() time.Duration {
+	if b.Period > 0 {
+		return b.Period
+	}
+	return DefaultBudgetPeriod
+}
+
+// exactPriority orders batch groups for staying exact: the cheapest, most
+// batched first. A group not listed comes last.
+var exactPriority = []string{netqueue.GroupNAPI, softirq.Group, lockstat.Group}
+
+func priorityOf(name string) int {
+	for i, n := range exactPriority {
+		if n == name {
+			return len(exactPriority) - i
+		}
+	}
+	return 0
+}
+
+// governedGroup is one hook group under the budget.
+type governedGroup struct {
+	hg       *probes.HookGroup
+	counter  probes.SelfCounted
+	priority int
+	// demoted: a batch group sampled because it cost too much.
+	demoted bool
+	// rate is the group's measured cost per CPU, ns of CPU per second
+	// attached (nil until measured).
+	rate []float64
+
+	// This window's record.
+	onSince time.Time // when attached, zero when detached
+	// refSince is the reference count when attached, refOn the reference
+	// counted while attached in the current period.
+	refSince, refOn uint64
+	periods         []samplePeriod
+	spans           []span
+	detached        bool // detached at least once in the window
+	curOn           time.Duration
+}
+
+func (g *governedGroup) sampled() bool { return g.hg.Class == probes.PerPacket || g.demoted }
+
+// samplePeriod is one period of a window: how long the group was attached
+// in it and how many times its programs ran then.
+type samplePeriod struct {
+	length, on time.Duration
+	runs       uint64
+	// ref is the reference counter's count over the period, refOn while
+	// the group was attached; both 0 without a usable reference.
+	ref, refOn uint64
+}
+
+type span struct{ from, to time.Time }
+
+// governor keeps a session's hook groups within a budget. It lives as
+// long as the session, so costs measured in one window plan the next.
+type governor struct {
+	budget Budget
+	groups []*governedGroup
+	// counters are every self-counted probe, with the hooks of each that
+	// a group holds: the others are fixed costs (the CPU profiler).
+	counters []probes.SelfCounted
+	grouped  []map[string]bool
+	entry    time.Duration
+	cpus     int
+	rng      *rand.Rand
+
+	// ref counts what the sampled events follow (packets through the
+	// namespace's interfaces), exactly and always; nil without one.
+	ref       func() (uint64, error)
+	refStart  uint64
+	refMu     sync.Mutex
+	refFailed bool
+	// overrun is how much longer than planned the sampling windows have
+	// been attached (1: on time), smoothed.
+	overrun float64
+
+	mu      sync.Mutex
+	last    []probes.SelfCosts // counters at the last period boundary
+	fixRate []float64          // fixed cost per CPU, ns per second
+	stop    chan struct{}
+	done    chan struct{}
+	began   time.Time
+	ended   time.Time
+}
+
+// newGovernor finds the hook groups of the probes; nil when none can be
+// governed (fakes, perf-event-only runs).
+func newGovernor(b Budget, all []probes.Probe, entry time.Duration) *governor {
+	g := &governor{budget: b, entry: entry, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15))}
+	for _, p := range all {
+		c, ok := p.(probes.SelfCounted)
+		if !ok {
+			continue
+		}
+		inGroup := map[string]bool{}
+		if sw, ok := p.(probes.Switchable); ok {
+			for _, hg := range sw.HookGroups() {
+				g.groups = append(g.groups, &governedGroup{hg: hg, counter: c, priority: priorityOf(hg.Name)})
+				for _, h := range hg.Hooks {
+					inGroup[h] = true
+				}
+			}
+		}
+		g.counters = append(g.counters, c)
+		g.grouped = append(g.grouped, inGroup)
+	}
+	if len(g.groups) == 0 {
+		return nil
+	}
+	// Per-CPU counters have a slot per possible CPU.
+	for _, c := range g.readCounters() {
+		for _, perCPU := range c {
+			g.cpus = max(g.cpus, len(perCPU))
+		}
+	}
+	if g.cpus == 0 {
+		g.cpus = runtime.NumCPU()
+	}
+	return g
+}
+
+// attachAll attaches every group (an exact window after budgeted ones).
+func (g *governor) attachAll() error {
+	for _, gg := range g.groups {
+		if _, err := gg.hg.Attach(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepare detaches the sampled groups before a window's first readings,
+// so nothing they count falls outside a sampling window.
+func (g *governor) prepare() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, gg := range g.groups {
+		gg.periods, gg.spans, gg.detached, gg.onSince, gg.curOn, gg.refOn = nil, nil, false, time.Time{}, 0, 0
+	}
+	if g.fixRate == nil {
+		if err := g.calibrate(); err != nil {
+			return err
+		}
+	}
+	g.plan()
+	for _, gg := range g.groups {
+		if gg.sampled() {
+			if _, err := gg.hg.Detach(); err != nil {
+				return err
+			}
+			gg.detached = true
+		} else if _, err := gg.hg.Attach(); err != nil {
+			return err
+		}
+	}
+	g.last = g.readCounters()
+	return nil
+}
+
+// start runs the periods from begin (the window's first reading) until
+// finish.
+func (g *governor) start(begin time.Time) {
+	g.began = begin
+	ref := g.readRef()
+	g.refStart = ref
+	for _, gg := range g.groups {
+		if gg.hg.IsAttached() {
+			gg.onSince, gg.refSince = begin, ref
+		}
+	}
+	g.stop, g.done = make(chan struct{}), make(chan struct{})
+	go g.loop(begin)
+}
+
+// finish ends the current period now, leaving the sampled groups
+// detached, and returns when the loop has.
+func (g *governor) finish() time.Time {
+	close(g.stop)
+	<-g.done
+	return g.ended
+}
+
+// switchEvent is one attach or detach of a sampled group in a period.
+type switchEvent struct {
+	at     time.Time
+	group  *governedGroup
+	attach bool
+}
+
+// loop runs period after period: plan, open each sampled group's window
+// at its own random offset in the period (windows of different groups
+// overlap only by chance, so the traffic a window sees is slowed by its
+// own hooks rather than by all of them at once), close it, and measure.
+func (g *governor) loop(begin time.Time) {
+	defer close(g.done)
+	start := begin
+	for {
+		g.mu.Lock()
+		duty, period := g.plan()
+		g.applyModes(start)
+		allow := g.allowances(period)
+		// Timers fire late on a busy machine and windows run long: the
+		// planned window shrinks by how much longer they have been.
+		window := time.Duration(duty * float64(period) / max(1, g.overrun))
+		var events []switchEvent
+		for _, gg := range g.groups {
+			if !gg.sampled() {
+				continue
+			}
+			if duty >= attachAllAbove {
+				events = append(events, switchEvent{start, gg, true})
+				continue
+			}
+			at := start.Add(time.Duration(g.rng.Int64N(int64(period-window) + 1)))
+			events = append(events, switchEvent{at, gg, true}, switchEvent{at.Add(window), gg, false})
+		}
+		g.mu.Unlock()
+		byTime := func() {
+			sort.SliceStable(events, func(i, j int) bool { return events[i].at.Before(events[j].at) })
+		}
+		byTime()
+		stopped := false
+		for len(events) > 0 {
+			ev := events[0]
+			events = events[1:]
+			if stopped = g.guardedSleep(ev.at, allow); stopped {
+				break
+			}
+			at := g.switchGroup(ev.group, ev.attach)
+			if ev.attach && !at.IsZero() {
+				// A window lasts its length from when it really opened (on
+				// a busy machine the timer fires late, and a window cut
+				// short by its planned end is a sliver whose rate says
+				// little), within its period.
+				for i := range events {
+					if events[i].group == ev.group && !events[i].attach {
+						events[i].at = minTime(at.Add(window), start.Add(period))
+					}
+				}
+				byTime()
+			}
+		}
+		end := start.Add(period)
+		if !stopped {
+			stopped = g.guardedSleep(end, allow)
+			// A loaded machine wakes the loop late: the period ends when
+			// its counters are read, not when it was planned to.
+			end = maxTime(end, time.Now())
+		}
+		if stopped {
+			end = time.Now()
+			for _, gg := range g.groups {
+				if gg.sampled() {
+					g.switchGroup(gg, false)
+				}
+			}
+		}
+		g.mu.Lock()
+		if !stopped && duty < attachAllAbove {
+			g.noteOverrun(window)
+		}
+		g.closePeriod(start, end)
+		g.mu.Unlock()
+		if stopped {
+			g.ended = end
+			return
+		}
+		start = end
+	}
+}
+
+// guardTick is how often an attached sampled group's cost so far in the
+// period is checked against its allowance.
+const guardTick = 25 * time.Millisecond
+
+// guardSlack is how far over its planned share a group may go before the
+// guard ends its window: twice, so that windows of steady traffic are not
+// cut (a window cut while its packets' reads still lag behind them counts
+// too few reads per packet: at 1.25 the benchmark's reads came out up to
+// 25 % low), while a flood starting mid-period is still stopped.
+const guardSlack = 2.0
+
+// allowances are what each sampled group may cost each CPU in a period of
+// length period, in ns: the budget left after the exact groups and the
+// fixed costs, split by the groups' measured rates (evenly while none is
+// known), times guardSlack. g.mu held.
+func (g *governor) allowances(period time.Duration) map[*governedGroup][]float64 {
+	budget := g.budget.CPUShare * 1e9
+	left := make([]float64, g.cpus)
+	sum := make([]float64, g.cpus)
+	var sampled []*governedGroup
+	for cpu := range left {
+		left[cpu] = budget
+		if cpu < len(g.fixRate) {
+			left[cpu] -= g.fixRate[cpu]
+		}
+	}
+	for _, gg := range g.groups {
+		if gg.sampled() {
+			sampled = append(sampled, gg)
+			addRate(sum, gg.rate)
+			continue
+		}
+		for cpu := range left {
+			if cpu < len(gg.rate) {
+				left[cpu] -= gg.rate[cpu]
+			}
+		}
+	}
+	out := map[*governedGroup][]float64{}
+	for _, gg := range sampled {
+		a := make([]float64, g.cpus)
+		for cpu := range a {
+			share := 1 / float64(len(sampled))
+			if sum[cpu] > 0 {
+				r := 0.0
+				if cpu < len(gg.rate) {
+					r = gg.rate[cpu]
+				}
+				share = r / sum[cpu]
+			}
+			a[cpu] = guardSlack * math.Max(0, left[cpu]) * period.Seconds() * share
+		}
+		out[gg] = a
+	}
+	return out
+}
+
+// guardedSleep waits for t like sleepUntil and meanwhile detaches any
+// sampled group whose cost in the period so far passed its allowance:
+// traffic that rises within a period (a flood starting while the windows
+// were planned from a quiet one) ends the window early instead of taking
+// the whole period's budget and more.
+func (g *governor) guardedSleep(t time.Time, allow map[*governedGroup][]float64) bool {
+	for {
+		var attached []*governedGroup
+		for gg := range allow {
+			if gg.hg.IsAttached() {
+				attached = append(attached, gg)
+			}
+		}
+		if len(attached) == 0 {
+			return g.sleepUntil(t)
+		}
+		next := minTime(t, time.Now().Add(guardTick))
+		if g.sleepUntil(next) {
+			return true
+		}
+		for _, gg := range attached {
+			if g.overAllowance(gg, allow[gg]) {
+				g.switchGroup(gg, false)
+			}
+		}
+		if !time.Now().Before(t) {
+			return false
+		}
+	}
+}
+
+// overAllowance says whether gg's runs since the period began cost some
+// CPU more than a.
+func (g *governor) overAllowance(gg *governedGroup, a []float64) bool {
+	cur, err := gg.counter.SelfCosts()
+	if err != nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var prev probes.SelfCosts
+	for i, c := range g.counters {
+		if c == gg.counter && i < len(g.last) {
+			prev = g.last[i]
+		}
+	}
+	d := cur.Sub(prev)
+	cost := make([]float64, g.cpus)
+	for _, hook := range gg.hg.Hooks {
+		for cpu, v := range d[hook] {
+			if cpu < len(cost) {
+				cost[cpu] += float64(v.Runs) * g.perRun(cur[hook])
+			}
+		}
+	}
+	for cpu := range cost {
+		if cpu < len(a) && cost[cpu] > a[cpu] {
+			return true
+		}
+	}
+	return false
+}
+
+// sleepUntil waits for t; true when the governor was stopped first.
+func (g *governor) sleepUntil(t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		select {
+		case <-g.stop:
+			return true
+		default:
+			return false
+		}
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-g.stop:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+// switchGroup attaches or detaches one sampled group and returns when it
+// did (zero: nothing changed). An attach that fails (the kernel refused)
+// leaves the group detached: its estimate then rests on the windows it
+// had.
+func (g *governor) switchGroup(gg *governedGroup, on bool) time.Time {
+	if on == gg.hg.IsAttached() {
+		return time.Time{}
+	}
+	if on {
+		t, err := gg.hg.Attach()
+		if err != nil {
+			return time.Time{}
+		}
+		ref := g.readRef()
+		g.mu.Lock()
+		gg.onSince, gg.refSince = t, ref
+		g.mu.Unlock()
+		return t
+	}
+	t, _ := gg.hg.Detach()
+	ref := g.readRef()
+	g.mu.Lock()
+	gg.closeSpan(t, ref)
+	gg.detached = true
+	g.mu.Unlock()
+	return t
+}
+
+func (gg *governedGroup) closeSpan(t time.Time, ref uint64) {
+	if gg.onSince.IsZero() {
+		return
+	}
+	if t.After(gg.onSince) {
+		gg.spans = append(gg.spans, span{gg.onSince, t})
+		gg.curOn += t.Sub(gg.onSince)
+	}
+	if ref >= gg.refSince {
+		gg.refOn += ref - gg.refSince
+	}
+	gg.onSince = time.Time{}
+}
+
+// readRef reads the reference counter (packets through this namespace's
+// interfaces); a failed read marks the period's reference unusable.
+func (g *governor) readRef() uint64 {
+	if g.ref == nil {
+		return 0
+	}
+	n, err := g.ref()
+	if err != nil {
+		g.refMu.Lock()
+		g.refFailed = true
+		g.refMu.Unlock()
+	}
+	return n
+}
+
+// applyModes attaches the groups that are to stay attached this period
+// and detaches demoted ones (g.mu held).
+func (g *governor) applyModes(now time.Time) {
+	for _, gg := range g.groups {
+		if gg.sampled() {
+			if gg.hg.IsAttached() {
+				t, _ := gg.hg.Detach()
+				gg.closeSpan(t, g.readRef())
+				gg.detached = true
+			}
+			continue
+		}
+		if !gg.hg.IsAttached() {
+			if t, err := gg.hg.Attach(); err == nil {
+				gg.onSince, gg.refSince = t, g.readRef()
+			}
+		}
+	}
+}
+
+// noteOverrun compares the sampled groups' attached time in the period
+// just ended with the window planned, and keeps how much longer windows
+// run than planned (g.mu held).
+func (g *governor) noteOverrun(window time.Duration) {
+	if window <= 0 {
+		return
+	}
+	for _, gg := range g.groups {
+		if !gg.sampled() {
+			continue
+		}
+		on := gg.curOn
+		if !gg.onSince.IsZero() {
+			continue // still attached: not a finished window
+		}
+		ratio := math.Min(maxOverrun, math.Max(1, float64(on)/float64(window)))
+		if g.overrun == 0 {
+			g.overrun = ratio
+		} else {
+			g.overrun = (3*g.overrun + ratio) / 4
+		}
+	}
+}
+
+// closePeriod records the period [start, end) of every group and updates
+// the measured costs (g.mu held).
+func (g *governor) closePeriod(start, end time.Time) {
+	cur := g.readCounters()
+	ref := g.readRef()
+	length := end.Sub(start)
+	for _, gg := range g.groups {
+		if !gg.onSince.IsZero() { // attached across the boundary
+			gg.spans = append(gg.spans, span{gg.onSince, end})
+			gg.curOn += end.Sub(gg.onSince)
+			gg.onSince = end
+			if ref >= gg.refSince {
+				gg.refOn += ref - gg.refSince
+			}
+			gg.refSince = ref
+		}
+	}
+	g.refMu.Lock()
+	refOK := g.ref != nil && !g.refFailed && ref >= g.refStart
+	g.refFailed = false
+	g.refMu.Unlock()
+	refTotal := ref - g.refStart
+	if !refOK {
+		refTotal = 0
+	}
+	g.refStart = ref
+	runs := g.measure(cur, length, func(gg *governedGroup) time.Duration { return min(gg.curOn, length) })
+	for _, gg := range g.groups {
+		p := samplePeriod{length: length, on: min(gg.curOn, length), runs: runs[gg]}
+		if refOK {
+			p.ref, p.refOn = refTotal, min(gg.refOn, refTotal)
+		}
+		gg.periods = append(gg.periods, p)
+		gg.curOn, gg.refOn = 0, 0
+	}
+}
+
+// measure updates the cost rates from the counters cur against the last
+// reading, length apart, each group attached for onOf(group) of it, and
+// returns each group's runs (g.mu held).
+func (g *governor) measure(cur []probes.SelfCosts, length time.Duration, onOf func(*governedGroup) time.Duration) map[*governedGroup]uint64 {
+	runs := map[*governedGroup]uint64{}
+	fix := make([]float64, g.cpus)
+	for i, c := range cur {
+		var prev probes.SelfCosts
+		if i < len(g.last) {
+			prev = g.last[i]
+		}
+		d := c.Sub(prev)
+		for hook, perCPU := range d {
+			if !g.grouped[i][hook] && length > 0 {
+				for cpu, v := range perCPU {
+					if cpu < len(fix) {
+						fix[cpu] += float64(v.Runs) * g.perRun(c[hook]) / length.Seconds()
+					}
+				}
+			}
+		}
+		for _, gg := range g.groups {
+			if gg.counter != g.counters[i] {
+				continue
+			}
+			costs := make([]float64, g.cpus)
+			for _, hook := range gg.hg.Hooks {
+				for cpu, v := range d[hook] {
+					runs[gg] += v.Runs
+					if cpu < len(costs) {
+						costs[cpu] += float64(v.Runs) * g.perRun(c[hook])
+					}
+				}
+			}
+			if on := onOf(gg); on > 0 {
+				rate := make([]float64, g.cpus)
+				for cpu := range rate {
+					rate[cpu] = costs[cpu] / on.Seconds()
+				}
+				gg.rate = ewma(gg.rate, rate)
+			}
+		}
+	}
+	g.fixRate = ewma(g.fixRate, fix)
+	g.last = cur
+	return runs
+}
+
+// calibrate measures every group's cost with all of them attached for a
+// moment before the first window (g.mu held), so that the first period is
+// planned from costs rather than guessed: a batch group that costs too
+// much is sampled from the start and its counts are not half exact.
+func (g *governor) calibrate() error {
+	for _, gg := range g.groups {
+		if _, err := gg.hg.Attach(); err != nil {
+			return err
+		}
+	}
+	g.last = g.readCounters()
+	t0 := time.Now()
+	time.Sleep(calibration)
+	d := time.Since(t0)
+	g.measure(g.readCounters(), d, func(*governedGroup) time.Duration { return d })
+	return nil
+}
+
+// ewma smooths per-CPU rates over periods (half old, half new), so one
+// burst does not swing the windows.
+func ewma(old, cur []float64) []float64 {
+	if old == nil {
+		return cur
+	}
+	out := make([]float64, len(cur))
+	for i := range cur {
+		out[i] = cur[i]
+		if i < len(old) {
+			out[i] = (old[i] + cur[i]) / 2
+		}
+	}
+	return out
+}
+
+// perRun is a hook's cost per run: its programs' own timing (cumulative,
+// so it steadies as the run goes) plus the entry cost.
+func (g *governor) perRun(perCPU []probes.SelfRuns) float64 {
+	t := probes.Total(perCPU)
+	body := untimedPerRun
+	if t.TimedRuns > 0 {
+		body = t.PerRun()
+	}
+	return float64(body + g.entry)
+}
+
+func (g *governor) readCounters() []probes.SelfCosts {
+	out := make([]probes.SelfCosts, len(g.counters))
+	for i, c := range g.counters {
+		out[i], _ = c.SelfCosts() // unreadable: counted as no runs
+	}
+	return out
+}
+
+// plan decides, from the costs measured so far, which batch groups stay
+// exact and the duty cycle of the sampled ones; it returns the duty and
+// the period (stretched when the window would be too short). g.mu held.
+func (g *governor) plan() (duty float64, period time.Duration) {
+	period = g.budget.period()
+	budget := g.budget.CPUShare * 1e9 // ns per second of each CPU
+	exactCost := func() []float64 {
+		c := make([]float64, g.cpus)
+		copy(c, g.fixRate)
+		for _, gg := range g.groups {
+			if !gg.sampled() {
+				addRate(c, gg.rate)
+			}
+		}
+		return c
+	}
+	// Demote batch groups, lowest priority first, while the exact ones
+	// take more than their share on some CPU.
+	for {
+		c := exactCost()
+		if maxOf(c) <= exactShare*budget {
+			break
+		}
+		var worst *governedGroup
+		for _, gg := range g.groups {
+			if gg.sampled() || maxOf(gg.rate) == 0 {
+				continue
+			}
+			if worst == nil || gg.priority < worst.priority {
+				worst = gg
+			}
+		}
+		if worst == nil {
+			break
+		}
+		worst.demoted = true
+	}
+	// Promote demoted ones that now fit, highest priority first.
+	demoted := []*governedGroup{}
+	for _, gg := range g.groups {
+		if gg.demoted {
+			demoted = append(demoted, gg)
+		}
+	}
+	sort.Slice(demoted, func(i, j int) bool { return demoted[i].priority > demoted[j].priority })
+	for _, gg := range demoted {
+		c := exactCost()
+		addRate(c, gg.rate)
+		if gg.rate != nil && maxOf(c) <= promoteBelow*budget {
+			gg.demoted = false
+		}
+	}
+	// The sampled groups' duty: what is left on the tightest CPU.
+	left := exactCost()
+	sampled := make([]float64, g.cpus)
+	for _, gg := range g.groups {
+		if !gg.sampled() {
+			continue
+		}
+		if gg.rate == nil {
+			return firstDuty, period
+		}
+		addRate(sampled, gg.rate)
+	}
+	duty = 1
+	for cpu := range sampled {
+		if sampled[cpu] <= 0 {
+			continue
+		}
+		duty = math.Min(duty, math.Max(0, budget-left[cpu])/sampled[cpu])
+	}
+	if w := time.Duration(duty * float64(period)); w < minSampleWindow {
+		period = maxBudgetPeriod
+		if duty > 0 {
+			period = min(maxBudgetPeriod, time.Duration(float64(minSampleWindow)/duty))
+		}
+		duty = float64(minSampleWindow) / float64(period)
+	}
+	return duty, period
+}
+
+func addRate(dst, r []float64) {
+	for i := range r {
+		if i < len(dst) {
+			dst[i] += r[i]
+		}
+	}
+}
+
+func maxOf(v []float64) float64 {
+	m := 0.0
+	for _, x := range v {
+		m = math.Max(m, x)
+	}
+	return m
+}
+
+// use is the window's record for the report and the parts' estimates.
+func (g *governor) use() (*evidence.BudgetUse, *Coverage) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	u := &evidence.BudgetUse{CPUShare: g.budget.CPUShare, PeriodNs: int64(g.budget.period())}
+	cov := &Coverage{groups: map[string]groupCoverage{}}
+	for _, gg := range g.groups {
+		gc := groupCoverage{exact: !gg.detached, spans: append([]span(nil), gg.spans...)}
+		if !gc.exact {
+			// Per-packet events follow the packets: scaled by the
+			// reference when there is one. Batch ones (softirq runs of
+			// every vector, lock contention) do not, and scale by time.
+			gc.estimate = estimateOf(gg.periods, gg.hg.Class == probes.PerPacket)
+			gc.estimate.Hooks = gg.hg.Hooks
+		}
+		cov.groups[gg.hg.Name] = gc
+		u.Groups = append(u.Groups, evidence.HookSampling{Group: gg.hg.Name, Class: gg.hg.Class.String(),
+			Hooks: gg.hg.Hooks, Exact: gc.exact, Estimate: gc.estimate})
+	}
+	return u, cov
+}
+
+// estimateOf scales what a group's windows counted to the whole window:
+// each period's count over its attached time is that period's rate, and
+// the periods' rates times their lengths add up to the estimate — a
+// stratified estimate, so windows the governor shortened in busy periods
+// weigh as much as the long ones of quiet periods. A period the window
+// ended before its sampling window opened (or cut it to a sliver) takes
+// the mean rate. The error
+// comes from how much the rate moved from period to period (successive
+// differences, which also take in any drift: conservative), with the
+// finite-population correction of each period's coverage.
+func estimateOf(periods []samplePeriod, useRef bool) *evidence.Estimate {
+	e := &evidence.Estimate{}
+	var total, on time.Duration
+	var seen uint64
+	for _, p := range periods {
+		total += p.length
+		on += p.on
+		seen += p.runs
+	}
+	e.SampledEvents = seen
+	if total > 0 {
+		e.Coverage = float64(on) / float64(total)
+	}
+	// size is what a period holds and cover what its window saw of it:
+	// seconds, or with a reference, the reference's counts — a ratio
+	// estimate, which also corrects for the traffic the attached hooks
+	// slowed (the reference counts the same slowed traffic inside the
+	// windows, and the unslowed one outside).
+	size := func(p samplePeriod) (float64, float64, bool) {
+		return p.length.Seconds(), p.on.Seconds(), p.on >= minRateWindow
+	}
+	if useRef && referenced(periods) {
+		e.Reference = ReferenceName
+		size = func(p samplePeriod) (float64, float64, bool) {
+			return float64(p.ref), float64(p.refOn), p.on >= minRateWindow && p.refOn > 0
+		}
+	}
+	var rates []float64
+	for _, p := range periods {
+		if _, c, ok := size(p); ok {
+			e.Windows++
+			rates = append(rates, float64(p.runs)/c)
+		}
+	}
+	if len(rates) == 0 {
+		e.Scale = 1
+		return e
+	}
+	var mean float64
+	for _, r := range rates {
+		mean += r
+	}
+	mean /= float64(len(rates))
+	var est, variance float64
+	var s2 float64
+	if len(rates) >= 2 {
+		for i := 1; i < len(rates); i++ {
+			d := rates[i] - rates[i-1]
+			s2 += d * d
+		}
+		s2 /= 2 * float64(len(rates)-1)
+	}
+	for _, p := range periods {
+		n, c, ok := size(p)
+		if !ok {
+			est += mean * n
+			variance += n * n * s2
+			continue
+		}
+		est += float64(p.runs) / c * n
+		variance += n * n * s2 * (1 - math.Min(1, c/n))
+	}
+	switch {
+	case seen > 0:
+		e.Scale = est / float64(seen)
+	case on > 0:
+		e.Scale = float64(total) / float64(on)
+	default:
+		e.Scale = 1
+	}
+	if len(rates) >= 2 && est > 0 {
+		rel := 1.96 * math.Sqrt(variance) / est
+		e.RelError = &rel
+	}
+	return e
+}
+
+// ReferenceName says what a ratio estimate scaled by.
+const ReferenceName = "packets through the namespace's interfaces (/proc/net/dev)"
+
+// referenced says whether every period has a usable reference count
+// and the windows saw some of it.
+func referenced(periods []samplePeriod) bool {
+	var on uint64
+	for _, p := range periods {
+		if p.ref == 0 && p.length > 0 {
+			return false
+		}
+		on += p.refOn
+	}
+	return on > 0
+}
+
+// Coverage is how the budget attached each hook group over a window: the
+// parts read it to scale what their probes counted and to say how each
+// number was obtained. A nil Coverage (no budget) is exact throughout.
+type Coverage struct {
+	groups map[string]groupCoverage
+	// live, during a window: the governor, for timelines.
+	live *governor
+}
+
+type groupCoverage struct {
+	exact    bool
+	estimate *evidence.Estimate
+	spans    []span
+}
+
+// Estimate is how group's counts were obtained over the window; nil when
+// exact (or the group is unknown: not governed).
+func (c *Coverage) Estimate(group string) *evidence.Estimate {
+	if c == nil {
+		return nil
+	}
+	gc, ok := c.groups[group]
+	if !ok || gc.exact {
+		return nil
+	}
+	e := *gc.estimate
+	return &e
+}
+
+// Scale is the factor from what group's windows counted to the window.
+func (c *Coverage) Scale(group string) float64 {
+	if e := c.Estimate(group); e != nil {
+		return e.Scale
+	}
+	return 1
+}
+
+// ScaleBetween is the factor for counts between a and b (a tick of a
+// timeline): the span over the group's attached time in it; 0 when it
+// was never attached then (the interval's counts are unknown, not zero),
+// 1 when always.
+func (c *Coverage) ScaleBetween(group string, a, b time.Time) float64 {
+	if c == nil || !b.After(a) {
+		return 1
+	}
+	var spans []span
+	if c.live != nil {
+		spans = c.live.spansOf(group, b)
+	} else if gc, ok := c.groups[group]; ok && !gc.exact {
+		spans = gc.spans
+	}
+	if spans == nil { // never detached: exact
+		return 1
+	}
+	var on time.Duration
+	for _, s := range spans {
+		from, to := maxTime(s.from, a), minTime(s.to, b)
+		if to.After(from) {
+			on += to.Sub(from)
+		}
+	}
+	if on <= 0 {
+		return 0
+	}
+	return float64(b.Sub(a)) / float64(on)
+}
+
+// spansOf is a group's attached spans so far, the open one up to now;
+// nil when the group is not governed.
+func (g *governor) spansOf(group string, now time.Time) []span {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, gg := range g.groups {
+		if gg.hg.Name != group {
+			continue
+		}
+		if !gg.detached {
+			return nil
+		}
+		out := append([]span{}, gg.spans...)
+		if !gg.onSince.IsZero() {
+			out = append(out, span{gg.onSince, now})
+		}
+		return out
+	}
+	return nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// scaled is n sampled events scaled by k to the whole window.
+func scaled(n uint64, k float64) uint64 {
+	if k == 1 {
+		return n
+	}
+	return uint64(math.Round(float64(n) * k))
+}
+
+// scaledRows scales every count of a [cpu][slot] table.
+func scaledRows(rows [][]uint64, k float64) [][]uint64 {
+	if k == 1 {
+		return rows
+	}
+	out := make([][]uint64, len(rows))
+	for i, r := range rows {
+		out[i] = make([]uint64, len(r))
+		for j, n := range r {
+			out[i][j] = scaled(n, k)
+		}
+	}
+	return out
+}
+
+// Sampled is a Part whose probes' hooks the budget may attach in sampling
+// windows only. The session hands it the window's Coverage before the
+// first reading (live, for ticks) and again, final, before the last.
+type Sampled interface {
+	SetCoverage(c *Coverage)
+}
