@@ -14,11 +14,17 @@ import (
 	"github.com/perfscope/perfscope/internal/testutil"
 )
 
-// observeCaps is the least-privilege set perfscope documents for
-// observing (doctor's privileges line), without CAP_SYS_ADMIN: bpf_stats
-// are refused, and the overhead must still be there, from the programs'
-// own run counters.
-const observeCaps = "-all,+bpf,+perfmon,+net_admin,+sys_ptrace,+dac_read_search,+sys_resource"
+// observeBoundingSet is observeCaps — the README's observe run line, the
+// set the container test runs with — as setpriv's bounding set: without
+// CAP_SYS_ADMIN bpf_stats are refused, and the overhead must still be
+// there, from the programs' own run counters.
+func observeBoundingSet() string {
+	s := "-all"
+	for _, c := range observeCaps {
+		s += ",+" + strings.ToLower(c)
+	}
+	return s
+}
 
 // Under the default budget, a bounded loopback flood into one socket with
 // a small receive buffer, inside a namespace of the test's own (so the
@@ -47,7 +53,7 @@ func TestBudgetEstimatesAgreeWithKernel(t *testing.T) {
 		prefix []string
 	}{
 		{"root", nil},
-		{"no CAP_SYS_ADMIN", []string{"setpriv", "--bounding-set=" + observeCaps, "--inh-caps=-all"}},
+		{"no CAP_SYS_ADMIN", []string{"setpriv", "--bounding-set=" + observeBoundingSet(), "--inh-caps=-all"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rep := runLoopbackFlood(t, lab, c.prefix)
