@@ -67,7 +67,8 @@ func collect(m *serve.Metrics) {
 // BenchmarkServeLive serves the udp-rx recipe as written (its CPU profile
 // on at 99 Hz) on loopback under a paced flood, with --interval 1s, for
 // PERFSCOPE_SOAK (default 60s), and reports perfscope's heap after the
-// first 10 windows, at half time and after the last, and the windows done.
+// first 10 windows, at half time and after the last, the windows done and
+// the events the probes lost (the profile's samples among them).
 func BenchmarkServeLive(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
@@ -87,12 +88,15 @@ func BenchmarkServeLive(b *testing.B) {
 		ctx, cancel := context.WithTimeout(context.Background(), soak)
 		go udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 1, Duration: soak, Rate: 50000})
 		var n int
-		var at10, mid, last uint64
+		var at10, mid, last, lost uint64
 		start := time.Now()
 		srv, err := serve.Open(recipes.Live(), serve.Options{Recipe: "udp-rx", Listen: "127.0.0.1:0", Interval: time.Second,
 			Params: map[string]string{"iface": "lo", "port": strconv.Itoa(int(sink.AddrPort().Port()))},
-			OnWindow: func(serve.Window) {
+			OnWindow: func(w serve.Window) {
 				n++
+				if w.Overhead != nil {
+					lost += w.Overhead.EventsLost
+				}
 				last = heapInUse()
 				if n == 10 {
 					at10 = last
@@ -113,5 +117,6 @@ func BenchmarkServeLive(b *testing.B) {
 		b.ReportMetric(float64(at10)/1024, "heap-KiB-at-10-windows")
 		b.ReportMetric(float64(mid)/1024, "heap-KiB-at-half-time")
 		b.ReportMetric(float64(last)/1024, "heap-KiB-at-last-window")
+		b.ReportMetric(float64(lost), "events-lost")
 	}
 }

@@ -48,6 +48,10 @@ type Hooks struct {
 	OnSoftirqInterval func(evidence.SoftirqInterval)
 	// JVMStarted runs once async-profiler runs in the JVM.
 	JVMStarted func()
+	// Continuous builds parts that are measured window after window on
+	// one session (perfscope serve): those counting since their start in
+	// the kernel (the CPU profile) empty their maps every window.
+	Continuous bool
 }
 
 // Measurement is a plan's parts, built fresh for one session: a one-shot
@@ -84,6 +88,7 @@ func (p *Plan) NewMeasurement(h Hooks) *Measurement {
 		// network run's profile keeps those samples of the idle task and
 		// drops only its loop, as `perfscope udp` always has.
 		o.KeepIdleInterrupts = p.measuresNet() && !o.IncludeIdle
+		o.Continuous = h.Continuous
 		m.profile = NewProfile(o)
 	}
 	if u, ok := p.use("hsperfdata"); ok {

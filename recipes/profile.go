@@ -39,6 +39,12 @@ type ProfileOptions struct {
 	// JVM, when set (by CheckJITMap), is asked for its perf map when the
 	// window ends, so JIT-compiled Java frames are named.
 	JVM *attach.Target
+	// Continuous is a profile read window after window on one session
+	// (perfscope serve): each window drains the kernel's maps
+	// (cpuprofile.Profiler.Drain) instead of subtracting a cumulative
+	// snapshot, and the symbol cache drops the processes that exited, so
+	// memory follows one window, not the life of the session.
+	Continuous bool
 }
 
 // Profile is the on-CPU profile part: a perf_event cpu-clock on every CPU
@@ -72,7 +78,8 @@ func (p *Profile) Open(src Sources) error {
 	p.src = src
 	p.sym = symbols.New(src.Symbols)
 	probe, err := src.Probes.CPUProfile(cpuprofile.Options{PID: p.opts.PID, Frequency: p.opts.Frequency, Stacks: p.opts.Stacks,
-		IncludeIdle: p.opts.IncludeIdle, KeepIdleInterrupts: p.opts.KeepIdleInterrupts, StackEntries: p.opts.StackEntries})
+		IncludeIdle: p.opts.IncludeIdle, KeepIdleInterrupts: p.opts.KeepIdleInterrupts, StackEntries: p.opts.StackEntries,
+		Continuous: p.opts.Continuous})
 	if err != nil {
 		p.openErr = err
 		return nil
@@ -101,7 +108,15 @@ func (p *Profile) Begin(context.Context) error {
 		return nil
 	}
 	p.baseline = nil
-	if p.windows > 0 {
+	if p.opts.Continuous {
+		// The last window's frames are named (Samples ran after its
+		// End): what has exited since is no longer needed. What was
+		// sampled between the windows is not this window's.
+		p.sym.Prune()
+		if _, err := p.probe.Drain(); err != nil {
+			return err
+		}
+	} else if p.windows > 0 {
 		// Counts are cumulative since Start: a later window subtracts
 		// what the earlier ones counted.
 		b, err := p.probe.Snapshot()
@@ -153,7 +168,13 @@ func (p *Profile) End(context.Context) error {
 		p.prefetchErr = nil
 		return err
 	}
-	prof, err := p.probe.Snapshot()
+	var prof cpuprofile.Profile
+	var err error
+	if p.opts.Continuous {
+		prof, err = p.probe.Drain()
+	} else {
+		prof, err = p.probe.Snapshot()
+	}
 	if err != nil {
 		return err
 	}

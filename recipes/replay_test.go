@@ -113,8 +113,12 @@ type replayProfile struct {
 func (r replayProfile) Start() error         { return nil }
 func (r replayProfile) Stop() error          { return nil }
 func (r replayProfile) PIDs() ([]int, error) { return nil, nil }
-func (r replayProfile) CPUs() int            { return r.cpus }
-func (r replayProfile) Frequency() int       { return r.freq }
+
+// Drain replays the next reading: a recorded continuous profile's is its
+// window.
+func (r replayProfile) Drain() (cpuprofile.Profile, error) { return r.Snapshot() }
+func (r replayProfile) CPUs() int                          { return r.cpus }
+func (r replayProfile) Frequency() int                     { return r.freq }
 
 // opener hands out replays of the recording; a probe the recording lacks
 // fails to open as the kernel would have made it.

@@ -104,6 +104,9 @@ type (
 		Stop() error
 		// PIDs lists the processes sampled so far (cheap: map keys only).
 		PIDs() ([]int, error)
+		// Drain returns the samples since the last Drain and empties
+		// them out of the kernel (a profiler opened Continuous).
+		Drain() (cpuprofile.Profile, error)
 		CPUs() int
 		Frequency() int
 	}

@@ -43,7 +43,13 @@ const (
 
 // Symbolizer names addresses, caching what it read: kallsyms once, each
 // binary's symbols once per (device, inode), each process's mappings and
-// perf map once until Forget. It is safe for concurrent use.
+// perf map once until Forget or Prune. It is safe for concurrent use.
+//
+// A profiler that runs for weeks (perfscope serve) sees every process the
+// node ever runs: it calls Prune between windows, which drops the processes
+// that have exited and the binaries no remaining process maps, so the cache
+// follows what runs now. The cache also never holds more than
+// MaxProcesses processes.
 type Symbolizer struct {
 	fs FS
 
@@ -60,8 +66,17 @@ type binaryKey struct {
 	inode uint64
 }
 
+// MaxProcesses bounds the processes a Symbolizer caches at once. At the
+// bound, caching another first drops those that have exited, then, if all
+// are alive, one of them (its mappings are read again when next needed).
+const MaxProcesses = 16384
+
 // process is what one pid needs for symbolization.
 type process struct {
+	// start is the process's start time in clock ticks since boot when
+	// its mappings were read (0: unknown): with the pid, it tells the
+	// process from a later one given the same pid.
+	start   uint64
 	maps    []Mapping
 	mapsErr error
 	perfMap *PerfMap // nil when the process has none
@@ -168,8 +183,18 @@ func (s *Symbolizer) process(pid int) *process {
 	if p, ok := s.procs[pid]; ok {
 		return p
 	}
+	if len(s.procs) >= MaxProcesses {
+		s.prune()
+		for other := range s.procs {
+			if len(s.procs) < MaxProcesses {
+				break
+			}
+			delete(s.procs, other)
+		}
+	}
 	p := &process{}
 	s.procs[pid] = p
+	p.start, _ = s.proc().ProcessStartTicks(pid)
 	dir := s.fs.path("/proc/" + strconv.Itoa(pid))
 	if f, err := os.Open(dir + "/maps"); err != nil {
 		p.mapsErr = err
@@ -181,6 +206,53 @@ func (s *Symbolizer) process(pid int) *process {
 	return p
 }
 
+func (s *Symbolizer) proc() procfs.FS { return procfs.FS{Root: s.fs.Root} }
+
+// Prune drops the cached processes that have exited since their mappings
+// were read (or whose pid now names another process), then the binaries
+// no remaining process maps, and returns how many processes it dropped.
+// Call it once the frames of the exited processes have been named: a
+// continuous profiler does between windows.
+func (s *Symbolizer) Prune() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.prune()
+}
+
+func (s *Symbolizer) prune() int {
+	dropped := 0
+	for pid, p := range s.procs {
+		start, err := s.proc().ProcessStartTicks(pid)
+		if err != nil || (p.start != 0 && start != p.start) {
+			delete(s.procs, pid)
+			dropped++
+		}
+	}
+	mapped := map[binaryKey]bool{}
+	for _, p := range s.procs {
+		for _, m := range p.maps {
+			mapped[binaryKey{m.Dev, m.Inode}] = true
+		}
+	}
+	for key := range s.binaries {
+		if !mapped[key] {
+			delete(s.binaries, key)
+		}
+	}
+	return dropped
+}
+
+// Cached is what the cache holds: the processes (pids) and the number of
+// binaries.
+func (s *Symbolizer) Cached() (pids []int, binaries int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for pid := range s.procs {
+		pids = append(pids, pid)
+	}
+	return pids, len(s.binaries)
+}
+
 // PerfMapPath is where process pid's JIT writes its perf map, as seen from
 // this (host) mount namespace: the file is named after the pid inside the
 // process's own pid namespace and lives in its own /tmp.
@@ -188,7 +260,7 @@ func (s *Symbolizer) PerfMapPath(pid int) string {
 	nspid := pid
 	// The last NStgid is the innermost namespace's pid; kernels before 4.1
 	// lack the line, and then the host pid is the only pid.
-	if st, err := (procfs.FS{Root: s.fs.Root}).Status(pid); err == nil && len(st.NStgid) > 0 {
+	if st, err := s.proc().Status(pid); err == nil && len(st.NStgid) > 0 {
 		nspid = st.NStgid[len(st.NStgid)-1]
 	}
 	return s.fs.path(fmt.Sprintf("/proc/%d/root/tmp/perf-%d.map", pid, nspid))

@@ -37,7 +37,7 @@ func LoadRecipe(src recipes.Sources, nameOrFile string, set map[string]string) (
 	if err := p.Prepare(src); err != nil {
 		return nil, err
 	}
-	return &Recipe{Plan: p, m: p.NewMeasurement(recipes.Hooks{})}, nil
+	return &Recipe{Plan: p, m: p.NewMeasurement(recipes.Hooks{Continuous: true})}, nil
 }
 
 // Name is the recipe's name.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -60,11 +61,17 @@ type Options struct {
 	// itself. The kernel side keeps every idle sample with its kernel
 	// stack; call Profile.SplitIdle to classify them.
 	KeepIdleInterrupts bool
-	// StackEntries and CountEntries size the stack map and the count hash
-	// (0: DefaultStackEntries and 40960). Too small a stack map shows up as
+	// StackEntries and CountEntries size the stack map and the count hash,
+	// of each generation with Continuous (0: DefaultStackEntries and 40960). Too small a stack map shows up as
 	// stack collisions in Lost.
 	StackEntries int
 	CountEntries int
+	// Continuous sizes the second generation of the stack map and the
+	// count hash like the first, so that Drain can read window after
+	// window out of a profiler that is never restarted (perfscope serve).
+	// Without it the second generation has one entry and Drain refuses:
+	// a one-shot profile costs no more kernel memory than one generation.
+	Continuous bool
 }
 
 // Sample is one aggregation bucket: Count ticks of thread TID of process PID
@@ -159,6 +166,18 @@ type Profiler struct {
 	// mode is how Start attached the program ("perf_link" or "ioctl"),
 	// kept after Stop for the report.
 	mode string
+
+	// mu serializes Drain against Snapshot and PIDs: they read the
+	// generation gen names, which Drain switches.
+	mu  sync.Mutex
+	gen uint32
+	// leaving is true while a Drain that switched generations has not yet
+	// read and emptied the one it left (it gave up waiting): the next
+	// Drain finishes that one instead of switching back onto it.
+	leaving bool
+	// drainedLost is the lost counters at the last Drain (they are
+	// cumulative in the kernel: one per-CPU array, never switched).
+	drainedLost Lost
 }
 
 var (
@@ -186,11 +205,18 @@ func Open(opts Options) (*Profiler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load cpuprofile BPF spec: %w", err)
 	}
-	if opts.StackEntries > 0 {
-		spec.Maps[cpuprofileMapStackTraces].MaxEntries = uint32(opts.StackEntries)
+	for _, gen := range [][2]string{{cpuprofileMapStackTraces, cpuprofileMapSampleCounts}, {cpuprofileMapStackTraces1, cpuprofileMapSampleCounts1}} {
+		if opts.StackEntries > 0 {
+			spec.Maps[gen[0]].MaxEntries = uint32(opts.StackEntries)
+		}
+		if opts.CountEntries > 0 {
+			spec.Maps[gen[1]].MaxEntries = uint32(opts.CountEntries)
+		}
 	}
-	if opts.CountEntries > 0 {
-		spec.Maps[cpuprofileMapSampleCounts].MaxEntries = uint32(opts.CountEntries)
+	if !opts.Continuous {
+		// Never written: generation 0 stays current.
+		spec.Maps[cpuprofileMapStackTraces1].MaxEntries = 1
+		spec.Maps[cpuprofileMapSampleCounts1].MaxEntries = 1
 	}
 	vars := map[string]any{
 		cpuprofileVarTargetTgid:         uint32(opts.PID),
@@ -274,6 +300,8 @@ func (p *Profiler) Close() error {
 	if p == nil {
 		return nil
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	err := p.Stop()
 	if p.objs != nil {
 		err = errors.Join(err, p.objs.cpuprofilePrograms.Close(), p.objs.cpuprofileMaps.Close())
@@ -304,17 +332,34 @@ func (p *Profiler) SelfCosts() (probes.SelfCosts, error) {
 }
 
 // Snapshot reads every counted tuple and its stacks. Counts are cumulative
-// since Start.
+// since Start (with Continuous, since the last Drain).
 func (p *Profiler) Snapshot() (Profile, error) {
-	prof := Profile{Taken: time.Now()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.objs == nil {
-		return prof, errors.New("cpuprofile: snapshot after Close")
+		return Profile{Taken: time.Now()}, errors.New("cpuprofile: snapshot after Close")
 	}
+	counts, stacks := p.generation(p.gen)
+	prof, _, err := p.read(counts, stacks)
+	return prof, err
+}
+
+// generation is generation g's count hash and stack map.
+func (p *Profiler) generation(g uint32) (counts, stacks *ebpf.Map) {
+	if g == 0 {
+		return p.objs.SampleCounts, p.objs.StackTraces
+	}
+	return p.objs.SampleCounts1, p.objs.StackTraces1
+}
+
+// read reads one generation: every counted tuple with its stacks, and the
+// keys it read them under. Lost is cumulative since Start.
+func (p *Profiler) read(counts, stacks *ebpf.Map) (Profile, []cpuprofileSampleKey, error) {
+	prof := Profile{Taken: time.Now()}
 	var err error
 	if prof.Lost, err = p.readLost(); err != nil {
-		return prof, err
+		return prof, nil, err
 	}
-	stacks := p.objs.StackTraces
 	// The value is CPUPROFILE_MAX_DEPTH addresses; its size comes from the
 	// map rather than a Go copy of the C constant.
 	ips := make([]uint64, stacks.ValueSize()/8)
@@ -334,29 +379,139 @@ func (p *Profiler) Snapshot() (Profile, error) {
 		return s, nil
 	}
 
+	var keys []cpuprofileSampleKey
 	var key cpuprofileSampleKey
 	var count uint64
-	it := p.objs.SampleCounts.Iterate()
+	it := counts.Iterate()
 	for it.Next(&key, &count) {
+		keys = append(keys, key)
 		s := Sample{PID: int(key.Tgid), TID: int(key.Pid), CPU: int(key.Cpu), Comm: commString(key.Comm), Count: count}
 		if s.KernelStack, err = stack(key.KernelStackId); err != nil {
-			return prof, err
+			return prof, keys, err
 		}
 		if s.UserStack, err = stack(key.UserStackId); err != nil {
-			return prof, err
+			return prof, keys, err
 		}
 		prof.Samples = append(prof.Samples, s)
 	}
 	if err := it.Err(); err != nil {
-		return prof, fmt.Errorf("read sample_counts: %w", err)
+		return prof, keys, fmt.Errorf("read sample counts: %w", err)
 	}
+	return prof, keys, nil
+}
+
+// drainWait bounds the wait for programs still writing to the generation
+// being left. Each runs for microseconds, at Frequency per CPU: the
+// counter is almost always zero at the first look.
+const drainWait = time.Second
+
+// Drain returns what was counted since the last Drain (since Start for the
+// first) and empties it out of the kernel, so that a profiler read window
+// after window keeps its maps — and perfscope's memory — bounded by one
+// window's distinct stacks, not by every stack ever seen. It switches the
+// program to the other generation of maps first, waits until no program
+// is still writing to the one left, then reads and empties that one:
+// samples taken meanwhile go to the new generation and are the next
+// Drain's, none lost or counted twice. Needs Options.Continuous.
+func (p *Profiler) Drain() (Profile, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.objs == nil {
+		return Profile{Taken: time.Now()}, errors.New("cpuprofile: drain after Close")
+	}
+	if !p.opts.Continuous {
+		return Profile{Taken: time.Now()}, errors.New("cpuprofile: drain of a profiler opened without Continuous")
+	}
+	if !p.leaving {
+		next := p.gen ^ 1
+		if err := p.objs.Generation.Update(uint32(0), next, ebpf.UpdateExist); err != nil {
+			return Profile{Taken: time.Now()}, fmt.Errorf("switch sample generation: %w", err)
+		}
+		p.gen, p.leaving = next, true
+	}
+	if err := p.waitIdle(); err != nil {
+		return Profile{Taken: time.Now()}, err
+	}
+	counts, stacks := p.generation(p.gen ^ 1)
+	prof, keys, err := p.read(counts, stacks)
+	if err != nil {
+		return prof, err
+	}
+	if err := clearGeneration(counts, stacks, keys); err != nil {
+		return prof, err
+	}
+	p.leaving = false
+	lost := prof.Lost
+	prof.Lost = lost.sub(p.drainedLost)
+	p.drainedLost = lost
 	return prof, nil
+}
+
+// waitIdle waits until no program runs (in_flight[0] is zero): those that
+// started before the generation switched have finished.
+func (p *Profiler) waitIdle() error {
+	deadline := time.Now().Add(drainWait)
+	for {
+		var running uint64
+		if err := p.objs.InFlight.Lookup(uint32(0), &running); err != nil {
+			return fmt.Errorf("read in-flight samples: %w", err)
+		}
+		if running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cpuprofile: %d sampling programs still running after %v", running, drainWait)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// clearGeneration empties a generation nothing writes to: the count keys
+// just read, then every stack id left, including those of samples that were
+// lost after their first half was stored (a count-hash miss, a user stack
+// fault), which would otherwise hold stack map buckets forever.
+func clearGeneration(counts, stacks *ebpf.Map, keys []cpuprofileSampleKey) error {
+	if len(keys) > 0 {
+		if _, err := counts.BatchDelete(keys, nil); err != nil {
+			if !errors.Is(err, ebpf.ErrNotSupported) {
+				return fmt.Errorf("empty sample counts: %w", err)
+			}
+			// Kernels before 5.6 have no batch operations.
+			for i := range keys {
+				if err := counts.Delete(&keys[i]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+					return fmt.Errorf("empty sample counts: %w", err)
+				}
+			}
+		}
+	}
+	var ids []uint32
+	var id uint32
+	var prev any // nil: the first key
+	for {
+		if err := stacks.NextKey(prev, &id); err != nil {
+			if errors.Is(err, ebpf.ErrKeyNotExist) {
+				break
+			}
+			return fmt.Errorf("list stacks: %w", err)
+		}
+		ids = append(ids, id)
+		cur := id
+		prev = &cur
+	}
+	for _, id := range ids {
+		if err := stacks.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("empty stack map: %w", err)
+		}
+	}
+	return nil
 }
 
 // PIDs lists the processes sampled so far, without reading stacks: cheap
 // enough to call every second so that callers can read the mappings of
 // short-lived processes before they exit.
 func (p *Profiler) PIDs() ([]int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.objs == nil {
 		return nil, errors.New("cpuprofile: PIDs after Close")
 	}
@@ -364,7 +519,8 @@ func (p *Profiler) PIDs() ([]int, error) {
 	var out []int
 	var key cpuprofileSampleKey
 	var count uint64
-	it := p.objs.SampleCounts.Iterate()
+	counts, _ := p.generation(p.gen)
+	it := counts.Iterate()
 	for it.Next(&key, &count) {
 		if !seen[key.Tgid] {
 			seen[key.Tgid] = true

@@ -51,10 +51,14 @@ type cpuprofileSelfCost struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	cpuprofileMapGeneration         = "generation"
+	cpuprofileMapInFlight           = "in_flight"
 	cpuprofileMapLostSamples        = "lost_samples"
 	cpuprofileMapSampleCounts       = "sample_counts"
+	cpuprofileMapSampleCounts1      = "sample_counts_1"
 	cpuprofileMapSelfCosts          = "self_costs"
 	cpuprofileMapStackTraces        = "stack_traces"
+	cpuprofileMapStackTraces1       = "stack_traces_1"
 	cpuprofileProgOnCpuClock        = "on_cpu_clock"
 	cpuprofileVarCollectKernel      = "collect_kernel"
 	cpuprofileVarCollectUser        = "collect_user"
@@ -112,10 +116,14 @@ type cpuprofileProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type cpuprofileMapSpecs struct {
-	LostSamples  *ebpf.MapSpec `ebpf:"lost_samples"`
-	SampleCounts *ebpf.MapSpec `ebpf:"sample_counts"`
-	SelfCosts    *ebpf.MapSpec `ebpf:"self_costs"`
-	StackTraces  *ebpf.MapSpec `ebpf:"stack_traces"`
+	Generation    *ebpf.MapSpec `ebpf:"generation"`
+	InFlight      *ebpf.MapSpec `ebpf:"in_flight"`
+	LostSamples   *ebpf.MapSpec `ebpf:"lost_samples"`
+	SampleCounts  *ebpf.MapSpec `ebpf:"sample_counts"`
+	SampleCounts1 *ebpf.MapSpec `ebpf:"sample_counts_1"`
+	SelfCosts     *ebpf.MapSpec `ebpf:"self_costs"`
+	StackTraces   *ebpf.MapSpec `ebpf:"stack_traces"`
+	StackTraces1  *ebpf.MapSpec `ebpf:"stack_traces_1"`
 }
 
 // cpuprofileVariableSpecs contains global variables before they are loaded into the kernel.
@@ -149,18 +157,26 @@ func (o *cpuprofileObjects) Close() error {
 //
 // It can be passed to loadCpuprofileObjects or ebpf.CollectionSpec.LoadAndAssign.
 type cpuprofileMaps struct {
-	LostSamples  *ebpf.Map `ebpf:"lost_samples"`
-	SampleCounts *ebpf.Map `ebpf:"sample_counts"`
-	SelfCosts    *ebpf.Map `ebpf:"self_costs"`
-	StackTraces  *ebpf.Map `ebpf:"stack_traces"`
+	Generation    *ebpf.Map `ebpf:"generation"`
+	InFlight      *ebpf.Map `ebpf:"in_flight"`
+	LostSamples   *ebpf.Map `ebpf:"lost_samples"`
+	SampleCounts  *ebpf.Map `ebpf:"sample_counts"`
+	SampleCounts1 *ebpf.Map `ebpf:"sample_counts_1"`
+	SelfCosts     *ebpf.Map `ebpf:"self_costs"`
+	StackTraces   *ebpf.Map `ebpf:"stack_traces"`
+	StackTraces1  *ebpf.Map `ebpf:"stack_traces_1"`
 }
 
 func (m *cpuprofileMaps) Close() error {
 	return _CpuprofileClose(
+		m.Generation,
+		m.InFlight,
 		m.LostSamples,
 		m.SampleCounts,
+		m.SampleCounts1,
 		m.SelfCosts,
 		m.StackTraces,
+		m.StackTraces1,
 	)
 }
 

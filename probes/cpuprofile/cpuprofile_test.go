@@ -173,6 +173,9 @@ func TestProfilerLeavesNothingBehind(t *testing.T) {
 	if _, err := p.Snapshot(); err != nil {
 		t.Error(err)
 	}
+	if _, err := p.Drain(); err == nil {
+		t.Error("Drain of a profiler opened without Continuous succeeded")
+	}
 	if err := p.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}

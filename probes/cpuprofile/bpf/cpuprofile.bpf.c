@@ -5,6 +5,12 @@
  * on_cpu_clock to each; every tick records the interrupted thread's kernel
  * and user stacks in a stack map and counts the (thread, CPU, stacks) tuple
  * in a hash, so only distinct stacks ever cross to user space.
+ *
+ * The stack map and the count hash come in two generations; the program
+ * writes the one generation[0] names. A one-shot run never switches (its
+ * second generation has one entry). A continuous run (perfscope serve)
+ * switches every window and then reads and empties the generation it left:
+ * see the in_flight protocol below and Profiler.Drain.
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
@@ -26,7 +32,7 @@ const volatile bool include_idle = false;
  * keep_idle_interrupts in cpuprofile.go). */
 const volatile bool keep_idle_interrupts = false;
 
-/* max_entries of both maps are resized by the loader. */
+/* max_entries of the four maps are resized by the loader. Generation 0. */
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
 	__uint(max_entries, 16384);
@@ -40,6 +46,42 @@ struct {
 	__type(key, struct sample_key);
 	__type(value, __u64);
 } sample_counts SEC(".maps");
+
+/* Generation 1: stack ids in its counts' keys are its own stack map's. */
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64[CPUPROFILE_MAX_DEPTH]);
+} stack_traces_1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 40960);
+	__type(key, struct sample_key);
+	__type(value, __u64);
+} sample_counts_1 SEC(".maps");
+
+/* [0]: the generation samples go to (0 or 1), written by user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} generation SEC(".maps");
+
+/* [0]: programs running now. Each counts itself in before it reads the
+ * generation and out when it no longer writes. User space switches the
+ * generation, then waits until it sees this at zero: every program that
+ * counted itself in before then has finished, and every one counting in
+ * after reads the new generation (the add is a full barrier), so nothing
+ * writes to the old generation while user space reads and empties it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} in_flight SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -65,7 +107,7 @@ static __always_inline void count_lost(enum lost_reason reason)
 		(*n)++;
 }
 
-static __always_inline int sample(void *ctx)
+static __always_inline int record(void *ctx, void *stack_traces, void *sample_counts)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32, pid = (__u32)id;
@@ -91,7 +133,7 @@ static __always_inline int sample(void *ctx)
 	bpf_get_current_comm(&key.comm, sizeof(key.comm));
 
 	if (collect_kernel) {
-		long sid = bpf_get_stackid(ctx, &stack_traces, 0);
+		long sid = bpf_get_stackid(ctx, stack_traces, 0);
 		/* -EFAULT is the empty kernel half of a sample taken in user
 		 * mode (a kernel-mode sample has at least its own IP). */
 		if (sid == -E_EXIST) {
@@ -110,7 +152,7 @@ static __always_inline int sample(void *ctx)
 		struct task_struct___cpuprofile *task = (void *)bpf_get_current_task();
 		bool kthread = pid == 0 || (BPF_CORE_READ(task, flags) & PF_KTHREAD);
 		if (!kthread) {
-			long sid = bpf_get_stackid(ctx, &stack_traces, BPF_F_USER_STACK);
+			long sid = bpf_get_stackid(ctx, stack_traces, BPF_F_USER_STACK);
 			if (sid < 0) {
 				count_lost(sid == -E_EXIST ? LOST_USER_STACK_COLLISION : LOST_USER_STACK_FAULT);
 				return 0;
@@ -121,20 +163,40 @@ static __always_inline int sample(void *ctx)
 		}
 	}
 
-	__u64 *count = bpf_map_lookup_elem(&sample_counts, &key);
+	__u64 *count = bpf_map_lookup_elem(sample_counts, &key);
 	if (count) {
 		__sync_fetch_and_add(count, 1);
 		return 0;
 	}
 	__u64 one = 1;
-	if (bpf_map_update_elem(&sample_counts, &key, &one, BPF_NOEXIST) == 0)
+	if (bpf_map_update_elem(sample_counts, &key, &one, BPF_NOEXIST) == 0)
 		return 0;
 	/* Another CPU may have inserted the same key in between. */
-	count = bpf_map_lookup_elem(&sample_counts, &key);
+	count = bpf_map_lookup_elem(sample_counts, &key);
 	if (count)
 		__sync_fetch_and_add(count, 1);
 	else
 		count_lost(LOST_COUNTS_FULL);
+	return 0;
+}
+
+static __always_inline int sample(void *ctx)
+{
+	__u32 zero = 0;
+	__u64 *busy = bpf_map_lookup_elem(&in_flight, &zero);
+	__u32 *gen = bpf_map_lookup_elem(&generation, &zero);
+	if (!busy || !gen)
+		return 0;
+	/* The fetching form of the add is the fully ordered one (the
+	 * generation is read after it): using its result keeps clang from
+	 * emitting the plain, unordered add. */
+	__u64 running = __sync_fetch_and_add(busy, 1);
+	asm volatile("" : : "r"(running));
+	if (*(volatile __u32 *)gen)
+		record(ctx, &stack_traces_1, &sample_counts_1);
+	else
+		record(ctx, &stack_traces, &sample_counts);
+	__sync_fetch_and_add(busy, -1);
 	return 0;
 }
 
