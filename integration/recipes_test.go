@@ -457,6 +457,7 @@ func mustAddrPort(t *testing.T, s string) netip.AddrPort {
 // load perfscope drives, the jvm rules only.
 func TestRecipeJVMAlloc(t *testing.T) {
 	testutil.RequireRoot(t)
+	testutil.LockBPF(t) // the passive request count loads BPF programs
 	app := startSample(t, nil)
 	warmUp(t, app, "/alloc?kb=64")
 	r, _ := runRecipe(t, "jvm-alloc", "--set", fmt.Sprintf("pid=%d", app.PID), "--set", "load="+app.URL("/alloc?kb=64"), "--set", "requests=2000")
@@ -479,6 +480,7 @@ func TestRecipeJVMAlloc(t *testing.T) {
 // profile, the GC counters interval by interval, and the log, side by side.
 func TestRecipeGCPressure(t *testing.T) {
 	testutil.RequireRoot(t)
+	testutil.LockBPF(t) // the passive request count loads BPF programs
 	logDir, err := os.MkdirTemp("/var/tmp", "perfscope-gclog-")
 	if err != nil {
 		t.Fatal(err)
