@@ -177,8 +177,14 @@ var Scenarios = []Scenario{
 		FixText: "perfscope udp --apply net.rps-needed (rps_cpus masks)",
 		Fix:     FixApply,
 		Lab:     netlab.Config{Queues: 1},
-		Before:  Server{Mode: "reuseport-cpu", Threads: 2, Pin: "0-1"},
-		Flood:   Flood{Senders: 1, CPUs: "0"},
+		// Both readers on CPU 1, so CPU 0 holds only the sender and the
+		// receive softirq: its NET_RX share is then clearly above the
+		// rule's 30 % on this 2-CPU rig (with a reader on CPU 0 too it
+		// hovered at 28–31 % and the finding came and went). The price:
+		// RPS can only move the receive work onto the readers' CPU, so
+		// the rate after the fix shows no gain here.
+		Before: Server{Mode: "reuseport-cpu", Threads: 2, Pin: "1"},
+		Flood:  Flood{Senders: 1, CPUs: "0"},
 	},
 	{
 		Name:    "xps-off",
