@@ -466,9 +466,11 @@ func TestRecipeJVMAlloc(t *testing.T) {
 	if d.JVM == nil || d.JVM.Requests == nil || *d.JVM.Requests != 2000 || d.JVM.RequestsSource != "load" {
 		t.Fatalf("jvm section %s", r.Data)
 	}
-	// 64 KiB the handler allocates, plus the server's own per request.
-	if bpr := deref(d.JVM.BytesPerRequest); !(bpr >= 64<<10 && bpr <= 96<<10) {
-		t.Errorf("bytes per request %.0f, want 64-96 KiB", bpr)
+	// 64 KiB the handler allocates, plus the JDK HTTP server's own per
+	// request (30–35 KiB since samples are weighed by their sizes from
+	// the JFR recording, unbiased) and the sampling error.
+	if bpr := deref(d.JVM.BytesPerRequest); !(bpr >= 64<<10 && bpr <= 128<<10) {
+		t.Errorf("bytes per request %.0f, want 64-128 KiB", bpr)
 	}
 	if r.Overhead == nil || r.Overhead.AttachMethod != "hotspot-attach+async-profiler" {
 		t.Errorf("overhead %+v", r.Overhead)
