@@ -185,30 +185,53 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 python3 - "$WORK/rows" <<'EOF'
-import json, statistics as st, sys
+import json, math, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and json.loads(l)["round"] > 0]
 def mean(v): return st.mean(v) if v else float("nan")
 def spread(v): return f"{min(v):.0f}–{max(v):.0f}" if v else ""
-print("\n| workload | tracer | read/s (mean; range) | loss vs none | CPU µs/datagram at fixed rate | added | perfscope: reads vs SNMP (bound) | NET_RX runs vs /proc/softirqs (bound) | busiest CPU BPF | peak RSS |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+# Student's t at 97.5 % for df degrees of freedom (rounds − 1).
+T975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09}
+def t975(df): return T975[max(k for k in T975 if k <= df)] if df >= 1 else float("nan")
+def paired(w, tr, mode, key, fn):
+    # Per round, fn(tracer's value, the untraced value of the same round):
+    # the untraced rate drifts over minutes and a round's tracers run
+    # within a minute of each other, so pairing by round removes the drift.
+    by = {}
+    for r in rows:
+        if r["workload"] == w and r["mode"] == mode and r["tracer"] in (tr, "none"):
+            by.setdefault(r["round"], {})[r["tracer"]] = r[key]
+    return [fn(v[tr], v["none"]) for v in by.values() if tr in v and "none" in v]
+def half(v): return t975(len(v) - 1) * st.stdev(v) / math.sqrt(len(v))
+def ci(v): return f"{100*mean(v):.1f} %" if len(v) < 2 else f"{100*mean(v):.1f} % ± {100*half(v):.1f}"
+def ci_us(v): return f"{mean(v):+.2f}" if len(v) < 2 else f"{mean(v):+.2f} ± {half(v):.2f}"
+print("\n| workload | tracer | read/s (mean; range) | loss vs none, paired by round (mean ± 95 %) | CPU µs/datagram at fixed rate | added, paired (± 95 %) | perfscope: reads vs SNMP (bound) | NET_RX runs vs /proc/softirqs (bound) | busiest CPU BPF (mean; max) | perfscope process, share of all CPUs (mean) | peak RSS |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for w in ["lo-single", "lo-reuseport", "veth4"]:
-    base = {m: [r for r in rows if r["workload"] == w and r["tracer"] == "none" and r["mode"] == m] for m in ("sat", "rate")}
-    b_sat, b_cpu = mean([r["read_per_s"] for r in base["sat"]]), mean([r["cpu_us_per_dgram"] for r in base["rate"]])
     for tr in ["none", "default", "exact", "bpftrace"]:
         sat = [r for r in rows if r["workload"] == w and r["tracer"] == tr and r["mode"] == "sat"]
         rate = [r for r in rows if r["workload"] == w and r["tracer"] == tr and r["mode"] == "rate"]
         rs = [r["read_per_s"] for r in sat]
         cpu = mean([r["cpu_us_per_dgram"] for r in rate])
-        acc = [r for r in sat + rate if r.get("reads_vs_snmp") is not None]
-        accs = "; ".join(f"{100*r['reads_vs_snmp']:+.1f}%" + (f" (±{100*r['reads_bound']:.0f}%)" if r.get("reads_bound") else "") for r in acc)
-        q = [r for r in sat + rate if r.get("queues_vs_driver") is not None]
-        qs = "; ".join(f"{100*r['queues_vs_driver']:+.1f}%" + (f" (±{100*r['queues_bound']:.0f}%)" if r.get("queues_bound") else "") for r in q)
-        sq = [r for r in sat + rate if r.get("netrx_vs_proc") is not None]
-        sqs = "; ".join(f"{100*r['netrx_vs_proc']:+.1f}%" + (f" (±{100*r['softirq_bound']:.0f}%)" if r.get("softirq_bound") else "") for r in sq)
+        def acc(key, bound):
+            return "; ".join(f"{100*r[key]:+.1f}%" + (f" (±{100*r[bound]:.0f}%)" if r.get(bound) else "")
+                             for r in sat + rate if r.get(key) is not None)
         bpf = [r["bpf_max_cpu_share"] for r in sat + rate if r.get("bpf_max_cpu_share") is not None]
+        proc = [r["process_cpu_share"] for r in sat + rate if r.get("process_cpu_share") is not None]
         rss = [r["rss_kib"] for r in sat + rate if r.get("rss_kib")]
-        loss = "" if tr == "none" else f"{100*(1-mean(rs)/b_sat):.1f} %"
-        added = "" if tr == "none" else f"{cpu-b_cpu:+.2f}"
-        print(f"| {w} | {tr} | {mean(rs):.0f}; {spread(rs)} | {loss} | {cpu:.2f} | {added} | {accs} | {sqs} | "
-              f"{(f'{100*max(bpf):.1f} %' if bpf else '')} | {(f'{max(rss)/1024:.1f} MB' if rss else '')} |")
+        loss = "" if tr == "none" else ci(paired(w, tr, "sat", "read_per_s", lambda a, b: 1 - a / b))
+        added = "" if tr == "none" else ci_us(paired(w, tr, "rate", "cpu_us_per_dgram", lambda a, b: a - b))
+        print(f"| {w} | {tr} | {mean(rs):.0f}; {spread(rs)} | {loss} | {cpu:.2f} | {added} | "
+              f"{acc('reads_vs_snmp', 'reads_bound')} | {acc('netrx_vs_proc', 'softirq_bound')} | "
+              f"{(f'{100*mean(bpf):.1f} %; {100*max(bpf):.1f} %' if bpf else '')} | "
+              f"{(f'{100*mean(proc):.1f} %' if proc else '')} | {(f'{max(rss)/1024:.1f} MB' if rss else '')} |")
+# The default's estimates against the kernel's own counters, all runs.
+for key, bound, what in (("reads_vs_snmp", "reads_bound", "reads vs Udp InDatagrams"),
+                         ("netrx_vs_proc", "softirq_bound", "NET_RX runs vs /proc/softirqs"),
+                         ("queues_vs_driver", "queues_bound", "queue packets vs the driver")):
+    est = [r for r in rows if r["tracer"] == "default" and r.get(key) is not None and r.get(bound)]
+    if est:
+        inside = sum(abs(r[key]) <= r[bound] for r in est)
+        within5 = sum(abs(r[key]) <= 0.05 for r in est)
+        print(f"# default, {what}: {len(est)} estimates, {inside} inside their 95 % bound, {within5} within 5 %, "
+              f"median |error| {100*st.median(abs(r[key]) for r in est):.1f} %, median bound ±{100*st.median(r[bound] for r in est):.0f} %")
 EOF

@@ -217,3 +217,59 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 	stime, _ := strconv.ParseUint(f[15-3], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
+
+// PIDs reads the processes of the counted samples in batches; it must
+// name exactly the processes the snapshot of the same map holds, however
+// many keys span the batches.
+func TestPIDsNameEverySampledProcess(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	spinner := testutil.StartSpinner(t, 3)
+	defer func(n int) { pidBatch = n }(pidBatch)
+	pidBatch = 4 // a dozen stacks span several batches
+	p, err := Open(Options{Frequency: 999})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer p.Close()
+	if err := p.Start(); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := p.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	pids, err := p.PIDs()
+	if err != nil {
+		t.Fatalf("PIDs: %v", err)
+	}
+	prof, err := p.Snapshot()
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	got := map[int]bool{}
+	for _, pid := range pids {
+		if got[pid] {
+			t.Errorf("pid %d named twice", pid)
+		}
+		got[pid] = true
+	}
+	want := map[int]bool{}
+	for _, s := range prof.Samples {
+		want[s.PID] = true
+	}
+	for pid := range want {
+		if !got[pid] {
+			t.Errorf("pid %d has samples but PIDs did not name it", pid)
+		}
+	}
+	for pid := range got {
+		if !want[pid] {
+			t.Errorf("PIDs named pid %d, which has no samples", pid)
+		}
+	}
+	if !got[spinner.Process.Pid] {
+		t.Errorf("the spinner (pid %d) is not among %d pids", spinner.Process.Pid, len(pids))
+	}
+	t.Logf("%d processes in %d sampled stacks", len(pids), len(prof.Samples))
+}
