@@ -148,6 +148,9 @@ type governedGroup struct {
 	// surge is the rate over the guard's last tick when it ended a
 	// window, a floor for the next plan (nil when it did not).
 	surge []float64
+	// tailRate: runs per second over that tick, kept for the period's
+	// estimate when the window opened with the period (else 0).
+	tailRate float64
 
 	// This window's record.
 	onSince time.Time // when attached, zero when detached
@@ -170,6 +173,12 @@ type samplePeriod struct {
 	// ref is the reference counter's count over the period, refOn while
 	// the group was attached; both 0 without a usable reference.
 	ref, refOn uint64
+	// tailRate is the group's runs per second over the guard's last tick
+	// when the guard ended a window that opened with the period: the
+	// rest of that period, after the window, ran at about that rate (a
+	// flood began in it), not at the window's mean, which the quiet part
+	// before the flood pulled down. 0 otherwise.
+	tailRate float64
 }
 
 type span struct{ from, to time.Time }
@@ -196,6 +205,9 @@ type governor struct {
 	// overrun is how much longer than planned the sampling windows have
 	// been attached (1: on time), smoothed.
 	overrun float64
+	// wholePeriod: this period's windows open with it and would last it
+	// (the budget did not shorten them).
+	wholePeriod bool
 
 	mu      sync.Mutex
 	last    []probes.SelfCosts // counters at the last period boundary
@@ -330,6 +342,7 @@ func (g *governor) loop(begin time.Time) {
 			slack = 1
 		}
 		allow := g.allowances(period, slack)
+		g.wholePeriod = duty >= attachAllAbove
 		// Timers fire late on a busy machine and windows run long: the
 		// planned window shrinks by how much longer they have been.
 		window := time.Duration(duty * float64(period) / max(1, g.overrun))
@@ -471,6 +484,7 @@ func (g *governor) guardedSleep(t time.Time, allow map[*governedGroup][]float64)
 	type reading struct {
 		at   time.Time
 		cost []float64
+		runs uint64
 	}
 	last := map[*governedGroup]reading{}
 	for {
@@ -488,13 +502,13 @@ func (g *governor) guardedSleep(t time.Time, allow map[*governedGroup][]float64)
 			return true
 		}
 		for _, gg := range attached {
-			cost, ok := g.costInPeriod(gg)
+			cost, runs, ok := g.costInPeriod(gg)
 			if !ok {
 				continue
 			}
 			now := time.Now()
 			if !overAny(cost, allow[gg]) {
-				last[gg] = reading{now, cost}
+				last[gg] = reading{now, cost, runs}
 				continue
 			}
 			g.mu.Lock()
@@ -512,6 +526,9 @@ func (g *governor) guardedSleep(t time.Time, allow map[*governedGroup][]float64)
 					surge[cpu] = math.Max(0, cost[cpu]-before) / d.Seconds()
 				}
 				gg.surge = surge
+				if g.wholePeriod && runs >= prev.runs {
+					gg.tailRate = float64(runs-prev.runs) / d.Seconds()
+				}
 			}
 			g.mu.Unlock()
 			g.switchGroup(gg, false)
@@ -532,11 +549,11 @@ func overAny(cost, allow []float64) bool {
 }
 
 // costInPeriod is what gg's runs since the period began cost each CPU,
-// in ns; false when its counters cannot be read.
-func (g *governor) costInPeriod(gg *governedGroup) ([]float64, bool) {
+// in ns, and how many they were; false when its counters cannot be read.
+func (g *governor) costInPeriod(gg *governedGroup) ([]float64, uint64, bool) {
 	cur, err := gg.counter.SelfCosts()
 	if err != nil {
-		return nil, false
+		return nil, 0, false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -548,14 +565,16 @@ func (g *governor) costInPeriod(gg *governedGroup) ([]float64, bool) {
 	}
 	d := cur.Sub(prev)
 	cost := make([]float64, g.cpus)
+	var runs uint64
 	for _, hook := range gg.hg.Hooks {
 		for cpu, v := range d[hook] {
+			runs += v.Runs
 			if cpu < len(cost) {
 				cost[cpu] += float64(v.Runs) * g.perRun(cur[hook])
 			}
 		}
 	}
-	return cost, true
+	return cost, runs, true
 }
 
 // sleepUntil waits for t; true when the governor was stopped first.
@@ -708,12 +727,12 @@ func (g *governor) closePeriod(start, end time.Time) {
 	g.refStart = ref
 	runs := g.measure(cur, length, func(gg *governedGroup) time.Duration { return min(gg.curOn, length) })
 	for _, gg := range g.groups {
-		p := samplePeriod{length: length, on: min(gg.curOn, length), runs: runs[gg]}
+		p := samplePeriod{length: length, on: min(gg.curOn, length), runs: runs[gg], tailRate: gg.tailRate}
 		if refOK {
 			p.ref, p.refOn = refTotal, min(gg.refOn, refTotal)
 		}
 		gg.periods = append(gg.periods, p)
-		gg.curOn, gg.refOn = 0, 0
+		gg.curOn, gg.refOn, gg.tailRate = 0, 0, 0
 	}
 }
 
@@ -987,11 +1006,23 @@ func estimateOf(periods []samplePeriod, useRef bool) *evidence.Estimate {
 			return float64(p.ref), float64(p.refOn), p.on >= minRateWindow && p.refOn > 0
 		}
 	}
+	// count is what a period held: its window's rate times its size —
+	// or, by time, when the guard ended a window that opened with the
+	// period, the window's runs plus the rest of the period at the rate
+	// of the window's end (the window is the period's start, not a random
+	// part of it, and a flood began in it).
+	count := func(p samplePeriod) float64 {
+		n, c, _ := size(p)
+		if e.Reference == "" && p.tailRate > 0 && p.on < p.length {
+			return float64(p.runs) + p.tailRate*(p.length-p.on).Seconds()
+		}
+		return float64(p.runs) / c * n
+	}
 	var rates []float64
 	for _, p := range periods {
-		if _, c, ok := size(p); ok {
+		if n, _, ok := size(p); ok {
 			e.Windows++
-			rates = append(rates, float64(p.runs)/c)
+			rates = append(rates, count(p)/n)
 		}
 	}
 	if len(rates) == 0 {
@@ -1019,7 +1050,7 @@ func estimateOf(periods []samplePeriod, useRef bool) *evidence.Estimate {
 			variance += n * n * s2
 			continue
 		}
-		est += float64(p.runs) / c * n
+		est += count(p)
 		variance += n * n * s2 * (1 - math.Min(1, c/n))
 	}
 	switch {

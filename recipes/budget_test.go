@@ -258,6 +258,24 @@ func TestEstimateOf(t *testing.T) {
 	if e := estimateOf([]samplePeriod{sp(sec, 100*time.Millisecond, 0), sp(sec, 100*time.Millisecond, 0)}, false); e.RelError != nil || e.Scale != 10 {
 		t.Errorf("nothing seen: %+v", e)
 	}
+	// A flood that begins 300 ms into a period planned from quiet ones:
+	// its window opened with the period and the guard ended it 50 ms into
+	// the flood. Scaled by time, the window's mean rate (quiet part
+	// included) would put 14 300 runs in a period that held 70 000; the
+	// rate of the window's end carries the rest of the period.
+	const R = 100000.0 // runs per second in the flood
+	step := samplePeriod{length: sec, on: 350 * time.Millisecond, runs: uint64(0.05 * R), tailRate: R}
+	flood := sp(sec, 100*time.Millisecond, uint64(0.1*R))
+	quiet := sp(sec, sec, 0)
+	run := []samplePeriod{quiet, step, flood, flood, flood}
+	truth := 0.7*R + 3*R
+	if e := estimateOf(run, false); math.Abs(e.Scale*float64(e.SampledEvents)-truth) > 1 {
+		t.Errorf("flood starting mid-period: estimated %.0f, ran %.0f", e.Scale*float64(e.SampledEvents), truth)
+	}
+	step.tailRate = 0
+	if e := estimateOf([]samplePeriod{quiet, step, flood, flood, flood}, false); math.Abs(e.Scale*float64(e.SampledEvents)-truth) < 0.1*truth {
+		t.Errorf("without the tail rate the estimate is %.0f, %.0f ran: the case does not test the tail", e.Scale*float64(e.SampledEvents), truth)
+	}
 	rel := 0.1
 	row := (&evidence.Estimate{RelError: &rel}).RowError(400)
 	if row == nil || math.Abs(*row-math.Hypot(0.1, 1.96/20)) > 1e-12 {
