@@ -7,6 +7,8 @@
 #   tracers:   none, `perfscope udp` (default budget), `perfscope udp
 #              --exact`, bpftrace with the same tracepoints (bench/udp.bt);
 #              bcc's netqtop is tried once and its failure reported;
+#              on request (BUDGET_TRACERS), steal: a process burning a
+#              fixed share of one CPU and nothing else, the control;
 #   modes:     sat  — an unpaced flood: datagrams/s the server read;
 #              rate — a flood paced at 60 % of the untraced rate: host CPU
 #                     time per datagram (/proc/stat, every CPU).
@@ -74,8 +76,14 @@ SRV_NS[lo-reuseport]=$NSL; FLOOD_NS[lo-reuseport]=$NSL; TARGET[lo-reuseport]=127
 MODE[lo-reuseport]=reuseport; THREADS[lo-reuseport]=2; SENDERS[lo-reuseport]=1; FLOWS[lo-reuseport]=8
 SRV_NS[veth4]=$NSR; FLOOD_NS[veth4]=$NSS; TARGET[veth4]=198.18.0.2; IFACE[veth4]=vr$ID
 MODE[veth4]=single; THREADS[veth4]=1; SENDERS[veth4]=2; FLOWS[veth4]=16
-WORKLOADS=(lo-single lo-reuseport veth4)
-TRACERS=(none default exact bpftrace)
+# BUDGET_WORKLOADS, BUDGET_TRACERS and BUDGET_MODES narrow a run (space
+# separated). One more tracer is not in the default list: steal, a process
+# that only burns CPU — STEAL_PCT % of one CPU (default 5) in 1 ms slices —
+# the control for what perfscope's CPU alone costs a saturated machine.
+read -r -a WORKLOADS <<<"${BUDGET_WORKLOADS:-lo-single lo-reuseport veth4}"
+read -r -a TRACERS <<<"${BUDGET_TRACERS:-none default exact bpftrace}"
+read -r -a MODES <<<"${BUDGET_MODES:-sat rate}"
+STEAL_PCT=${STEAL_PCT:-5}
 declare -A RATE
 
 busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
@@ -83,7 +91,7 @@ busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9}' /proc/stat; }
 # measure WORKLOAD TRACER MODE ROUND: one flood, one line of results.
 measure() {
 	local w=$1 tr=$2 mode=$3 round=$4 out=$WORK/$1-$2-$3-$4
-	local tpid=
+	local tpid= tsig=INT
 	# The server first, so that perfscope finds its socket on the port.
 	ip netns exec "${SRV_NS[$w]}" "$BIN" lab udp-server --listen "${TARGET[$w]}:$PORT" --mode "${MODE[$w]}" \
 		--threads "${THREADS[$w]}" --for "$((SECS + 4))s" >"$out.srv" 2>/dev/null &
@@ -104,6 +112,21 @@ measure() {
 		for _ in $(seq 100); do grep -q Attaching "$out.bt" 2>/dev/null && break; sleep 0.1; done
 		sleep 1
 		;;
+	steal)
+		python3 -c '
+import sys, time
+duty = float(sys.argv[1]) / 100
+slice_s = 0.001
+while True:
+    end = time.perf_counter() + slice_s
+    while time.perf_counter() < end:
+        pass
+    time.sleep(slice_s * (1 - duty) / duty)
+' "$STEAL_PCT" &
+		# A background job of a script ignores SIGINT: end it with TERM.
+		tpid=$! tsig=TERM
+		sleep 0.5
+		;;
 	*) sleep 0.5 ;;
 	esac
 	local rate=()
@@ -116,7 +139,7 @@ measure() {
 		# perfscope reports what it measured on SIGINT; time(1) passes
 		# nothing on, so signal its child.
 		local child; child=$(pgrep -P "$tpid" | head -1 || true)
-		kill -INT ${child:-} "$tpid" 2>/dev/null || true
+		kill -"$tsig" ${child:-} "$tpid" 2>/dev/null || true
 		wait "$tpid" 2>/dev/null || true
 	fi
 	wait $spid || true
@@ -174,7 +197,7 @@ for w in "${WORKLOADS[@]}"; do
 done
 for ((round = 1; round <= ROUNDS; round++)); do
 	for w in "${WORKLOADS[@]}"; do
-		for mode in sat rate; do
+		for mode in "${MODES[@]}"; do
 			n=${#TRACERS[@]}
 			for ((k = 0; k < n; k++)); do
 				tr=${TRACERS[$(((k + round) % n))]}
@@ -206,8 +229,9 @@ def ci(v): return f"{100*mean(v):.1f} %" if len(v) < 2 else f"{100*mean(v):.1f} 
 def ci_us(v): return f"{mean(v):+.2f}" if len(v) < 2 else f"{mean(v):+.2f} ± {half(v):.2f}"
 print("\n| workload | tracer | read/s (mean; range) | loss vs none, paired by round (mean ± 95 %) | CPU µs/datagram at fixed rate | added, paired (± 95 %) | perfscope: reads vs SNMP (bound) | NET_RX runs vs /proc/softirqs (bound) | busiest CPU BPF (mean; max) | perfscope process, share of all CPUs (mean) | peak RSS |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
-for w in ["lo-single", "lo-reuseport", "veth4"]:
-    for tr in ["none", "default", "exact", "bpftrace"]:
+present = lambda key, order: [x for x in order if any(r[key] == x for r in rows)]
+for w in present("workload", ["lo-single", "lo-reuseport", "veth4"]):
+    for tr in present("tracer", ["none", "default", "exact", "bpftrace", "steal"]):
         sat = [r for r in rows if r["workload"] == w and r["tracer"] == tr and r["mode"] == "sat"]
         rate = [r for r in rows if r["workload"] == w and r["tracer"] == tr and r["mode"] == "rate"]
         rs = [r["read_per_s"] for r in sat]
