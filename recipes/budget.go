@@ -418,10 +418,11 @@ func (g *governor) loop(begin time.Time) {
 const guardTick = 25 * time.Millisecond
 
 // guardSlack is how far over its planned share a group may go before the
-// guard ends a window the budget shortened: twice, so that windows of steady traffic are not
-// cut (a window cut while its packets' reads still lag behind them counts
-// too few reads per packet: at 1.25 the benchmark's reads came out up to
-// 25 % low), while a flood starting mid-period is still stopped.
+// guard ends a window the budget shortened: twice, so that windows of
+// steady traffic are not cut (a window cut while its packets' reads still
+// lag behind them counts too few reads per packet: at 1.25 the benchmark's
+// reads came out up to 25 % low), while a flood starting mid-period is
+// still stopped.
 const guardSlack = 2.0
 
 // allowances are what each sampled group may cost each CPU in a period of
