@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/netconfig"
@@ -285,29 +284,6 @@ func contendedSocket(e evidence.NetEvidence) (evidence.SocketContention, bool) {
 		}
 	}
 	return best, best.TotalNs > 0
-}
-
-func dropsOnPort(e evidence.NetEvidence, port int) (n uint64, reasons []string) {
-	byReason := map[string]uint64{}
-	// One drop can be seen by several tracepoints ("udp_fail_queue_rcv_skb:
-	// ENOMEM" and "kfree_skb:SOCKET_RCVBUFF" for the same datagram): sum
-	// within a source, take the largest source.
-	bySource := map[string]uint64{}
-	for _, d := range e.Drops.ByPort {
-		if d.Port == port {
-			source, _, _ := strings.Cut(d.Reason, ":")
-			bySource[source] += d.Count
-			byReason[d.Reason] += d.Count
-		}
-	}
-	for _, c := range bySource {
-		n = max(n, c)
-	}
-	for r, c := range byReason {
-		reasons = append(reasons, fmt.Sprintf("%s %d", r, c))
-	}
-	sort.Strings(reasons)
-	return n, reasons
 }
 
 func boolPtr(b *bool) bool { return b != nil && *b }

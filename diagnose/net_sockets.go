@@ -59,7 +59,7 @@ func checkSocketLockContention(in NetInput, t Thresholds) *Finding {
 	if _, ok := reuseportGroup(e, port); ok {
 		return nil // already split: net.reuseport-steering judges what remains
 	}
-	drops, reasons := dropsOnPort(e, port)
+	drops, reasons := e.Drops.OnPort(port)
 	delivered, _ := e.Drops.InDatagrams()
 	saturated := drops > 0 && float64(drops) >= t.Get(NetThresholds.SocketDrop)*float64(drops+delivered)
 	rx := netRXCPUs(e)
@@ -400,7 +400,7 @@ func udpRcvbuf(in NetInput, t Thresholds) *Finding {
 	}
 	if portKnown {
 		delivered = portRecv
-		if n, _ := dropsOnPort(e, e.Port); n > 0 {
+		if n, _ := e.Drops.OnPort(e.Port); n > 0 {
 			errs = n
 		}
 	}

@@ -288,18 +288,3 @@ func TestStaticConfigWithoutLoad(t *testing.T) {
 		t.Errorf("findings %v, want %v", ids, want)
 	}
 }
-
-func TestDropsOnPortCountsADropOnce(t *testing.T) {
-	e := evidence.NetEvidence{}
-	e.Drops.ByPort = []evidence.PortDrops{
-		{Port: 9000, Reason: "udp_fail_queue_rcv_skb:ENOMEM", Count: 100},
-		{Port: 9000, Reason: "kfree_skb:SOCKET_RCVBUFF", Count: 100},
-		{Port: 9000, Reason: "kfree_skb:NO_SOCKET", Count: 5},
-		{Port: 53, Reason: "kfree_skb:SOCKET_RCVBUFF", Count: 7},
-	}
-	n, reasons := dropsOnPort(e, 9000)
-	// Two tracepoints saw the same 100 drops; kfree_skb saw 5 more.
-	if n != 105 || len(reasons) != 3 {
-		t.Errorf("dropsOnPort = %d %q, want 105 from 3 reasons", n, reasons)
-	}
-}

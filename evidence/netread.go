@@ -1,6 +1,10 @@
 package evidence
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
 
 // UDPCounter sums one SNMP counter over Udp and Udp6 (when read), e.g.
 // d.UDPCounter(func(c UDPCounters) uint64 { return c.RcvbufErrors }).
@@ -67,4 +71,30 @@ func (s SoftirqEvidence) NetRXCPUs() []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// OnPort is the datagrams dropped on a local port and the reasons with
+// their counts ("kfree_skb:SOCKET_RCVBUFF 12"), sorted. The rules and the
+// tests read a port's drops through it, so both count a drop once.
+func (d DropSection) OnPort(port int) (n uint64, reasons []string) {
+	byReason := map[string]uint64{}
+	// One drop can be seen by several tracepoints ("udp_fail_queue_rcv_skb:
+	// ENOMEM" and "kfree_skb:SOCKET_RCVBUFF" for the same datagram): sum
+	// within a source, take the largest source.
+	bySource := map[string]uint64{}
+	for _, p := range d.ByPort {
+		if p.Port == port {
+			source, _, _ := strings.Cut(p.Reason, ":")
+			bySource[source] += p.Count
+			byReason[p.Reason] += p.Count
+		}
+	}
+	for _, c := range bySource {
+		n = max(n, c)
+	}
+	for r, c := range byReason {
+		reasons = append(reasons, fmt.Sprintf("%s %d", r, c))
+	}
+	sort.Strings(reasons)
+	return n, reasons
 }

@@ -75,12 +75,8 @@ func TestBudgetEstimatesAgreeWithKernel(t *testing.T) {
 			}
 
 			// Drops: the port's count against the namespace's RcvbufErrors.
-			var dropped float64
-			for _, d := range rep.Data.Drops.ByPort {
-				if d.Port == labPort {
-					dropped += float64(d.Count)
-				}
-			}
+			n, _ := rep.Data.Drops.OnPort(labPort)
+			dropped := float64(n)
 			snmp := rep.Data.Drops.UDPSNMP
 			if snmp == nil || snmp.UDP.RcvbufErrors < 1000 {
 				t.Fatalf("a flood into a 4 KiB buffer dropped too little to judge: %+v", snmp)

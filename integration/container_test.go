@@ -276,13 +276,7 @@ func TestContainerImage(t *testing.T) {
 			t.Errorf("recipe in the report: %+v", r.Recipe)
 		}
 		d := r.Data
-		var drops uint64
-		for _, p := range d.Drops.ByPort {
-			if p.Port == labPort {
-				drops += p.Count
-			}
-		}
-		if drops == 0 {
+		if drops, _ := d.Drops.OnPort(labPort); drops == 0 {
 			t.Errorf("no drops on port %d: %+v", labPort, d.Drops)
 		}
 		found := false

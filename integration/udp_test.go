@@ -286,13 +286,7 @@ func TestUDPOnLab(t *testing.T) {
 		if len(d.Sockets.Sockets) != 1 || len(d.Sockets.Groups) != 0 {
 			t.Errorf("single mode: sockets %+v groups %+v", d.Sockets.Sockets, d.Sockets.Groups)
 		}
-		var drops uint64
-		for _, p := range d.Drops.ByPort {
-			if p.Port == labPort {
-				drops += p.Count
-			}
-		}
-		if drops == 0 {
+		if drops, _ := d.Drops.OnPort(labPort); drops == 0 {
 			t.Errorf("no drops on port %d with a 4 KiB receive buffer: %+v", labPort, d.Drops)
 		}
 		if d.Profile.Unavailable != "" || d.Profile.Samples == 0 {
