@@ -66,8 +66,8 @@ func Decode(r io.Reader) (Run, error) {
 		}
 		return Run{}, fmt.Errorf("%w: more after the report's end (%v)", ErrNotUDPReport, err)
 	}
-	// v1 → v2 renamed fields of other commands only (lab udp's
-	// seed_003_step), so a udp report saved by v1 still compares.
+	// v1 → v2 renamed fields of other commands only (one of lab udp's),
+	// so a udp report saved by v1 still compares.
 	if (run.Schema != report.Schema && run.Schema != "perfscope/v1") || run.Command != "udp" {
 		return Run{}, fmt.Errorf("%w: schema %q, command %q (want %q, \"udp\")", ErrNotUDPReport, run.Schema, run.Command, report.Schema)
 	}

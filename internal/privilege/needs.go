@@ -107,6 +107,12 @@ var (
 		Without: "JVMs running as another user than root have no GC counters; their GC logs are unreadable"}
 )
 
+// forOtherUsers is a capability the JVM attach needs only for JVMs that
+// run as another user than root.
+func forOtherUsers(name, why string) Need {
+	return Need{Kind: Capability, Name: name, Why: why, Without: "JVMs of other users than root cannot be attached"}
+}
+
 // Parts maps each recipe part (the catalog's probe and collector names) to
 // what it needs. A recipe needs the union of its parts.
 var Parts = map[string][]Need{
@@ -124,21 +130,13 @@ var Parts = map[string][]Need{
 		{Kind: Capability, Name: "CAP_SYS_PTRACE", Required: true,
 			Why:     "reach the JVM's /tmp through /proc/PID/root to stage the library and speak the attach protocol",
 			Without: "the JVM cannot be attached: the part cannot run"},
-		{Kind: Capability, Name: "CAP_KILL",
-			Why:     "send the attach trigger (SIGQUIT) to a JVM running as another user",
-			Without: "JVMs of other users than root cannot be attached"},
-		{Kind: Capability, Name: "CAP_SETUID",
-			Why:     "connect as the JVM's user (JDK 8 accepts only its own uid)",
-			Without: "JVMs of other users than root cannot be attached"},
-		{Kind: Capability, Name: "CAP_SETGID",
-			Why:     "connect as the JVM's group",
-			Without: "JVMs of other users than root cannot be attached"},
+		forOtherUsers("CAP_KILL", "send the attach trigger (SIGQUIT) to a JVM running as another user"),
+		forOtherUsers("CAP_SETUID", "connect as the JVM's user (JDK 8 accepts only its own uid)"),
+		forOtherUsers("CAP_SETGID", "connect as the JVM's group"),
 		{Kind: Capability, Name: "CAP_CHOWN",
 			Why:     "hand the staging directory in the JVM's /tmp to the JVM's user, who writes the profile there",
 			Without: "JVMs of other users than root cannot write their profile"},
-		{Kind: Capability, Name: "CAP_DAC_OVERRIDE",
-			Why:     "copy the library into, and clean up, the staging directory owned by the JVM's user",
-			Without: "JVMs of other users than root cannot be attached"}},
+		forOtherUsers("CAP_DAC_OVERRIDE", "copy the library into, and clean up, the staging directory owned by the JVM's user")},
 	"gclog": {needDACRead,
 		{Kind: Mount, Name: "/logs", ReadOnly: true, Why: "the GC log files the recipe reads (mount their directory)",
 			Without: "the GC log section is empty"}},
