@@ -205,9 +205,6 @@ type governor struct {
 	// overrun is how much longer than planned the sampling windows have
 	// been attached (1: on time), smoothed.
 	overrun float64
-	// wholePeriod: this period's windows open with it and would last it
-	// (the budget did not shorten them).
-	wholePeriod bool
 
 	mu      sync.Mutex
 	last    []probes.SelfCosts // counters at the last period boundary
@@ -337,12 +334,12 @@ func (g *governor) loop(begin time.Time) {
 		// from quiet history: a flood starting in it is what the guard is
 		// for, and it stops the window at the plain allowance. Windows the
 		// budget did shorten keep guardSlack, so steady ones run whole.
+		whole := duty >= attachAllAbove
 		slack := guardSlack
-		if duty >= attachAllAbove {
+		if whole {
 			slack = 1
 		}
 		allow := g.allowances(period, slack)
-		g.wholePeriod = duty >= attachAllAbove
 		// Timers fire late on a busy machine and windows run long: the
 		// planned window shrinks by how much longer they have been.
 		window := time.Duration(duty * float64(period) / max(1, g.overrun))
@@ -367,7 +364,7 @@ func (g *governor) loop(begin time.Time) {
 		for len(events) > 0 {
 			ev := events[0]
 			events = events[1:]
-			if stopped = g.guardedSleep(ev.at, allow); stopped {
+			if stopped = g.guardedSleep(ev.at, allow, whole); stopped {
 				break
 			}
 			at := g.switchGroup(ev.group, ev.attach)
@@ -386,7 +383,7 @@ func (g *governor) loop(begin time.Time) {
 		}
 		end := start.Add(period)
 		if !stopped {
-			stopped = g.guardedSleep(end, allow)
+			stopped = g.guardedSleep(end, allow, whole)
 			// A loaded machine wakes the loop late: the period ends when
 			// its counters are read, not when it was planned to.
 			end = maxTime(end, time.Now())
@@ -481,7 +478,10 @@ func (g *governor) allowances(period time.Duration, slack float64) map[*governed
 // tick, for the next period's plan: the period's own mean rate mixes the
 // quiet part before the flood with the flood, and planned from it the
 // next window was twice too long.
-func (g *governor) guardedSleep(t time.Time, allow map[*governedGroup][]float64) bool {
+//
+// whole says the period's windows opened with it and would last it (the
+// budget did not shorten them).
+func (g *governor) guardedSleep(t time.Time, allow map[*governedGroup][]float64, whole bool) bool {
 	type reading struct {
 		at   time.Time
 		cost []float64
@@ -527,7 +527,7 @@ func (g *governor) guardedSleep(t time.Time, allow map[*governedGroup][]float64)
 					surge[cpu] = math.Max(0, cost[cpu]-before) / d.Seconds()
 				}
 				gg.surge = surge
-				if g.wholePeriod && runs >= prev.runs {
+				if whole && runs >= prev.runs {
 					gg.tailRate = float64(runs-prev.runs) / d.Seconds()
 				}
 			}

@@ -380,7 +380,9 @@ func TestGovernorShortensWindowsWhenCostRises(t *testing.T) {
 	rate := func(p samplePeriod) float64 { return float64(p.runs) / p.on.Seconds() }
 	for i, p := range ps[:len(ps)-1] {
 		if p.on > 0 && rate(p) > 2e5 {
-			if c := cost(ps[i+1]); c > 1.4*budget {
+			// 1.8×: room for a late timer on a loaded machine; averaged
+			// with the quiet periods it cost 2.3–2.4×.
+			if c := cost(ps[i+1]); c > 1.8*budget {
 				t.Errorf("the period after the rise cost %.2f %% of the CPU, budget %.0f %% (%+v)", 100*c, 100*budget, ps[i+1])
 			}
 			break
@@ -546,7 +548,7 @@ func TestGovernorGuardEndsAWindowOverItsAllowance(t *testing.T) {
 	}
 	begin := time.Now()
 	done := make(chan bool)
-	go func() { done <- g.guardedSleep(begin.Add(3*time.Second), allow) }()
+	go func() { done <- g.guardedSleep(begin.Add(3*time.Second), allow, true) }()
 	var detached time.Duration
 	for detached == 0 && time.Since(begin) < 3*time.Second {
 		time.Sleep(5 * time.Millisecond)
