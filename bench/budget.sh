@@ -79,7 +79,8 @@ MODE[veth4]=single; THREADS[veth4]=1; SENDERS[veth4]=2; FLOWS[veth4]=16
 # BUDGET_WORKLOADS, BUDGET_TRACERS and BUDGET_MODES narrow a run (space
 # separated). One more tracer is not in the default list: steal, a process
 # that only burns CPU — STEAL_PCT % of one CPU (default 5) in 1 ms slices —
-# the control for what perfscope's CPU alone costs a saturated machine.
+# the control for what perfscope's CPU alone costs a saturated machine;
+# and budgetPCT (budget1, budget0.5): perfscope with --overhead-budget PCT.
 read -r -a WORKLOADS <<<"${BUDGET_WORKLOADS:-lo-single lo-reuseport veth4}"
 read -r -a TRACERS <<<"${BUDGET_TRACERS:-none default exact bpftrace}"
 read -r -a MODES <<<"${BUDGET_MODES:-sat rate}"
@@ -98,9 +99,10 @@ measure() {
 	local spid=$!
 	sleep 0.3
 	case $tr in
-	default | exact)
+	default | exact | budget*)
 		local extra=()
 		[ "$tr" = exact ] && extra=(--exact)
+		[[ $tr = budget* ]] && extra=(--overhead-budget "${tr#budget}")
 		/usr/bin/time -f %M -o "$out.rss" ip netns exec "${SRV_NS[$w]}" "$BIN" udp --iface "${IFACE[$w]}" --port $PORT \
 			--duration $((SECS + 30))s -o json "${extra[@]}" >"$out.json" 2>"$out.err" &
 		tpid=$!
@@ -231,7 +233,8 @@ print("\n| workload | tracer | read/s (mean; range) | loss vs none, paired by ro
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 present = lambda key, order: [x for x in order if any(r[key] == x for r in rows)]
 for w in present("workload", ["lo-single", "lo-reuseport", "veth4"]):
-    for tr in present("tracer", ["none", "default", "exact", "bpftrace", "steal"]):
+    budgets = sorted({r["tracer"] for r in rows if r["tracer"].startswith("budget")})
+    for tr in present("tracer", ["none", "default"] + budgets + ["exact", "bpftrace", "steal"]):
         sat = [r for r in rows if r["workload"] == w and r["tracer"] == tr and r["mode"] == "sat"]
         rate = [r for r in rows if r["workload"] == w and r["tracer"] == tr and r["mode"] == "rate"]
         rs = [r["read_per_s"] for r in sat]

@@ -105,9 +105,14 @@ type CPUCostRow struct {
 // BudgetUse is how a run kept to its overhead budget.
 type BudgetUse struct {
 	// CPUShare is the budget: the most of any one CPU's time perfscope's
-	// programs were to take.
+	// programs were to take (kept when CPUCost.MaxShare is at most it).
 	CPUShare float64 `json:"cpu_share"`
 	PeriodNs int64   `json:"period_ns"`
+	// TotalShare is what perfscope took of the busiest CPU, its process
+	// included: the programs there (CPUCost.MaxShare) plus the process's
+	// CPU time spread over every CPU (Overhead.ProcessCPUShare). The
+	// budget governs the first part; the second is reported beside it.
+	TotalShare float64 `json:"total_share"`
 	// Groups says, for every group of hooks the budget governs, whether
 	// it stayed attached (exact) or was sampled, and how.
 	Groups []HookSampling `json:"groups"`

@@ -52,6 +52,10 @@ type Overhead struct {
 	// programs' runs then come from their own counters and their times
 	// from their own timing (PerRunFrom "self-timed"): an estimate.
 	StatsUnavailable string `json:"bpf_stats_unavailable,omitempty"`
+	// StatsOff says why bpf_stats were left off though they could have
+	// been turned on: under the overhead budget the programs' own counters
+	// and timing measure them (PerRunFrom "self-timed").
+	StatsOff string `json:"bpf_stats_off,omitempty"`
 	// CPUCost is the programs' cost per CPU, entry included: what the
 	// overhead budget bounds.
 	CPUCost *CPUCost `json:"cpu_cost,omitempty"`

@@ -4,6 +4,9 @@ import "time"
 
 // SoftirqVector is one vector on one CPU.
 type SoftirqVector struct {
+	// Count is the vector's runs: the probe's count, or when the probe was
+	// sampled (the section's estimate), /proc/softirqs' exact one — the
+	// windows then give the time per run (TimeNs is that times Count).
 	Count  uint64 `json:"count"`
 	TimeNs uint64 `json:"time_ns"`
 	// Share is TimeNs over the window: the fraction of this CPU's time spent
@@ -42,7 +45,9 @@ type LatencyHistogram struct {
 }
 
 // VectorAgreement compares the probe's count with /proc/softirqs for one
-// vector over the chosen CPUs.
+// vector over the chosen CPUs. When the probe was sampled, Probe is its
+// windows' count scaled to the run: the check of that estimate (the
+// per-CPU counts are then /proc/softirqs' own).
 type VectorAgreement struct {
 	Vector    string `json:"vector"`
 	Probe     uint64 `json:"probe_count"`

@@ -237,10 +237,11 @@ func TestContainerImage(t *testing.T) {
 				t.Errorf("%s: probe %d vs /proc/softirqs %d", v.Vector, v.Probe, v.ProcCount)
 			}
 		}
-		// Without CAP_SYS_ADMIN bpf_stats cannot be enabled: the report
-		// says so instead of printing zeros as a measurement.
-		if r.Overhead.StatsUnavailable == "" {
-			t.Error("bpf_stats without CAP_SYS_ADMIN must be reported unavailable")
+		// Without CAP_SYS_ADMIN bpf_stats cannot be enabled, and under the
+		// budget they stay off anyway: the report says why instead of
+		// printing zeros as a measurement.
+		if r.Overhead.StatsUnavailable == "" && r.Overhead.StatsOff == "" {
+			t.Error("the report does not say why bpf_stats did not measure")
 		}
 	})
 

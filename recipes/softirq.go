@@ -170,10 +170,12 @@ func (p *Softirq) read() (softirqReading, error) {
 }
 
 // input is the window between two readings. Under a budget (k, the scale
-// from the sampling windows to the whole span, is not 1) the probe's
-// counts are multiplied by k, and its times are the windows' time per run
-// times /proc/softirqs' exact count of the CPU and vector (a ratio
-// estimate: the count's sampling error does not enter the time).
+// from the sampling windows to the whole span, is not 1) the counts are
+// /proc/softirqs' exact ones for each CPU and vector and the times the
+// windows' time per run times them (a ratio estimate: the count's
+// sampling error does not enter the time). The probe's own counts scaled
+// by k are kept to check the estimate: on a saturating flood they read
+// low, because the attached hooks slow the softirqs inside the windows.
 func (p *Softirq) input(a, b softirqReading, k float64) SoftirqInput {
 	d := b.probe.Sub(a.probe)
 	in := SoftirqInput{
@@ -187,11 +189,17 @@ func (p *Softirq) input(a, b softirqReading, k float64) SoftirqInput {
 		row := make([]SoftirqCounts, len(vecs))
 		for i, v := range vecs {
 			row[i] = SoftirqCounts{Count: scaled(v.Count, k), TimeNs: scaled(uint64(v.Time), k)}
-			if k == 1 || v.Count == 0 || i >= len(softirq.Vectors) {
+			if k == 1 || i >= len(softirq.Vectors) {
 				continue
 			}
+			// A vector the windows never saw run keeps its exact count; its
+			// time, with no run timed, stays 0.
 			if exact, ok := in.Proc.ByCPU(softirq.Vectors[i], cpu); ok && exact > 0 {
-				row[i].TimeNs = scaled(uint64(v.Time), float64(exact)/float64(v.Count))
+				est := row[i].Count
+				row[i].Count, row[i].Estimate = exact, &est
+				if v.Count > 0 {
+					row[i].TimeNs = scaled(uint64(v.Time), float64(exact)/float64(v.Count))
+				}
 			}
 		}
 		in.Probe = append(in.Probe, row)

@@ -13,6 +13,10 @@ import (
 type SoftirqCounts struct {
 	Count  uint64
 	TimeNs uint64
+	// Estimate, when the probe was sampled and Count is /proc/softirqs'
+	// exact count, is the probe's windows' count scaled to the window:
+	// what the totals check against /proc/softirqs.
+	Estimate *uint64
 }
 
 // SoftirqInput is what a softirq run gathered, as deltas over the window.
@@ -64,7 +68,11 @@ func BuildSoftirq(in SoftirqInput) evidence.SoftirqEvidence {
 			}
 			row.Vectors[name] = sv
 			busy += c.TimeNs
-			totals[i].Probe += c.Count
+			if c.Estimate != nil {
+				totals[i].Probe += *c.Estimate
+			} else {
+				totals[i].Probe += c.Count
+			}
 			totals[i].ProcCount += pc
 			totals[i].TimeNs += c.TimeNs
 		}

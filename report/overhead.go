@@ -19,6 +19,9 @@ func writeOverhead(w io.Writer, ov *evidence.Overhead) {
 	if ov.StatsUnavailable != "" {
 		fmt.Fprintf(w, "bpf_stats unavailable: %s\n", ov.StatsUnavailable)
 	}
+	if ov.StatsOff != "" {
+		fmt.Fprintf(w, "bpf_stats %s\n", ov.StatsOff)
+	}
 	t := Table{Header: []string{"program", "runs", "total", "per run", "per run from"}}
 	for _, p := range ov.Programs {
 		t.Add(p.Program, fmt.Sprint(p.RunCount), Nanos(float64(p.RunTimeNs)), Nanos(p.PerRunNs), p.PerRunFrom)
@@ -45,13 +48,14 @@ func writeOverhead(w io.Writer, ov *evidence.Overhead) {
 			entry, c.MaxCPU, Percent(c.MaxShare), Percent(c.Share))
 	}
 	if b := ov.Budget; b != nil {
-		fmt.Fprintf(w, "overhead budget: %s of any one CPU", Percent(b.CPUShare))
+		fmt.Fprintf(w, "overhead budget: %s of any one CPU for the programs", Percent(b.CPUShare))
 		if ov.CPUCost != nil {
 			verdict := "kept"
 			if ov.CPUCost.MaxShare > b.CPUShare {
 				verdict = "exceeded"
 			}
-			fmt.Fprintf(w, " — %s", verdict)
+			fmt.Fprintf(w, " — %s (%s); with the process's share of a CPU (%s) perfscope took %s of the busiest CPU",
+				verdict, Percent(ov.CPUCost.MaxShare), Percent(ov.ProcessCPUShare), Percent(b.TotalShare))
 		}
 		fmt.Fprintln(w)
 		for _, g := range b.Groups {

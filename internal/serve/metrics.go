@@ -110,6 +110,7 @@ type Metrics struct {
 	findingDesc, impactDesc, paramDesc     *prometheus.Desc
 	shareDesc, lastEndDesc, windowDesc     *prometheus.Desc
 	statsDesc, infoDesc, findingsCountDesc *prometheus.Desc
+	processDesc, budgetDesc, totalDesc     *prometheus.Desc
 	sectionDesc                            *prometheus.Desc
 	sections                               map[string]string
 }
@@ -119,7 +120,7 @@ func NewMetrics(recipe string) *Metrics {
 	const ns = "perfscope_"
 	return &Metrics{
 		recipe:           recipe,
-		softirqs:         newFamily(ns+"softirq_total", "Softirq runs per CPU and vector, counted by the softirq probe.", "cpu", "vector"),
+		softirqs:         newFamily(ns+"softirq_total", "Softirq runs per CPU and vector, counted by the softirq probe (/proc/softirqs' count when the probe was sampled).", "cpu", "vector"),
 		softirqSeconds:   newFamily(ns+"softirq_seconds_total", "Time spent in softirqs per CPU and vector.", "cpu", "vector"),
 		queuePackets:     newFamily(ns+"queue_packets_total", "Packets per NIC queue: the kernel's count (napi/netif tracepoints) for rx, transmissions for tx.", "direction", "queue"),
 		queueDrops:       newFamily(ns+"queue_driver_drops_total", "Drops per queue in the driver's own statistics (ethtool -S).", "direction", "queue"),
@@ -143,7 +144,10 @@ func NewMetrics(recipe string) *Metrics {
 		paramDesc:         prometheus.NewDesc(ns+"finding_parameter", "The finding's computed numbers (recommendation parameters, e.g. so_rcvbuf_bytes).", []string{"id", "name"}, nil),
 		findingsCountDesc: prometheus.NewDesc(ns+"findings", "Findings of the last window, per severity.", []string{"severity"}, nil),
 		shareDesc:         prometheus.NewDesc(ns+"bpf_time_share", "perfscope's BPF run time over all CPUs' time in the last window (0-1).", nil, nil),
-		statsDesc:         prometheus.NewDesc(ns+"bpf_stats_available", "1 when bpf_stats measured the last window's BPF cost (needs CAP_SYS_ADMIN); 0 when run times are unknown.", nil, nil),
+		processDesc:       prometheus.NewDesc(ns+"process_cpu_share", "perfscope's own process CPU time over all CPUs' time in the last window (0-1).", nil, nil),
+		budgetDesc:        prometheus.NewDesc(ns+"overhead_budget_share", "The overhead budget: the most of any one CPU's time perfscope's BPF programs were to take (0-1); absent with exact windows.", nil, nil),
+		totalDesc:         prometheus.NewDesc(ns+"overhead_total_share", "What perfscope took of the busiest CPU in the last window, its process included: the BPF programs there plus the process's share of a CPU (0-1).", nil, nil),
+		statsDesc:         prometheus.NewDesc(ns+"bpf_stats_available", "1 when bpf_stats measured the last window's BPF cost (needs CAP_SYS_ADMIN); 0 when they were unavailable or left off under the overhead budget (run times then from the programs' own timing).", nil, nil),
 		lastEndDesc:       prometheus.NewDesc(ns+"last_window_end_timestamp_seconds", "When the last window ended (Unix time).", nil, nil),
 		windowDesc:        prometheus.NewDesc(ns+"window_seconds", "Length of the last window.", nil, nil),
 		infoDesc:          prometheus.NewDesc(ns+"recipe_info", "The recipe being served.", []string{"recipe"}, nil),
@@ -267,7 +271,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		ch <- f.desc
 	}
 	for _, d := range []*prometheus.Desc{m.findingDesc, m.impactDesc, m.paramDesc, m.findingsCountDesc, m.shareDesc,
-		m.statsDesc, m.lastEndDesc, m.windowDesc, m.infoDesc, m.sectionDesc} {
+		m.statsDesc, m.lastEndDesc, m.windowDesc, m.infoDesc, m.sectionDesc, m.processDesc, m.budgetDesc, m.totalDesc} {
 		ch <- d
 	}
 }
@@ -313,9 +317,14 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if o := m.overhead; o != nil {
 		ch <- prometheus.MustNewConstMetric(m.shareDesc, prometheus.GaugeValue, o.BPFTimeShare)
 		avail := 1.0
-		if o.StatsUnavailable != "" {
+		if o.StatsUnavailable != "" || o.StatsOff != "" {
 			avail = 0
 		}
 		ch <- prometheus.MustNewConstMetric(m.statsDesc, prometheus.GaugeValue, avail)
+		ch <- prometheus.MustNewConstMetric(m.processDesc, prometheus.GaugeValue, o.ProcessCPUShare)
+		if b := o.Budget; b != nil {
+			ch <- prometheus.MustNewConstMetric(m.budgetDesc, prometheus.GaugeValue, b.CPUShare)
+			ch <- prometheus.MustNewConstMetric(m.totalDesc, prometheus.GaugeValue, b.TotalShare)
+		}
 	}
 }

@@ -36,7 +36,8 @@ func window(i int, findings ...diagnose.Finding) Window {
 		JVMPauses: &evidence.JVMPauses{PID: 4242, YoungGCs: 3, OldGCs: 1, GCTimeNs: 25e6, Safepoints: i64(7), SafepointTimeNs: i64(30e6)},
 		Findings:  findings,
 		Overhead: &evidence.Overhead{Programs: []evidence.ProgramCost{{Program: "irq:softirq_entry", RunCount: 105, RunTimeNs: 10500}},
-			EventsLost: 1, BPFTimeShare: 0.001, StatsUnavailable: "enable bpf_stats: operation not permitted"},
+			EventsLost: 1, BPFTimeShare: 0.001, StatsUnavailable: "enable bpf_stats: operation not permitted",
+			ProcessCPUShare: 0.004, Budget: &evidence.BudgetUse{CPUShare: 0.02, TotalShare: 0.013}},
 	}
 }
 
@@ -157,6 +158,9 @@ func TestMetricsExposition(t *testing.T) {
 			{"perfscope_finding_parameter", []string{"id", "net.udp-rcvbuf", "name", "so_rcvbuf_bytes"}, 2097152},
 			{"perfscope_finding_impact", []string{"id", "net.udp-rcvbuf"}, 0.4},
 			{"perfscope_bpf_stats_available", nil, 0},
+			{"perfscope_process_cpu_share", nil, 0.004},
+			{"perfscope_overhead_budget_share", nil, 0.02},
+			{"perfscope_overhead_total_share", nil, 0.013},
 			{"perfscope_window_seconds", nil, 30},
 		} {
 			got, ok := value(fams[name(c.family)], c.labels...)
