@@ -44,7 +44,17 @@ grep -rl --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*(f \*testing\.F)' . | sor
 	pkg="./$(dirname "${file#./}")"
 	for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(f \*testing\.F).*/\1/p' "$file"); do
 		echo "-- $pkg $target"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PERFSCOPE_FUZZTIME:-10s}" "$pkg" 2>&1 | tail -n 3
-		[ "${PIPESTATUS[0]}" = 0 ] || { echo "fuzz target $target in $pkg failed" >&2; exit 1; }
+		# The last lines on success; on failure the last 60, which hold the
+		# engine's reason (a crash, a hung worker) and the failing input.
+		out=$(mktemp)
+		if go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PERFSCOPE_FUZZTIME:-10s}" "$pkg" >"$out" 2>&1; then
+			tail -n 3 "$out"
+			rm -f "$out"
+		else
+			tail -n 60 "$out"
+			rm -f "$out"
+			echo "fuzz target $target in $pkg failed" >&2
+			exit 1
+		fi
 	done
 done
