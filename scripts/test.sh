@@ -47,7 +47,11 @@ grep -rl --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*(f \*testing\.F)' . | sor
 		# The last lines on success; on failure the last 60, which hold the
 		# engine's reason (a crash, a hung worker) and the failing input.
 		out=$(mktemp)
-		if go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PERFSCOPE_FUZZTIME:-10s}" "$pkg" >"$out" 2>&1; then
+		# Minimizing each new-coverage input may take 60 s by default: it
+		# stalled the 10 s runs after their first seconds and, at the end of
+		# the fuzz time, made the engine report a worker "hung or terminated
+		# unexpectedly" (golang/go#56238, #48820). A second keeps them fuzzing.
+		if go test -run '^$' -fuzz "^${target}\$" -fuzztime "${PERFSCOPE_FUZZTIME:-10s}" -fuzzminimizetime 1s "$pkg" >"$out" 2>&1; then
 			tail -n 3 "$out"
 			rm -f "$out"
 		else
