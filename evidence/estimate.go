@@ -104,10 +104,24 @@ type CPUCostRow struct {
 
 // BudgetUse is how a run kept to its overhead budget.
 type BudgetUse struct {
-	// CPUShare is the budget: the most of any one CPU's time perfscope's
-	// programs were to take (kept when CPUCost.MaxShare is at most it).
+	// CPUShare is the budget: the most of any one CPU's time perfscope
+	// was to take (kept when CPUCost.MaxShare + ProcessShare is at most
+	// it).
 	CPUShare float64 `json:"cpu_share"`
-	PeriodNs int64   `json:"period_ns"`
+	// PeriodNs is the period a sampling window opens in (1 s by
+	// default); MaxPeriodNs the longest period of the run: the default
+	// stretches, up to 2 s, when windows would be too short or switching
+	// the hooks too costly.
+	PeriodNs    int64 `json:"period_ns"`
+	MaxPeriodNs int64 `json:"max_period_ns,omitempty"`
+	// SwitchNs is the time perfscope's process spent attaching and
+	// detaching sampled groups over the window (kernel text patching
+	// that waits on every CPU).
+	SwitchNs int64 `json:"switch_ns"`
+	// ProcessShare is perfscope's process CPU while the budget governed
+	// (from the window's first readings to its last period), spread over
+	// every CPU: the budget takes it off what the programs may take.
+	ProcessShare float64 `json:"process_share"`
 	// TotalShare is what perfscope took of the busiest CPU, its process
 	// included: the programs there (CPUCost.MaxShare) plus the process's
 	// CPU time spread over every CPU (Overhead.ProcessCPUShare). The

@@ -118,6 +118,12 @@ func checkDefaultBudget(t *testing.T, ov evidence.Overhead, maxShare float64) {
 	if want := ov.CPUCost.MaxShare + ov.ProcessCPUShare; math.Abs(ov.Budget.TotalShare-want) > 1e-12 || ov.ProcessCPUShare <= 0 {
 		t.Errorf("total share %v, want the busiest CPU's programs and the process's share, %v", ov.Budget.TotalShare, want)
 	}
+	// The process's CPU while governed is what the budget took off the
+	// programs; switching sampled groups is part of it.
+	if ov.Budget.ProcessShare <= 0 || ov.Budget.ProcessShare > ov.ProcessCPUShare+1e-9 || ov.Budget.SwitchNs <= 0 || ov.Budget.PeriodNs != int64(time.Second) {
+		t.Errorf("budget: process %.3f %% while governed (%.3f %% over the window), switching %d ns, period %d ns",
+			100*ov.Budget.ProcessShare, 100*ov.ProcessCPUShare, ov.Budget.SwitchNs, ov.Budget.PeriodNs)
+	}
 	sampled := 0
 	for _, g := range ov.Budget.Groups {
 		t.Logf("  %s (%s): exact %v, %v", g.Group, g.Class, g.Exact, g.Estimate)

@@ -19,17 +19,20 @@ import (
 )
 
 // Budget is an overhead budget for a window: how much of any one CPU's
-// time perfscope's BPF programs may take. Within it, a governor keeps the
+// time perfscope may take — its BPF programs on that CPU plus its own
+// process's CPU spread over every CPU. Within it, a governor keeps the
 // hooks that fire per batch of packets (softirq runs, NAPI polls, lock
 // contention) attached and exact while they fit, and attaches the hooks
 // that fire per packet in sampling windows, detached in between, scaling
 // what the windows saw to the whole window (each such number carries an
 // evidence.Estimate). It measures the programs' cost per CPU at every
-// window (their own run counters, no bpf_stats needed) and shortens the
-// windows when they would cost more than the budget.
+// window (their own run counters, no bpf_stats needed) and the process's
+// CPU every period, and shortens the windows when together they would
+// cost more than the budget.
 type Budget struct {
-	// CPUShare is the most of any one CPU's time the programs may take,
-	// the tracepoints' entry included (0.02: 2 %). Zero means no budget:
+	// CPUShare is the most of any one CPU's time perfscope may take: the
+	// programs, the tracepoints' entry included, plus the process spread
+	// over every CPU (0.02: 2 %). Zero means no budget:
 	// every hook attached throughout, every event counted (--exact).
 	CPUShare float64
 	// Period is how often a sampling window opens (DefaultBudgetPeriod
@@ -39,16 +42,18 @@ type Budget struct {
 }
 
 // DefaultBudget is the budget of perfscope's commands: 2 % of any one CPU.
-// A CPU saturated by packet work loses about the share of its time its
-// programs take, so 2 % keeps a flood's loss under the 5 % an operator can
-// run in production without asking, with room for what the cost model
-// does not see (cache misses the programs cause in the code around them).
+// A CPU saturated by packet work loses about the share of its time
+// perfscope takes — its programs there and its process — so 2 % keeps a
+// flood's loss near 2 %, under the 5 % an operator can run in production
+// without asking, with room for what the cost model does not see (cache
+// misses the programs cause in the code around them).
 const DefaultBudget = 0.02
 
 const (
 	// DefaultBudgetPeriod: a window opens every second, so a 10 s run has
 	// 10 windows to estimate from; each window costs perfscope's process
-	// ~0.2 ms per hook to attach and detach.
+	// ~0.2–0.5 ms per hook to attach and detach, and when that would take
+	// more than switchShare of the budget the period stretches.
 	DefaultBudgetPeriod = time.Second
 	// Windows are never shorter than this: attaching a group of hooks
 	// takes ~0.2 ms per hook, and a window must dwarf it.
@@ -74,6 +79,14 @@ const (
 	promoteBelow = 0.4
 	// Windows are planned at most this much shorter for late timers.
 	maxOverrun = 3.0
+	// The default period stretches (up to maxBudgetPeriod) until the
+	// period's attaches and detaches take at most this share of the
+	// budget: at 12 hooks switched the flood's periods take ~8 ms of
+	// switching, and a 1 s period spent 0.8 % of a CPU on it.
+	switchShare = 0.25
+	// The process's own CPU comes off the programs' budget, up to this
+	// share of it.
+	maxProcessShare = 0.5
 	// Per-run cost assumed for a program not timed yet.
 	untimedPerRun = 100 * time.Nanosecond
 )
@@ -151,6 +164,9 @@ type governedGroup struct {
 	// tailRate: runs per second over that tick, kept for the period's
 	// estimate when the window opened with the period (else 0).
 	tailRate float64
+	// switchNs is what one attach or detach of the group takes
+	// perfscope's process, smoothed (0 until it switched).
+	switchNs float64
 
 	// This window's record.
 	onSince time.Time // when attached, zero when detached
@@ -202,6 +218,17 @@ type governor struct {
 	refStart  uint64
 	refMu     sync.Mutex
 	refFailed bool
+	// switched is the time spent switching sampled groups this window.
+	switched time.Duration
+	// cpuTime is the process's CPU time so far (processCPU; a fake in
+	// tests); procAt its reading at the last period boundary, procRate
+	// the process's CPU per CPU, ns per second, smoothed like the
+	// groups' rates, and procSpent what it took over this window's
+	// periods.
+	cpuTime   func() time.Duration
+	procAt    time.Duration
+	procRate  float64
+	procSpent time.Duration
 	// overrun is how much longer than planned the sampling windows have
 	// been attached (1: on time), smoothed.
 	overrun float64
@@ -218,7 +245,7 @@ type governor struct {
 // newGovernor finds the hook groups of the probes; nil when none can be
 // governed (fakes, perf-event-only runs).
 func newGovernor(b Budget, all []probes.Probe, entry time.Duration) *governor {
-	g := &governor{budget: b, entry: entry, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15))}
+	g := &governor{budget: b, entry: entry, cpuTime: processCPU, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x9e3779b97f4a7c15))}
 	for _, p := range all {
 		c, ok := p.(probes.SelfCounted)
 		if !ok {
@@ -269,6 +296,7 @@ func (g *governor) prepare() error {
 	for _, gg := range g.groups {
 		gg.periods, gg.spans, gg.detached, gg.onSince, gg.curOn, gg.refOn = nil, nil, false, time.Time{}, 0, 0
 	}
+	g.switched, g.procSpent = 0, 0
 	if g.fixRate == nil {
 		if err := g.calibrate(); err != nil {
 			return err
@@ -293,6 +321,9 @@ func (g *governor) prepare() error {
 // finish.
 func (g *governor) start(begin time.Time) {
 	g.began = begin
+	if g.cpuTime != nil {
+		g.procAt = g.cpuTime()
+	}
 	ref := g.readRef()
 	g.refStart = ref
 	for _, gg := range g.groups {
@@ -427,7 +458,7 @@ const guardSlack = 2.0
 // fixed costs, split by the groups' measured rates (evenly while none is
 // known), times slack. g.mu held.
 func (g *governor) allowances(period time.Duration, slack float64) map[*governedGroup][]float64 {
-	budget := g.budget.CPUShare * 1e9
+	budget := g.programBudget()
 	left := make([]float64, g.cpus)
 	sum := make([]float64, g.cpus)
 	var sampled []*governedGroup
@@ -607,6 +638,7 @@ func (g *governor) switchGroup(gg *governedGroup, on bool) time.Time {
 	if on == gg.hg.IsAttached() {
 		return time.Time{}
 	}
+	began := time.Now()
 	if on {
 		t, err := gg.hg.Attach()
 		if err != nil {
@@ -614,6 +646,7 @@ func (g *governor) switchGroup(gg *governedGroup, on bool) time.Time {
 		}
 		ref := g.readRef()
 		g.mu.Lock()
+		g.noteSwitch(gg, time.Since(began))
 		gg.onSince, gg.refSince = t, ref
 		g.mu.Unlock()
 		return t
@@ -621,10 +654,23 @@ func (g *governor) switchGroup(gg *governedGroup, on bool) time.Time {
 	t, _ := gg.hg.Detach()
 	ref := g.readRef()
 	g.mu.Lock()
+	g.noteSwitch(gg, time.Since(began))
 	gg.closeSpan(t, ref)
 	gg.detached = true
 	g.mu.Unlock()
 	return t
+}
+
+// noteSwitch keeps what a switch of the group took, wall time: the
+// kernel patches the tracepoints' call sites and waits on every CPU
+// (text_poke's IPIs), spinning, so it is CPU time as well (g.mu held).
+func (g *governor) noteSwitch(gg *governedGroup, d time.Duration) {
+	g.switched += d
+	if gg.switchNs == 0 {
+		gg.switchNs = float64(d)
+		return
+	}
+	gg.switchNs = (7*gg.switchNs + float64(d)) / 8
 }
 
 func (gg *governedGroup) closeSpan(t time.Time, ref uint64) {
@@ -727,6 +773,7 @@ func (g *governor) closePeriod(start, end time.Time) {
 	}
 	g.refStart = ref
 	runs := g.measure(cur, length, func(gg *governedGroup) time.Duration { return min(gg.curOn, length) })
+	g.measureProcess(length)
 	for _, gg := range g.groups {
 		p := samplePeriod{length: length, on: min(gg.curOn, length), runs: runs[gg], tailRate: gg.tailRate}
 		if refOK {
@@ -793,6 +840,33 @@ func (g *governor) measure(cur []probes.SelfCosts, length time.Duration, onOf fu
 	return runs
 }
 
+// measureProcess updates the process's CPU rate over a period of length
+// just ended (g.mu held). It rises at once and falls halfway, as the
+// groups' rates do.
+func (g *governor) measureProcess(length time.Duration) {
+	if g.cpuTime == nil || length <= 0 || g.cpus == 0 {
+		return
+	}
+	now := g.cpuTime()
+	spent := max(0, now-g.procAt)
+	g.procAt = now
+	g.procSpent += spent
+	rate := float64(spent) / length.Seconds() / float64(g.cpus)
+	g.procRate = riseAtOnce([]float64{g.procRate}, []float64{rate})[0]
+}
+
+// programBudget is what the programs may take of each CPU, ns per
+// second: the budget less the process's own CPU spread over every CPU
+// (attaching and detaching, the guard's and the profile's reads), so the
+// budget bounds what perfscope as a whole takes of a saturated CPU — that
+// is what a flood loses. The process may take at most maxProcessShare of
+// it: a busy moment of its own (a symbol read) must not starve the
+// windows of the estimates. g.mu held.
+func (g *governor) programBudget() float64 {
+	budget := g.budget.CPUShare * 1e9
+	return budget - math.Min(g.procRate, maxProcessShare*budget)
+}
+
 // calibrate measures every group's cost with all of them attached for a
 // moment before the first window (g.mu held), so that the first period is
 // planned from costs rather than guessed: a batch group that costs too
@@ -856,7 +930,7 @@ func (g *governor) readCounters() []probes.SelfCosts {
 // the period (stretched when the window would be too short). g.mu held.
 func (g *governor) plan() (duty float64, period time.Duration) {
 	period = g.budget.period()
-	budget := g.budget.CPUShare * 1e9 // ns per second of each CPU
+	budget := g.programBudget() // ns per second of each CPU
 	exactCost := func() []float64 {
 		c := make([]float64, g.cpus)
 		copy(c, g.fixRate)
@@ -922,6 +996,16 @@ func (g *governor) plan() (duty float64, period time.Duration) {
 		}
 		duty = math.Min(duty, math.Max(0, budget-left[cpu])/sampled[cpu])
 	}
+	// Switching is perfscope's own cost too: every attach and detach
+	// patches the tracepoints' call sites and waits on every CPU (a
+	// quarter to a half of the process's CPU during a flood). The default
+	// period stretches until the period's switches take at most
+	// switchShare of the budget; the windows stretch with it, so the
+	// coverage stays what the budget allows, in fewer, longer windows. A
+	// period given (a timeline's interval) is kept.
+	if g.budget.Period == 0 && duty < attachAllAbove {
+		period = min(maxBudgetPeriod, max(period, g.switchingPeriod()))
+	}
 	if w := time.Duration(duty * float64(period)); w < minSampleWindow {
 		period = maxBudgetPeriod
 		if duty > 0 {
@@ -930,6 +1014,22 @@ func (g *governor) plan() (duty float64, period time.Duration) {
 		duty = float64(minSampleWindow) / float64(period)
 	}
 	return duty, period
+}
+
+// switchingPeriod is the shortest period whose switches (an attach and a
+// detach of every sampled group) take at most switchShare of the budget;
+// 0 until they were timed (g.mu held).
+func (g *governor) switchingPeriod() time.Duration {
+	var perPeriod float64
+	for _, gg := range g.groups {
+		if gg.sampled() {
+			perPeriod += 2 * gg.switchNs
+		}
+	}
+	if perPeriod == 0 || g.budget.CPUShare <= 0 {
+		return 0
+	}
+	return time.Duration(perPeriod / (switchShare * g.budget.CPUShare))
 }
 
 func addRate(dst, r []float64) {
@@ -952,7 +1052,10 @@ func maxOf(v []float64) float64 {
 func (g *governor) use() (*evidence.BudgetUse, *Coverage) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	u := &evidence.BudgetUse{CPUShare: g.budget.CPUShare, PeriodNs: int64(g.budget.period())}
+	u := &evidence.BudgetUse{CPUShare: g.budget.CPUShare, PeriodNs: int64(g.budget.period()), SwitchNs: int64(g.switched)}
+	if span := g.ended.Sub(g.began); span > 0 && g.cpus > 0 {
+		u.ProcessShare = float64(g.procSpent) / (float64(span) * float64(g.cpus))
+	}
 	cov := &Coverage{groups: map[string]groupCoverage{}}
 	for _, gg := range g.groups {
 		gc := groupCoverage{exact: !gg.detached, spans: append([]span(nil), gg.spans...)}
@@ -964,6 +1067,9 @@ func (g *governor) use() (*evidence.BudgetUse, *Coverage) {
 			gc.estimate.Hooks = gg.hg.Hooks
 		}
 		cov.groups[gg.hg.Name] = gc
+		for _, p := range gg.periods {
+			u.MaxPeriodNs = max(u.MaxPeriodNs, int64(p.length))
+		}
 		u.Groups = append(u.Groups, evidence.HookSampling{Group: gg.hg.Name, Class: gg.hg.Class.String(),
 			Hooks: gg.hg.Hooks, Exact: gc.exact, Estimate: gc.estimate})
 	}

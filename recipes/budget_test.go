@@ -228,6 +228,76 @@ func TestGovernorPlan(t *testing.T) {
 	}
 }
 
+// Costly switching stretches the default period until the period's
+// attaches and detaches take a quarter of the budget, windows stretching
+// with it (same duty); a period the caller gave is kept, and cheap
+// switching leaves the default second.
+func TestGovernorPlanStretchesForSwitching(t *testing.T) {
+	const s = 1e9
+	pkts := &governedGroup{hg: &probes.HookGroup{Name: "packets", Class: probes.PerPacket}, rate: rates(0.1*s, 0.1*s)}
+	sock := &governedGroup{hg: &probes.HookGroup{Name: "sockets", Class: probes.PerPacket}, rate: rates(0.1*s, 0.1*s)}
+	g := &governor{budget: Budget{CPUShare: 0.02}, cpus: 2, fixRate: rates(0, 0), groups: []*governedGroup{pkts, sock}}
+	base, _ := g.plan()
+	// Two groups, an attach and a detach each, 2 ms a switch: 8 ms a
+	// period, a quarter of 2 % is 5 ms a second: 1.6 s.
+	pkts.switchNs, sock.switchNs = 2e6, 2e6
+	duty, period := g.plan()
+	if duty != base || period != 1600*time.Millisecond {
+		t.Errorf("duty %v (was %v), period %v, want 1.6s", duty, base, period)
+	}
+	// Costlier still: the period stops at its longest.
+	pkts.switchNs, sock.switchNs = 20e6, 20e6
+	if _, period := g.plan(); period != maxBudgetPeriod {
+		t.Errorf("period %v, want %v", period, maxBudgetPeriod)
+	}
+	// Cheap switching: the default second.
+	pkts.switchNs, sock.switchNs = 0.1e6, 0.1e6
+	if _, period := g.plan(); period != DefaultBudgetPeriod {
+		t.Errorf("period %v, want the default", period)
+	}
+	// A timeline's interval is the period, whatever switching costs.
+	g.budget.Period = 500 * time.Millisecond
+	pkts.switchNs, sock.switchNs = 20e6, 20e6
+	if _, period := g.plan(); period != 500*time.Millisecond {
+		t.Errorf("period %v, want the interval's 500ms", period)
+	}
+}
+
+// The process's own CPU comes off the programs' share of the budget: a
+// process at 0.5 % of every CPU leaves the programs 1.5 % of 2 %, and one
+// busier than half the budget still leaves the programs half of it.
+func TestGovernorBudgetsTheProcess(t *testing.T) {
+	const s = 1e9
+	pkts := &governedGroup{hg: &probes.HookGroup{Name: "packets", Class: probes.PerPacket}, rate: rates(0.1*s, 0.1*s)}
+	var cpu time.Duration
+	g := &governor{budget: Budget{CPUShare: 0.02}, cpus: 2, fixRate: rates(0, 0), groups: []*governedGroup{pkts},
+		cpuTime: func() time.Duration { return cpu }}
+	if duty, _ := g.plan(); math.Abs(duty-0.2) > 1e-9 {
+		t.Fatalf("duty %v without a process cost, want 0.2", duty)
+	}
+	// A second in which the process took 10 ms: 0.5 % of each of 2 CPUs.
+	cpu = 10 * time.Millisecond
+	g.measureProcess(time.Second)
+	if duty, _ := g.plan(); math.Abs(duty-0.15) > 1e-9 {
+		t.Errorf("duty %v with the process at 0.5 %%, want 0.15", duty)
+	}
+	// The process's rate falls halfway, as the groups' do.
+	g.measureProcess(time.Second)
+	if duty, _ := g.plan(); math.Abs(duty-0.175) > 1e-9 {
+		t.Errorf("duty %v after a quiet second, want 0.175", duty)
+	}
+	// A busy second (symbols read: 100 ms, 5 % of every CPU): the
+	// programs keep half the budget.
+	cpu += 100 * time.Millisecond
+	g.measureProcess(time.Second)
+	if duty, _ := g.plan(); math.Abs(duty-0.1) > 1e-9 {
+		t.Errorf("duty %v with the process over the budget, want 0.1", duty)
+	}
+	if g.procSpent != 110*time.Millisecond {
+		t.Errorf("process spent %v over the periods, want 110ms", g.procSpent)
+	}
+}
+
 func TestEstimateOf(t *testing.T) {
 	sec := time.Second
 	steady := []samplePeriod{sp(sec, 100*time.Millisecond, 1000), sp(sec, 50*time.Millisecond, 500), sp(sec, 200*time.Millisecond, 2000)}

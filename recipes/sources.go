@@ -44,10 +44,26 @@ type Sources struct {
 	JVMs hsperf.FS
 	// Probes opens the BPF probes.
 	Probes Opener
-	// Packets counts the packets through this namespace's interfaces,
-	// exactly: the overhead budget scales per-packet estimates by it. Nil
-	// scales them by time.
-	Packets func() (uint64, error)
+	// Packets opens a counter of the packets through this namespace's
+	// interfaces, exact and always counting: the overhead budget scales
+	// per-packet estimates by it. Nil (or one that fails to open) scales
+	// them by time.
+	Packets func() (PacketCounter, error)
+}
+
+// PacketCounter counts packets; a session reads it many times a second
+// and closes it when it closes.
+type PacketCounter interface {
+	Packets() (uint64, error)
+	Close() error
+}
+
+func openNetDevCounter() (PacketCounter, error) {
+	c, err := procfs.Default.OpenNetDevCounter()
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // Live reads the running system.
@@ -60,7 +76,7 @@ func Live() Sources {
 		Symbols: symbols.Default,
 		JVMs:    hsperf.Default,
 		Probes:  LiveProbes(),
-		Packets: procfs.Default.NetDevPackets,
+		Packets: openNetDevCounter,
 	}
 }
 

@@ -111,6 +111,9 @@ type Session struct {
 	// gov keeps the hook groups within a window's budget; it outlives
 	// windows so that costs measured in one plan the next.
 	gov *governor
+	// packets is the governor's reference counter, open while the
+	// session is.
+	packets PacketCounter
 }
 
 // Open opens every part, in order; on error the parts opened so far are
@@ -137,6 +140,10 @@ func (s *Session) Close() error {
 		for j := len(ps) - 1; j >= 0; j-- {
 			errs = append(errs, ps[j].Close())
 		}
+	}
+	if s.packets != nil {
+		errs = append(errs, s.packets.Close())
+		s.packets = nil
 	}
 	return errors.Join(errs...)
 }
@@ -319,7 +326,13 @@ func (s *Session) governor(b Budget, all []probes.Probe, entry time.Duration) (*
 		if s.gov = newGovernor(b, all, entry); s.gov == nil {
 			return nil, nil
 		}
-		s.gov.ref = s.src.Packets
+		if s.src.Packets != nil {
+			// Unopenable: the estimates scale by time, as without one.
+			if pc, err := s.src.Packets(); err == nil {
+				s.packets = pc
+				s.gov.ref = pc.Packets
+			}
+		}
 	}
 	s.gov.budget = b
 	return s.gov, s.gov.prepare()

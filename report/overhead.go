@@ -48,16 +48,24 @@ func writeOverhead(w io.Writer, ov *evidence.Overhead) {
 			entry, c.MaxCPU, Percent(c.MaxShare), Percent(c.Share))
 	}
 	if b := ov.Budget; b != nil {
-		fmt.Fprintf(w, "overhead budget: %s of any one CPU for the programs", Percent(b.CPUShare))
+		fmt.Fprintf(w, "overhead budget: %s of any one CPU for perfscope, programs and process", Percent(b.CPUShare))
 		if ov.CPUCost != nil {
+			governed := ov.CPUCost.MaxShare + b.ProcessShare
 			verdict := "kept"
-			if ov.CPUCost.MaxShare > b.CPUShare {
+			if governed > b.CPUShare {
 				verdict = "exceeded"
 			}
-			fmt.Fprintf(w, " — %s (%s); with the process's share of a CPU (%s) perfscope took %s of the busiest CPU",
-				verdict, Percent(ov.CPUCost.MaxShare), Percent(ov.ProcessCPUShare), Percent(b.TotalShare))
+			fmt.Fprintf(w, " — %s (%s: programs %s of the busiest CPU, process %s of every CPU while governed); over the whole window, readings and symbols included, perfscope took %s of the busiest CPU",
+				verdict, Percent(governed), Percent(ov.CPUCost.MaxShare), Percent(b.ProcessShare), Percent(b.TotalShare))
 		}
 		fmt.Fprintln(w)
+		if b.SwitchNs > 0 {
+			period := Nanos(float64(b.PeriodNs))
+			if b.MaxPeriodNs > b.PeriodNs {
+				period += " stretched up to " + Nanos(float64(b.MaxPeriodNs))
+			}
+			fmt.Fprintf(w, "  windows every %s; attaching and detaching them took the process %s\n", period, Nanos(float64(b.SwitchNs)))
+		}
 		for _, g := range b.Groups {
 			how := "exact (attached throughout)"
 			if g.Estimate != nil {

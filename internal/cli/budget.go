@@ -10,7 +10,7 @@ import (
 // probes the budget governs.
 func budgetFlags(f *pflag.FlagSet, pct *float64, exact *bool) {
 	f.Float64Var(pct, "overhead-budget", 100*recipes.DefaultBudget,
-		"the most of any one CPU's time perfscope's BPF programs may take, in percent; per-packet tracepoints are then attached in sampling windows and their counts estimated")
+		"the most of any one CPU's time perfscope may take (its BPF programs there plus its own process spread over every CPU), in percent; per-packet tracepoints are then attached in sampling windows and their counts estimated")
 	f.BoolVar(exact, "exact", false, "attach every tracepoint for the whole run and count every event, whatever it costs")
 }
 

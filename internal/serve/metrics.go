@@ -145,7 +145,7 @@ func NewMetrics(recipe string) *Metrics {
 		findingsCountDesc: prometheus.NewDesc(ns+"findings", "Findings of the last window, per severity.", []string{"severity"}, nil),
 		shareDesc:         prometheus.NewDesc(ns+"bpf_time_share", "perfscope's BPF run time over all CPUs' time in the last window (0-1).", nil, nil),
 		processDesc:       prometheus.NewDesc(ns+"process_cpu_share", "perfscope's own process CPU time over all CPUs' time in the last window (0-1).", nil, nil),
-		budgetDesc:        prometheus.NewDesc(ns+"overhead_budget_share", "The overhead budget: the most of any one CPU's time perfscope's BPF programs were to take (0-1); absent with exact windows.", nil, nil),
+		budgetDesc:        prometheus.NewDesc(ns+"overhead_budget_share", "The overhead budget: the most of any one CPU's time perfscope was to take, its BPF programs there plus its process spread over every CPU (0-1); absent with exact windows.", nil, nil),
 		totalDesc:         prometheus.NewDesc(ns+"overhead_total_share", "What perfscope took of the busiest CPU in the last window, its process included: the BPF programs there plus the process's share of a CPU (0-1).", nil, nil),
 		statsDesc:         prometheus.NewDesc(ns+"bpf_stats_available", "1 when bpf_stats measured the last window's BPF cost (needs CAP_SYS_ADMIN); 0 when they were unavailable or left off under the overhead budget (run times then from the programs' own timing).", nil, nil),
 		lastEndDesc:       prometheus.NewDesc(ns+"last_window_end_timestamp_seconds", "When the last window ended (Unix time).", nil, nil),
