@@ -136,22 +136,32 @@ func (p *Profile) prefetchMappings() {
 	defer p.prefetch.Done()
 	defer gosafe.Recover(&p.prefetchErr)
 	// Often enough to catch most short-lived commands (a shell pipeline's
-	// grep, a compiler run), cheap because only the hash keys are read.
+	// grep, a compiler run), cheap because PIDs reads only the processes
+	// sampled since the last tick, not the profile.
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	seen := map[int]bool{}
+	poll := func() {
+		pids, _ := p.probe.PIDs() // best effort: a failed read only costs names
+		for _, pid := range pids {
+			if !seen[pid] && pid != 0 {
+				seen[pid] = true
+				p.sym.Prefetch(pid)
+			}
+		}
+	}
 	for {
 		select {
 		case <-p.stop:
+			// PIDs names what was sampled since its last call, whatever
+			// the window: taking the tail now, before End names this
+			// window, keeps the next window's first poll from prefetching
+			// this window's processes again after they have exited (and
+			// after the symbol cache has pruned them).
+			poll()
 			return
 		case <-tick.C:
-			pids, _ := p.probe.PIDs() // best effort: a failed read only costs names
-			for _, pid := range pids {
-				if !seen[pid] && pid != 0 {
-					seen[pid] = true
-					p.sym.Prefetch(pid)
-				}
-			}
+			poll()
 		}
 	}
 }

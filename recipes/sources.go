@@ -118,7 +118,8 @@ type (
 		probes.Snapshotter[cpuprofile.Profile]
 		Start() error
 		Stop() error
-		// PIDs lists the processes sampled so far (cheap: map keys only).
+		// PIDs lists the processes sampled since the previous call
+		// (cheap: one small map, read and emptied).
 		PIDs() ([]int, error)
 		// Drain returns the samples since the last Drain and empties
 		// them out of the kernel (a profiler opened Continuous).

@@ -484,67 +484,87 @@ func clearGeneration(counts, stacks *ebpf.Map, keys []cpuprofileSampleKey) error
 			}
 		}
 	}
-	var ids []uint32
-	var id uint32
+	_, err := emptyMap(stacks, "stack map")
+	return err
+}
+
+// emptyMap lists a map's keys, then deletes each, and returns those it
+// deleted: for maps without batch operations (a stack map) or kernels
+// without them (before 5.6). A key added in between stays.
+func emptyMap(m *ebpf.Map, name string) ([]uint32, error) {
+	var keys []uint32
+	var key uint32
 	var prev any // nil: the first key
 	for {
-		if err := stacks.NextKey(prev, &id); err != nil {
+		if err := m.NextKey(prev, &key); err != nil {
 			if errors.Is(err, ebpf.ErrKeyNotExist) {
 				break
 			}
-			return fmt.Errorf("list stacks: %w", err)
+			return nil, fmt.Errorf("list %s: %w", name, err)
 		}
-		ids = append(ids, id)
-		cur := id
+		keys = append(keys, key)
+		cur := key
 		prev = &cur
 	}
-	for _, id := range ids {
-		if err := stacks.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("empty stack map: %w", err)
+	for i, key := range keys {
+		if err := m.Delete(key); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return keys[:i], fmt.Errorf("empty %s: %w", name, err)
 		}
 	}
-	return nil
+	return keys, nil
 }
 
-// PIDs lists the processes sampled so far, without reading stacks: cheap
-// enough to call every second so that callers can read the mappings of
-// short-lived processes before they exit.
+// PIDs lists the processes (tgids) sampled since the previous call (since
+// Start for the first), without reading stacks, so that a caller polling
+// it can read the mappings of short-lived processes before they exit. The
+// program notes each sampled process in sampled_tgids; PIDs reads and
+// empties that map, so a call costs syscalls in proportion to the
+// processes new since the last one rather than to every stack counted:
+// reading all of sample_counts' keys four times a second for the same
+// answer was about a tenth of perfscope's own CPU while a UDP flood ran.
+// A process sampled again after a call is named again; one noted while the
+// map was full is not named at all (its samples still count: its mappings
+// are read at symbolization instead).
 func (p *Profiler) PIDs() ([]int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.objs == nil {
 		return nil, errors.New("cpuprofile: PIDs after Close")
 	}
-	seen := map[uint32]bool{}
+	m := p.objs.SampledTgids
 	var out []int
-	counts, _ := p.generation(p.gen)
-	// In batches: called four times a second during a window, and an
-	// iterator's two syscalls per key made it perfscope's largest cost
-	// while a flood ran (about 1 % of a CPU at a few thousand keys).
-	keys := make([]cpuprofileSampleKey, pidBatch)
-	values := make([]uint64, pidBatch)
+	tgids := make([]uint32, pidBatch)
+	noted := make([]uint8, pidBatch)
 	var cursor ebpf.MapBatchCursor
 	for {
-		n, err := counts.BatchLookup(&cursor, keys, values, nil)
-		for _, k := range keys[:n] {
-			if !seen[k.Tgid] {
-				seen[k.Tgid] = true
-				out = append(out, int(k.Tgid))
-			}
+		// Each batch reads and deletes whole hash buckets at once: a
+		// process noted after its bucket was read stays for the next call.
+		n, err := m.BatchLookupAndDelete(&cursor, tgids, noted, nil)
+		for _, tgid := range tgids[:n] {
+			out = append(out, int(tgid))
 		}
 		if errors.Is(err, ebpf.ErrKeyNotExist) {
 			return out, nil
 		}
+		if errors.Is(err, ebpf.ErrNotSupported) && len(out) == 0 {
+			// Kernels before 5.6 have no batch operations.
+			tgids, err := emptyMap(m, "sampled_tgids")
+			for _, tgid := range tgids {
+				out = append(out, int(tgid))
+			}
+			return out, err
+		}
 		if err != nil {
-			return out, fmt.Errorf("read sample_counts: %w", err)
+			// What was read is already deleted: return it with the error.
+			return out, fmt.Errorf("read sampled_tgids: %w", err)
 		}
 	}
 }
 
-// pidBatch is how many keys PIDs reads per syscall: far more than a hash
+// pidBatch is how many tgids PIDs reads per syscall: far more than a hash
 // bucket holds (a batch must take a whole bucket). A variable so the test
-// can make every read span batches.
-var pidBatch = 1024
+// can make a read span batches.
+var pidBatch = 256
 
 func (p *Profiler) readLost() (Lost, error) {
 	m := p.objs.LostSamples

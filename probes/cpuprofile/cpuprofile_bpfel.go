@@ -56,6 +56,7 @@ const (
 	cpuprofileMapLostSamples        = "lost_samples"
 	cpuprofileMapSampleCounts       = "sample_counts"
 	cpuprofileMapSampleCounts1      = "sample_counts_1"
+	cpuprofileMapSampledTgids       = "sampled_tgids"
 	cpuprofileMapSelfCosts          = "self_costs"
 	cpuprofileMapStackTraces        = "stack_traces"
 	cpuprofileMapStackTraces1       = "stack_traces_1"
@@ -121,6 +122,7 @@ type cpuprofileMapSpecs struct {
 	LostSamples   *ebpf.MapSpec `ebpf:"lost_samples"`
 	SampleCounts  *ebpf.MapSpec `ebpf:"sample_counts"`
 	SampleCounts1 *ebpf.MapSpec `ebpf:"sample_counts_1"`
+	SampledTgids  *ebpf.MapSpec `ebpf:"sampled_tgids"`
 	SelfCosts     *ebpf.MapSpec `ebpf:"self_costs"`
 	StackTraces   *ebpf.MapSpec `ebpf:"stack_traces"`
 	StackTraces1  *ebpf.MapSpec `ebpf:"stack_traces_1"`
@@ -162,6 +164,7 @@ type cpuprofileMaps struct {
 	LostSamples   *ebpf.Map `ebpf:"lost_samples"`
 	SampleCounts  *ebpf.Map `ebpf:"sample_counts"`
 	SampleCounts1 *ebpf.Map `ebpf:"sample_counts_1"`
+	SampledTgids  *ebpf.Map `ebpf:"sampled_tgids"`
 	SelfCosts     *ebpf.Map `ebpf:"self_costs"`
 	StackTraces   *ebpf.Map `ebpf:"stack_traces"`
 	StackTraces1  *ebpf.Map `ebpf:"stack_traces_1"`
@@ -174,6 +177,7 @@ func (m *cpuprofileMaps) Close() error {
 		m.LostSamples,
 		m.SampleCounts,
 		m.SampleCounts1,
+		m.SampledTgids,
 		m.SelfCosts,
 		m.StackTraces,
 		m.StackTraces1,

@@ -3,9 +3,11 @@ package cpuprofile
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,16 +64,23 @@ func TestFramesAreRootFirstWithRootFrame(t *testing.T) {
 	}
 }
 
-func profileFor(t *testing.T, opts Options, d time.Duration) Profile {
+// startProfiler opens and starts a profiler that is closed when t ends.
+func startProfiler(t *testing.T, opts Options) *Profiler {
 	t.Helper()
 	p, err := Open(opts)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	if err := p.Start(); err != nil {
 		t.Fatalf("start: %v", err)
 	}
+	return p
+}
+
+func profileFor(t *testing.T, opts Options, d time.Duration) Profile {
+	t.Helper()
+	p := startProfiler(t, opts)
 	time.Sleep(d)
 	if err := p.Stop(); err != nil {
 		t.Errorf("stop: %v", err)
@@ -218,23 +227,16 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
-// PIDs reads the processes of the counted samples in batches; it must
-// name exactly the processes the snapshot of the same map holds, however
-// many keys span the batches.
+// PIDs reads the processes noted since Start in batches; after Stop it
+// must name exactly the processes the snapshot holds samples of, however
+// many batches the read spans, and then nothing more.
 func TestPIDsNameEverySampledProcess(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
 	spinner := testutil.StartSpinner(t, 3)
 	defer func(n int) { pidBatch = n }(pidBatch)
 	pidBatch = 4 // a dozen stacks span several batches
-	p, err := Open(Options{Frequency: 999})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	defer p.Close()
-	if err := p.Start(); err != nil {
-		t.Fatalf("start: %v", err)
-	}
+	p := startProfiler(t, Options{Frequency: 999})
 	time.Sleep(1500 * time.Millisecond)
 	if err := p.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
@@ -271,5 +273,93 @@ func TestPIDsNameEverySampledProcess(t *testing.T) {
 	if !got[spinner.Process.Pid] {
 		t.Errorf("the spinner (pid %d) is not among %d pids", spinner.Process.Pid, len(pids))
 	}
+	if again, err := p.PIDs(); err != nil || len(again) != 0 {
+		t.Errorf("PIDs after a stopped profiler's PIDs = %v, %v; want none", again, err)
+	}
 	t.Logf("%d processes in %d sampled stacks", len(pids), len(prof.Samples))
+}
+
+// PIDs names each process once per sampling since the previous call: a
+// short-lived one after it has exited (the reason PIDs exists), a busy one
+// not again while it is stopped, and again once it runs; emptying the
+// noted processes must not take anything away from the counts.
+func TestPIDsNamesNewProcessesOnce(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	p := startProfiler(t, Options{Frequency: 999})
+	named := func(what string, pid int) bool {
+		t.Helper()
+		pids, err := p.PIDs()
+		if err != nil {
+			t.Fatalf("PIDs (%s): %v", what, err)
+		}
+		found := false
+		for _, n := range pids {
+			if n == 0 {
+				t.Errorf("PIDs (%s) named the idle task", what)
+			}
+			found = found || n == pid
+		}
+		return found
+	}
+
+	// A bounded shell loop of a few hundred milliseconds, gone before
+	// PIDs is asked.
+	short := exec.Command("sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done")
+	if err := short.Run(); err != nil {
+		t.Fatalf("short-lived loop: %v", err)
+	}
+	if !named("after the short-lived loop exited", short.Process.Pid) {
+		t.Errorf("the exited loop (pid %d) was not named", short.Process.Pid)
+	}
+	if named("right after", short.Process.Pid) {
+		t.Errorf("the exited loop (pid %d) was named twice", short.Process.Pid)
+	}
+
+	spinner := testutil.StartSpinner(t, 5)
+	pid := spinner.Process.Pid
+	cpuBefore := cpuTime(t, pid)
+	time.Sleep(500 * time.Millisecond)
+	if !named("while the spinner runs", pid) {
+		t.Fatalf("the running spinner (pid %d) was not named", pid)
+	}
+	if err := spinner.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// A stopped process is not sampled: once a call has taken what was
+	// noted before the stop took effect, the next must not name it.
+	time.Sleep(100 * time.Millisecond)
+	named("the spinner stopping", pid)
+	time.Sleep(100 * time.Millisecond)
+	if named("while the spinner is stopped", pid) {
+		t.Errorf("the stopped spinner (pid %d) was named again", pid)
+	}
+	if err := spinner.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if !named("once the spinner runs again", pid) {
+		t.Errorf("the resumed spinner (pid %d) was not named again", pid)
+	}
+	ran := cpuTime(t, pid) - cpuBefore
+	if err := p.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	prof, err := p.Snapshot()
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	counted := map[int]uint64{}
+	for _, s := range prof.Samples {
+		counted[s.PID] += s.Count
+	}
+	if counted[short.Process.Pid] == 0 {
+		t.Errorf("no samples counted of the short-lived loop (pid %d)", short.Process.Pid)
+	}
+	// As in TestBusyLoopIsTopUserFrame: 999 Hz × the spinner's CPU time,
+	// half of it for the 10 ms granularity of that time and the edges.
+	if want := ran.Seconds() * 999; float64(counted[pid]) < want/2 {
+		t.Errorf("%d samples of the spinner for %v of CPU at 999 Hz; want ≥ %.0f (lost %+v)", counted[pid], ran, want/2, prof.Lost)
+	}
+	t.Logf("short-lived loop %d samples, spinner %d samples for %v of CPU, lost %+v", counted[short.Process.Pid], counted[pid], ran, prof.Lost)
 }

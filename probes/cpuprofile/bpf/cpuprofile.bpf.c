@@ -83,6 +83,20 @@ struct {
 	__type(value, __u64);
 } in_flight SEC(".maps");
 
+/* The processes (tgids) sampled since user space last emptied this map
+ * (Profiler.PIDs), so that it can read a short-lived process's mappings
+ * before the process exits without reading every key of the count hash to
+ * learn which processes those keys name. Not part of the generations: it
+ * only says "read this process's maps soon". When full, a new process is
+ * not noted but its samples are still counted: its mappings are then read
+ * at symbolization, as they would be without the prefetch. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} sampled_tgids SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, LOST_REASONS);
@@ -161,6 +175,15 @@ static __always_inline int record(void *ctx, void *stack_traces, void *sample_co
 		} else if (!collect_kernel) {
 			return 0; /* --user-only: nothing of a kernel thread to show */
 		}
+	}
+
+	/* Noted once the sample can no longer be lost to a stack fault, so
+	 * PIDs names only processes with counted samples. The lockless lookup
+	 * first: a process already noted (nearly every sample) costs no bucket
+	 * lock. tgid 0 is the idle task, which has no mappings. */
+	if (tgid && !bpf_map_lookup_elem(&sampled_tgids, &tgid)) {
+		__u8 yes = 1;
+		bpf_map_update_elem(&sampled_tgids, &tgid, &yes, BPF_NOEXIST);
 	}
 
 	__u64 *count = bpf_map_lookup_elem(sample_counts, &key);
