@@ -46,7 +46,13 @@ trap cleanup EXIT INT TERM
 
 [ "$(id -u)" = 0 ] || { echo "budget.sh: needs root (BPF, namespaces)" >&2; exit 3; }
 command -v bpftrace >/dev/null || { echo "budget.sh: needs bpftrace (bash scripts/deps.sh bench)" >&2; exit 3; }
-(cd "$REPO" && CGO_ENABLED=0 go build -o "$BIN" ./cmd/perfscope)
+# BUDGET_BIN benchmarks a perfscope built elsewhere (another commit, a
+# variant) instead of this checkout's.
+if [ -n "${BUDGET_BIN:-}" ]; then
+	cp "$BUDGET_BIN" "$BIN"
+else
+	(cd "$REPO" && CGO_ENABLED=0 go build -o "$BIN" ./cmd/perfscope)
+fi
 # bpftrace finds tracepoints through tracefs in this mount namespace.
 if [ ! -d /sys/kernel/tracing/events ]; then
 	mount -t tracefs nodev /sys/kernel/tracing && MOUNTED_TRACEFS=1

@@ -114,7 +114,7 @@ type BudgetUse struct {
 	// the hooks too costly.
 	PeriodNs    int64 `json:"period_ns"`
 	MaxPeriodNs int64 `json:"max_period_ns,omitempty"`
-	// SwitchNs is the time perfscope's process spent attaching and
+	// SwitchNs is the CPU time perfscope's process spent attaching and
 	// detaching sampled groups over the window (kernel text patching
 	// that waits on every CPU).
 	SwitchNs int64 `json:"switch_ns"`

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/lockstat"
@@ -164,7 +166,7 @@ type governedGroup struct {
 	// tailRate: runs per second over that tick, kept for the period's
 	// estimate when the window opened with the period (else 0).
 	tailRate float64
-	// switchNs is what one attach or detach of the group takes
+	// switchNs is the CPU time one attach or detach of the group takes
 	// perfscope's process, smoothed (0 until it switched).
 	switchNs float64
 
@@ -218,7 +220,8 @@ type governor struct {
 	refStart  uint64
 	refMu     sync.Mutex
 	refFailed bool
-	// switched is the time spent switching sampled groups this window.
+	// switched is the CPU time spent switching sampled groups this
+	// window.
 	switched time.Duration
 	// cpuTime is the process's CPU time so far (processCPU; a fake in
 	// tests); procAt its reading at the last period boundary, procRate
@@ -356,6 +359,10 @@ type switchEvent struct {
 // own hooks rather than by all of them at once), close it, and measure.
 func (g *governor) loop(begin time.Time) {
 	defer close(g.done)
+	// On one thread, so that the thread's CPU clock times the switches
+	// (switchGroup runs only here).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	start := begin
 	for {
 		g.mu.Lock()
@@ -638,7 +645,7 @@ func (g *governor) switchGroup(gg *governedGroup, on bool) time.Time {
 	if on == gg.hg.IsAttached() {
 		return time.Time{}
 	}
-	began := time.Now()
+	began := threadCPU()
 	if on {
 		t, err := gg.hg.Attach()
 		if err != nil {
@@ -646,7 +653,7 @@ func (g *governor) switchGroup(gg *governedGroup, on bool) time.Time {
 		}
 		ref := g.readRef()
 		g.mu.Lock()
-		g.noteSwitch(gg, time.Since(began))
+		g.noteSwitch(gg, threadCPU()-began)
 		gg.onSince, gg.refSince = t, ref
 		g.mu.Unlock()
 		return t
@@ -654,16 +661,17 @@ func (g *governor) switchGroup(gg *governedGroup, on bool) time.Time {
 	t, _ := gg.hg.Detach()
 	ref := g.readRef()
 	g.mu.Lock()
-	g.noteSwitch(gg, time.Since(began))
+	g.noteSwitch(gg, threadCPU()-began)
 	gg.closeSpan(t, ref)
 	gg.detached = true
 	g.mu.Unlock()
 	return t
 }
 
-// noteSwitch keeps what a switch of the group took, wall time: the
-// kernel patches the tracepoints' call sites and waits on every CPU
-// (text_poke's IPIs), spinning, so it is CPU time as well (g.mu held).
+// noteSwitch keeps what a switch of the group took of the governor's
+// thread's CPU: the kernel patches the tracepoints' call sites and waits,
+// spinning, on every CPU (text_poke's IPIs). Wall time would also count
+// the waits for a CPU a flood keeps busy (g.mu held).
 func (g *governor) noteSwitch(gg *governedGroup, d time.Duration) {
 	g.switched += d
 	if gg.switchNs == 0 {
@@ -1014,6 +1022,16 @@ func (g *governor) plan() (duty float64, period time.Duration) {
 		duty = float64(minSampleWindow) / float64(period)
 	}
 	return duty, period
+}
+
+// threadCPU is the calling thread's CPU time (0 when unreadable: the
+// switches then count as free and the period is not stretched).
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // switchingPeriod is the shortest period whose switches (an attach and a
