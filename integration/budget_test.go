@@ -166,7 +166,8 @@ func pctOf(rel *float64) string {
 }
 
 // runLoopbackFlood floods 127.0.0.1 inside the lab's receiver namespace
-// into one socket read by one thread through a 4 KiB buffer, and runs
+// into one socket read by one thread through a 4 KiB buffer, beside a
+// paced 20 000 datagrams/s into another port, and runs
 // `perfscope udp --iface lo` there with the default budget, its command
 // line after prefix.
 func runLoopbackFlood(t *testing.T, lab *netlab.Lab, prefix []string) udpReport {
@@ -192,7 +193,22 @@ func runLoopbackFlood(t *testing.T, lab *netlab.Lab, prefix []string) udpReport 
 		t.Fatal(err)
 	}
 	defer func() { flood.Cancel(); flood.Wait() }()
-	time.Sleep(500 * time.Millisecond)
+	// Another service's traffic in the namespace, paced, on the next
+	// port: the sampled reads follow every UDP read of the namespace, so
+	// the port's share of them is what the windows must estimate.
+	other := fmt.Sprintf("127.0.0.1:%d", labPort+1)
+	otherSrv := lab.Command(ctx, lab.ReceiverNS, bin, "lab", "udp-server", "--listen", other, "--mode", "single",
+		"--threads", "1", "--for", "20s")
+	otherFlood := lab.Command(ctx, lab.ReceiverNS, bin, "lab", "udp-flood", "--target", other, "--senders", "1",
+		"--rate", "20000", "--duration", "12s", "--max-packets", "1000000")
+	for _, c := range []*exec.Cmd{otherSrv, otherFlood} {
+		if err := lab.Start(c); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { c.Cancel(); c.Wait() }()
+		time.Sleep(200 * time.Millisecond) // the server listens before the flood starts
+	}
+	time.Sleep(300 * time.Millisecond)
 
 	args := append(append([]string{}, prefix...), bin, "udp", "--iface", "lo", "--port", fmt.Sprint(labPort),
 		"--duration", "8s", "--no-profile", "-o", "json")

@@ -18,6 +18,7 @@ import (
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
 	"github.com/perfscope/perfscope/probes/softirq"
+	"github.com/perfscope/perfscope/probes/udpsock"
 )
 
 // Budget is an overhead budget for a window: how much of any one CPU's
@@ -172,13 +173,18 @@ type governedGroup struct {
 
 	// This window's record.
 	onSince time.Time // when attached, zero when detached
-	// refSince is the reference count when attached, refOn the reference
-	// counted while attached in the current period.
+	// ref is what the group's events follow (nil: none), refSince its
+	// count when the group attached, refOn what it counted while the
+	// group was attached in the current period.
+	ref             *reference
 	refSince, refOn uint64
-	periods         []samplePeriod
-	spans           []span
-	detached        bool // detached at least once in the window
-	curOn           time.Duration
+	// refSlack is the reference's uncertainty at the window edges of the
+	// current period (see switchGroup).
+	refSlack uint64
+	periods  []samplePeriod
+	spans    []span
+	detached bool // detached at least once in the window
+	curOn    time.Duration
 }
 
 func (g *governedGroup) sampled() bool { return g.hg.Class == probes.PerPacket || g.demoted }
@@ -191,6 +197,8 @@ type samplePeriod struct {
 	// ref is the reference counter's count over the period, refOn while
 	// the group was attached; both 0 without a usable reference.
 	ref, refOn uint64
+	// refSlack is how far refOn may be off at the windows' edges.
+	refSlack uint64
 	// tailRate is the group's runs per second over the guard's last tick
 	// when the guard ended a window that opened with the period: the
 	// rest of that period, after the window, ran at about that rate (a
@@ -214,12 +222,8 @@ type governor struct {
 	cpus     int
 	rng      *rand.Rand
 
-	// ref counts what the sampled events follow (packets through the
-	// namespace's interfaces), exactly and always; nil without one.
-	ref       func() (uint64, error)
-	refStart  uint64
-	refMu     sync.Mutex
-	refFailed bool
+	// refs are the references the groups follow (see reference).
+	refs []*reference
 	// switched is the CPU time spent switching sampled groups this
 	// window.
 	switched time.Duration
@@ -327,11 +331,12 @@ func (g *governor) start(begin time.Time) {
 	if g.cpuTime != nil {
 		g.procAt = g.cpuTime()
 	}
-	ref := g.readRef()
-	g.refStart = ref
+	for _, r := range g.refs {
+		r.start, r.failed = r.count(), false
+	}
 	for _, gg := range g.groups {
 		if gg.hg.IsAttached() {
-			gg.onSince, gg.refSince = begin, ref
+			gg.onSince, gg.refSince = begin, gg.ref.count()
 		}
 	}
 	g.stop, g.done = make(chan struct{}), make(chan struct{})
@@ -645,23 +650,31 @@ func (g *governor) switchGroup(gg *governedGroup, on bool) time.Time {
 	if on == gg.hg.IsAttached() {
 		return time.Time{}
 	}
+	// The programs start or stop counting somewhere inside the switch
+	// (it patches every CPU), and on a saturated machine the thread may
+	// wait for a CPU on either side of it: the reference is read before
+	// and after, its midpoint taken and half the difference kept as the
+	// edge's uncertainty, which the estimate's bound carries.
 	began := threadCPU()
+	before := gg.ref.count()
 	if on {
 		t, err := gg.hg.Attach()
 		if err != nil {
 			return time.Time{}
 		}
-		ref := g.readRef()
+		ref, slack := midpoint(before, gg.ref.count())
 		g.mu.Lock()
 		g.noteSwitch(gg, threadCPU()-began)
 		gg.onSince, gg.refSince = t, ref
+		gg.refSlack += slack
 		g.mu.Unlock()
 		return t
 	}
 	t, _ := gg.hg.Detach()
-	ref := g.readRef()
+	ref, slack := midpoint(before, gg.ref.count())
 	g.mu.Lock()
 	g.noteSwitch(gg, threadCPU()-began)
+	gg.refSlack += slack
 	gg.closeSpan(t, ref)
 	gg.detached = true
 	g.mu.Unlock()
@@ -695,19 +708,66 @@ func (gg *governedGroup) closeSpan(t time.Time, ref uint64) {
 	gg.onSince = time.Time{}
 }
 
-// readRef reads the reference counter (packets through this namespace's
-// interfaces); a failed read marks the period's reference unusable.
-func (g *governor) readRef() uint64 {
-	if g.ref == nil {
+// reference is an exact, always-counting kernel counter that a sampled
+// group's events follow: a ratio estimate scales what a window counted by
+// what the reference counted over the period against inside the window.
+type reference struct {
+	name string
+	read func() (uint64, error)
+	// start is the count at the last period boundary; failed says a read
+	// failed since, which makes the period's reference unusable.
+	start  uint64
+	mu     sync.Mutex
+	failed bool
+}
+
+// count reads the reference; 0 for none (nil) or a failed read, which
+// marks the period's reference unusable.
+func (r *reference) count() uint64 {
+	if r == nil {
 		return 0
 	}
-	n, err := g.ref()
+	n, err := r.read()
 	if err != nil {
-		g.refMu.Lock()
-		g.refFailed = true
-		g.refMu.Unlock()
+		r.mu.Lock()
+		r.failed = true
+		r.mu.Unlock()
 	}
 	return n
+}
+
+// The references a session offers the governor.
+const (
+	// PacketsReference: every per-packet group follows the packets
+	// through the namespace's interfaces...
+	PacketsReference = "packets through the namespace's interfaces (/proc/net/dev)"
+	// UDPReadsReference: ... except the socket reads, which follow the
+	// datagrams the namespace's sockets read. Scaled by packets, the
+	// reads' ratio moved with whatever the windows' hooks slowed more,
+	// the sender or the reader (loopback and veth floods: 5–22 % off);
+	// the reads of one port against every UDP read hardly moves.
+	UDPReadsReference = "UDP datagrams read in the namespace (Udp and Udp6 InDatagrams, /proc/net/snmp)"
+)
+
+// setReferences gives every group the reference its events follow: the
+// socket group the UDP reads when there is such a counter, every group
+// the packets otherwise (either may be nil: scaled by time then).
+func (g *governor) setReferences(packets, udpReads func() (uint64, error)) {
+	var pk, ur *reference
+	if packets != nil {
+		pk = &reference{name: PacketsReference, read: packets}
+		g.refs = append(g.refs, pk)
+	}
+	if udpReads != nil {
+		ur = &reference{name: UDPReadsReference, read: udpReads}
+		g.refs = append(g.refs, ur)
+	}
+	for _, gg := range g.groups {
+		gg.ref = pk
+		if gg.hg.Name == udpsock.Group && ur != nil {
+			gg.ref = ur
+		}
+	}
 }
 
 // applyModes attaches the groups that are to stay attached this period
@@ -717,14 +777,14 @@ func (g *governor) applyModes(now time.Time) {
 		if gg.sampled() {
 			if gg.hg.IsAttached() {
 				t, _ := gg.hg.Detach()
-				gg.closeSpan(t, g.readRef())
+				gg.closeSpan(t, gg.ref.count())
 				gg.detached = true
 			}
 			continue
 		}
 		if !gg.hg.IsAttached() {
 			if t, err := gg.hg.Attach(); err == nil {
-				gg.onSince, gg.refSince = t, g.readRef()
+				gg.onSince, gg.refSince = t, gg.ref.count()
 			}
 		}
 	}
@@ -758,37 +818,43 @@ func (g *governor) noteOverrun(window time.Duration) {
 // the measured costs (g.mu held).
 func (g *governor) closePeriod(start, end time.Time) {
 	cur := g.readCounters()
-	ref := g.readRef()
+	now := map[*reference]uint64{}
+	for _, r := range g.refs {
+		now[r] = r.count()
+	}
 	length := end.Sub(start)
 	for _, gg := range g.groups {
 		if !gg.onSince.IsZero() { // attached across the boundary
 			gg.spans = append(gg.spans, span{gg.onSince, end})
 			gg.curOn += end.Sub(gg.onSince)
 			gg.onSince = end
-			if ref >= gg.refSince {
+			if ref := now[gg.ref]; ref >= gg.refSince {
 				gg.refOn += ref - gg.refSince
 			}
-			gg.refSince = ref
+			gg.refSince = now[gg.ref]
 		}
 	}
-	g.refMu.Lock()
-	refOK := g.ref != nil && !g.refFailed && ref >= g.refStart
-	g.refFailed = false
-	g.refMu.Unlock()
-	refTotal := ref - g.refStart
-	if !refOK {
-		refTotal = 0
+	// A reference's count over the period; 0 (unusable) when a read
+	// failed or it went backwards.
+	total := map[*reference]uint64{}
+	for _, r := range g.refs {
+		r.mu.Lock()
+		if !r.failed && now[r] >= r.start {
+			total[r] = now[r] - r.start
+		}
+		r.failed = false
+		r.mu.Unlock()
+		r.start = now[r]
 	}
-	g.refStart = ref
 	runs := g.measure(cur, length, func(gg *governedGroup) time.Duration { return min(gg.curOn, length) })
 	g.measureProcess(length)
 	for _, gg := range g.groups {
 		p := samplePeriod{length: length, on: min(gg.curOn, length), runs: runs[gg], tailRate: gg.tailRate}
-		if refOK {
-			p.ref, p.refOn = refTotal, min(gg.refOn, refTotal)
+		if t, ok := total[gg.ref]; ok && gg.ref != nil {
+			p.ref, p.refOn, p.refSlack = t, min(gg.refOn, t), gg.refSlack
 		}
 		gg.periods = append(gg.periods, p)
-		gg.curOn, gg.refOn, gg.tailRate = 0, 0, 0
+		gg.curOn, gg.refOn, gg.refSlack, gg.tailRate = 0, 0, 0, 0
 	}
 }
 
@@ -1024,6 +1090,16 @@ func (g *governor) plan() (duty float64, period time.Duration) {
 	return duty, period
 }
 
+// midpoint is the middle of two readings of a counter and half their
+// difference (0 when it went backwards: a failed read).
+func midpoint(before, after uint64) (mid, half uint64) {
+	if after < before {
+		return after, 0
+	}
+	half = (after - before) / 2
+	return before + half, half
+}
+
 // threadCPU is the calling thread's CPU time (0 when unreadable: the
 // switches then count as free and the period is not stretched).
 func threadCPU() time.Duration {
@@ -1081,7 +1157,11 @@ func (g *governor) use() (*evidence.BudgetUse, *Coverage) {
 			// Per-packet events follow the packets: scaled by the
 			// reference when there is one. Batch ones (softirq runs of
 			// every vector, lock contention) do not, and scale by time.
-			gc.estimate = estimateOf(gg.periods, gg.hg.Class == probes.PerPacket)
+			var ref string
+			if gg.hg.Class == probes.PerPacket && gg.ref != nil {
+				ref = gg.ref.name
+			}
+			gc.estimate = estimateOf(gg.periods, ref)
 			gc.estimate.Hooks = gg.hg.Hooks
 		}
 		cov.groups[gg.hg.Name] = gc
@@ -1103,8 +1183,9 @@ func (g *governor) use() (*evidence.BudgetUse, *Coverage) {
 // the mean rate. The error
 // comes from how much the rate moved from period to period (successive
 // differences, which also take in any drift: conservative), with the
-// finite-population correction of each period's coverage.
-func estimateOf(periods []samplePeriod, useRef bool) *evidence.Estimate {
+// finite-population correction of each period's coverage, and, scaled by
+// a reference, the reference's uncertainty at the windows' edges.
+func estimateOf(periods []samplePeriod, ref string) *evidence.Estimate {
 	e := &evidence.Estimate{}
 	var total, on time.Duration
 	var seen uint64
@@ -1125,8 +1206,8 @@ func estimateOf(periods []samplePeriod, useRef bool) *evidence.Estimate {
 	size := func(p samplePeriod) (float64, float64, bool) {
 		return p.length.Seconds(), p.on.Seconds(), p.on >= minRateWindow
 	}
-	if useRef && referenced(periods) {
-		e.Reference = ReferenceName
+	if ref != "" && referenced(periods) {
+		e.Reference = ref
 		size = func(p samplePeriod) (float64, float64, bool) {
 			return float64(p.ref), float64(p.refOn), p.on >= minRateWindow && p.refOn > 0
 		}
@@ -1177,6 +1258,13 @@ func estimateOf(periods []samplePeriod, useRef bool) *evidence.Estimate {
 		}
 		est += count(p)
 		variance += n * n * s2 * (1 - math.Min(1, c/n))
+		if e.Reference != "" {
+			// The windows' edges: refOn may be off by refSlack, and the
+			// period's count with it (taken as one standard deviation:
+			// conservative for a half-width).
+			d := count(p) * float64(p.refSlack) / c
+			variance += d * d
+		}
 	}
 	switch {
 	case seen > 0:
@@ -1192,9 +1280,6 @@ func estimateOf(periods []samplePeriod, useRef bool) *evidence.Estimate {
 	}
 	return e
 }
-
-// ReferenceName says what a ratio estimate scaled by.
-const ReferenceName = "packets through the namespace's interfaces (/proc/net/dev)"
 
 // referenced says whether every period has a usable reference count
 // and the windows saw some of it.

@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/udpsock"
 )
 
 // fakeHooks is a probe with one hook group whose programs "run" at a
@@ -301,7 +303,7 @@ func TestGovernorBudgetsTheProcess(t *testing.T) {
 func TestEstimateOf(t *testing.T) {
 	sec := time.Second
 	steady := []samplePeriod{sp(sec, 100*time.Millisecond, 1000), sp(sec, 50*time.Millisecond, 500), sp(sec, 200*time.Millisecond, 2000)}
-	e := estimateOf(steady, false)
+	e := estimateOf(steady, "")
 	if e.Windows != 3 || math.Abs(e.Scale*3500-30000) > 1e-6 || e.RelError == nil || *e.RelError > 1e-9 {
 		t.Errorf("steady: %+v (scale×seen %.0f)", e, e.Scale*3500)
 	}
@@ -310,22 +312,22 @@ func TestEstimateOf(t *testing.T) {
 	}
 	// A period that ended before its window opened takes the mean rate.
 	cut := append(steady, sp(sec/2, 0, 0))
-	if e := estimateOf(cut, false); math.Abs(e.Scale*3500-35000) > 1e-6 {
+	if e := estimateOf(cut, ""); math.Abs(e.Scale*3500-35000) > 1e-6 {
 		t.Errorf("cut: %.0f", e.Scale*3500)
 	}
 	// Moving rates: a bound, wider with less coverage.
 	moving := []samplePeriod{sp(sec, 100*time.Millisecond, 1000), sp(sec, 100*time.Millisecond, 3000), sp(sec, 100*time.Millisecond, 1000), sp(sec, 100*time.Millisecond, 3000)}
-	m := estimateOf(moving, false)
+	m := estimateOf(moving, "")
 	full := []samplePeriod{sp(sec, 900*time.Millisecond, 9000), sp(sec, 900*time.Millisecond, 27000), sp(sec, 900*time.Millisecond, 9000), sp(sec, 900*time.Millisecond, 27000)}
-	f := estimateOf(full, false)
+	f := estimateOf(full, "")
 	if m.RelError == nil || f.RelError == nil || *m.RelError <= *f.RelError || *f.RelError <= 0 {
 		t.Errorf("moving: %v, nearly full coverage: %v", m, f)
 	}
 	// One window: no bound; nothing seen: no bound, scale by coverage.
-	if e := estimateOf(steady[:1], false); e.RelError != nil {
+	if e := estimateOf(steady[:1], ""); e.RelError != nil {
 		t.Errorf("one window: %v", e)
 	}
-	if e := estimateOf([]samplePeriod{sp(sec, 100*time.Millisecond, 0), sp(sec, 100*time.Millisecond, 0)}, false); e.RelError != nil || e.Scale != 10 {
+	if e := estimateOf([]samplePeriod{sp(sec, 100*time.Millisecond, 0), sp(sec, 100*time.Millisecond, 0)}, ""); e.RelError != nil || e.Scale != 10 {
 		t.Errorf("nothing seen: %+v", e)
 	}
 	// A flood that begins 300 ms into a period planned from quiet ones:
@@ -339,11 +341,11 @@ func TestEstimateOf(t *testing.T) {
 	quiet := sp(sec, sec, 0)
 	run := []samplePeriod{quiet, step, flood, flood, flood}
 	truth := 0.7*R + 3*R
-	if e := estimateOf(run, false); math.Abs(e.Scale*float64(e.SampledEvents)-truth) > 1 {
+	if e := estimateOf(run, ""); math.Abs(e.Scale*float64(e.SampledEvents)-truth) > 1 {
 		t.Errorf("flood starting mid-period: estimated %.0f, ran %.0f", e.Scale*float64(e.SampledEvents), truth)
 	}
 	step.tailRate = 0
-	if e := estimateOf([]samplePeriod{quiet, step, flood, flood, flood}, false); math.Abs(e.Scale*float64(e.SampledEvents)-truth) < 0.1*truth {
+	if e := estimateOf([]samplePeriod{quiet, step, flood, flood, flood}, ""); math.Abs(e.Scale*float64(e.SampledEvents)-truth) < 0.1*truth {
 		t.Errorf("without the tail rate the estimate is %.0f, %.0f ran: the case does not test the tail", e.Scale*float64(e.SampledEvents), truth)
 	}
 	rel := 0.1
@@ -510,7 +512,7 @@ func TestEstimateBoundCovers(t *testing.T) {
 			}
 			ps = append(ps, samplePeriod{length: length, on: time.Duration(w) * slot, runs: uint64(seen)})
 		}
-		e := estimateOf(ps, false)
+		e := estimateOf(ps, "")
 		if e.RelError == nil {
 			continue
 		}
@@ -584,17 +586,17 @@ func TestEstimateByReferenceCorrectsTheHooksOwnSlowdown(t *testing.T) {
 		ps = append(ps, samplePeriod{length: time.Second, on: on, runs: uint64(inside),
 			ref: uint64(2 * (inside + outside)), refOn: uint64(2 * inside)})
 	}
-	byTime, byRef := estimateOf(ps, false), estimateOf(ps, true)
+	byTime, byRef := estimateOf(ps, ""), estimateOf(ps, PacketsReference)
 	est := func(e *evidence.Estimate) float64 { return e.Scale * float64(e.SampledEvents) }
 	if est(byTime)/truth > 0.8 || byTime.Reference != "" {
 		t.Errorf("by time: %.0f of %.0f (%+v)", est(byTime), truth, byTime)
 	}
-	if math.Abs(est(byRef)/truth-1) > 1e-6 || byRef.Reference != ReferenceName || byRef.RelError == nil || *byRef.RelError > 1e-6 {
+	if math.Abs(est(byRef)/truth-1) > 1e-6 || byRef.Reference != PacketsReference || byRef.RelError == nil || *byRef.RelError > 1e-6 {
 		t.Errorf("by reference: %.0f of %.0f (%+v)", est(byRef), truth, byRef)
 	}
 	// A period without a usable reference: scaled by time throughout.
 	ps[3].ref, ps[3].refOn = 0, 0
-	if e := estimateOf(ps, true); e.Reference != "" {
+	if e := estimateOf(ps, PacketsReference); e.Reference != "" {
 		t.Errorf("a period without the reference still scaled by it: %+v", e)
 	}
 }
@@ -635,4 +637,69 @@ func TestGovernorGuardEndsAWindowOverItsAllowance(t *testing.T) {
 		t.Fatal("still attached after the whole period: the guard never ended the window")
 	}
 	t.Logf("detached after %v (its allowance is spent in ~67 ms)", detached)
+}
+
+// The socket group follows the namespace's UDP reads, every other group
+// the packets through its interfaces; without a UDP reads counter the
+// socket group follows the packets too, and without either, time.
+func TestGovernorReferences(t *testing.T) {
+	mk := func() *governor {
+		return &governor{groups: []*governedGroup{
+			{hg: &probes.HookGroup{Name: udpsock.Group, Class: probes.PerPacket}},
+			{hg: &probes.HookGroup{Name: "netqueue/packets", Class: probes.PerPacket}},
+		}}
+	}
+	packets := func() (uint64, error) { return 100, nil }
+	reads := func() (uint64, error) { return 7, nil }
+	g := mk()
+	g.setReferences(packets, reads)
+	if g.groups[0].ref.name != UDPReadsReference || g.groups[0].ref.count() != 7 ||
+		g.groups[1].ref.name != PacketsReference || g.groups[1].ref.count() != 100 || len(g.refs) != 2 {
+		t.Errorf("references: sockets %+v, queues %+v", g.groups[0].ref, g.groups[1].ref)
+	}
+	g = mk()
+	g.setReferences(packets, nil)
+	if g.groups[0].ref.name != PacketsReference || g.groups[1].ref.name != PacketsReference {
+		t.Errorf("without UDP reads: sockets %+v, queues %+v", g.groups[0].ref, g.groups[1].ref)
+	}
+	g = mk()
+	g.setReferences(nil, nil)
+	if g.groups[0].ref != nil || g.groups[1].ref != nil || g.groups[0].ref.count() != 0 {
+		t.Error("references without counters")
+	}
+	// A failed read makes the period's reference unusable.
+	bad := &reference{name: "x", read: func() (uint64, error) { return 0, errors.New("gone") }}
+	if bad.count(); !bad.failed {
+		t.Error("a failed read left the reference usable")
+	}
+}
+
+// A reference read at both sides of a switch: its midpoint, half the
+// difference as the edge's uncertainty, which widens the bound of a ratio
+// estimate that is otherwise exact.
+func TestReferenceEdges(t *testing.T) {
+	if m, h := midpoint(100, 140); m != 120 || h != 20 {
+		t.Errorf("midpoint(100, 140) = %d, %d", m, h)
+	}
+	if m, h := midpoint(100, 90); m != 90 || h != 0 {
+		t.Errorf("a counter that went backwards: %d, %d", m, h)
+	}
+	sec := time.Second
+	ps := []samplePeriod{
+		{length: sec, on: 100 * time.Millisecond, runs: 1000, ref: 10000, refOn: 1000},
+		{length: sec, on: 100 * time.Millisecond, runs: 2000, ref: 20000, refOn: 2000},
+	}
+	exact := estimateOf(ps, PacketsReference)
+	ps[0].refSlack, ps[1].refSlack = 50, 100 // 5 % of each window's reference
+	edged := estimateOf(ps, PacketsReference)
+	if exact.RelError == nil || *exact.RelError > 1e-9 || edged.RelError == nil {
+		t.Fatalf("exact %v, edged %v", exact, edged)
+	}
+	// 1.96 × √(500² + 1000²) / 30000 = 7.3 %.
+	if want := 1.96 * math.Sqrt(500*500+1000*1000) / 30000; math.Abs(*edged.RelError-want) > 1e-9 {
+		t.Errorf("bound %.4f, want %.4f", *edged.RelError, want)
+	}
+	if edged.Scale != exact.Scale {
+		t.Errorf("the edges moved the estimate: %v vs %v", edged.Scale, exact.Scale)
+	}
 }

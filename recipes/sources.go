@@ -49,6 +49,10 @@ type Sources struct {
 	// per-packet estimates by it. Nil (or one that fails to open) scales
 	// them by time.
 	Packets func() (PacketCounter, error)
+	// UDPReads opens a counter of the UDP datagrams this namespace's
+	// sockets read (Udp/Udp6 InDatagrams): the budget scales the sampled
+	// socket reads by it. Nil: by Packets.
+	UDPReads func() (PacketCounter, error)
 }
 
 // PacketCounter counts packets; a session reads it many times a second
@@ -66,17 +70,26 @@ func openNetDevCounter() (PacketCounter, error) {
 	return c, nil
 }
 
+func openUDPReadsCounter() (PacketCounter, error) {
+	c, err := netstat.Default.OpenUDPReadsCounter()
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // Live reads the running system.
 func Live() Sources {
 	return Sources{
-		Root:    procfs.Default,
-		Ethtool: ethtool.Ioctl{},
-		Netlink: liveNetlink{},
-		Config:  netconfig.Live().Snapshot,
-		Symbols: symbols.Default,
-		JVMs:    hsperf.Default,
-		Probes:  LiveProbes(),
-		Packets: openNetDevCounter,
+		Root:     procfs.Default,
+		Ethtool:  ethtool.Ioctl{},
+		Netlink:  liveNetlink{},
+		Config:   netconfig.Live().Snapshot,
+		Symbols:  symbols.Default,
+		JVMs:     hsperf.Default,
+		Probes:   LiveProbes(),
+		Packets:  openNetDevCounter,
+		UDPReads: openUDPReadsCounter,
 	}
 }
 

@@ -111,9 +111,21 @@ type Session struct {
 	// gov keeps the hook groups within a window's budget; it outlives
 	// windows so that costs measured in one plan the next.
 	gov *governor
-	// packets is the governor's reference counter, open while the
-	// session is.
-	packets PacketCounter
+	// counters are the governor's references, open while the session is.
+	counters []PacketCounter
+}
+
+// openCounter opens a reference counter for the session's life.
+func (s *Session) openCounter(open func() (PacketCounter, error)) (PacketCounter, error) {
+	if open == nil {
+		return nil, errors.New("no counter")
+	}
+	c, err := open()
+	if err != nil {
+		return nil, err
+	}
+	s.counters = append(s.counters, c)
+	return c, nil
 }
 
 // Open opens every part, in order; on error the parts opened so far are
@@ -141,10 +153,10 @@ func (s *Session) Close() error {
 			errs = append(errs, ps[j].Close())
 		}
 	}
-	if s.packets != nil {
-		errs = append(errs, s.packets.Close())
-		s.packets = nil
+	for _, c := range s.counters {
+		errs = append(errs, c.Close())
 	}
+	s.counters = nil
 	return errors.Join(errs...)
 }
 
@@ -326,13 +338,15 @@ func (s *Session) governor(b Budget, all []probes.Probe, entry time.Duration) (*
 		if s.gov = newGovernor(b, all, entry); s.gov == nil {
 			return nil, nil
 		}
-		if s.src.Packets != nil {
-			// Unopenable: the estimates scale by time, as without one.
-			if pc, err := s.src.Packets(); err == nil {
-				s.packets = pc
-				s.gov.ref = pc.Packets
-			}
+		// Unopenable counters: the estimates scale by time, as without.
+		var packets, udpReads func() (uint64, error)
+		if pc, err := s.openCounter(s.src.Packets); err == nil {
+			packets = pc.Packets
 		}
+		if rc, err := s.openCounter(s.src.UDPReads); err == nil {
+			udpReads = rc.Packets
+		}
+		s.gov.setReferences(packets, udpReads)
 	}
 	s.gov.budget = b
 	return s.gov, s.gov.prepare()

@@ -7,6 +7,7 @@ package netstat
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -298,4 +299,65 @@ func parseSockstat(r io.Reader) (UDPSockstat, error) {
 		return s, err
 	}
 	return s, fmt.Errorf("sockstat: no UDP line")
+}
+
+// UDPReadsCounter counts the UDP datagrams read in this network namespace
+// (Udp InDatagrams, plus Udp6's when IPv6 is on: the kernel counts a
+// datagram there when a socket reads it), from /proc/net/snmp and snmp6
+// kept open. The overhead budget scales the sampled socket reads by it.
+type UDPReadsCounter struct {
+	v4, v6 *procfs.Rereader
+}
+
+// OpenUDPReadsCounter opens the files for UDPReadsCounter.Datagrams.
+func (fs FS) OpenUDPReadsCounter() (*UDPReadsCounter, error) {
+	v4, err := fs.OpenRereader("/proc/net/snmp")
+	if err != nil {
+		return nil, err
+	}
+	c := &UDPReadsCounter{v4: v4}
+	if c.v6, err = fs.OpenRereader("/proc/net/snmp6"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		v4.Close()
+		return nil, err
+	}
+	// Read once, so that a file it cannot parse fails here, not later.
+	if _, err := c.Packets(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Packets is the datagrams read so far (the name fits the governor's
+// counter interface).
+func (c *UDPReadsCounter) Packets() (uint64, error) {
+	b, err := c.v4.Read()
+	if err != nil {
+		return 0, err
+	}
+	u, err := parseSNMP(bytes.NewReader(b), "Udp")
+	if err != nil {
+		return 0, fmt.Errorf("/proc/net/snmp: %w", err)
+	}
+	n := u.InDatagrams
+	if c.v6 != nil {
+		if b, err = c.v6.Read(); err != nil {
+			return 0, err
+		}
+		u6, err := parseSNMP6(bytes.NewReader(b))
+		if err != nil {
+			return 0, fmt.Errorf("/proc/net/snmp6: %w", err)
+		}
+		n += u6.InDatagrams
+	}
+	return n, nil
+}
+
+// Close closes the files.
+func (c *UDPReadsCounter) Close() error {
+	err := c.v4.Close()
+	if c.v6 != nil {
+		err = errors.Join(err, c.v6.Close())
+	}
+	return err
 }

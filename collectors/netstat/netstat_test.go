@@ -1,6 +1,8 @@
 package netstat
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -59,5 +61,49 @@ func TestSoftnetLayouts(t *testing.T) {
 		if _, err := parseSoftnet(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
 		}
+	}
+}
+
+// The reads counter sums Udp and Udp6 InDatagrams of the recorded files,
+// works without snmp6 (IPv6 off), and refuses a file it cannot parse when
+// it opens, not on a later read.
+func TestUDPReadsCounter(t *testing.T) {
+	fs := NewFS("testdata/vm2cpu")
+	s, err := fs.UDPSNMP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := fs.OpenUDPReadsCounter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 2 { // the kept-open files read again
+		if n, err := c.Packets(); err != nil || n != s.UDP.InDatagrams+s.UDP6.InDatagrams {
+			t.Fatalf("reads %d, %v; want %d + %d", n, err, s.UDP.InDatagrams, s.UDP6.InDatagrams)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "proc/net"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	snmp := "Udp: InDatagrams NoPorts\nUdp: 41 2\n"
+	if err := os.WriteFile(filepath.Join(dir, "proc/net/snmp"), []byte(snmp), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v4, err := NewFS(dir).OpenUDPReadsCounter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := v4.Packets(); err != nil || n != 41 {
+		t.Errorf("IPv4 only: %d, %v", n, err)
+	}
+	v4.Close()
+	if err := os.WriteFile(filepath.Join(dir, "proc/net/snmp"), []byte("Ip: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := NewFS(dir).OpenUDPReadsCounter(); err == nil {
+		c.Close()
+		t.Error("a /proc/net/snmp without a Udp group opened")
 	}
 }

@@ -23,47 +23,71 @@ func (fs FS) NetDevPackets() (uint64, error) {
 	return parseNetDevPackets(f)
 }
 
-// NetDevCounter reads NetDevPackets from one /proc/net/dev kept open. The
-// overhead budget's governor reads it at every switch of a hook group and
-// every 25 ms while a window is open: opening and closing the file each
-// time was half of what the reads cost perfscope's process during a flood.
-// The file stays bound to the network namespace it was opened in.
-type NetDevCounter struct {
+// Rereader reads one file again and again through a descriptor kept
+// open. The overhead budget's governor reads its reference counters at
+// every switch of a hook group and every period: opening and closing
+// /proc/net/dev each time was half of what its reads cost perfscope's
+// process during a flood. A /proc/net file stays bound to the network
+// namespace it was opened in.
+type Rereader struct {
 	f   *os.File
 	buf []byte
 }
 
-// OpenNetDevCounter opens /proc/net/dev for NetDevCounter.Packets.
-func (fs FS) OpenNetDevCounter() (*NetDevCounter, error) {
-	f, err := fs.Open("/proc/net/dev")
+// OpenRereader opens p (below the root) for Rereader.Read.
+func (fs FS) OpenRereader(p string) (*Rereader, error) {
+	f, err := fs.Open(p)
 	if err != nil {
 		return nil, err
 	}
-	return &NetDevCounter{f: f, buf: make([]byte, 4096)}, nil
+	return &Rereader{f: f, buf: make([]byte, 4096)}, nil
 }
 
-// Packets reads the file again from its start (a seq_file regenerates its
-// text at offset 0) and sums as NetDevPackets does.
-func (c *NetDevCounter) Packets() (uint64, error) {
+// Read reads the whole file again from its start (a seq_file regenerates
+// its text at offset 0); the bytes are valid until the next Read.
+func (r *Rereader) Read() ([]byte, error) {
 	n := 0
 	for {
-		if n == len(c.buf) {
-			c.buf = append(c.buf, make([]byte, len(c.buf))...)
+		if n == len(r.buf) {
+			r.buf = append(r.buf, make([]byte, len(r.buf))...)
 		}
-		m, err := c.f.ReadAt(c.buf[n:], int64(n))
+		m, err := r.f.ReadAt(r.buf[n:], int64(n))
 		n += m
 		if errors.Is(err, io.EOF) {
-			break
+			return r.buf[:n], nil
 		}
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	return parseNetDevPackets(bytes.NewReader(c.buf[:n]))
 }
 
 // Close closes the file.
-func (c *NetDevCounter) Close() error { return c.f.Close() }
+func (r *Rereader) Close() error { return r.f.Close() }
+
+// NetDevCounter reads NetDevPackets from one /proc/net/dev kept open.
+type NetDevCounter struct{ r *Rereader }
+
+// OpenNetDevCounter opens /proc/net/dev for NetDevCounter.Packets.
+func (fs FS) OpenNetDevCounter() (*NetDevCounter, error) {
+	r, err := fs.OpenRereader("/proc/net/dev")
+	if err != nil {
+		return nil, err
+	}
+	return &NetDevCounter{r}, nil
+}
+
+// Packets sums as NetDevPackets does, from the open file.
+func (c *NetDevCounter) Packets() (uint64, error) {
+	b, err := c.r.Read()
+	if err != nil {
+		return 0, err
+	}
+	return parseNetDevPackets(bytes.NewReader(b))
+}
+
+// Close closes the file.
+func (c *NetDevCounter) Close() error { return c.r.Close() }
 
 // parseNetDevPackets sums the rx packets (2nd) and tx packets (10th)
 // columns after each "iface:".
