@@ -199,6 +199,9 @@ type samplePeriod struct {
 	ref, refOn uint64
 	// refSlack is how far refOn may be off at the windows' edges.
 	refSlack uint64
+	// refOK: the reference was read throughout the period (its count
+	// may be 0: a quiet period, before a flood, holds nothing).
+	refOK bool
 	// tailRate is the group's runs per second over the guard's last tick
 	// when the guard ended a window that opened with the period: the
 	// rest of that period, after the window, ran at about that rate (a
@@ -851,7 +854,7 @@ func (g *governor) closePeriod(start, end time.Time) {
 	for _, gg := range g.groups {
 		p := samplePeriod{length: length, on: min(gg.curOn, length), runs: runs[gg], tailRate: gg.tailRate}
 		if t, ok := total[gg.ref]; ok && gg.ref != nil {
-			p.ref, p.refOn, p.refSlack = t, min(gg.refOn, t), gg.refSlack
+			p.ref, p.refOn, p.refSlack, p.refOK = t, min(gg.refOn, t), gg.refSlack, true
 		}
 		gg.periods = append(gg.periods, p)
 		gg.curOn, gg.refOn, gg.refSlack, gg.tailRate = 0, 0, 0, 0
@@ -1252,7 +1255,13 @@ func estimateOf(periods []samplePeriod, ref string) *evidence.Estimate {
 	for _, p := range periods {
 		n, c, ok := size(p)
 		if !ok {
+			// A period the reference counted nothing in held nothing
+			// (bar what its window saw anyway); one whose window was
+			// missing or a sliver takes the mean rate.
 			est += mean * n
+			if n == 0 && e.Reference != "" {
+				est += float64(p.runs)
+			}
 			variance += n * n * s2
 			continue
 		}
@@ -1286,7 +1295,7 @@ func estimateOf(periods []samplePeriod, ref string) *evidence.Estimate {
 func referenced(periods []samplePeriod) bool {
 	var on uint64
 	for _, p := range periods {
-		if p.ref == 0 && p.length > 0 {
+		if !p.refOK && p.length > 0 {
 			return false
 		}
 		on += p.refOn

@@ -584,7 +584,7 @@ func TestEstimateByReferenceCorrectsTheHooksOwnSlowdown(t *testing.T) {
 		// One event per packet; the reference counts two per packet (rx
 		// and tx of loopback).
 		ps = append(ps, samplePeriod{length: time.Second, on: on, runs: uint64(inside),
-			ref: uint64(2 * (inside + outside)), refOn: uint64(2 * inside)})
+			ref: uint64(2 * (inside + outside)), refOn: uint64(2 * inside), refOK: true})
 	}
 	byTime, byRef := estimateOf(ps, ""), estimateOf(ps, PacketsReference)
 	est := func(e *evidence.Estimate) float64 { return e.Scale * float64(e.SampledEvents) }
@@ -594,8 +594,15 @@ func TestEstimateByReferenceCorrectsTheHooksOwnSlowdown(t *testing.T) {
 	if math.Abs(est(byRef)/truth-1) > 1e-6 || byRef.Reference != PacketsReference || byRef.RelError == nil || *byRef.RelError > 1e-6 {
 		t.Errorf("by reference: %.0f of %.0f (%+v)", est(byRef), truth, byRef)
 	}
+	// Quiet periods before the traffic, the reference read and counting
+	// nothing: still scaled by it, the quiet periods holding nothing.
+	quiet := append([]samplePeriod{{length: time.Second, on: time.Second, refOK: true},
+		{length: time.Second, on: time.Second, refOK: true}}, ps...)
+	if e := estimateOf(quiet, PacketsReference); e.Reference != PacketsReference || math.Abs(est(e)/truth-1) > 1e-6 {
+		t.Errorf("after quiet periods: %.0f of %.0f (%+v)", est(e), truth, e)
+	}
 	// A period without a usable reference: scaled by time throughout.
-	ps[3].ref, ps[3].refOn = 0, 0
+	ps[3].ref, ps[3].refOn, ps[3].refOK = 0, 0, false
 	if e := estimateOf(ps, PacketsReference); e.Reference != "" {
 		t.Errorf("a period without the reference still scaled by it: %+v", e)
 	}
@@ -686,8 +693,8 @@ func TestReferenceEdges(t *testing.T) {
 	}
 	sec := time.Second
 	ps := []samplePeriod{
-		{length: sec, on: 100 * time.Millisecond, runs: 1000, ref: 10000, refOn: 1000},
-		{length: sec, on: 100 * time.Millisecond, runs: 2000, ref: 20000, refOn: 2000},
+		{length: sec, on: 100 * time.Millisecond, runs: 1000, ref: 10000, refOn: 1000, refOK: true},
+		{length: sec, on: 100 * time.Millisecond, runs: 2000, ref: 20000, refOn: 2000, refOK: true},
 	}
 	exact := estimateOf(ps, PacketsReference)
 	ps[0].refSlack, ps[1].refSlack = 50, 100 // 5 % of each window's reference
