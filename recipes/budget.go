@@ -1284,10 +1284,48 @@ func estimateOf(periods []samplePeriod, ref string) *evidence.Estimate {
 		e.Scale = 1
 	}
 	if len(rates) >= 2 && est > 0 {
-		rel := 1.96 * math.Sqrt(variance) / est
+		rel := 1.96*math.Sqrt(variance)/est + shareBias(periods, e.Reference)
 		e.RelError = &rel
 	}
 	return e
+}
+
+// shareBias bounds how far the hooks' own slowdown can move a share of
+// the UDP reads reference: the windows' hooks slow the port they measure,
+// maybe not the namespace's other readers, so the port's share of the
+// reads inside the windows can be lower than outside — a bias no spread
+// between periods shows. With d the reference's slowdown inside the
+// windows (1 − rate in / rate out) and s the port's share inside them,
+// the share outside, if only the port was slowed, is off by
+// d(1 − s) / (s(1 − d)). The sole reader (s = 1) or an unslowed
+// reference adds nothing; neither does scaling by packets, where the
+// events are not a share of the reference.
+func shareBias(periods []samplePeriod, ref string) float64 {
+	if ref != UDPReadsReference {
+		return 0
+	}
+	var refIn, refOut, runs uint64
+	var on, off time.Duration
+	for _, p := range periods {
+		if !p.refOK || p.on <= 0 || p.on >= p.length {
+			continue
+		}
+		refIn += p.refOn
+		refOut += p.ref - p.refOn
+		runs += p.runs
+		on += p.on
+		off += p.length - p.on
+	}
+	if refIn == 0 || refOut == 0 || on <= 0 || off <= 0 {
+		return 0
+	}
+	d := 1 - (float64(refIn)/on.Seconds())/(float64(refOut)/off.Seconds())
+	share := math.Min(1, float64(runs)/float64(refIn))
+	if d <= 0 || share <= 0 {
+		return 0
+	}
+	d = math.Min(d, 0.9)
+	return d * (1 - share) / (share * (1 - d))
 }
 
 // referenced says whether every period has a usable reference count

@@ -710,3 +710,37 @@ func TestReferenceEdges(t *testing.T) {
 		t.Errorf("the edges moved the estimate: %v vs %v", edged.Scale, exact.Scale)
 	}
 }
+
+// One port's reads among others', scaled by the namespace's UDP reads:
+// when the windows' hooks slow the port (and so the reference) the bound
+// takes in how far the port's share may have moved; the sole reader's
+// share cannot move, and packets scaling adds nothing.
+func TestShareBias(t *testing.T) {
+	sec := time.Second
+	// Outside the windows 100 k reads/s, 80 % the port's; inside, the
+	// port slowed by a quarter: 60 k + 20 k = 80 k/s, the port's share 75 %.
+	var ps []samplePeriod
+	for range 4 {
+		ps = append(ps, samplePeriod{length: sec, on: 100 * time.Millisecond, runs: 6000,
+			ref: 8000 + 90000, refOn: 8000, refOK: true})
+	}
+	// d = 1 − 80/100 = 0.2, s = 0.75: 0.2 × 0.25 / (0.75 × 0.8) = 8.3 %;
+	// the truth is 80/75 − 1 = 6.7 % above the estimate.
+	if b := shareBias(ps, UDPReadsReference); math.Abs(b-0.2*0.25/(0.75*0.8)) > 1e-9 {
+		t.Errorf("bias %.4f", b)
+	}
+	e := estimateOf(ps, UDPReadsReference)
+	truth := 4 * (6000 + 0.8*90000)
+	if got := e.Scale * float64(e.SampledEvents); e.RelError == nil || math.Abs(got/truth-1) > *e.RelError {
+		t.Errorf("estimate %.0f of %.0f outside its bound %v", got, truth, e)
+	}
+	if b := shareBias(ps, PacketsReference); b != 0 {
+		t.Errorf("packets reference: bias %v", b)
+	}
+	for i := range ps {
+		ps[i].runs = ps[i].refOn // the sole reader
+	}
+	if b := shareBias(ps, UDPReadsReference); b != 0 {
+		t.Errorf("sole reader: bias %v", b)
+	}
+}
