@@ -339,7 +339,10 @@ func (g *governor) start(begin time.Time) {
 	}
 	for _, gg := range g.groups {
 		if gg.hg.IsAttached() {
-			gg.onSince, gg.refSince = begin, gg.ref.count()
+			gg.onSince = begin
+			if gg.ref != nil {
+				gg.refSince = gg.ref.start
+			}
 		}
 	}
 	g.stop, g.done = make(chan struct{}), make(chan struct{})

@@ -11,18 +11,6 @@ import (
 	"strings"
 )
 
-// NetDevPackets is every interface's received plus sent packets in this
-// network namespace (/proc/net/dev): exact, always counting, and cheap to
-// read, the reference the overhead budget scales sampled counts by.
-func (fs FS) NetDevPackets() (uint64, error) {
-	f, err := fs.Open("/proc/net/dev")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return parseNetDevPackets(f)
-}
-
 // Rereader reads one file again and again through a descriptor kept
 // open. The overhead budget's governor reads its reference counters at
 // every switch of a hook group and every period: opening and closing
@@ -65,7 +53,10 @@ func (r *Rereader) Read() ([]byte, error) {
 // Close closes the file.
 func (r *Rereader) Close() error { return r.f.Close() }
 
-// NetDevCounter reads NetDevPackets from one /proc/net/dev kept open.
+// NetDevCounter counts every interface's received plus sent packets in
+// this network namespace (/proc/net/dev): exact, always counting, and cheap
+// to read, the reference the overhead budget scales sampled counts by. It
+// reads one /proc/net/dev kept open.
 type NetDevCounter struct{ r *Rereader }
 
 // OpenNetDevCounter opens /proc/net/dev for NetDevCounter.Packets.
@@ -77,7 +68,7 @@ func (fs FS) OpenNetDevCounter() (*NetDevCounter, error) {
 	return &NetDevCounter{r}, nil
 }
 
-// Packets sums as NetDevPackets does, from the open file.
+// Packets reads the sum again.
 func (c *NetDevCounter) Packets() (uint64, error) {
 	b, err := c.r.Read()
 	if err != nil {
