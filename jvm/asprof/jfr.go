@@ -118,10 +118,12 @@ func (r *jfrReader) byte1() byte {
 }
 
 func (r *jfrReader) fixed(n int) []byte {
-	if r.pos+n > len(r.b) || n < 0 {
+	if n < 0 || n > len(r.b)-r.pos {
 		r.fail("truncated")
 		r.pos = len(r.b)
-		return make([]byte, n)
+		// Fixed-width callers decode exactly n bytes, so they get zeros
+		// rather than a short slice; a negative length gets nothing.
+		return make([]byte, max(n, 0))
 	}
 	s := r.b[r.pos : r.pos+n]
 	r.pos += n
@@ -140,7 +142,7 @@ func (r *jfrReader) str() any {
 		return jfrRef{typeID: -1, key: r.varint()}
 	case 3, 5:
 		n := r.varint()
-		if n > int64(len(r.b)) {
+		if n < 0 || n > int64(len(r.b)) {
 			r.fail("string of %d bytes", n)
 			return ""
 		}
@@ -155,7 +157,7 @@ func (r *jfrReader) str() any {
 		return string(rs)
 	case 4:
 		n := r.varint()
-		if n > int64(len(r.b)) {
+		if n < 0 || n > int64(len(r.b)) {
 			r.fail("string of %d chars", n)
 			return ""
 		}
@@ -331,7 +333,7 @@ func parseChunk(b []byte, want map[string]bool, fn func(jfrEvent) error) (int, e
 		r := &jfrReader{b: b, pos: pos}
 		n := r.varint()
 		typ := r.varint()
-		if r.err != nil || n <= 0 || pos+int(n) > len(b) {
+		if r.err != nil || n <= 0 || n > int64(len(b)-pos) {
 			return 0, fmt.Errorf("event at %d: bad size %d", pos, n)
 		}
 		switch typ {
