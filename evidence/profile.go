@@ -27,11 +27,11 @@ type Profile struct {
 // ProfileLost counts samples dropped, by reason (mirrors
 // probes/cpuprofile.Lost).
 type ProfileLost struct {
-	KernelStackCollisions uint64 `json:"kernel_stack_collisions"`
-	UserStackCollisions   uint64 `json:"user_stack_collisions"`
-	KernelStackFaults     uint64 `json:"kernel_stack_faults"`
-	UserStackFaults       uint64 `json:"user_stack_faults"`
-	CountsFull            uint64 `json:"counts_full"`
+	KernelStacksFull  uint64 `json:"kernel_stacks_full"`
+	UserStacksFull    uint64 `json:"user_stacks_full"`
+	KernelStackFaults uint64 `json:"kernel_stack_faults"`
+	UserStackFaults   uint64 `json:"user_stack_faults"`
+	CountsFull        uint64 `json:"counts_full"`
 }
 
 // FunctionSamples is one function's samples.

@@ -110,7 +110,7 @@ var Probes = []Component{
 			{Name: "stacks", Domain: Domain{Kind: KindEnum, Values: stackKinds}, Default: "kernel+user", Doc: "which stacks to record"},
 			{Name: "root", Domain: Domain{Kind: KindEnum, Values: rootFrames}, Default: "comm", Doc: "the synthetic frame under each stack"},
 			{Name: "include_idle", Domain: Domain{Kind: KindBool}, Default: false, Doc: "keep samples of idle CPUs"},
-			{Name: "stack_entries", Domain: Domain{Kind: KindInt, Min: bound(1024), Max: bound(1 << 20)}, Default: int64(cpuprofile.DefaultStackEntries), Doc: "stack map entries (~1 KiB each)"},
+			{Name: "stack_entries", Domain: Domain{Kind: KindInt, Min: bound(1024), Max: bound(1 << 20)}, Default: int64(cpuprofile.DefaultStackEntries), Doc: "stack map entries, one per distinct stack (~1 KiB each)"},
 			{Name: "jit_map", Domain: Domain{Kind: KindBool}, Default: false, Doc: "name JIT-compiled frames from the process's perf map (a HotSpot JVM is asked to write it; needs pid)"},
 		}},
 }

@@ -41,8 +41,8 @@ func writeProfileText(w io.Writer, r *Report, d evidence.Profile) {
 
 	if d.Lost > 0 {
 		l := d.LostBy
-		fmt.Fprintf(w, "\nLost samples: %d kernel-stack and %d user-stack collisions, %d kernel-stack and %d user-stack faults, %d with the count table full\n",
-			l.KernelStackCollisions, l.UserStackCollisions, l.KernelStackFaults, l.UserStackFaults, l.CountsFull)
+		fmt.Fprintf(w, "\nLost samples: %d kernel and %d user stacks with the stack map full, %d kernel-stack and %d user-stack faults, %d with the count table full\n",
+			l.KernelStacksFull, l.UserStacksFull, l.KernelStackFaults, l.UserStackFaults, l.CountsFull)
 	}
 	writeOverhead(w, r.Overhead)
 }

@@ -103,7 +103,7 @@ map (Compiler.perfmap) when the window ends; other runtimes must have written
 	f.BoolVar(&o.IncludeIdle, "include-idle", false, "keep samples of idle CPUs (the swapper task)")
 	f.BoolVar(&o.JITMap, "jit-map", false, "name JIT-compiled code from the process's perf map: a HotSpot JVM (JDK 17+) is asked to write it, other runtimes must have written /tmp/perf-<pid>.map (needs --pid)")
 	f.IntVar(&o.Top, "top", 20, "functions listed in text output")
-	f.IntVar(&o.StackMap, "stack-map-size", cpuprofile.DefaultStackEntries, "stack map entries (~1 KiB each): raise it when many distinct stacks collide and samples are lost")
+	f.IntVar(&o.StackMap, "stack-map-size", cpuprofile.DefaultStackEntries, "stack map entries, one per distinct stack (~1 KiB each): raise it when samples are lost with the stack map full")
 	f.StringVar(&o.Title, "title", "", "flame graph title (svg, html, speedscope)")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, folded, svg, html, pprof or speedscope")
 	f.StringVar(&o.OutFile, "out", "", "write the output to this file instead of standard output")

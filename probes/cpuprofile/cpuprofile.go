@@ -61,9 +61,11 @@ type Options struct {
 	// itself. The kernel side keeps every idle sample with its kernel
 	// stack; call Profile.SplitIdle to classify them.
 	KeepIdleInterrupts bool
-	// StackEntries and CountEntries size the stack map and the count hash,
-	// of each generation with Continuous (0: DefaultStackEntries and 40960). Too small a stack map shows up as
-	// stack collisions in Lost.
+	// StackEntries and CountEntries size the stack map (distinct stacks,
+	// kernel and user halves counted apart) and the count hash, of each
+	// generation with Continuous (0: DefaultStackEntries and 40960). Too
+	// small a stack map shows up as KernelStacksFull and UserStacksFull in
+	// Lost.
 	StackEntries int
 	CountEntries int
 	// Continuous sizes the second generation of the stack map and the
@@ -87,10 +89,10 @@ type Sample struct {
 
 // Lost counts samples that were dropped, by reason.
 type Lost struct {
-	// KernelStackCollisions and UserStackCollisions: the stack map bucket
-	// was taken by another stack (-EEXIST); a bigger StackEntries helps.
-	KernelStackCollisions uint64 `json:"kernel_stack_collisions"`
-	UserStackCollisions   uint64 `json:"user_stack_collisions"`
+	// KernelStacksFull and UserStacksFull: the stack map had no room for
+	// a stack it had not seen; a bigger StackEntries helps.
+	KernelStacksFull uint64 `json:"kernel_stacks_full"`
+	UserStacksFull   uint64 `json:"user_stacks_full"`
 	// KernelStackFaults and UserStackFaults: the stack walk failed
 	// (-EFAULT), e.g. a user stack paged out.
 	KernelStackFaults uint64 `json:"kernel_stack_faults"`
@@ -101,7 +103,7 @@ type Lost struct {
 
 // Total is the number of samples lost for any reason.
 func (l Lost) Total() uint64 {
-	return l.KernelStackCollisions + l.UserStackCollisions + l.KernelStackFaults + l.UserStackFaults + l.CountsFull
+	return l.KernelStacksFull + l.UserStacksFull + l.KernelStackFaults + l.UserStackFaults + l.CountsFull
 }
 
 // Profile is what a profiler has counted since Start.
@@ -148,7 +150,7 @@ func (l Lost) sub(prev Lost) Lost {
 		}
 		return a - b
 	}
-	return Lost{d(l.KernelStackCollisions, prev.KernelStackCollisions), d(l.UserStackCollisions, prev.UserStackCollisions),
+	return Lost{d(l.KernelStacksFull, prev.KernelStacksFull), d(l.UserStacksFull, prev.UserStacksFull),
 		d(l.KernelStackFaults, prev.KernelStackFaults), d(l.UserStackFaults, prev.UserStackFaults), d(l.CountsFull, prev.CountsFull)}
 }
 
@@ -363,19 +365,19 @@ func (p *Profiler) read(counts, stacks *ebpf.Map) (Profile, []cpuprofileSampleKe
 	// The value is CPUPROFILE_MAX_DEPTH addresses; its size comes from the
 	// map rather than a Go copy of the C constant.
 	ips := make([]uint64, stacks.ValueSize()/8)
-	cache := map[int32][]uint64{}
-	stack := func(id int32) ([]uint64, error) {
-		if id < 0 {
+	cache := map[uint64][]uint64{}
+	stack := func(hash uint64, present bool) ([]uint64, error) {
+		if !present {
 			return nil, nil
 		}
-		if s, ok := cache[id]; ok {
+		if s, ok := cache[hash]; ok {
 			return s, nil
 		}
-		if err := stacks.Lookup(uint32(id), ips); err != nil {
-			return nil, fmt.Errorf("read stack %d: %w", id, err)
+		if err := stacks.Lookup(hash, ips); err != nil {
+			return nil, fmt.Errorf("read stack %#x: %w", hash, err)
 		}
 		s := trimStack(ips)
-		cache[id] = s
+		cache[hash] = s
 		return s, nil
 	}
 
@@ -386,10 +388,10 @@ func (p *Profiler) read(counts, stacks *ebpf.Map) (Profile, []cpuprofileSampleKe
 	for it.Next(&key, &count) {
 		keys = append(keys, key)
 		s := Sample{PID: int(key.Tgid), TID: int(key.Pid), CPU: int(key.Cpu), Comm: commString(key.Comm), Count: count}
-		if s.KernelStack, err = stack(key.KernelStackId); err != nil {
+		if s.KernelStack, err = stack(key.KernelStack, key.Halves&halfKernel != 0); err != nil {
 			return prof, keys, err
 		}
-		if s.UserStack, err = stack(key.UserStackId); err != nil {
+		if s.UserStack, err = stack(key.UserStack, key.Halves&halfUser != 0); err != nil {
 			return prof, keys, err
 		}
 		prof.Samples = append(prof.Samples, s)
@@ -484,16 +486,16 @@ func clearGeneration(counts, stacks *ebpf.Map, keys []cpuprofileSampleKey) error
 			}
 		}
 	}
-	_, err := emptyMap(stacks, "stack map")
+	_, err := emptyMap[uint64](stacks, "stack map")
 	return err
 }
 
 // emptyMap lists a map's keys, then deletes each, and returns those it
 // deleted: for maps without batch operations (a stack map) or kernels
 // without them (before 5.6). A key added in between stays.
-func emptyMap(m *ebpf.Map, name string) ([]uint32, error) {
-	var keys []uint32
-	var key uint32
+func emptyMap[K uint32 | uint64](m *ebpf.Map, name string) ([]K, error) {
+	var keys []K
+	var key K
 	var prev any // nil: the first key
 	for {
 		if err := m.NextKey(prev, &key); err != nil {
@@ -548,7 +550,7 @@ func (p *Profiler) PIDs() ([]int, error) {
 		}
 		if errors.Is(err, ebpf.ErrNotSupported) && len(out) == 0 {
 			// Kernels before 5.6 have no batch operations.
-			tgids, err := emptyMap(m, "sampled_tgids")
+			tgids, err := emptyMap[uint32](m, "sampled_tgids")
 			for _, tgid := range tgids {
 				out = append(out, int(tgid))
 			}
@@ -581,11 +583,11 @@ func (p *Profiler) readLost() (Lost, error) {
 	}
 	var l Lost
 	for r, dst := range map[cpuprofileLostReason]*uint64{
-		cpuprofileLostReasonLOST_KERNEL_STACK_COLLISION: &l.KernelStackCollisions,
-		cpuprofileLostReasonLOST_KERNEL_STACK_FAULT:     &l.KernelStackFaults,
-		cpuprofileLostReasonLOST_USER_STACK_COLLISION:   &l.UserStackCollisions,
-		cpuprofileLostReasonLOST_USER_STACK_FAULT:       &l.UserStackFaults,
-		cpuprofileLostReasonLOST_COUNTS_FULL:            &l.CountsFull,
+		cpuprofileLostReasonLOST_KERNEL_STACKS_FULL: &l.KernelStacksFull,
+		cpuprofileLostReasonLOST_KERNEL_STACK_FAULT: &l.KernelStackFaults,
+		cpuprofileLostReasonLOST_USER_STACKS_FULL:   &l.UserStacksFull,
+		cpuprofileLostReasonLOST_USER_STACK_FAULT:   &l.UserStackFaults,
+		cpuprofileLostReasonLOST_COUNTS_FULL:        &l.CountsFull,
 	} {
 		n, err := sum(r)
 		if err != nil {
@@ -595,6 +597,13 @@ func (p *Profiler) readLost() (Lost, error) {
 	}
 	return l, nil
 }
+
+// The bits of sample_key.halves (enum stack_half in bpf/types.h, which
+// bpf2go cannot see: no map or variable has that type).
+const (
+	halfKernel = 1
+	halfUser   = 2
+)
 
 // trimStack cuts the zero padding after the last frame.
 func trimStack(ips []uint64) []uint64 {

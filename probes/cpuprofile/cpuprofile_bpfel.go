@@ -22,22 +22,23 @@ const (
 type cpuprofileLostReason uint32
 
 const (
-	cpuprofileLostReasonLOST_KERNEL_STACK_COLLISION cpuprofileLostReason = 0
-	cpuprofileLostReasonLOST_KERNEL_STACK_FAULT     cpuprofileLostReason = 1
-	cpuprofileLostReasonLOST_USER_STACK_COLLISION   cpuprofileLostReason = 2
-	cpuprofileLostReasonLOST_USER_STACK_FAULT       cpuprofileLostReason = 3
-	cpuprofileLostReasonLOST_COUNTS_FULL            cpuprofileLostReason = 4
-	cpuprofileLostReasonLOST_REASONS                cpuprofileLostReason = 5
+	cpuprofileLostReasonLOST_KERNEL_STACKS_FULL cpuprofileLostReason = 0
+	cpuprofileLostReasonLOST_KERNEL_STACK_FAULT cpuprofileLostReason = 1
+	cpuprofileLostReasonLOST_USER_STACKS_FULL   cpuprofileLostReason = 2
+	cpuprofileLostReasonLOST_USER_STACK_FAULT   cpuprofileLostReason = 3
+	cpuprofileLostReasonLOST_COUNTS_FULL        cpuprofileLostReason = 4
+	cpuprofileLostReasonLOST_REASONS            cpuprofileLostReason = 5
 )
 
 type cpuprofileSampleKey struct {
-	_             structs.HostLayout
-	Pid           uint32
-	Tgid          uint32
-	Cpu           uint32
-	KernelStackId int32
-	UserStackId   int32
-	Comm          [16]int8
+	_           structs.HostLayout
+	KernelStack uint64
+	UserStack   uint64
+	Pid         uint32
+	Tgid        uint32
+	Cpu         uint32
+	Halves      uint32
+	Comm        [16]int8
 }
 
 type cpuprofileSelfCost struct {
@@ -45,6 +46,11 @@ type cpuprofileSelfCost struct {
 	Runs      uint64
 	TimedRuns uint64
 	TimedNs   uint64
+}
+
+type cpuprofileStackFrames struct {
+	_   structs.HostLayout
+	Ips [127]uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -58,6 +64,7 @@ const (
 	cpuprofileMapSampleCounts1      = "sample_counts_1"
 	cpuprofileMapSampledTgids       = "sampled_tgids"
 	cpuprofileMapSelfCosts          = "self_costs"
+	cpuprofileMapStackScratch       = "stack_scratch"
 	cpuprofileMapStackTraces        = "stack_traces"
 	cpuprofileMapStackTraces1       = "stack_traces_1"
 	cpuprofileProgOnCpuClock        = "on_cpu_clock"
@@ -124,6 +131,7 @@ type cpuprofileMapSpecs struct {
 	SampleCounts1 *ebpf.MapSpec `ebpf:"sample_counts_1"`
 	SampledTgids  *ebpf.MapSpec `ebpf:"sampled_tgids"`
 	SelfCosts     *ebpf.MapSpec `ebpf:"self_costs"`
+	StackScratch  *ebpf.MapSpec `ebpf:"stack_scratch"`
 	StackTraces   *ebpf.MapSpec `ebpf:"stack_traces"`
 	StackTraces1  *ebpf.MapSpec `ebpf:"stack_traces_1"`
 }
@@ -166,6 +174,7 @@ type cpuprofileMaps struct {
 	SampleCounts1 *ebpf.Map `ebpf:"sample_counts_1"`
 	SampledTgids  *ebpf.Map `ebpf:"sampled_tgids"`
 	SelfCosts     *ebpf.Map `ebpf:"self_costs"`
+	StackScratch  *ebpf.Map `ebpf:"stack_scratch"`
 	StackTraces   *ebpf.Map `ebpf:"stack_traces"`
 	StackTraces1  *ebpf.Map `ebpf:"stack_traces_1"`
 }
@@ -179,6 +188,7 @@ func (m *cpuprofileMaps) Close() error {
 		m.SampleCounts1,
 		m.SampledTgids,
 		m.SelfCosts,
+		m.StackScratch,
 		m.StackTraces,
 		m.StackTraces1,
 	)

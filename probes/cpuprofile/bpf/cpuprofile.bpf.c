@@ -3,8 +3,16 @@
  * cpuprofile: on-CPU stack sampling. User space opens a software cpu-clock
  * perf event on every online CPU at a fixed frequency and attaches
  * on_cpu_clock to each; every tick records the interrupted thread's kernel
- * and user stacks in a stack map and counts the (thread, CPU, stacks) tuple
- * in a hash, so only distinct stacks ever cross to user space.
+ * and user stacks in a hash keyed by a 64-bit hash of their frames and
+ * counts the (thread, CPU, stacks) tuple in a second hash, so only distinct
+ * stacks ever cross to user space.
+ *
+ * Not a BPF_MAP_TYPE_STACK_TRACE: that map keeps one stack per bucket of
+ * hash & (entries - 1) and refuses (-EEXIST) every later stack that lands
+ * in a taken bucket, so a hot stack whose bucket an idle one took first is
+ * lost for the whole run, and on a busy machine at 999 Hz a fifth of the
+ * samples went that way. Keyed by the full 64-bit hash, a stack is lost
+ * only when the map is full.
  *
  * The stack map and the count hash come in two generations; the program
  * writes the one generation[0] names. A one-shot run never switches (its
@@ -32,12 +40,14 @@ const volatile bool include_idle = false;
  * keep_idle_interrupts in cpuprofile.go). */
 const volatile bool keep_idle_interrupts = false;
 
-/* max_entries of the four maps are resized by the loader. Generation 0. */
+/* max_entries of the four maps are resized by the loader. Generation 0.
+ * stack_traces: frame hash (stack_hash) -> the frames, leaf first, zero
+ * after the last. */
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u64[CPUPROFILE_MAX_DEPTH]);
+	__type(key, __u64);
+	__type(value, struct stack_frames);
 } stack_traces SEC(".maps");
 
 struct {
@@ -47,12 +57,12 @@ struct {
 	__type(value, __u64);
 } sample_counts SEC(".maps");
 
-/* Generation 1: stack ids in its counts' keys are its own stack map's. */
+/* Generation 1: stack hashes in its counts' keys are its own stack map's. */
 struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u64[CPUPROFILE_MAX_DEPTH]);
+	__type(key, __u64);
+	__type(value, struct stack_frames);
 } stack_traces_1 SEC(".maps");
 
 struct {
@@ -97,6 +107,16 @@ struct {
 	__type(value, __u8);
 } sampled_tgids SEC(".maps");
 
+/* Where bpf_get_stack writes one half of a sample before it is hashed: too
+ * big for the BPF stack. Per CPU, and the program cannot nest on its CPU
+ * (a perf event's program is skipped while another runs there). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_frames);
+} stack_scratch SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, LOST_REASONS);
@@ -112,13 +132,58 @@ struct task_struct___cpuprofile {
 } __attribute__((preserve_access_index));
 
 enum { PF_KTHREAD = 0x00200000 };
-enum { E_FAULT = 14, E_EXIST = 17 };
+enum { E_EXIST = 17 };
 
 static __always_inline void count_lost(enum lost_reason reason)
 {
 	__u64 *n = bpf_map_lookup_elem(&lost_samples, &reason);
 	if (n)
 		(*n)++;
+}
+
+/* stack_hash mixes each frame in with steps that are each one-to-one in
+ * the running hash (xor, multiply by an odd constant, xor-shift), so two
+ * stacks of the same depth that differ in one frame never share a hash;
+ * other pairs collide with probability 2^-64. */
+static __always_inline __u64 stack_hash(const struct stack_frames *f, __u32 depth)
+{
+	__u64 h = 0x9e3779b97f4a7c15ULL ^ depth;
+	for (__u32 i = 0; i < CPUPROFILE_MAX_DEPTH; i++) {
+		if (i >= depth)
+			break;
+		h ^= f->ips[i];
+		h *= 0xff51afd7ed558ccdULL;
+		h ^= h >> 33;
+	}
+	return h;
+}
+
+enum store_result { STORED, EMPTY, FAULT, FULL };
+
+/* store_stack records one half of the current sample (flags 0: kernel,
+ * BPF_F_USER_STACK: user) in stack_traces under its hash. */
+static __always_inline enum store_result store_stack(void *ctx, void *stack_traces, __u64 flags, __u64 *hash)
+{
+	__u32 zero = 0;
+	struct stack_frames *f = bpf_map_lookup_elem(&stack_scratch, &zero);
+	if (!f)
+		return FAULT;
+	/* Bytes written; the rest of the buffer is zeroed. 0: no frames (the
+	 * kernel half of a sample taken in user mode). */
+	long n = bpf_get_stack(ctx, f->ips, sizeof(f->ips), flags);
+	if (n < 0)
+		return FAULT;
+	if (n == 0)
+		return EMPTY;
+	*hash = stack_hash(f, (__u32)n / sizeof(__u64));
+	/* Nearly every sample's stack is already there: look before copying
+	 * a kilobyte in. */
+	if (bpf_map_lookup_elem(stack_traces, hash))
+		return STORED;
+	long err = bpf_map_update_elem(stack_traces, hash, f, BPF_NOEXIST);
+	if (err == 0 || err == -E_EXIST) /* -EEXIST: another CPU stored it */
+		return STORED;
+	return FULL;
 }
 
 static __always_inline int record(void *ctx, void *stack_traces, void *sample_counts)
@@ -142,23 +207,22 @@ static __always_inline int record(void *ctx, void *stack_traces, void *sample_co
 	key.pid = pid;
 	key.tgid = tgid;
 	key.cpu = bpf_get_smp_processor_id();
-	key.kernel_stack_id = -1;
-	key.user_stack_id = -1;
 	bpf_get_current_comm(&key.comm, sizeof(key.comm));
 
 	if (collect_kernel) {
-		long sid = bpf_get_stackid(ctx, stack_traces, 0);
-		/* -EFAULT is the empty kernel half of a sample taken in user
-		 * mode (a kernel-mode sample has at least its own IP). */
-		if (sid == -E_EXIST) {
-			count_lost(LOST_KERNEL_STACK_COLLISION);
+		switch (store_stack(ctx, stack_traces, 0, &key.kernel_stack)) {
+		case STORED:
+			key.halves |= HALF_KERNEL;
+			break;
+		case EMPTY: /* a sample taken in user mode */
+			break;
+		case FULL:
+			count_lost(LOST_KERNEL_STACKS_FULL);
 			return 0;
-		}
-		if (sid < 0 && sid != -E_FAULT) {
+		case FAULT:
 			count_lost(LOST_KERNEL_STACK_FAULT);
 			return 0;
 		}
-		key.kernel_stack_id = sid < 0 ? -1 : sid;
 	}
 	if (collect_user) {
 		/* Kernel threads and the idle task have no user stack: that is
@@ -166,12 +230,18 @@ static __always_inline int record(void *ctx, void *stack_traces, void *sample_co
 		struct task_struct___cpuprofile *task = (void *)bpf_get_current_task();
 		bool kthread = pid == 0 || (BPF_CORE_READ(task, flags) & PF_KTHREAD);
 		if (!kthread) {
-			long sid = bpf_get_stackid(ctx, stack_traces, BPF_F_USER_STACK);
-			if (sid < 0) {
-				count_lost(sid == -E_EXIST ? LOST_USER_STACK_COLLISION : LOST_USER_STACK_FAULT);
+			switch (store_stack(ctx, stack_traces, BPF_F_USER_STACK, &key.user_stack)) {
+			case STORED:
+				key.halves |= HALF_USER;
+				break;
+			case FULL:
+				count_lost(LOST_USER_STACKS_FULL);
+				return 0;
+			case EMPTY: /* a user thread without a user frame: a fault */
+			case FAULT:
+				count_lost(LOST_USER_STACK_FAULT);
 				return 0;
 			}
-			key.user_stack_id = sid;
 		} else if (!collect_kernel) {
 			return 0; /* --user-only: nothing of a kernel thread to show */
 		}
