@@ -12,6 +12,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/recipes"
 )
 
 // observeBoundingSet is observeCaps — the README's observe run line, the
@@ -59,7 +60,7 @@ func TestBudgetEstimatesAgreeWithKernel(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rep := runLoopbackFlood(t, lab, c.prefix)
 			ov := rep.Overhead
-			checkDefaultBudget(t, ov, 0.06)
+			checkBudget(t, ov, recipes.DefaultBudget, 0.06)
 
 			// Reads: the socket probe's estimate against the server's count.
 			s := rep.Data.Sockets
@@ -95,18 +96,18 @@ func TestBudgetEstimatesAgreeWithKernel(t *testing.T) {
 	testutil.AssertNoNewBPF(t, progs, maps)
 }
 
-// checkDefaultBudget checks a run's overhead under the default 2 %
-// budget: the budget's use and the cost per CPU are there, something was
+// checkBudget checks a run's overhead under a budget of share (the
+// default, recipes.DefaultBudget, unless the run asked for another): the budget's use and the cost per CPU are there, something was
 // sampled, each sampled group with an estimate of at least two windows,
 // and the cost model's own figure for the busiest CPU is under maxShare
 // (generously bounded: not a timing).
-func checkDefaultBudget(t *testing.T, ov evidence.Overhead, maxShare float64) {
+func checkBudget(t *testing.T, ov evidence.Overhead, share, maxShare float64) {
 	t.Helper()
-	if ov.Budget == nil || ov.Budget.CPUShare != 0.02 || ov.CPUCost == nil || ov.CPUCost.Runs == 0 {
-		t.Fatalf("overhead without the default budget's use or the cost per CPU: %+v", ov)
+	if ov.Budget == nil || ov.Budget.CPUShare != share || ov.CPUCost == nil || ov.CPUCost.Runs == 0 {
+		t.Fatalf("overhead without the budget's use (%v of a CPU) or the cost per CPU: %+v", share, ov)
 	}
-	t.Logf("cost: busiest CPU %d %.2f %% (budget 2 %%), all CPUs %.2f %%, process %.2f %%, total %.2f %%; bpf_stats: %q",
-		ov.CPUCost.MaxCPU, 100*ov.CPUCost.MaxShare, 100*ov.CPUCost.Share, 100*ov.ProcessCPUShare, 100*ov.Budget.TotalShare, ov.StatsOff)
+	t.Logf("cost: busiest CPU %d %.2f %% (budget %.1f %%), all CPUs %.2f %%, process %.2f %%, total %.2f %%; bpf_stats: %q",
+		ov.CPUCost.MaxCPU, 100*ov.CPUCost.MaxShare, 100*share, 100*ov.CPUCost.Share, 100*ov.ProcessCPUShare, 100*ov.Budget.TotalShare, ov.StatsOff)
 	if ov.StatsOff == "" || ov.StatsSample != nil {
 		t.Errorf("bpf_stats under the budget: off %q, sample %+v", ov.StatsOff, ov.StatsSample)
 	}
@@ -135,10 +136,10 @@ func checkDefaultBudget(t *testing.T, ov evidence.Overhead, maxShare float64) {
 		}
 	}
 	if sampled == 0 {
-		t.Error("a flood under a 2 % budget sampled no hook group")
+		t.Errorf("a flood under a %.1f %% budget sampled no hook group", 100*share)
 	}
 	if ov.CPUCost.MaxShare > maxShare {
-		t.Errorf("busiest CPU %.2f %% under a 2 %% budget", 100*ov.CPUCost.MaxShare)
+		t.Errorf("busiest CPU %.2f %% under a %.1f %% budget", 100*ov.CPUCost.MaxShare, 100*share)
 	}
 }
 
