@@ -62,20 +62,16 @@ type PacketCounter interface {
 	Close() error
 }
 
-func openNetDevCounter() (PacketCounter, error) {
-	c, err := procfs.Default.OpenNetDevCounter()
-	if err != nil {
-		return nil, err
+// counterOpener adapts an opener of a concrete counter to Sources' type,
+// returning a nil interface, not a typed nil, when opening fails.
+func counterOpener[C PacketCounter](open func() (C, error)) func() (PacketCounter, error) {
+	return func() (PacketCounter, error) {
+		c, err := open()
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
-	return c, nil
-}
-
-func openUDPReadsCounter() (PacketCounter, error) {
-	c, err := netstat.Default.OpenUDPReadsCounter()
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 // Live reads the running system.
@@ -88,8 +84,8 @@ func Live() Sources {
 		Symbols:  symbols.Default,
 		JVMs:     hsperf.Default,
 		Probes:   LiveProbes(),
-		Packets:  openNetDevCounter,
-		UDPReads: openUDPReadsCounter,
+		Packets:  counterOpener(procfs.Default.OpenNetDevCounter),
+		UDPReads: counterOpener(netstat.Default.OpenUDPReadsCounter),
 	}
 }
 
