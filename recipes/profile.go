@@ -54,13 +54,13 @@ type ProfileOptions struct {
 // on every CPU sampling kernel and user stacks, counted in the kernel and
 // named when the window ends.
 //
-// The overhead budget does not window it: its perf events sample from the
-// window's first reading to its last (the governor counts their program's
-// cost as a fixed cost), so a CPU's expected samples are the frequency ×
-// the whole time its event was enabled in the window. Sampling is paused
-// from Open until the first window begins, so that what happens in
-// between (other probes loading, the budget's calibration) is neither in
-// the profile nor in that time.
+// The overhead budget does not window it: its perf events sample through
+// the whole window (the governor counts their program's cost as a fixed
+// cost), so a CPU's expected samples are the frequency × the whole time
+// its event was enabled. Sampling is paused from Open until the first
+// window is about to begin (Arm, just before the budget's calibration,
+// which must see the profiler's cost), so that the other probes loading
+// is neither in the profile nor in that time.
 type Profile struct {
 	opts     ProfileOptions
 	src      Sources
@@ -80,8 +80,10 @@ type Profile struct {
 	statBegin procfs.Stat
 	statErr   error
 	busy      map[int]int64
-	stop      chan struct{}
-	prefetch  sync.WaitGroup
+	// sampling: the profiler was resumed after Open's pause.
+	sampling bool
+	stop     chan struct{}
+	prefetch sync.WaitGroup
 	// prefetchErr is a panic of the prefetching goroutine (reading a
 	// process's mappings and ELF files), returned by End.
 	prefetchErr error
@@ -135,13 +137,12 @@ func (p *Profile) Begin(context.Context) error {
 	}
 	p.baseline = nil
 	p.busy = nil
-	if p.choice.Event == cpuprofile.EventCycles {
+	if p.windows > 0 && p.choice.Event == cpuprofile.EventCycles {
+		// The first window's busy time counts from Arm, as its samples.
 		p.statBegin, p.statErr = p.src.Root.Stat()
 	}
-	if p.windows == 0 {
-		if err := p.probe.Resume(); err != nil {
-			return err
-		}
+	if err := p.Arm(); err != nil {
+		return err
 	}
 	if p.opts.Continuous {
 		// The last window's frames are named (Samples ran after its
@@ -164,6 +165,21 @@ func (p *Profile) Begin(context.Context) error {
 	p.stop = make(chan struct{})
 	p.prefetch.Add(1)
 	go p.prefetchMappings()
+	return nil
+}
+
+// Arm implements Armer: it resumes the sampling Open paused, once.
+func (p *Profile) Arm() error {
+	if !p.started || p.sampling {
+		return nil
+	}
+	if p.choice.Event == cpuprofile.EventCycles {
+		p.statBegin, p.statErr = p.src.Root.Stat()
+	}
+	if err := p.probe.Resume(); err != nil {
+		return err
+	}
+	p.sampling = true
 	return nil
 }
 

@@ -207,3 +207,39 @@ func cpuIdle(t *testing.T, cpu int) (idle, total float64) {
 	t.Fatalf("no cpu%d line in /proc/stat", cpu)
 	return 0, 0
 }
+
+// A continuous profiler's counts are per window like its samples: each
+// Drain's enabled time is the span since the last Drain, not since Start,
+// and the counts stay readable after Stop.
+func TestDrainCountsPerWindow(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	p := startProfiler(t, Options{Frequency: 99, IncludeIdle: true, Stacks: KernelOnly, Continuous: true})
+	time.Sleep(400 * time.Millisecond)
+	if _, err := p.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	w, err := p.Drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range w.CPUs {
+		if d := time.Duration(c.EnabledNs); d < 250*time.Millisecond || d > 400*time.Millisecond {
+			t.Errorf("CPU %d: %v enabled in a 300 ms window", c.CPU, d)
+		}
+		if c.Taken > 99*400/1000 {
+			t.Errorf("CPU %d: %d samples taken in a 300 ms window at 99 Hz", c.CPU, c.Taken)
+		}
+	}
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.CPUs) != len(w.CPUs) || len(after.CPUs) == 0 {
+		t.Errorf("counts after Stop: %+v", after.CPUs)
+	}
+}
