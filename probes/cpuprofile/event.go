@@ -168,7 +168,7 @@ func cyclesUnavailable(err error) error {
 		return &eventError{msg: fmt.Sprintf("the kernel refused the hardware cycles event (%s): run as root or with CAP_PERFMON", errnoName(err)),
 			errs: []error{probes.ErrPermission, err}}
 	}
-	return &eventError{msg: refusal(err) + ": sample with --event cpu-clock, or auto", errs: []error{probes.ErrNotSupported, err}}
+	return &eventError{msg: refusal(err) + ": sample with cpu-clock instead (--event cpu-clock or auto; event=cpu-clock in a recipe)", errs: []error{probes.ErrNotSupported, err}}
 }
 
 // eventError is one sentence that unwraps to a sentinel and the kernel's
