@@ -21,23 +21,33 @@ func writeSampling(w io.Writer, s evidence.ProfileSampling, rows []evidence.Prof
 		fmt.Fprintf(w, "samples expected per CPU unknown: %s\n", s.ExpectedUnavailable)
 	}
 	var cells []string
+	var taken, expected uint64
 	for _, r := range rows {
 		if r.TakenSamples == nil || r.ExpectedSamples == nil {
 			continue
 		}
 		cells = append(cells, fmt.Sprintf("CPU %d %d/%d", r.CPU, *r.TakenSamples, *r.ExpectedSamples))
+		taken, expected = taken+*r.TakenSamples, expected+*r.ExpectedSamples
 	}
-	if len(cells) > 0 {
-		basis := "online time"
-		if s.ExpectedFrom == evidence.ExpectedFromBusy {
-			basis = "busy time"
-		}
+	basis := "online time"
+	if s.ExpectedFrom == evidence.ExpectedFromBusy {
+		basis = "busy time"
+	}
+	switch {
+	case len(cells) > maxSamplingCells:
+		// The CPUs not seen follow by name; the rest is in -o json.
+		fmt.Fprintf(w, "samples taken/expected (%d Hz × each CPU's %s): %d/%d over %d CPUs (per CPU: -o json)\n", freqHz, basis, taken, expected, len(cells))
+	case len(cells) > 0:
 		fmt.Fprintf(w, "samples taken/expected (%d Hz × each CPU's %s): %s\n", freqHz, basis, strings.Join(cells, ", "))
 	}
 	for _, line := range undersampledLines(rows) {
 		fmt.Fprintln(w, line)
 	}
 }
+
+// maxSamplingCells is the most CPUs whose samples the text lists one by
+// one: a line, not a screen.
+const maxSamplingCells = 16
 
 // undersampledLines says, one line per reason, which CPUs the profile did
 // not see: "not seen: CPU 1 (3 of 396 expected samples): its sampling

@@ -61,3 +61,21 @@ func TestSamplingText(t *testing.T) {
 		}
 	}
 }
+
+// On a big machine the per-CPU counts fold into one sum; the CPUs not
+// seen are still named.
+func TestSamplingTextManyCPUs(t *testing.T) {
+	var rows []evidence.ProfileCPU
+	for cpu := 0; cpu < 64; cpu++ {
+		r := evidence.ProfileCPU{CPU: cpu, TakenSamples: u64p(99), ExpectedSamples: u64p(99)}
+		if cpu == 40 {
+			r.TakenSamples, r.Undersampled, r.UndersampledReason = u64p(2), true, "r"
+		}
+		rows = append(rows, r)
+	}
+	var b bytes.Buffer
+	writeSampling(&b, evidence.ProfileSampling{ExpectedFrom: evidence.ExpectedFromOnline}, rows, 99)
+	if want := "99 Hz × each CPU's online time): 6239/6336 over 64 CPUs (per CPU: -o json)\nnot seen: CPU 40 (2 of 99 expected samples): r;"; !strings.Contains(b.String(), want) {
+		t.Errorf("text:\n%s\nwant %q", b.String(), want)
+	}
+}
