@@ -70,7 +70,10 @@ queue from the kernel and from the driver's own counters, with dead queues and
 skew; which CPU serves which queue (IRQ affinity, NUMA); and an on-CPU profile
 of every CPU, split into the CPUs that run NET_RX and the others, with the share
 of the kernel functions Makita's talk removes (GRO, netfilter, FIB validation,
-audit, IP ID, slab, qdisc and socket spin locks).
+audit, IP ID, slab, qdisc and socket spin locks). The profile samples with the
+hardware cycles event where it opens, else cpu-clock (--event), and names the
+NET_RX CPUs it could not see — a virtual CPU without a PMU stops its cpu-clock
+while it halts — with the softirq probe's NET_RX time there.
 
 Sections whose source does not exist for the interface (no driver counters on
 lo, no IRQs on veth) say so in one line; the rest still runs.`,
