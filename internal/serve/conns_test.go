@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"log"
@@ -188,4 +189,57 @@ func TestLimitedServerUnderIdleAndSlowFloods(t *testing.T) {
 	if open, _, _ := table.stats(); open > 4 {
 		t.Errorf("%d connections open, limit 4", open)
 	}
+}
+
+// Every endpoint answers GET and HEAD; other methods get 405 and an
+// Allow header, not an exposition.
+func TestMethods(t *testing.T) {
+	srv := testServer(t)
+	h := srv.Handler()
+	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/"} {
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions, "TRACE", "BREW"} {
+			rec := serveRequest(h, method, path)
+			if rec.code != http.StatusMethodNotAllowed || rec.header.Get("Allow") != "GET, HEAD" {
+				t.Errorf("%s %s: %d, Allow %q; want 405, \"GET, HEAD\"", method, path, rec.code, rec.header.Get("Allow"))
+			}
+			if strings.Contains(rec.body, "perfscope_") {
+				t.Errorf("%s %s answered with metrics", method, path)
+			}
+		}
+	}
+	if rec := serveRequest(h, http.MethodGet, "/metrics"); rec.code != 200 || !strings.Contains(rec.body, "perfscope_recipe_info") {
+		t.Errorf("GET /metrics: %d %.200q", rec.code, rec.body)
+	}
+	if rec := serveRequest(h, http.MethodHead, "/metrics"); rec.code != 200 || rec.body != "" {
+		t.Errorf("HEAD /metrics: %d, %d bytes of body", rec.code, len(rec.body))
+	}
+	if rec := serveRequest(h, http.MethodGet, "/nope"); rec.code != http.StatusNotFound {
+		t.Errorf("GET /nope: %d", rec.code)
+	}
+}
+
+type recorded struct {
+	code   int
+	header http.Header
+	body   string
+}
+
+// serveRequest sends one request through a real server on loopback (a
+// HEAD's body is dropped by the server, not by the handler).
+func serveRequest(h http.Handler, method, path string) recorded {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return recorded{code: -1, body: err.Error()}
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(ln)
+	defer hs.Shutdown(context.Background())
+	req, _ := http.NewRequest(method, "http://"+ln.Addr().String()+path, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return recorded{code: -1, body: err.Error()}
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return recorded{code: resp.StatusCode, header: resp.Header, body: string(b)}
 }

@@ -95,15 +95,16 @@ func (s *Server) Close() error { return s.session.Close() }
 
 // Handler serves /metrics (OpenMetrics or the Prometheus text format, as
 // the scraper asks), /healthz (the process serves) and /readyz (a window
-// completed within the last three intervals).
+// completed within the last three intervals). Each answers GET and HEAD
+// only: any other method is 405 with an Allow header.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	// At most a few gathers at once: each builds the whole exposition,
 	// and a request flood must not multiply that.
-	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{EnableOpenMetrics: true,
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{EnableOpenMetrics: true,
 		ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: maxScrapesInFlight}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		last := s.metrics.LastWindowEnd()
 		switch {
 		case last.IsZero():
@@ -114,11 +115,7 @@ func (s *Server) Handler() http.Handler {
 			io.WriteString(w, "ok\n")
 		}
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "perfscope serve --recipe %s: /metrics, /healthz, /readyz\n", s.recipe.Name())
 	})
 	return mux
