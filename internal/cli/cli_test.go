@@ -258,3 +258,17 @@ func TestServeWarnsWhenExposed(t *testing.T) {
 		}
 	}
 }
+
+// serve --set duration=1s: one sentence, exit 2, before anything is
+// loaded (it used to be accepted and ignored, the window lasting
+// --interval). The deadline ends a serve that starts instead.
+func TestServeRefusesDuration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := Execute(ctx, []string{"serve", "--recipe", "softirq-balance", "--set", "duration=1s", "--listen", "127.0.0.1:0"}, &out, &errb)
+	want := "perfscope: --set duration=1s: a served window lasts --interval, not the recipe's duration: pass --interval 1s instead\n"
+	if code != ExitUsage || errb.String() != want {
+		t.Errorf("exit %d, stderr %q; want %d, %q", code, errb.String(), ExitUsage, want)
+	}
+}
