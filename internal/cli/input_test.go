@@ -118,3 +118,26 @@ func findingIDs(fs []struct{ ID, Severity string }) string {
 	}
 	return strings.Join(ids, " ")
 }
+
+// A negative or zero --pid says the pid is invalid, in every command that
+// takes one; only a missing one is "required".
+func TestInvalidPIDSaysSo(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"jvm", "--pid", "-5"}, "--pid must be a positive process id, got -5"},
+		{[]string{"jvm", "--pid=-5"}, "--pid must be a positive process id, got -5"},
+		{[]string{"jvm", "-p", "0"}, "--pid must be a positive process id, got 0"},
+		{[]string{"jvm"}, "--pid is required"},
+		{[]string{"udp", "--pid", "-5"}, "--pid must be positive, got -5"},
+		{[]string{"profile", "--pid", "-5"}, "--pid must be positive, got -5"},
+		{[]string{"recipe", "run", "jvm-alloc", "--set", "pid=-5"}, `--set pid=-5: want a process id, got "-5"`},
+		{[]string{"recipe", "run", "cpu-profile", "--set", "pid=-5"}, `--set pid=-5: want a process id (0: none), got "-5"`},
+	} {
+		_, stderr, code := execute(t, tc.args...)
+		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}
