@@ -152,18 +152,11 @@ func TestLabUDPInterrupted(t *testing.T) {
 
 	cmd, stderr := startLabMeasuring(t, Perfscope(t))
 	time.Sleep(3 * time.Second)
-	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("lab udp did not stop within 30 s of SIGINT:\n%s", stderr.String())
-	}
 	// 130, as the README's exit codes say for an interrupt with nothing
 	// to report (it used to be 4, a failed run).
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
+	if code := interruptLab(t, cmd, done, stderr); code != 130 {
 		t.Errorf("interrupted lab exited %d, want 130:\n%s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "lab udp interrupted during single-socket, whose namespaces were removed; 0 of 1 scenarios finished") {
@@ -203,14 +196,7 @@ func TestLabUDPInterruptedAfterAScenario(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("lab udp did not stop within 30 s of SIGINT:\n%s", stderr.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
+	if code := interruptLab(t, cmd, done, stderr); code != 130 {
 		t.Errorf("exit %d, want 130:\n%s", code, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "lab udp interrupted during single-socket, whose namespaces were removed; 1 of 2 scenarios finished, not run: single-socket") {
@@ -226,6 +212,20 @@ func TestLabUDPInterruptedAfterAScenario(t *testing.T) {
 	if left := labLeftovers(t); !slices.Equal(left, leftBefore) {
 		t.Errorf("interrupted lab left %v (before: %v)", left, leftBefore)
 	}
+}
+
+// interruptLab sends SIGINT to a running lab (done receives its Wait) and
+// returns its exit code once it stops, within 30 s.
+func interruptLab(t *testing.T, cmd *exec.Cmd, done <-chan error, stderr *lockedBuffer) int {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("lab udp did not stop within 30 s of SIGINT:\n%s", stderr.String())
+	}
+	return cmd.ProcessState.ExitCode()
 }
 
 // startLabMeasuring starts a 20 s single-socket lab and returns once its

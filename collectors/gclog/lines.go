@@ -46,7 +46,8 @@ type piece struct {
 	n int64
 	// lineStart: the piece starts a line (its number advances).
 	lineStart bool
-	end       pieceEnd
+	// end says what ended a line or an over-long line.
+	end pieceEnd
 }
 
 // lineReader splits input into lines, treating a run of NUL bytes as a
@@ -141,59 +142,64 @@ func (lr *lineReader) text(b []byte, i int, start bool) piece {
 // keeping its first bytes.
 func (lr *lineReader) long(b []byte, start bool) (piece, error) {
 	lr.head = append(lr.head[:0], b[:200]...)
-	pc := piece{kind: pieceLong, n: int64(len(b)), lineStart: start, end: endEOF}
 	lr.br.Discard(len(b))
-	for {
-		b, err := lr.buffered()
-		if err == io.EOF {
-			break
+	n, err := lr.skipUntil(lineEnd)
+	if err != nil {
+		return piece{}, err
+	}
+	pc := piece{kind: pieceLong, text: lr.head, n: int64(len(b)) + n, lineStart: start, end: endEOF}
+	if next, _ := lr.br.Peek(1); len(next) == 1 {
+		pc.end = endNUL
+		if next[0] == '\n' {
+			lr.br.Discard(1)
+			pc.n++
+			pc.end = endNewline
 		}
-		if err != nil {
-			return piece{}, err
-		}
-		if i := lineEnd(b); i >= 0 {
-			pc.end = endNUL
-			if b[i] == '\n' {
-				i++
-				pc.end = endNewline
-			}
-			pc.n += int64(i)
-			lr.br.Discard(i)
-			break
-		}
-		pc.n += int64(len(b))
-		lr.br.Discard(len(b))
 	}
 	lr.atStart = pc.end == endNewline
-	pc.text = lr.head
 	return pc, nil
 }
 
 // nuls skips a run of NUL bytes.
 func (lr *lineReader) nuls(start bool) (piece, error) {
-	// end is endNUL when text follows, endEOF when the input ends in the
-	// hole.
-	pc := piece{kind: pieceNUL, lineStart: start, end: endEOF}
-	for {
-		b, err := lr.buffered()
-		if err == io.EOF {
-			break
+	n, err := lr.skipUntil(func(b []byte) int {
+		if k := leadingZeros(b); k < len(b) {
+			return k
 		}
-		if err != nil {
-			return piece{}, err
-		}
-		k := leadingZeros(b)
-		lr.br.Discard(k)
-		pc.n += int64(k)
-		if k < len(b) {
-			pc.end = endNUL
-			break
-		}
+		return -1
+	})
+	if err != nil {
+		return piece{}, err
 	}
 	// What follows the hole is on the same line as far as line numbers go:
 	// an editor shows the NULs and the text after them on one line.
 	lr.atStart = false
-	return pc, nil
+	return piece{kind: pieceNUL, n: n, lineStart: start}, nil
+}
+
+// skipUntil discards input up to where stop says the skipped run ends in
+// what is buffered (-1: not there, skip it all), or to the end of the
+// input, and returns how many bytes it discarded.
+func (lr *lineReader) skipUntil(stop func([]byte) int) (int64, error) {
+	var n int64
+	for {
+		b, err := lr.buffered()
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		k := stop(b)
+		if k < 0 {
+			k = len(b)
+		}
+		lr.br.Discard(k)
+		n += int64(k)
+		if k < len(b) {
+			return n, nil
+		}
+	}
 }
 
 // zeros is compared a block at a time: holes are gigabytes long.
