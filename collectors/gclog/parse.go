@@ -162,6 +162,9 @@ func (p *Parser) Parse(r io.Reader) error {
 			p.overlong(pc)
 		case pieceNUL:
 			p.Stats.NULBytes += pc.n
+			if len(p.Stats.Skipped) == maxSamples {
+				continue // a binary file has a NUL run in every line
+			}
 			p.skipped(fmt.Sprintf("%s: %d bytes, a hole in the file (a crash, a preallocated file, or copytruncate rotation under a JVM still writing), no text", nulReason, pc.n), nil)
 		}
 	}
