@@ -282,7 +282,7 @@ func Open(name string) (*Input, error) {
 		return nil, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, fileKind(info.Mode()))
 	}
 	in := &Input{f: f}
-	file := &ioErrors{r: f}
+	file := &ioErrors{r: &sparseFile{f: f}}
 	br := bufio.NewReaderSize(file, 64<<10)
 	magic, _ := br.Peek(4)
 	switch {
@@ -306,6 +306,67 @@ func Open(name string) (*Input, error) {
 	}
 	in.r, in.Encoding = textenc.Decode(br)
 	return in, nil
+}
+
+// sparseFile reads a file's holes as NUL bytes without reading them: a
+// 3 GB hole (a crash's sparse tail, a truncate) costs a memory clear
+// instead of seconds of the kernel zeroing page cache it then keeps. The
+// holes come from lseek's SEEK_DATA and SEEK_HOLE; where a filesystem
+// does not track them, the whole file is one data segment and is read.
+type sparseFile struct {
+	f   *os.File
+	off int64
+	// [off, end) is a hole when hole, else data; looked up again at end.
+	end  int64
+	hole bool
+}
+
+func (s *sparseFile) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if s.off >= s.end {
+		s.segment()
+	}
+	n := int(min(int64(len(p)), s.end-s.off))
+	if n == 0 {
+		return 0, io.EOF
+	}
+	if s.hole {
+		clear(p[:n])
+		s.off += int64(n)
+		return n, nil
+	}
+	n, err := s.f.ReadAt(p[:n], s.off)
+	s.off += int64(n)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+// segment looks up the data or hole that starts at off.
+func (s *sparseFile) segment() {
+	fd := int(s.f.Fd())
+	data, err := unix.Seek(fd, s.off, unix.SEEK_DATA)
+	switch {
+	case err == unix.ENXIO:
+		// No data after off: a hole to the end of the file, or the end.
+		s.hole, s.end = true, s.off
+		if st, err := s.f.Stat(); err == nil {
+			s.end = max(s.off, st.Size())
+		}
+	case err != nil:
+		// No hole support: read to the end as data.
+		s.hole, s.end = false, math.MaxInt64
+	case data > s.off:
+		s.hole, s.end = true, data
+	default:
+		s.hole = false
+		if s.end, err = unix.Seek(fd, data, unix.SEEK_HOLE); err != nil {
+			s.end = math.MaxInt64
+		}
+	}
 }
 
 // zstdMagic starts every zstd frame (RFC 8878).

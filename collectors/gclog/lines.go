@@ -56,10 +56,19 @@ type piece struct {
 // (the start of the file reads as NULs), and a crash or a preallocated
 // file leaves NULs at the end. Read as text, the NULs would glue the last
 // record to gigabytes of nothing and the record would be lost with them.
+//
+// Lines are sliced out of a window of the buffer, which is handed back to
+// the bufio.Reader only when the window is used up: one '\n' search per
+// line and one NUL search per window, as cheap as bufio's ReadSlice.
 type lineReader struct {
-	br      *bufio.Reader
-	head    []byte
-	atStart bool
+	br *bufio.Reader
+	// win is what was buffered at the last read; off how much of it was
+	// consumed (not yet discarded from br); nul the index in win of the
+	// first NUL at or after off, len(win) when there is none.
+	win      []byte
+	off, nul int
+	head     []byte
+	atStart  bool
 }
 
 func (lr *lineReader) reset(r io.Reader) {
@@ -68,12 +77,18 @@ func (lr *lineReader) reset(r io.Reader) {
 	} else {
 		lr.br.Reset(r)
 	}
+	lr.win, lr.off, lr.nul = nil, 0, 0
 	lr.atStart = true
 }
 
-// buffered returns what is buffered, reading when nothing is; an empty
-// slice comes with the error that ended the input.
-func (lr *lineReader) buffered() ([]byte, error) {
+// window returns the unconsumed bytes, reading when there are none; an
+// empty slice comes with the error that ended the input.
+func (lr *lineReader) window() ([]byte, error) {
+	if lr.off < len(lr.win) {
+		return lr.win[lr.off:], nil
+	}
+	lr.br.Discard(lr.off)
+	lr.win, lr.off = nil, 0
 	if b, err := lr.br.Peek(1); len(b) == 0 {
 		if err == nil {
 			err = io.EOF
@@ -81,12 +96,42 @@ func (lr *lineReader) buffered() ([]byte, error) {
 		return nil, err
 	}
 	b, _ := lr.br.Peek(lr.br.Buffered())
+	lr.setWindow(b)
 	return b, nil
+}
+
+// fill makes the window as large as the buffer: the line in it goes on
+// past what was buffered.
+func (lr *lineReader) fill() ([]byte, error) {
+	lr.br.Discard(lr.off)
+	b, err := lr.br.Peek(MaxLineBytes)
+	lr.setWindow(b)
+	return b, err
+}
+
+func (lr *lineReader) setWindow(b []byte) {
+	lr.win, lr.off = b, 0
+	lr.nul = indexOrLen(b, 0)
+}
+
+// consume moves past n bytes of the window.
+func (lr *lineReader) consume(n int) {
+	lr.off += n
+	if lr.nul < lr.off {
+		lr.nul = lr.off + indexOrLen(lr.win[lr.off:], 0)
+	}
+}
+
+func indexOrLen(b []byte, c byte) int {
+	if i := bytes.IndexByte(b, c); i >= 0 {
+		return i
+	}
+	return len(b)
 }
 
 // next returns the next piece of input; io.EOF at its end.
 func (lr *lineReader) next() (piece, error) {
-	b, err := lr.buffered()
+	b, err := lr.window()
 	if err != nil {
 		return piece{}, err
 	}
@@ -94,12 +139,12 @@ func (lr *lineReader) next() (piece, error) {
 	if b[0] == 0 {
 		return lr.nuls(start)
 	}
-	if i := lineEnd(b); i >= 0 {
+	if i := lr.lineEnd(b); i >= 0 {
 		return lr.text(b, i, start), nil
 	}
-	// No end in what is buffered: fill the buffer.
-	b, err = lr.br.Peek(MaxLineBytes)
-	if i := lineEnd(b); i >= 0 {
+	// No end in the window: the line goes on past it.
+	b, err = lr.fill()
+	if i := lr.lineEnd(b); i >= 0 {
 		return lr.text(b, i, start), nil
 	}
 	if len(b) < MaxLineBytes {
@@ -107,24 +152,24 @@ func (lr *lineReader) next() (piece, error) {
 			return piece{}, err
 		}
 		// The last line, without a newline.
-		lr.br.Discard(len(b))
+		lr.consume(len(b))
 		lr.atStart = false
 		return piece{kind: pieceText, text: b, n: int64(len(b)), lineStart: start, end: endEOF}, nil
 	}
 	return lr.long(b, start)
 }
 
-// lineEnd is the index of the first newline or NUL in b, -1 if none.
-func lineEnd(b []byte) int {
-	i := bytes.IndexByte(b, '\n')
-	in := b
-	if i >= 0 {
-		in = b[:i]
+// lineEnd is the index of the first newline or NUL in b, the unconsumed
+// window; -1 if none.
+func (lr *lineReader) lineEnd(b []byte) int {
+	nul := lr.nul - lr.off
+	if i := bytes.IndexByte(b[:nul], '\n'); i >= 0 {
+		return i
 	}
-	if j := bytes.IndexByte(in, 0); j >= 0 {
-		return j
+	if nul < len(b) {
+		return nul
 	}
-	return i
+	return -1
 }
 
 func (lr *lineReader) text(b []byte, i int, start bool) piece {
@@ -133,25 +178,25 @@ func (lr *lineReader) text(b []byte, i int, start bool) piece {
 		pc.n++
 		pc.end = endNewline
 	}
-	lr.br.Discard(int(pc.n))
+	lr.consume(int(pc.n))
 	lr.atStart = pc.end == endNewline
 	return pc
 }
 
-// long skips a line that does not fit in the buffer (b, which it fills),
-// keeping its first bytes.
+// long skips a line that does not fit in the buffer (b, the filled
+// window), keeping its first bytes.
 func (lr *lineReader) long(b []byte, start bool) (piece, error) {
 	lr.head = append(lr.head[:0], b[:200]...)
-	lr.br.Discard(len(b))
-	n, err := lr.skipUntil(lineEnd)
+	lr.consume(len(b))
+	n, err := lr.skipUntil(lr.lineEnd)
 	if err != nil {
 		return piece{}, err
 	}
 	pc := piece{kind: pieceLong, text: lr.head, n: int64(len(b)) + n, lineStart: start, end: endEOF}
-	if next, _ := lr.br.Peek(1); len(next) == 1 {
+	if next, err := lr.window(); err == nil {
 		pc.end = endNUL
 		if next[0] == '\n' {
-			lr.br.Discard(1)
+			lr.consume(1)
 			pc.n++
 			pc.end = endNewline
 		}
@@ -177,13 +222,13 @@ func (lr *lineReader) nuls(start bool) (piece, error) {
 	return piece{kind: pieceNUL, n: n, lineStart: start}, nil
 }
 
-// skipUntil discards input up to where stop says the skipped run ends in
-// what is buffered (-1: not there, skip it all), or to the end of the
-// input, and returns how many bytes it discarded.
+// skipUntil consumes input up to where stop says the skipped run ends in
+// the window (-1: not there, skip it all), or to the end of the input,
+// and returns how many bytes it consumed.
 func (lr *lineReader) skipUntil(stop func([]byte) int) (int64, error) {
 	var n int64
 	for {
-		b, err := lr.buffered()
+		b, err := lr.window()
 		if err == io.EOF {
 			return n, nil
 		}
@@ -194,7 +239,7 @@ func (lr *lineReader) skipUntil(stop func([]byte) int) (int64, error) {
 		if k < 0 {
 			k = len(b)
 		}
-		lr.br.Discard(k)
+		lr.consume(k)
 		n += int64(k)
 		if k < len(b) {
 			return n, nil

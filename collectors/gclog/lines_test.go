@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,12 +73,29 @@ func TestLastLineBeforeNULHoleIsRead(t *testing.T) {
 }
 
 // logrotate's copytruncate empties the file while the JVM keeps writing at
-// its offset: the file starts with a hole, then the new lines.
+// its offset: the file starts with a hole (sparse), then the new lines, a
+// hole again and more lines. Written NULs read the same as a hole.
 func TestCopytruncateHoleThenLines(t *testing.T) {
-	log := writeLog(t, "gc.log", make([]byte, 300<<10), []byte(sevenPauses+"\n"))
-	s := analyze(t, log)
-	if got := youngPauses(s); got != 7 || s.Parse.NULBytes != 300<<10 || s.Parse.Unknown != 0 || s.Parse.Lines != 8 {
-		t.Errorf("%d young pauses, stats %+v", got, s.Parse)
+	lines := strings.SplitAfter(sevenPauses, "\n")
+	first, second := []byte(strings.Join(lines[:4], "")), []byte(strings.Join(lines[4:], ""))
+	sparse := writeLog(t, "gc.log")
+	f, err := os.OpenFile(sparse, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt(first, 300<<10)
+	f.WriteAt(second, 5<<20)
+	f.Close()
+	dense := writeLog(t, "gc.log.1", make([]byte, 300<<10), first, make([]byte, 5<<20-300<<10-len(first)), second)
+	for _, log := range []string{sparse, dense} {
+		s := analyze(t, log)
+		p := s.Parse
+		if got := youngPauses(s); got != 7 || p.NULBytes != 5<<20-int64(len(first)) || p.Unknown != 0 || p.Lines != 8 || p.Bytes != 5<<20+int64(len(second)) {
+			t.Errorf("%s: %d young pauses, stats %+v", log, got, p)
+		}
+		if len(p.Skipped) != 2 || p.Skipped[0].Line != 1 || p.Skipped[1].Line != 5 {
+			t.Errorf("%s: holes at %+v, want lines 1 and 5", log, p.Skipped)
+		}
 	}
 }
 
@@ -179,6 +198,89 @@ func TestZstdCorrupt(t *testing.T) {
 		_, err := AnalyzeFiles(context.Background(), []string{writeLog(t, "gc.log.zst", data)}, time.Second)
 		if !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+// refPiece splits data as lineReader should, byte by byte.
+func refPieces(data []byte) []piece {
+	var out []piece
+	atStart := true
+	for pos := 0; pos < len(data); {
+		if data[pos] == 0 {
+			k := pos
+			for k < len(data) && data[k] == 0 {
+				k++
+			}
+			out = append(out, piece{kind: pieceNUL, n: int64(k - pos), lineStart: atStart})
+			atStart, pos = false, k
+			continue
+		}
+		end := pos
+		for end < len(data) && data[end] != '\n' && data[end] != 0 {
+			end++
+		}
+		pc := piece{kind: pieceText, n: int64(end - pos), lineStart: atStart, end: endEOF, text: data[pos:end]}
+		if end-pos >= MaxLineBytes {
+			pc.kind, pc.text = pieceLong, data[pos:pos+200]
+		}
+		if end < len(data) {
+			pc.end = endNUL
+			if data[end] == '\n' {
+				pc.end = endNewline
+				pc.n++
+			}
+		}
+		out = append(out, pc)
+		atStart = pc.end == endNewline
+		pos += int(pc.n)
+	}
+	return out
+}
+
+// The reader's pieces match a byte-by-byte split on inputs mixing short
+// lines, holes and over-long lines at every position relative to the
+// buffer's edges.
+func TestLineReaderMatchesReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 20 {
+		var data []byte
+		for len(data) < 3<<20 {
+			switch r := rng.IntN(100); {
+			case r < 80:
+				data = append(data, bytes.Repeat([]byte("a"), rng.IntN(300))...)
+				data = append(data, '\n')
+			case r < 88:
+				data = append(data, make([]byte, 1+rng.IntN(70000))...)
+			case r < 93:
+				data = append(data, bytes.Repeat([]byte("L"), MaxLineBytes-2+rng.IntN(5))...)
+				data = append(data, "\n\x00"[rng.IntN(2)])
+			default:
+				data = append(data, bytes.Repeat([]byte("b"), rng.IntN(600000))...)
+			}
+		}
+		data = data[:len(data)-rng.IntN(400000)]
+		var lr lineReader
+		lr.reset(bytes.NewReader(data))
+		want := refPieces(data)
+		for i := 0; ; i++ {
+			got, err := lr.next()
+			if err == io.EOF {
+				if i != len(want) {
+					t.Fatalf("round %d: %d pieces, want %d", round, i, len(want))
+				}
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i >= len(want) {
+				t.Fatalf("round %d: more than the %d pieces wanted", round, len(want))
+			}
+			w := want[i]
+			if got.kind != w.kind || got.n != w.n || got.lineStart != w.lineStart || (got.kind != pieceNUL && got.end != w.end) || !bytes.Equal(got.text, w.text) {
+				t.Fatalf("round %d, piece %d: got kind %d n %d start %v end %d, want kind %d n %d start %v end %d", round, i, got.kind, got.n, got.lineStart, got.end, w.kind, w.n, w.lineStart, w.end)
+			}
 		}
 	}
 }
