@@ -131,6 +131,15 @@ func indexOrLen(b []byte, c byte) int {
 
 // next returns the next piece of input; io.EOF at its end.
 func (lr *lineReader) next() (piece, error) {
+	// The common case first, kept small: a whole line in the window.
+	if b := lr.win[lr.off:]; len(b) > 0 && b[0] != 0 {
+		if i := bytes.IndexByte(b[:lr.nul-lr.off], '\n'); i >= 0 {
+			start := lr.atStart
+			lr.off += i + 1 // before the NUL: nul stays right
+			lr.atStart = true
+			return piece{kind: pieceText, text: b[:i], n: int64(i) + 1, lineStart: start, end: endNewline}, nil
+		}
+	}
 	b, err := lr.window()
 	if err != nil {
 		return piece{}, err
