@@ -59,6 +59,8 @@ type jvmOptions struct {
 	// plan is the jvm-alloc recipe bound to the flags.
 	plan *recipes.Plan
 	src  recipes.Sources
+	// pidGiven: --pid was on the command line (0 given is not 0 missing).
+	pidGiven bool
 	// run is the measurement; tests replace it to check flag handling.
 	run func(ctx context.Context, o *jvmOptions, g *Globals) error
 }
@@ -99,6 +101,7 @@ Ctrl-C; if the JVM exits mid-run, what was measured is reported (exit 4).`,
   perfscope jvm --pid 4242 --duration 10s --event cpu --flame cpu.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.pidGiven = cmd.Flags().Changed("pid")
 			err := o.validate()
 			if err == nil {
 				err = o.run(cmd.Context(), o, g)
@@ -153,7 +156,10 @@ func (o *jvmOptions) validate() error {
 			return asUsage(err)
 		}
 	}
-	if o.PID <= 0 {
+	switch {
+	case o.PID < 0 || o.PID == 0 && o.pidGiven:
+		return usageError("--pid must be a positive process id, got %d: pass the pid of a running JVM (`jps` or `pgrep java` lists them)", o.PID)
+	case o.PID == 0:
 		return usageError("--pid is required: pass the pid of a running JVM (`jps` or `pgrep java` lists them)")
 	}
 	if o.Flame != "" && !strings.HasSuffix(o.Flame, ".svg") && !strings.HasSuffix(o.Flame, ".html") {
