@@ -133,10 +133,19 @@ func TestRevertFileModeAndPlace(t *testing.T) {
 	if _, err := ReadRevertFile(p); err != nil {
 		t.Errorf("sticky directory (as /tmp): %v", err)
 	}
+	// A link to the directory is followed only when root or you own it.
 	dirLink := filepath.Join(t.TempDir(), "dir")
 	os.Symlink(open, dirLink)
-	if _, err := OpenTrustedDir(dirLink); err == nil || !strings.Contains(err.Error(), "symbolic link") {
-		t.Errorf("directory link: %v", err)
+	if d, err := OpenTrustedDir(dirLink); err != nil {
+		t.Errorf("your directory link: %v", err)
+	} else {
+		d.Close()
+	}
+	if os.Geteuid() == 0 {
+		os.Lchown(dirLink, 65534, 65534)
+		if _, err := OpenTrustedDir(dirLink); err == nil || !strings.Contains(err.Error(), "symbolic link owned by uid 65534") {
+			t.Errorf("another user's directory link: %v", err)
+		}
 	}
 }
 

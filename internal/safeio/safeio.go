@@ -16,9 +16,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -27,25 +30,37 @@ var (
 	// ErrUnsafeDir is returned for an output directory that another user
 	// could plant files in.
 	ErrUnsafeDir = errors.New("directory is not private to this user")
-	// ErrUntrusted is returned for a directory or file outside
-	// OpenTrustedDir's policy: another user could replace or remove it.
-	ErrUntrusted = errors.New("another user could replace what perfscope writes there")
+	// ErrUntrusted is returned for a path outside the rules of resolve.go
+	// (a directory or link of another user's on the way, a directory
+	// others can write without the sticky bit) or a file others could
+	// replace.
+	ErrUntrusted = errors.New("another user could redirect or replace what perfscope writes there")
+	// ErrNotWritable is returned for an output directory in which no file
+	// can be created (a read-only file system, /proc/self).
+	ErrNotWritable = errors.New("no file can be created there")
 	// ErrNotFile is returned for an input that is a directory (or a socket).
 	ErrNotFile = errors.New("not a file")
 )
+
+// Refused reports whether err is a refusal of a path by the rules of
+// resolve.go or of OpenPrivateDir: the user's input, not a failed run.
+func Refused(err error) bool {
+	return errors.Is(err, ErrUntrusted) || errors.Is(err, ErrUnsafeDir) || errors.Is(err, ErrNotWritable)
+}
 
 // WaitingOpen is called once when opening an input or output blocks (a
 // FIFO waiting for its other end), so the user learns why nothing happens.
 type WaitingOpen func(path string)
 
-// openCtx opens path with flag, giving up when ctx ends. Opening a FIFO
-// blocks in the kernel until the other end opens it, where a signal-driven
-// cancellation cannot reach it; so non-regular files are opened on their
-// own goroutine, and one still blocked when ctx ends is abandoned (its
-// descriptor, should the open ever complete, is closed).
-func openCtx(ctx context.Context, path string, flag int, perm fs.FileMode, blocking bool, waiting WaitingOpen) (*os.File, error) {
+// openCtx opens path (named so for messages) with open, giving up when
+// ctx ends. Opening a FIFO blocks in the kernel until the other end opens
+// it, where a signal-driven cancellation cannot reach it; so non-regular
+// files are opened on their own goroutine, and one still blocked when ctx
+// ends is abandoned (its descriptor, should the open ever complete, is
+// closed).
+func openCtx(ctx context.Context, path string, open func() (*os.File, error), blocking bool, waiting WaitingOpen) (*os.File, error) {
 	if !blocking {
-		return os.OpenFile(path, flag, perm)
+		return open()
 	}
 	type result struct {
 		f   *os.File
@@ -55,7 +70,7 @@ func openCtx(ctx context.Context, path string, flag int, perm fs.FileMode, block
 	var mu sync.Mutex
 	abandoned := false
 	go func() {
-		f, err := os.OpenFile(path, flag, perm)
+		f, err := open()
 		mu.Lock()
 		defer mu.Unlock()
 		if abandoned {
@@ -115,7 +130,7 @@ func OpenInput(ctx context.Context, path string, waiting WaitingOpen) (*Input, e
 	case mode&fs.ModeSocket != 0:
 		return nil, fmt.Errorf("%s is a socket: %w", path, ErrNotFile)
 	}
-	f, err := openCtx(ctx, path, os.O_RDONLY, 0, !mode.IsRegular(), waiting)
+	f, err := openCtx(ctx, path, func() (*os.File, error) { return os.Open(path) }, !mode.IsRegular(), waiting)
 	if err != nil {
 		return nil, err
 	}
@@ -202,28 +217,131 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10) + " bytes"
 }
 
-// WriteOutput writes to path what write produces. A missing path or a
-// regular file is written under a temporary name in the same directory and
-// renamed into place, so an interrupted or failed run never leaves a
-// truncated file. Anything else — a device such as /dev/null, a FIFO, a
-// symlink such as /proc/self/fd/1 — is opened and written through, exactly
-// as a shell redirection would, and never replaced: renaming over it would
-// replace the device node or the link itself.
+// WriteOutput writes to path what write produces. path is resolved by the
+// rules of resolve.go, and its directory must exist. A missing path or a
+// regular file is written under a temporary name in the directory held
+// open and renamed into place, so an interrupted or failed run never
+// leaves a truncated file. A symbolic link owned by root or you is
+// followed and never replaced: its target is resolved by the same rules,
+// and a link in /proc (/proc/self/fd/1, the target of /dev/stdout) is
+// opened as the kernel resolves it, to the file it stands for. A device
+// (/dev/null) or FIFO is opened and written through, exactly as a shell
+// redirection would, and never replaced: renaming over it would replace
+// the device node itself.
 func WriteOutput(ctx context.Context, path string, waiting WaitingOpen, write func(io.Writer) error) error {
-	st, err := os.Lstat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return writeReplacing(ctx, path, 0o644, write)
-	case err != nil:
+	cur, err := absolute(path)
+	if err != nil {
 		return err
-	case st.Mode().IsRegular():
-		return writeReplacing(ctx, path, st.Mode().Perm(), write)
-	case st.IsDir():
-		return &os.PathError{Op: "write", Path: path, Err: syscall.EISDIR}
 	}
-	target, err := os.Stat(path)
-	blocking := err != nil || !target.Mode().IsRegular()
-	f, err := openCtx(ctx, path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644, blocking, waiting)
+	r := newResolver(false)
+	for {
+		dir, name := splitLast(cur)
+		if name == "" || name == "." || name == ".." {
+			return &os.PathError{Op: "write", Path: path, Err: syscall.EISDIR}
+		}
+		h, err := r.dir(dir)
+		if err != nil {
+			return naming(path, err)
+		}
+		next, err := writeIn(ctx, r, h, name, path, waiting, write)
+		unix.Close(h.fd)
+		if next == "" || err != nil {
+			return err
+		}
+		cur = next
+	}
+}
+
+// splitLast splits a path before its last name, without cleaning it: a
+// ".." in a link's target is resolved by the walk, not by the text.
+func splitLast(p string) (dir, name string) {
+	p = strings.TrimRight(p, "/")
+	i := strings.LastIndexByte(p, '/')
+	if i < 0 {
+		return ".", p
+	}
+	return p[:i+1], p[i+1:]
+}
+
+// naming makes an error about a component of path name path too, and one
+// about the temporary file beside it name path instead.
+func naming(path string, err error) error {
+	var pe *os.PathError
+	switch {
+	case !errors.As(err, &pe) || pe.Path == path:
+		return err
+	case pe.Op == "create":
+		return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
+	}
+	return &os.PathError{Op: pe.Op, Path: path, Err: fmt.Errorf("%s: %w", pe.Path, pe.Err)}
+}
+
+// writeIn writes name in the directory h (WriteOutput), or returns the
+// path a trusted link there points to, to be resolved next.
+func writeIn(ctx context.Context, r *resolver, h heldDir, name, path string, waiting WaitingOpen, write func(io.Writer) error) (string, error) {
+	d := &Dir{fd: h.fd, path: h.path}
+	fd, st, err := stepStat(h.fd, name)
+	if errors.Is(err, unix.ENOENT) {
+		return "", naming(path, d.WriteFile(ctx, name, 0o644, write))
+	}
+	if err != nil {
+		return "", &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	where := filepath.Join(h.path, name)
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return "", naming(path, d.WriteFile(ctx, name, os.FileMode(st.Mode&0o777), write))
+	case unix.S_IFDIR:
+		return "", &os.PathError{Op: "write", Path: path, Err: syscall.EISDIR}
+	case unix.S_IFLNK:
+		var fs unix.Statfs_t
+		if unix.Fstatfs(h.fd, &fs) == nil && fs.Type == unix.PROC_SUPER_MAGIC {
+			// /proc/PID/fd/N names an open file, not a path: the kernel
+			// opens that very file. The directory, checked like any other,
+			// belongs to this process (or another of root's or yours).
+			if !r.owners.Trust(st.Uid) {
+				return "", fmt.Errorf("%s is a symbolic link owned by %s, not by root or you: %w", where, describeUID(st.Uid), ErrUntrusted)
+			}
+			return "", writeThrough(ctx, path, waiting, write, func() (int, error) {
+				return unix.Openat(h.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+			}, nil)
+		}
+		target, err := r.follow(fd, where, &st)
+		if err != nil {
+			return "", err
+		}
+		if !strings.HasPrefix(target, "/") {
+			target = h.path + "/" + target
+		}
+		return target, nil
+	}
+	// A device, FIFO or socket: opened where it was found (the directory
+	// held), and only if it is still the file that was checked.
+	return "", writeThrough(ctx, path, waiting, write, func() (int, error) {
+		return unix.Openat(h.fd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}, &st)
+}
+
+// writeThrough opens a file that is not replaced (open, on its own
+// goroutine: a FIFO blocks until a reader comes) and writes to it. same,
+// when set, is what the file must still be once opened.
+func writeThrough(ctx context.Context, path string, waiting WaitingOpen, write func(io.Writer) error, open func() (int, error), same *unix.Stat_t) error {
+	f, err := openCtx(ctx, path, func() (*os.File, error) {
+		fd, err := open()
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		var st unix.Stat_t
+		if same != nil && (unix.Fstat(fd, &st) != nil || st.Dev != same.Dev || st.Ino != same.Ino) {
+			unix.Close(fd)
+			return nil, fmt.Errorf("%s changed while it was opened: %w", path, ErrUntrusted)
+		}
+		// Non-blocking, so that Go's poller carries the writes and closing
+		// the file (ctx ending) wakes one a stalled reader blocks.
+		unix.SetNonblock(fd, true)
+		return os.NewFile(uintptr(fd), path), nil
+	}, true, waiting)
 	if err != nil {
 		return err
 	}
@@ -239,42 +357,4 @@ func WriteOutput(ctx context.Context, path string, waiting WaitingOpen, write fu
 		werr = ctx.Err()
 	}
 	return werr
-}
-
-// writeReplacing writes a temporary file next to path, then renames it
-// over path.
-func writeReplacing(ctx context.Context, path string, perm fs.FileMode, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		// Name the file asked for, not the temporary one beside it.
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return &os.PathError{Op: "create", Path: path, Err: err}
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	done = true
-	return nil
 }
