@@ -50,8 +50,9 @@ func oneSentence(t *testing.T, args []string, stderr string, code int) {
 // Output paths through what another user planted (a link to a root
 // directory, a link to a /root-like one, a directory others can write
 // without the sticky bit) are refused, exit 2, and nothing is written
-// outside: the outputs of `flame --out`, recipes' output directories and
-// --revert-dir. (udp --flame: integration's TestUDPFlameRefusesNeighbours.)
+// outside: `udp --flame`, `profile --out`, `jvm --flame` and `--folded`,
+// `flame --out`, recipes' output directories and --revert-dir. (Each is refused before a measurement: no
+// BPF is loaded; --duration bounds what a build without the check runs.)
 func TestOutputPathsRefuseNeighboursPlants(t *testing.T) {
 	h := testutil.NewNeighbourhood(t)
 	h.Run(t, `ln -s "$2" "$1/cron" && ln -s "$3" "$1/sub" && ln -s "$2/file" "$1/out.svg" && ln -s "$2/file" "$4/out.svg"`, h.Home, h.Target, h.RootLike, h.Sticky)
@@ -59,6 +60,12 @@ func TestOutputPathsRefuseNeighboursPlants(t *testing.T) {
 	os.WriteFile(in, []byte("a;b 3\n"), 0o644)
 	recipe := writeOutputRecipe(t)
 	for _, args := range [][]string{
+		{"udp", "--iface", "lo", "--duration", "1s", "--flame", filepath.Join(h.Home, "cron")},
+		{"udp", "--iface", "lo", "--duration", "1s", "--flame", filepath.Join(h.Home, "sub", "sub2")},
+		{"udp", "--iface", "lo", "--duration", "1s", "--flame", filepath.Join(h.Open, "flames")},
+		{"profile", "--duration", "1s", "-o", "svg", "--out", filepath.Join(h.Home, "cron", "x.svg")},
+		{"jvm", "--pid", "1", "--flame", filepath.Join(h.Home, "cron", "x.svg")},
+		{"jvm", "--pid", "1", "--folded", filepath.Join(h.Sticky, "out.svg")},
 		{"flame", in, "--out", filepath.Join(h.Home, "cron", "x.svg")},
 		{"flame", in, "--out", filepath.Join(h.Home, "sub", "x.svg")},
 		{"flame", in, "--out", filepath.Join(h.Home, "out.svg")},
@@ -118,5 +125,36 @@ func TestOutputDirSwappedDuringRunCannotRedirect(t *testing.T) {
 	testutil.Untouched(t, h.Target)
 	if _, err := os.Stat(filepath.Join(h.Home, "moved", "report.json")); err != nil {
 		t.Errorf("the report is not in the directory that was checked: %v", err)
+	}
+}
+
+// A revert file an --apply killed at its creation left empty is reported
+// as such, exit 2, not as malformed JSON.
+func TestRevertEmptyFileSaysTheApplyWasKilled(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "perfscope-revert-20260102T030405Z-00000000.json")
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"udp", "--revert", path}
+	_, stderr, code := execute(t, args...)
+	oneSentence(t, args, stderr, code)
+	if !strings.Contains(stderr, "empty: the --apply that created it was killed before it recorded anything") || strings.Contains(stderr, "JSON") {
+		t.Errorf("stderr %q", stderr)
+	}
+}
+
+// `--flame /proc/self`: a directory no file can be created in is bad
+// input (exit 2), found before the run, not a failure after it (exit 4).
+func TestFlameDirInProcIsBadInput(t *testing.T) {
+	recipe := writeOutputRecipe(t)
+	for _, args := range [][]string{
+		{"udp", "--iface", "lo", "--duration", "1s", "--flame", "/proc/self"},
+		{"recipe", "run", recipe, "--set", "out=/proc/self"},
+	} {
+		_, stderr, code := execute(t, args...)
+		oneSentence(t, args, stderr, code)
+		if !strings.Contains(stderr, "no file can be created in /proc/self") {
+			t.Errorf("%v: %q", args, stderr)
+		}
 	}
 }

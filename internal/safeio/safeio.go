@@ -229,26 +229,111 @@ func FormatSize(n int64) string {
 // redirection would, and never replaced: renaming over it would replace
 // the device node itself.
 func WriteOutput(ctx context.Context, path string, waiting WaitingOpen, write func(io.Writer) error) error {
-	cur, err := absolute(path)
+	t, err := resolveOutput(path)
 	if err != nil {
 		return err
+	}
+	defer unix.Close(t.dir.fd)
+	d := &Dir{fd: t.dir.fd, path: t.dir.path}
+	switch {
+	case !t.exists:
+		return naming(path, d.WriteFile(ctx, t.name, 0o644, write))
+	case t.st.Mode&unix.S_IFMT == unix.S_IFREG:
+		return naming(path, d.WriteFile(ctx, t.name, os.FileMode(t.st.Mode&0o777), write))
+	case t.procLink:
+		// /proc/PID/fd/N names an open file, not a path: the kernel
+		// opens that very file.
+		return writeThrough(ctx, path, waiting, write, func() (int, error) {
+			return unix.Openat(t.dir.fd, t.name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
+		}, nil)
+	}
+	// A device, FIFO or socket: opened where it was found (the directory
+	// held), and only if it is still the file that was checked.
+	return writeThrough(ctx, path, waiting, write, func() (int, error) {
+		return unix.Openat(t.dir.fd, t.name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}, &t.st)
+}
+
+// CheckOutput resolves path as WriteOutput will, without writing: a run
+// checks its output before it measures rather than fail after.
+func CheckOutput(path string) error {
+	t, err := resolveOutput(path)
+	if err == nil {
+		unix.Close(t.dir.fd)
+	}
+	return err
+}
+
+// outputTarget is what WriteOutput writes: name in the directory held,
+// with what is there now.
+type outputTarget struct {
+	dir    heldDir
+	name   string
+	exists bool
+	st     unix.Stat_t
+	// procLink: a link in /proc (/proc/self/fd/1), which names an open
+	// file rather than a path.
+	procLink bool
+}
+
+// resolveOutput resolves path by the rules of resolve.go, following a
+// trusted link at its end to its target, to a name in a directory held.
+func resolveOutput(path string) (outputTarget, error) {
+	cur, err := absolute(path)
+	if err != nil {
+		return outputTarget{}, err
 	}
 	r := newResolver(false)
 	for {
 		dir, name := splitLast(cur)
 		if name == "" || name == "." || name == ".." {
-			return &os.PathError{Op: "write", Path: path, Err: syscall.EISDIR}
+			return outputTarget{}, &os.PathError{Op: "write", Path: path, Err: syscall.EISDIR}
 		}
 		h, err := r.dir(dir)
 		if err != nil {
-			return naming(path, err)
+			return outputTarget{}, naming(path, err)
 		}
-		next, err := writeIn(ctx, r, h, name, path, waiting, write)
+		t := outputTarget{dir: h, name: name}
+		fd, st, err := stepStat(h.fd, name)
+		if errors.Is(err, unix.ENOENT) {
+			return t, nil
+		}
+		if err != nil {
+			unix.Close(h.fd)
+			return outputTarget{}, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		t.exists, t.st = true, st
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			unix.Close(fd)
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				unix.Close(h.fd)
+				return outputTarget{}, &os.PathError{Op: "write", Path: path, Err: syscall.EISDIR}
+			}
+			return t, nil
+		}
+		where := filepath.Join(h.path, name)
+		var fs unix.Statfs_t
+		if unix.Fstatfs(h.fd, &fs) == nil && fs.Type == unix.PROC_SUPER_MAGIC {
+			unix.Close(fd)
+			// The directory, checked like any other, belongs to this
+			// process (or another of root's or yours).
+			if !r.owners.Trust(st.Uid) {
+				unix.Close(h.fd)
+				return outputTarget{}, fmt.Errorf("%s is a symbolic link owned by %s, not by root or you: %w", where, describeUID(st.Uid), ErrUntrusted)
+			}
+			t.procLink = true
+			return t, nil
+		}
+		target, err := r.follow(fd, where, &st)
+		unix.Close(fd)
 		unix.Close(h.fd)
-		if next == "" || err != nil {
-			return err
+		if err != nil {
+			return outputTarget{}, err
 		}
-		cur = next
+		if !strings.HasPrefix(target, "/") {
+			target = h.path + "/" + target
+		}
+		cur = target
 	}
 }
 
@@ -274,53 +359,6 @@ func naming(path string, err error) error {
 		return &os.PathError{Op: pe.Op, Path: path, Err: pe.Err}
 	}
 	return &os.PathError{Op: pe.Op, Path: path, Err: fmt.Errorf("%s: %w", pe.Path, pe.Err)}
-}
-
-// writeIn writes name in the directory h (WriteOutput), or returns the
-// path a trusted link there points to, to be resolved next.
-func writeIn(ctx context.Context, r *resolver, h heldDir, name, path string, waiting WaitingOpen, write func(io.Writer) error) (string, error) {
-	d := &Dir{fd: h.fd, path: h.path}
-	fd, st, err := stepStat(h.fd, name)
-	if errors.Is(err, unix.ENOENT) {
-		return "", naming(path, d.WriteFile(ctx, name, 0o644, write))
-	}
-	if err != nil {
-		return "", &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer unix.Close(fd)
-	where := filepath.Join(h.path, name)
-	switch st.Mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return "", naming(path, d.WriteFile(ctx, name, os.FileMode(st.Mode&0o777), write))
-	case unix.S_IFDIR:
-		return "", &os.PathError{Op: "write", Path: path, Err: syscall.EISDIR}
-	case unix.S_IFLNK:
-		var fs unix.Statfs_t
-		if unix.Fstatfs(h.fd, &fs) == nil && fs.Type == unix.PROC_SUPER_MAGIC {
-			// /proc/PID/fd/N names an open file, not a path: the kernel
-			// opens that very file. The directory, checked like any other,
-			// belongs to this process (or another of root's or yours).
-			if !r.owners.Trust(st.Uid) {
-				return "", fmt.Errorf("%s is a symbolic link owned by %s, not by root or you: %w", where, describeUID(st.Uid), ErrUntrusted)
-			}
-			return "", writeThrough(ctx, path, waiting, write, func() (int, error) {
-				return unix.Openat(h.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_CLOEXEC, 0o644)
-			}, nil)
-		}
-		target, err := r.follow(fd, where, &st)
-		if err != nil {
-			return "", err
-		}
-		if !strings.HasPrefix(target, "/") {
-			target = h.path + "/" + target
-		}
-		return target, nil
-	}
-	// A device, FIFO or socket: opened where it was found (the directory
-	// held), and only if it is still the file that was checked.
-	return "", writeThrough(ctx, path, waiting, write, func() (int, error) {
-		return unix.Openat(h.fd, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	}, &st)
 }
 
 // writeThrough opens a file that is not replaced (open, on its own
