@@ -14,6 +14,7 @@ import (
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/report"
@@ -243,7 +244,8 @@ var artifactKinds = map[report.Format]string{
 // graphs first so the reports written after list them, and adds each
 // file to rep's artifacts. An output with nothing to draw (its profile
 // disabled) is not written. perfscope runs as root: the directories are
-// those Prepare checked and holds open (safeio.OpenPrivateDir), and every
+// those Prepare checked and holds open (safeio.OpenPrivateDir; a plan
+// built by hand has them opened here, by the same rules), and every
 // file is created through them (never through a planted link, never in a
 // directory swapped in since) and renamed into place once whole
 // (safeio.Dir). They are closed when this returns. Not the run's
@@ -265,7 +267,16 @@ func (r *Result) WriteOutputs(rep *report.Report) error {
 		}
 		d, ok := dirs[o.dir]
 		if !ok {
-			return fmt.Errorf("%s: %s was not opened before the run (Plan.Prepare)", o.Path, o.dir)
+			// Not opened by Prepare (a plan built by hand): opened now, by
+			// the same rules.
+			var err error
+			if d, err = safeio.OpenPrivateDir(o.dir); err != nil {
+				return fmt.Errorf("%s: %s: %w", o.Path, o.dir, err)
+			}
+			if dirs == nil {
+				dirs = map[string]*safeio.Dir{}
+			}
+			dirs[o.dir] = d
 		}
 		path := filepath.Join(o.dir, o.Name)
 		var write func(io.Writer) error

@@ -1,10 +1,13 @@
 // Package safeio is how perfscope, which runs as root, reads and writes
-// files at paths other users may control: an output path that is a device
-// or a symlink is written through, never replaced; files go into a
-// directory only when nobody else can write there, and are created without
-// following a planted symlink; an input that is a FIFO without a writer
-// does not make the command deaf to Ctrl-C; and every input has a size cap
-// that fails loudly instead of exhausting memory or silently truncating.
+// files at paths other users may control: every path it writes is
+// resolved one component at a time through directories and links only
+// root or you control (resolve.go); an output path that is a device or a
+// trusted symlink is written through, never replaced; files go into a
+// directory only when nobody else can write there, through the descriptor
+// that was checked, and are created without following a planted symlink;
+// an input that is a FIFO without a writer does not make the command deaf
+// to Ctrl-C; and every input has a size cap that fails loudly instead of
+// exhausting memory or silently truncating.
 package safeio
 
 import (
