@@ -125,3 +125,15 @@ func Untouched(t testing.TB, dir string) {
 		t.Errorf("%s was written: %v %v", dir, names, err)
 	}
 }
+
+// OwnerOf is the uid owning a file (its Stat_t's); an impossible uid
+// when the platform has none.
+func OwnerOf(fi os.FileInfo) uint32 {
+	if fi == nil {
+		return ^uint32(0)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Uid
+	}
+	return ^uint32(0)
+}
