@@ -46,9 +46,14 @@ func TestFlameOutDeviceNodeStaysADevice(t *testing.T) {
 func TestUDPFlameRefusesSharedDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "shared")
 	os.Mkdir(dir, 0o755)
-	os.Chmod(dir, 0o1777)
+	os.Chmod(dir, 0o777|os.ModeSticky)
 	_, stderr, code := execute(t, "udp", "--iface", "lo", "--flame", dir)
 	if code != ExitUsage || !strings.Contains(stderr, "not private to this user") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 naming the unsafe directory", code, stderr)
+	}
+	os.Chmod(dir, 0o777)
+	_, stderr, code = execute(t, "udp", "--iface", "lo", "--flame", dir)
+	if code != ExitUsage || !strings.Contains(stderr, "writable by group or others without the sticky bit") {
 		t.Fatalf("exit %d, stderr %q; want exit 2 naming the unsafe directory", code, stderr)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/internal/httpload"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
@@ -164,6 +165,15 @@ func (o *jvmOptions) validate() error {
 	}
 	if o.Flame != "" && !strings.HasSuffix(o.Flame, ".svg") && !strings.HasSuffix(o.Flame, ".html") {
 		return usageError("--flame %s: the file name must end in .svg or .html", o.Flame)
+	}
+	// Checked before the JVM is profiled (and again when written).
+	for _, out := range []struct{ flag, path string }{{"--flame", o.Flame}, {"--folded", o.Folded}} {
+		if out.path == "" {
+			continue
+		}
+		if err := safeio.CheckOutput(out.path); err != nil {
+			return usageError("%s: cannot write %s: %v", out.flag, out.path, err)
+		}
 	}
 	// The flags are the jvm-alloc recipe's parameters; the recipe checks
 	// their values and how they go together, in sentences naming the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/internal/netlab"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/internal/udplab"
 	"github.com/perfscope/perfscope/report"
 )
@@ -147,7 +148,7 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 	if err != nil {
 		fmt.Fprintf(g.Err, "warning: %v\n", err)
 	}
-	dir, err := os.MkdirTemp("", "perfscope-lab-udp-")
+	dir, err := safeio.MkdirTemp("perfscope-lab-udp-")
 	if err != nil {
 		return err
 	}
