@@ -13,6 +13,9 @@ import (
 // Rules about per-packet work on the receive path that a setting removes:
 // GRO for UDP, unused netfilter tables, rp_filter, audit, IP ID.
 
+// groChanges: GRO off on the interface.
+var groChanges = []ChangeShape{{Kind: ChangeEthtoolFeature, Target: "<iface> rx-gro", Old: Values(ValueOn), New: Values(ValueOff)}}
+
 func checkGROUDP(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
 	if c == nil || !boolPtr(c.Offloads.GRO) {
@@ -67,6 +70,15 @@ func checkGROUDP(in NetInput, t Thresholds) *Finding {
 }
 
 // --- 11. netfilter loaded without rules ------------------------------------
+
+// netfilterChanges: the modules of empty legacy tables and of their
+// family's core, and empty nft tables (of any name: the revert recreates
+// each from the description saved with it).
+var netfilterChanges = []ChangeShape{
+	{Kind: ChangeIptablesTable, Target: "{ipv4|ipv6} " + alternatives(legacyTables), Old: Values(ValueLoaded), New: Values(ValueUnloaded)},
+	{Kind: ChangeModule, Target: "{ip_tables|ip6_tables}", Old: Values(ValueLoaded), New: Values(ValueUnloaded)},
+	{Kind: ChangeNftTable, Target: "<*>", Old: Values(ValuePresent), New: Values(ValueAbsent)},
+}
 
 func checkNetfilterUnused(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
@@ -201,6 +213,13 @@ func builtinLegacyFinding(warn float64, w groupWeight, p netfilterRemoval, nf ne
 
 // --- 12. rp_filter ---------------------------------------------------------
 
+// rpFilterChanges: rp_filter (strict 1 or loose 2) off for all and the
+// interface, accept_local on.
+var rpFilterChanges = []ChangeShape{
+	{Kind: ChangeSysctl, Target: "net.ipv4.conf.{all|<iface>}.rp_filter", Old: Values("1", "2"), New: Values("0")},
+	{Kind: ChangeSysctl, Target: "net.ipv4.conf.all.accept_local", Old: Values("0"), New: Values("1")},
+}
+
 func checkRPFilter(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
 	if c == nil || c.RPFilter.EffectiveRPFilter == nil || *c.RPFilter.EffectiveRPFilter == 0 {
@@ -244,6 +263,9 @@ func checkRPFilter(in NetInput, t Thresholds) *Finding {
 }
 
 // --- 13. audit -------------------------------------------------------------
+
+// auditChanges: audit from enabled (1; 2 is locked) to 0.
+var auditChanges = []ChangeShape{{Kind: ChangeAudit, Old: Values("1"), New: Values("0")}}
 
 func checkAudit(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence

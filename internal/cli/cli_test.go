@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,5 +217,58 @@ func TestServeFlags(t *testing.T) {
 		if _, errOut, code := execute(t, bad...); code != ExitUsage || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
 			t.Errorf("%v: exit %d, %q", bad, code, errOut)
 		}
+	}
+}
+
+// --listen beyond loopback warns, once, naming what is exposed and what to
+// pass instead; loopback does not.
+func TestServeWarnsWhenExposed(t *testing.T) {
+	for _, c := range []struct {
+		listen, where string
+	}{
+		{"0.0.0.0:9742", "on every address of this host"},
+		{":9742", "on every address of this host"},
+		{"[::]:9742", "on every address of this host"},
+		{"10.1.2.3:9100", "on 10.1.2.3"},
+		{"[fd00::1]:9742", "on fd00::1"},
+		{"127.0.0.1:9742", ""},
+		{"127.0.0.53:9742", ""},
+		{"[::1]:9742", ""},
+		{"localhost:9742", ""},
+	} {
+		var ran bool
+		g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
+		o := &serveOptions{run: func(context.Context, *serveOptions, *Globals) error { ran = true; return nil }}
+		cmd := serveCmd(g, o)
+		cmd.SetArgs([]string{"--recipe", "softirq-balance", "--listen", c.listen})
+		if err := cmd.Execute(); err != nil || !ran {
+			t.Fatalf("%s: %v (ran %v)", c.listen, err, ran)
+		}
+		warning := g.Err.(*bytes.Buffer).String()
+		if c.where == "" {
+			if warning != "" {
+				t.Errorf("%s: %q, want no warning on loopback", c.listen, warning)
+			}
+			continue
+		}
+		_, port, _ := net.SplitHostPort(c.listen)
+		if strings.Count(warning, "\n") != 1 || !strings.Contains(warning, "warning: --listen "+c.listen+" serves /metrics "+c.where+" without TLS or authentication") ||
+			!strings.Contains(warning, "pass --listen 127.0.0.1:"+port) {
+			t.Errorf("%s: warning %q", c.listen, warning)
+		}
+	}
+}
+
+// serve --set duration=1s: one sentence, exit 2, before anything is
+// loaded (it used to be accepted and ignored, the window lasting
+// --interval). The deadline ends a serve that starts instead.
+func TestServeRefusesDuration(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := Execute(ctx, []string{"serve", "--recipe", "softirq-balance", "--set", "duration=1s", "--listen", "127.0.0.1:0"}, &out, &errb)
+	want := "perfscope: --set duration=1s: a served window lasts --interval, not the recipe's duration: pass --interval 1s instead\n"
+	if code != ExitUsage || errb.String() != want {
+		t.Errorf("exit %d, stderr %q; want %d, %q", code, errb.String(), ExitUsage, want)
 	}
 }

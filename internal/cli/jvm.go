@@ -18,6 +18,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/internal/httpload"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
@@ -59,6 +60,8 @@ type jvmOptions struct {
 	// plan is the jvm-alloc recipe bound to the flags.
 	plan *recipes.Plan
 	src  recipes.Sources
+	// pidGiven: --pid was on the command line (0 given is not 0 missing).
+	pidGiven bool
 	// run is the measurement; tests replace it to check flag handling.
 	run func(ctx context.Context, o *jvmOptions, g *Globals) error
 }
@@ -99,6 +102,7 @@ Ctrl-C; if the JVM exits mid-run, what was measured is reported (exit 4).`,
   perfscope jvm --pid 4242 --duration 10s --event cpu --flame cpu.html`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.pidGiven = cmd.Flags().Changed("pid")
 			err := o.validate()
 			if err == nil {
 				err = o.run(cmd.Context(), o, g)
@@ -153,11 +157,23 @@ func (o *jvmOptions) validate() error {
 			return asUsage(err)
 		}
 	}
-	if o.PID <= 0 {
+	switch {
+	case o.PID < 0 || o.PID == 0 && o.pidGiven:
+		return usageError("--pid must be a positive process id, got %d: pass the pid of a running JVM (`jps` or `pgrep java` lists them)", o.PID)
+	case o.PID == 0:
 		return usageError("--pid is required: pass the pid of a running JVM (`jps` or `pgrep java` lists them)")
 	}
 	if o.Flame != "" && !strings.HasSuffix(o.Flame, ".svg") && !strings.HasSuffix(o.Flame, ".html") {
 		return usageError("--flame %s: the file name must end in .svg or .html", o.Flame)
+	}
+	// Checked before the JVM is profiled (and again when written).
+	for _, out := range []struct{ flag, path string }{{"--flame", o.Flame}, {"--folded", o.Folded}} {
+		if out.path == "" {
+			continue
+		}
+		if err := safeio.CheckOutput(out.path); err != nil {
+			return usageError("%s: cannot write %s: %v", out.flag, out.path, err)
+		}
 	}
 	// The flags are the jvm-alloc recipe's parameters; the recipe checks
 	// their values and how they go together, in sentences naming the

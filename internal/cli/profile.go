@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -133,9 +132,10 @@ func (o *profileOptions) validate() error {
 		return usageError("--stack-map-size must be between 1024 and 1048576, got %d", o.StackMap)
 	}
 	if o.OutFile != "" {
-		// Checked before sampling, not after a window spent for nothing.
-		if st, err := os.Stat(filepath.Dir(o.OutFile)); err != nil || !st.IsDir() {
-			return usageError("--out: cannot write %s: no directory %s", o.OutFile, filepath.Dir(o.OutFile))
+		// Checked before sampling, not after a window spent for nothing
+		// (and again when written).
+		if err := safeio.CheckOutput(o.OutFile); err != nil {
+			return usageError("--out: cannot write %s: %v", o.OutFile, err)
 		}
 	}
 	if o.Top <= 0 {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,13 +51,21 @@ perfscope_finding_parameter), and perfscope's own cost (BPF run time per
 program, events lost, its CPU and memory). /healthz answers while the process
 serves, /readyz once a window completed within the last three intervals.
 
-It listens on loopback unless --listen says otherwise. SIGTERM or Ctrl-C ends
-the window in progress, drains the HTTP server and detaches every probe.
+It listens on loopback unless --listen says otherwise; on any other address it
+warns that /metrics has no TLS or authentication there. Every endpoint answers
+GET and HEAD only (405 otherwise). It holds at most ` + strconv.Itoa(serve.DefaultMaxConnections) + ` connections (fewer
+when the open-file limit is low: descriptors stay reserved for the probes'
+windows); past that, the connection waiting longest for a request is closed,
+never a scrape being answered. A failed window is retried after 1s, twice as
+late after each further failure up to 1m, and each distinct error is printed
+once (then counted). SIGTERM or Ctrl-C ends the window in progress, drains the
+HTTP server and detaches every probe.
 
 --recipe takes a built-in or a recipe file, as perfscope recipe run does, with
-the same --set parameters; --interval replaces the recipe's duration. A recipe
-that measures once is refused: async-profiler (its window is inside the JVM),
-gclog (it reads files afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), ", ") + `.`,
+the same --set parameters; --interval replaces the recipe's duration (setting
+the duration with --set is refused). A recipe that measures once is refused:
+async-profiler (its window is inside the JVM), gclog (it reads files
+afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), ", ") + `.`,
 		Example: `  perfscope serve --recipe udp-rx --set iface=eth0 --set port=9000
   perfscope serve --recipe softirq-balance --listen 0.0.0.0:9742 --interval 15s
   curl -s localhost:9742/metrics | grep perfscope_finding`,
@@ -63,6 +73,9 @@ gclog (it reads files afterwards) and output files. Built-ins served: ` + string
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err
+			}
+			if w := exposedWarning(o.Listen); w != "" {
+				io.WriteString(g.Err, w)
 			}
 			return o.run(cmd.Context(), o, g)
 		},
@@ -106,12 +119,36 @@ func (o *serveOptions) validate() error {
 	return nil
 }
 
+// exposedWarning says what a --listen beyond loopback exposes, or "" on
+// loopback: serve has no TLS and no authentication, and its metrics name
+// the host's ports, processes and findings.
+func exposedWarning(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	if host == "localhost" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	where := "on " + host
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		where = "on every address of this host"
+	}
+	return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without TLS or authentication: "+
+		"anyone who can reach port %s reads this host's ports, drops, lock wait, processes and findings; "+
+		"pass --listen 127.0.0.1:%s and scrape through an authenticating proxy, or firewall the port to your Prometheus\n", listen, where, port, port)
+}
+
 func runServe(ctx context.Context, o *serveOptions, g *Globals) error {
 	var srv *serve.Server
 	srv, err := serve.Open(o.src, serve.Options{Recipe: o.Recipe, Params: o.params, Listen: o.Listen,
 		Interval: o.Interval, Log: g.Err, Started: g.Started,
 		OnListen: func(addr string) {
-			fmt.Fprintf(g.Err, "perfscope serve: recipe %s, a window every %v, metrics at http://%s/metrics\n", srv.RecipeName(), o.Interval, addr)
+			fmt.Fprintf(g.Err, "perfscope serve: recipe %s, a window every %v, metrics at http://%s/metrics (at most %d connections at once)\n",
+				srv.RecipeName(), o.Interval, addr, srv.FDBudget().MaxConnections)
 		}})
 	if err != nil {
 		return err // recipes' errors carry their exit code (CodeOf)

@@ -166,9 +166,14 @@ func (o *udpOptions) validate() error {
 		d.Close()
 	}
 	if o.FlameDir != "" {
+		// Checked here for the sentence; the recipe's Prepare opens it
+		// again and holds it until the files are written.
 		d, err := safeio.OpenPrivateDir(o.FlameDir)
-		if err != nil {
+		if errors.Is(err, safeio.ErrUnsafeDir) {
 			return usageError("--flame %s: %v; perfscope writes only into a directory that no other user can write to", o.FlameDir, err)
+		}
+		if err != nil {
+			return usageError("--flame %s: %v", o.FlameDir, err)
 		}
 		d.Close()
 	}
@@ -200,7 +205,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	r := res.Report("udp", Version())
 	// --flame: the recipe's outputs, the NET_RX CPUs', the other CPUs'
 	// and all CPUs' stacks as folded stacks and SVG flame graphs, created
-	// in a directory private to this user without following links.
+	// through the private directory Prepare opened (safeio).
 	if err := res.WriteOutputs(r); err != nil {
 		return err
 	}
