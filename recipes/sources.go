@@ -127,6 +127,12 @@ type (
 		probes.Snapshotter[cpuprofile.Profile]
 		Start() error
 		Stop() error
+		// Pause and Resume stop and restart sampling without detaching:
+		// the profile part pauses from its Open to its window's Begin.
+		Pause() error
+		Resume() error
+		// EventChoice is the event Start sampled with and why.
+		EventChoice() cpuprofile.EventChoice
 		// PIDs lists the processes sampled since the previous call
 		// (cheap: one small map, read and emptied).
 		PIDs() ([]int, error)

@@ -43,6 +43,14 @@ type Tailer interface {
 	Tail(now time.Time)
 }
 
+// Armer is a Part that samples through the whole window whatever the
+// overhead budget (the CPU profile): Arm starts it just before the budget
+// measures its fixed costs, so that they include it. Its span then begins
+// that much (the budget's calibration, ~50 ms) before the window.
+type Armer interface {
+	Arm() error
+}
+
 // LossCounter is a Part whose probes can lose events; Lost is the number
 // lost in the last window, added to the overhead's events_lost.
 type LossCounter interface {
@@ -224,6 +232,13 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	if len(counted) > 0 {
 		// Before the window: it attaches an empty program for ~10 ms.
 		entry, entryErr = s.src.Probes.entryCost()
+	}
+	for _, p := range s.parts {
+		if a, ok := p.(Armer); ok {
+			if err := a.Arm(); err != nil {
+				return run, err
+			}
+		}
 	}
 	gov, err := s.governor(w.Budget, all, entry)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
@@ -30,6 +31,7 @@ type profileOptions struct {
 	All         bool
 	Duration    time.Duration
 	Frequency   int
+	Event       string
 	KernelOnly  bool
 	UserOnly    bool
 	PerProcess  bool
@@ -61,9 +63,14 @@ func profileCmd(g *Globals, o *profileOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "profile",
 		Short: "Sample on-CPU stacks (kernel and user) and print top functions or a flame graph",
-		Long: `profile samples what every CPU is running at --freq Hz with a software
-cpu-clock perf event and a BPF program that counts kernel and user stacks in
-the kernel. Frames are named from /proc/kallsyms, the ELF symbols of each
+		Long: `profile samples what every CPU is running at --freq Hz with a perf
+event and a BPF program that counts kernel and user stacks in the kernel.
+The event is the hardware cycles event where it opens, as perf record's
+default (it counts work, so an otherwise idle CPU's softirq work is sampled
+in proportion), and the software cpu-clock elsewhere (--event chooses). The
+report sets each CPU's samples beside those expected and names the CPUs it
+could not see: on a virtual CPU without a PMU the cpu-clock timer stops
+while the CPU halts. Frames are named from /proc/kallsyms, the ELF symbols of each
 process's binaries (read through /proc/PID/root, so containers work) and JIT
 perf maps (/tmp/perf-<pid>.map). The idle task is left out unless
 --include-idle is given.
@@ -93,6 +100,7 @@ map (Compiler.perfmap) when the window ends; other runtimes must have written
 	f.BoolVarP(&o.All, "all", "a", false, "profile every process (the default when --pid is not given)")
 	f.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "how long to sample (Ctrl-C stops early and still reports)")
 	f.IntVarP(&o.Frequency, "freq", "F", cpuprofile.DefaultFrequency, "samples per second per CPU")
+	eventFlag(f, &o.Event)
 	f.BoolVar(&o.KernelOnly, "kernel-only", false, "record kernel stacks only")
 	f.BoolVar(&o.UserOnly, "user-only", false, "record user stacks only")
 	f.BoolVar(&o.PerProcess, "per-process", false, `root each stack at "comm-pid"`)
@@ -135,6 +143,9 @@ func (o *profileOptions) validate() error {
 	}
 	if o.Frequency <= 0 {
 		return usageError("--freq must be positive, got %d", o.Frequency)
+	}
+	if err := checkEvent(o.Event); err != nil {
+		return err
 	}
 	if max, ok, _ := o.src.Root.SysctlInt("kernel.perf_event_max_sample_rate"); ok && int64(o.Frequency) > max {
 		return usageError("--freq %d is above kernel.perf_event_max_sample_rate (%d): lower it", o.Frequency, max)
@@ -181,10 +192,25 @@ func (o *profileOptions) validate() error {
 	return nil
 }
 
+// eventFlag is --event, the perf event a profile samples with, named as
+// perf names it.
+func eventFlag(f *pflag.FlagSet, event *string) {
+	f.StringVarP(event, "event", "e", cpuprofile.EventAuto.String(),
+		"perf event to sample with: cycles (counts work; needs a PMU), cpu-clock (a timer: works without a PMU, stops while a virtual CPU halts) or auto (cycles where it opens, else cpu-clock, as perf record)")
+}
+
+// checkEvent refuses an --event perf does not name this way.
+func checkEvent(event string) error {
+	if _, err := cpuprofile.ParseEvent(event); err != nil {
+		return usageError("--event: %v", err)
+	}
+	return nil
+}
+
 func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	// The flags are the cpu-profile recipe's parameters.
 	plan, err := recipes.Load("cpu-profile", recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(),
-		"freq", strconv.Itoa(o.Frequency), "stacks", stackNames[o.stacks], "root", rootNames[o.root],
+		"freq", strconv.Itoa(o.Frequency), "event", o.Event, "stacks", stackNames[o.stacks], "root", rootNames[o.root],
 		"include_idle", strconv.FormatBool(o.IncludeIdle), "jit_map", strconv.FormatBool(o.JITMap),
 		"stack_map_size", strconv.Itoa(o.StackMap)), o.src)
 	if err != nil {
@@ -203,7 +229,7 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	r := res.Report("profile", Version())
 	d := res.Profile.Evidence
 	r.Show = report.Show{Top: o.Top, Title: o.Title,
-		Subtitle: fmt.Sprintf("%d samples at %d Hz, %s stacks, %v", d.Samples, d.FrequencyHz, d.Stacks, time.Duration(d.DurationNs).Round(time.Millisecond))}
+		Subtitle: fmt.Sprintf("%d samples at %d Hz (%s), %s stacks, %v", d.Samples, d.FrequencyHz, d.Event, d.Stacks, time.Duration(d.DurationNs).Round(time.Millisecond))}
 	if r.Show.Title == "" {
 		r.Show.Title = "CPU profile of all processes"
 		if o.PID != 0 {

@@ -79,6 +79,9 @@ func (r *Recipe) Collect(ctx context.Context, src recipes.Sources, run recipes.R
 	res.Findings = r.m.Judge(res, src)
 	w := Window{Begin: run.Begin, End: run.End, Findings: res.Findings, Overhead: run.Overhead,
 		Softirq: res.Softirq, Locks: res.Locks, JVMPauses: res.JVMPauses}
+	if p := res.Profile; p != nil {
+		w.Profile = &WindowProfile{ProfileSampling: p.Evidence.ProfileSampling, CPUs: p.Evidence.PerCPU}
+	}
 	if n := res.Net; n != nil {
 		// A section the recipe does not measure is left out, not
 		// exported as unavailable.
@@ -88,6 +91,11 @@ func (r *Recipe) Collect(ctx context.Context, src recipes.Sources, run recipes.R
 			"netqueue": func() { w.Queues = &ev.Queues },
 			"lockstat": func() { w.Locks = &ev.Locks },
 			"udpdrop":  func() { w.Drops = &ev.Drops },
+			"cpuprofile": func() {
+				if ev.Profile.Unavailable == "" {
+					w.Profile = &WindowProfile{ProfileSampling: ev.Profile.ProfileSampling, CPUs: ev.Profile.CPUs}
+				}
+			},
 		} {
 			if hasComponent(r.Plan, name) {
 				set()
