@@ -122,6 +122,8 @@ var ErrAlreadyRunning = errors.New("async-profiler is already profiling this JVM
 // Session is async-profiler running inside one JVM.
 type Session struct {
 	target *attach.Target
+	// jvm is the JVM as it was when the session started.
+	jvm jvmID
 	// lib is the library's path as the JVM sees it.
 	lib string
 	// tmp holds the JVM's /tmp open, and dir is reached through it: when
@@ -151,8 +153,10 @@ func (s *Session) Notes() []string { return s.notes }
 // Start makes a private session directory in the JVM's /tmp, takes over
 // what a perfscope that is gone left in this JVM, copies the library there
 // (unless the JVM already has async-profiler loaded), loads it and starts
-// profiling. On any error nothing is left running or on disk; a session
-// of a perfscope that still runs is a *BusyError, and left alone.
+// profiling. On an error nothing is left running or on disk — unless the
+// JVM stopped answering after the start command went out: then the
+// directory and its owner file stay for the next run to take over. A
+// session of a perfscope that still runs is a *BusyError, left alone.
 func Start(ctx context.Context, t *attach.Target, hostLib string, opts Options) (_ *Session, err error) {
 	lib, err := os.ReadFile(hostLib)
 	if err != nil {
@@ -166,7 +170,7 @@ func Start(ctx context.Context, t *attach.Target, hostLib string, opts Options) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{target: t, opts: opts, tmp: -1}
+	s := &Session{target: t, jvm: jvm, opts: opts, tmp: -1}
 	s.tmp, err = openTmp(t.HostPath("/tmp"))
 	if err != nil {
 		return nil, fmt.Errorf("open the JVM's /tmp: %w", err)
@@ -269,8 +273,11 @@ func (s *Session) Stop(ctx context.Context) (*Profile, error) {
 	defer cancel()
 	msg, err := s.target.Load(stopCtx, s.lib, s.withLog(s.opts.stopArgs(s.dir.jvmPath(s.opts.outputFile()))))
 	if err != nil {
-		s.keepIfRunning()
-		return nil, fmt.Errorf("stop async-profiler: %w%s", err, s.logSuffix(msg))
+		err = fmt.Errorf("stop async-profiler: %w%s", err, s.logSuffix(msg))
+		if s.keepIfRunning() {
+			err = fmt.Errorf("%w; it may still run in pid %d: the next `perfscope jvm` on it, or `perfscope jvm --stop %d`, stops it once this run has ended", err, s.target.Process.PID, s.target.Process.PID)
+		}
+		return nil, err
 	}
 	defer s.cleanup()
 	if s.opts.jfrOutput() {
@@ -315,17 +322,20 @@ func (s *Session) Close() {
 }
 
 // keepIfRunning leaves the session's directory (owner file, library, log
-// and profile) in place when the JVM still runs: the profiler it could not
-// stop may still be running, and a later run takes it over by the owner
-// file once this process is gone. A JVM that exited took its profiler.
-func (s *Session) keepIfRunning() {
+// and profile) in place when the JVM still runs, and says so: the profiler
+// it could not stop may still be running, and a later run takes it over by
+// the owner file once this process is gone. A JVM that exited took its
+// profiler with it.
+func (s *Session) keepIfRunning() bool {
 	if s.dir == nil {
-		return
+		return false
 	}
-	if jvm, err := targetID(s.target); err == nil && s.target.Procs().ProcessRuns(jvm.PID, jvm.Start) {
+	if s.target.Procs().ProcessRuns(s.jvm.PID, s.jvm.Start) {
 		s.dir.close()
 		s.dir = nil
+		return true
 	}
+	return false
 }
 
 func (s *Session) cleanup() {

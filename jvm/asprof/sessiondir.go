@@ -47,7 +47,6 @@ const (
 	jfrFile       = "profile.jfr"
 	collapsedFile = "profile.collapsed"
 	logFile       = "agent.log"
-	statusFile    = "status.txt"
 	markerMagic   = "perfscope async-profiler session 1"
 	maxMarkerSize = 4 << 10
 	// lockWait bounds how long a run waits for another perfscope setting
@@ -57,7 +56,7 @@ const (
 
 // sessionFiles are removed before the owner file, which goes last so that
 // a directory interrupted while being emptied still names its owner.
-var sessionFiles = []string{libraryName, jfrFile, collapsedFile, logFile, statusFile}
+var sessionFiles = []string{libraryName, jfrFile, collapsedFile, logFile}
 
 // procID identifies a process across pid reuse.
 type procID struct {
@@ -240,7 +239,7 @@ func isSessionName(name string) bool {
 // openSessionDir opens tmp/name without following a symbolic link; it
 // must be a directory.
 func openSessionDir(tmp int, name string, me self) (*sessionDir, error) {
-	fd, err := unix.Openat(tmp, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(tmp, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -441,16 +440,18 @@ func (d *sessionDir) remove() (bool, error) {
 	return true, nil
 }
 
-// listSessionDirs opens the session directories of one /tmp (skipping
-// the one named skip) that can be perfscope's: real directories, private
-// to their owner. m is nil when the owner file is missing or does not
-// count; such a directory is returned only when it belongs to the user
-// perfscope runs as — an interrupted setup.
+// foundDir is a session directory found in a /tmp, with its owner file
+// (nil when it has none, or one cut short).
 type foundDir struct {
 	d *sessionDir
 	m *marker
 }
 
+// listSessionDirs opens the session directories of one /tmp (skipping
+// the one named skip) that can be perfscope's: real directories, private
+// to their owner, whose owner file is perfscope's. One without a complete
+// owner file is returned only when it belongs to the user perfscope runs
+// as: an interrupted setup.
 func listSessionDirs(tmp int, skip string, me self) ([]foundDir, error) {
 	fd, err := unix.Openat(tmp, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/internal/testutil"
 )
 
 func TestMarkerRoundTrip(t *testing.T) {
@@ -324,4 +326,58 @@ func TestTmpLock(t *testing.T) {
 		t.Fatalf("after unlock: %v", err)
 	}
 	unlock2()
+}
+
+// As root against a JVM of another user: the directory and the files the
+// JVM writes are handed to that user, the owner file stays root's, and
+// such a directory is recognised — while one the JVM's user made with an
+// owner file of its own (a forgery) is never touched.
+func TestSessionDirOfAnotherUser(t *testing.T) {
+	testutil.RequireRoot(t)
+	const nobody = 65534
+	dir, tmp := testTmp(t)
+	me := mustSelf(t)
+	gone := deadProcess(t)
+	m := marker{Owner: gone, PIDNS: me.pidns, Created: time.Now(), JVM: gone, JVMUID: nobody}
+	d, err := createSessionDir(tmp, me, m, true, nobody, nobody, jfrFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.writeFile(libraryName, []byte("ELF"), true)
+	if err := d.handOver(); err != nil {
+		t.Fatal(err)
+	}
+	d.close()
+	real := filepath.Join(dir, d.name)
+	for f, uid := range map[string]uint32{"": nobody, markerFile: 0, logFile: nobody, jfrFile: nobody, libraryName: nobody} {
+		st, err := os.Lstat(filepath.Join(real, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Sys().(*syscall.Stat_t).Uid; got != uid {
+			t.Errorf("%q: uid %d, want %d", f, got, uid)
+		}
+	}
+
+	forged := filepath.Join(dir, dirPrefix+"0000000000ff")
+	os.Mkdir(forged, 0o700)
+	os.WriteFile(filepath.Join(forged, markerFile), m.encode(), 0o600)
+	os.WriteFile(filepath.Join(forged, jfrFile), []byte("theirs"), 0o600)
+	for _, p := range []string{forged, filepath.Join(forged, markerFile), filepath.Join(forged, jfrFile)} {
+		os.Chown(p, nobody, nobody)
+	}
+
+	r, err := reclaim(context.Background(), tmp, me, nil, nil, procfs.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(real); !os.IsNotExist(err) {
+		t.Errorf("the dead session handed to uid %d is still there: %v", nobody, err)
+	}
+	if _, err := os.Lstat(filepath.Join(forged, jfrFile)); err != nil {
+		t.Errorf("a directory with an owner file of the JVM's user was touched: %v", err)
+	}
+	if len(r.notes) != 1 {
+		t.Errorf("notes %q", r.notes)
+	}
 }
