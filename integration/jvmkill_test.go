@@ -74,19 +74,21 @@ func sessionDirsOf(pid int) []string {
 	return dirs
 }
 
-// recording says whether the JVM holds a perfscope session's recording
-// open: async-profiler opens it when profiling starts and closes it when
-// profiling stops.
-func recording(pid int) bool {
+// recordingDir is the directory (seen from here) of the perfscope session
+// whose recording the JVM holds open: async-profiler opens it when
+// profiling starts and closes it when profiling stops. "" when none.
+func recordingDir(pid int) string {
 	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 	for _, fd := range fds {
 		link, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
-		if strings.Contains(link, "/.perfscope-asprof-") && strings.Contains(link, "/profile.jfr") {
-			return true
+		if strings.Contains(link, "/.perfscope-asprof-") && strings.HasSuffix(link, ".jfr") {
+			return fmt.Sprintf("/proc/%d/root%s", pid, filepath.Dir(link))
 		}
 	}
-	return false
+	return ""
 }
+
+func recording(pid int) bool { return recordingDir(pid) != "" }
 
 // profilerStatus asks async-profiler in the JVM, through the attach
 // protocol, whether it profiles: "Profiling is running for N seconds",
@@ -217,21 +219,27 @@ func TestJVMKilledPerfscopeIsTakenOver(t *testing.T) {
 					}
 					cmd, _ := startPerfscopeJVM(t, "--pid", pid, "--duration", duration, "--requests", "1000", "--count", "off", "-o", "json")
 					var dir string
-					waitFor(t, "the session directory", 60*time.Second, func() bool {
-						if dirs := sessionDirsOf(app.PID); len(dirs) == 1 {
-							dir = dirs[0]
-						}
-						return dir != ""
-					})
+					switch moment {
+					case "session created":
+						waitFor(t, "the session directory's owner file", 60*time.Second, func() bool {
+							if dirs := sessionDirsOf(app.PID); len(dirs) == 1 {
+								dir = dirs[0]
+							}
+							return dir != ""
+						})
+					default:
+						waitFor(t, "the recording", 60*time.Second, func() bool {
+							dir = recordingDir(app.PID)
+							return dir != ""
+						})
+					}
 					switch moment {
 					case "profiler started", "mid-window":
-						waitFor(t, "the recording", 30*time.Second, func() bool { return recording(app.PID) })
 						checkPrivate(t, dir)
 						if moment == "mid-window" {
 							time.Sleep(3 * time.Second) // past the 2 s settle
 						}
 					case "during stop":
-						waitFor(t, "the recording", 30*time.Second, func() bool { return recording(app.PID) })
 						// The start command's connection closes once its
 						// reply is read; then perfscope holds no socket
 						// until the stop command.
