@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -379,5 +380,63 @@ func TestSessionDirOfAnotherUser(t *testing.T) {
 	}
 	if len(r.notes) != 1 {
 		t.Errorf("notes %q", r.notes)
+	}
+}
+
+// BenchmarkSessionDirLifecycle is what a session's directory adds to a
+// run: under the /tmp's lock, creating it with its owner file, the log,
+// the recording and a 550 KB library, listing a /tmp of 200 entries (ten
+// of them other live sessions) for sessions to take over or sweep, and
+// removing it at the end.
+func BenchmarkSessionDirLifecycle(b *testing.B) {
+	dir := b.TempDir()
+	tmp, err := openTmp(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer unix.Close(tmp)
+	me, err := currentSelf()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := marker{Owner: me.id, PIDNS: me.pidns, Created: time.Now(), JVM: me.id, JVMUID: me.euid}
+	for i := 0; i < 190; i++ {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("file-%d", i)), nil, 0o600)
+	}
+	for i := 0; i < 10; i++ {
+		d, err := createSessionDir(tmp, me, m, true, me.euid, me.egid, jfrFile)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.close()
+	}
+	lib := make([]byte, 550<<10)
+	other := jvmID{procID: procID{PID: 1, Start: 1}}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		unlock, err := lockTmp(context.Background(), tmp, "tmp")
+		if err != nil {
+			b.Fatal(err)
+		}
+		d, err := createSessionDir(tmp, me, m, true, me.euid, me.egid, jfrFile)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := d.writeFile(libraryName, lib, true); err != nil {
+			b.Fatal(err)
+		}
+		found, err := listSessionDirs(tmp, d.name, me)
+		if err != nil || len(found) != 10 {
+			b.Fatalf("%d found, %v", len(found), err)
+		}
+		for _, f := range found {
+			judge(f, me, other, func(p procID) bool { return procfs.Default.ProcessRuns(p.PID, p.Start) })
+			f.d.close()
+		}
+		unlock()
+		if gone, err := d.remove(); !gone || err != nil {
+			b.Fatal(gone, err)
+		}
+		d.close()
 	}
 }
