@@ -164,7 +164,7 @@ perfscope still runs is left alone (exit 3).`,
 	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the JVM's)")
 	f.StringVar(&o.RequestThreads, "request-threads", "", "thread names (regex) that serve requests, beside the known pools (http-nio-*, http-epoll-*, reactor-http-*, qtp*, XNIO-*)")
 	f.StringVar(&o.HandlerFrames, "handler-frames", "", "frames (regex on dotted names) that are request handlers, instead of the outermost application frame under a known dispatcher")
-	f.IntVar(&o.Stop, "stop", 0, "instead of measuring: stop the async-profiler session a killed perfscope left in the JVM with this pid, and remove its files")
+	f.IntVar(&o.Stop, "stop", 0, "instead of measuring: stop the async-profiler session a killed perfscope left in JVM `PID`, and remove its files")
 	return cmd
 }
 

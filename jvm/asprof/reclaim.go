@@ -358,7 +358,7 @@ func sweepOwnTmp(ctx context.Context, jvmTmp int, me self) []string {
 	return r.notes
 }
 
-// StopReport is what Stop found in a JVM and did.
+// StopReport is what StopLeftover found in a JVM and did.
 type StopReport struct {
 	// Owners are the perfscope runs whose sessions were taken over.
 	Owners []int

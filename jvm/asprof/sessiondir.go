@@ -347,23 +347,35 @@ func (d *sessionDir) writeFile(name string, data []byte, forJVM bool) error {
 	return f.Close()
 }
 
-// readFile reads a regular file of the directory, never through a link,
-// never waiting on a FIFO the JVM's user may have put there; at most max
-// bytes when max > 0.
-func (d *sessionDir) readFile(name string, max int64) ([]byte, error) {
+// openRegular opens a regular file of the directory for reading, never
+// through a link, never waiting on a FIFO the JVM's user may have put
+// there.
+func (d *sessionDir) openRegular(name string) (*os.File, unix.Stat_t, error) {
+	var st unix.Stat_t
 	fd, err := unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: d.jvmPath(name), Err: err}
+		return nil, st, &os.PathError{Op: "open", Path: d.jvmPath(name), Err: err}
 	}
 	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	st, err := f.Stat()
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, st, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, st, fmt.Errorf("%w: %s is not a regular file", errForeignMarker, d.jvmPath(name))
+	}
+	return f, st, nil
+}
+
+// readFile reads a regular file of the directory, at most max bytes when
+// max > 0.
+func (d *sessionDir) readFile(name string, max int64) ([]byte, error) {
+	f, _, err := d.openRegular(name)
 	if err != nil {
 		return nil, err
 	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", d.jvmPath(name))
-	}
+	defer f.Close()
 	var r io.Reader = f
 	if max > 0 {
 		r = io.LimitReader(f, max+1)
@@ -385,20 +397,16 @@ func (d *sessionDir) truncate(name string) {
 }
 
 // readMarker reads the owner file. It counts only if it is a regular file
-// of the user perfscope runs as (or root): the JVM's user owns the
-// directory and could put anything there, but not a file of root's.
+// of the user perfscope runs as (or root), writable by nobody else: the
+// JVM's user owns the directory and could put anything there, but not a
+// file of root's.
 func (d *sessionDir) readMarker() (marker, error) {
-	fd, err := unix.Openat(d.fd, markerFile, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	f, st, err := d.openRegular(markerFile)
 	if err != nil {
 		return marker{}, err
 	}
-	f := os.NewFile(uintptr(fd), markerFile)
 	defer f.Close()
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return marker{}, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || (int(st.Uid) != d.self.euid && st.Uid != 0) || st.Mode&0o022 != 0 {
+	if (int(st.Uid) != d.self.euid && st.Uid != 0) || st.Mode&0o022 != 0 {
 		return marker{}, fmt.Errorf("%w: owned by uid %d, mode %o", errForeignMarker, st.Uid, st.Mode&0o7777)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxMarkerSize+1))
