@@ -33,9 +33,9 @@ type BusyError struct {
 
 func (e *BusyError) Error() string {
 	if e.OtherNamespace {
-		return fmt.Sprintf("a perfscope in another pid namespace (pid %d there) has had an async-profiler session in this JVM since %s (%s in its /tmp); it is left alone: stop that run, or remove the directory once it has ended", e.OwnerPID, e.Since.Format("15:04:05"), e.Dir)
+		return fmt.Sprintf("a perfscope in another pid namespace (pid %d there) has had an async-profiler session in this JVM since %s (files in %s); it is left alone: stop that run, or remove the directory once it has ended", e.OwnerPID, e.Since.Format("15:04:05"), e.Dir)
 	}
-	return fmt.Sprintf("perfscope pid %d is profiling this JVM (since %s, files in %s of its /tmp) and is left alone: wait for it to end, or interrupt it (kill -INT %d)", e.OwnerPID, e.Since.Format("15:04:05"), e.Dir, e.OwnerPID)
+	return fmt.Sprintf("perfscope pid %d is profiling this JVM (since %s, files in %s) and is left alone: wait for it to end, or interrupt it (kill -INT %d)", e.OwnerPID, e.Since.Format("15:04:05"), e.Dir, e.OwnerPID)
 }
 
 // AlreadyRunningError: async-profiler is profiling the JVM for someone
@@ -268,7 +268,7 @@ func reclaim(ctx context.Context, tmp int, me self, t *attach.Target, own *sessi
 				r.notes = append(r.notes, fmt.Sprintf("removed %s, left by perfscope pid %d, which ended without removing it, profiling pid %d, which has exited", f.d.path(), f.m.Owner.PID, f.m.JVM.PID))
 			}
 		case orphaned:
-			r.notes = append(r.notes, fmt.Sprintf("perfscope pid %d ended without stopping its async-profiler session in pid %d, which still runs (files in %s of its /tmp): `perfscope jvm --stop %d` stops it", f.m.Owner.PID, f.m.JVM.PID, f.d.path(), f.m.JVM.PID))
+			r.notes = append(r.notes, fmt.Sprintf("perfscope pid %d ended without stopping its async-profiler session in pid %d, which still runs (files in %s): `perfscope jvm --stop %d` stops it", f.m.Owner.PID, f.m.JVM.PID, f.d.path(), f.m.JVM.PID))
 		case interrupted:
 			f.d.remove()
 		}
