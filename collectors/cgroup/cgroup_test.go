@@ -121,10 +121,10 @@ func TestAttributeLayouts(t *testing.T) {
 				namespace: "shop", podName: "web-7d9f8b6c5-x2x7q", containerName: "nginx", source: "containerd state"},
 			// The sandbox (pause) container: the pod's names, no container name.
 			102: {path: "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + sd(webPod) + ".slice/cri-containerd-" + webPause + ".scope", hierarchy: "v2",
-				idDir: "sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + sd(webPod) + ".slice/cri-containerd-" + webPause + ".scope",
+				idDir:     "sys/fs/cgroup/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + sd(webPod) + ".slice/cri-containerd-" + webPause + ".scope",
 				container: webPause, runtime: "containerd", pod: webPod, qos: "Burstable", namespace: "shop", podName: "web-7d9f8b6c5-x2x7q", source: "containerd state"},
 			103: {path: "/kubepods.slice/kubepods-pod" + sd(dbPod) + ".slice/crio-" + dbID + ".scope", hierarchy: "v2",
-				idDir: "sys/fs/cgroup/kubepods.slice/kubepods-pod" + sd(dbPod) + ".slice/crio-" + dbID + ".scope",
+				idDir:     "sys/fs/cgroup/kubepods.slice/kubepods-pod" + sd(dbPod) + ".slice/crio-" + dbID + ".scope",
 				container: dbID, runtime: "cri-o", pod: dbPod, qos: "Guaranteed", namespace: "shop", podName: "db-0", containerName: "postgres", source: "cri-o state"},
 			// conmon belongs to the pod, not to the container it watches.
 			104: {path: "/kubepods.slice/kubepods-pod" + sd(dbPod) + ".slice/crio-conmon-" + dbID + ".scope", hierarchy: "v2",
@@ -246,7 +246,7 @@ func TestParseLayout(t *testing.T) {
 	for path, exp := range map[string]Layout{
 		// Pod uids are checked for shape: a slice that merely mentions
 		// kubepods is not a pod.
-		"/kubepods.slice/kubepods-burstable.slice":             {},
+		"/kubepods.slice/kubepods-burstable.slice":              {},
 		"/kubepods.slice/kubepods-burstable.slice/x-pod1.slice": {},
 		// A Guaranteed pod's own cgroup (v1 hosts place nothing there,
 		// but a filter may name it).
@@ -260,7 +260,7 @@ func TestParseLayout(t *testing.T) {
 		"/kubepods/burstable/pod" + cfCP + "/crio-" + cfC: {ContainerID: cfC, Runtime: CRIO, PodUID: cfCP, QOSClass: Burstable},
 		"/libpod_parent/libpod-" + podmanRec:              {ContainerID: podmanRec, Runtime: Podman},
 		"/":                                               {},
-		"/user.slice/user-1000.slice/session-3.scope":     {Unit: "session-3.scope"},
+		"/user.slice/user-1000.slice/session-3.scope": {Unit: "session-3.scope"},
 	} {
 		if got := ParseLayout(path); got != exp {
 			t.Errorf("%s: %+v, want %+v", path, got, exp)

@@ -43,7 +43,9 @@ func TestSelect(t *testing.T) {
 		// From a pod's own cgroup namespace, the host's directory names
 		// the other pod.
 		{"cgroup through the host's mount", NewIndex(FS{Root: "testdata/cgroupns"}, nil),
-			func() (Filter, error) { return CgroupFilter("/host/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice") }, []int{601}, nil},
+			func() (Filter, error) {
+				return CgroupFilter("/host/sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice")
+			}, []int{601}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
