@@ -102,7 +102,8 @@ func (fs FS) Membership(pid int) (Membership, error) {
 func parseProcCgroup(r io.Reader) (Membership, error) {
 	var m Membership
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	// Most files are a line or a dozen; a path may be up to PATH_MAX.
+	sc.Buffer(make([]byte, 0, 1024), 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		if line == "" {

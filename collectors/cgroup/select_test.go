@@ -214,3 +214,30 @@ func TestBrokenRuntimeState(t *testing.T) {
 		t.Errorf("problems %v", p)
 	}
 }
+
+// What attributing every process of a host costs once per run (a fresh
+// index: every /proc/PID/cgroup read, every distinct cgroup's id and
+// runtime state looked up), on this machine's live /proc.
+func BenchmarkProcessesLive(b *testing.B) {
+	n := 0
+	for b.Loop() {
+		procs, err := NewIndex(Default, nil).Processes()
+		if err != nil {
+			b.Fatal(err)
+		}
+		n = len(procs)
+	}
+	b.ReportMetric(float64(n), "processes")
+}
+
+// The same with the index warm: a filter resolved again in one run (the
+// processes' cgroup files are cached; /proc is listed again).
+func BenchmarkProcessesWarm(b *testing.B) {
+	x := NewIndex(Default, nil)
+	x.Processes()
+	for b.Loop() {
+		if _, err := x.Processes(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
