@@ -76,7 +76,7 @@ func NewProfile(opts ProfileOptions) *Profile { return &Profile{opts: opts} }
 // without a profile (OpenErr says why).
 func (p *Profile) Open(src Sources) error {
 	p.src = src
-	p.sym = symbols.New(src.Symbols)
+	p.sym = src.symbolizer()
 	probe, err := src.Probes.CPUProfile(cpuprofile.Options{PID: p.opts.PID, Frequency: p.opts.Frequency, Stacks: p.opts.Stacks,
 		IncludeIdle: p.opts.IncludeIdle, KeepIdleInterrupts: p.opts.KeepIdleInterrupts, StackEntries: p.opts.StackEntries,
 		Continuous: p.opts.Continuous})
@@ -193,6 +193,7 @@ func (p *Profile) End(context.Context) error {
 	}
 	p.idle = cpuprofile.IdleSplit{}
 	if p.opts.KeepIdleInterrupts {
+		p.sym.KernelNames(prof.KernelAddrs()) // in one batch, not stack by stack
 		prof, p.idle = prof.SplitIdle(p.sym)
 	}
 	p.profile = prof
@@ -222,6 +223,7 @@ func (p *Profile) Frequency() int {
 // frame. Call it after the window (and after the JIT map is written).
 func (p *Profile) Samples() []evidence.ProfileSample {
 	out := make([]evidence.ProfileSample, 0, len(p.profile.Samples))
+	p.sym.KernelNames(p.profile.KernelAddrs()) // in one batch, not stack by stack
 	for _, s := range p.profile.Samples {
 		out = append(out, evidence.ProfileSample{CPU: s.CPU, Frames: cpuprofile.Frames(p.sym, s, p.opts.Root), Count: s.Count})
 	}
@@ -259,7 +261,7 @@ func CheckProcess(proc procfs.FS, flag string, pid int) error {
 // attached to writes its perf map when the window ends (the returned
 // target); any other process must already have one (nil target).
 func CheckJITMap(src Sources, pid int) (*attach.Target, error) {
-	path := symbols.New(src.Symbols).PerfMapPath(pid)
+	path := src.symbolizer().PerfMapPath(pid)
 	_, statErr := os.Stat(path)
 	hasMap := !errors.Is(statErr, fs.ErrNotExist)
 	t, err := attach.Preflight(src.JVMs, pid)

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/report"
@@ -131,6 +132,12 @@ func (s *Session) openCounter(open func() (PacketCounter, error)) (PacketCounter
 // Open opens every part, in order; on error the parts opened so far are
 // closed again.
 func Open(src Sources, parts ...Part) (*Session, error) {
+	if src.names == nil {
+		src.names = symbols.New(src.Symbols)
+		if src.Probes.KernelNamer != nil {
+			src.names.UseKernelNamer(src.Probes.KernelNamer)
+		}
+	}
 	s := &Session{src: src, began: time.Now()}
 	for _, p := range parts {
 		s.parts = append(s.parts, p)

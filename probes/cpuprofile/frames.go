@@ -47,6 +47,23 @@ func Frames(sym *symbols.Symbolizer, s Sample, root RootFrame) []string {
 	return frames
 }
 
+// KernelAddrs is every address Frames looks up in p's kernel stacks (their
+// call sites), each once: what a symbolizer names in one batch
+// (symbols.Symbolizer.KernelNames) before Frames names stack by stack.
+func (p Profile) KernelAddrs() []uint64 {
+	seen := map[uint64]bool{}
+	var out []uint64
+	for _, s := range p.Samples {
+		for _, a := range callSites(s.KernelStack) {
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
 // UserSpaceFrame stands for user code in a kernel-only profile, so its
 // share of the CPU still shows.
 const UserSpaceFrame = "[user space]"
