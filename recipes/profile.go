@@ -223,7 +223,10 @@ func (p *Profile) Frequency() int {
 // frame. Call it after the window (and after the JIT map is written).
 func (p *Profile) Samples() []evidence.ProfileSample {
 	out := make([]evidence.ProfileSample, 0, len(p.profile.Samples))
-	p.sym.KernelNames(p.profile.KernelAddrs()) // in one batch, not stack by stack
+	// In one batch, not stack by stack: the kernel's addresses, and each
+	// binary read for the addresses sampled in it.
+	p.sym.KernelNames(p.profile.KernelAddrs())
+	p.sym.PrepareUser(p.profile.UserAddrs())
 	for _, s := range p.profile.Samples {
 		out = append(out, evidence.ProfileSample{CPU: s.CPU, Frames: cpuprofile.Frames(p.sym, s, p.opts.Root), Count: s.Count})
 	}

@@ -160,3 +160,61 @@ func TestReadBinaryEqualsAStableSort(t *testing.T) {
 		}
 	}
 }
+
+// Reading a binary for a few addresses answers what its whole table does,
+// on real binaries nobody here built: random offsets in their code,
+// symbols' first bytes, and offsets past the last function.
+func TestReadBinarySomeEqualsTheWholeTable(t *testing.T) {
+	goCmd, _ := exec.LookPath("go")
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, path := range []string{"/usr/lib/x86_64-linux-gnu/libc.so.6", "/bin/bash", goCmd} {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Logf("%s: %v", path, err)
+			continue
+		}
+		whole, err := ReadBinary(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var offsets []uint64
+		for _, l := range whole.loads {
+			for range 2000 {
+				offsets = append(offsets, l.Off+uint64(r.Int64N(int64(l.Filesz)+64)))
+			}
+		}
+		for i := 0; i < len(whole.syms); i += 97 {
+			a := whole.syms[i].addr
+			for _, l := range whole.loads {
+				if a >= l.Vaddr && a < l.Vaddr+l.Filesz {
+					offsets = append(offsets, a-l.Vaddr+l.Off)
+				}
+			}
+		}
+		some, err := ReadBinarySome(f, offsets)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		named, differ := 0, 0
+		for _, off := range offsets {
+			a := whole.FileOffsetToAddr(off)
+			wn, wok := whole.Resolve(a)
+			sn, sok := some.Resolve(a)
+			if !some.knows(a) || wn != sn || wok != sok {
+				if differ++; differ <= 5 {
+					t.Errorf("%s offset %#x: whole table %q %v, read for some %q %v", path, off, wn, wok, sn, sok)
+				}
+			}
+			if wok {
+				named++
+			}
+		}
+		if named < len(offsets)/4 || differ > 0 {
+			t.Errorf("%s: %d of %d offsets named, %d differ", path, named, len(offsets), differ)
+		}
+		if len(some.syms) != 0 {
+			t.Errorf("%s: read for some addresses, kept a table of %d functions", path, len(some.syms))
+		}
+	}
+}

@@ -281,10 +281,19 @@ func (s *Symbolizer) User(pid int, addrs []uint64) []string {
 func (s *Symbolizer) userFrame(pid int, p *process, addr uint64) string {
 	m, ok := findMapping(p.maps, addr)
 	if ok && m.FileBacked() {
-		if b := s.binary(pid, m); b != nil {
-			off := addr - m.Start + m.Offset
-			if name, ok := b.Resolve(b.FileOffsetToAddr(off)); ok {
-				return name
+		b := s.binary(pid, m)
+		if b != nil {
+			sym := b.FileOffsetToAddr(addr - m.Start + m.Offset)
+			if !b.knows(sym) {
+				// Read for other addresses (PrepareUser): the whole
+				// table now.
+				b = s.readBinary(pid, m, nil)
+				s.binaries[binaryKey{m.Dev, m.Inode}] = b
+			}
+			if b != nil {
+				if name, ok := b.Resolve(sym); ok {
+					return name
+				}
 			}
 		}
 		return Unknown + " (" + m.Module() + ")"
@@ -412,6 +421,67 @@ func (s *Symbolizer) binary(pid int, m Mapping) *Binary {
 	if b, ok := s.binaries[key]; ok {
 		return b
 	}
+	b := s.readBinary(pid, m, nil)
+	s.binaries[key] = b
+	return b
+}
+
+// PrepareUser names the user addresses of a whole profile, by process,
+// before its stacks are named one by one (User): each binary they lie in
+// that is not cached yet is read for just its sampled addresses
+// (ReadBinarySome) — one pass over its symbol tables, no table of every
+// function built or sorted. A binary met again for addresses it was not
+// read for (the next window of a continuous profile) is then read whole
+// and cached, as User does without PrepareUser.
+func (s *Symbolizer) PrepareUser(byPID map[int][]uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type binaryAddrs struct {
+		pid   int
+		m     Mapping
+		files []uint64 // file offsets
+	}
+	var order []binaryKey
+	wanted := map[binaryKey]*binaryAddrs{}
+	for pid, addrs := range byPID {
+		p := s.process(pid)
+		for _, a := range addrs {
+			m, ok := findMapping(p.maps, a)
+			if !ok || !m.FileBacked() {
+				continue
+			}
+			key := binaryKey{m.Dev, m.Inode}
+			if b, ok := s.binaries[key]; ok && (b == nil || b.some == nil) {
+				continue // unreadable, or read whole
+			}
+			w := wanted[key]
+			if w == nil {
+				w = &binaryAddrs{pid: pid, m: m}
+				wanted[key] = w
+				order = append(order, key)
+			}
+			w.files = append(w.files, a-m.Start+m.Offset)
+		}
+	}
+	for _, key := range order {
+		w := wanted[key]
+		if b := s.binaries[key]; b != nil {
+			for _, off := range w.files {
+				if !b.knows(b.FileOffsetToAddr(off)) {
+					s.binaries[key] = s.readBinary(w.pid, w.m, nil)
+					break
+				}
+			}
+			continue
+		}
+		s.binaries[key] = s.readBinary(w.pid, w.m, w.files)
+	}
+}
+
+// readBinary reads m's symbols through the process's root, or another path
+// to the same file: the whole table, or with offsets only what those file
+// offsets resolve to. Nil when no path reaches the file the process mapped.
+func (s *Symbolizer) readBinary(pid int, m Mapping, offsets []uint64) *Binary {
 	candidates := []string{
 		s.fs.path(fmt.Sprintf("/proc/%d/root%s", pid, m.Path)),
 		s.fs.path(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)),
@@ -420,19 +490,18 @@ func (s *Symbolizer) binary(pid int, m Mapping) *Binary {
 		// check below keeps a container's or a replaced file out.
 		s.fs.path(m.Path),
 	}
-	var b *Binary
 	for _, path := range candidates {
-		if b = readBinaryFile(path, m.Inode); b != nil {
-			break
+		if b := readBinaryFile(path, m.Inode, offsets); b != nil {
+			return b
 		}
 	}
-	s.binaries[key] = b
-	return b
+	return nil
 }
 
 // readBinaryFile reads path's symbols if it is the file with the given
-// inode (the one the process mapped), else returns nil.
-func readBinaryFile(path string, inode uint64) *Binary {
+// inode (the one the process mapped), else returns nil: the whole table,
+// or with offsets only what those file offsets resolve to.
+func readBinaryFile(path string, inode uint64, offsets []uint64) *Binary {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
@@ -442,7 +511,14 @@ func readBinaryFile(path string, inode uint64) *Binary {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Ino != inode {
 		return nil
 	}
-	b, err := ReadBinary(f)
+	if offsets == nil {
+		b, err := ReadBinary(f)
+		if err != nil {
+			return nil
+		}
+		return b
+	}
+	b, err := ReadBinarySome(f, offsets)
 	if err != nil {
 		return nil
 	}
