@@ -250,6 +250,7 @@ func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, co
 			return nil, err
 		}
 	}
+	allocateOnInsert(spec)
 	coll, err := loadObjects(spec)
 	if err != nil {
 		a.Close()

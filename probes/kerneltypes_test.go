@@ -6,10 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/softirq"
 	"github.com/perfscope/perfscope/probes/udpdrop"
+	"github.com/perfscope/perfscope/probes/udpsock"
 )
 
 // btfMappings counts this process's mappings of the kernel's BTF: each
@@ -57,5 +61,40 @@ func TestKernelBTFDecodedOnce(t *testing.T) {
 	if a != b {
 		t.Error("KernelTypes returned two specs")
 	}
+	testutil.AssertNoNewBPF(t, progs, maps)
+}
+
+// On a kernel that allocates map elements safely from any context (6.1+),
+// the probes' per-CPU hashes allocate on insert: creating them
+// preallocated cost every CPU max_entries values at each start. The
+// probes' own tests show they still count (udpsock's overflow hash
+// included); here, that their maps are created so.
+func TestPerCPUHashesAllocateOnInsert(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	s, err := udpsock.Open(udpsock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	perCPUHashes := 0
+	for name, m := range s.Maps() {
+		if m.Type() != ebpf.PerCPUHash {
+			continue
+		}
+		perCPUHashes++
+		info, err := m.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Flags&unix.BPF_F_NO_PREALLOC == 0 {
+			t.Errorf("%s: a per-CPU hash created preallocated (flags %#x)", name, info.Flags)
+		}
+	}
+	if perCPUHashes == 0 {
+		t.Fatal("udpsock has no per-CPU hash")
+	}
+	s.Close()
 	testutil.AssertNoNewBPF(t, progs, maps)
 }
