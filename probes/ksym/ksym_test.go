@@ -2,6 +2,7 @@ package ksym
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -76,9 +77,20 @@ func TestNamesMatchKallsyms(t *testing.T) {
 	if len(got) != len(ask) {
 		t.Fatalf("named %d of %d addresses", len(got), len(ask))
 	}
-	bad := 0
+	// Other processes load and unload BPF programs meanwhile: compare
+	// only the symbols that kallsyms still lists.
+	still := map[string]bool{}
+	a2, n2, m2 := kallsymsText(t)
+	for i := range a2 {
+		still[fmt.Sprint(a2[i], n2[i], m2[i])] = true
+	}
+	bad, compared := 0, 0
 	for j, g := range got {
 		i := want[j]
+		if !still[fmt.Sprint(addrs[i], names[i], modules[i])] {
+			continue
+		}
+		compared++
 		// Several symbols may share an address (aliases): any of them is
 		// the same function.
 		ok := false
@@ -94,8 +106,8 @@ func TestNamesMatchKallsyms(t *testing.T) {
 			}
 		}
 	}
-	if bad > 0 {
-		t.Errorf("%d of %d addresses named unlike /proc/kallsyms", bad, len(ask))
+	if bad > 0 || compared < len(ask)*9/10 {
+		t.Errorf("%d of %d addresses named unlike /proc/kallsyms (%d compared)", bad, len(ask), compared)
 	}
 	// An address below the kernel's text is no symbol.
 	if got, err := n.NameKernel([]uint64{0x1000}); err != nil || got[0].OK {
