@@ -1,7 +1,6 @@
 package recipes
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/collectors/symbols"
-	"github.com/perfscope/perfscope/probes/lockstat"
 )
 
 // servedOnce serves content at a FIFO path to every reader that opens it,
@@ -73,20 +71,7 @@ func TestNetRunReadsKallsymsOnce(t *testing.T) {
 	opens := servedOnce(t, filepath.Join(syms, "proc", "kallsyms"), kallsyms)
 	src.Symbols = symbols.FS{Root: syms}
 
-	o := NetOptions{Iface: rec.Iface, Port: rec.Port, LockStacks: lockstat.DefaultStackEvery, Profile: true, Frequency: rec.Frequency}
-	n := newNetParts(o)
-	s, err := Open(src, n.list()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	run, err := s.Measure(context.Background(), Window{Duration: time.Millisecond, OnStart: func() { root.flip(t) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := n.assemble(src, o, Run{})
-	res.Run = run
-	ev := res.Evidence
+	ev := replayNetFrom(t, src, rec, root).Evidence
 
 	lockNamed := false
 	for _, site := range ev.Locks.Sites {
