@@ -324,10 +324,11 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	}
 	if o.format == report.JSON {
 		o.wroteJSON = true
+		recipes.StampRun(r.Overhead, g.Started)
 		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
 			return err
 		}
-	} else if err := report.Render(g.Out, r, o.format); err != nil {
+	} else if err := renderRun(g.Out, g, r, o.format); err != nil {
 		return err
 	}
 	if exitErr != nil {
