@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/collectors/podlist"
@@ -166,4 +168,34 @@ func commonWorkload(src Sources, pids []int) *evidence.Workload {
 		out = w
 	}
 	return out
+}
+
+// SelectJVM is the one HotSpot JVM (a process publishing hsperfdata) among
+// sel's processes: none, or several, is bad input naming what was found.
+func SelectJVM(src Sources, sel *cgroup.Selection) (int, error) {
+	var jvms []int
+	for _, pid := range sel.PIDs() {
+		proc, err := src.JVMs.Process(pid)
+		if err != nil {
+			continue
+		}
+		if _, err := src.JVMs.Locate(proc); err == nil {
+			jvms = append(jvms, pid)
+		}
+	}
+	switch len(jvms) {
+	case 0:
+		return 0, badInput("%s: none of its %d processes is a HotSpot JVM publishing hsperfdata", sel.Filter, len(sel.Processes))
+	case 1:
+		return jvms[0], nil
+	}
+	return 0, badInput("%s holds %d JVMs (pids %s): pass --pid to choose one", sel.Filter, len(jvms), joinInts(jvms))
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
