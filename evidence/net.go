@@ -11,10 +11,15 @@ import (
 // or kernel (no per-queue driver counters on lo, no IRQs on veth, a
 // tracepoint missing): the rest of the report still runs.
 type NetEvidence struct {
-	Interface  NetInterface    `json:"interface"`
-	DurationNs int64           `json:"duration_ns"`
-	Port       int             `json:"port,omitempty"`
-	PID        int             `json:"pid,omitempty"`
+	Interface  NetInterface `json:"interface"`
+	DurationNs int64        `json:"duration_ns"`
+	Port       int          `json:"port,omitempty"`
+	PID        int          `json:"pid,omitempty"`
+	// Filter is the --cgroup, --container or --pod the socket-level rows
+	// (sockets, their lock waits, drops per port) were kept to, and
+	// FilterPIDs the processes it selected; absent without one.
+	Filter     string          `json:"filter,omitempty"`
+	FilterPIDs []int           `json:"filter_pids,omitempty"`
 	Softirq    SoftirqEvidence `json:"softirq"`
 	Queues     QueueSection    `json:"queues"`
 	QueueCPU   QueueCPUSection `json:"queue_cpu"`

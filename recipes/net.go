@@ -242,6 +242,9 @@ func (n *netParts) assemble(src Sources, o NetOptions, run Run) NetResult {
 		c.socketIntervals(&ev.Sockets, reads)
 	}
 	attributeNet(src, &ev, c.last.udp, o.Select)
+	if o.Select != nil {
+		ev.Filter, ev.FilterPIDs = o.Select.Filter.String(), o.Select.PIDs()
+	}
 
 	res := NetResult{Evidence: ev, Config: c.config}
 	if n.profile == nil {
