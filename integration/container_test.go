@@ -127,7 +127,8 @@ func (p *podman) build() {
 func (p *podman) observe(results string, caps []string, network string) []string {
 	return []string{"--rm", "--cap-drop", "ALL", "--cap-add", strings.Join(caps, ","), "--security-opt", "seccomp=" + p.seccomp,
 		"--read-only", "--pid=host", "--network", network,
-		"-v", "/sys/kernel/btf:/sys/kernel/btf:ro", "-v", "/sys/kernel/tracing:/sys/kernel/tracing:ro", "-v", results + ":/results"}
+		"-v", "/sys/kernel/btf:/sys/kernel/btf:ro", "-v", "/sys/kernel/tracing:/sys/kernel/tracing:ro", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro",
+		"-v", results + ":/results"}
 }
 
 // run runs perfscope in a container and returns its exit code, stdout and

@@ -210,9 +210,6 @@ func (env Environment) checkMount(n Need) (bool, string, string) {
 			// On the host these are whatever directory the user names.
 			return true, "not in a container: any directory you name", ""
 		}
-		if !env.InContainer && isStateDir(n.Name) {
-			return true, "not on this host: the runtime that keeps it does not run here", ""
-		}
 		return false, fmt.Sprintf("%s is not there", probe), fix
 	}
 	m, _ := procfs.MountAt(env.Mounts, n.Name)

@@ -81,16 +81,6 @@ var volumeFor = map[string]Volume{
 	"/results":            {Name: "results", EmptyDir: &EmptyDirSource{}},
 	"/logs":               {Name: "logs", HostPath: &HostPathSource{Path: "/var/log", Type: "Directory"}},
 	"/sys/fs/cgroup":      {Name: "cgroup", HostPath: &HostPathSource{Path: "/sys/fs/cgroup", Type: "Directory"}},
-	// A node runs one of the runtimes: the others' directories are
-	// created empty (DirectoryOrCreate), not refused.
-	"/run/containerd/io.containerd.runtime.v2.task": {Name: "containerd-state",
-		HostPath: &HostPathSource{Path: "/run/containerd/io.containerd.runtime.v2.task", Type: "DirectoryOrCreate"}},
-	"/run/k3s/containerd/io.containerd.runtime.v2.task": {Name: "k3s-containerd-state",
-		HostPath: &HostPathSource{Path: "/run/k3s/containerd/io.containerd.runtime.v2.task", Type: "DirectoryOrCreate"}},
-	"/run/containers/storage/overlay-containers": {Name: "crio-run-state",
-		HostPath: &HostPathSource{Path: "/run/containers/storage/overlay-containers", Type: "DirectoryOrCreate"}},
-	"/var/lib/containers/storage/overlay-containers": {Name: "crio-state",
-		HostPath: &HostPathSource{Path: "/var/lib/containers/storage/overlay-containers", Type: "DirectoryOrCreate"}},
 }
 
 // ContainerName is perfscope's container's name in every manifest.

@@ -107,42 +107,20 @@ var (
 		Without: "JVMs running as another user than root have no GC counters; their GC logs are unreadable"}
 )
 
-// The mounts that attribute processes and sockets to their cgroup,
-// container and pod (collectors/cgroup), all read-only: the host's cgroup
-// hierarchy, and the state directories where containerd (also k3s's) and
-// CRI-O keep each container's OCI spec, whose annotations name its pod,
-// namespace and container. Without the state, names come from the
-// Kubernetes API (deploy/kubernetes/rbac.yaml) or stay unknown (the pod
-// uid and container id, from the cgroup path, remain).
-var (
-	needCgroupFS = Need{Kind: Mount, Name: "/sys/fs/cgroup", ReadOnly: true,
-		Why:     "the host's cgroup hierarchy: each process's cgroup id, and --cgroup given as a directory",
-		Without: "workloads lose their cgroup id; the container's own cgroup namespace hides the others' directories"}
-	attributionNeeds = []Need{needCgroupFS,
-		stateNeed("/run/containerd/io.containerd.runtime.v2.task", "containerd"),
-		stateNeed("/run/k3s/containerd/io.containerd.runtime.v2.task", "k3s's containerd"),
-		stateNeed("/run/containers/storage/overlay-containers", "CRI-O (run root)"),
-		stateNeed("/var/lib/containers/storage/overlay-containers", "CRI-O")}
-)
+// needCgroupFS attributes processes and sockets to their cgroup,
+// container and pod (collectors/cgroup): the pod uid, container id and
+// runtime come from /proc/PID/cgroup (hostPID), the cgroup ids from the
+// host's hierarchy. Names come from the Kubernetes API
+// (deploy/kubernetes/rbac.yaml). The runtimes' state directories would
+// name containers too, but their OCI specs hold every container's
+// environment (its secrets): they are left out, and docs/kubernetes.md
+// says how to add them where the API cannot be reached.
+var needCgroupFS = Need{Kind: Mount, Name: "/sys/fs/cgroup", ReadOnly: true,
+	Why:     "the host's cgroup hierarchy: each process's cgroup id, and --cgroup given as a directory",
+	Without: "workloads lose their cgroup id; the container's own cgroup namespace hides the others' directories"}
 
-func stateNeed(dir, runtime string) Need {
-	return Need{Kind: Mount, Name: dir, ReadOnly: true,
-		Why:     "the containers' OCI specs kept by " + runtime + ": their pod, namespace and container names",
-		Without: "pods and containers of " + runtime + " are named by the Kubernetes API (rbac.yaml) or by uid and id only"}
-}
-
-// isStateDir is true for a runtime's state directory of attributionNeeds.
-func isStateDir(name string) bool {
-	for _, n := range attributionNeeds[1:] {
-		if n.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// withAttribution is needs and the attribution mounts.
-func withAttribution(needs ...Need) []Need { return append(needs, attributionNeeds...) }
+// withAttribution is needs and the attribution mount.
+func withAttribution(needs ...Need) []Need { return append(needs, needCgroupFS) }
 
 // forOtherUsers is a capability the JVM attach needs only for JVMs that
 // run as another user than root.
