@@ -91,6 +91,15 @@ func newPodCgroup(t *testing.T, mount string) podCgroup {
 		c.dirs = append(c.dirs, dir)
 	}
 	t.Cleanup(func() {
+		// Only this test's processes can be in its random pod: end any
+		// still there, or the kernel keeps the cgroup.
+		if b, err := os.ReadFile(filepath.Join(c.leaf(), "cgroup.procs")); err == nil {
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
 		for i := len(created) - 1; i >= 0; i-- {
 			// The kernel refuses while a process (even a dying one) is in
 			// the cgroup: retry briefly. Another test's pod may share
@@ -325,6 +334,44 @@ func TestUDPAttributesPodCgroup(t *testing.T) {
 		}
 		r := decode("recipe run", out)
 		checkPodWorkload(t, "recipe run's socket", socketOf("recipe run", r).Workload, c, path)
+	})
+
+	// A busy loop in the same container: profile --pod keeps its samples
+	// (and socat's), every stack rooted at the container with
+	// --per-container, and counts the rest as filtered out.
+	t.Run("profile", func(t *testing.T) {
+		// Bounded (a few minutes at most) and one process: killing it ends it.
+		spin := exec.Command("sh", "-c", `echo $$ > "$1/cgroup.procs" && i=0 && while [ $i -lt 100000000 ]; do i=$((i+1)); done`, "sh", c.leaf())
+		if err := spin.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { spin.Process.Kill(); spin.Wait() }()
+		code, out, stderr := runPerfscope(t, port, "profile", "--pod", c.uid, "--per-container", "--duration", "2s", "--event", "cpu-clock", "-o", "json")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		var r struct {
+			Data evidence.Profile `json:"data"`
+		}
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatal(err)
+		}
+		d := r.Data
+		label := "pod-" + c.uid + "/" + c.id[:12]
+		if d.Target != "workload" || d.Filter != "--pod "+c.uid || d.Samples == 0 || d.RootFrames != "container" {
+			t.Fatalf("target %q filter %q samples %d root %q", d.Target, d.Filter, d.Samples, d.RootFrames)
+		}
+		if len(d.Workloads) != 1 || d.Workloads[0].Label != label || d.Workloads[0].Samples != d.Samples {
+			t.Errorf("workloads %+v, want all %d samples in %s", d.Workloads, d.Samples, label)
+		} else {
+			checkPodWorkload(t, "profile workload", &d.Workloads[0].Workload, c, path)
+		}
+		for _, f := range d.Folded {
+			if !strings.HasPrefix(f.Stack, label+";") {
+				t.Errorf("a stack outside the pod: %.120s", f.Stack)
+				break
+			}
+		}
 	})
 
 	t.Run("no such pod", func(t *testing.T) {
