@@ -149,6 +149,17 @@ func startInCgroup(t *testing.T, leaf string, port int) *exec.Cmd {
 	return nil
 }
 
+// freeTCPPort is a loopback TCP port free now.
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 // udpBound is true when a UDP socket is bound to 127.0.0.1:port.
 func udpBound(port int) bool {
 	b, err := os.ReadFile("/proc/net/udp")
@@ -282,17 +293,60 @@ func TestUDPAttributesPodCgroup(t *testing.T) {
 	}
 
 	t.Run("json", func(t *testing.T) {
+		// socat stopped, its 4 KiB buffer fills and the port drops: the
+		// drops happen in softirq context, on whatever task runs, and
+		// must still be the pod's.
+		srv.Process.Signal(syscall.SIGSTOP)
 		code, out, stderr := runPerfscope(t, port, append(base, "-o", "json")...)
+		srv.Process.Signal(syscall.SIGCONT)
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		r := decode("udp", out)
 		checkPodWorkload(t, "socket", socketOf("udp", r).Workload, c, path)
+		dropped := false
 		for _, d := range r.Data.Drops.ByPort {
 			if d.Port == port {
+				dropped = true
 				checkPodWorkload(t, "drops on the port", d.Workload, c, path)
 			}
 		}
+		if !dropped {
+			t.Errorf("no drops on port %d with its reader stopped: %+v", port, r.Data.Drops.ByPort)
+		}
+	})
+
+	// serve's drops carry the pod's labels: the pod uid (no name was
+	// learned) and the container id's first 12 digits.
+	t.Run("serve", func(t *testing.T) {
+		srv.Process.Signal(syscall.SIGSTOP)
+		defer srv.Process.Signal(syscall.SIGCONT)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		go sendFor(ctx, port)
+		lport := freeTCPPort(t)
+		serve := exec.CommandContext(ctx, Perfscope(t), "serve", "--recipe", "udp-rx", "--set", "iface=lo", "--set", "profile=false",
+			"--listen", fmt.Sprintf("127.0.0.1:%d", lport), "--interval", "2s", "--top-workloads", "5")
+		serve.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		var stderr bytes.Buffer
+		serve.Stderr = &stderr
+		if err := serve.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+		// The exposition writes labels sorted by name.
+		want := fmt.Sprintf(`perfscope_udp_drops_total{container="%s",namespace="",pod="%s",port="%d",reason="kfree_skb:SOCKET_RCVBUFF"}`, c.id[:12], c.uid, port)
+		for i := 0; i < 60; i++ {
+			time.Sleep(time.Second)
+			m, err := scrapeMetrics(fmt.Sprintf("http://127.0.0.1:%d", lport))
+			if err != nil {
+				continue
+			}
+			if m[want] > 0 {
+				return
+			}
+		}
+		t.Errorf("serve never exposed %s; stderr:\n%s", want, stderr.String())
 	})
 
 	t.Run("text", func(t *testing.T) {
