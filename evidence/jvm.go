@@ -10,9 +10,12 @@ package evidence
 type JVM struct {
 	PID int `json:"pid"`
 	// NSPID is the pid inside the JVM's own pid namespace.
-	NSPID     int    `json:"nspid"`
-	Collector string `json:"collector"`
-	WindowNs  int64  `json:"window_ns"`
+	NSPID int `json:"nspid"`
+	// Workload is what the JVM belongs to (cgroup, container, pod);
+	// absent when it could not be read.
+	Workload  *Workload `json:"workload,omitempty"`
+	Collector string    `json:"collector"`
+	WindowNs  int64     `json:"window_ns"`
 	// Requests handled in the window; nil when unknown, with the reason in
 	// RequestsUnknown. RequestsSource says who counted them: "load"
 	// (perfscope drove them), "user" (--requests), "metrics"

@@ -6,9 +6,11 @@ import "time"
 // hsperfdata: GCs and their accumulated pause time, and safepoints with
 // the time threads were stopped for them (GC pauses included).
 type JVMPauses struct {
-	PID      int   `json:"pid"`
-	YoungGCs int64 `json:"young_gcs"`
-	OldGCs   int64 `json:"old_gcs"`
+	PID int `json:"pid"`
+	// Workload is what the JVM belongs to; absent when unread.
+	Workload *Workload `json:"workload,omitempty"`
+	YoungGCs int64     `json:"young_gcs"`
+	OldGCs   int64     `json:"old_gcs"`
 	// GCTimeNs is the young and old collectors' accumulated time.
 	GCTimeNs int64 `json:"gc_time_ns"`
 	// Safepoints and SafepointTimeNs are nil when the JVM does not

@@ -11,10 +11,15 @@ import (
 // or kernel (no per-queue driver counters on lo, no IRQs on veth, a
 // tracepoint missing): the rest of the report still runs.
 type NetEvidence struct {
-	Interface  NetInterface    `json:"interface"`
-	DurationNs int64           `json:"duration_ns"`
-	Port       int             `json:"port,omitempty"`
-	PID        int             `json:"pid,omitempty"`
+	Interface  NetInterface `json:"interface"`
+	DurationNs int64        `json:"duration_ns"`
+	Port       int          `json:"port,omitempty"`
+	PID        int          `json:"pid,omitempty"`
+	// Filter is the --cgroup, --container or --pod the socket-level rows
+	// (sockets, their lock waits, drops per port) were kept to, and
+	// FilterPIDs the processes it selected; absent without one.
+	Filter     string          `json:"filter,omitempty"`
+	FilterPIDs []int           `json:"filter_pids,omitempty"`
 	Softirq    SoftirqEvidence `json:"softirq"`
 	Queues     QueueSection    `json:"queues"`
 	QueueCPU   QueueCPUSection `json:"queue_cpu"`
@@ -197,6 +202,9 @@ type SocketRef struct {
 	OtherNetNS bool   `json:"other_netns,omitempty"`
 	PID        int    `json:"pid,omitempty"`
 	Comm       string `json:"comm,omitempty"`
+	// Workload is what PID belongs to (cgroup, container, pod); absent
+	// when no owner process was found.
+	Workload *Workload `json:"workload,omitempty"`
 	// Field is the lock inside the socket with the most wait:
 	// sk_receive_queue.lock, reader_queue.lock, sk_lock.slock or
 	// socket.wq.wait.lock (the wakeup's wait-queue lock).
@@ -278,6 +286,10 @@ type PortDrops struct {
 	Port   int    `json:"port"`
 	Reason string `json:"reason"`
 	Count  uint64 `json:"count"`
+	// Workload is what the processes owning the port's sockets belong
+	// to, when they all belong to one (a drop in softirq context is the
+	// socket owner's, not the interrupted task's); absent otherwise.
+	Workload *Workload `json:"workload,omitempty"`
 	// RelError bounds Count at 95 % when the drop probe was sampled
 	// (DropSection.Estimate); nil when exact or unknown.
 	RelError *float64 `json:"rel_error,omitempty"`
@@ -309,13 +321,15 @@ type DropSection struct {
 
 // UDPSocket is one bound UDP socket.
 type UDPSocket struct {
-	Local      string `json:"local"`
-	Port       int    `json:"port"`
-	Inode      uint64 `json:"inode"`
-	Addr       string `json:"addr,omitempty"`
-	PID        int    `json:"pid,omitempty"`
-	RxQueueB   uint64 `json:"rx_queue_bytes"`
-	DropsDelta uint64 `json:"drops"`
+	Local string `json:"local"`
+	Port  int    `json:"port"`
+	Inode uint64 `json:"inode"`
+	Addr  string `json:"addr,omitempty"`
+	PID   int    `json:"pid,omitempty"`
+	// Workload is what PID belongs to; absent when no owner was found.
+	Workload   *Workload `json:"workload,omitempty"`
+	RxQueueB   uint64    `json:"rx_queue_bytes"`
+	DropsDelta uint64    `json:"drops"`
 	// ReceivedPkt is the datagrams the socket's owner read in the window
 	// (the socket probe, sock:sock_recv_length), ReceivedPerS the same per
 	// second; nil when the probe is unavailable (see

@@ -26,6 +26,22 @@ type Profile struct {
 	// folded form, sorted by count.
 	Folded   []FoldedStack `json:"folded"`
 	Warnings []string      `json:"warnings,omitempty"`
+	// Filter is the --cgroup, --container or --pod the samples were
+	// kept by ("" for none); FilteredOut counts the samples of other
+	// processes left out (Samples counts those kept).
+	Filter      string `json:"filter,omitempty"`
+	FilteredOut uint64 `json:"filtered_out,omitempty"`
+	// Workloads are the samples per workload (the root frames of a
+	// --per-container profile), most first; absent otherwise.
+	Workloads []WorkloadSamples `json:"workloads,omitempty"`
+}
+
+// WorkloadSamples are the samples of the processes of one workload.
+type WorkloadSamples struct {
+	// Label is the workload's root frame (Workload.Label).
+	Label    string   `json:"label"`
+	Workload Workload `json:"workload"`
+	Samples  uint64   `json:"samples"`
 }
 
 // ProfileLost counts samples dropped, by reason (mirrors

@@ -50,3 +50,45 @@ func (w Workload) InContainer() bool { return w.ContainerID != nil }
 
 // InPod is true when the process runs in a Kubernetes pod.
 func (w Workload) InPod() bool { return w.PodUID != nil }
+
+// Label names the workload in one short frame or column, the most
+// specific name known first: "NAMESPACE/POD/CONTAINER" for a named pod's
+// container, "pod-UID/ID12" for one known by its cgroup only,
+// "RUNTIME:NAME" or "RUNTIME:ID12" for a plain container, the systemd
+// unit of a host process, else "host".
+func (w Workload) Label() string {
+	short := func(id string) string {
+		if len(id) > 12 {
+			return id[:12]
+		}
+		return id
+	}
+	switch {
+	case w.Namespace != nil && w.Pod != nil:
+		l := *w.Namespace + "/" + *w.Pod
+		if w.Container != nil {
+			l += "/" + *w.Container
+		} else if w.ContainerID != nil {
+			l += "/" + short(*w.ContainerID)
+		}
+		return l
+	case w.PodUID != nil:
+		l := "pod-" + *w.PodUID
+		if w.ContainerID != nil {
+			l += "/" + short(*w.ContainerID)
+		}
+		return l
+	case w.ContainerID != nil:
+		rt := "container"
+		if w.Runtime != nil {
+			rt = *w.Runtime
+		}
+		if w.Container != nil {
+			return rt + ":" + *w.Container
+		}
+		return rt + ":" + short(*w.ContainerID)
+	case w.Unit != nil:
+		return *w.Unit
+	}
+	return "host"
+}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -127,7 +128,8 @@ func (p *podman) build() {
 func (p *podman) observe(results string, caps []string, network string) []string {
 	return []string{"--rm", "--cap-drop", "ALL", "--cap-add", strings.Join(caps, ","), "--security-opt", "seccomp=" + p.seccomp,
 		"--read-only", "--pid=host", "--network", network,
-		"-v", "/sys/kernel/btf:/sys/kernel/btf:ro", "-v", "/sys/kernel/tracing:/sys/kernel/tracing:ro", "-v", results + ":/results"}
+		"-v", "/sys/kernel/btf:/sys/kernel/btf:ro", "-v", "/sys/kernel/tracing:/sys/kernel/tracing:ro", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro",
+		"-v", results + ":/results"}
 }
 
 // run runs perfscope in a container and returns its exit code, stdout and
@@ -363,6 +365,48 @@ func TestContainerImage(t *testing.T) {
 		}
 		if after, _ := os.ReadFile("/proc/sys/net/core/rps_sock_flow_entries"); string(after) != string(hostEntries) {
 			t.Errorf("the host's rps_sock_flow_entries changed: %q -> %q", hostEntries, after)
+		}
+	})
+
+	// A podman container's UDP server, measured by perfscope on the host:
+	// its socket comes back attributed to the container's id and podman,
+	// and --container with the short id podman prints keeps the run to it.
+	t.Run("podman container attributed", func(t *testing.T) {
+		port := freeUDPPort(t)
+		name := "perfscope-attr-" + strconv.Itoa(port)
+		run := p.cmd("run", "-d", "--name", name, "--network", "host", "--read-only", "--cap-drop", "ALL", p.image,
+			"lab", "udp-server", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--threads", "1", "--for", "60s")
+		out, err := run.CombinedOutput()
+		if err != nil {
+			t.Fatalf("podman run: %v\n%s", err, out)
+		}
+		id := strings.TrimSpace(string(out))
+		defer p.cmd("rm", "-f", name).Run()
+		for i := 0; i < 100 && !udpBound(port); i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+		code, js, stderr := runPerfscope(t, port, "udp", "--iface", "lo", "--container", id[:12], "--duration", "2s", "--no-profile", "--exact", "-o", "json")
+		if code != 0 {
+			t.Fatalf("perfscope udp --container %s: exit %d: %s", id[:12], code, stderr)
+		}
+		var r udpReport
+		if err := json.Unmarshal(js, &r); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, s := range r.Data.Sockets.Sockets {
+			if s.Port != port {
+				continue
+			}
+			found = true
+			w := s.Workload
+			if w == nil || w.ContainerID == nil || *w.ContainerID != id || w.Runtime == nil || *w.Runtime != "podman" {
+				b, _ := json.Marshal(w)
+				t.Errorf("socket of container %s: workload %s", id, b)
+			}
+		}
+		if !found {
+			t.Errorf("no socket on port %d in %+v", port, r.Data.Sockets)
 		}
 	})
 

@@ -3,6 +3,7 @@ package recipes
 import (
 	"errors"
 	"fmt"
+	"github.com/perfscope/perfscope/collectors/cgroup"
 	"io/fs"
 	"os"
 	"sort"
@@ -40,6 +41,10 @@ type Plan struct {
 	flags map[string]string
 	// jvmOptions are the async-profiler collector's, checked by Prepare.
 	jvmOptions *jvm.Options
+	// workload is the --cgroup, --container or --pod selection the
+	// sockets, drops, lock waits and profile samples are kept by
+	// (SetWorkload); nil: all.
+	workload *cgroup.Selection
 	// outDirs are the output directories Prepare opened, by the path
 	// given: WriteOutputs writes through them, never by path again.
 	outDirs map[string]*safeio.Dir

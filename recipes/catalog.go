@@ -64,7 +64,7 @@ const (
 var (
 	attachMethods = []string{"", "tp_btf", "raw_tp", "tracepoint"}
 	stackKinds    = []string{"kernel+user", "kernel", "user"}
-	rootFrames    = []string{"comm", "none", "process", "thread", "cpu"}
+	rootFrames    = []string{"comm", "none", "process", "thread", "cpu", "container"}
 	asprofEvents  = []string{string(asprof.Alloc), string(asprof.CPU), string(asprof.Lock), string(asprof.Wall)}
 	httpMethods   = []string{"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"}
 	passiveModes  = []string{"auto", "on", "off"}

@@ -25,10 +25,13 @@ func RunJVM(ctx context.Context, src Sources, o jvm.Options) (JVMResult, error) 
 	if o.FS.Root == "" {
 		o.FS = src.JVMs
 	}
+	// Read before the window: a JVM that exits in it is still named.
+	w := src.workload(o.PID)
 	res, err := jvm.Measure(ctx, o)
 	if res == nil {
 		return JVMResult{}, err
 	}
+	res.Evidence.Workload = w
 	// A JVM that exited mid-run still leaves what was measured until then
 	// (err is jvm.ErrTargetExited): judge that and hand both back.
 	return JVMResult{Result: res, ProfileOptions: o.Profile, Findings: diagnose.Run(diagnose.JVMRules, res.Evidence)}, err

@@ -30,6 +30,8 @@ type JVMPauses struct {
 	prev      jvmPauseReading
 	last      jvmPauseReading
 	intervals []evidence.JVMPauseInterval
+	// workload is what the JVM belongs to, read at Open.
+	workload *evidence.Workload
 }
 
 type jvmPauseReading struct {
@@ -44,6 +46,7 @@ func NewJVMPauses(opts JVMPauseOptions) *JVMPauses { return &JVMPauses{opts: opt
 // the pid is no JVM that publishes it).
 func (p *JVMPauses) Open(src Sources) error {
 	p.fs = src.JVMs
+	p.workload = src.workload(p.opts.PID)
 	proc, err := p.fs.Process(p.opts.PID)
 	if err != nil {
 		return badInput("pid %d: %v", p.opts.PID, err)
@@ -104,7 +107,7 @@ func (p *JVMPauses) End(context.Context) error {
 // Evidence is the window's pauses.
 func (p *JVMPauses) Evidence() evidence.JVMPauses {
 	ev := pauseDelta(p.first, p.last)
-	ev.PID, ev.Intervals = p.opts.PID, p.intervals
+	ev.PID, ev.Intervals, ev.Workload = p.opts.PID, p.intervals, p.workload
 	return ev
 }
 

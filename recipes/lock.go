@@ -277,7 +277,10 @@ func (p *Locks) addSockets(sec *evidence.LockSection, d lockstat.Snapshot, udp s
 		if sw.Socket.Protocol == "tcp" && !p.opts.TCP {
 			continue
 		}
-		sec.Sockets = append(sec.Sockets, socketContention(sw, p.src.Root))
+		sc := socketContention(sw, p.src.Root)
+		// The socket's owner, not the task the softirq interrupted.
+		sc.Socket.Workload = p.src.workload(sc.Socket.PID)
+		sec.Sockets = append(sec.Sockets, sc)
 	}
 	// Sites are per stack, not per lock: name the socket on socket
 	// sites when one socket holds most of the socket wait.

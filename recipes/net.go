@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/ethtool"
 	"github.com/perfscope/perfscope/collectors/irq"
@@ -32,7 +33,11 @@ type NetOptions struct {
 	Iface netdev.Interface
 	// Port and PID choose the sockets (and threads) inspected; 0: none.
 	Port, PID int
-	Method    probes.AttachMethod
+	// Select, from --cgroup, --container or --pod (SelectWorkload),
+	// keeps the sockets its processes own, and the lock waits and drops
+	// of those sockets; nil: every socket.
+	Select *cgroup.Selection
+	Method probes.AttachMethod
 	// LockStacks takes the stack of 1 in N lock contentions.
 	LockStacks int
 	// Profile samples on-CPU stacks at Frequency Hz; false skips it.
@@ -225,7 +230,7 @@ func (n *netParts) assemble(src Sources, o NetOptions, run Run) NetResult {
 	} else {
 		ev.Drops.Notes = append(ev.Drops.Notes, notInRecipe("drop reasons", "udpdrop")+"; socket drop counters shown")
 	}
-	ev.Sockets = c.socketSection(src, o.Port, o.PID)
+	ev.Sockets = c.socketSection(src, o.Port, o.PID, o.Select)
 	if ev.Sockets.Unavailable == "" {
 		var reads []socketReadTick
 		if n.sockets != nil {
@@ -235,6 +240,10 @@ func (n *netParts) assemble(src Sources, o NetOptions, run Run) NetResult {
 			ev.Sockets.ReceivedUnavailable = notInRecipe("datagrams read", "udpsock")
 		}
 		c.socketIntervals(&ev.Sockets, reads)
+	}
+	attributeNet(src, &ev, c.last.udp, o.Select)
+	if o.Select != nil {
+		ev.Filter, ev.FilterPIDs = o.Select.Filter.String(), o.Select.PIDs()
 	}
 
 	res := NetResult{Evidence: ev, Config: c.config}
@@ -583,7 +592,7 @@ func (c *NetCounters) drops() evidence.DropSection {
 }
 
 // socketSection lists the sockets of port and pid, with the pid's threads.
-func (c *NetCounters) socketSection(src Sources, port, pid int) evidence.SocketSection {
+func (c *NetCounters) socketSection(src Sources, port, pid int, sel *cgroup.Selection) evidence.SocketSection {
 	if c.first.udpErr != nil || c.last.udpErr != nil {
 		return evidence.SocketSection{Section: evidence.Section{Unavailable: fmt.Sprintf("/proc/net/udp: %v", errors.Join(c.first.udpErr, c.last.udpErr))}}
 	}
@@ -592,6 +601,14 @@ func (c *NetCounters) socketSection(src Sources, port, pid int) evidence.SocketS
 	if pid > 0 {
 		owned, _ = src.sockets().SocketInodes(pid)
 		threads, _ = src.sockets().Threads(pid)
+	} else if sel != nil {
+		owned = map[uint64]bool{}
+		for _, p := range sel.PIDs() {
+			held, _ := src.sockets().SocketInodes(p)
+			for ino := range held {
+				owned[ino] = true
+			}
+		}
 	}
 	return BuildSockets(port, pid, c.first.udp, c.last.udp, owned, threads)
 }

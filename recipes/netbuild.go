@@ -221,11 +221,13 @@ func sortedKeys(m map[int]bool) []int {
 }
 
 // BuildSockets lists the UDP sockets of port and/or pid (owned = the pid's
-// socket inodes), their reuseport groups, drop deltas, and the pid's
-// threads.
+// socket inodes, or with pid 0 those of the processes a --cgroup,
+// --container or --pod selected), their reuseport groups, drop deltas,
+// and the pid's threads.
 func BuildSockets(port int, pid int, start, end sockets.UDPTable, owned map[uint64]bool, threads []sockets.Thread) evidence.SocketSection {
 	var s evidence.SocketSection
-	if port == 0 && pid == 0 {
+	selected := pid == 0 && owned != nil
+	if port == 0 && pid == 0 && !selected {
 		s.Unavailable = "no --port or --pid given: socket view skipped"
 		return s
 	}
@@ -237,7 +239,7 @@ func BuildSockets(port int, pid int, start, end sockets.UDPTable, owned map[uint
 		if port != 0 && int(k.Local.Port()) != port {
 			return false
 		}
-		if pid != 0 && !owned[k.Inode] {
+		if (pid != 0 || selected) && !owned[k.Inode] {
 			return false
 		}
 		return true
@@ -262,7 +264,12 @@ func BuildSockets(port int, pid int, start, end sockets.UDPTable, owned map[uint
 	}
 	if len(s.Sockets) == 0 {
 		what := fmt.Sprintf("port %d", port)
-		if pid != 0 {
+		if selected {
+			what = "the selected processes"
+			if port != 0 {
+				what += fmt.Sprintf(" on port %d", port)
+			}
+		} else if pid != 0 {
 			what = fmt.Sprintf("pid %d", pid)
 			if port != 0 {
 				what += fmt.Sprintf(" on port %d", port)

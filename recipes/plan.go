@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/perfscope/perfscope/collectors/cgroup"
 	"sync"
 	"time"
 
@@ -89,6 +90,12 @@ func (p *Plan) NewMeasurement(h Hooks) *Measurement {
 		// drops only its loop, as `perfscope udp` always has.
 		o.KeepIdleInterrupts = p.measuresNet() && !o.IncludeIdle
 		o.Continuous = h.Continuous
+		// A network run's profile is rooted at CPUs and holds the
+		// softirqs' work, done in whatever task was interrupted: it stays
+		// host-wide; a profile of its own keeps the selection's samples.
+		if !p.measuresNet() {
+			o.Select = p.workload
+		}
 		m.profile = NewProfile(o)
 	}
 	if u, ok := p.use("hsperfdata"); ok {
@@ -112,7 +119,7 @@ func (p *Plan) measuresNet() bool {
 // netParts joins the plan's network parts, with its softirq, lock and
 // profile parts, into one network run.
 func (p *Plan) netParts(m *Measurement, timeline bool) *netParts {
-	o := NetOptions{Iface: p.iface, Method: p.method}
+	o := NetOptions{Iface: p.iface, Method: p.method, Select: p.workload}
 	// The sockets section's port and process: the counters' own, else the
 	// probes'.
 	for _, name := range []string{"netcounters", "udpsock", "udpdrop"} {
@@ -183,6 +190,12 @@ func (m *Measurement) Parts() []Part {
 // the user's (--overhead-budget, --exact): the zero Budget counts every
 // event.
 func (p *Plan) SetBudget(b Budget) { p.window.Budget = b }
+
+// SetWorkload keeps the run to the processes sel selected (--cgroup,
+// --container, --pod): the sockets they own with those sockets' lock
+// waits and drops, and a profile's samples of them. Host-wide sections
+// (softirq per CPU, queues, IRQs) stay host-wide.
+func (p *Plan) SetWorkload(sel *cgroup.Selection) { p.workload = sel }
 
 // Window is the plan's window with the hooks.
 func (m *Measurement) Window(h Hooks) Window {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
@@ -37,8 +38,14 @@ type ProfileOptions struct {
 	// idle loop's, counting both per CPU (Idle).
 	KeepIdleInterrupts bool
 	StackEntries       int
-	// Root is the synthetic frame under each stack.
+	// Root is the synthetic frame under each stack; RootContainer puts
+	// the process's workload (evidence.Workload.Label) there.
 	Root cpuprofile.RootFrame
+	// Select, from --cgroup, --container or --pod, keeps the samples of
+	// its processes (and of processes started since in their cgroups);
+	// nil keeps every sample. The kernel still samples every process:
+	// what is left out is counted (evidence.Profile.FilteredOut).
+	Select *cgroup.Selection
 	// JVM, when set (by CheckJITMap), is asked for its perf map when the
 	// window ends, so JIT-compiled Java frames are named.
 	JVM *attach.Target
@@ -87,6 +94,11 @@ type Profile struct {
 	// prefetchErr is a panic of the prefetching goroutine (reading a
 	// process's mappings and ELF files), returned by End.
 	prefetchErr error
+	// filteredOut counts the samples Select left out; workloads are the
+	// samples per workload of a RootContainer profile (both set by
+	// Samples).
+	filteredOut uint64
+	workloads   []evidence.WorkloadSamples
 }
 
 // NewProfile returns the profile part.
@@ -318,10 +330,47 @@ func (p *Profile) Samples() []evidence.ProfileSample {
 	// binary read for the addresses sampled in it.
 	p.sym.KernelNames(p.profile.KernelAddrs())
 	p.sym.PrepareUser(p.profile.UserAddrs())
+	p.filteredOut, p.workloads = 0, nil
+	byLabel := map[string]*evidence.WorkloadSamples{}
 	for _, s := range p.profile.Samples {
-		out = append(out, evidence.ProfileSample{CPU: s.CPU, Frames: cpuprofile.Frames(p.sym, s, p.opts.Root), Count: s.Count})
+		if p.opts.Select != nil && !p.src.covers(p.opts.Select, s.PID) {
+			p.filteredOut += s.Count
+			continue
+		}
+		frames := cpuprofile.Frames(p.sym, s, p.opts.Root)
+		if p.opts.Root == cpuprofile.RootContainer {
+			w := p.sampleWorkload(s.PID)
+			label := w.Label()
+			frames = append([]string{label}, frames...)
+			ws := byLabel[label]
+			if ws == nil {
+				ws = &evidence.WorkloadSamples{Label: label, Workload: w}
+				byLabel[label] = ws
+			}
+			ws.Samples += s.Count
+		}
+		out = append(out, evidence.ProfileSample{CPU: s.CPU, Frames: frames, Count: s.Count})
 	}
+	for _, ws := range byLabel {
+		p.workloads = append(p.workloads, *ws)
+	}
+	sort.Slice(p.workloads, func(i, j int) bool {
+		if p.workloads[i].Samples != p.workloads[j].Samples {
+			return p.workloads[i].Samples > p.workloads[j].Samples
+		}
+		return p.workloads[i].Label < p.workloads[j].Label
+	})
 	return out
+}
+
+// sampleWorkload is what a sampled process belongs to: the idle task
+// (pid 0) and processes gone before the window ended are the host's, with
+// no cgroup known.
+func (p *Profile) sampleWorkload(pid int) evidence.Workload {
+	if w := p.src.workload(pid); w != nil {
+		return *w
+	}
+	return evidence.Workload{}
 }
 
 // CheckProcess is the one check of a --pid flag (named by flag in the
@@ -448,6 +497,10 @@ func (p *Profile) result(ctx context.Context, run Run) ProfileResult {
 
 	samples := p.Samples()
 	fp, ev := summarizeProfile(p.opts, p.Raw(), samples)
+	ev.Workloads = p.workloads
+	if sel := p.opts.Select; sel != nil {
+		ev.Filter, ev.FilteredOut = sel.Filter.String(), p.filteredOut
+	}
 	ev.PerCPU, ev.ProfileSampling = p.PerCPU(samples)
 	ev.Warnings = p.sym.Warnings()
 	if jitWarning != "" {
@@ -468,6 +521,13 @@ func summarizeProfile(o ProfileOptions, prof cpuprofile.Profile, samples []evide
 		TopFunctions: []evidence.FunctionSamples{}, Folded: []evidence.FoldedStack{}}
 	if o.PID != 0 {
 		d.Target = "pid"
+	}
+	if o.Select != nil {
+		// Shares are of the selected processes' samples.
+		d.Target, d.Samples = "workload", 0
+		for _, s := range samples {
+			d.Samples += s.Count
+		}
 	}
 	fp := flame.New(flame.Samples)
 	for _, s := range samples {
@@ -499,7 +559,7 @@ func stacksName(s cpuprofile.Stacks) string {
 }
 
 func rootFrameName(r cpuprofile.RootFrame) string {
-	return [...]string{"comm", "none", "process", "thread", "cpu"}[r]
+	return [...]string{"comm", "none", "process", "thread", "cpu", "container"}[r]
 }
 
 func share(n, of uint64) float64 {

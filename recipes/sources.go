@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/ethtool"
 	"github.com/perfscope/perfscope/collectors/hsperf"
@@ -58,6 +59,10 @@ type Sources struct {
 	// sockets read (Udp/Udp6 InDatagrams): the budget scales the sampled
 	// socket reads by it. Nil: by Packets.
 	UDPReads func() (PacketCounter, error)
+	// Workloads attributes processes to their cgroup, container and
+	// Kubernetes pod for one run, caching each answer; nil leaves a run
+	// unattributed (a recording replayed from fixtures).
+	Workloads *cgroup.Index
 }
 
 // PacketCounter counts packets; a session reads it many times a second
@@ -82,15 +87,16 @@ func counterOpener[C PacketCounter](open func() (C, error)) func() (PacketCounte
 // Live reads the running system.
 func Live() Sources {
 	return Sources{
-		Root:     procfs.Default,
-		Ethtool:  ethtool.Ioctl{},
-		Netlink:  liveNetlink{},
-		Config:   netconfig.Live().Snapshot,
-		Symbols:  symbols.Default,
-		JVMs:     hsperf.Default,
-		Probes:   LiveProbes(),
-		Packets:  counterOpener(procfs.Default.OpenNetDevCounter),
-		UDPReads: counterOpener(netstat.Default.OpenUDPReadsCounter),
+		Root:      procfs.Default,
+		Ethtool:   ethtool.Ioctl{},
+		Netlink:   liveNetlink{},
+		Config:    netconfig.Live().Snapshot,
+		Symbols:   symbols.Default,
+		JVMs:      hsperf.Default,
+		Probes:    LiveProbes(),
+		Packets:   counterOpener(procfs.Default.OpenNetDevCounter),
+		UDPReads:  counterOpener(netstat.Default.OpenUDPReadsCounter),
+		Workloads: liveWorkloads(),
 	}
 }
 

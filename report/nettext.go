@@ -33,6 +33,11 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 			ev.Interface.Name, drv, ev.Interface.RXQueues, ev.Interface.TXQueues, secs, r.Meta.CPUs, r.Meta.Kernel)
 	}
 
+	if ev.Filter != "" {
+		fmt.Fprintf(w, "kept to %s: the sockets of its processes (pids %s) with their lock waits and drops; the per-CPU, queue and profile sections are host-wide\n",
+			ev.Filter, joinPIDs(ev.FilterPIDs))
+	}
+
 	Heading(w, "Softirq per CPU (share of wall time)")
 	t := Table{Header: []string{"CPU", "NET_RX/s", "NET_RX", "", "NET_TX/s", "NET_TX", "", "softirq"}}
 	for _, c := range ev.Softirq.CPUs {
@@ -79,9 +84,9 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 	} else if len(ev.Drops.ByPort) == 0 {
 		fmt.Fprintln(w, "no drops")
 	} else {
-		dt := Table{Header: []string{"port", "reason", "drops", "/s"}}
+		dt := Table{Header: []string{"port", "reason", "drops", "/s", "workload"}}
 		for _, d := range ev.Drops.ByPort {
-			dt.Add(fmt.Sprint(d.Port), d.Reason, withError(fmt.Sprint(d.Count), d.RelError), Count(float64(d.Count)/secs))
+			dt.Add(fmt.Sprint(d.Port), d.Reason, withError(fmt.Sprint(d.Count), d.RelError), Count(float64(d.Count)/secs), workloadLabel(d.Workload))
 		}
 		dt.Write(w)
 		estimateNote(w, "drop reasons (each port's total from its sockets' exact sk_drops where it has one)", ev.Drops.Estimate)
@@ -227,13 +232,17 @@ func writeNetDetails(w io.Writer, r *Report, ev evidence.NetEvidence) {
 		if ev.Sockets.Warning != "" {
 			fmt.Fprintf(w, "warning: %s\n", ev.Sockets.Warning)
 		}
-		st := Table{Header: []string{"local", "inode", "read/s", "read", "rx queue", "drops", "fed by CPUs (wakeups)"}}
+		st := Table{Header: []string{"local", "inode", "pid", "workload", "read/s", "read", "rx queue", "drops", "fed by CPUs (wakeups)"}}
 		for _, s := range ev.Sockets.Sockets {
 			rate := "-"
 			if s.ReceivedPerS != nil {
 				rate = Count(*s.ReceivedPerS)
 			}
-			st.Add(s.Local, fmt.Sprint(s.Inode), rate, withError(optU(s.ReceivedPkt), s.ReceivedRelError), Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta), feeders(s))
+			pid := "-"
+			if s.PID > 0 {
+				pid = fmt.Sprint(s.PID)
+			}
+			st.Add(s.Local, fmt.Sprint(s.Inode), pid, workloadLabel(s.Workload), rate, withError(optU(s.ReceivedPkt), s.ReceivedRelError), Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta), feeders(s))
 		}
 		st.Write(w)
 		estimateNote(w, "datagrams read and wakeups", ev.Sockets.Estimate)
@@ -290,7 +299,18 @@ func socketLabel(s evidence.SocketRef) string {
 	if s.PID > 0 {
 		label += fmt.Sprintf(", pid %d %s", s.PID, s.Comm)
 	}
+	if s.Workload != nil {
+		label += ", " + s.Workload.Label()
+	}
 	return label + ")"
+}
+
+// workloadLabel names a row's workload in a column; "-" when unknown.
+func workloadLabel(w *evidence.Workload) string {
+	if w == nil {
+		return "-"
+	}
+	return w.Label()
 }
 
 // lockSplit is a socket's wait by lock: "sk_receive_queue.lock 80%, ...".
@@ -374,4 +394,20 @@ func sortedKeys[V any](m map[int]V) []int {
 	}
 	sort.Ints(out)
 	return out
+}
+
+// joinPIDs lists pids, the first 10 and how many more.
+func joinPIDs(pids []int) string {
+	var b strings.Builder
+	for i, p := range pids {
+		if i == 10 {
+			fmt.Fprintf(&b, " and %d more", len(pids)-10)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, p)
+	}
+	return b.String()
 }

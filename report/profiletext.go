@@ -17,6 +17,9 @@ func writeProfileText(w io.Writer, r *Report, d evidence.Profile) {
 	if d.PID != 0 {
 		target = fmt.Sprintf("process %d", d.PID)
 	}
+	if d.Filter != "" {
+		target = fmt.Sprintf("the processes of %s (%d samples of other processes left out)", d.Filter, d.FilteredOut)
+	}
 	fmt.Fprintf(w, "perfscope profile — %s, %.2fs at %d Hz on %d CPUs, %s stacks: %d samples, %d lost\n",
 		target, time.Duration(d.DurationNs).Seconds(), d.FrequencyHz, d.CPUs, d.Stacks, d.Samples, d.Lost)
 	for _, warn := range d.Warnings {
@@ -30,6 +33,22 @@ func writeProfileText(w io.Writer, r *Report, d evidence.Profile) {
 	top := r.Show.Top
 	if top <= 0 {
 		top = DefaultTop
+	}
+	if len(d.Workloads) > 0 {
+		Heading(w, "Samples per workload (cgroup, container, pod)")
+		t := Table{Header: []string{"samples", "share", "", "workload", "cgroup"}}
+		for i, ws := range d.Workloads {
+			if i == top {
+				break
+			}
+			cg := "-"
+			if ws.Workload.CgroupPath != nil {
+				cg = *ws.Workload.CgroupPath
+			}
+			sh := float64(ws.Samples) / float64(d.Samples)
+			t.Add(fmt.Sprint(ws.Samples), Percent(sh), Bar(sh, 10), ws.Label, cg)
+		}
+		t.Write(w)
 	}
 	fns := d.TopFunctions
 	Heading(w, "Top functions by self samples (where the CPU was)")

@@ -90,7 +90,11 @@ func writeRecipeText(w io.Writer, r *Report, d RecipeData) error {
 }
 
 func writeJVMPausesText(w io.Writer, p evidence.JVMPauses) {
-	Heading(w, fmt.Sprintf("JVM pid %d: pauses (hsperfdata)", p.PID))
+	who := fmt.Sprintf("JVM pid %d", p.PID)
+	if p.Workload != nil {
+		who += " in " + p.Workload.Label()
+	}
+	Heading(w, who+": pauses (hsperfdata)")
 	t := Table{Header: []string{"young GCs", "old GCs", "GC time", "safepoints", "stopped"}}
 	sp, st := "-", "-"
 	if p.Safepoints != nil {

@@ -38,6 +38,7 @@ test)
 	pkg_for mvn maven            # async-profiler comes from the Maven repository
 	pkg_for node nodejs          # runs the flame graph's JavaScript in a test
 	pkg_for podman podman        # the container image test (integration/container_test.go)
+	pkg_for socat socat          # a UDP server in a pod-shaped cgroup (integration/pods_test.go)
 	pkg_for runc runc
 	pkg_for unzip unzip          # scripts/dist.sh takes the library out of the jar
 	[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)

@@ -79,6 +79,19 @@ func (x *Index) membership(pid int) (Membership, error) {
 	return m, nil
 }
 
+// Reset forgets every answer: a long-lived index (perfscope serve's, one
+// per session) is reset before each window, so a pid the kernel reused,
+// a container that came or went, or a pod listed since is read afresh,
+// and the caches hold one window's processes, not the session's.
+func (x *Index) Reset() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	clear(x.byCgroup)
+	clear(x.byPID)
+	clear(x.names)
+	x.mounts, x.mountsErr, x.problems = nil, nil, nil
+}
+
 // chosen is the hierarchy whose path says the most about the process.
 type chosen struct {
 	hierarchy, path string

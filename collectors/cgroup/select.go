@@ -364,3 +364,13 @@ func short(id string) string {
 	}
 	return id
 }
+
+// Covers is true when pid, whose workload is w, is one the selection
+// stands for: selected when it was resolved, or since started in one of
+// the selected processes' cgroups.
+func (s Selection) Covers(pid int, w evidence.Workload) bool {
+	if s.Contains(pid) {
+		return true
+	}
+	return w.CgroupPath != nil && slices.Contains(s.CgroupPaths, *w.CgroupPath)
+}

@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -239,5 +240,42 @@ func BenchmarkProcessesWarm(b *testing.B) {
 		if _, err := x.Processes(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// Covers: a selected pid, or a process started since in one of the
+// selection's cgroups; not a process of another cgroup.
+func TestSelectionCovers(t *testing.T) {
+	x := NewIndex(FS{Root: "testdata/v2-systemd"}, nil)
+	sel, err := x.Select(must(PodFilter(webPod)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w101, _ := x.Attribute(101)
+	w109, _ := x.Attribute(109)
+	if !sel.Covers(101, w101) || !sel.Covers(99999, w101) || sel.Covers(109, w109) {
+		t.Errorf("covers 101 %v, a newcomer in its cgroup %v, nginx %v", sel.Covers(101, w101), sel.Covers(99999, w101), sel.Covers(109, w109))
+	}
+}
+
+// Reset forgets: a process that moved (or a pid reused) is read again.
+func TestIndexReset(t *testing.T) {
+	root := t.TempDir()
+	proc := filepath.Join(root, "proc", "7")
+	if err := os.MkdirAll(proc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(proc, "cgroup"), []byte("0::/system.slice/a.service\n"), 0o644)
+	x := NewIndex(FS{Root: root, State: &StateDirs{}}, nil)
+	if w, _ := x.Attribute(7); w.Label() != "a.service" {
+		t.Fatalf("before: %s", w.Label())
+	}
+	os.WriteFile(filepath.Join(proc, "cgroup"), []byte("0::/system.slice/b.service\n"), 0o644)
+	if w, _ := x.Attribute(7); w.Label() != "a.service" {
+		t.Errorf("cached: %s", w.Label())
+	}
+	x.Reset()
+	if w, _ := x.Attribute(7); w.Label() != "b.service" {
+		t.Errorf("after Reset: %s", w.Label())
 	}
 }

@@ -161,6 +161,7 @@ func TestManifests(t *testing.T) {
 		t.Errorf("daemonset in %q, namespace is %q", ds.Namespace, ns.Name)
 	}
 	grantsNoMore(t, "daemonset", ds.Spec.Template.Spec, want)
+	attributes(t, "daemonset", ds.Spec.Template.Spec)
 	c := ds.Spec.Template.Spec.Containers[0]
 	if !slices.Contains(c.Args, "serve") || !slices.Contains(c.Args, "--recipe=udp-rx") {
 		t.Errorf("daemonset args %v: want serve --recipe=udp-rx", c.Args)
@@ -188,12 +189,45 @@ func TestManifests(t *testing.T) {
 		t.Errorf("job: namespace %q node %q restart %q", job.Namespace, job.Spec.Template.Spec.NodeName, job.Spec.Template.Spec.RestartPolicy)
 	}
 	grantsNoMore(t, "job", job.Spec.Template.Spec, want)
+	attributes(t, "job", job.Spec.Template.Spec)
 	if args := job.Spec.Template.Spec.Containers[0].Args; len(args) < 3 || args[0] != "recipe" || args[1] != "run" || args[2] != "udp-rx" || !slices.Contains(args, "json") {
 		t.Errorf("job args %v: want recipe run udp-rx, its JSON report to stdout", args)
 	}
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// attributes checks what names the node's pods: the service account the
+// RBAC binds, NODE_NAME from the downward API (the pod list is this
+// node's), and the host's cgroup hierarchy mounted read-only.
+func attributes(t *testing.T, name string, spec corev1.PodSpec) {
+	t.Helper()
+	var sa corev1.ServiceAccount
+	b, err := os.ReadFile("rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict([]byte(strings.Split(string(b), "\n---\n")[0]), &sa); err != nil {
+		t.Fatal(err)
+	}
+	if spec.ServiceAccountName != sa.Name {
+		t.Errorf("%s: serviceAccountName %q, rbac.yaml binds %q", name, spec.ServiceAccountName, sa.Name)
+	}
+	c := spec.Containers[0]
+	node := false
+	for _, e := range c.Env {
+		node = node || e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+	}
+	if !node {
+		t.Errorf("%s: no NODE_NAME from spec.nodeName in %+v", name, c.Env)
+	}
+	for _, path := range []string{"/sys/fs/cgroup"} {
+		i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == path })
+		if i < 0 || !c.VolumeMounts[i].ReadOnly {
+			t.Errorf("%s: %s not mounted read-only", name, path)
+		}
+	}
+}
 
 // The RBAC that names pods grants reading pods and nothing more, to the
 // service account in perfscope's namespace.

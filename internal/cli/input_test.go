@@ -139,3 +139,30 @@ func TestInvalidPIDSaysSo(t *testing.T) {
 		}
 	}
 }
+
+// --cgroup, --container and --pod: one at a time, not with --pid, an
+// argument that can name something, and something that matches — else
+// exit 2 in one sentence, before anything loads. serve's --top-workloads
+// is bounded.
+func TestWorkloadFiltersRefuse(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"udp", "--iface", "lo", "--pod", "a/b", "--container", "abc"}, "--cgroup, --container and --pod exclude each other"},
+		{[]string{"udp", "--iface", "lo", "--pid", "1", "--pod", "a/b"}, "--pid and --cgroup, --container or --pod exclude each other"},
+		{[]string{"profile", "--pod", "Not_A_Pod"}, `--pod "Not_A_Pod": want NAMESPACE/NAME`},
+		{[]string{"profile", "--cgroup", "kubepods.slice"}, `--cgroup "kubepods.slice": want an absolute path`},
+		{[]string{"profile", "--per-container", "--per-cpu"}, "--per-process, --per-thread, --per-cpu, --per-container and --no-comm exclude each other"},
+		{[]string{"udp", "--iface", "lo", "--pod", "00000000-0000-4000-8000-000000000000"}, "--pod 00000000-0000-4000-8000-000000000000: no process on this host is in that pod"},
+		{[]string{"profile", "--container", "ffffffffffffffffffff"}, "no container running on this host has that id or name"},
+		{[]string{"recipe", "run", "cpu-profile", "--cgroup", "/perfscope-no-such.slice"}, "--cgroup /perfscope-no-such.slice: no process is in that cgroup or below it"},
+		{[]string{"jvm", "--pid", "1", "--pod", "a/b"}, "--pid and --cgroup, --container or --pod exclude each other"},
+		{[]string{"serve", "--recipe", "udp-rx", "--top-workloads", "0"}, "--top-workloads must be between 1 and 500, got 0"},
+	} {
+		_, stderr, code := execute(t, tc.args...)
+		if code != ExitUsage || !strings.Contains(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q in one line", tc.args, code, stderr, tc.want)
+		}
+	}
+}

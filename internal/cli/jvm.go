@@ -64,6 +64,9 @@ type jvmOptions struct {
 	// plan is the jvm-alloc recipe bound to the flags.
 	plan *recipes.Plan
 	src  recipes.Sources
+	// Workload is --cgroup, --container or --pod: the one JVM among its
+	// processes, instead of --pid.
+	Workload workloadFlags
 	// pidGiven: --pid was on the command line (0 given is not 0 missing).
 	pidGiven bool
 	// run is the measurement and stop is --stop; tests replace them to
@@ -143,6 +146,7 @@ perfscope still runs is left alone (exit 3).`,
 	}
 	f := cmd.Flags()
 	f.IntVarP(&o.PID, "pid", "p", 0, "the JVM's pid (as seen from here)")
+	o.Workload.register(f)
 	f.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "measurement window when perfscope does not drive the load")
 	f.Int64VarP(&o.Requests, "requests", "n", 0, "requests in the window: sent by you (with --duration) or by perfscope (with --load)")
 	f.StringVar(&o.LoadURL, "load", "", "drive --requests HTTP requests at this URL and measure while they run")
@@ -189,11 +193,24 @@ func (o *jvmOptions) validate() error {
 	if o.Stop != 0 {
 		return o.validateStop()
 	}
+	if o.Workload.given() {
+		if o.pidGiven {
+			return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
+		}
+		if err := o.Workload.resolve(o.src); err != nil {
+			return err
+		}
+		pid, err := recipes.SelectJVM(o.src, o.Workload.sel)
+		if err != nil {
+			return err
+		}
+		o.PID = pid
+	}
 	switch {
 	case o.PID < 0 || o.PID == 0 && o.pidGiven:
 		return usageError("--pid must be a positive process id, got %d: pass the pid of a running JVM (`jps` or `pgrep java` lists them)", o.PID)
 	case o.PID == 0:
-		return usageError("--pid is required: pass the pid of a running JVM (`jps` or `pgrep java` lists them)")
+		return usageError("--pid is required: pass the pid of a running JVM (`jps` or `pgrep java` lists them), or its --container or --pod")
 	}
 	if o.Flame != "" && !strings.HasSuffix(o.Flame, ".svg") && !strings.HasSuffix(o.Flame, ".html") {
 		return usageError("--flame %s: the file name must end in .svg or .html", o.Flame)

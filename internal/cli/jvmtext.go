@@ -24,6 +24,9 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 		event = "none (the JVM exited)"
 	}
 	fmt.Fprintf(w, "JVM pid %d (%s), window %.1fs, async-profiler event %s\n", e.PID, e.Collector, float64(e.WindowNs)/1e9, event)
+	if wl := e.Workload; wl != nil {
+		fmt.Fprintf(w, "workload: %s\n", wl.Label())
+	}
 	for _, warn := range d.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}

@@ -23,28 +23,31 @@ var profileFormats = append([]report.Format{report.Text, report.JSON}, report.Gr
 var (
 	stackNames = map[cpuprofile.Stacks]string{cpuprofile.KernelAndUser: "kernel+user", cpuprofile.KernelOnly: "kernel", cpuprofile.UserOnly: "user"}
 	rootNames  = map[cpuprofile.RootFrame]string{cpuprofile.RootComm: "comm", cpuprofile.RootNone: "none",
-		cpuprofile.RootProcess: "process", cpuprofile.RootThread: "thread", cpuprofile.RootCPU: "cpu"}
+		cpuprofile.RootProcess: "process", cpuprofile.RootThread: "thread", cpuprofile.RootCPU: "cpu", cpuprofile.RootContainer: "container"}
 )
 
 type profileOptions struct {
-	PID         int
-	All         bool
-	Duration    time.Duration
-	Frequency   int
-	Event       string
-	KernelOnly  bool
-	UserOnly    bool
-	PerProcess  bool
-	PerThread   bool
-	PerCPU      bool
-	NoComm      bool
-	IncludeIdle bool
-	JITMap      bool
-	Top         int
-	StackMap    int
-	Title       string
-	Output      string
-	OutFile     string
+	PID        int
+	All        bool
+	Duration   time.Duration
+	Frequency  int
+	Event      string
+	KernelOnly bool
+	UserOnly   bool
+	PerProcess bool
+	// PerContainer roots stacks at the process's container or pod.
+	PerContainer bool
+	Workload     workloadFlags
+	PerThread    bool
+	PerCPU       bool
+	NoComm       bool
+	IncludeIdle  bool
+	JITMap       bool
+	Top          int
+	StackMap     int
+	Title        string
+	Output       string
+	OutFile      string
 
 	format report.Format
 	stacks cpuprofile.Stacks
@@ -107,6 +110,8 @@ map (Compiler.perfmap) when the window ends; other runtimes must have written
 	f.BoolVar(&o.PerThread, "per-thread", false, `root each stack at "comm-pid/tid"`)
 	f.BoolVar(&o.PerCPU, "per-cpu", false, `root each stack at "cpu-N"`)
 	f.BoolVar(&o.NoComm, "no-comm", false, "put no process name at the root of stacks")
+	f.BoolVar(&o.PerContainer, "per-container", false, `root each stack at its workload: "NAMESPACE/POD/CONTAINER", "pod-UID/ID", "RUNTIME:NAME", a systemd unit or "host"`)
+	o.Workload.register(f)
 	f.BoolVar(&o.IncludeIdle, "include-idle", false, "keep samples of idle CPUs (the swapper task)")
 	f.BoolVar(&o.JITMap, "jit-map", false, "name JIT-compiled code from the process's perf map: a HotSpot JVM (JDK 17+) is asked to write it, other runtimes must have written /tmp/perf-<pid>.map (needs --pid)")
 	f.IntVar(&o.Top, "top", 20, "functions listed in text output")
@@ -163,14 +168,14 @@ func (o *profileOptions) validate() error {
 	for _, r := range []struct {
 		set  bool
 		root cpuprofile.RootFrame
-	}{{o.PerProcess, cpuprofile.RootProcess}, {o.PerThread, cpuprofile.RootThread}, {o.PerCPU, cpuprofile.RootCPU}, {o.NoComm, cpuprofile.RootNone}} {
+	}{{o.PerProcess, cpuprofile.RootProcess}, {o.PerThread, cpuprofile.RootThread}, {o.PerCPU, cpuprofile.RootCPU}, {o.NoComm, cpuprofile.RootNone}, {o.PerContainer, cpuprofile.RootContainer}} {
 		if r.set {
 			roots++
 			o.root = r.root
 		}
 	}
 	if roots > 1 {
-		return usageError("--per-process, --per-thread, --per-cpu and --no-comm exclude each other: give one")
+		return usageError("--per-process, --per-thread, --per-cpu, --per-container and --no-comm exclude each other: give one")
 	}
 	if o.PID < 0 {
 		return usageError("--pid must be positive, got %d", o.PID)
@@ -179,6 +184,12 @@ func (o *profileOptions) validate() error {
 		if err := recipes.CheckProcess(o.src.Root, "--pid", o.PID); err != nil {
 			return err
 		}
+	}
+	if o.PID > 0 && o.Workload.given() {
+		return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
+	}
+	if err := o.Workload.resolve(o.src); err != nil {
+		return err
 	}
 	if o.JITMap {
 		if o.PID == 0 {
@@ -216,6 +227,7 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	if err != nil {
 		return err
 	}
+	o.Workload.apply(plan)
 	hooks := recipes.Hooks{Started: g.Started}
 	if f, ok := g.Err.(*os.File); ok && isTerminal(f) {
 		hooks.OnStart = func() {
@@ -234,6 +246,9 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 		r.Show.Title = "CPU profile of all processes"
 		if o.PID != 0 {
 			r.Show.Title = fmt.Sprintf("CPU profile of process %d", o.PID)
+		}
+		if sel := o.Workload.sel; sel != nil {
+			r.Show.Title = "CPU profile of " + sel.Filter.String()
 		}
 	}
 	if o.OutFile == "" {

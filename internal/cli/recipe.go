@@ -362,6 +362,8 @@ type recipeRunOptions struct {
 	// Budget and Exact override the recipe's window.budget when given.
 	Budget float64
 	Exact  bool
+	// Workload is --cgroup, --container or --pod.
+	Workload workloadFlags
 
 	format report.Format
 	failOn diagnose.Severity
@@ -411,6 +413,7 @@ each section, the joined timeline and the findings. A list parameter takes
 	f.StringArrayVar(&o.Set, "set", nil, "give a parameter a value, NAME=VALUE (repeatable, a list parameter once per item; `perfscope recipe show NAME` lists them)")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, or (with stacks) folded, svg, html, pprof, speedscope")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	o.Workload.register(f)
 	budgetFlags(f, &o.Budget, &o.Exact)
 	cmd.RegisterFlagCompletionFunc("set", completeSet)
 	return cmd
@@ -486,7 +489,7 @@ func (o *recipeRunOptions) validate() error {
 		}
 		o.set[name] = append(o.set[name], value)
 	}
-	return nil
+	return o.Workload.resolve(o.src)
 }
 
 // values joins the --set values into the recipe's parameters: the items
@@ -526,6 +529,7 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	if o.budget != nil {
 		plan.SetBudget(*o.budget)
 	}
+	o.Workload.apply(plan)
 	if o.format != report.Text && o.format != report.JSON && !plan.HasStacks() {
 		return usageError("-o %s draws stacks, and recipe %s samples none with these parameters (no cpuprofile or async-profiler): use -o text or json", o.format, plan.Recipe.Name)
 	}

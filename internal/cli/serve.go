@@ -22,6 +22,7 @@ type serveOptions struct {
 	WebConfigFile string
 	Interval      time.Duration
 	Set           []string
+	TopWorkloads  int
 
 	params map[string]string
 	web    *serve.WebConfig
@@ -94,6 +95,7 @@ afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), 
 	f.StringVar(&o.WebConfigFile, "web.config.file", "", "the exporter toolkit's web configuration file: TLS and basic auth (as node_exporter's)")
 	f.DurationVar(&o.Interval, "interval", 30*time.Second, "length of each measurement window (1s to 1h)")
 	f.StringArrayVar(&o.Set, "set", nil, "a recipe parameter, KEY=VALUE (repeatable), e.g. iface=eth0")
+	f.IntVar(&o.TopWorkloads, "top-workloads", serve.DefaultTopN, "per metric and window, how many workloads (namespace, pod, container) keep their own series, the largest first; the rest add up in one series labelled \"other\" (1-"+strconv.Itoa(serve.MaxTopWorkloads)+")")
 	_ = cmd.RegisterFlagCompletionFunc("recipe", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return serve.Names(), cobra.ShellCompDirectiveNoFileComp
 	})
@@ -106,6 +108,9 @@ func (o *serveOptions) validate() error {
 	}
 	if o.Interval < time.Second || o.Interval > time.Hour {
 		return usageError("--interval must be between 1s and 1h, got %v", o.Interval)
+	}
+	if o.TopWorkloads < 1 || o.TopWorkloads > serve.MaxTopWorkloads {
+		return usageError("--top-workloads must be between 1 and %d, got %d", serve.MaxTopWorkloads, o.TopWorkloads)
 	}
 	host, port, err := net.SplitHostPort(o.Listen)
 	if err != nil {

@@ -36,6 +36,7 @@ type udpOptions struct {
 	RevertDir string
 	Revert    string
 	Compare   []string
+	Workload  workloadFlags
 	// LockStacks is the lock probe's stack sampling: 1 in N contentions.
 	LockStacks int
 	// Budget is the overhead budget in percent of a CPU; Exact turns it
@@ -115,6 +116,7 @@ lo, no IRQs on veth) say so in one line; the rest still runs.`,
 	f.IntVar(&o.LockStacks, "lock-stacks", lockstat.DefaultStackEvery,
 		"take the kernel stack of 1 in N lock contentions (1: every one; per-lock and per-socket waits stay exact, per-site ones are scaled estimates)")
 	f.StringVar(&o.Method, "attach-method", "", "force tp_btf, raw_tp or tracepoint")
+	o.Workload.register(f)
 	budgetFlags(f, &o.Budget, &o.Exact)
 	return cmd
 }
@@ -152,6 +154,12 @@ func (o *udpOptions) validate() error {
 		if err := recipes.CheckProcess(o.src.Root, "--pid", o.PID); err != nil {
 			return err
 		}
+	}
+	if o.PID > 0 && o.Workload.given() {
+		return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
+	}
+	if err := o.Workload.resolve(o.src); err != nil {
+		return err
 	}
 	if o.FailOn != "" {
 		if o.failOn, err = diagnose.ParseSeverity(o.FailOn); err != nil {
@@ -194,6 +202,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	plan, err := recipes.Load("udp-rx", o.set, o.src)
 	if err == nil {
 		plan.SetBudget(o.budget)
+		o.Workload.apply(plan)
 	}
 	if err != nil {
 		return err

@@ -80,6 +80,7 @@ var volumeFor = map[string]Volume{
 	"/sys/kernel/tracing": {Name: "tracefs", HostPath: &HostPathSource{Path: "/sys/kernel/tracing", Type: "Directory"}},
 	"/results":            {Name: "results", EmptyDir: &EmptyDirSource{}},
 	"/logs":               {Name: "logs", HostPath: &HostPathSource{Path: "/var/log", Type: "Directory"}},
+	"/sys/fs/cgroup":      {Name: "cgroup", HostPath: &HostPathSource{Path: "/sys/fs/cgroup", Type: "Directory"}},
 }
 
 // ContainerName is perfscope's container's name in every manifest.

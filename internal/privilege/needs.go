@@ -107,6 +107,21 @@ var (
 		Without: "JVMs running as another user than root have no GC counters; their GC logs are unreadable"}
 )
 
+// needCgroupFS attributes processes and sockets to their cgroup,
+// container and pod (collectors/cgroup): the pod uid, container id and
+// runtime come from /proc/PID/cgroup (hostPID), the cgroup ids from the
+// host's hierarchy. Names come from the Kubernetes API
+// (deploy/kubernetes/rbac.yaml). The runtimes' state directories would
+// name containers too, but their OCI specs hold every container's
+// environment (its secrets): they are left out, and docs/kubernetes.md
+// says how to add them where the API cannot be reached.
+var needCgroupFS = Need{Kind: Mount, Name: "/sys/fs/cgroup", ReadOnly: true,
+	Why:     "the host's cgroup hierarchy: each process's cgroup id, and --cgroup given as a directory",
+	Without: "workloads lose their cgroup id; the container's own cgroup namespace hides the others' directories"}
+
+// withAttribution is needs and the attribution mount.
+func withAttribution(needs ...Need) []Need { return append(needs, needCgroupFS) }
+
 // forOtherUsers is a capability the JVM attach needs only for JVMs that
 // run as another user than root.
 func forOtherUsers(name, why string) Need {
@@ -118,14 +133,14 @@ func forOtherUsers(name, why string) Need {
 var Parts = map[string][]Need{
 	"softirq":  {needBPF, needPerfmon, needBTF, needTracefs},
 	"netqueue": {needBPF, needPerfmon, needBTF, needTracefs, needHostNet},
-	"lockstat": {needBPF, needPerfmon, needBTF, needTracefs, needSyslog, needPtrace, needHostPID, needHostNet},
+	"lockstat": withAttribution(needBPF, needPerfmon, needBTF, needTracefs, needSyslog, needPtrace, needHostPID, needHostNet),
 	"udpdrop":  {needBPF, needPerfmon, needBTF, needTracefs, needHostNet},
-	"udpsock":  {needBPF, needPerfmon, needBTF, needTracefs, needPtrace, needHostPID, needHostNet},
-	"cpuprofile": {needBPF, needPerfmon, needBTF, needSyslog, needPtrace, needHostPID,
-		{Kind: Mount, Name: "/results", Why: "flame graphs and folded stacks a recipe writes (its output directory parameter)",
-			Without: "outputs cannot be written (the report on stdout is unaffected)"}},
-	"netcounters": {needNetAdmin, needPtrace, needHostPID, needHostNet},
-	"hsperfdata":  {needPtrace, needHostPID, needDACRead},
+	"udpsock":  withAttribution(needBPF, needPerfmon, needBTF, needTracefs, needPtrace, needHostPID, needHostNet),
+	"cpuprofile": withAttribution(needBPF, needPerfmon, needBTF, needSyslog, needPtrace, needHostPID,
+		Need{Kind: Mount, Name: "/results", Why: "flame graphs and folded stacks a recipe writes (its output directory parameter)",
+			Without: "outputs cannot be written (the report on stdout is unaffected)"}),
+	"netcounters": withAttribution(needNetAdmin, needPtrace, needHostPID, needHostNet),
+	"hsperfdata":  withAttribution(needPtrace, needHostPID, needDACRead),
 	"async-profiler": {needHostPID,
 		{Kind: Capability, Name: "CAP_SYS_PTRACE", Required: true,
 			Why:     "reach the JVM's /tmp through /proc/PID/root to stage the library and speak the attach protocol",

@@ -19,6 +19,9 @@ import (
 const (
 	// DefaultTopN is how many workloads keep their own series per window.
 	DefaultTopN = 20
+	// MaxTopWorkloads bounds --top-workloads: past a few hundred the
+	// bound no longer protects Prometheus.
+	MaxTopWorkloads = 500
 	// holdWindows is how long a workload that left the top N keeps its
 	// series (flat) before it is dropped from the exposition: a pod near
 	// rank N does not flap in and out of Prometheus. At most N such idle
@@ -35,6 +38,8 @@ const (
 type boundedFamily struct {
 	desc *prometheus.Desc
 	n    int
+	// labels is how many labels the family has.
+	labels int
 	// bounded are the positions of the bounded labels among the labels.
 	bounded []int
 	// series are the exposed series by their full label key.
@@ -58,7 +63,7 @@ func newBoundedFamily(name, help string, n int, labels, bounded []string) *bound
 	if n <= 0 {
 		n = DefaultTopN
 	}
-	f := &boundedFamily{desc: prometheus.NewDesc(name, help, labels, nil), n: n,
+	f := &boundedFamily{desc: prometheus.NewDesc(name, help, labels, nil), n: n, labels: len(labels),
 		series: map[string]*boundedSeries{}, lastTop: map[string]int{}, pending: map[string]*series{}}
 	for _, b := range bounded {
 		i := slices.Index(labels, b)
@@ -138,6 +143,15 @@ func (f *boundedFamily) endWindow() {
 		}
 		key := seriesKey(labels)
 		e, ok := f.series[key]
+		if !ok && len(f.series) >= MaxSeries {
+			// Ports come from the traffic: past MaxSeries series the
+			// last unbounded label (the port) is "other" too, as in
+			// every other family.
+			labels = append([]string(nil), labels...)
+			labels[f.lastFree()] = OtherLabel
+			key = seriesKey(labels)
+			e, ok = f.series[key]
+		}
 		if !ok {
 			e = &boundedSeries{labels: labels, workload: w}
 			f.series[key] = e
@@ -178,6 +192,16 @@ func (f *boundedFamily) expire() {
 			}
 		}
 	}
+}
+
+// lastFree is the position of the last label that is not bounded.
+func (f *boundedFamily) lastFree() int {
+	for i := f.labels - 1; i >= 0; i-- {
+		if !slices.Contains(f.bounded, i) {
+			return i
+		}
+	}
+	return 0
 }
 
 func (f *boundedFamily) collect(ch chan<- prometheus.Metric) {

@@ -18,17 +18,6 @@ import (
 // perfscope (node by the relabelling docs/kubernetes.md gives).
 var targetLabels = []string{"node", "instance", "job"}
 
-// workloadLabelled are the metrics that gain the namespace, pod and
-// container labels of the process or socket they count, bounded to the
-// top N workloads per window (boundedFamily). Until they carry them, the
-// dashboard's queries on them group by labels that are empty, which
-// PromQL allows.
-var workloadLabelled = []string{"perfscope_udp_drops_total", "perfscope_socket_lock_wait_seconds_total",
-	"perfscope_socket_lock_contentions_total", "perfscope_jvm_gc_total", "perfscope_jvm_gc_seconds_total",
-	"perfscope_jvm_safepoints_total", "perfscope_jvm_safepoint_seconds_total"}
-
-var workloadLabels = []string{"namespace", "pod", "container"}
-
 // exposedMetrics are the metric names serve exposes, with their labels:
 // a window with every section, gathered from serve's registry.
 func exposedMetrics(t *testing.T) map[string][]string {
@@ -159,8 +148,7 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	exposed := exposedMetrics(t)
 	labelOK := func(metric, label string) bool {
-		return slices.Contains(exposed[metric], label) || slices.Contains(targetLabels, label) ||
-			(slices.Contains(workloadLabelled, metric) && slices.Contains(workloadLabels, label))
+		return slices.Contains(exposed[metric], label) || slices.Contains(targetLabels, label)
 	}
 	check := func(where, expr string) []string {
 		q := parsePromQL(expr)
@@ -214,7 +202,7 @@ func TestGrafanaDashboard(t *testing.T) {
 				queries++
 				labels := check("panel "+p.Title, tg.Expr)
 				for _, l := range legendLabel.FindAllStringSubmatch(tg.LegendFormat, -1) {
-					if !slices.Contains(labels, l[1]) && !slices.Contains(targetLabels, l[1]) && !slices.Contains(workloadLabels, l[1]) {
+					if !slices.Contains(labels, l[1]) && !slices.Contains(targetLabels, l[1]) {
 						t.Errorf("panel %q: legend {{%s}} is no label of %q", p.Title, l[1], tg.Expr)
 					}
 				}

@@ -105,12 +105,15 @@ type Metrics struct {
 	softirqs, softirqSeconds     *counterFamily
 	queuePackets, queueDrops     *counterFamily
 	lockWait, lockContentions    *counterFamily
-	socketLockWait, socketLocks  *counterFamily
-	drops                        *counterFamily
 	bpfRuns, bpfSeconds          *counterFamily
 	eventsLost, windows, failing *counterFamily
-	gcs, gcSeconds               *counterFamily
-	safepoints, safepointSeconds *counterFamily
+	// The families about a socket or a process carry its workload's
+	// namespace, pod and container, bounded to the top N workloads per
+	// window (bound.go).
+	socketLockWait, socketLocks  *boundedFamily
+	drops                        *boundedFamily
+	gcs, gcSeconds               *boundedFamily
+	safepoints, safepointSeconds *boundedFamily
 	profileTaken, profileExpect  *counterFamily
 
 	findings []diagnose.Finding
@@ -130,9 +133,50 @@ type Metrics struct {
 	profile                            *WindowProfile
 }
 
-// NewMetrics returns the collector of recipe.
-func NewMetrics(recipe string) *Metrics {
+// workloadLabelNames are the labels of a socket's or a process's workload.
+var workloadLabelNames = []string{"namespace", "pod", "container"}
+
+// withWorkload is labels followed by the workload labels.
+func withWorkload(labels ...string) []string { return append(labels, workloadLabelNames...) }
+
+// workloadLabels are the values of the workload labels: the pod's
+// namespace and name (its uid when no name was learned), the container's
+// name (its id's first 12 digits when unnamed); all "" for a host process
+// or an owner not found, which is never bounded.
+func workloadLabels(w *evidence.Workload) []string {
+	if w == nil {
+		return []string{"", "", ""}
+	}
+	val := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	ns, pod, container := val(w.Namespace), val(w.Pod), val(w.Container)
+	if pod == "" {
+		pod = val(w.PodUID)
+	}
+	if container == "" {
+		if container = val(w.ContainerID); len(container) > 12 {
+			container = container[:12]
+		}
+	}
+	return []string{ns, pod, container}
+}
+
+// NewMetrics returns the collector of recipe, with DefaultTopN workloads
+// per labelled family.
+func NewMetrics(recipe string) *Metrics { return newMetrics(recipe, DefaultTopN) }
+
+// newMetrics returns the collector of recipe whose workload-labelled
+// families keep topWorkloads workloads each per window (≤ 0: DefaultTopN).
+func newMetrics(recipe string, topWorkloads int) *Metrics {
 	const ns = "perfscope_"
+	n := topWorkloads
+	bounded := func(name, help string, labels ...string) *boundedFamily {
+		return newBoundedFamily(name, help, n, withWorkload(labels...), workloadLabelNames)
+	}
 	return &Metrics{
 		recipe:           recipe,
 		softirqs:         newFamily(ns+"softirq_total", "Softirq runs per CPU and vector, counted by the softirq probe (/proc/softirqs' count when the probe was sampled).", "cpu", "vector"),
@@ -141,15 +185,15 @@ func NewMetrics(recipe string) *Metrics {
 		queueDrops:       newFamily(ns+"queue_driver_drops_total", "Drops per queue in the driver's own statistics (ethtool -S).", "direction", "queue"),
 		lockWait:         newFamily(ns+"lock_wait_seconds_total", "Kernel lock contention wait per lock class.", "class"),
 		lockContentions:  newFamily(ns+"lock_contentions_total", "Kernel lock contentions per lock class.", "class"),
-		socketLockWait:   newFamily(ns+"socket_lock_wait_seconds_total", "Lock contention wait on the locks of sockets, per protocol and local port.", "protocol", "port"),
-		socketLocks:      newFamily(ns+"socket_lock_contentions_total", "Lock contentions on the locks of sockets, per protocol and local port.", "protocol", "port"),
-		drops:            newFamily(ns+"udp_drops_total", "UDP datagrams dropped, per reason and local port (0: not attributed to a port).", "reason", "port"),
+		socketLockWait:   bounded(ns+"socket_lock_wait_seconds_total", "Lock contention wait on the locks of sockets, per protocol, local port and the socket owner's namespace, pod and container (top N workloads, the rest \"other\").", "protocol", "port"),
+		socketLocks:      bounded(ns+"socket_lock_contentions_total", "Lock contentions on the locks of sockets, per protocol, local port and the socket owner's namespace, pod and container (top N workloads, the rest \"other\").", "protocol", "port"),
+		drops:            bounded(ns+"udp_drops_total", "UDP datagrams dropped, per reason, local port (0: not attributed to a port) and the port's owner's namespace, pod and container (top N workloads, the rest \"other\").", "reason", "port"),
 		bpfRuns:          newFamily(ns+"bpf_program_runs_total", "Runs of perfscope's own BPF programs (bpf_stats; sampled windows are scaled).", "program"),
 		bpfSeconds:       newFamily(ns+"bpf_program_run_seconds_total", "Run time of perfscope's own BPF programs (bpf_stats).", "program"),
-		gcs:              newFamily(ns+"jvm_gc_total", "Collections of the recipe's JVM per generation (hsperfdata).", "pid", "generation"),
-		gcSeconds:        newFamily(ns+"jvm_gc_seconds_total", "Time the recipe's JVM spent in its young and old collectors (hsperfdata).", "pid"),
-		safepoints:       newFamily(ns+"jvm_safepoints_total", "Safepoints of the recipe's JVM (hsperfdata; absent when the JVM does not publish them).", "pid"),
-		safepointSeconds: newFamily(ns+"jvm_safepoint_seconds_total", "Time the recipe's JVM was stopped at safepoints (hsperfdata).", "pid"),
+		gcs:              bounded(ns+"jvm_gc_total", "Collections of the recipe's JVM per generation (hsperfdata), with its namespace, pod and container.", "pid", "generation"),
+		gcSeconds:        bounded(ns+"jvm_gc_seconds_total", "Time the recipe's JVM spent in its young and old collectors (hsperfdata), with its namespace, pod and container.", "pid"),
+		safepoints:       bounded(ns+"jvm_safepoints_total", "Safepoints of the recipe's JVM (hsperfdata; absent when the JVM does not publish them), with its namespace, pod and container.", "pid"),
+		safepointSeconds: bounded(ns+"jvm_safepoint_seconds_total", "Time the recipe's JVM was stopped at safepoints (hsperfdata), with its namespace, pod and container.", "pid"),
 		profileTaken:     newFamily(ns+"profile_samples_taken_total", "CPU profile samples the sampling event delivered per CPU (kept, left out or lost).", "cpu"),
 		profileExpect:    newFamily(ns+"profile_samples_expected_total", "CPU profile samples each CPU should have delivered: the frequency times its online time (cpu-clock) or busy time (cycles).", "cpu"),
 		eventsLost:       newFamily(ns+"events_lost_total", "Events perfscope's probes lost (full maps or ring buffers).", "recipe"),
@@ -177,8 +221,11 @@ func NewMetrics(recipe string) *Metrics {
 
 func (m *Metrics) families() []*counterFamily {
 	return []*counterFamily{m.softirqs, m.softirqSeconds, m.queuePackets, m.queueDrops, m.lockWait, m.lockContentions,
-		m.socketLockWait, m.socketLocks, m.drops, m.gcs, m.gcSeconds, m.safepoints, m.safepointSeconds, m.profileTaken, m.profileExpect,
-		m.bpfRuns, m.bpfSeconds, m.eventsLost, m.windows, m.failing}
+		m.profileTaken, m.profileExpect, m.bpfRuns, m.bpfSeconds, m.eventsLost, m.windows, m.failing}
+}
+
+func (m *Metrics) boundedFamilies() []*boundedFamily {
+	return []*boundedFamily{m.socketLockWait, m.socketLocks, m.drops, m.gcs, m.gcSeconds, m.safepoints, m.safepointSeconds}
 }
 
 // Add accumulates one window.
@@ -225,33 +272,33 @@ func (m *Metrics) Add(w Window) {
 			m.lockContentions.add(float64(counts[class]), class)
 		}
 		for _, s := range l.Sockets {
-			port := strconv.Itoa(s.Socket.Port)
-			m.socketLockWait.add(float64(s.TotalNs)/1e9, s.Socket.Protocol, port)
-			m.socketLocks.add(float64(s.Count), s.Socket.Protocol, port)
+			labels := append([]string{s.Socket.Protocol, strconv.Itoa(s.Socket.Port)}, workloadLabels(s.Socket.Workload)...)
+			m.socketLockWait.add(float64(s.TotalNs)/1e9, labels...)
+			m.socketLocks.add(float64(s.Count), labels...)
 		}
 	}
 	if d := w.Drops; d != nil {
 		m.section("drops", d.Unavailable)
 		attributed := map[string]uint64{}
 		for _, p := range d.ByPort {
-			m.drops.add(float64(p.Count), p.Reason, strconv.Itoa(p.Port))
+			m.drops.add(float64(p.Count), append([]string{p.Reason, strconv.Itoa(p.Port)}, workloadLabels(p.Workload)...)...)
 			attributed[p.Reason] += p.Count
 		}
 		// Reasons the probe saw on no port of interest still count.
 		for reason, n := range d.ByReason {
 			if a := attributed["kfree_skb:"+reason] + attributed[reason]; n > a {
-				m.drops.add(float64(n-a), "kfree_skb:"+reason, "0")
+				m.drops.add(float64(n-a), "kfree_skb:"+reason, "0", "", "", "")
 			}
 		}
 	}
 	if j := w.JVMPauses; j != nil {
-		pid := strconv.Itoa(j.PID)
-		m.gcs.add(float64(j.YoungGCs), pid, "young")
-		m.gcs.add(float64(j.OldGCs), pid, "old")
-		m.gcSeconds.add(float64(j.GCTimeNs)/1e9, pid)
+		pid, wl := strconv.Itoa(j.PID), workloadLabels(j.Workload)
+		m.gcs.add(float64(j.YoungGCs), append([]string{pid, "young"}, wl...)...)
+		m.gcs.add(float64(j.OldGCs), append([]string{pid, "old"}, wl...)...)
+		m.gcSeconds.add(float64(j.GCTimeNs)/1e9, append([]string{pid}, wl...)...)
 		if j.Safepoints != nil && j.SafepointTimeNs != nil {
-			m.safepoints.add(float64(*j.Safepoints), pid)
-			m.safepointSeconds.add(float64(*j.SafepointTimeNs)/1e9, pid)
+			m.safepoints.add(float64(*j.Safepoints), append([]string{pid}, wl...)...)
+			m.safepointSeconds.add(float64(*j.SafepointTimeNs)/1e9, append([]string{pid}, wl...)...)
 		}
 	}
 	m.profile = w.Profile
@@ -274,6 +321,9 @@ func (m *Metrics) Add(w Window) {
 			m.bpfSeconds.add(float64(p.RunTimeNs)/1e9, p.Program)
 		}
 		m.eventsLost.add(float64(o.EventsLost), m.recipe)
+	}
+	for _, f := range m.boundedFamilies() {
+		f.endWindow()
 	}
 }
 
@@ -302,6 +352,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, f := range m.families() {
 		ch <- f.desc
 	}
+	for _, f := range m.boundedFamilies() {
+		ch <- f.desc
+	}
 	for _, d := range []*prometheus.Desc{m.findingDesc, m.impactDesc, m.paramDesc, m.findingsCountDesc, m.shareDesc,
 		m.statsDesc, m.lastEndDesc, m.windowDesc, m.infoDesc, m.sectionDesc, m.processDesc, m.budgetDesc, m.totalDesc,
 		m.undersampledDesc, m.profileEventDesc} {
@@ -314,6 +367,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, f := range m.families() {
+		f.collect(ch)
+	}
+	for _, f := range m.boundedFamilies() {
 		f.collect(ch)
 	}
 	ch <- prometheus.MustNewConstMetric(m.infoDesc, prometheus.GaugeValue, 1, m.recipe)

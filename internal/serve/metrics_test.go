@@ -30,16 +30,22 @@ func window(i int, findings ...diagnose.Finding) Window {
 		Queues: &evidence.QueueSection{RX: []evidence.QueueRow{{Queue: 0, KernelPackets: u64(1000), DriverDrops: u64(3)}, {Queue: 1, DriverPackets: u64(10)}}},
 		Locks: &evidence.LockSection{ByClass: map[string]uint64{"socket-receive-queue": 4e6},
 			Sites:   []evidence.LockSite{{Class: "socket-receive-queue", Count: 40}},
-			Sockets: []evidence.SocketContention{{Socket: evidence.SocketRef{Port: 9000, Protocol: "udp"}, Count: 40, TotalNs: 4e6}}},
-		Drops: &evidence.DropSection{ByPort: []evidence.PortDrops{{Port: 9000, Reason: "kfree_skb:SOCKET_RCVBUFF", Count: 70}},
+			Sockets: []evidence.SocketContention{{Socket: evidence.SocketRef{Port: 9000, Protocol: "udp", Workload: &dnsPod}, Count: 40, TotalNs: 4e6}}},
+		Drops: &evidence.DropSection{ByPort: []evidence.PortDrops{{Port: 9000, Reason: "kfree_skb:SOCKET_RCVBUFF", Count: 70, Workload: &dnsPod}},
 			ByReason: map[string]uint64{"SOCKET_RCVBUFF": 70, "NO_SOCKET": 5}},
-		JVMPauses: &evidence.JVMPauses{PID: 4242, YoungGCs: 3, OldGCs: 1, GCTimeNs: 25e6, Safepoints: i64(7), SafepointTimeNs: i64(30e6)},
+		JVMPauses: &evidence.JVMPauses{PID: 4242, Workload: &dnsPod, YoungGCs: 3, OldGCs: 1, GCTimeNs: 25e6, Safepoints: i64(7), SafepointTimeNs: i64(30e6)},
 		Findings:  findings,
 		Overhead: &evidence.Overhead{Programs: []evidence.ProgramCost{{Program: "irq:softirq_entry", RunCount: 105, RunTimeNs: 10500}},
 			EventsLost: 1, BPFTimeShare: 0.001, StatsUnavailable: "enable bpf_stats: operation not permitted",
 			ProcessCPUShare: 0.004, Budget: &evidence.BudgetUse{CPUShare: 0.02, TotalShare: 0.013}},
 	}
 }
+
+// dnsPod is the workload of the window's socket, port and JVM.
+var dnsPod = evidence.Workload{Namespace: strp("kube-system"), Pod: strp("coredns-7db6d8ff4d-x2x9q"), Container: strp("coredns"),
+	PodUID: strp("0c4d5b5e-1111-4a4a-9a9a-0123456789ab"), ContainerID: strp("3f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0")}
+
+func strp(s string) *string { return &s }
 
 var rcvbuf = diagnose.Finding{ID: "net.udp-rcvbuf", Severity: diagnose.Crit, Impact: 0.4,
 	Recommendation: diagnose.Recommendation{Parameters: map[string]int64{"so_rcvbuf_bytes": 2097152}}}
@@ -194,17 +200,17 @@ func TestMetricsSeriesBounded(t *testing.T) {
 		m.Add(w)
 		total += 2
 	}
-	if n := len(m.drops.values); n != MaxSeries+1 {
+	if n := len(m.drops.series); n != MaxSeries+1 {
 		t.Fatalf("%d series, want %d", n, MaxSeries+1)
 	}
 	var sum float64
-	for _, s := range m.drops.values {
+	for _, s := range m.drops.series {
 		sum += s.value
 	}
 	if uint64(sum) != total {
 		t.Errorf("series add up to %v, want %d: a capped port lost its drops", sum, total)
 	}
-	if other := m.drops.values[seriesKey([]string{"kfree_skb:SOCKET_RCVBUFF", "other"})]; other == nil || other.value != float64(2*2*MaxSeries) {
+	if other := m.drops.series[seriesKey([]string{"kfree_skb:SOCKET_RCVBUFF", "other", "", "", ""})]; other == nil || other.value != float64(2*2*MaxSeries) {
 		t.Errorf("other = %+v", other)
 	}
 }
@@ -279,4 +285,62 @@ func TestMetricsProfileSampling(t *testing.T) {
 	if got, _ := value(scrape(t, srv.Handler(), "")["perfscope_profile_cpu_undersampled"], "cpu", "1"); got != 1 {
 		t.Errorf("undersampled{cpu=1} = %v after a window that missed it", got)
 	}
+}
+
+// A node with 300 pods, each with a socket that drops and waits on its
+// lock: serve's exposition names at most --top-workloads pods per family,
+// the biggest ones, puts the rest in pod="other", and the series still
+// add up to every drop and every wait the window counted.
+func TestMetricsWorkloadsBoundedAt300Pods(t *testing.T) {
+	const pods, top = 300, 25
+	m := newMetrics("udp-rx", top)
+	var drops, waitNs uint64
+	w := Window{Begin: time.Unix(0, 0), End: time.Unix(30, 0), Drops: &evidence.DropSection{}, Locks: &evidence.LockSection{}}
+	for i := 0; i < pods; i++ {
+		wl := evidence.Workload{Namespace: strp(fmt.Sprintf("team-%d", i%9)), Pod: strp(fmt.Sprintf("dns-%03d", i)), Container: strp("server"),
+			PodUID: strp(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))}
+		port := 10000 + i
+		w.Drops.ByPort = append(w.Drops.ByPort, evidence.PortDrops{Port: port, Reason: "kfree_skb:SOCKET_RCVBUFF", Count: uint64(i + 1), Workload: &wl})
+		w.Locks.Sockets = append(w.Locks.Sockets, evidence.SocketContention{Socket: evidence.SocketRef{Port: port, Protocol: "udp", Workload: &wl},
+			Count: 1, TotalNs: uint64(1000 * (pods - i))})
+		drops += uint64(i + 1)
+		waitNs += uint64(1000 * (pods - i))
+	}
+	m.Add(w)
+	fams, err := newRegistry(m).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, want float64, biggest string) {
+		t.Helper()
+		named, sum, other := map[string]bool{}, 0.0, false
+		for _, f := range fams {
+			if f.GetName() != name {
+				continue
+			}
+			for _, s := range f.Metric {
+				labels := map[string]string{}
+				for _, l := range s.Label {
+					labels[l.GetName()] = l.GetValue()
+				}
+				sum += s.Counter.GetValue()
+				if labels["pod"] == OtherLabel {
+					other = labels["namespace"] == OtherLabel && labels["container"] == OtherLabel
+					continue
+				}
+				named[labels["namespace"]+"/"+labels["pod"]] = true
+			}
+		}
+		if len(named) != top || !other {
+			t.Errorf("%s: %d pods named (want %d) and other=%v", name, len(named), top, other)
+		}
+		if !named[biggest] {
+			t.Errorf("%s: the biggest pod %s is not named: %v", name, biggest, named)
+		}
+		if diff := sum - want; diff > 1e-9*want || diff < -1e-9*want {
+			t.Errorf("%s: series add up to %v, want %v", name, sum, want)
+		}
+	}
+	check("perfscope_udp_drops_total", float64(drops), "team-2/dns-299")
+	check("perfscope_socket_lock_wait_seconds_total", float64(waitNs)/1e9, "team-0/dns-000")
 }

@@ -31,6 +31,10 @@ type Options struct {
 	// and basic auth by the exporter toolkit.
 	Web      *WebConfig
 	Interval time.Duration
+	// TopWorkloads is how many workloads (namespace, pod, container)
+	// keep their own series in each workload-labelled family per window;
+	// the rest are "other" (≤ 0: DefaultTopN).
+	TopWorkloads int
 	// Log receives failed windows and the HTTP server's errors, each
 	// distinct one once (then counted).
 	Log io.Writer
@@ -71,7 +75,7 @@ func Open(src recipes.Sources, o Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	m := NewMetrics(r.Name())
+	m := newMetrics(r.Name(), o.TopWorkloads)
 	return &Server{opts: o, recipe: r, session: s, src: src, metrics: m, reg: newRegistry(m)}, nil
 }
 
@@ -213,6 +217,9 @@ func serveHTTP(hs *http.Server, ln net.Listener, web *WebConfig, errLog io.Write
 // window measures one window and turns it into metrics' input; started is
 // the process start for the first window (its attach time), else zero.
 func (s *Server) window(ctx context.Context, started time.Time) (Window, error) {
+	if s.src.Workloads != nil {
+		s.src.Workloads.Reset()
+	}
 	run, err := s.session.Measure(ctx, s.recipe.Window(s.opts.Interval, started))
 	if err != nil || ctx.Err() != nil {
 		return Window{}, err

@@ -24,6 +24,10 @@ const (
 	// RootCPU roots stacks at "cpu-N": the view for per-queue network
 	// work, where each CPU runs one queue's softirqs.
 	RootCPU
+	// RootContainer roots stacks at the process's container or pod; the
+	// probe knows no containers, so Frames puts no frame and the caller
+	// (recipes, which reads cgroups) puts it.
+	RootContainer
 )
 
 // Frames names s's stack root first: the root frame, then user frames from
