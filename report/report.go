@@ -42,6 +42,10 @@ type Report struct {
 	// FlameDiff, when set, is drawn instead of Flame: a differential
 	// graph (svg, html, folded).
 	FlameDiff *flame.Diff `json:"-"`
+	// FlameSets, when set, are the stack sets the HTML page draws instead
+	// of Flame (a network run's NET_RX CPUs and other CPUs); not part of
+	// the JSON.
+	FlameSets []FlameSet `json:"-"`
 	// Show tunes the text and graph renderers; not part of the JSON.
 	Show Show `json:"-"`
 }
