@@ -156,8 +156,9 @@ func queueSection(ev evidence.NetEvidence) PageSection {
 	}
 	s.Charts = append(s.Charts, chart)
 	s.Tables = append(s.Tables, t)
-	b := q.RXBalance
-	s.Notes = append(s.Notes, fmt.Sprintf("RX balance (%s): %d queues, %d packets, busiest %d, skew %.2f, dead queues %v", b.Source, b.Queues, b.Total, b.Max, b.Skew, b.Dead))
+	if b := q.RXBalance; b.Queues > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("RX balance (%s): %d queues, %d packets, busiest %d, skew %.2f, dead queues %v", b.Source, b.Queues, b.Total, b.Max, b.Skew, b.Dead))
+	}
 	s.Notes = append(s.Notes, q.Notes...)
 	return s
 }

@@ -38,6 +38,9 @@
     try {
       var d = frame.contentDocument;
       if (d && d.body) {
+        // How many frames the flame graph drew: a reader (and the
+        // browser test) can tell a graph that ran from an empty frame.
+        frame.setAttribute("data-frames", String(d.querySelectorAll("#flamegraph g").length));
         frame.style.height = Math.min(Math.max(d.documentElement.scrollHeight + 4, 200), 2400) + "px";
       }
     } catch (e) { /* a browser that keeps srcdoc frames apart: keep the CSS height */ }
