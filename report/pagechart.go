@@ -48,6 +48,9 @@ type BarChart struct {
 	Format func(float64) string
 	// Max is the axis's end; 0: the largest bar or error bar.
 	Max float64
+	// Narrow draws the chart half as wide, for charts laid out two
+	// abreast (PageSection.Pairs), so its text stays readable.
+	Narrow bool
 }
 
 // chartSeq numbers the charts of one page for their title ids; a page is
@@ -118,11 +121,16 @@ func (c BarChart) svg(seq *chartSeq) template.HTML {
 		max = 1
 	}
 	id := seq.next()
+	width, labelWidth, valueWidth := chartWidth, labelWidth, valueWidth
+	if c.Narrow {
+		width, labelWidth, valueWidth = chartWidth/2, 60, 120
+	}
 	h := chartTop + float64(len(c.Bars))*(barRow+barGap) + chartBottom
-	plot := chartWidth - labelWidth - valueWidth
+	plot := width - labelWidth - valueWidth
 	x := func(v float64) float64 { return labelWidth + math.Min(math.Max(finite(v), 0), max)/max*plot }
 	var b strings.Builder
-	svgOpen(&b, id, chartWidth, h, c.Title, c.Desc)
+	fmt.Fprintf(&b, `<figcaption>%s</figcaption>`, esc(c.Title))
+	svgOpen(&b, id, width, h, c.Title, c.Desc)
 	for i, bar := range c.Bars {
 		y := chartTop + float64(i)*(barRow+barGap)
 		label := bar.Label
@@ -160,7 +168,12 @@ func (c BarChart) svg(seq *chartSeq) template.HTML {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" class="tick">%s</text>`, x(v), axisY+14, esc(format(v)))
 	}
 	b.WriteString(`</svg>`)
-	if len(series) > 1 {
+	// A legend when the series are not already the bars' labels.
+	legend := false
+	for _, bar := range c.Bars {
+		legend = legend || bar.Series != bar.Label
+	}
+	if len(series) > 1 && legend {
 		b.WriteString(`<p class="legend">`)
 		for _, s := range series {
 			fmt.Fprintf(&b, `<span><svg width="14" height="10" aria-hidden="true"><rect width="14" height="10" class="%s"/></svg> %s</span>`, seriesClass(series, s), esc(s))
@@ -211,6 +224,7 @@ func (m HeatMap) svg(seq *chartSeq) template.HTML {
 	cellW := (chartWidth - left - 8) / float64(len(m.Cols))
 	h := top + float64(len(m.Rows))*rowH + 6
 	var b strings.Builder
+	fmt.Fprintf(&b, `<figcaption>%s</figcaption>`, esc(m.Title))
 	svgOpen(&b, id, chartWidth, h, m.Title, m.Desc)
 	// Column labels: at most ~12 written, the rest in tooltips.
 	every := int(math.Ceil(float64(len(m.Cols)) / 12))

@@ -173,6 +173,7 @@ func (ps gcHeapChart) svg(seq *chartSeq) template.HTML {
 	t0, t1 := gcTimeRange(ps)
 	sc := gcScale{t0, t1, 0, max * 1.05}
 	var b strings.Builder
+	b.WriteString(`<figcaption>Heap before and after each collection</figcaption>`)
 	svgOpen(&b, seq.next(), chartWidth, gcChartH, "Heap before and after each collection",
 		"The heap climbs to its occupancy before each GC and drops to the occupancy after it; the dashed line is the heap's capacity. Each GC's numbers are its marker's tooltip.")
 	gcAxes(&b, sc, Bytes)
@@ -221,6 +222,7 @@ func (ps gcPauseChart) svg(seq *chartSeq) template.HTML {
 	t0, t1 := gcTimeRange(ps)
 	sc := gcScale{t0, t1, 0, math.Max(max*1.05, 1)}
 	var b strings.Builder
+	b.WriteString(`<figcaption>GC pauses over time</figcaption>`)
 	svgOpen(&b, seq.next(), chartWidth, gcChartH, "GC pauses over time",
 		"Each stop-the-world pause as a line at its time, as tall as the pause; its kind and length are its tooltip, and the table below gives the pauses by kind.")
 	gcAxes(&b, sc, Nanos)

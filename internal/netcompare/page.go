@@ -28,7 +28,11 @@ func (c Comparison) PageSections() []report.PageSection {
 	for _, m := range c.Metrics {
 		unit := m.Unit
 		format := func(v float64) string { return FormatValue(unit, &v) }
-		chart := report.BarChart{Title: m.Label, Format: format,
+		title := m.Label
+		if v := verdict(m); v != "" {
+			title += " — " + v
+		}
+		chart := report.BarChart{Title: title, Format: format, Narrow: true,
 			Desc: fmt.Sprintf("%s before and after, with the 95 %% bound of an estimated number. %s", m.Label, verdict(m))}
 		if m.Before != nil {
 			chart.Bars = append(chart.Bars, runBar("before", *m.Before, m.BeforeEstimate))
