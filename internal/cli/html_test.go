@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/perfscope/perfscope/internal/testutil"
+)
+
+// -o html is accepted wherever a report is: each command below gets past
+// its format check with html (and fails on the bad value after it), and
+// refuses a format it does not know.
+func TestHTMLOutputAccepted(t *testing.T) {
+	for _, args := range [][]string{
+		{"udp", "--duration", "-1s"},
+		{"softirq", "--duration", "-1s"},
+		{"jvm"},
+		{"profile", "--duration", "-1s"},
+		{"recipe", "run", "no-such-recipe"},
+		{"gclog", "/nonexistent/gc.log"},
+		{"lab", "udp", "--duration", "0s"},
+	} {
+		_, stderr, code := execute(t, append(args, "-o", "html")...)
+		if code != ExitUsage || strings.Contains(stderr, "unknown output format") {
+			t.Errorf("%v -o html: exit %d, %s", args, code, stderr)
+		}
+		if _, stderr, _ := execute(t, append(args, "-o", "bogus")...); !strings.Contains(stderr, `unknown output format "bogus"`) || !strings.Contains(stderr, "html") {
+			t.Errorf("%v -o bogus: %s", args, stderr)
+		}
+	}
+}
+
+// udp --compare -o html draws the two recorded runs side by side.
+func TestCompareHTML(t *testing.T) {
+	dir := filepath.Join(testutil.RepoRoot(), "internal", "netcompare", "testdata")
+	stdout, stderr, code := execute(t, "udp", "--compare", filepath.Join(dir, "before.json")+","+filepath.Join(dir, "after.json"), "-o", "html")
+	if code != ExitOK || !strings.HasPrefix(stdout, "<!DOCTYPE html>") || !strings.Contains(stdout, `id="compare-metrics"`) ||
+		!strings.Contains(stdout, "<td>net.socket-lock-contention</td>") || !strings.Contains(stdout, "within error") && !strings.Contains(stdout, "better") {
+		t.Errorf("exit %d, %s\n%.300s", code, stderr, stdout)
+	}
+}
