@@ -58,7 +58,9 @@ func TestUDPHTMLOnLab(t *testing.T) {
 			t.Errorf("%s missing from the page", want)
 		}
 	}
-	path := filepath.Join(t.TempDir(), "udp.html")
+	// Kept beside the screenshot (testutil.ArtifactDir) for a person to
+	// open.
+	path := filepath.Join(testutil.ArtifactDir(t), "udp-lab.html")
 	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
