@@ -144,10 +144,19 @@ func TestPageEscapesHostileNames(t *testing.T) {
 	if !strings.Contains(page, "&lt;/script&gt;&lt;script&gt;alert(1)") {
 		t.Error("the hostile name is not shown escaped")
 	}
-	// Exactly the page's own script and the flame graph's, inside srcdoc
-	// (escaped), run.
-	if n := strings.Count(page, "<script>"); n != 1 {
+	// The page's own script, and the flame graph's inside its srcdoc,
+	// are the only scripts; the srcdoc attribute ends where it should.
+	srcdoc := regexp.MustCompile(`srcdoc='[^']*'`)
+	if n := len(srcdoc.FindAllString(page, -1)); n != 1 {
+		t.Fatalf("%d srcdoc attributes, want 1", n)
+	}
+	top := srcdoc.ReplaceAllString(page, "")
+	if n := strings.Count(top, "<script>"); n != 1 {
 		t.Errorf("%d <script> elements at the page's top level, want 1", n)
+	}
+	// Escaped by the flame graph (&lt;), then as attribute text (&amp;).
+	if !strings.Contains(srcdoc.FindString(page), "&amp;lt;/script&amp;gt;&amp;lt;script&amp;gt;alert(1)") {
+		t.Errorf("the hostile frame is not escaped inside the flame graph:\n%s", srcdoc.FindString(page))
 	}
 }
 
@@ -176,7 +185,7 @@ func TestHTMLIsThePageButForTheFlameCommand(t *testing.T) {
 	r = New("profile", "v", time.Now())
 	r.Data, r.Flame = evidence.Profile{Samples: 5}, fp
 	page := renderPage(t, r)
-	if !strings.Contains(page, `id="findings"`) || !strings.Contains(page, `<iframe id="flame1"`) || !strings.Contains(page, "srcdoc=\"&lt;!DOCTYPE html&gt;") {
+	if !strings.Contains(page, `id="findings"`) || !strings.Contains(page, `<iframe id="flame1"`) || !strings.Contains(page, "srcdoc='<!DOCTYPE html>") {
 		t.Error("profile -o html is not the report page with the flame graph embedded")
 	}
 }
