@@ -249,7 +249,7 @@ func lockSection(l evidence.LockSection) PageSection {
 	st := PageTable{Caption: "Lock wait by socket", Header: []string{"socket", "waits", "total", "max", "by lock"}}
 	for _, sc := range l.Sockets {
 		label := socketLabel(sc.Socket)
-		bySocket.Bars = append(bySocket.Bars, estimated(ChartBar{Label: shorten(label, 30), Value: float64(sc.TotalNs)}, l.Estimate, sc.RelError))
+		bySocket.Bars = append(bySocket.Bars, estimated(ChartBar{Label: shorten(label, 27), Value: float64(sc.TotalNs)}, l.Estimate, sc.RelError))
 		st.Add(label, fmt.Sprint(sc.Count), withError(Nanos(float64(sc.TotalNs)), sc.RelError), Nanos(float64(sc.MaxNs)), lockSplit(sc.ByLock))
 	}
 	sites := PageTable{Caption: "Contended lock sites", Header: []string{"class", "site", "waits", "total", "max", "socket"}}
@@ -279,7 +279,7 @@ func dropSection(d evidence.DropSection) PageSection {
 	t := PageTable{Caption: "Drops by port and reason", Header: []string{"port", "reason", "packets"}}
 	for _, p := range d.ByPort {
 		label := fmt.Sprintf("port %d %s", p.Port, p.Reason)
-		byPort.Bars = append(byPort.Bars, estimated(ChartBar{Label: shorten(label, 30), Value: float64(p.Count)}, d.Estimate, p.RelError))
+		byPort.Bars = append(byPort.Bars, estimated(ChartBar{Label: shorten(label, 27), Value: float64(p.Count)}, d.Estimate, p.RelError))
 		t.Add(fmt.Sprint(p.Port), p.Reason, withError(fmt.Sprint(p.Count), p.RelError))
 	}
 	byReason := BarChart{Title: "Drops by reason", Desc: "Packets dropped over the window by the kernel's drop reason, every port."}
@@ -290,7 +290,7 @@ func dropSection(d evidence.DropSection) PageSection {
 	sort.Slice(reasons, func(i, j int) bool { return d.ByReason[reasons[i]] > d.ByReason[reasons[j]] })
 	rt := PageTable{Caption: "Drops by reason", Header: []string{"reason", "packets"}}
 	for _, r := range reasons {
-		byReason.Bars = append(byReason.Bars, estimated(ChartBar{Label: shorten(r, 30), Value: float64(d.ByReason[r])}, d.Estimate, nil))
+		byReason.Bars = append(byReason.Bars, estimated(ChartBar{Label: shorten(r, 27), Value: float64(d.ByReason[r])}, d.Estimate, nil))
 		rt.Add(r, fmt.Sprint(d.ByReason[r]))
 	}
 	s.Charts = append(s.Charts, byPort, byReason)
@@ -356,7 +356,7 @@ func profileSection(p evidence.Profile) PageSection {
 			if i == 15 {
 				break
 			}
-			chart.Bars = append(chart.Bars, ChartBar{Label: shorten(f.Function, 30), Value: float64(f.Self)})
+			chart.Bars = append(chart.Bars, ChartBar{Label: shorten(f.Function, 27), Value: float64(f.Self)})
 			ft.Add(f.Function, fmt.Sprint(f.Self), fmt.Sprint(f.Total))
 		}
 		s.Charts = append(s.Charts, chart)
@@ -481,7 +481,7 @@ func JVMSection(e evidence.JVM) PageSection {
 			if i == 15 {
 				break
 			}
-			chart.Bars = append(chart.Bars, ChartBar{Label: shorten(site.Frame, 30), Value: site.Share})
+			chart.Bars = append(chart.Bars, ChartBar{Label: shorten(site.Frame, 27), Value: site.Share})
 			st.Add(site.Frame, site.Type, Percent(site.Share), Count(float64(site.Bytes)))
 		}
 		s.Charts = append(s.Charts, chart)
