@@ -1,6 +1,6 @@
 // Package report is the envelope every perfscope command emits, and the
-// renderers that print it: JSON (a versioned schema) and helpers for the
-// terminal text of each command.
+// renderers that print it: JSON (a versioned schema), the terminal text of
+// each command, and the self-contained HTML page (page*.go, html/).
 package report
 
 import (
