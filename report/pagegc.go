@@ -147,9 +147,14 @@ func gcAxes(b *strings.Builder, sc gcScale, yLabel func(float64) string) {
 		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="grid"/>`, gcPadL, y, chartWidth-gcPadR, y)
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" class="lbl">%s</text>`, gcPadL-4, y+4, esc(yLabel(v)))
 	}
+	// Enough decimals that the ticks of a short log differ.
+	decimals := 1
+	if span := sc.t1 - sc.t0; span > 0 {
+		decimals = max(1, min(4, int(math.Ceil(-math.Log10(span/5)))+1))
+	}
 	for i := 0; i <= 5; i++ {
 		t := sc.t0 + (sc.t1-sc.t0)*float64(i)/5
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" class="tick">%.1fs</text>`, sc.x(t), gcChartH-8, t)
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" class="tick">%.*fs</text>`, sc.x(t), gcChartH-8, decimals, t)
 	}
 }
 

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -38,5 +40,33 @@ func TestCompareHTML(t *testing.T) {
 	if code != ExitOK || !strings.HasPrefix(stdout, "<!DOCTYPE html>") || !strings.Contains(stdout, `id="compare-metrics"`) ||
 		!strings.Contains(stdout, "<td>net.socket-lock-contention</td>") || !strings.Contains(stdout, "within error") && !strings.Contains(stdout, "better") {
 		t.Errorf("exit %d, %s\n%.300s", code, stderr, stdout)
+	}
+}
+
+// gclog -o html of a real log (JDK 8 G1), loaded in headless chromium:
+// no console message, its charts and findings in the DOM.
+func TestGCLogPageInChromium(t *testing.T) {
+	testutil.Chromium(t)
+	stdout, stderr, code := execute(t, "gclog", gclogFixture("SampleSun1_8_0G1PrintGCID.txt"), "-o", "html")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	path := filepath.Join(t.TempDir(), "gc.html")
+	if err := os.WriteFile(path, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := testutil.LoadInChromium(t, path, "gclog", 1200, 2000)
+	if len(got.Console) > 0 {
+		t.Errorf("console:\n%s", strings.Join(got.Console, "\n"))
+	}
+	for _, want := range []string{`data-ready="1"`, `id="gc"`, "Heap before and after each collection", "GC pauses over time", "Pauses by kind"} {
+		if !strings.Contains(got.DOM, want) {
+			t.Errorf("%s missing from the DOM", want)
+		}
+	}
+	for _, id := range regexp.MustCompile(`data-finding="([^"]+)"`).FindAllStringSubmatch(stdout, -1) {
+		if !strings.Contains(got.DOM, id[0]) {
+			t.Errorf("finding %s missing from the DOM", id[1])
+		}
 	}
 }
