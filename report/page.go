@@ -109,7 +109,6 @@ func srcdocAttr(doc string) template.HTMLAttr {
 
 type pageView struct {
 	Title    string
-	Command  string
 	Header   []pageRow
 	Obtained []pageRow
 	Cost     []pageRow
@@ -124,7 +123,7 @@ type pageView struct {
 
 // writePage draws r as the HTML page.
 func writePage(w io.Writer, r *Report) error {
-	v := pageView{Title: "perfscope " + r.Command, Command: r.Command, CSS: template.CSS(pageCSS), JS: template.JS(pageJS)}
+	v := pageView{Title: "perfscope " + r.Command, CSS: template.CSS(pageCSS), JS: template.JS(pageJS)}
 	if r.Recipe != nil && r.Command == "recipe" {
 		v.Title = "perfscope recipe run " + r.Recipe.Name
 	}
