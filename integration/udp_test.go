@@ -62,6 +62,8 @@ type udpRun struct {
 	seconds int
 	// perfscopeCPUs, when set, confines perfscope itself (taskset).
 	perfscopeCPUs string
+	// floodFor is how long the floods run (0: 8 s, past a 3 s window).
+	floodFor time.Duration
 }
 
 func (r udpRun) duration() string {
@@ -76,8 +78,45 @@ const labPort = 9000
 func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 	t.Helper()
 	bin := Perfscope(t)
+	ctx, srvErr, stop := startUDPLab(t, lab, r)
+	defer stop()
+	// --exact unless the run asks otherwise: the checks compare counts
+	// with the server's own.
+	budget := []string{"--exact"}
+	if r.budget != "" {
+		budget = []string{"--overhead-budget", r.budget}
+	}
+	args := append(append([]string{bin, "udp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(labPort), "--duration", r.duration(), "-o", "json"}, budget...), r.extra...)
+	if r.perfscopeCPUs != "" {
+		args = append([]string{"taskset", "-c", r.perfscopeCPUs}, args...)
+	}
+	return measureServer(t, ctx, lab, args, srvErr)
+}
+
+// startUDPLab starts the run's server in the receiver namespace and its
+// floods from the sender namespace (for floodFor, else 8 s); stop ends
+// them (the caller defers it, before the lab is closed). The context
+// bounds whatever the test runs meanwhile.
+func startUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) (ctx context.Context, srvErr *lockedBuffer, stop func()) {
+	t.Helper()
+	bin := Perfscope(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+		cancel()
+	}
+	defer func() {
+		if t.Failed() {
+			stop()
+		}
+	}()
+	floodFor := "8s"
+	if r.floodFor > 0 {
+		floodFor = r.floodFor.String()
+	}
 
 	srvArgs := []string{bin, "lab", "udp-server", "--listen", fmt.Sprintf("%s:%d", lab.ReceiverAddr, labPort),
 		"--mode", r.mode, "--threads", fmt.Sprint(r.threads), "--for", "20s", "--progress", "50ms"}
@@ -88,12 +127,12 @@ func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 		srvArgs = append(srvArgs, "--pin", r.pin)
 	}
 	srv := lab.Command(ctx, lab.ReceiverNS, srvArgs...)
-	var srvErr lockedBuffer
-	srv.Stderr = &srvErr
+	srvErr = &lockedBuffer{}
+	srv.Stderr = srvErr
 	if err := lab.Start(srv); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { srv.Cancel(); srv.Wait() }()
+	stops = append(stops, func() { srv.Cancel(); srv.Wait() })
 	for i := 0; i < 100 && !strings.Contains(srvErr.String(), "listening"); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -113,7 +152,7 @@ func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 	}
 	for _, f := range floods {
 		floodArgs := []string{bin, "lab", "udp-flood", "--target", fmt.Sprintf("%s:%d", lab.ReceiverAddr, labPort),
-			"--senders", fmt.Sprint(f.senders), "--duration", "8s", "--max-packets", "20000000"}
+			"--senders", fmt.Sprint(f.senders), "--duration", floodFor, "--max-packets", "20000000"}
 		if r.rate > 0 {
 			floodArgs = append(floodArgs, "--rate", fmt.Sprint(r.rate/len(floods)))
 		}
@@ -127,21 +166,10 @@ func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 		if err := lab.Start(flood); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { flood.Cancel(); flood.Wait() }()
+		stops = append(stops, func() { flood.Cancel(); flood.Wait() })
 	}
 	time.Sleep(500 * time.Millisecond)
-
-	// --exact unless the run asks otherwise: the checks compare counts
-	// with the server's own.
-	budget := []string{"--exact"}
-	if r.budget != "" {
-		budget = []string{"--overhead-budget", r.budget}
-	}
-	args := append(append([]string{bin, "udp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(labPort), "--duration", r.duration(), "-o", "json"}, budget...), r.extra...)
-	if r.perfscopeCPUs != "" {
-		args = append([]string{"taskset", "-c", r.perfscopeCPUs}, args...)
-	}
-	return measureServer(t, ctx, lab, args, &srvErr)
+	return ctx, srvErr, stop
 }
 
 // measureServer runs perfscope (args) in the receiver namespace and adds

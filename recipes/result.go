@@ -148,6 +148,15 @@ func (r *Result) Report(command, version string) *report.Report {
 		rep.Findings = []diagnose.Finding{}
 	}
 	rep.Recipe = r.Plan.ref()
+	if r.Net != nil && r.Net.Flames != nil {
+		// The HTML page draws the NET_RX CPUs' stacks apart from the
+		// others', as the flame output does.
+		netRX := cpuset.Of(r.Net.Evidence.Profile.NetRXCPUs...).List()
+		rep.FlameSets = []report.FlameSet{
+			{Title: "CPUs running NET_RX (" + netRX + ")", Profile: r.Net.Flames["netrx"]},
+			{Title: "other CPUs", Profile: r.Net.Flames["other"]},
+		}
+	}
 	sections := 0
 	for _, present := range []bool{r.Net != nil, r.Softirq != nil, r.Locks != nil, r.Profile != nil, r.JVMPauses != nil, r.JVM != nil, r.GC != nil} {
 		if present {

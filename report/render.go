@@ -13,8 +13,8 @@ import (
 type Format string
 
 // The output formats. The graph formats draw the report's stacks
-// (Report.Flame) with flame.Write; HTML is also a page of its own for data
-// that has one (the GC log report).
+// (Report.Flame) with flame.Write; HTML is the report's page (the flame
+// command's HTML is the flame graph's own page).
 const (
 	Text       Format = "text"
 	JSON       Format = "json"
@@ -34,6 +34,10 @@ var GraphFormats = func() []Format {
 	}
 	return out
 }()
+
+// PageFormats are the formats of a measuring command's report: its text,
+// its JSON and its HTML page.
+var PageFormats = []Format{Text, JSON, HTML}
 
 // ParseFormat checks -o against what a command supports (text and json
 // when allowed is empty).
@@ -57,10 +61,15 @@ type Texter interface {
 	WriteText(w io.Writer, r *Report) error
 }
 
-// HTMLWriter is report data that draws itself as an HTML page of its own
-// (the GC log report) rather than as a flame graph.
-type HTMLWriter interface {
-	WriteHTML(w io.Writer, r *Report) error
+// flameOnly says whether the report is the flame command's: its HTML is
+// the flame graph's own page. Every other report's HTML is the report
+// page (writePage), which embeds its flame graphs.
+func flameOnly(r *Report) bool {
+	switch r.Data.(type) {
+	case FlameSummary, FlameDiffSummary:
+		return true
+	}
+	return false
 }
 
 // Render writes r in format f. It is the one place a report's format is
@@ -76,8 +85,8 @@ func Render(w io.Writer, r *Report, f Format) error {
 		// control characters in them are escaped, for every command.
 		return writeText(TerminalSafe(w), r)
 	}
-	if h, ok := r.Data.(HTMLWriter); ok && f == HTML && r.Flame == nil && r.FlameDiff == nil {
-		return h.WriteHTML(w, r)
+	if f == HTML && !flameOnly(r) {
+		return writePage(w, r)
 	}
 	if flame.IsOutput(string(f)) {
 		if r.FlameDiff != nil {

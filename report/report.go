@@ -1,6 +1,6 @@
 // Package report is the envelope every perfscope command emits, and the
-// renderers that print it: JSON (a versioned schema) and helpers for the
-// terminal text of each command.
+// renderers that print it: JSON (a versioned schema), the terminal text of
+// each command, and the self-contained HTML page (page*.go, html/).
 package report
 
 import (
@@ -42,6 +42,10 @@ type Report struct {
 	// FlameDiff, when set, is drawn instead of Flame: a differential
 	// graph (svg, html, folded).
 	FlameDiff *flame.Diff `json:"-"`
+	// FlameSets, when set, are the stack sets the HTML page draws instead
+	// of Flame (a network run's NET_RX CPUs and other CPUs); not part of
+	// the JSON.
+	FlameSets []FlameSet `json:"-"`
 	// Show tunes the text and graph renderers; not part of the JSON.
 	Show Show `json:"-"`
 }

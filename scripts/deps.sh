@@ -37,6 +37,7 @@ test)
 	pkg_for javac openjdk-17-jdk-headless
 	pkg_for mvn maven            # async-profiler comes from the Maven repository
 	pkg_for node nodejs          # runs the flame graph's JavaScript in a test
+	pkg_for chromium chromium    # loads the HTML report pages in a headless browser test
 	pkg_for podman podman        # the container image test (integration/container_test.go)
 	pkg_for socat socat          # a UDP server in a pod-shaped cgroup (integration/pods_test.go)
 	pkg_for runc runc

@@ -15,7 +15,6 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
-	"github.com/perfscope/perfscope/report/gchtml"
 )
 
 type gclogOptions struct {
@@ -87,7 +86,7 @@ Holes of NUL bytes (a crash, copytruncate rotation) are skipped and counted.`,
 
 func (o *gclogOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, report.Text, report.JSON, report.HTML); err != nil {
+	if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
 		return asUsage(err)
 	}
 	if o.FailOn != "" {
@@ -121,7 +120,8 @@ var analyzeGCLogs = gclog.AnalyzeFiles
 
 // gclogData is `perfscope gclog`'s JSON data section.
 //
-// It prints its own text and HTML page through report.Render.
+// It prints its own text, and lays out its sections of the HTML page,
+// through report.Render.
 type gclogData struct {
 	Files []string    `json:"files"`
 	Parse gclog.Stats `json:"parse"`
@@ -172,8 +172,9 @@ func (d gclogData) WriteText(w io.Writer, r *report.Report) error {
 	return writeGCLogText(w, r, d)
 }
 
-func (d gclogData) WriteHTML(w io.Writer, r *report.Report) error {
-	return gchtml.Write(w, r, gchtml.Page{Files: d.Files, Parse: d.Parse, GC: d.GC, Series: d.Series})
+// PageSections are the GC log's sections of the HTML page.
+func (d gclogData) PageSections() []report.PageSection {
+	return report.GCPage{Files: d.Files, Parse: d.Parse, GC: d.GC, Series: d.Series}.PageSections()
 }
 
 func writeGCLogText(w io.Writer, r *report.Report, d gclogData) error {

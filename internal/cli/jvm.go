@@ -162,7 +162,7 @@ perfscope still runs is left alone (exit 3).`,
 	f.IntVar(&o.Top, "top", 10, "allocation sites to list")
 	f.StringVar(&o.Flame, "flame", "", "write a flame graph of the profile: .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the profile as folded stacks")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
+	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint (Spring Boot Actuator, Micrometer, Dropwizard, OpenTelemetry), summed over the window")
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
@@ -182,7 +182,7 @@ var jvmFlags = map[string]string{"body_file": "--body @FILE"}
 
 func (o *jvmOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output); err != nil {
+	if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
 		return asUsage(err)
 	}
 	if o.FailOn != "" {
@@ -382,6 +382,14 @@ func writeJSONError(w io.Writer, command string, err error) {
 func (d jvmData) WriteText(w io.Writer, r *report.Report) error {
 	writeJVMText(w, r, d, d.profile)
 	return nil
+}
+
+// PageSections are the JVM's sections of the HTML page: what it
+// allocated and collected, and the warnings the text prints first.
+func (d jvmData) PageSections() []report.PageSection {
+	s := report.JVMSection(d.JVM)
+	s.Notes = append(s.Notes, d.Warnings...)
+	return []report.PageSection{s}
 }
 
 func writeProfileFiles(o *jvmOptions, r *report.Report, j *recipes.JVMResult) error {

@@ -117,7 +117,7 @@ map (Compiler.perfmap) when the window ends; other runtimes must have written
 	f.IntVar(&o.Top, "top", 20, "functions listed in text output")
 	f.IntVar(&o.StackMap, "stack-map-size", cpuprofile.DefaultStackEntries, "stack map entries, one per distinct stack (~1 KiB each): raise it when samples are lost with the stack map full")
 	f.StringVar(&o.Title, "title", "", "flame graph title (svg, html, speedscope)")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, folded, svg, html, pprof or speedscope")
+	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, html (the report page, flame graph included), folded, svg, pprof or speedscope")
 	f.StringVar(&o.OutFile, "out", "", "write the output to this file instead of standard output")
 	return cmd
 }

@@ -411,7 +411,7 @@ each section, the joined timeline and the findings. A list parameter takes
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&o.Set, "set", nil, "give a parameter a value, NAME=VALUE (repeatable, a list parameter once per item; `perfscope recipe show NAME` lists them)")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, or (with stacks) folded, svg, html, pprof, speedscope")
+	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, html (the report page), or (with stacks) folded, svg, pprof, speedscope")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	o.Workload.register(f)
 	budgetFlags(f, &o.Budget, &o.Exact)

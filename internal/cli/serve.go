@@ -177,7 +177,7 @@ func exposedWarning(listen string, web *serve.WebConfig) string {
 func runServe(ctx context.Context, o *serveOptions, g *Globals) error {
 	var srv *serve.Server
 	srv, err := serve.Open(o.src, serve.Options{Recipe: o.Recipe, Params: o.params, Listen: o.Listen,
-		Web: o.web, Interval: o.Interval, Log: g.Err, Started: g.Started,
+		Web: o.web, Interval: o.Interval, Log: g.Err, Started: g.Started, Version: Version(),
 		OnListen: func(addr string) {
 			scheme, auth := "http", ""
 			if o.web != nil && o.web.TLS {

@@ -196,7 +196,7 @@ func TestLimitedServerUnderIdleAndSlowFloods(t *testing.T) {
 func TestMethods(t *testing.T) {
 	srv := testServer(t)
 	h := srv.Handler()
-	for _, path := range []string{"/metrics", "/healthz", "/readyz", "/"} {
+	for _, path := range []string{"/metrics", "/report", "/healthz", "/readyz", "/"} {
 		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions, "TRACE", "BREW"} {
 			rec := serveRequest(h, method, path)
 			if rec.code != http.StatusMethodNotAllowed || rec.header.Get("Allow") != "GET, HEAD" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/report"
 )
 
 // Window is what one measurement window yielded: each section is nil when
@@ -30,6 +31,9 @@ type Window struct {
 	Profile  *WindowProfile
 	Findings []diagnose.Finding
 	Overhead *evidence.Overhead
+	// Report is the window's whole report, as `perfscope recipe run`
+	// would give it, for the /report page.
+	Report *report.Report
 }
 
 // WindowProfile is a window's CPU profile as far as the metrics go: the

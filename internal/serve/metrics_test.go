@@ -14,6 +14,7 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/report"
 )
 
 func u64(v uint64) *uint64 { return &v }
@@ -237,6 +238,37 @@ func TestReadyz(t *testing.T) {
 	}
 	if get("/nope") != 404 {
 		t.Error("unknown path")
+	}
+}
+
+// /report is the latest window's page: 503 until a window completed, then
+// the page of the last one given.
+func TestReportPage(t *testing.T) {
+	m := NewMetrics("udp-rx")
+	srv := &Server{metrics: m, opts: Options{Recipe: "udp-rx", Interval: time.Second}, reg: newRegistry(m)}
+	h := httptest.NewServer(srv.Handler())
+	defer h.Close()
+	get := func() (int, string) {
+		resp, err := http.Get(h.URL + "/report")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get(); code != 503 {
+		t.Errorf("before the first window: %d, want 503", code)
+	}
+	for _, id := range []string{"net.first", "net.second"} {
+		r := report.New("serve", "test", time.Now())
+		r.Data = evidence.SoftirqEvidence{CPUs: []evidence.SoftirqCPU{{CPU: 1, Share: 0.25}}}
+		r.Findings = []diagnose.Finding{{ID: id, Severity: diagnose.Warn, Title: id}}
+		srv.page.set(r)
+		code, page := get()
+		if code != 200 || !strings.Contains(page, `data-finding="`+id+`"`) || !strings.Contains(page, `id="softirq"`) {
+			t.Errorf("after window %s: %d\n%.500s", id, code, page)
+		}
 	}
 }
 

@@ -78,7 +78,7 @@ func (r *Recipe) Collect(ctx context.Context, src recipes.Sources, run recipes.R
 	res := r.m.Result(ctx, src, run)
 	res.Findings = r.m.Judge(res, src)
 	w := Window{Begin: run.Begin, End: run.End, Findings: res.Findings, Overhead: run.Overhead,
-		Softirq: res.Softirq, Locks: res.Locks, JVMPauses: res.JVMPauses}
+		Softirq: res.Softirq, Locks: res.Locks, JVMPauses: res.JVMPauses, Report: res.Report("serve", "")}
 	if p := res.Profile; p != nil {
 		w.Profile = &WindowProfile{ProfileSampling: p.Evidence.ProfileSampling, CPUs: p.Evidence.PerCPU}
 	}

@@ -45,6 +45,8 @@ type Options struct {
 	OnListen func(addr string)
 	// OnWindow is called after each window is added (tests, the soak).
 	OnWindow func(Window)
+	// Version is perfscope's, for the /report page's header.
+	Version string
 }
 
 // Server is a recipe measured window after window on one session, and the
@@ -58,6 +60,8 @@ type Server struct {
 	reg     *prometheus.Registry
 	// budget is set by Run before it calls OnListen.
 	budget FDBudget
+	// page is the latest window's report, served at /report.
+	page latestPage
 }
 
 // Open builds the recipe and attaches its probes once. The caller closes
@@ -103,8 +107,9 @@ func (s *Server) FDBudget() FDBudget { return s.budget }
 func (s *Server) Close() error { return s.session.Close() }
 
 // Handler serves /metrics (OpenMetrics or the Prometheus text format, as
-// the scraper asks), /healthz (the process serves) and /readyz (a window
-// completed within the last three intervals). Each answers GET and HEAD
+// the scraper asks), /report (the latest window's HTML page), /healthz
+// (the process serves) and /readyz (a window completed within the last
+// three intervals). Each answers GET and HEAD
 // only: any other method is 405 with an Allow header.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -112,6 +117,7 @@ func (s *Server) Handler() http.Handler {
 	// and a request flood must not multiply that.
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{EnableOpenMetrics: true,
 		ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: maxScrapesInFlight}))
+	mux.HandleFunc("GET /report", s.serveReport)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		last := s.metrics.LastWindowEnd()
@@ -125,7 +131,7 @@ func (s *Server) Handler() http.Handler {
 		}
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "perfscope serve --recipe %s: /metrics, /healthz, /readyz\n", s.recipe.Name())
+		fmt.Fprintf(w, "perfscope serve --recipe %s: /metrics, /report, /healthz, /readyz\n", s.recipe.Name())
 	})
 	return mux
 }
@@ -262,6 +268,10 @@ func (s *Server) measure(ctx context.Context, serveErr <-chan error,
 		fails.completed()
 		first = false
 		s.metrics.Add(win)
+		if win.Report != nil {
+			win.Report.Meta.Version = s.opts.Version
+			s.page.set(win.Report)
+		}
 		if s.opts.OnWindow != nil {
 			s.opts.OnWindow(win)
 		}

@@ -1,7 +1,9 @@
 package serve
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -68,6 +70,18 @@ func TestServeUDPRXOnLoopback(t *testing.T) {
 		t.Errorf("readyz: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	// The latest window's page: its findings and the port's drops (by
+	// reason, or by the socket's counter when the budget sampled the drop
+	// probe out of that window).
+	if resp, err = http.Get(base + "/report"); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/html; charset=utf-8" ||
+		!bytes.Contains(page, []byte(`data-finding="net.udp-rcvbuf"`)) || !bytes.Contains(page, []byte("<td>"+p+"</td><td>")) {
+		t.Errorf("/report: %d %s, %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(page))
+	}
 	cancel()
 	select {
 	case err := <-done:
