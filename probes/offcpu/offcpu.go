@@ -419,9 +419,9 @@ type Thread struct {
 	// when Current (the thread was seen in the snapshot's epoch):
 	// OffSince is when it switched out (in OffState), RunnableSince when
 	// it became runnable, OnSince when it switched in.
-	Current                         bool
+	Current                          bool
 	OffSince, RunnableSince, OnSince time.Duration
-	OffState                        State
+	OffState                         State
 }
 
 // Waker is who woke a wait: the thread that ran sched_waking for it. A
