@@ -96,8 +96,6 @@ var kernelReasons = map[string]Reason{
 	// Timers.
 	"hrtimer_nanosleep": Sleep, "do_nanosleep": Sleep, "common_nsleep": Sleep,
 	"msleep": Sleep, "msleep_interruptible": Sleep, "usleep_range_state": Sleep,
-	"schedule_timeout": Sleep, "schedule_hrtimeout_range": Sleep,
-	"schedule_hrtimeout_range_clock": Sleep,
 	// Pipes, children, signals.
 	"pipe_read": Pipe, "pipe_write": Pipe, "pipe_wait_readable": Pipe, "pipe_wait_writable": Pipe,
 	"do_wait": Child, "kernel_wait4": Child, "kernel_waitid": Child,
@@ -105,6 +103,14 @@ var kernelReasons = map[string]Reason{
 	// Kernel workers with nothing to do.
 	"worker_thread": Idle, "smpboot_thread_fn": Idle, "kthread_worker_fn": Idle,
 	"rcu_gp_kthread": Idle, "kswapd": Idle, "khugepaged": Idle,
+}
+
+// timedWaits sleep on a timer for any kind of wait (epoll_wait with a
+// timeout, a socket's SO_RCVTIMEO): they make a wait a sleep only when no
+// other frame says what it waited for.
+var timedWaits = map[string]bool{
+	"schedule_timeout": true, "schedule_hrtimeout_range": true, "schedule_hrtimeout_range_clock": true,
+	"schedule_hrtimeout": true, "wait_woken": true,
 }
 
 // pageFaultFrames make a wait a page fault's wherever they are.
@@ -184,7 +190,7 @@ var (
 		"__nanosleep", "__clock_nanosleep", "clock_nanosleep", "nanosleep",
 	}
 	primitiveParts = []string{
-		"Unsafe.park", "LockSupport.park", "Parker::park", "ObjectMonitor::", "PlatformEvent::",
+		"Unsafe.park", "Unsafe_Park", "LockSupport.park", "Parker::park", "JVM_", "ObjectMonitor::", "PlatformEvent::",
 		"PlatformParker", "std::condition_variable", "std::mutex", "std::__",
 	}
 	primitiveNames = map[string]bool{
@@ -207,7 +213,7 @@ func Classify(state probe.State, kernel, user []string) Reason {
 	case probe.Idle:
 		return Idle
 	}
-	reason, found := Other, false
+	reason, found, timed := Other, false, false
 	for _, f := range kernel {
 		if pageFaultFrames[f] {
 			return PageFault
@@ -216,7 +222,11 @@ func Classify(state probe.State, kernel, user []string) Reason {
 			if r, ok := kernelReasons[f]; ok {
 				reason, found = r, true
 			}
+			timed = timed || timedWaits[f]
 		}
+	}
+	if !found && timed {
+		reason, found = Sleep, true
 	}
 	if !found && len(kernel) == 0 {
 		for _, f := range user {
@@ -230,12 +240,9 @@ func Classify(state probe.State, kernel, user []string) Reason {
 		// A futex (or a timed futex, which the kernel sleeps in as a
 		// timer) may be a condition, a park or an idle runtime thread:
 		// the application's frames tell.
-		for _, f := range user {
-			for _, ur := range userReasons {
-				if strings.Contains(f, ur.contains) {
-					if reason == Sleep && ur.reason == Lock {
-						break // a timed lock still sleeps on its timer
-					}
+		for _, ur := range userReasons {
+			for _, f := range user {
+				if strings.Contains(f, ur.contains) && !(reason == Sleep && ur.reason == Lock) {
 					return ur.reason
 				}
 			}
