@@ -177,6 +177,8 @@ type ThreadPool struct {
 	TopSiteReason string  `json:"top_site_reason"`
 	TopSiteNs     int64   `json:"top_site_ns"`
 	TopSiteShare  float64 `json:"top_site_share"`
+	// TopSiteThreads is how many of the pool's threads waited there.
+	TopSiteThreads int `json:"top_site_threads"`
 	// TopSiteWaker is what most often woke the top site's waits.
 	TopSiteWaker string `json:"top_site_waker,omitempty"`
 }

@@ -327,6 +327,7 @@ func Build(in Input) evidence.OffCPU {
 	}
 	poolSites := map[siteKey]int64{}
 	poolSiteWakers := map[siteKey]map[string]int64{}
+	poolSiteThreads := map[siteKey]map[int]bool{}
 	for i, w := range waits {
 		ev.Totals.KeptNs += int64(w.Total)
 		if i < top {
@@ -361,6 +362,10 @@ func Build(in Input) evidence.OffCPU {
 			k := siteKey{w.pool, w.reason, w.site}
 			blocked := int64(w.Total - w.Runnable)
 			poolSites[k] += blocked
+			if poolSiteThreads[k] == nil {
+				poolSiteThreads[k] = map[int]bool{}
+			}
+			poolSiteThreads[k][w.TID] = true
 			if p := pools[w.pool]; p != nil {
 				p.ByReason[string(w.reason)] += blocked
 			}
@@ -417,6 +422,7 @@ func Build(in Input) evidence.OffCPU {
 		}
 		p.TopSite, p.TopSiteReason, p.TopSiteNs = k.site, string(k.reason), ns
 		p.TopSiteWaker = largest(poolSiteWakers[k])
+		p.TopSiteThreads = len(poolSiteThreads[k])
 	}
 	for _, p := range pools {
 		if p.SeenNs > 0 {

@@ -131,7 +131,7 @@ func TestBuild(t *testing.T) {
 	if s := p.OnCPUShare + p.RunnableShare + p.BlockedShare; s < 0.999 || s > 1.001 {
 		t.Errorf("shares add up to %v", s)
 	}
-	if p.TopSite != "take_order" || p.TopSiteReason != "lock" || p.TopSiteNs != int64(1000*time.Millisecond) ||
+	if p.TopSite != "take_order" || p.TopSiteReason != "lock" || p.TopSiteNs != int64(1000*time.Millisecond) || p.TopSiteThreads != 2 ||
 		!strings.Contains(p.TopSiteWaker, "pool-1-thread-2 (finish_order → futex_wake_[k])") {
 		t.Errorf("pool's top site %q (%s) %v woken by %q", p.TopSite, p.TopSiteReason, time.Duration(p.TopSiteNs), p.TopSiteWaker)
 	}

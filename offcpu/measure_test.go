@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/internal/testutil"
 )
@@ -73,6 +75,9 @@ func TestMeasureLockConvoy(t *testing.T) {
 	if d := us - ev.Totals.KeptNs/1000; d < -int64(len(ev.Folded)) || d > int64(len(ev.Folded)) {
 		t.Errorf("folded stacks hold %d µs, the waits %d ns", us, ev.Totals.KeptNs)
 	}
+	if f := findings(*ev)["offcpu.lock-serializes-pool"]; f == nil || !strings.Contains(f.Title, testutil.WaitForLockFunction) {
+		t.Errorf("no finding of a lock serializing the pool at %s: %+v", testutil.WaitForLockFunction, findings(*ev))
+	}
 	p := Flame(*ev)
 	var b bytes.Buffer
 	if err := flame.Write(&b, p, flame.OutputFolded, flame.Options{}); err != nil || p.Total() != us {
@@ -80,5 +85,46 @@ func TestMeasureLockConvoy(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), testutil.WaitForLockFunction+";") {
 		t.Errorf("the folded output lacks the lock's call site")
+	}
+}
+
+func findings(ev evidence.OffCPU) map[string]*diagnose.Finding {
+	out := map[string]*diagnose.Finding{}
+	for _, f := range diagnose.Run(diagnose.OffCPURules, ev) {
+		out[f.ID] = &f
+	}
+	return out
+}
+
+// Eight CPU-bound threads pinned to CPU 0: that CPU is saturated (its
+// run-queue tail is the threads' slices), and the eight-thread pool on a
+// 2-CPU machine spends most of its time runnable.
+func TestMeasureSaturation(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	prog := testutil.StartSpinners(t, 8, 2*time.Second, 0)
+	ev, err := Measure(context.Background(), Options{PID: prog.PID(), Duration: 20 * time.Second, Started: func() { prog.Go(t) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog.Wait(t, 10*time.Second)
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+	p := ev.Pools[0]
+	t.Logf("pool %s: %d threads, on %.3f runnable %.3f blocked %.3f; run queue p50 %v p99 %v; busy %+v", p.Name, p.Threads,
+		p.OnCPUShare, p.RunnableShare, p.BlockedShare, time.Duration(ev.RunQueue.All.P50Ns), time.Duration(ev.RunQueue.All.P99Ns), ev.CPUBusy)
+	if p.Threads != 9 || p.RunnableShare < 0.6 {
+		t.Errorf("pool %+v: want 9 threads (8 spinners and main) mostly runnable", p)
+	}
+	fs := findings(*ev)
+	for _, id := range []string{"offcpu.cpu-saturation", "offcpu.pool-too-large"} {
+		if fs[id] == nil {
+			t.Errorf("no %s finding; findings %v", id, fs)
+		} else {
+			t.Logf("%s: %s", id, fs[id].Title)
+		}
+	}
+	if fs["offcpu.lock-serializes-pool"] != nil {
+		t.Errorf("spinners that never block were found serialized by a lock: %s", fs["offcpu.lock-serializes-pool"].Title)
 	}
 }
