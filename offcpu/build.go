@@ -182,25 +182,11 @@ type namedWait struct {
 	pool         poolKey
 }
 
-// callSites turns a leaf-first stack of return addresses into addresses
-// inside the calls (the frame past the leaf is the instruction after a
-// call, which belongs to the next function when the call ends one).
-func callSites(stack []uint64) []uint64 {
-	out := make([]uint64, len(stack))
-	for i, a := range stack {
-		if i > 0 && a > 0 {
-			a--
-		}
-		out[i] = a
-	}
-	return out
-}
-
 func kernelNames(sym Symbolizer, stack []uint64) []string {
 	if len(stack) == 0 {
 		return nil
 	}
-	names := sym.Kernel(callSites(stack))
+	names := sym.Kernel(symbols.CallSites(stack))
 	for i, n := range names {
 		names[i] = strings.TrimSuffix(n, symbols.KernelSuffix)
 	}
@@ -211,7 +197,7 @@ func userNames(sym Symbolizer, pid int, stack []uint64) []string {
 	if len(stack) == 0 {
 		return nil
 	}
-	return sym.User(pid, callSites(stack))
+	return sym.User(pid, symbols.CallSites(stack))
 }
 
 // rootFirst is the folded order: user frames from the outermost, then

@@ -53,12 +53,12 @@ const (
 // histograms, so shares and latencies stay exact; only their stacks are
 // not kept. bcc's offcputime and offwaketime default to 1 µs; perfscope
 // takes 10 µs because a wait shorter than that costs about what the two
-// context switches around it cost (a switch and its cache refill take a
-// few µs: `perf bench sched pipe` measures ~5-15 µs per round trip of two
-// switches on our VM), so it is not time an application can win back by
-// waiting less, while a busy server's many sub-10 µs futex and epoll
-// handoffs would fill the wait map with distinct stacks. What fell below
-// is reported (ShortWaits, Short) rather than hidden.
+// context switches around it cost (`perf bench sched pipe` on one CPU
+// takes 7-11 µs per round trip of two switches on our VM, BENCHMARKS.md),
+// so it is not time an application can win back by waiting less, while a
+// busy server's many sub-10 µs futex and epoll handoffs would fill the
+// wait map with distinct stacks. What fell below is reported (ShortWaits,
+// Short) rather than hidden.
 const DefaultMinBlock = 10 * time.Microsecond
 
 // Map sizes when Options leaves them 0.
@@ -531,7 +531,7 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		return s, err
 	}
 	for tid, v := range threads {
-		th := Thread{TID: int(tid), PID: int(v.Tgid), Comm: commString(v.Comm), Exited: v.Dead != 0, Totals: totalsOf(v),
+		th := Thread{TID: int(tid), PID: int(v.Tgid), Comm: probes.CommString(v.Comm), Exited: v.Dead != 0, Totals: totalsOf(v),
 			Current: v.Epoch == cfg.Epoch}
 		if th.Current {
 			th.OffSince, th.RunnableSince, th.OnSince = time.Duration(v.OffNs), time.Duration(v.RunnableNs), time.Duration(v.OnNs)
@@ -584,7 +584,7 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 			return s, err
 		}
 		if k.Halves&wakerKnown != 0 {
-			wk := &Waker{PID: int(k.WakerTgid), TID: int(k.WakerPid), Comm: commString(k.WakerComm)}
+			wk := &Waker{PID: int(k.WakerTgid), TID: int(k.WakerPid), Comm: probes.CommString(k.WakerComm)}
 			if wk.KernelStack, err = stack(k.WakerKernelStack, k.Halves&wakerKernel != 0); err != nil {
 				return s, err
 			}
@@ -700,15 +700,4 @@ func sub(a, b uint64) uint64 {
 		return 0
 	}
 	return a - b
-}
-
-func commString(c [16]int8) string {
-	b := make([]byte, 0, len(c))
-	for _, v := range c {
-		if v == 0 {
-			break
-		}
-		b = append(b, byte(v))
-	}
-	return string(b)
 }

@@ -16,8 +16,7 @@
  * (bpf_get_task_stack refuses a user stack of another with -EOPNOTSUPP),
  * and sched_switch runs in the task leaving the CPU. They are stored as
  * cpuprofile stores them, keyed by a 64-bit hash of their frames in a
- * hash map: a BPF_MAP_TYPE_STACK_TRACE map silently refuses any stack
- * whose bucket an earlier one took.
+ * hash map (stackhash.h).
  *
  * The waker is recorded at sched_waking, which runs in the waker's
  * context. sched_wakeup does not always: a wakeup queued to another CPU's
@@ -38,6 +37,7 @@
 #include <bpf/bpf_core_read.h>
 #include "types.h"
 #include "selfcost.h"
+#include "stackhash.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -125,7 +125,6 @@ struct task_struct___offcpu {
 struct task_struct;
 
 enum { PF_KTHREAD = 0x00200000 };
-enum { E_EXIST = 17 };
 
 /* Task states (include/linux/sched.h), as sched_switch's raw prev_state
  * carries them. */
@@ -187,23 +186,6 @@ static __always_inline enum offcpu_state state_of_report(long s)
 	return OFFCPU_OTHER;
 }
 
-/* stack_hash: the same one-to-one mixing as cpuprofile's, so two stacks of
- * the same depth that differ in one frame never share a hash. */
-static __always_inline __u64 stack_hash(const struct stack_frames *f, __u32 depth)
-{
-	__u64 h = 0x9e3779b97f4a7c15ULL ^ depth;
-	for (__u32 i = 0; i < OFFCPU_MAX_DEPTH; i++) {
-		if (i >= depth)
-			break;
-		h ^= f->ips[i];
-		h *= 0xff51afd7ed558ccdULL;
-		h ^= h >> 33;
-	}
-	return h;
-}
-
-enum store_result { STORED, EMPTY, FAULT, FULL };
-
 /* Records a stack in stacks under its hash, through scratch slot: the
  * current task's kernel (flags 0) or user (BPF_F_USER_STACK) stack, or
  * with task, the kernel stack of that task, which must not be running. */
@@ -214,17 +196,7 @@ static __always_inline enum store_result store_stack(void *ctx, struct task_stru
 		return FAULT;
 	long n = task ? bpf_get_task_stack(task, f->ips, sizeof(f->ips), flags)
 		      : bpf_get_stack(ctx, f->ips, sizeof(f->ips), flags);
-	if (n < 0)
-		return FAULT;
-	if (n == 0)
-		return EMPTY;
-	*hash = stack_hash(f, (__u32)n / sizeof(__u64));
-	if (bpf_map_lookup_elem(&stacks, hash))
-		return STORED;
-	long err = bpf_map_update_elem(&stacks, hash, f, BPF_NOEXIST);
-	if (err == 0 || err == -E_EXIST)
-		return STORED;
-	return FULL;
+	return store_frames(&stacks, f, f->ips, n, hash);
 }
 
 /* Counts a failed kernel stack of a wait (not a waker's). */
