@@ -128,3 +128,156 @@ func TestMeasureSaturation(t *testing.T) {
 		t.Errorf("spinners that never block were found serialized by a lock: %s", fs["offcpu.lock-serializes-pool"].Title)
 	}
 }
+
+// A whole run on threads that only sleep: three threads each sleep 10 ms
+// thirty times in nanosleep. The evidence must put that time under
+// "sleep" at the program's call site within 10 % of what the program
+// timed itself, count every sleep, show the threads blocked (sleeping)
+// nearly all the time, say a timer's interrupt woke them, and find no
+// lock.
+func TestMeasureSleepers(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	const threads, rounds, sleep = 3, 30, 10 * time.Millisecond
+	prog := testutil.StartSleepers(t, threads, sleep, rounds)
+	ev, err := Measure(context.Background(), Options{PID: prog.PID(), Duration: 20 * time.Second, Started: func() { prog.Go(t) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	truth := prog.Wait(t, 10*time.Second)
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+
+	var sleepNs int64
+	var sleepWaits uint64
+	for _, r := range ev.ByReason {
+		t.Logf("reason %s: %v in %d waits (%.2f), top site %s", r.Reason, time.Duration(r.Ns), r.Waits, r.Share, r.TopSite)
+		if r.Reason != string(Sleep) {
+			continue
+		}
+		for _, site := range r.Sites {
+			if site.Site == testutil.SleepFunction {
+				sleepNs, sleepWaits = site.Ns, site.Waits
+			}
+		}
+	}
+	want := truth["slept_ns"]
+	if d := sleepNs - want; d < -want/10 || d > want/10 {
+		t.Errorf("sleep at %s: %v, the program measured %v (more than 10 %% apart)", testutil.SleepFunction, time.Duration(sleepNs), time.Duration(want))
+	}
+	if sleepWaits != uint64(truth["sleeps"]) {
+		t.Errorf("%d sleeps at %s, the program slept %d times", sleepWaits, testutil.SleepFunction, truth["sleeps"])
+	}
+	var byTimer, sleeping, seen int64
+	for _, w := range ev.Waits {
+		if w.Site != testutil.SleepFunction {
+			continue
+		}
+		seen += w.TotalNs
+		if w.State == "sleeping" {
+			sleeping += w.TotalNs
+		}
+		if w.Waker != nil {
+			t.Logf("thread %d: %d sleeps, %v, woken by %s %s (%d/%d)", w.TID, w.Count, time.Duration(w.TotalNs), w.Waker.Kind, w.Waker.Site, w.Waker.PID, w.Waker.TID)
+			if w.Waker.Kind == WakerInterrupt && strings.HasPrefix(w.Waker.Site, "hrtimer_wakeup") {
+				byTimer += w.TotalNs
+			}
+		}
+	}
+	if seen == 0 || sleeping < seen*99/100 {
+		t.Errorf("of %v of sleeps listed, %v left the CPU sleeping (S)", time.Duration(seen), time.Duration(sleeping))
+	}
+	if byTimer < seen*9/10 {
+		t.Errorf("only %v of %v of sleeps were woken by a timer's interrupt (hrtimer_wakeup)", time.Duration(byTimer), time.Duration(seen))
+	}
+	if len(ev.Pools) != 1 || ev.Pools[0].Threads != threads+1 {
+		t.Fatalf("pools %+v, want one of the program's %d threads", ev.Pools, threads+1)
+	}
+	p := ev.Pools[0]
+	t.Logf("pool %s: on %.3f runnable %.3f blocked %.3f unknown %v; top site %s (%s) %.2f, woken by %s", p.Name,
+		p.OnCPUShare, p.RunnableShare, p.BlockedShare, time.Duration(p.UnknownNs), p.TopSite, p.TopSiteReason, p.TopSiteShare, p.TopSiteWaker)
+	if p.BlockedShare < 0.9 || p.TopSiteReason != string(Sleep) && p.TopSiteReason != string(Child) {
+		t.Errorf("pool %+v: want threads blocked nearly all the time, in sleeps (the main thread in join)", p)
+	}
+	if ev.Totals.Waits < uint64(truth["sleeps"]) || ev.Totals.KeptNs < want {
+		t.Errorf("totals %+v: fewer waits than the %d sleeps", ev.Totals, truth["sleeps"])
+	}
+	// Every sleep ends in a wakeup: the process's run-queue histogram
+	// has at least one entry per sleep.
+	if len(ev.RunQueue.PerProc) != 1 || ev.RunQueue.PerProc[0].PID != prog.PID() || ev.RunQueue.Wakeup.Count < uint64(truth["sleeps"]) {
+		t.Errorf("run queue: %d wakeups, per process %+v; want at least %d of pid %d", ev.RunQueue.Wakeup.Count, ev.RunQueue.PerProc, truth["sleeps"], prog.PID())
+	}
+	if fs := findings(*ev); len(fs) != 0 {
+		for id, f := range fs {
+			t.Errorf("finding %s on threads that only sleep: %s", id, f.Title)
+		}
+	}
+	var b bytes.Buffer
+	if err := flame.Write(&b, Flame(*ev), flame.OutputFolded, flame.Options{}); err != nil || !strings.Contains(b.String(), testutil.SleepFunction+";") {
+		t.Errorf("the folded output lacks the sleep's call site: %v", err)
+	}
+}
+
+// measureSpinners runs Measure on threads CPU-bound threads pinned to
+// CPU 0 for d and returns the pool's share of its not-blocked time spent
+// runnable (the main thread only waits in join) and the evidence.
+func measureSpinners(t *testing.T, threads int, d time.Duration) (float64, *evidence.OffCPU) {
+	t.Helper()
+	prog := testutil.StartSpinners(t, threads, d, 0)
+	ev, err := Measure(context.Background(), Options{PID: prog.PID(), Duration: d + 20*time.Second, Started: func() { prog.Go(t) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prog.Wait(t, d+20*time.Second)
+	if len(ev.Pools) != 1 || ev.Pools[0].Threads != threads+1 {
+		t.Fatalf("pools %+v, want one of %d threads", ev.Pools, threads+1)
+	}
+	p := ev.Pools[0]
+	share := float64(p.RunnableNs) / float64(p.RunnableNs+p.OnCPUNs)
+	t.Logf("%d spinners: on %v runnable %v blocked %v: runnable %.3f of the time not blocked; %d runnable waits, mean %v; process run queue p50 %v p99 %v (%d)",
+		threads, time.Duration(p.OnCPUNs), time.Duration(p.RunnableNs), time.Duration(p.BlockedNs), share, p.RunnableWaits,
+		time.Duration(p.MeanRunnableNs), time.Duration(ev.RunQueue.All.P50Ns), time.Duration(ev.RunQueue.All.P99Ns), ev.RunQueue.All.Count)
+	return share, ev
+}
+
+// Run-queue latency under a CPU hog, as Measure reports it: one spinner
+// pinned to CPU 0 waits for it a share x of its time (the machine's other
+// work there); four spinners pinned to it each get a quarter of what is
+// left, so they wait 1 − (1 − x)/4 of their time, and each of their waits
+// is longer (the other three's slices). The CPU they share must carry
+// those waits in its own histogram.
+func TestMeasureRunQueueUnderCPUHog(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	const d = time.Second
+	one, ev1 := measureSpinners(t, 1, d)
+	four, ev4 := measureSpinners(t, 4, d)
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+	want := 1 - (1-one)/4
+	t.Logf("runnable alone %.3f, four %.3f, predicted %.3f", one, four, want)
+	if four < want-0.1 || four > want+0.1 {
+		t.Errorf("four spinners on one CPU were runnable %.3f of their time, predicted %.3f", four, want)
+	}
+	p1, p4 := ev1.Pools[0], ev4.Pools[0]
+	if p4.MeanRunnableNs <= p1.MeanRunnableNs || ev4.RunQueue.Preempted.MeanNs <= ev1.RunQueue.Preempted.MeanNs {
+		t.Errorf("mean runnable wait alone %v, four %v; preempted run-queue mean alone %v, four %v: no growth",
+			time.Duration(p1.MeanRunnableNs), time.Duration(p4.MeanRunnableNs),
+			time.Duration(ev1.RunQueue.Preempted.MeanNs), time.Duration(ev4.RunQueue.Preempted.MeanNs))
+	}
+	// The spinners' run-queue time is the per-CPU histogram of CPU 0:
+	// its sum over waits is at least the time they spent runnable (three
+	// of four waiting at any moment) within the histogram's resolution.
+	var cpu0 *evidence.CPURunQueue
+	for i := range ev4.RunQueue.PerCPU {
+		if ev4.RunQueue.PerCPU[i].CPU == 0 {
+			cpu0 = &ev4.RunQueue.PerCPU[i]
+		}
+	}
+	if cpu0 == nil {
+		t.Fatalf("no run-queue histogram of CPU 0: %+v", ev4.RunQueue.PerCPU)
+	}
+	if got := cpu0.All.MeanNs * float64(cpu0.All.Count); got < float64(p4.RunnableNs)*0.9 {
+		t.Errorf("CPU 0's run-queue waits sum to %v, the spinners were runnable %v", time.Duration(got), time.Duration(p4.RunnableNs))
+	}
+}

@@ -39,6 +39,8 @@ const (
 	SendPacketFunction = "send_packet"
 	// SpinFunctionOffCPU burns CPU without blocking.
 	SpinFunctionOffCPU = "spin_without_blocking"
+	// SleepFunction sleeps on a timer (nanosleep).
+	SleepFunction = "sleep_on_timer"
 )
 
 const waitsCommon = `
@@ -235,6 +237,56 @@ int main(int argc, char **argv) {
 }
 `
 
+// sleepersC: THREADS threads each sleep SLEEP_US in nanosleep ROUNDS
+// times. Each times its own sleeps (slept_ns: their sum over threads;
+// sleeps: how many).
+const sleepersC = waitsCommon + `
+static long long slept[256];
+static int rounds, sleep_us;
+
+__attribute__((noinline)) void nanosleep_us(int us) {
+	struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
+	nanosleep(&ts, 0);
+	__asm__ volatile("");
+}
+__attribute__((noinline)) void sleep_on_timer(void) { nanosleep_us(sleep_us); __asm__ volatile(""); }
+
+static void *sleeper(void *arg) {
+	long i = (long)arg;
+	tids[i] = syscall(SYS_gettid);
+	pthread_barrier_wait(&ready);
+	pthread_barrier_wait(&ready);
+	for (int r = 0; r < rounds; r++) {
+		long long t0 = now_ns();
+		sleep_on_timer();
+		slept[i] += now_ns() - t0;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv) {
+	alarm(60);
+	int n = atoi(argv[1]);
+	sleep_us = atoi(argv[2]);
+	rounds = atoi(argv[3]);
+	pthread_t th[256];
+	pthread_barrier_init(&ready, 0, n + 1);
+	for (long i = 0; i < n; i++)
+		pthread_create(&th[i], 0, sleeper, (void *)i);
+	pthread_barrier_wait(&ready);
+	announce_and_wait(n);
+	pthread_barrier_wait(&ready);
+	long long total = 0;
+	for (int i = 0; i < n; i++) {
+		pthread_join(th[i], 0);
+		total += slept[i];
+	}
+	printf("slept_ns %lld\n", total);
+	printf("sleeps %d\n", n * rounds);
+	return 0;
+}
+`
+
 // WaitProgram is one of the programs above, started and announced.
 type WaitProgram struct {
 	Cmd *exec.Cmd
@@ -337,6 +389,13 @@ func StartLockConvoy(t testing.TB, threads int, hold time.Duration, rounds int) 
 // TIDs are the sender (main thread) and the reader.
 func StartSocketReader(t testing.TB, rounds int, gap time.Duration) *WaitProgram {
 	return startWaitProgram(t, sockReadC, strconv.Itoa(rounds), strconv.Itoa(int(gap/time.Microsecond)))
+}
+
+// StartSleepers starts threads threads that each sleep d on a timer
+// rounds times; its "slept_ns" is the time they spent in nanosleep,
+// summed, and "sleeps" how many sleeps that was.
+func StartSleepers(t testing.TB, threads int, d time.Duration, rounds int) *WaitProgram {
+	return startWaitProgram(t, sleepersC, strconv.Itoa(threads), strconv.Itoa(int(d/time.Microsecond)), strconv.Itoa(rounds))
 }
 
 // StartSpinners starts threads threads that burn CPU for d, all pinned
