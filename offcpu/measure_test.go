@@ -133,8 +133,8 @@ func TestMeasureSaturation(t *testing.T) {
 // thirty times in nanosleep. The evidence must put that time under
 // "sleep" at the program's call site within 10 % of what the program
 // timed itself, count every sleep, show the threads blocked (sleeping)
-// nearly all the time, say a timer's interrupt woke them, and find no
-// lock.
+// nearly all the time, say a timer's interrupt woke them, and find
+// nothing wrong with their pool.
 func TestMeasureSleepers(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
@@ -207,8 +207,11 @@ func TestMeasureSleepers(t *testing.T) {
 	if len(ev.RunQueue.PerProc) != 1 || ev.RunQueue.PerProc[0].PID != prog.PID() || ev.RunQueue.Wakeup.Count < uint64(truth["sleeps"]) {
 		t.Errorf("run queue: %d wakeups, per process %+v; want at least %d of pid %d", ev.RunQueue.Wakeup.Count, ev.RunQueue.PerProc, truth["sleeps"], prog.PID())
 	}
-	if fs := findings(*ev); len(fs) != 0 {
-		for id, f := range fs {
+	// The machine is shared: other work may saturate its CPUs (that
+	// finding is about the machine), but nothing is wrong with this pool.
+	fs := findings(*ev)
+	for _, id := range []string{"offcpu.lock-serializes-pool", "offcpu.pool-too-large"} {
+		if f := fs[id]; f != nil {
 			t.Errorf("finding %s on threads that only sleep: %s", id, f.Title)
 		}
 	}
