@@ -13,6 +13,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/ksym"
 	probe "github.com/perfscope/perfscope/probes/offcpu"
 )
 
@@ -44,6 +45,10 @@ type Options struct {
 	Symbols symbols.FS
 	// Open opens the probe (nil: probes/offcpu.Open).
 	Open func(probe.Options) (Probe, error)
+	// KernelNamer opens the kernel's own symbol lookup to name kernel
+	// frames (nil: probes/ksym's in a live run, whose Open is nil, and
+	// /proc/kallsyms below Symbols otherwise or when it fails).
+	KernelNamer func() (symbols.KernelNamer, error)
 	// Started, when set, is called once the probe watches (progress,
 	// tests that start their workload then).
 	Started func()
@@ -98,9 +103,17 @@ func Measure(ctx context.Context, o Options) (*evidence.OffCPU, error) {
 	if o.PID != 0 {
 		sym.Prefetch(o.PID)
 	}
-	// Kernel symbols are read once, before the probe loads: what names
-	// the stacks is the kernel's text, not the probe's programs.
-	if _, err := sym.KernelSymbols(); err != nil {
+	namer := o.KernelNamer
+	if namer == nil && o.Open == nil {
+		namer = func() (symbols.KernelNamer, error) { return ksym.Open() }
+	}
+	if namer != nil {
+		// Only the addresses the run saw are named, in one batch at the
+		// end (nameAll): no /proc/kallsyms read unless the namer fails.
+		sym.UseKernelNamer(namer)
+	} else if _, err := sym.KernelSymbols(); err != nil {
+		// Read before the probe loads: what names the stacks is the
+		// kernel's text, not the probe's programs.
 		in.Warnings = append(in.Warnings, "kernel frames are not named: "+err.Error())
 	}
 
@@ -156,16 +169,48 @@ func Measure(ctx context.Context, o Options) (*evidence.OffCPU, error) {
 	if costs, err := p.SelfCosts(); err == nil {
 		in.Programs = programCosts(costs)
 	}
-	in.Symbols = sym
 	if err := p.Close(); err != nil {
 		in.Warnings = append(in.Warnings, "closing the probe: "+err.Error())
 	}
+	nameAll(sym, snap)
+	in.Symbols = sym
 	ev := Build(in)
 	if why != "" {
 		ev.Warnings = append(ev.Warnings, fmt.Sprintf("%s after %v of the %v asked for", why, time.Duration(ev.DurationNs).Round(time.Millisecond), o.Duration))
 	}
 	ev.Warnings = append(ev.Warnings, sym.Warnings()...)
 	return &ev, nil
+}
+
+// nameAll names every address of the snapshot's stacks in one batch per
+// kind, as profile does: the kernel's in one call to the namer, each
+// binary read once for just the addresses in it. Build then names stack
+// by stack from the cache.
+func nameAll(sym *symbols.Symbolizer, s probe.Snapshot) {
+	var kernel []uint64
+	user := map[int][]uint64{}
+	seen := map[uint64]bool{}
+	addKernel := func(stack []uint64) {
+		for _, a := range symbols.CallSites(stack) {
+			if !seen[a] {
+				seen[a] = true
+				kernel = append(kernel, a)
+			}
+		}
+	}
+	for _, w := range s.Waits {
+		addKernel(w.KernelStack)
+		user[w.PID] = append(user[w.PID], symbols.CallSites(w.UserStack)...)
+		if w.Waker != nil {
+			addKernel(w.Waker.KernelStack)
+			user[w.Waker.PID] = append(user[w.Waker.PID], symbols.CallSites(w.Waker.UserStack)...)
+		}
+	}
+	delete(user, 0)
+	if len(kernel) > 0 {
+		sym.KernelNames(kernel)
+	}
+	sym.PrepareUser(user)
 }
 
 // waitWindow waits for the duration; it returns early, saying why, when

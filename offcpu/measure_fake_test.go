@@ -74,3 +74,61 @@ func TestMeasureFromFixtures(t *testing.T) {
 		t.Errorf("a probe refused: %v", err)
 	}
 }
+
+// fakeNamer names every kernel address "from_the_namer" and counts its
+// calls and the addresses it was asked.
+type fakeNamer struct {
+	opened, calls int
+	asked         map[uint64]bool
+}
+
+func (n *fakeNamer) NameKernel(addrs []uint64) ([]symbols.KernelName, error) {
+	n.calls++
+	out := make([]symbols.KernelName, len(addrs))
+	for i, a := range addrs {
+		n.asked[a] = true
+		out[i] = symbols.KernelName{Name: "from_the_namer", OK: true}
+	}
+	return out, nil
+}
+func (n *fakeNamer) Close() error { return nil }
+
+// With a kernel namer, every kernel address of the run (waits' and
+// wakers') is named in one batch and /proc/kallsyms is never needed.
+func TestMeasureNamesKernelFramesInOneBatch(t *testing.T) {
+	rec := &recorded{snap: fixture().Snapshot}
+	n := &fakeNamer{asked: map[uint64]bool{}}
+	o := Options{PID: 100, Duration: 10 * time.Millisecond, Proc: procfs.FS{Root: "testdata/host"}, Symbols: symbols.FS{Root: "testdata/host"},
+		Open:        func(probe.Options) (Probe, error) { return rec, nil },
+		KernelNamer: func() (symbols.KernelNamer, error) { n.opened++; return n, nil }}
+	ev, err := Measure(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]bool{}
+	for _, w := range rec.snap.Waits {
+		for _, a := range symbols.CallSites(w.KernelStack) {
+			want[a] = true
+		}
+		if w.Waker != nil {
+			for _, a := range symbols.CallSites(w.Waker.KernelStack) {
+				want[a] = true
+			}
+		}
+	}
+	if n.opened != 1 || n.calls != 1 || len(n.asked) != len(want) || len(want) == 0 {
+		t.Errorf("namer opened %d times, called %d times for %d addresses; the run has %d", n.opened, n.calls, len(n.asked), len(want))
+	}
+	if strings.Contains(strings.Join(ev.Warnings, "\n"), "kernel frames are") {
+		t.Errorf("warnings %q: kallsyms was needed", ev.Warnings)
+	}
+	named := false
+	for _, w := range ev.Waits {
+		for _, f := range w.Stack {
+			named = named || f == "from_the_namer"+symbols.KernelSuffix
+		}
+	}
+	if !named {
+		t.Errorf("no kernel frame named by the namer in %+v", ev.Waits)
+	}
+}
