@@ -14,6 +14,7 @@ type Filter struct {
 // frame name is matched once, not once per stack.
 func (p *Profile) Filter(f Filter) *Profile {
 	out := New(p.Unit)
+	out.SampleType = p.SampleType
 	if f.Include == nil && f.Exclude == nil {
 		_ = out.Merge(p)
 		return out

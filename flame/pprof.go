@@ -11,16 +11,25 @@ import (
 	"github.com/perfscope/perfscope/internal/safeio"
 )
 
-// pprofSampleType is the pprof value type for a unit, named as Go's own
-// profiles name them so that `go tool pprof` picks sensible defaults.
-func pprofSampleType(u Unit) *profile.ValueType {
-	switch u {
+// pprofSampleType is the pprof value type of p's values and the factor
+// that turns them into its unit, named as Go's own profiles name them so
+// that `go tool pprof` picks sensible defaults. Time is written in
+// nanoseconds whatever the profile's unit, as Go's profiles and most
+// pprof consumers expect (an off-CPU profile: "off-cpu"/"nanoseconds").
+func pprofSampleType(p *Profile) (*profile.ValueType, int64) {
+	vt, scale := &profile.ValueType{Type: "samples", Unit: "count"}, int64(1)
+	switch p.Unit {
 	case Nanoseconds:
-		return &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
+		vt = &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}
+	case Microseconds:
+		vt, scale = &profile.ValueType{Type: "cpu", Unit: "nanoseconds"}, 1000
 	case Bytes:
-		return &profile.ValueType{Type: "space", Unit: "bytes"}
+		vt = &profile.ValueType{Type: "space", Unit: "bytes"}
 	}
-	return &profile.ValueType{Type: "samples", Unit: "count"}
+	if p.SampleType != "" {
+		vt.Type = p.SampleType
+	}
+	return vt, scale
 }
 
 // WritePprof writes p as a gzipped pprof protobuf: one function and one
@@ -28,9 +37,14 @@ func pprofSampleType(u Unit) *profile.ValueType {
 // Frame names are kept verbatim (with their _[k]/_[j] annotations) so that
 // reading the file back gives the same stacks.
 func WritePprof(w io.Writer, p *Profile) error {
+	vt, scale := pprofSampleType(p)
+	if scale > 1 && p.Total() > math.MaxInt64/scale {
+		return fmt.Errorf("build pprof profile: %w", ErrOverflow)
+	}
+	period := *vt
 	out := &profile.Profile{
-		SampleType: []*profile.ValueType{pprofSampleType(p.Unit)},
-		PeriodType: pprofSampleType(p.Unit),
+		SampleType: []*profile.ValueType{vt},
+		PeriodType: &period,
 		Period:     1,
 	}
 	locs := make([]*profile.Location, len(p.names))
@@ -57,7 +71,7 @@ func WritePprof(w io.Writer, p *Profile) error {
 				for i, id := range path {
 					ls[len(path)-1-i] = location(id)
 				}
-				out.Sample = append(out.Sample, &profile.Sample{Location: ls, Value: []int64{s}})
+				out.Sample = append(out.Sample, &profile.Sample{Location: ls, Value: []int64{s * scale}})
 			}
 		}
 		for c := p.node(n).firstChild; c != noNode; c = p.node(c).nextSibling {
@@ -139,6 +153,9 @@ func fromPprof(pp *profile.Profile, roots RootFrames) (*Profile, error) {
 	}
 	unit, scale := pprofUnit(pp.SampleType[idx].Unit)
 	p := New(unit)
+	if t := pp.SampleType[idx].Type; t != "" && t != defaultSampleType(unit) {
+		p.SampleType = t
+	}
 	var frames []string
 	for _, s := range pp.Sample {
 		frames = roots.appendRoots(frames[:0], pprofOrigin(s))
@@ -155,6 +172,13 @@ func fromPprof(pp *profile.Profile, roots RootFrames) (*Profile, error) {
 		p.Add(frames, v*scale)
 	}
 	return p, p.Err()
+}
+
+// defaultSampleType is the sample type WritePprof names a unit's values
+// by when the profile names none.
+func defaultSampleType(u Unit) string {
+	vt, _ := pprofSampleType(&Profile{Unit: u})
+	return vt.Type
 }
 
 // pprofUnit maps a pprof unit to ours, with the factor that converts it.

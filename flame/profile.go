@@ -29,16 +29,20 @@ type Unit string
 const (
 	Samples     Unit = "samples"
 	Nanoseconds Unit = "nanoseconds"
-	Bytes       Unit = "bytes"
+	// Microseconds is the unit of off-CPU profiles: bcc's offcputime -f
+	// writes folded stacks whose values are microseconds off CPU, and
+	// perfscope's folded output keeps that convention.
+	Microseconds Unit = "microseconds"
+	Bytes        Unit = "bytes"
 )
 
 // ParseUnit accepts the names Unit values print as.
 func ParseUnit(s string) (Unit, error) {
 	switch Unit(s) {
-	case Samples, Nanoseconds, Bytes:
+	case Samples, Nanoseconds, Microseconds, Bytes:
 		return Unit(s), nil
 	}
-	return "", fmt.Errorf("unknown unit %q (want samples, nanoseconds or bytes)", s)
+	return "", fmt.Errorf("unknown unit %q (want samples, nanoseconds, microseconds or bytes)", s)
 }
 
 // node is one frame in the trie. Children form a singly linked list
@@ -62,6 +66,10 @@ const noNode = -1
 // Profile is a set of stacks with values, merged into a trie.
 type Profile struct {
 	Unit Unit
+	// SampleType names what the values measure, as pprof's sample type
+	// does ("off-cpu"); empty: what the unit implies ("cpu" for
+	// nanoseconds, "space" for bytes, "samples" for counts).
+	SampleType string
 
 	names []string          // interned frame names, by id
 	ids   map[string]uint32 // name → id

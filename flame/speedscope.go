@@ -41,6 +41,8 @@ func speedscopeUnit(u Unit) string {
 	switch u {
 	case Nanoseconds:
 		return "nanoseconds"
+	case Microseconds:
+		return "microseconds"
 	case Bytes:
 		return "bytes"
 	}

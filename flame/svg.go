@@ -475,6 +475,8 @@ func appendValue(dst []byte, u Unit, v int64) []byte {
 	switch u {
 	case Nanoseconds:
 		return appendScaled(dst, float64(v), []string{"ns", "µs", "ms", "s"}, 1000)
+	case Microseconds:
+		return appendScaled(dst, float64(v), []string{"µs", "ms", "s"}, 1000)
 	case Bytes:
 		return appendScaled(dst, float64(v), []string{"B", "KiB", "MiB", "GiB", "TiB"}, 1024)
 	}

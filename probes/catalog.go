@@ -28,6 +28,14 @@ var Catalog = []CatalogEntry{
 	// The JVM's write-side syscalls, filtered in the kernel by its tgid.
 	{"httpcount", Hook{Group: "raw_syscalls", Name: "sys_enter"}, "HTTP/1.x requests a JVM served, counted from its socket writes (jvm)"},
 	{"httpcount", Hook{Group: "raw_syscalls", Name: "sys_exit"}, "HTTP/1.x requests a JVM served, counted from its socket writes (jvm)"},
+	// Context switches and wakeups: where threads wait off CPU, who woke
+	// them, and how long they waited for a CPU. sched_waking runs in the
+	// waker's context; sched_wakeup (and _new) start the run-queue clock
+	// as bcc's runqlat does, but may run on the wakee's CPU instead.
+	{"offcpu", Hook{Group: "sched", Name: "sched_switch"}, "off-CPU time by stack and state, on-CPU and runnable time per thread (offcpu)"},
+	{"offcpu", Hook{Group: "sched", Name: "sched_waking"}, "who woke a blocked thread: the waker's thread and stacks (offcpu)"},
+	{"offcpu", Hook{Group: "sched", Name: "sched_wakeup"}, "run-queue latency from wakeup to run (offcpu)"},
+	{"offcpu", Hook{Group: "sched", Name: "sched_wakeup_new"}, "run-queue latency of new threads (offcpu)"},
 }
 
 // CatalogEntry is one tracepoint, the probe package that attaches it, and

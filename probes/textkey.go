@@ -37,3 +37,16 @@ func UnmarshalKey(text []byte, dst ...*int64) error {
 	}
 	return nil
 }
+
+// CommString is a task's name as the kernel's comm arrays hold it (the
+// generated C char[16] is [16]int8): up to the first NUL.
+func CommString(c [16]int8) string {
+	b := make([]byte, 0, len(c))
+	for _, v := range c {
+		if v == 0 {
+			break
+		}
+		b = append(b, byte(v))
+	}
+	return string(b)
+}

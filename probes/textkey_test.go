@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
 	"github.com/perfscope/perfscope/probes/udpdrop"
@@ -35,5 +36,18 @@ func TestSnapshotsRoundTripJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"1/2/3":1}`), &map[netqueue.QueueKey]int{}); err == nil {
 		t.Error("a key with a field too many was accepted")
+	}
+}
+
+func TestCommString(t *testing.T) {
+	var c [16]int8
+	for i, b := range []byte("pool-1-thread-1") {
+		c[i] = int8(b)
+	}
+	if s := probes.CommString(c); s != "pool-1-thread-1" {
+		t.Errorf("CommString = %q", s)
+	}
+	if s := probes.CommString([16]int8{'a', 0, 'b'}); s != "a" {
+		t.Errorf("CommString stops at the first NUL: %q", s)
 	}
 }

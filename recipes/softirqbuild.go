@@ -119,31 +119,9 @@ func histogram(vector string, perCPU [][]uint64, chosen func(int) bool) evidence
 		}
 		h.Buckets = append(h.Buckets, evidence.LatencyBucket{LowNs: low, HighNs: uint64(1) << uint(i+1), Count: n})
 	}
-	h.P50Ns = quantile(h.Buckets, h.Count, 0.50)
-	h.P99Ns = quantile(h.Buckets, h.Count, 0.99)
+	h.P50Ns = evidence.Quantile(h.Buckets, h.Count, 0.50)
+	h.P99Ns = evidence.Quantile(h.Buckets, h.Count, 0.99)
 	return h
-}
-
-// quantile interpolates linearly inside the log2 bucket that holds q, as
-// bcc's and bpftrace's histogram readers do; the result is exact to within
-// that bucket.
-func quantile(b []evidence.LatencyBucket, total uint64, q float64) float64 {
-	if total == 0 {
-		return 0
-	}
-	target := q * float64(total)
-	var seen float64
-	for _, bk := range b {
-		if bk.Count == 0 {
-			continue
-		}
-		if seen+float64(bk.Count) >= target {
-			frac := (target - seen) / float64(bk.Count)
-			return float64(bk.LowNs) + frac*float64(bk.HighNs-bk.LowNs)
-		}
-		seen += float64(bk.Count)
-	}
-	return float64(b[len(b)-1].HighNs)
 }
 
 // Interval summarises a short window for an --interval line.

@@ -76,6 +76,8 @@ func flameValue(u flame.Unit, v int64) string {
 	switch u {
 	case flame.Nanoseconds:
 		return Nanos(float64(v))
+	case flame.Microseconds:
+		return Nanos(1000 * float64(v))
 	case flame.Bytes:
 		return Bytes(float64(v))
 	}

@@ -53,6 +53,10 @@ bench)
 	pkg_for ethtool ethtool
 	pkg_for bpftrace bpftrace
 	pkg_for /usr/bin/time time
+	# bench/offcpu.sh: perf bench sched pipe, and libbpf-tools' offcputime
+	# (CO-RE, no kernel headers needed) to compare with.
+	pkg_for perf linux-perf
+	pkg_for /usr/sbin/offcputime libbpf-tools
 	;;
 esac
 

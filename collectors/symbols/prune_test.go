@@ -85,3 +85,12 @@ func TestPruneDropsReusedPids(t *testing.T) {
 		t.Error("Prune dropped pid 8, which still runs")
 	}
 }
+
+// A return address past the leaf is looked up one byte back, inside the
+// call; the leaf and zero stay.
+func TestCallSites(t *testing.T) {
+	got := CallSites([]uint64{0x1000, 0x2005, 0, 0x3000})
+	if len(got) != 4 || got[0] != 0x1000 || got[1] != 0x2004 || got[2] != 0 || got[3] != 0x2fff {
+		t.Errorf("CallSites = %#x", got)
+	}
+}

@@ -34,6 +34,23 @@ var Default = FS{Root: "/"}
 
 func (f FS) path(p string) string { return filepath.Join(f.Root, p) }
 
+// CallSites turns a leaf-first stack of return addresses, as the kernel's
+// stack walkers record them, into addresses inside the calls: a return
+// address is the instruction after a call, which belongs to the next
+// function when the call is a function's last instruction (calls to
+// noreturn functions). The leaf is the interrupted (or switched-out)
+// instruction itself and stays as it is.
+func CallSites(stack []uint64) []uint64 {
+	out := make([]uint64, len(stack))
+	for i, a := range stack {
+		if i > 0 && a > 0 {
+			a--
+		}
+		out[i] = a
+	}
+	return out
+}
+
 // Frame name suffixes and placeholders.
 const (
 	KernelSuffix = "_[k]"

@@ -148,7 +148,7 @@ func (o *flameGraphOptions) bind(cmd *cobra.Command, defaultOutput string) {
 	f.StringVar(&o.MinWidth, "minwidth", "0.1", "omit frames narrower than this: pixels (as flamegraph.pl), or a percentage of the width like 0.01% (as inferno)")
 	f.BoolVar(&o.Icicle, "icicle", false, "draw an icicle graph: root at the top (the HTML page can also toggle it)")
 	f.StringVar(&o.Format, "format", "auto", "input format: auto, folded, perf or pprof")
-	f.StringVar(&o.Unit, "unit", "samples", "what folded or perf script values count: samples, nanoseconds or bytes (pprof files carry their own)")
+	f.StringVar(&o.Unit, "unit", "samples", "what folded or perf script values count: samples, nanoseconds, microseconds or bytes (pprof files carry their own)")
 	f.StringVar(&o.Include, "include", "", "keep only stacks with a frame matching this regular expression")
 	f.StringVar(&o.Exclude, "exclude", "", "drop stacks with a frame matching this regular expression")
 	f.IntVar(&o.Top, "top", 20, "functions listed by -o text and -o json")

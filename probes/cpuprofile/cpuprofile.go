@@ -514,7 +514,7 @@ func (p *Profiler) read(counts, stacks *ebpf.Map) (Profile, []cpuprofileSampleKe
 	it := counts.Iterate()
 	for it.Next(&key, &count) {
 		keys = append(keys, key)
-		s := Sample{PID: int(key.Tgid), TID: int(key.Pid), CPU: int(key.Cpu), Comm: commString(key.Comm), Count: count}
+		s := Sample{PID: int(key.Tgid), TID: int(key.Pid), CPU: int(key.Cpu), Comm: probes.CommString(key.Comm), Count: count}
 		if s.KernelStack, err = stack(key.KernelStack, key.Halves&halfKernel != 0); err != nil {
 			return prof, keys, err
 		}
@@ -765,17 +765,6 @@ func trimStack(ips []uint64) []uint64 {
 		n++
 	}
 	return append([]uint64(nil), ips[:n]...)
-}
-
-func commString(c [16]int8) string {
-	b := make([]byte, 0, len(c))
-	for _, v := range c {
-		if v == 0 {
-			break
-		}
-		b = append(b, byte(v))
-	}
-	return string(b)
 }
 
 // perfEvent is one CPU's sampling event and the attachment of the

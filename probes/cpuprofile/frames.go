@@ -38,10 +38,10 @@ func Frames(sym *symbols.Symbolizer, s Sample, root RootFrame) []string {
 		frames = append(frames, r)
 	}
 	if len(s.UserStack) > 0 {
-		frames = appendReversed(frames, sym.User(s.PID, callSites(s.UserStack)))
+		frames = appendReversed(frames, sym.User(s.PID, symbols.CallSites(s.UserStack)))
 	}
 	if len(s.KernelStack) > 0 {
-		frames = appendReversed(frames, sym.Kernel(callSites(s.KernelStack)))
+		frames = appendReversed(frames, sym.Kernel(symbols.CallSites(s.KernelStack)))
 	}
 	if len(s.UserStack) == 0 && len(s.KernelStack) == 0 {
 		// Only a kernel-only profile has samples without either half:
@@ -58,7 +58,7 @@ func (p Profile) KernelAddrs() []uint64 {
 	seen := map[uint64]bool{}
 	var out []uint64
 	for _, s := range p.Samples {
-		for _, a := range callSites(s.KernelStack) {
+		for _, a := range symbols.CallSites(s.KernelStack) {
 			if !seen[a] {
 				seen[a] = true
 				out = append(out, a)
@@ -76,7 +76,7 @@ func (p Profile) UserAddrs() map[int][]uint64 {
 	seen := map[[2]uint64]bool{}
 	out := map[int][]uint64{}
 	for _, s := range p.Samples {
-		for _, a := range callSites(s.UserStack) {
+		for _, a := range symbols.CallSites(s.UserStack) {
 			if k := [2]uint64{uint64(s.PID), a}; !seen[k] {
 				seen[k] = true
 				out[s.PID] = append(out[s.PID], a)
@@ -103,22 +103,6 @@ func rootName(s Sample, root RootFrame) string {
 		return fmt.Sprintf("cpu-%d", s.CPU)
 	}
 	return ""
-}
-
-// callSites turns a leaf-first stack of return addresses into addresses
-// inside the calls: a return address is the instruction after a call, which
-// belongs to the next function when the call is a function's last
-// instruction (calls to noreturn functions). The leaf is the interrupted
-// instruction itself and stays as it is.
-func callSites(stack []uint64) []uint64 {
-	out := make([]uint64, len(stack))
-	for i, a := range stack {
-		if i > 0 && a > 0 {
-			a--
-		}
-		out[i] = a
-	}
-	return out
 }
 
 func appendReversed(dst, leafFirst []string) []string {

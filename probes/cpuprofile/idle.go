@@ -74,7 +74,7 @@ func (p Profile) SplitIdle(sym *symbols.Symbolizer) (Profile, IdleSplit) {
 			out.Samples = append(out.Samples, s)
 			continue
 		}
-		if len(s.KernelStack) > 0 && IsInterruptStack(sym.Kernel(callSites(s.KernelStack))) {
+		if len(s.KernelStack) > 0 && IsInterruptStack(sym.Kernel(symbols.CallSites(s.KernelStack))) {
 			split.InterruptByCPU[s.CPU] += s.Count
 			out.Samples = append(out.Samples, s)
 			continue

@@ -7,12 +7,8 @@
  * counts the (thread, CPU, stacks) tuple in a second hash, so only distinct
  * stacks ever cross to user space.
  *
- * Not a BPF_MAP_TYPE_STACK_TRACE: that map keeps one stack per bucket of
- * hash & (entries - 1) and refuses (-EEXIST) every later stack that lands
- * in a taken bucket, so a hot stack whose bucket an idle one took first is
- * lost for the whole run, and on a busy machine at 999 Hz a fifth of the
- * samples went that way. Keyed by the full 64-bit hash, a stack is lost
- * only when the map is full.
+ * Not a BPF_MAP_TYPE_STACK_TRACE (see stackhash.h): on a busy machine at
+ * 999 Hz a fifth of the samples were lost to its bucket collisions.
  *
  * The stack map and the count hash come in two generations; the program
  * writes the one generation[0] names. A one-shot run never switches (its
@@ -25,6 +21,7 @@
 #include <bpf/bpf_core_read.h>
 #include "types.h"
 #include "selfcost.h"
+#include "stackhash.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -132,7 +129,6 @@ struct task_struct___cpuprofile {
 } __attribute__((preserve_access_index));
 
 enum { PF_KTHREAD = 0x00200000 };
-enum { E_EXIST = 17 };
 
 static __always_inline void count_lost(enum lost_reason reason)
 {
@@ -140,25 +136,6 @@ static __always_inline void count_lost(enum lost_reason reason)
 	if (n)
 		(*n)++;
 }
-
-/* stack_hash mixes each frame in with steps that are each one-to-one in
- * the running hash (xor, multiply by an odd constant, xor-shift), so two
- * stacks of the same depth that differ in one frame never share a hash;
- * other pairs collide with probability 2^-64. */
-static __always_inline __u64 stack_hash(const struct stack_frames *f, __u32 depth)
-{
-	__u64 h = 0x9e3779b97f4a7c15ULL ^ depth;
-	for (__u32 i = 0; i < CPUPROFILE_MAX_DEPTH; i++) {
-		if (i >= depth)
-			break;
-		h ^= f->ips[i];
-		h *= 0xff51afd7ed558ccdULL;
-		h ^= h >> 33;
-	}
-	return h;
-}
-
-enum store_result { STORED, EMPTY, FAULT, FULL };
 
 /* store_stack records one half of the current sample (flags 0: kernel,
  * BPF_F_USER_STACK: user) in stack_traces under its hash. */
@@ -168,22 +145,9 @@ static __always_inline enum store_result store_stack(void *ctx, void *stack_trac
 	struct stack_frames *f = bpf_map_lookup_elem(&stack_scratch, &zero);
 	if (!f)
 		return FAULT;
-	/* Bytes written; the rest of the buffer is zeroed. 0: no frames (the
-	 * kernel half of a sample taken in user mode). */
+	/* Bytes written; the rest of the buffer is zeroed. */
 	long n = bpf_get_stack(ctx, f->ips, sizeof(f->ips), flags);
-	if (n < 0)
-		return FAULT;
-	if (n == 0)
-		return EMPTY;
-	*hash = stack_hash(f, (__u32)n / sizeof(__u64));
-	/* Nearly every sample's stack is already there: look before copying
-	 * a kilobyte in. */
-	if (bpf_map_lookup_elem(stack_traces, hash))
-		return STORED;
-	long err = bpf_map_update_elem(stack_traces, hash, f, BPF_NOEXIST);
-	if (err == 0 || err == -E_EXIST) /* -EEXIST: another CPU stored it */
-		return STORED;
-	return FULL;
+	return store_frames(stack_traces, f, f->ips, n, hash);
 }
 
 static __always_inline int record(void *ctx, void *stack_traces, void *sample_counts)
