@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -246,9 +247,22 @@ func TestContainerImage(t *testing.T) {
 		if len(r.Data.CPUs) != runtime.NumCPU() || len(r.Data.Totals) == 0 {
 			t.Fatalf("softirq: %d CPUs, totals %+v", len(r.Data.CPUs), r.Data.Totals)
 		}
+		// Run for run when the probe ran throughout; when the budget
+		// sampled it (another flood on the machine makes softirqs costly),
+		// its counts are estimates and agree within their own 95 % bound.
+		// Sampled without a bound (one window), the report says so and
+		// there is nothing to hold the counts to.
+		tol, bounded := 0.03, true
+		if e := r.Data.Estimate; e != nil {
+			if bounded = e.RelError != nil; bounded {
+				tol += *e.RelError
+			} else {
+				t.Logf("softirq counts sampled in %d window(s) without a bound: not compared", e.Windows)
+			}
+		}
 		for _, v := range r.Data.Totals {
-			if v.ProcCount > 100 && (v.Diff > 0.03 || v.Diff < -0.03) {
-				t.Errorf("%s: probe %d vs /proc/softirqs %d", v.Vector, v.Probe, v.ProcCount)
+			if bounded && v.ProcCount > 100 && math.Abs(v.Diff) > tol {
+				t.Errorf("%s: probe %d vs /proc/softirqs %d (%+.1f %%, allowed ±%.1f %%)", v.Vector, v.Probe, v.ProcCount, v.Diff*100, tol*100)
 			}
 		}
 		// Without CAP_SYS_ADMIN bpf_stats cannot be enabled, and under the
