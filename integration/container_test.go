@@ -401,11 +401,23 @@ func TestContainerImage(t *testing.T) {
 			t.Fatalf("jvm from the container: exit %d: %s", code, stderr)
 		}
 		var r jvmReport
+		var bound struct {
+			Data struct {
+				Error *float64 `json:"bytes_per_request_error"`
+			} `json:"data"`
+		}
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Data.Requests != 600 || r.Data.AllocBytesProfiler <= 0 || r.Data.BytesPerRequest < 64*1024 {
-			t.Errorf("jvm: requests %d, profiler bytes %d, %.0f B/request", r.Data.Requests, r.Data.AllocBytesProfiler, r.Data.BytesPerRequest)
+		if err := json.Unmarshal(out, &bound); err != nil {
+			t.Fatal(err)
+		}
+		// Each request allocates at least the 64 KiB it asked for; the
+		// figure is sampled, so within its own reported error (a busy
+		// machine read 62.2 KiB, 5 % low, at the default interval).
+		if r.Data.Requests != 600 || r.Data.AllocBytesProfiler <= 0 || bound.Data.Error == nil ||
+			r.Data.BytesPerRequest+*bound.Data.Error < 64*1024 {
+			t.Errorf("jvm: requests %d, profiler bytes %d, %.0f B/request ± %v", r.Data.Requests, r.Data.AllocBytesProfiler, r.Data.BytesPerRequest, bound.Data.Error)
 		}
 		if !app.Healthy() {
 			t.Error("the JVM stopped answering")
