@@ -235,16 +235,18 @@ func analyzeCorpusLog(path string) (s Summary, err error) {
 	return AnalyzeFiles(context.Background(), []string{path}, 200*time.Millisecond)
 }
 
-// issueLog is one log the silent-loss report named, with the numbers both
-// peers agree on (or the record's own total where they are wrong).
-type issueLog struct {
+// hiddenPauseLog is a real log whose pauses a line-by-line parser loses or
+// counts twice (records split by other output, pauses held inside others),
+// with the numbers both peers agree on (or the record's own total where
+// they are wrong).
+type hiddenPauseLog struct {
 	log                string
 	pauses, fulls      int
 	total, max, maxFul float64 // seconds
 	escalated          int
 }
 
-func checkIssueLog(t *testing.T, path string, c issueLog) {
+func checkHiddenPauseLog(t *testing.T, path string, c hiddenPauseLog) {
 	t.Helper()
 	s, err := analyzeCorpusLog(path)
 	if err != nil {
@@ -266,14 +268,17 @@ func checkIssueLog(t *testing.T, path string, c issueLog) {
 	}
 }
 
-// TestIssueLogs checks the logs the silent-loss report named, from their
-// copies in testdata, so a plain clone runs it.
-func TestIssueLogs(t *testing.T) {
-	for _, c := range []issueLog{
-		// JDK 6 PrintHeapAtGC "{Heap before gc invocations=N:": 487 pauses,
+// TestHiddenPauseLogs checks the logs where a parser reading one line at a
+// time lost pauses without saying so, from their copies in testdata
+// (testdata/README.md names each one's JVM, collector and origin), so a
+// plain clone runs it.
+func TestHiddenPauseLogs(t *testing.T) {
+	for _, c := range []hiddenPauseLog{
+		// JDK 5-6 Parallel, PrintHeapAtGC "{Heap before gc invocations=N:": 487 pauses,
 		// 81.59 s, 14 full GCs (grep -c 'Full GC' = 14) up to 6.95 s.
 		{"gc_ccpcc01_late.log.gz", 487, 14, 81.590928, 6.948598, 6.948598, 0},
-		// Class histogram inside a CMS full GC: one 102.34 s stop.
+		// JDK 6-7 CMS, a class histogram inside the full GC a ParNew
+		// promotion failure escalated to: one 102.34 s stop.
 		{"garbagecat-dataset121.txt", 1, 1, 102.3357902, 102.3357902, 102.3357902, 1},
 		// PrintTLAB lines inside ParNew records: 10 stops, the longest the
 		// 16.99 s young pause (the CMS remark holds its scavenge).
@@ -283,24 +288,24 @@ func TestIssueLogs(t *testing.T) {
 		// JDK 1.4 PrintAdaptiveSizePolicy glued to the records: 6 young and
 		// 3 full GCs, GCViewer's 0.197875 s.
 		{"SampleSun1_4_0AdaptiveSizePolicy.txt", 9, 3, 0.1978746, 0.0664674, 0.0151668, 0},
-		// Unified CMS, the report's case in a small log: GC(4) Pause Young
+		// Unified CMS (JDK 9-13), young pauses holding full GCs in a small log: GC(4) Pause Young
 		// 9.590ms holds GC(5) Pause Full 9.509ms, and GC(9) 15.238ms holds
 		// GC(10) 15.029ms; grep -c '\] GC([0-9]*) Pause .*ms$' = 12 lines,
 		// 10 stops of 62.454 ms (GCToolkit's numbers; GCViewer counts the
 		// held full GCs again: 12, 86.992 ms).
 		{"sample-ujl-cms-gc-all.txt", 10, 2, 0.062454, 0.015238, 0.015238, 2},
 	} {
-		t.Run(c.log, func(t *testing.T) { checkIssueLog(t, filepath.Join("testdata", c.log), c) })
+		t.Run(c.log, func(t *testing.T) { checkHiddenPauseLog(t, filepath.Join("testdata", c.log), c) })
 	}
 }
 
-// TestIssueLogsCorpus checks the report's unified CMS log, which at 2 MB
+// TestHiddenPauseLogsCorpus checks GCToolkit's unified CMS log, which at 2 MB
 // stays in the corpus: GC(308) Pause Young 7.425ms holds GC(309) Pause
 // Full 4.853ms; the longest stop is 9.070 ms (13 escalations).
-func TestIssueLogsCorpus(t *testing.T) {
+func TestHiddenPauseLogsCorpus(t *testing.T) {
 	dir := testutil.GCLogCorpus(t)
-	c := issueLog{"gctoolkit-testdata/gctoolkit-gclogs/unified/cms/gc.log", 3154, 13, 3.864769, 0.00907, 0.00907, 13}
-	checkIssueLog(t, filepath.Join(dir, c.log), c)
+	c := hiddenPauseLog{"gctoolkit-testdata/gctoolkit-gclogs/unified/cms/gc.log", 3154, 13, 3.864769, 0.00907, 0.00907, 13}
+	checkHiddenPauseLog(t, filepath.Join(dir, c.log), c)
 }
 
 // TestTestdataLogsAreCorpusCopies checks that every log in testdata is a
