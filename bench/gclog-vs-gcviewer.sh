@@ -13,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 size_mb=${1:-200}
 corpus=../shared/gclogs-corpus/gctoolkit-testdata/gctoolkit-gclogs
+[ -d "$corpus" ] || { echo "this benchmark reads the GC log corpus: $corpus is not beside this clone" >&2; exit 2; }
 work=$(mktemp -d /tmp/perfscope-gclog-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 

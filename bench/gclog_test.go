@@ -17,16 +17,17 @@ import (
 
 // gcLogOfSize writes a log of at least size bytes by replicating the real
 // GC logs (the GCViewer samples in ../shared/gclogs-corpus: every JDK and
-// collector; else the copies in collectors/gclog/testdata) back to back,
-// and returns its path.
+// collector) back to back, and returns its path. Without the corpus the
+// benchmark skips (fails under PERFSCOPE_REQUIRE_CORPUS=1) rather than
+// measure other input than BENCHMARKS.md records.
 func gcLogOfSize(b *testing.B, size int64) string {
 	b.Helper()
-	root := testutil.RepoRoot()
-	srcs, _ := filepath.Glob(filepath.Join(root, "..", "shared", "gclogs-corpus", "gcviewer", "openjdk", "*.txt"))
-	more, _ := filepath.Glob(filepath.Join(root, "..", "shared", "gclogs-corpus", "gcviewer", "openjdk", "unified-jvm-logging", "*.txt"))
+	dir := testutil.GCLogCorpus(b)
+	srcs, _ := filepath.Glob(filepath.Join(dir, "gcviewer", "openjdk", "*.txt"))
+	more, _ := filepath.Glob(filepath.Join(dir, "gcviewer", "openjdk", "unified-jvm-logging", "*.txt"))
 	srcs = append(srcs, more...)
 	if len(srcs) == 0 {
-		srcs, _ = filepath.Glob(filepath.Join(root, "collectors", "gclog", "testdata", "*.txt"))
+		b.Fatalf("no GCViewer samples under %s", dir)
 	}
 	var corpus []byte
 	for _, s := range srcs {

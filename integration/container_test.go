@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,7 +125,8 @@ func (p *podman) build() {
 
 // observe is the run options of the observe line: every capability
 // dropped but caps, read-only root, the host's pid namespace, BTF and
-// tracefs read-only, results to a mounted directory.
+// tracefs read-only (an empty directory where the host has no tracefs
+// mounted), results to a mounted directory.
 func (p *podman) observe(results string, caps []string, network string) []string {
 	return []string{"--rm", "--cap-drop", "ALL", "--cap-add", strings.Join(caps, ","), "--security-opt", "seccomp=" + p.seccomp,
 		"--read-only", "--pid=host", "--network", network,
@@ -196,12 +198,25 @@ func TestContainerImage(t *testing.T) {
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatal(err)
 		}
+		// tracefs serves only the classic-tracepoint fallback. On a host
+		// that has not mounted it (a fresh VM) the run line binds an empty
+		// directory: doctor warns and says so, and udp-rx still runs
+		// ("udp-rx on the rig" below, under the same line).
+		_, err := os.Stat("/sys/kernel/tracing/events")
+		hostTracefs := err == nil
 		seen := map[string]string{}
 		for _, c := range r.Data.Checks {
 			seen[c.Category+"/"+c.Name] = c.Status + ": " + c.Detail
-			if c.Category == "recipe udp-rx" && c.Status != "ok" {
-				t.Errorf("udp-rx need %s not met under its own run line: %s", c.Name, c.Detail)
+			if c.Category != "recipe udp-rx" || c.Status == "ok" {
+				continue
 			}
+			if c.Name == "/sys/kernel/tracing" && !hostTracefs && c.Status == "warn" && strings.Contains(c.Detail, "the host has no tracefs") {
+				continue
+			}
+			t.Errorf("udp-rx need %s not met under its own run line: %s: %s", c.Name, c.Status, c.Detail)
+		}
+		if got := seen["recipe udp-rx//sys/kernel/tracing"]; got == "" {
+			t.Error("doctor has no line for udp-rx's tracefs need")
 		}
 		if got := seen["container/capabilities"]; got != "ok: NET_ADMIN, SYS_PTRACE, SYSLOG, PERFMON, BPF" {
 			t.Errorf("capabilities: %s", got)
@@ -234,9 +249,22 @@ func TestContainerImage(t *testing.T) {
 		if len(r.Data.CPUs) != runtime.NumCPU() || len(r.Data.Totals) == 0 {
 			t.Fatalf("softirq: %d CPUs, totals %+v", len(r.Data.CPUs), r.Data.Totals)
 		}
+		// Run for run when the probe ran throughout; when the budget
+		// sampled it (another flood on the machine makes softirqs costly),
+		// its counts are estimates and agree within their own 95 % bound.
+		// Sampled without a bound (one window), the report says so and
+		// there is nothing to hold the counts to.
+		tol, bounded := 0.03, true
+		if e := r.Data.Estimate; e != nil {
+			if bounded = e.RelError != nil; bounded {
+				tol += *e.RelError
+			} else {
+				t.Logf("softirq counts sampled in %d window(s) without a bound: not compared", e.Windows)
+			}
+		}
 		for _, v := range r.Data.Totals {
-			if v.ProcCount > 100 && (v.Diff > 0.03 || v.Diff < -0.03) {
-				t.Errorf("%s: probe %d vs /proc/softirqs %d", v.Vector, v.Probe, v.ProcCount)
+			if bounded && v.ProcCount > 100 && math.Abs(v.Diff) > tol {
+				t.Errorf("%s: probe %d vs /proc/softirqs %d (%+.1f %%, allowed ±%.1f %%)", v.Vector, v.Probe, v.ProcCount, v.Diff*100, tol*100)
 			}
 		}
 		// Without CAP_SYS_ADMIN bpf_stats cannot be enabled, and under the
@@ -419,11 +447,23 @@ func TestContainerImage(t *testing.T) {
 			t.Fatalf("jvm from the container: exit %d: %s", code, stderr)
 		}
 		var r jvmReport
+		var bound struct {
+			Data struct {
+				Error *float64 `json:"bytes_per_request_error"`
+			} `json:"data"`
+		}
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatal(err)
 		}
-		if r.Data.Requests != 600 || r.Data.AllocBytesProfiler <= 0 || r.Data.BytesPerRequest < 64*1024 {
-			t.Errorf("jvm: requests %d, profiler bytes %d, %.0f B/request", r.Data.Requests, r.Data.AllocBytesProfiler, r.Data.BytesPerRequest)
+		if err := json.Unmarshal(out, &bound); err != nil {
+			t.Fatal(err)
+		}
+		// Each request allocates at least the 64 KiB it asked for; the
+		// figure is sampled, so within its own reported error (a busy
+		// machine read 62.2 KiB, 5 % low, at the default interval).
+		if r.Data.Requests != 600 || r.Data.AllocBytesProfiler <= 0 || bound.Data.Error == nil ||
+			r.Data.BytesPerRequest+*bound.Data.Error < 64*1024 {
+			t.Errorf("jvm: requests %d, profiler bytes %d, %.0f B/request ± %v", r.Data.Requests, r.Data.AllocBytesProfiler, r.Data.BytesPerRequest, bound.Data.Error)
 		}
 		if !app.Healthy() {
 			t.Error("the JVM stopped answering")

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/perfscope/perfscope/internal/testutil"
 )
 
 func analyze(t *testing.T, files ...string) Summary {
@@ -30,19 +28,11 @@ func counts(s Summary) map[string]int {
 	return m
 }
 
-// sharedLog is a log in ../shared/gclogs (CI clones shared/ beside the
-// repository); testdata holds copies of the important ones.
-func sharedLog(t *testing.T, rel string) string {
-	p := filepath.Join(testutil.RepoRoot(), "..", "shared", "gclogs", rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared GC logs not present: %v", err)
-	}
-	return p
-}
-
-// The expected counts come from grep over each log; the pattern used is
-// in the comment. A "concurrent" count is the phases that end with a
-// duration.
+// realLogs are GCViewer's sample logs kept in testdata (README.md there
+// names each one's origin; TestTestdataLogsAreCorpusCopies checks them
+// against the corpus). The expected counts come from grep over each log;
+// the pattern used is in the comment. A "concurrent" count is the phases
+// that end with a duration.
 var realLogs = []struct {
 	file      string
 	collector string
@@ -52,59 +42,59 @@ var realLogs = []struct {
 	// failure)" on the next line, so 13 young + 2 full (escalated); grep -c
 	// CMS-initial-mark = 3; grep -c CMS-remark = 1; grep -c
 	// 'CMS-concurrent-[a-z-]*: ' = 11.
-	{"jdk8/SampleSun1_6_0CMS.txt", "CMS", map[string]int{"young": 13, "full": 2, "initial-mark": 3, "remark": 1, "concurrent": 11}},
+	{"SampleSun1_6_0CMS.txt", "CMS", map[string]int{"young": 13, "full": 2, "initial-mark": 3, "remark": 1, "concurrent": 11}},
 	// grep -c '\[ParNew' = 71, 3 of them the scavenge inside "CMS Final
 	// Remark" (grep -c 'CMS Final Remark) \[YG' = 3), which is one stop
 	// with its remark: 68 young; CMS-initial-mark 3; 'CMS-concurrent-[a-z-]*: ' 15.
-	{"jdk8/SampleSun1_8_0Series-Part1.txt", "CMS", map[string]int{"young": 68, "initial-mark": 3, "remark": 3, "concurrent": 15}},
+	{"SampleSun1_8_0Series-Part1.txt", "CMS", map[string]int{"young": 68, "initial-mark": 3, "remark": 3, "concurrent": 15}},
 	// '\[ParNew' 8; 'CMS-concurrent-[a-z-]*: ' 4; one initial mark, one remark.
-	{"jdk8/SampleSun1_8_0CmsPrintGcId.txt", "CMS", map[string]int{"young": 8, "initial-mark": 1, "remark": 1, "concurrent": 4}},
+	{"SampleSun1_8_0CmsPrintGcId.txt", "CMS", map[string]int{"young": 8, "initial-mark": 1, "remark": 1, "concurrent": 4}},
 	// One scavenge nested in the remark record (PrintHeapAtGC and
 	// PrintFLSStatistics interleaved): one stop.
-	{"jdk8/SampleSun1_8_0CMS_ScavengeBR_HeapAtGC_TenuringDist_PrintFLS.txt", "CMS", map[string]int{"remark": 1}},
+	{"SampleSun1_8_0CMS_ScavengeBR_HeapAtGC_TenuringDist_PrintFLS.txt", "CMS", map[string]int{"remark": 1}},
 	// 'GC pause' 5, 'GC remark' 1, 'GC cleanup' 1, 'concurrent-[a-z-]*-end' 2.
-	{"jdk8/SampleSun1_8_0G1PrintGCID.txt", "G1", map[string]int{"young": 5, "remark": 1, "cleanup": 1, "concurrent": 2}},
+	{"SampleSun1_8_0G1PrintGCID.txt", "G1", map[string]int{"young": 5, "remark": 1, "cleanup": 1, "concurrent": 2}},
 	// 'GC pause' 2 (the second split by a concurrent-mark-start line).
-	{"jdk8/SampleSun1_7_0G1_DateStamp_Detailed-mixedLine2.txt", "G1", map[string]int{"young": 2}},
+	{"SampleSun1_7_0G1_DateStamp_Detailed-mixedLine2.txt", "G1", map[string]int{"young": 2}},
 	// 'GC pause' 1, its record split over 3 lines by concurrent phases;
 	// 'concurrent-root-region-scan-end' 1.
-	{"jdk8/SampleSun1_8_0G1HumongousMixed.txt", "G1", map[string]int{"young": 1, "concurrent": 1}},
-	{"jdk8/SampleSun1_8_0G1PrintHeapAtGc.txt", "G1", map[string]int{"young": 1}},
+	{"SampleSun1_8_0G1HumongousMixed.txt", "G1", map[string]int{"young": 1, "concurrent": 1}},
+	{"SampleSun1_8_0G1PrintHeapAtGc.txt", "G1", map[string]int{"young": 1}},
 	// 'GC pause' 2, 'GC remark' 1, 'GC cleanup' 1, '-end, ' 3.
-	{"jdk8/SampleSun1_8_0G1_ConcurrentCycle.txt", "G1", map[string]int{"young": 2, "remark": 1, "cleanup": 1, "concurrent": 3}},
+	{"SampleSun1_8_0G1_ConcurrentCycle.txt", "G1", map[string]int{"young": 2, "remark": 1, "cleanup": 1, "concurrent": 3}},
 	// '\[GC (' 3, 'Full GC' 2.
-	{"jdk8/SampleSun1_8_0ParallelPrintGCID.txt", "Parallel", map[string]int{"young": 3, "full": 2}},
+	{"SampleSun1_8_0ParallelPrintGCID.txt", "Parallel", map[string]int{"young": 3, "full": 2}},
 	// One PSYoungGen record between heap dumps; the command line claims
 	// -XX:+UseSerialGC but the record says PSYoungGen.
-	{"jdk8/SampleSun1_8_0ParallelPrintHeapAtGC.txt", "Parallel", map[string]int{"young": 1}},
+	{"SampleSun1_8_0ParallelPrintHeapAtGC.txt", "Parallel", map[string]int{"young": 1}},
 	// 'PSYoungGen' 5, each after a tenuring distribution line.
-	{"jdk8/SampleSun1_8_0Parallel_Tenuring_PrintGCCause.txt", "Parallel", map[string]int{"young": 5}},
+	{"SampleSun1_8_0Parallel_Tenuring_PrintGCCause.txt", "Parallel", map[string]int{"young": 5}},
 	// grep -c '\[gc  *\] GC([0-9]*) Pause Young' = 10, 'Pause Initial' 1
 	// (a young pause), Remark 1, Cleanup 1; 'GC([0-9]*) Concurrent.*ms$' 8.
-	{"unified/sample-ujl-g1-gc-all,safepoint,os+cpu.txt", "G1", map[string]int{"young": 11, "remark": 1, "cleanup": 1, "concurrent": 8}},
+	{"sample-ujl-g1-gc-all.txt", "G1", map[string]int{"young": 11, "remark": 1, "cleanup": 1, "concurrent": 8}},
 	// Pause Young 5 + Pause Initial Mark 1, Mixed 1, Full 1, Remark 1,
 	// Cleanup 1, 'Concurrent Cycle .*ms' 1.
-	{"unified/sample-ujl-g1-gc-defaults.txt", "G1", map[string]int{"young": 6, "mixed": 1, "full": 1, "remark": 1, "cleanup": 1, "concurrent": 1}},
+	{"sample-ujl-g1-gc-defaults.txt", "G1", map[string]int{"young": 6, "mixed": 1, "full": 1, "remark": 1, "cleanup": 1, "concurrent": 1}},
 	// 'Pause Young' 4 lines of which 3 with a duration ... grep -c
 	// '\] GC([0-9]*) Pause .*ms$' = 8: 4 young, 4 full.
-	{"unified/sample-ujl-parallel-gc-all,safepoint,os+cpu.txt", "Parallel", map[string]int{"young": 4, "full": 4}},
+	{"sample-ujl-parallel-gc-all.txt", "Parallel", map[string]int{"young": 4, "full": 4}},
 	// 4 pause lines, but GC(2)'s young pause holds GC(3)'s full GC inside
 	// its time: one escalated full pause, 2 young.
-	{"unified/sample-ujl-serial-gc-all,safepoint,os+cpu.txt", "Serial", map[string]int{"young": 2, "full": 1}},
-	{"unified/sample-ujl-cms-gc-defaults.txt", "CMS", map[string]int{"young": 3, "full": 1, "initial-mark": 1, "remark": 1, "concurrent": 5}},
+	{"sample-ujl-serial-gc-all.txt", "Serial", map[string]int{"young": 2, "full": 1}},
+	{"sample-ujl-cms-gc-defaults.txt", "CMS", map[string]int{"young": 3, "full": 1, "initial-mark": 1, "remark": 1, "concurrent": 5}},
 	// grep -c '\] GC([0-9]*) Pause.*ms$' = 4 (Init Mark, Final Mark, Init
 	// Update Refs, Final Update Refs); 'Concurrent.*ms$' 13.
-	{"unified/Sample-ujl-shenandoah-jdk17.txt", "Shenandoah", map[string]int{"initial-mark": 1, "remark": 1, "pause": 2, "concurrent": 13}},
+	{"Sample-ujl-shenandoah-jdk17.txt", "Shenandoah", map[string]int{"initial-mark": 1, "remark": 1, "pause": 2, "concurrent": 13}},
 	// 'Pause.*ms$' 3; 'Concurrent.*ms$' 6 (the cycle summary "Garbage
 	// Collection (Allocation Rate) 3334M(84%)->2230M(56%)" is not a phase).
 	// The log never says "Using ZGC"; its "Pause Mark Start" does.
-	{"unified/sample-ujl-zgc-gc-other.txt", "ZGC", map[string]int{"initial-mark": 1, "remark": 1, "pause": 1, "concurrent": 6}},
+	{"sample-ujl-zgc-gc-other.txt", "ZGC", map[string]int{"initial-mark": 1, "remark": 1, "pause": 1, "concurrent": 6}},
 }
 
 func TestRealLogCounts(t *testing.T) {
 	for _, c := range realLogs {
-		t.Run(filepath.Base(c.file), func(t *testing.T) {
-			s := analyze(t, sharedLog(t, c.file))
+		t.Run(c.file, func(t *testing.T) {
+			s := analyze(t, filepath.Join("testdata", c.file))
 			got := counts(s)
 			for k, v := range c.want {
 				if got[k] != v {
@@ -124,26 +114,6 @@ func TestRealLogCounts(t *testing.T) {
 			}
 			if s.Collector != c.collector {
 				t.Errorf("collector %q, want %q", s.Collector, c.collector)
-			}
-		})
-	}
-}
-
-// TestTestdataCopies runs the copies kept in testdata, so the parser is
-// tested without ../shared too.
-func TestTestdataCopies(t *testing.T) {
-	for _, c := range realLogs {
-		name := strings.ReplaceAll(filepath.Base(c.file), ",safepoint,os+cpu", "")
-		p := filepath.Join("testdata", name)
-		if _, err := os.Stat(p); err != nil {
-			continue
-		}
-		t.Run(name, func(t *testing.T) {
-			got := counts(analyze(t, p))
-			for k, v := range c.want {
-				if got[k] != v {
-					t.Errorf("%s: %d, want %d", k, got[k], v)
-				}
 			}
 		})
 	}

@@ -147,6 +147,17 @@ func grantsNoMore(t *testing.T, name string, spec corev1.PodSpec, want corev1.Po
 	if c.Resources.Limits.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("%s: no resource limits", name)
 	}
+	// The kubelet refuses to start a pod whose hostPath of type Directory
+	// is not a directory on the node. tracefs is optional: on a node that
+	// has not mounted it (this machine may be one) /sys/kernel/tracing is
+	// still sysfs's empty directory, so the pod starts and doctor warns.
+	for _, v := range spec.Volumes {
+		if hp := v.HostPath; hp != nil && hp.Type != nil && *hp.Type == corev1.HostPathDirectory {
+			if st, err := os.Stat(hp.Path); err != nil || !st.IsDir() {
+				t.Errorf("%s: hostPath %s (type Directory) is not a directory here, so the kubelet would not start the pod: %v", name, hp.Path, err)
+			}
+		}
+	}
 }
 
 func TestManifests(t *testing.T) {

@@ -189,6 +189,32 @@ func TestDoctorRecipe(t *testing.T) {
 	if line := r.Data.RunLine; !strings.Contains(line, "--cap-add SYS_PTRACE --cap-add SYSLOG --cap-add PERFMON --cap-add BPF ") || strings.Contains(line, "NET_ADMIN") {
 		t.Errorf("locks-only run line %q (%v)", line, err)
 	}
+	// A host without tracefs mounted: the observe line binds an empty
+	// directory. tracefs is a fallback only, so udp-rx runs (exit 0) and
+	// its line says what it would add, that tp_btf makes that nothing
+	// here, and to mount it on the host — not to add the -v again.
+	noTracefs := testutil.WithoutHostTracefs(t, "../privilege/testdata/observe")
+	observe = func(procfs.FS) (privilege.Environment, error) {
+		return privilege.Inspect(procfs.FS{Root: noTracefs}, "6.18.0")
+	}
+	out, err = run("--recipe", "udp-rx", "-o", "json")
+	if err != nil {
+		t.Fatalf("udp-rx on a host without tracefs: %v\n%s", err, out)
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	var tracefs DoctorCheck
+	for _, c := range r.Data.Checks {
+		if c.Category == "recipe udp-rx" && c.Name == "/sys/kernel/tracing" {
+			tracefs = c
+		}
+	}
+	if tracefs.Status != statusWarn || !strings.Contains(tracefs.Detail, "the host has no tracefs") ||
+		!strings.HasPrefix(tracefs.Affects, "nothing while tp_btf attaches") || !strings.Contains(tracefs.Affects, "classic-tracepoint fallback") ||
+		!strings.HasPrefix(tracefs.Fix, "on the host: mount -t tracefs") {
+		t.Errorf("tracefs line on a host without tracefs: %+v", tracefs)
+	}
 	for _, bad := range [][]string{{"--recipe", "nope"}, {"--kubernetes"}, {"--apply"}, {"--recipe", file + ".missing"}} {
 		if _, err := run(bad...); CodeOf(err) != ExitUsage {
 			t.Errorf("%v: exit %d (%v)", bad, CodeOf(err), err)

@@ -130,7 +130,7 @@ func (o *doctorOptions) run(g *Globals) error {
 		data.Kubernetes = privilege.Pod(needs)
 		if envErr == nil {
 			var rc []DoctorCheck
-			rc, recipeMissing = recipeChecks(o.Recipe, env, needs)
+			rc, recipeMissing = recipeChecks(o.Recipe, env, needs, checks)
 			data.Checks = append(data.Checks, rc...)
 		}
 	}
@@ -219,6 +219,19 @@ func containerChecks(env privilege.Environment, host []DoctorCheck) []DoctorChec
 	return out
 }
 
+// typedAttach is the first of tp_btf and raw_tp that attached — the
+// methods that need no tracefs —, or "".
+func typedAttach(checks []DoctorCheck) string {
+	for _, m := range []string{"tp_btf", "raw_tp"} {
+		for _, c := range checks {
+			if c.Category == "program types" && c.Name == m && c.Status == statusOK {
+				return m
+			}
+		}
+	}
+	return ""
+}
+
 // tracingAttaches: one of the tracepoint program types attached.
 func tracingAttaches(checks []DoctorCheck) bool {
 	for _, c := range checks {
@@ -231,8 +244,9 @@ func tracingAttaches(checks []DoctorCheck) bool {
 }
 
 // recipeChecks are one line per need of the recipe, and the required
-// needs that are not met.
-func recipeChecks(recipe string, env privilege.Environment, needs []privilege.Need) ([]DoctorCheck, []string) {
+// needs that are not met. host (the kernel's checks) says whether a
+// missing fallback loses anything here.
+func recipeChecks(recipe string, env privilege.Environment, needs []privilege.Need, host []DoctorCheck) ([]DoctorCheck, []string) {
 	var out []DoctorCheck
 	var missing []string
 	for _, s := range env.Check(needs) {
@@ -240,6 +254,11 @@ func recipeChecks(recipe string, env privilege.Environment, needs []privilege.Ne
 		if !s.Met {
 			c.Status, c.Affects, c.Fix = statusWarn, "degrades "+s.Need.Without, s.Fix
 			c.Detail = s.Detail
+			if s.Need.Kind == privilege.Mount && s.Need.Name == privilege.TracefsPath {
+				if m := typedAttach(host); m != "" {
+					c.Affects = "nothing while " + m + " attaches, as it does here; " + s.Need.Without
+				}
+			}
 			if s.Need.Required {
 				c.Status = statusMissing
 				missing = append(missing, s.Need.Name)

@@ -195,11 +195,13 @@ func sharedWithHost(same *bool, what, fix string) (bool, string, string) {
 
 // mountProbe is the file that shows a mount need is met.
 var mountProbe = map[string]string{
-	"/sys/kernel/btf":     "/sys/kernel/btf/vmlinux",
-	"/sys/kernel/tracing": "/sys/kernel/tracing/events",
+	"/sys/kernel/btf": "/sys/kernel/btf/vmlinux",
 }
 
 func (env Environment) checkMount(n Need) (bool, string, string) {
+	if n.Name == TracefsPath {
+		return env.checkTracefs(n)
+	}
 	probe := n.Name
 	if p, ok := mountProbe[n.Name]; ok {
 		probe = p
@@ -217,6 +219,32 @@ func (env Environment) checkMount(n Need) (bool, string, string) {
 		return false, fmt.Sprintf("mounted read-only (%s)", m.MountPoint), fix
 	}
 	return true, fmt.Sprintf("%s present", probe), ""
+}
+
+// TracefsPath is where perfscope looks for tracefs and mounts it.
+const TracefsPath = "/sys/kernel/tracing"
+
+// checkTracefs judges tracefs, which only the classic-tracepoint fallback
+// reads. On the host, root mounts it itself in a private mount namespace
+// when it falls back (probes.WithTracefs). A container sees it only through
+// a bind mount of the host's, which is an empty sysfs directory when the
+// host has not mounted tracefs: adding the -v line again would not help.
+func (env Environment) checkTracefs(n Need) (bool, string, string) {
+	events := TracefsPath + "/events"
+	if _, err := os.Stat(env.fs.Path(events)); err == nil {
+		return true, events + " present", ""
+	}
+	if !env.InContainer {
+		if env.Capable("CAP_SYS_ADMIN") {
+			return true, "not mounted; perfscope mounts it in a private mount namespace when it falls back to classic tracepoints", ""
+		}
+		return false, "not mounted, and mounting it needs CAP_SYS_ADMIN", "as root: mount -t tracefs nodev " + TracefsPath
+	}
+	if m, ok := procfs.MountAt(env.Mounts, TracefsPath); ok && strings.TrimSuffix(m.MountPoint, "/") == TracefsPath && m.FSType != "tracefs" {
+		return false, fmt.Sprintf("mounted into the container, but the host has no tracefs at %s (an empty %s directory)", TracefsPath, m.FSType),
+			"on the host: mount -t tracefs nodev " + TracefsPath
+	}
+	return false, events + " is not there", fmt.Sprintf("-v %s:%s:ro (Kubernetes: a hostPath volume)", TracefsPath, TracefsPath)
 }
 
 func (env Environment) checkWritable(name string) (bool, string, string) {

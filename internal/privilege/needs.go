@@ -84,9 +84,16 @@ var (
 	needBTF = Need{Kind: Mount, Name: "/sys/kernel/btf", ReadOnly: true,
 		Why:     "the kernel's BTF: typed tp_btf programs and CO-RE field offsets (which socket a contended lock belongs to)",
 		Without: "probes fall back to raw_tp; lock contention loses its per-socket attribution where the kernel's layout cannot be read"}
-	needTracefs = Need{Kind: Mount, Name: "/sys/kernel/tracing", ReadOnly: true,
+	// tracefs is never required: every probe attaches through tp_btf or
+	// raw_tp first, which need no tracefs, and every kernel with CAP_BPF
+	// (5.8) has raw_tp (4.17). It serves the classic-tracepoint fallback
+	// for a kernel or LSM that refuses both, and doctor's tracepoint list
+	// without BTF. A container cannot mount it (that needs CAP_SYS_ADMIN),
+	// so the run lines bind the host's read-only: where the host has none
+	// mounted, that is an empty directory and nothing else changes.
+	needTracefs = Need{Kind: Mount, Name: TracefsPath, ReadOnly: true,
 		Why:     "classic tracepoints' ids, when tp_btf and raw_tp are refused; doctor's tracepoint list without BTF",
-		Without: "no classic-tracepoint fallback (mounting tracefs needs CAP_SYS_ADMIN)"}
+		Without: "no classic-tracepoint fallback if the kernel refused both tp_btf and raw_tp"}
 	needSyslog = Need{Kind: Capability, Name: "CAP_SYSLOG",
 		Why:     "read kernel symbol addresses in /proc/kallsyms (kptr_restrict, perf_event_paranoid ≥ 2) — only where the kernel cannot name its own frames (bpf_snprintf's %ps, Linux 5.13+)",
 		Without: "on kernels before 5.13, kernel stacks and lock call sites print as raw addresses (0xffffffff…), so function groups and lock classes by name are lost; later kernels name them without it"}

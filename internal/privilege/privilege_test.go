@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/recipes"
 )
 
@@ -193,5 +194,58 @@ func TestNeedsForKernel(t *testing.T) {
 	jvm, _ := ForRecipe("jvm-alloc")
 	if Has(NeedsForKernel(jvm, "5.4.0"), Capability, "CAP_SYS_RESOURCE") {
 		t.Error("a recipe without probes needs no memlock")
+	}
+}
+
+// tracefs is never required: where the host has none mounted, the
+// observe container is told so (and not to add the -v it already has); a
+// container without the -v is told to add it; on the host root mounts it
+// itself when it falls back to classic tracepoints.
+func TestTracefsNeed(t *testing.T) {
+	var need Need
+	for _, n := range Parts["softirq"] {
+		if n.Name == TracefsPath {
+			need = n
+		}
+	}
+	if need.Kind != Mount || need.Required {
+		t.Fatalf("softirq's tracefs need: %+v", need)
+	}
+	check := func(env Environment) Status {
+		t.Helper()
+		return env.Check([]Need{need})[0]
+	}
+	inspect := func(root string) Environment {
+		t.Helper()
+		env, err := Inspect(procfs.FS{Root: root}, "6.18.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env
+	}
+	if s := check(inspect("testdata/observe")); !s.Met {
+		t.Errorf("host with tracefs: %+v", s)
+	}
+	noHost := inspect(testutil.WithoutHostTracefs(t, "testdata/observe"))
+	if s := check(noHost); s.Met || !strings.Contains(s.Detail, "the host has no tracefs") || !strings.HasPrefix(s.Fix, "on the host: mount -t tracefs") {
+		t.Errorf("bound, but the host has no tracefs: %+v", s)
+	}
+	var unbound []procfs.Mount
+	for _, m := range noHost.Mounts {
+		if m.MountPoint != TracefsPath {
+			unbound = append(unbound, m)
+		}
+	}
+	noHost.Mounts = unbound
+	if s := check(noHost); s.Met || !strings.HasPrefix(s.Fix, "-v /sys/kernel/tracing:/sys/kernel/tracing:ro") {
+		t.Errorf("not bound into the container: %+v", s)
+	}
+	host := Environment{fs: procfs.FS{Root: t.TempDir()}, HostPID: true, CapEff: 1 << capBits["CAP_SYS_ADMIN"]}
+	if s := check(host); !s.Met || !strings.Contains(s.Detail, "private mount namespace") {
+		t.Errorf("root on a host without tracefs: %+v", s)
+	}
+	host.CapEff = 1<<capBits["CAP_BPF"] | 1<<capBits["CAP_PERFMON"]
+	if s := check(host); s.Met || !strings.Contains(s.Fix, "mount -t tracefs") {
+		t.Errorf("CAP_BPF+CAP_PERFMON on a host without tracefs: %+v", s)
 	}
 }

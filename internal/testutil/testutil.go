@@ -27,6 +27,25 @@ func RequireRoot(t testing.TB) {
 	t.Skip("needs root")
 }
 
+// GCLogCorpus is the directory of the GC log corpus tier:
+// ../shared/gclogs-corpus beside the repository, about 500 real GC logs
+// from other projects' test data with two established analysers' pause
+// counts (PEERS.tsv). A plain clone has no ../shared, so t skips with one
+// line; with PERFSCOPE_REQUIRE_CORPUS=1 (CI, which has shared/ beside its
+// clone) a missing corpus fails t instead, so the tier can never pass
+// silently. The testdata copies of representative logs run everywhere.
+func GCLogCorpus(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(RepoRoot(), "..", "shared", "gclogs-corpus")
+	if _, err := os.Stat(filepath.Join(dir, "PEERS.tsv")); err != nil {
+		if os.Getenv("PERFSCOPE_REQUIRE_CORPUS") == "1" {
+			t.Fatalf("the GC log corpus is missing and PERFSCOPE_REQUIRE_CORPUS=1: %v", err)
+		}
+		t.Skipf("GC log corpus tier skipped: no %s beside this clone (PERFSCOPE_REQUIRE_CORPUS=1 makes it required, as in CI)", filepath.Clean(dir))
+	}
+	return dir
+}
+
 // LockBPF serialises root tests across test binaries (go test runs packages
 // in parallel). Tests that load BPF, flood the network or count BPF objects
 // system-wide would otherwise see each other's programs and traffic.
