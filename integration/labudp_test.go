@@ -2,8 +2,10 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -261,4 +263,43 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// A flood whose send buffer fills (here: loopback shaped by tbf to 8 kbit/s
+// in a namespace of the test's own, so the sent datagrams wait in the qdisc
+// and stay charged to the socket) still ends at its --duration: a sender
+// blocked in write is woken when the flood ends. Before, it slept in write
+// until the qdisc drained, minutes at this rate.
+func TestLabUDPFloodEndsWhenItsSendBufferFills(t *testing.T) {
+	testutil.RequireRoot(t)
+	bin := Perfscope(t)
+	ns := fmt.Sprintf("perfscope-flood-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v\n%s", err, out)
+	}
+	defer exec.Command("ip", "netns", "del", ns).Run()
+	for _, args := range [][]string{
+		{"-n", ns, "link", "set", "lo", "up"},
+		{"netns", "exec", ns, "tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "8kbit", "burst", "1600", "limit", "100000000"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, bin, "lab", "udp-flood",
+		"--target", "127.0.0.1:9000", "--duration", "1s", "--senders", "2").CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("a 1 s flood still ran after 30 s: its senders stayed blocked in write\n%s", out)
+	}
+	if err != nil {
+		t.Fatalf("udp-flood: %v\n%s", err, out)
+	}
+	var r struct {
+		Sent uint64 `json:"sent"`
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil || r.Sent == 0 {
+		t.Errorf("udp-flood's result %q: %v", out, err)
+	}
 }

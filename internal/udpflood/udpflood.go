@@ -98,6 +98,17 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 		}
 		flows[i%cfg.Senders] = append(flows[i%cfg.Senders], conn)
 	}
+	// A sender blocked in Write on a full send buffer (a veth whose peer
+	// stopped draining) never reaches its context check: when the flood
+	// ends, a deadline in the past wakes every blocked Write.
+	stop := context.AfterFunc(ctx, func() {
+		for _, cs := range flows {
+			for _, c := range cs {
+				c.SetWriteDeadline(time.Now())
+			}
+		}
+	})
+	defer stop()
 	panics := make([]error, len(flows)) // one slot per sender, no lock
 	for i, conns := range flows {
 		wg.Add(1)
@@ -126,6 +137,9 @@ func Send(ctx context.Context, cfg Config) (Result, error) {
 					return
 				}
 				if _, err := conns[n%len(conns)].Write(buf); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
 					// ECONNREFUSED from a closed port is reported once;
 					// the flood goes on (the receiver may bind later).
 					errs.Add(1)
