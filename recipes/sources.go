@@ -53,6 +53,10 @@ type Sources struct {
 	// sockets read (Udp/Udp6 InDatagrams): the budget scales the sampled
 	// socket reads by it. Nil: by Packets.
 	UDPReads func() (PacketCounter, error)
+	// Softirqs opens a counter of the softirqs the kernel ran, every
+	// vector and CPU (/proc/softirqs): a sampled softirq probe's times are
+	// its windows' time per run times it. Nil: scaled by time.
+	Softirqs func() (PacketCounter, error)
 }
 
 // PacketCounter counts packets; a session reads it many times a second
@@ -86,6 +90,7 @@ func Live() Sources {
 		Probes:   LiveProbes(),
 		Packets:  counterOpener(procfs.Default.OpenNetDevCounter),
 		UDPReads: counterOpener(netstat.Default.OpenUDPReadsCounter),
+		Softirqs: counterOpener(procfs.Default.OpenSoftirqsCounter),
 	}
 }
 
