@@ -134,6 +134,9 @@ type Rule[E any] struct {
 	// them is checked by CheckTuned (Check is then unused).
 	Tunables   []Threshold
 	CheckTuned func(E, Thresholds) *Finding
+	// Changes are the shapes of every typed change the rule can make
+	// (none for a rule that only advises); a revert file is held to them.
+	Changes []ChangeShape
 }
 
 // Threshold is a number a rule compares its evidence against, which a

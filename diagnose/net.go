@@ -124,27 +124,38 @@ const Makita2016 = "Toshiaki Makita (NTT), \"Boost UDP Transaction Performance\"
 // NetRules are the rules of `perfscope udp`: the ten steps of Makita's talk.
 var NetRules = []Rule[NetInput]{
 	{ID: "net.softirq-concentrated", Tunables: []Threshold{NetThresholds.NetRXSaturated, NetThresholds.NetRXIdle}, CheckTuned: checkSoftirqConcentrated},
-	{ID: "net.irq-affinity-ignores-hint", Check: checkIRQAffinityHint},
-	{ID: "net.rss-indirection-narrow", Check: checkRSSIndirection},
+	{ID: "net.irq-affinity-ignores-hint", Check: checkIRQAffinityHint, Changes: irqAffinityChanges},
+	{ID: "net.rss-indirection-narrow", Check: checkRSSIndirection, Changes: rssChanges},
 	{ID: "net.dead-rx-queues", Check: checkDeadRXQueues},
-	{ID: "net.rps-needed", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkRPSNeeded},
+	{ID: "net.rps-needed", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkRPSNeeded, Changes: rpsChanges},
 	{ID: "net.socket-lock-contention", Tunables: []Threshold{NetThresholds.SocketLockWarn, NetThresholds.SocketLockCrit, NetThresholds.SocketLockSaturated, NetThresholds.SocketDrop, NetThresholds.CrossFeed}, CheckTuned: checkSocketLockContention},
 	{ID: "net.reuseport-steering", Tunables: []Threshold{NetThresholds.ReuseportLock, NetThresholds.ReuseportSkew, NetThresholds.CrossFeed}, CheckTuned: checkReuseportSteering},
-	{ID: "net.thread-pinning", Check: checkThreadPinning},
-	{ID: "net.xps-unset", Tunables: []Threshold{NetThresholds.SocketLockWarn}, CheckTuned: checkXPSUnset},
-	{ID: "net.gro-udp", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn, NetThresholds.UDPOnly}, CheckTuned: checkGROUDP},
-	{ID: "net.netfilter-unused", Tunables: []Threshold{NetThresholds.FunctionWaste, NetThresholds.FunctionWasteSamples, NetThresholds.FunctionWarn}, CheckTuned: checkNetfilterUnused},
-	{ID: "net.rp-filter", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn}, CheckTuned: checkRPFilter},
-	{ID: "net.audit", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn}, CheckTuned: checkAudit},
+	{ID: "net.thread-pinning", Check: checkThreadPinning, Changes: pinningChanges},
+	{ID: "net.xps-unset", Tunables: []Threshold{NetThresholds.SocketLockWarn}, CheckTuned: checkXPSUnset, Changes: xpsChanges},
+	{ID: "net.gro-udp", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn, NetThresholds.UDPOnly}, CheckTuned: checkGROUDP, Changes: groChanges},
+	{ID: "net.netfilter-unused", Tunables: []Threshold{NetThresholds.FunctionWaste, NetThresholds.FunctionWasteSamples, NetThresholds.FunctionWarn}, CheckTuned: checkNetfilterUnused, Changes: netfilterChanges},
+	{ID: "net.rp-filter", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn}, CheckTuned: checkRPFilter, Changes: rpFilterChanges},
+	{ID: "net.audit", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn}, CheckTuned: checkAudit, Changes: auditChanges},
 	{ID: "net.ip-ident", Tunables: []Threshold{NetThresholds.FunctionShare, NetThresholds.FunctionWarn}, CheckTuned: checkIPIdent},
-	{ID: "net.smt-off", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkSMTOff},
-	{ID: "net.udp-rcvbuf", Tunables: []Threshold{NetThresholds.RcvbufDrop}, CheckTuned: checkUDPRcvbuf},
-	{ID: "net.softnet-squeeze", Check: checkSoftnetSqueeze},
-	{ID: "net.backlog-drops", Check: checkBacklogDrops},
-	{ID: "net.nic-ring-drops", Check: checkNICRingDrops},
-	{ID: "net.irq-coalescing", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkIRQCoalescing},
-	{ID: "net.rfs-off", Check: checkRFSOff},
-	{ID: "net.udp-mem-pressure", Check: checkUDPMemPressure},
+	{ID: "net.smt-off", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkSMTOff, Changes: smtChanges},
+	{ID: "net.udp-rcvbuf", Tunables: []Threshold{NetThresholds.RcvbufDrop}, CheckTuned: checkUDPRcvbuf, Changes: rcvbufChanges},
+	{ID: "net.softnet-squeeze", Check: checkSoftnetSqueeze, Changes: budgetChangeShapes},
+	{ID: "net.backlog-drops", Check: checkBacklogDrops, Changes: backlogChanges},
+	{ID: "net.nic-ring-drops", Check: checkNICRingDrops, Changes: ringChanges},
+	{ID: "net.irq-coalescing", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkIRQCoalescing, Changes: coalescingChanges},
+	{ID: "net.rfs-off", Check: checkRFSOff, Changes: rfsChanges},
+	{ID: "net.udp-mem-pressure", Check: checkUDPMemPressure, Changes: udpMemChanges},
+}
+
+// NetChangeShapes are the shapes of the changes the network rule id can
+// make (Rule.Changes); ok is false when no rule has that id.
+func NetChangeShapes(id string) (shapes []ChangeShape, ok bool) {
+	for _, r := range NetRules {
+		if r.ID == id {
+			return r.Changes, true
+		}
+	}
+	return nil, false
 }
 
 // DiagnoseNet runs NetRules.

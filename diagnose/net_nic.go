@@ -59,6 +59,9 @@ func ringChange(r netconfigRings, busiestPerS float64) (size uint32, ok bool) {
 
 type netconfigRings = struct{ RX, RXMax uint32 }
 
+// ringChanges: the interface's RX ring size.
+var ringChanges = []ChangeShape{{Kind: ChangeEthtoolRing, Target: "<iface> rx", Old: KindForm, New: KindForm}}
+
 func checkNICRingDrops(in NetInput) *Finding {
 	e := in.Evidence
 	if e.Queues.NICMissed == nil || *e.Queues.NICMissed == 0 {
@@ -129,6 +132,9 @@ func busiestQueueIRQ(e evidence.NetEvidence) (evidence.QueueIRQ, float64) {
 	return best, bestRate
 }
 
+// coalescingChanges: the interface's rx-usecs.
+var coalescingChanges = []ChangeShape{{Kind: ChangeEthtoolCoalesce, Target: "<iface> rx-usecs", Old: KindForm, New: KindForm}}
+
 func checkIRQCoalescing(in NetInput, t Thresholds) *Finding {
 	c := in.Config
 	if c == nil || c.Coalesce == nil || !c.Coalesce.PerPacketInterrupts() {
@@ -178,6 +184,12 @@ func rfsEntries(c *netconfig.NetConfig) (global, perQueue int64) {
 		perQueue <<= 1
 	}
 	return global, perQueue
+}
+
+// rfsChanges: the global flow table and each RPS queue's share of it.
+var rfsChanges = []ChangeShape{
+	{Kind: ChangeSysctl, Target: "net.core.rps_sock_flow_entries", Old: Decimal, New: Decimal},
+	{Kind: ChangeSysfs, Target: "/sys/class/net/<iface>/queues/rx-<n>/rps_flow_cnt", Old: Decimal, New: Decimal},
 }
 
 func checkRFSOff(in NetInput) *Finding {

@@ -73,6 +73,13 @@ func checkSoftirqConcentrated(in NetInput, t Thresholds) *Finding {
 
 // --- 2. IRQ affinity ignores the driver's hint -----------------------------
 
+// irqAffinityChanges: each ignoring IRQ's smp_affinity set to its hint,
+// after a ban of those IRQs in a running irqbalance's configuration.
+var irqAffinityChanges = []ChangeShape{
+	{Kind: ChangeSysfs, Target: "/proc/irq/<n>/smp_affinity", Old: CPUMask, New: CPUMask},
+	{Kind: ChangeIrqbalanceBan, Target: alternatives(IrqbalanceConfigFiles), Old: Values(ValueUnbanned), New: Values(ValueBanned)},
+}
+
 func checkIRQAffinityHint(in NetInput) *Finding {
 	if in.Config == nil {
 		return nil
@@ -162,6 +169,9 @@ func rxQueueCount(c *netconfig.NetConfig) int {
 	}
 	return len(c.Interface.RX)
 }
+
+// rssChanges: the interface's indirection table spread over all queues.
+var rssChanges = []ChangeShape{{Kind: ChangeEthtoolRSS, Target: "<iface>", Old: KindForm, New: KindForm}}
 
 func checkRSSIndirection(in NetInput) *Finding {
 	c := in.Config
@@ -342,6 +352,9 @@ func RPSMasks(queues []int, homes map[int]int, targets cpuset.Set, nodeOf func(i
 	return masks, cpuset.Of(leftCPUs...)
 }
 
+// rpsChanges: an RPS mask per active RX queue of the interface.
+var rpsChanges = []ChangeShape{{Kind: ChangeSysfs, Target: "/sys/class/net/<iface>/queues/rx-<n>/rps_cpus", Old: CPUMask, New: CPUMask}}
+
 func checkRPSNeeded(in NetInput, t Thresholds) *Finding {
 	c := in.Config
 	e := in.Evidence
@@ -437,6 +450,9 @@ func XPSMasks(cpus cpuset.Set, nTX int) map[int]cpuset.Set {
 	}
 	return masks
 }
+
+// xpsChanges: an XPS mask per TX queue of the interface.
+var xpsChanges = []ChangeShape{{Kind: ChangeSysfs, Target: "/sys/class/net/<iface>/queues/tx-<n>/xps_cpus", Old: CPUMask, New: CPUMask}}
 
 func checkXPSUnset(in NetInput, t Thresholds) *Finding {
 	e := in.Evidence
@@ -549,6 +565,10 @@ func checkXPSUnset(in NetInput, t Thresholds) *Finding {
 }
 
 // --- 10. GRO on a UDP-only receive path ------------------------------------
+
+// smtChanges: SMT control from off to on (never from forceoff, which
+// only a reboot undoes, and never back to it).
+var smtChanges = []ChangeShape{{Kind: ChangeSysfs, Target: smtControl, Old: Values("off"), New: Values("on")}}
 
 func checkSMTOff(in NetInput, t Thresholds) *Finding {
 	c := in.Config

@@ -13,6 +13,9 @@ import (
 // Rules about per-packet work on the receive path that a setting removes:
 // GRO for UDP, unused netfilter tables, rp_filter, audit, IP ID.
 
+// groChanges: GRO off on the interface.
+var groChanges = []ChangeShape{{Kind: ChangeEthtoolFeature, Target: "<iface> rx-gro", Old: Values(ValueOn), New: Values(ValueOff)}}
+
 func checkGROUDP(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
 	if c == nil || !boolPtr(c.Offloads.GRO) {
@@ -43,7 +46,7 @@ func checkGROUDP(in NetInput, t Thresholds) *Finding {
 		}
 	}
 	iface := c.Interface.Name
-	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("GRO is on for a UDP receive path and costs %s of the NET_RX CPUs", pct(share)))
+	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("GRO is on for a UDP receive path and costs %s of %s", pct(share), w.scope()))
 	if known {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("%d UDP datagrams of %d packets received (%s): the receive path is UDP", udp, rxPkts, pct(float64(udp)/float64(rxPkts))))
 	} else {
@@ -68,6 +71,15 @@ func checkGROUDP(in NetInput, t Thresholds) *Finding {
 
 // --- 11. netfilter loaded without rules ------------------------------------
 
+// netfilterChanges: the modules of empty legacy tables and of their
+// family's core, and empty nft tables (of any name: the revert recreates
+// each from the description saved with it).
+var netfilterChanges = []ChangeShape{
+	{Kind: ChangeIptablesTable, Target: "{ipv4|ipv6} " + alternatives(legacyTables), Old: Values(ValueLoaded), New: Values(ValueUnloaded)},
+	{Kind: ChangeModule, Target: "{ip_tables|ip6_tables}", Old: Values(ValueLoaded), New: Values(ValueUnloaded)},
+	{Kind: ChangeNftTable, Target: "<*>", Old: Values(ValuePresent), New: Values(ValueAbsent)},
+}
+
 func checkNetfilterUnused(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
 	// Loaded() is not required: a built-in nf_tables without module
@@ -87,7 +99,7 @@ func checkNetfilterUnused(in NetInput, t Thresholds) *Finding {
 	if len(plan.changes) == 0 {
 		return builtinLegacyFinding(t.Get(NetThresholds.FunctionWarn), w, plan, c.Netfilter)
 	}
-	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of the NET_RX CPUs", pct(w.Share)))
+	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("netfilter hooks run with empty tables and cost %s of %s", pct(w.Share), w.scope()))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("tables without a rule: %s (rule counts from %s)", strings.Join(plan.empty, ", "), c.Netfilter.RuleSource))
 	caveats := []string{"Only if this host needs no packet filter: a firewall manager (firewalld, ufw, docker) will recreate the tables."}
 	if plan.modules {
@@ -181,7 +193,7 @@ func planNetfilterRemoval(nf netconfig.Netfilter) netfilterRemoval {
 // is real and measured; the advice is what created them and how to avoid
 // it, never a command that cannot work, and no change.
 func builtinLegacyFinding(warn float64, w groupWeight, p netfilterRemoval, nf netconfig.Netfilter) *Finding {
-	f := functionGroupFinding(warn, w, fmt.Sprintf("empty legacy iptables tables (%s) hook every packet: %s of the NET_RX CPUs; built into the kernel, they cannot be removed", strings.Join(p.builtin, ", "), pct(w.Share)))
+	f := functionGroupFinding(warn, w, fmt.Sprintf("empty legacy iptables tables (%s) hook every packet: %s of %s; built into the kernel, they cannot be removed", strings.Join(p.builtin, ", "), pct(w.Share), w.scope()))
 	f.Severity = Info
 	f.Evidence = append(f.Evidence, fmt.Sprintf("legacy x_tables without a rule: %s, in the kernel image (not a module); rule counts from %s", strings.Join(p.builtin, ", "), nf.RuleSource))
 	f.Recommendation = Recommendation{
@@ -200,6 +212,13 @@ func builtinLegacyFinding(warn float64, w groupWeight, p netfilterRemoval, nf ne
 }
 
 // --- 12. rp_filter ---------------------------------------------------------
+
+// rpFilterChanges: rp_filter (strict 1 or loose 2) off for all and the
+// interface, accept_local on.
+var rpFilterChanges = []ChangeShape{
+	{Kind: ChangeSysctl, Target: "net.ipv4.conf.{all|<iface>}.rp_filter", Old: Values("1", "2"), New: Values("0")},
+	{Kind: ChangeSysctl, Target: "net.ipv4.conf.all.accept_local", Old: Values("0"), New: Values("1")},
+}
 
 func checkRPFilter(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
@@ -228,7 +247,7 @@ func checkRPFilter(in NetInput, t Thresholds) *Finding {
 	if len(changes) == 0 {
 		return nil
 	}
-	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("reverse-path filtering (rp_filter=%d) validates every packet's source: %s of the NET_RX CPUs", *sv.EffectiveRPFilter, pct(share)))
+	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("reverse-path filtering (rp_filter=%d) validates every packet's source: %s of %s", *sv.EffectiveRPFilter, pct(share), w.scope()))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("rp_filter: all=%d %s=%d (effective %d); accept_local: all=%d", sv.RPFilter["all"], iface, sv.RPFilter[iface], *sv.EffectiveRPFilter, sv.AcceptLocal["all"]))
 	f.Recommendation = Recommendation{
 		Kind:      KindSetting,
@@ -245,6 +264,9 @@ func checkRPFilter(in NetInput, t Thresholds) *Finding {
 
 // --- 13. audit -------------------------------------------------------------
 
+// auditChanges: audit from enabled (1; 2 is locked) to 0.
+var auditChanges = []ChangeShape{{Kind: ChangeAudit, Old: Values("1"), New: Values("0")}}
+
 func checkAudit(in NetInput, t Thresholds) *Finding {
 	c, e := in.Config, in.Evidence
 	if c == nil || c.Audit.Enabled == nil || *c.Audit.Enabled == 0 {
@@ -256,7 +278,7 @@ func checkAudit(in NetInput, t Thresholds) *Finding {
 	}
 	share := w.Share
 	enabled := *c.Audit.Enabled
-	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("kernel audit is on and costs %s of the NET_RX CPUs", pct(share)))
+	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("kernel audit is on and costs %s of %s", pct(share), w.scope()))
 	f.Evidence = append(f.Evidence, fmt.Sprintf("audit enabled=%d, auditd running: %v", enabled, c.Audit.AuditdRunning))
 	r := &f.Recommendation
 	r.Why = "With audit enabled every recvfrom/sendto syscall goes through the audit entry and exit hooks, a per-packet cost for a one-datagram-per-syscall server."
@@ -282,7 +304,7 @@ func checkIPIdent(in NetInput, t Thresholds) *Finding {
 		return nil
 	}
 	share := w.Share
-	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("IP ID generation (__ip_select_ident) costs %s of the NET_RX CPUs", pct(share)))
+	f := functionGroupFinding(t.Get(NetThresholds.FunctionWarn), w, fmt.Sprintf("IP ID generation (__ip_select_ident) costs %s of %s", pct(share), w.scope()))
 	f.Recommendation = Recommendation{
 		Kind: KindCode,
 		Why:  "Datagrams that may be fragmented need an IP ID, drawn from a shared hashed counter with an atomic per send; many replies to the same peers contend on its cache line. With DF set (IP_PMTUDISC_DO) the kernel skips it.",

@@ -290,6 +290,9 @@ func feedShares(s evidence.UDPSocket, cpus []int) string {
 
 // --- 8. thread pinning -----------------------------------------------------
 
+// pinningChanges: each receiving thread pinned to one CPU.
+var pinningChanges = []ChangeShape{{Kind: ChangeThreadAffinity, Target: "<n>", Old: KindForm, New: OneCPU}}
+
 func checkThreadPinning(in NetInput) *Finding {
 	e := in.Evidence
 	threads := slices.Clone(e.Sockets.Threads)
@@ -362,6 +365,9 @@ func RcvbufSize(ratePerSocket float64) int64 {
 	}
 	return size
 }
+
+// rcvbufChanges: the socket receive buffer limit and default.
+var rcvbufChanges = []ChangeShape{{Kind: ChangeSysctl, Target: "net.core.{rmem_max|rmem_default}", Old: Decimal, New: Decimal}}
 
 func checkUDPRcvbuf(in NetInput, t Thresholds) *Finding {
 	f := udpRcvbuf(in, t)

@@ -96,6 +96,9 @@ func budgetChanges(c *netconfig.NetConfig, worst squeezedCPU) []sysctlSetting {
 	return []sysctlSetting{{Key: "net.core.netdev_budget", Old: i64s(oldBudget), New: grow(budget, 100)}}
 }
 
+// budgetChangeShapes: one of the two NET_RX budgets.
+var budgetChangeShapes = []ChangeShape{{Kind: ChangeSysctl, Target: "net.core.{netdev_budget|netdev_budget_usecs}", Old: Decimal, New: Decimal}}
+
 func checkSoftnetSqueeze(in NetInput) *Finding {
 	sq := squeezedCPUs(in)
 	if len(sq) == 0 {
@@ -148,6 +151,13 @@ func backlogChange(c *netconfig.NetConfig, perSecond float64) sysctlSetting {
 		size <<= 1
 	}
 	return sysctlSetting{Key: "net.core.netdev_max_backlog", Old: i64s(old), New: fmt.Sprint(min(size, max(BacklogMax, cur)))}
+}
+
+// backlogChanges: the per-CPU backlog's size, and flow limiting on the
+// dropping CPUs.
+var backlogChanges = []ChangeShape{
+	{Kind: ChangeSysctl, Target: "net.core.netdev_max_backlog", Old: Decimal, New: Decimal},
+	{Kind: ChangeSysctl, Target: "net.core.flow_limit_cpu_bitmap", Old: CPUMask, New: CPUMask},
 }
 
 func checkBacklogDrops(in NetInput) *Finding {

@@ -185,6 +185,7 @@ func runNetCases(t *testing.T, id string, cases []netCase) {
 					t.Errorf("rule emitted an invalid change: %v", err)
 				}
 			}
+			checkDeclared(t, r, in, rec.Changes)
 			if rec.Kind == KindCode && len(rec.Code) == 0 {
 				t.Errorf("code change without sketch")
 			}
@@ -210,6 +211,7 @@ func TestReferenceHostRanking(t *testing.T) {
 		if f.Recommendation.Kind == KindSetting && len(f.Recommendation.Revert) == 0 {
 			t.Errorf("%s: setting without revert", f.ID)
 		}
+		checkDeclared(t, rule(t, f.ID), NetInput{Evidence: referenceEvidence(), Config: referenceConfig(t)}, f.Recommendation.Changes)
 	}
 	b, err := json.Marshal(fs)
 	if err != nil {

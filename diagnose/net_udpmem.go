@@ -23,6 +23,9 @@ func udpMemChange(old [3]int64, inUse int64) sysctlSetting {
 	return sysctlSetting{Key: "net.ipv4.udp_mem", Old: &o, New: value(scaled)}
 }
 
+// udpMemChanges: UDP's three memory limits.
+var udpMemChanges = []ChangeShape{{Kind: ChangeSysctl, Target: "net.ipv4.udp_mem", Old: ThreeDecimals, New: ThreeDecimals}}
+
 func checkUDPMemPressure(in NetInput) *Finding {
 	e, c := in.Evidence, in.Config
 	var memErrors uint64

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/evidence"
 )
 
@@ -35,6 +36,79 @@ type groupWeight struct {
 	// what is undecided.
 	DecideSeconds float64
 	why           string
+	// Seen are the NET_RX CPUs the profile saw, Unseen those it did not
+	// (their event was undersampled), with the softirq probe's NET_RX
+	// time on each; UnseenWork is the unseen CPUs' share of the NET_RX
+	// time the softirq probe measured on every NET_RX CPU.
+	Seen       []int
+	Unseen     []evidence.UnseenCPU
+	UnseenWork float64
+}
+
+// UnseenKeyShare is the share of the receive work (the softirq probe's
+// NET_RX time) on NET_RX CPUs the profile did not see from which a
+// function-group finding is lowered to info: its share then describes the
+// lesser part of the receive path, and the part it cannot see may differ.
+const UnseenKeyShare = 0.5
+
+// scope names the CPUs the share covers, for a finding's title: "the
+// NET_RX CPUs", or only those the profile saw.
+func (w groupWeight) scope() string {
+	if len(w.Unseen) == 0 {
+		return "the NET_RX CPUs"
+	}
+	var unseen []int
+	for _, u := range w.Unseen {
+		unseen = append(unseen, u.CPU)
+	}
+	if len(w.Seen) == 0 {
+		return fmt.Sprintf("the profiled CPUs (not NET_RX %s: unseen by the profile)", cpuset.Of(unseen...).List())
+	}
+	return fmt.Sprintf("NET_RX %s (not %s: unseen by the profile)", cpusNoun(w.Seen), cpuset.Of(unseen...).List())
+}
+
+// cpusNoun is "CPU 0" or "CPUs 0-2".
+func cpusNoun(cpus []int) string {
+	if len(cpus) == 1 {
+		return fmt.Sprintf("CPU %d", cpus[0])
+	}
+	return "CPUs " + cpuset.Of(cpus...).List()
+}
+
+// unseenLines say which NET_RX CPUs the share does not cover, why, and
+// the receive work the softirq probe measured on each.
+func (w groupWeight) unseenLines() []string {
+	var out []string
+	for _, u := range w.Unseen {
+		out = append(out, fmt.Sprintf("the profile did not see NET_RX CPU %d (%d of %d expected samples: %s): the softirq probe measured NET_RX at %s of that CPU (%.0f ms), which this share does not cover",
+			u.CPU, u.TakenSamples, u.ExpectedSamples, u.Reason, pct(u.SoftirqNetRXShare), float64(u.SoftirqNetRXNs)/1e6))
+	}
+	return out
+}
+
+// unseenWork is the NET_RX CPUs' receive work, by the softirq probe, that
+// ran on the CPUs the profile did not see (0–1).
+func unseenWork(e evidence.NetEvidence) float64 {
+	if len(e.Profile.NetRXUnseen) == 0 {
+		return 0
+	}
+	netRX := map[int]bool{}
+	for _, c := range e.Profile.NetRXCPUs {
+		netRX[c] = true
+	}
+	var all, unseen uint64
+	for _, c := range e.Softirq.CPUs {
+		if netRX[c.CPU] {
+			all += c.Vectors["NET_RX"].TimeNs
+		}
+	}
+	for _, u := range e.Profile.NetRXUnseen {
+		unseen += u.SoftirqNetRXNs
+	}
+	if all == 0 {
+		return 1 // unseen CPUs, and no time to weigh them by: assume the worst
+	}
+	return math.Min(1, float64(unseen)/float64(all))
 }
 
 // weighGroup returns the group's weight and whether a rule should speak:
@@ -44,7 +118,8 @@ func weighGroup(e evidence.NetEvidence, name string, threshold float64, minSampl
 	if !ok {
 		return groupWeight{}, false
 	}
-	w := groupWeight{Group: g, Share: share, Threshold: threshold, Samples: g.NetRXSamples, Total: e.Profile.NetRXSamples}
+	w := groupWeight{Group: g, Share: share, Threshold: threshold, Samples: g.NetRXSamples, Total: e.Profile.NetRXSamples,
+		Seen: e.Profile.NetRXSeen, Unseen: e.Profile.NetRXUnseen, UnseenWork: unseenWork(e)}
 	if allCPUs {
 		w.Samples, w.Total, w.AllCPUs = g.Samples, e.Profile.Samples, true
 	}
@@ -94,6 +169,9 @@ func decideSeconds(share, threshold float64, total uint64, durationNs int64) flo
 // 95 % interval 0.4–1.7 %) in dev_gro_receive, ...".
 func (w groupWeight) line() string {
 	where := "on the NET_RX CPUs"
+	if len(w.Unseen) > 0 {
+		where = "on " + w.scope()
+	}
 	if w.AllCPUs {
 		where = "on all CPUs (none on a NET_RX CPU)"
 	}
@@ -110,8 +188,13 @@ func functionGroupFinding(warn float64, w groupWeight, title string) *Finding {
 	f := &Finding{
 		Severity: Info,
 		Title:    title,
-		Evidence: []string{w.line()},
+		Evidence: append([]string{w.line()}, w.unseenLines()...),
 		Impact:   w.Share,
+	}
+	keyUnseen := len(w.Unseen) > 0 && w.UnseenWork >= UnseenKeyShare
+	if keyUnseen {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s of the receive work (NET_RX time) ran on CPUs the profile did not see: reported at info at most (the cycles event, on a machine with a PMU, samples such CPUs)",
+			pct(w.UnseenWork)))
 	}
 	if w.Undecided {
 		f.Title = "undecided: " + title
@@ -123,7 +206,7 @@ func functionGroupFinding(warn float64, w groupWeight, title string) *Finding {
 	if w.Low < w.Threshold {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("the interval's lower end is below the %s threshold: a longer run would confirm it", pct(w.Threshold)))
 	}
-	if w.Share >= warn {
+	if w.Share >= warn && !keyUnseen {
 		f.Severity = Warn
 	}
 	return f

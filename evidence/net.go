@@ -414,9 +414,17 @@ type FunctionShare struct {
 // ProfileSection is the on-CPU profile of the run.
 type ProfileSection struct {
 	Section
-	FrequencyHz int             `json:"frequency_hz"`
-	Samples     uint64          `json:"samples"`
-	NetRXCPUs   []int           `json:"net_rx_cpus"`
+	// ProfileSampling: the event, and the CPUs the profile did not see.
+	ProfileSampling
+	FrequencyHz int    `json:"frequency_hz"`
+	Samples     uint64 `json:"samples"`
+	NetRXCPUs   []int  `json:"net_rx_cpus"`
+	// NetRXSeen are the NET_RX CPUs the profile saw (not undersampled):
+	// the CPUs Groups' shares cover. NetRXUnseen are those it did not
+	// see, with the softirq probe's NET_RX time on each: the receive work
+	// the shares miss. Nil in reports from before they were kept.
+	NetRXSeen   []int           `json:"net_rx_cpus_seen"`
+	NetRXUnseen []UnseenCPU     `json:"net_rx_cpus_unseen"`
 	Groups      []FunctionShare `json:"function_groups"`
 	Lost        uint64          `json:"lost"`
 	// NetRXSamples is the samples on the NET_RX CPUs (the denominator of
@@ -446,4 +454,24 @@ type ProfileCPU struct {
 	// NetRXShare is NetRXSamples over every tick of the CPU (Samples +
 	// IdleLoopSamples): comparable with the softirq probe's NET_RX share.
 	NetRXShare float64 `json:"net_rx_share"`
+	// TakenSamples are the samples the event delivered on the CPU: every
+	// run of the sampling program, those the profile keeps, leaves out
+	// (the idle loop, other processes than --pid) or loses. Null when not
+	// counted.
+	TakenSamples *uint64 `json:"taken_samples"`
+	// ExpectedSamples is what the CPU should have taken: the frequency ×
+	// its online time (cpu-clock) or busy time (cycles) in the window
+	// (ProfileSampling.ExpectedFrom). Null when not known.
+	ExpectedSamples *uint64 `json:"expected_samples"`
+	// Undersampled: TakenSamples below half of ExpectedSamples (of at
+	// least MinExpectedSamples): the profile did not see this CPU, for
+	// UndersampledReason.
+	Undersampled       bool   `json:"undersampled"`
+	UndersampledReason string `json:"undersampled_reason,omitempty"`
+	// OnlineNs is how long the CPU's event was enabled in the window,
+	// CountingNs how long it counted (less with a multiplexed PMU);
+	// BusyNs the CPU's non-idle time (/proc/stat), read for cycles.
+	OnlineNs   *int64 `json:"online_ns,omitempty"`
+	CountingNs *int64 `json:"counting_ns,omitempty"`
+	BusyNs     *int64 `json:"busy_ns,omitempty"`
 }

@@ -16,6 +16,10 @@ type Profile struct {
 	Samples    uint64      `json:"samples"`
 	Lost       uint64      `json:"lost"`
 	LostBy     ProfileLost `json:"lost_by_reason"`
+	// ProfileSampling: the event, and the CPUs the profile did not see.
+	ProfileSampling
+	// CPUs is the profile per CPU: samples kept, taken and expected.
+	PerCPU []ProfileCPU `json:"per_cpu"`
 	// TopFunctions is sorted by self samples.
 	TopFunctions []FunctionSamples `json:"top_functions"`
 	// Folded holds every distinct stack, root first, in FlameGraph's

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 )
 
@@ -77,9 +78,9 @@ func (p *Profile) addFoldedLine(line []byte, path *[]int32) error {
 	if sp <= 0 {
 		return errFoldedValue
 	}
-	value, ok := parseCount(line[sp+1:])
-	if !ok {
-		return errFoldedValue
+	value, err := parseCount(line[sp+1:])
+	if err != nil {
+		return err
 	}
 	stack := bytes.TrimRight(line[:sp], " ")
 	if value == 0 || len(stack) == 0 {
@@ -122,30 +123,53 @@ func (p *Profile) addFoldedLine(line []byte, path *[]int32) error {
 	return nil
 }
 
-// parseCount parses a non-negative decimal count without strconv's
-// generality (this runs once per line of inputs with millions of lines).
-// Fractional counts, which FlameGraph accepts, are rounded.
-func parseCount(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return parseFractionalCount(b)
-	}
-	var v int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return parseFractionalCount(b)
-		}
-		v = v*10 + int64(c-'0')
-	}
-	return v, true
+// ErrCountTooLarge is a folded stack's count beyond what an int64 holds.
+var ErrCountTooLarge = errors.New("is more than 2^63-1")
+
+// badCount is a count that starts as a number and goes on as none.
+func badCount(b []byte) error {
+	return fmt.Errorf("count %q is not a number of samples (digits, as in \"frame;frame 42\")", b[:min(len(b), 40)])
 }
 
-func parseFractionalCount(b []byte) (int64, bool) {
-	f, err := strconv.ParseFloat(string(b), 64)
-	// Written so that NaN fails too: strconv accepts "NaN" and "Inf".
-	if err != nil || !(f >= 0 && f <= 1<<62) {
-		return 0, false
+// parseCount parses a stack's count: a decimal integer or, as FlameGraph's
+// `\d+(?:\.\d*)?` accepts, one with a fraction ("12.5", rounded half up).
+// Nothing else is a count — not "1e3", "+5", "0x10", "NaN" or "Inf", all of
+// which strconv.ParseFloat would take: counts are numbers of samples, and a
+// tool that printed an exponent lost digits. Hand-written, as it runs once
+// per line of inputs with millions of lines.
+func parseCount(b []byte) (int64, error) {
+	var v int64
+	over := false
+	i := 0
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		d := int64(b[i] - '0')
+		if v > (math.MaxInt64-d)/10 {
+			over = true
+		}
+		v = v*10 + d
 	}
-	return int64(f + 0.5), true
+	if i == 0 {
+		return 0, errFoldedValue
+	}
+	if i < len(b) {
+		if b[i] != '.' {
+			return 0, badCount(b)
+		}
+		frac := b[i+1:]
+		for _, c := range frac {
+			if c < '0' || c > '9' {
+				return 0, badCount(b)
+			}
+		}
+		if len(frac) > 0 && frac[0] >= '5' {
+			over = over || v == math.MaxInt64
+			v++
+		}
+	}
+	if over {
+		return 0, fmt.Errorf("count %.40s %w", b, ErrCountTooLarge)
+	}
+	return v, nil
 }
 
 // WriteFolded writes p as folded stacks, one line per distinct stack,

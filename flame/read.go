@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/perfscope/perfscope/internal/safeio"
+	"github.com/perfscope/perfscope/internal/textenc"
 )
 
 // Format is an input format.
@@ -36,7 +37,9 @@ var ErrUnknownFormat = errors.New("input is not folded stacks, perf script outpu
 
 // Read reads a profile in format, detecting it from the first bytes when
 // format is FormatAuto; it returns the format it read. Gzipped input of any
-// format is decompressed.
+// format is decompressed; text in UTF-16 or UTF-32 (with a byte-order mark,
+// or UTF-16 by its pattern: what Windows PowerShell's '>' writes) is
+// decoded, and an error then names the encoding.
 func Read(r io.Reader, format Format, roots RootFrames) (*Profile, Format, error) {
 	br := bufio.NewReaderSize(r, 1<<20)
 	head, _ := br.Peek(2)
@@ -48,6 +51,21 @@ func Read(r io.Reader, format Format, roots RootFrames) (*Profile, Format, error
 		defer zr.Close()
 		br = bufio.NewReaderSize(zr, 1<<20)
 	}
+	enc := textenc.Plain
+	if format != FormatPprof {
+		var text io.Reader
+		if text, enc = textenc.Decode(br); enc != textenc.Plain {
+			br = bufio.NewReaderSize(text, 1<<20)
+		}
+	}
+	p, format, err := read(br, format, roots)
+	if err != nil && enc != textenc.Plain {
+		err = fmt.Errorf("%w (the input was decoded from %s)", err, enc)
+	}
+	return p, format, err
+}
+
+func read(br *bufio.Reader, format Format, roots RootFrames) (*Profile, Format, error) {
 	if format == FormatAuto || format == "" {
 		head, _ := br.Peek(64 << 10)
 		format = detect(head)
@@ -93,7 +111,9 @@ func detect(head []byte) Format {
 			continue
 		}
 		if sp := bytes.LastIndexByte(line, ' '); sp > 0 {
-			if _, ok := parseCount(line[sp+1:]); ok {
+			// Frames and a count, also a count that is too large or not an
+			// integer: reading it names the line and what is wrong.
+			if _, err := parseCount(line[sp+1:]); err == nil || bytes.IndexByte(line[:sp], ';') >= 0 {
 				return FormatFolded
 			}
 		}

@@ -152,25 +152,80 @@ func TestLabUDPInterrupted(t *testing.T) {
 
 	cmd, stderr := startLabMeasuring(t, Perfscope(t))
 	time.Sleep(3 * time.Second)
-	cmd.Process.Signal(syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("lab udp did not stop within 30 s of SIGINT:\n%s", stderr.String())
+	// 130, as the README's exit codes say for an interrupt with nothing
+	// to report (it used to be 4, a failed run).
+	if code := interruptLab(t, cmd, done, stderr); code != 130 {
+		t.Errorf("interrupted lab exited %d, want 130:\n%s", code, stderr.String())
 	}
-	if code := cmd.ProcessState.ExitCode(); code == 0 {
-		t.Errorf("interrupted lab exited 0:\n%s", stderr.String())
-	}
-	if !strings.Contains(stderr.String(), "interrupted") {
+	if !strings.Contains(stderr.String(), "lab udp interrupted during single-socket, whose namespaces were removed; 0 of 1 scenarios finished") {
 		t.Errorf("stderr does not say it was interrupted:\n%s", stderr.String())
 	}
 	testutil.AssertNoNewBPF(t, progs, maps)
 	if left := labLeftovers(t); !slices.Equal(left, leftBefore) {
 		t.Errorf("interrupted lab left %v (before: %v)", left, leftBefore)
 	}
+}
+
+// TestLabUDPInterruptedAfterAScenario: Ctrl-C in the second scenario
+// reports the first (JSON on stdout), names what did not run, and exits
+// 130: an interrupted lab never claims its fixes proved.
+func TestLabUDPInterruptedAfterAScenario(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	leftBefore := labLeftovers(t)
+
+	cmd := exec.Command(Perfscope(t), "lab", "udp", "--scenario", "tuned,single-socket", "--duration", "2s", "-o", "json")
+	stderr := &lockedBuffer{}
+	var stdout bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.After(120 * time.Second)
+	for !strings.Contains(stderr.String(), "single-socket: ") {
+		select {
+		case <-done:
+			t.Fatalf("lab udp ended before its second scenario:\n%s", stderr.String())
+		case <-deadline:
+			cmd.Process.Kill()
+			t.Fatalf("the second scenario did not start within 120 s:\n%s", stderr.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if code := interruptLab(t, cmd, done, stderr); code != 130 {
+		t.Errorf("exit %d, want 130:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "lab udp interrupted during single-socket, whose namespaces were removed; 1 of 2 scenarios finished, not run: single-socket") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
+	var rep labUDPReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("no JSON report of the finished scenario: %v\n%s", err, stdout.String())
+	}
+	if len(rep.Data) != 1 || rep.Data[0].Scenario.Name != "tuned" {
+		t.Errorf("reported %d results, want the tuned one", len(rep.Data))
+	}
+	if left := labLeftovers(t); !slices.Equal(left, leftBefore) {
+		t.Errorf("interrupted lab left %v (before: %v)", left, leftBefore)
+	}
+}
+
+// interruptLab sends SIGINT to a running lab (done receives its Wait) and
+// returns its exit code once it stops, within 30 s.
+func interruptLab(t *testing.T, cmd *exec.Cmd, done <-chan error, stderr *lockedBuffer) int {
+	t.Helper()
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("lab udp did not stop within 30 s of SIGINT:\n%s", stderr.String())
+	}
+	return cmd.ProcessState.ExitCode()
 }
 
 // startLabMeasuring starts a 20 s single-socket lab and returns once its

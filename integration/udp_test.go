@@ -24,7 +24,10 @@ type udpReport struct {
 	Data     evidence.NetEvidence `json:"data"`
 	Overhead evidence.Overhead    `json:"overhead"`
 	Findings []struct {
-		ID string `json:"id"`
+		ID       string   `json:"id"`
+		Severity string   `json:"severity"`
+		Title    string   `json:"title"`
+		Evidence []string `json:"evidence"`
 	} `json:"findings"`
 
 	// serverRead is what the lab's server says it read during perfscope's
@@ -57,6 +60,8 @@ type udpRun struct {
 	// seconds the window (else 3).
 	budget  string
 	seconds int
+	// perfscopeCPUs, when set, confines perfscope itself (taskset).
+	perfscopeCPUs string
 }
 
 func (r udpRun) duration() string {
@@ -133,6 +138,9 @@ func runUDPLab(t *testing.T, lab *netlab.Lab, r udpRun) udpReport {
 		budget = []string{"--overhead-budget", r.budget}
 	}
 	args := append(append([]string{bin, "udp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(labPort), "--duration", r.duration(), "-o", "json"}, budget...), r.extra...)
+	if r.perfscopeCPUs != "" {
+		args = append([]string{"taskset", "-c", r.perfscopeCPUs}, args...)
+	}
 	return measureServer(t, ctx, lab, args, &srvErr)
 }
 

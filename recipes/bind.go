@@ -40,6 +40,9 @@ type Plan struct {
 	flags map[string]string
 	// jvmOptions are the async-profiler collector's, checked by Prepare.
 	jvmOptions *jvm.Options
+	// outDirs are the output directories Prepare opened, by the path
+	// given: WriteOutputs writes through them, never by path again.
+	outDirs map[string]*safeio.Dir
 }
 
 // boundUse is an enabled component with every option's value.
@@ -446,20 +449,29 @@ func (p *Plan) Prepare(src Sources) error {
 		}
 	}
 	for _, o := range p.outputs {
-		if o.dir == "" {
-			continue // an output whose directory was not given is not written
+		if o.dir == "" || p.outDirs[o.dir] != nil {
+			continue // not written, or opened already
 		}
-		// Checked (and created) before the window, not after a window
-		// spent for nothing: perfscope writes only into a directory no
-		// other user can write to (WriteOutputs).
+		// Opened (and created) before the window, not after a window
+		// spent for nothing, and held: perfscope writes only into a
+		// directory no other user can write to, reached through no
+		// directory or link another user controls (safeio), and writes
+		// through this descriptor (WriteOutputs), so the directory cannot
+		// be swapped while the run measures.
 		d, err := safeio.OpenPrivateDir(o.dir)
 		if err != nil {
 			if errors.Is(err, safeio.ErrUnsafeDir) {
 				return badInput("%s: %v; perfscope writes only into a directory that no other user can write to", p.optionName(o.Dir), err)
 			}
+			if safeio.Refused(err) {
+				return badInput("%s: %v", p.optionName(o.Dir), err)
+			}
 			return badInput("%s: cannot create %s: %v", p.optionName(o.Dir), o.dir, pathReason(err))
 		}
-		d.Close()
+		if p.outDirs == nil {
+			p.outDirs = map[string]*safeio.Dir{}
+		}
+		p.outDirs[o.dir] = d
 	}
 	p.prepared = true
 	return nil

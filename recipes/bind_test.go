@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -143,6 +144,23 @@ func TestFind(t *testing.T) {
 	}
 	if _, err := Find(fifo); err == nil || !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "is not a regular file") {
 		t.Errorf("FIFO: %v", err)
+	}
+}
+
+// A recipe over the cap is refused with the file's real size (only the
+// cap and one byte of it are read): a sparse 51 MiB file, written as
+// nothing.
+func TestRecipeTooLargeSaysItsSize(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte(goodRecipe), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, 51<<20); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Find(big)
+	if !errors.Is(err, ErrBadInput) || err.Error() != big+": a recipe is at most 256 KiB, this file has 53477376 bytes" {
+		t.Errorf("51 MiB recipe: %v", err)
 	}
 }
 

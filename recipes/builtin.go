@@ -94,12 +94,23 @@ func ReadFile(file string) (*Recipe, error) {
 		return nil, &markedError{err: fmt.Errorf("recipe %s: %w", file, err), mark: ErrBadInput}
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
+	st, err := f.Stat()
+	if err == nil && st.IsDir() {
 		return nil, badInput("recipe %s is a directory: name a .yaml file", file)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxRecipeBytes+1))
 	if err != nil {
 		return nil, badInput("recipe %s: %v", file, err)
+	}
+	if len(data) > MaxRecipeBytes {
+		// Only the cap and one byte were read: the size is the file's.
+		size := fmt.Sprintf("more than %d bytes", MaxRecipeBytes)
+		if st != nil && st.Size() > MaxRecipeBytes {
+			size = fmt.Sprintf("%d bytes", st.Size())
+		}
+		d := &decoder{file: file}
+		d.errorf(0, "", "a recipe is at most %d KiB, this file has %s", MaxRecipeBytes>>10, size)
+		return nil, d.errs.sorted()
 	}
 	return Parse(file, data)
 }

@@ -103,10 +103,12 @@ var Probes = []Component{
 			{Name: "pid", Domain: Domain{Kind: KindPID}, Doc: "the sockets of this process"},
 		}},
 	{Name: "cpuprofile", Probe: true, Section: SectionProfile,
-		Doc: "on-CPU stacks, kernel and user, from a cpu-clock perf event on every CPU",
+		Doc: "on-CPU stacks, kernel and user, from a perf event on every CPU (cycles where the PMU offers it, else cpu-clock)",
 		Options: []Option{
 			{Name: "pid", Domain: Domain{Kind: KindPID}, Doc: "sample only this process (0: every process)"},
 			{Name: "frequency", Domain: Domain{Kind: KindInt, Min: bound(1), Max: bound(10000)}, Default: int64(cpuprofile.DefaultFrequency), Doc: "samples per second per CPU"},
+			{Name: "event", Domain: Domain{Kind: KindEnum, Values: cpuprofile.EventNames}, Default: cpuprofile.EventAuto.String(),
+				Doc: "the perf event that samples: cycles (counts work: needs a PMU), cpu-clock (a timer: works without one, but stops on a halted virtual CPU), or auto (cycles where it opens, as perf record)"},
 			{Name: "stacks", Domain: Domain{Kind: KindEnum, Values: stackKinds}, Default: "kernel+user", Doc: "which stacks to record"},
 			{Name: "root", Domain: Domain{Kind: KindEnum, Values: rootFrames}, Default: "comm", Doc: "the synthetic frame under each stack"},
 			{Name: "include_idle", Domain: Domain{Kind: KindBool}, Default: false, Doc: "keep samples of idle CPUs"},

@@ -103,9 +103,18 @@ func RunGC(ctx context.Context, o GCOptions) (GCResult, error) {
 	case err != nil:
 		return GCResult{Summary: s}, err
 	}
-	if s.Parse.Events == 0 && s.Parse.Safepoints == 0 && s.Parse.UnrecognisedRecords == 0 {
-		return GCResult{Summary: s}, badInput("no GC events in %s (%d lines, %d unrecognised): is it a HotSpot GC log written with -XX:+PrintGCDetails or -Xlog:gc?",
-			strings.Join(o.Files, ", "), s.Parse.Lines, s.Parse.Unknown)
+	// Over-long lines are unrecognised records, but a file holding nothing
+	// else is not a GC log.
+	if s.Parse.Events == 0 && s.Parse.Safepoints == 0 && s.Parse.UnrecognisedRecords == s.Parse.OverlongLines {
+		seen := fmt.Sprintf("%d lines, %d unrecognised", s.Parse.Lines, s.Parse.Unknown)
+		if n := s.Parse.OverlongLines; n > 0 {
+			seen += fmt.Sprintf(", %d longer than %d KiB", n, gclog.MaxLineBytes>>10)
+		}
+		if n := s.Parse.NULBytes; n > 0 {
+			seen += fmt.Sprintf(", %d NUL bytes", n)
+		}
+		return GCResult{Summary: s}, badInput("no GC events in %s (%s): is it a HotSpot GC log written with -XX:+PrintGCDetails or -Xlog:gc?",
+			strings.Join(o.Files, ", "), seen)
 	}
 	gc := GCEvidence(s)
 	gc.Goals.YoungIntervalNs = int64(o.YoungInterval)

@@ -27,7 +27,7 @@ func TestProfilePrefetchPanicIsAnError(t *testing.T) {
 	rec := netRecording{Method: "perf_event/perf_link"}
 	src := Sources{Root: procfs.FS{Root: dir}, Symbols: symbols.FS{Root: dir}, Probes: Opener{
 		CPUProfile: func(cpuprofile.Options) (CPUProfileProbe, error) {
-			return panickingPIDs{replayProfile{newReplay("cpuprofile", []cpuprofile.Profile{{}}, rec), 99, 2}}, nil
+			return panickingPIDs{replayProfile{replay: newReplay("cpuprofile", []cpuprofile.Profile{{}}, rec), freq: 99, cpus: 2}}, nil
 		},
 	}}
 	n := newNetParts(NetOptions{Profile: true, Frequency: 99})

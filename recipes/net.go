@@ -243,15 +243,17 @@ func (n *netParts) assemble(src Sources, o NetOptions, run Run) NetResult {
 	} else if err := n.profile.OpenErr(); err != nil {
 		res.Evidence.Profile.Unavailable = fmt.Sprintf("on-CPU profile: %v", err)
 	} else {
-		res.Evidence.Profile, res.Flames = profileSplit(n.profile, netRX)
+		res.Evidence.Profile, res.Flames = profileSplit(n.profile, netRX, soft)
 	}
 	return res
 }
 
 // profileSplit names the run's samples, measures the kernel function
 // groups on the CPUs doing receive work, and splits the stacks into
-// those CPUs, the others, and all.
-func profileSplit(p *Profile, netRXCPUs []int) (evidence.ProfileSection, map[string]*flame.Profile) {
+// those CPUs, the others, and all. The NET_RX CPUs the profile did not see
+// (undersampled) are set apart with the softirq probe's NET_RX time on
+// each (soft), so that the shares say what they cover.
+func profileSplit(p *Profile, netRXCPUs []int, soft evidence.SoftirqEvidence) (evidence.ProfileSection, map[string]*flame.Profile) {
 	raw := p.Raw()
 	sec := evidence.ProfileSection{FrequencyHz: p.Frequency(), NetRXCPUs: netRXCPUs, Lost: raw.Lost.Total()}
 	netRX := map[int]bool{}
@@ -271,7 +273,8 @@ func profileSplit(p *Profile, netRXCPUs []int) (evidence.ProfileSection, map[str
 	sec.Groups, sec.Samples, sec.NetRXSamples = evidence.GroupShares(samples, netRX)
 	idle := p.Idle()
 	sec.IdleInterruptSamples, sec.IdleLoopSamples = idle.Interrupt(), idle.Loop()
-	sec.CPUs = evidence.ProfileCPUs(samples, idle.InterruptByCPU, idle.LoopByCPU)
+	sec.CPUs, sec.ProfileSampling = p.PerCPU(samples)
+	sec.NetRXSeen, sec.NetRXUnseen = evidence.SplitSeen(netRXCPUs, sec.CPUs, soft)
 	return sec, flames
 }
 
@@ -524,7 +527,14 @@ func (c *NetCounters) irqs(src Sources, iface netdev.Interface, drv ethtool.Driv
 			aff[q.IRQ] = a
 		}
 	}
-	bal, _ := src.irq().Irqbalance()
+	// The configuration read at the window's start found irqbalance
+	// already (scanning every process's comm): not again.
+	var bal irq.Irqbalance
+	if c.config != nil && c.config.Unavailable["irqbalance"] == "" {
+		bal = c.config.Irqbalance
+	} else {
+		bal, _ = src.irq().Irqbalance()
+	}
 	topo, err := src.cpus().Topology()
 	if err != nil {
 		topo = cpuset.Topology{}

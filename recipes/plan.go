@@ -154,6 +154,8 @@ func (p *Plan) disabledWhy(name string) string {
 func (p *Plan) profileOptions(u boundUse) ProfileOptions {
 	o := ProfileOptions{PID: int(u.opts["pid"].(int64)), Frequency: int(u.opts["frequency"].(int64)),
 		IncludeIdle: u.opts["include_idle"].(bool), StackEntries: int(u.opts["stack_entries"].(int64)), JVM: p.jvm}
+	// The option's domain is cpuprofile.EventNames: the name parses.
+	o.Event, _ = cpuprofile.ParseEvent(u.opts["event"].(string))
 	switch u.opts["stacks"].(string) {
 	case "kernel":
 		o.Stacks = cpuprofile.KernelOnly
@@ -202,6 +204,13 @@ func (m *Measurement) Window(h Hooks) Window {
 // as an unavailable section instead, as `perfscope udp` does).
 func (m *Measurement) opened() error {
 	if m.net != nil {
+		// The profile is optional in a network run, but not the event
+		// asked for by name: a run without it would not be the one asked.
+		if m.profile != nil && m.profile.opts.Event == cpuprofile.EventCycles {
+			if err := m.profile.OpenErr(); err != nil {
+				return m.profile.explain(err)
+			}
+		}
 		return nil
 	}
 	if m.locks != nil {

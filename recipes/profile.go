@@ -25,8 +25,11 @@ import (
 // ProfileOptions configure the on-CPU profile part.
 type ProfileOptions struct {
 	// PID samples one process (0: every process).
-	PID         int
-	Frequency   int
+	PID       int
+	Frequency int
+	// Event is the perf event that samples (EventAuto: cycles where it
+	// opens, cpu-clock elsewhere).
+	Event       cpuprofile.Event
 	Stacks      cpuprofile.Stacks
 	IncludeIdle bool
 	// KeepIdleInterrupts keeps the idle task's samples taken in interrupt
@@ -47,9 +50,17 @@ type ProfileOptions struct {
 	Continuous bool
 }
 
-// Profile is the on-CPU profile part: a perf_event cpu-clock on every CPU
-// sampling kernel and user stacks, counted in the kernel and named when
-// the window ends.
+// Profile is the on-CPU profile part: a perf event (cycles or cpu-clock)
+// on every CPU sampling kernel and user stacks, counted in the kernel and
+// named when the window ends.
+//
+// The overhead budget does not window it: its perf events sample through
+// the whole window (the governor counts their program's cost as a fixed
+// cost), so a CPU's expected samples are the frequency × the whole time
+// its event was enabled. Sampling is paused from Open until the first
+// window is about to begin (Arm, just before the budget's calibration,
+// which must see the profiler's cost), so that the other probes loading
+// is neither in the profile nor in that time.
 type Profile struct {
 	opts     ProfileOptions
 	src      Sources
@@ -61,6 +72,16 @@ type Profile struct {
 	baseline *cpuprofile.Profile
 	profile  cpuprofile.Profile
 	idle     cpuprofile.IdleSplit
+	// choice is the event the profiler samples with.
+	choice cpuprofile.EventChoice
+	// statBegin is /proc/stat at the window's first reading, for each
+	// CPU's busy time with cycles (statErr: why it was not read); busy is
+	// the window's busy time per CPU, nil when not read.
+	statBegin procfs.Stat
+	statErr   error
+	busy      map[int]int64
+	// sampling: the profiler was resumed after Open's pause.
+	sampling bool
 	stop     chan struct{}
 	prefetch sync.WaitGroup
 	// prefetchErr is a panic of the prefetching goroutine (reading a
@@ -76,8 +97,8 @@ func NewProfile(opts ProfileOptions) *Profile { return &Profile{opts: opts} }
 // without a profile (OpenErr says why).
 func (p *Profile) Open(src Sources) error {
 	p.src = src
-	p.sym = symbols.New(src.Symbols)
-	probe, err := src.Probes.CPUProfile(cpuprofile.Options{PID: p.opts.PID, Frequency: p.opts.Frequency, Stacks: p.opts.Stacks,
+	p.sym = src.symbolizer()
+	probe, err := src.Probes.CPUProfile(cpuprofile.Options{PID: p.opts.PID, Frequency: p.opts.Frequency, Event: p.opts.Event, Stacks: p.opts.Stacks,
 		IncludeIdle: p.opts.IncludeIdle, KeepIdleInterrupts: p.opts.KeepIdleInterrupts, StackEntries: p.opts.StackEntries,
 		Continuous: p.opts.Continuous})
 	if err != nil {
@@ -86,6 +107,13 @@ func (p *Profile) Open(src Sources) error {
 	}
 	p.probe = probe
 	if err := probe.Start(); err != nil {
+		p.openErr = err
+		return nil
+	}
+	p.choice = probe.EventChoice()
+	// Started to learn now whether the event opens; the window starts
+	// sampling (Begin).
+	if err := probe.Pause(); err != nil {
 		p.openErr = err
 		return nil
 	}
@@ -108,6 +136,14 @@ func (p *Profile) Begin(context.Context) error {
 		return nil
 	}
 	p.baseline = nil
+	p.busy = nil
+	if p.windows > 0 && p.choice.Event == cpuprofile.EventCycles {
+		// The first window's busy time counts from Arm, as its samples.
+		p.statBegin, p.statErr = p.src.Root.Stat()
+	}
+	if err := p.Arm(); err != nil {
+		return err
+	}
 	if p.opts.Continuous {
 		// The last window's frames are named (Samples ran after its
 		// End): what has exited since is no longer needed. What was
@@ -129,6 +165,21 @@ func (p *Profile) Begin(context.Context) error {
 	p.stop = make(chan struct{})
 	p.prefetch.Add(1)
 	go p.prefetchMappings()
+	return nil
+}
+
+// Arm implements Armer: it resumes the sampling Open paused, once.
+func (p *Profile) Arm() error {
+	if !p.started || p.sampling {
+		return nil
+	}
+	if p.choice.Event == cpuprofile.EventCycles {
+		p.statBegin, p.statErr = p.src.Root.Stat()
+	}
+	if err := p.probe.Resume(); err != nil {
+		return err
+	}
+	p.sampling = true
 	return nil
 }
 
@@ -191,12 +242,53 @@ func (p *Profile) End(context.Context) error {
 	if p.baseline != nil {
 		prof = prof.Sub(*p.baseline)
 	}
+	if p.choice.Event == cpuprofile.EventCycles && p.statErr == nil {
+		if end, err := p.src.Root.Stat(); err == nil {
+			p.busy = busyByCPU(end.Sub(p.statBegin))
+		}
+	}
 	p.idle = cpuprofile.IdleSplit{}
 	if p.opts.KeepIdleInterrupts {
+		p.sym.KernelNames(prof.KernelAddrs()) // in one batch, not stack by stack
 		prof, p.idle = prof.SplitIdle(p.sym)
 	}
 	p.profile = prof
 	return nil
+}
+
+// busyByCPU is each CPU's non-idle time, ns: what cycles, which counts
+// work, samples in proportion to. Steal is left out (another guest ran),
+// and so is iowait (the CPU idled).
+func busyByCPU(d procfs.Stat) map[int]int64 {
+	out := make(map[int]int64, len(d.PerCPU))
+	for _, t := range d.PerCPU {
+		out[t.CPU] = int64(t.User + t.Nice + t.System + t.IRQ + t.SoftIRQ)
+	}
+	return out
+}
+
+// PerCPU is the window's profile per CPU — samples kept, the idle task's
+// split, NET_RX samples — with each CPU's samples taken and expected, and
+// the sampling header: the event, and the CPUs the profile did not see.
+func (p *Profile) PerCPU(samples []evidence.ProfileSample) ([]evidence.ProfileCPU, evidence.ProfileSampling) {
+	rows := evidence.ProfileCPUs(samples, p.idle.InterruptByCPU, p.idle.LoopByCPU)
+	var s evidence.ProfileSampling
+	if c := p.choice; c.Event != cpuprofile.EventAuto { // auto: a recording from before the choice was kept
+		s.Event, s.EventRequested, s.EventReason, s.PMU = c.Event.String(), c.Requested.String(), c.Reason, c.PMU.String()
+	}
+	var counts []evidence.CPUSampling
+	for _, c := range p.profile.CPUs {
+		cs := evidence.CPUSampling{CPU: c.CPU, Taken: c.Taken, EnabledNs: c.EnabledNs, RunningNs: c.RunningNs}
+		if b, ok := p.busy[c.CPU]; ok {
+			cs.BusyNs = &b
+		}
+		counts = append(counts, cs)
+	}
+	rows = evidence.ExpectSamples(rows, counts, p.Frequency(), &s)
+	if s.ExpectedFrom == evidence.ExpectedFromBusy && p.busy == nil && p.statErr != nil {
+		s.ExpectedUnavailable = fmt.Sprintf("the CPUs' busy time could not be read: %v", p.statErr)
+	}
+	return rows, s
 }
 
 // Idle is the window's idle-task samples per CPU with KeepIdleInterrupts:
@@ -222,6 +314,10 @@ func (p *Profile) Frequency() int {
 // frame. Call it after the window (and after the JIT map is written).
 func (p *Profile) Samples() []evidence.ProfileSample {
 	out := make([]evidence.ProfileSample, 0, len(p.profile.Samples))
+	// In one batch, not stack by stack: the kernel's addresses, and each
+	// binary read for the addresses sampled in it.
+	p.sym.KernelNames(p.profile.KernelAddrs())
+	p.sym.PrepareUser(p.profile.UserAddrs())
 	for _, s := range p.profile.Samples {
 		out = append(out, evidence.ProfileSample{CPU: s.CPU, Frames: cpuprofile.Frames(p.sym, s, p.opts.Root), Count: s.Count})
 	}
@@ -259,7 +355,7 @@ func CheckProcess(proc procfs.FS, flag string, pid int) error {
 // attached to writes its perf map when the window ends (the returned
 // target); any other process must already have one (nil target).
 func CheckJITMap(src Sources, pid int) (*attach.Target, error) {
-	path := symbols.New(src.Symbols).PerfMapPath(pid)
+	path := src.symbolizer().PerfMapPath(pid)
 	_, statErr := os.Stat(path)
 	hasMap := !errors.Is(statErr, fs.ErrNotExist)
 	t, err := attach.Preflight(src.JVMs, pid)
@@ -330,9 +426,18 @@ func (p *Profile) explain(err error) error {
 	case errors.Is(err, probes.ErrPermission) && p.probe == nil:
 		return unavailable("the kernel refused to load the sampling program: run perfscope profile as root, or with CAP_BPF and CAP_PERFMON")
 	case errors.Is(err, probes.ErrPermission) && !p.started:
-		return unavailable("the kernel refused a cpu-clock perf event: run perfscope profile as root, or with CAP_PERFMON (kernel.perf_event_paranoid is in the way)")
+		return unavailable("the kernel refused a %s perf event: run perfscope profile as root, or with CAP_PERFMON (kernel.perf_event_paranoid is in the way)", p.refusedEvent())
 	}
 	return err
+}
+
+// refusedEvent names the event the kernel refused: cycles when asked
+// for, else cpu-clock (auto tries it last).
+func (p *Profile) refusedEvent() string {
+	if p.opts.Event == cpuprofile.EventCycles {
+		return "cycles"
+	}
+	return "cpu-clock"
 }
 
 // result names the window's samples (asking a JVM for its perf map
@@ -341,7 +446,9 @@ func (p *Profile) result(ctx context.Context, run Run) ProfileResult {
 	jitWarning, removeJITMap := p.writeJITMap(ctx)
 	defer removeJITMap()
 
-	fp, ev := summarizeProfile(p.opts, p.Raw(), p.Samples())
+	samples := p.Samples()
+	fp, ev := summarizeProfile(p.opts, p.Raw(), samples)
+	ev.PerCPU, ev.ProfileSampling = p.PerCPU(samples)
 	ev.Warnings = p.sym.Warnings()
 	if jitWarning != "" {
 		ev.Warnings = append(ev.Warnings, jitWarning)

@@ -108,11 +108,32 @@ func (r replayDrop) ReasonName(kind udpdrop.Kind, reason uint32) string {
 type replayProfile struct {
 	*replay[cpuprofile.Profile]
 	freq, cpus int
+	// choice is the event it says it sampled with (zero: recordings do
+	// not say), and calls what was asked of it, in order ("start",
+	// "pause", "resume", "snapshot").
+	choice cpuprofile.EventChoice
+	calls  *[]string
 }
 
-func (r replayProfile) Start() error         { return nil }
+func (r replayProfile) Start() error         { return r.call("start") }
 func (r replayProfile) Stop() error          { return nil }
+func (r replayProfile) Pause() error         { return r.call("pause") }
+func (r replayProfile) Resume() error        { return r.call("resume") }
 func (r replayProfile) PIDs() ([]int, error) { return nil, nil }
+
+func (r replayProfile) Snapshot() (cpuprofile.Profile, error) {
+	r.call("snapshot")
+	return r.replay.Snapshot()
+}
+
+func (r replayProfile) call(what string) error {
+	if r.calls != nil {
+		*r.calls = append(*r.calls, what)
+	}
+	return nil
+}
+
+func (r replayProfile) EventChoice() cpuprofile.EventChoice { return r.choice }
 
 // Drain replays the next reading: a recorded continuous profile's is its
 // window.
@@ -165,7 +186,7 @@ func (rec netRecording) opener() Opener {
 			if rec.ProfileOptions != nil && *rec.ProfileOptions != o {
 				return nil, fmt.Errorf("cpu profiler opened with %+v, recorded with %+v: %w", o, *rec.ProfileOptions, probes.ErrNotSupported)
 			}
-			return replayProfile{newReplay("cpuprofile", rec.CPUProfile, rec), rec.Frequency, rec.CPUs}, nil
+			return replayProfile{replay: newReplay("cpuprofile", rec.CPUProfile, rec), freq: rec.Frequency, cpus: rec.CPUs}, nil
 		},
 	}
 }

@@ -243,15 +243,19 @@ var artifactKinds = map[report.Format]string{
 // WriteOutputs writes the recipe's outputs whose directory was given,
 // graphs first so the reports written after list them, and adds each
 // file to rep's artifacts. An output with nothing to draw (its profile
-// disabled) is not written. perfscope runs as root: a directory is used
-// only when no other user can write to it, and every file is created in
-// the directory as opened (never through a planted link) and renamed into
-// place once whole (safeio.Dir). Not the run's context: a Ctrl-C that
-// ended the window early still wants what was measured written.
+// disabled) is not written. perfscope runs as root: the directories are
+// those Prepare checked and holds open (safeio.OpenPrivateDir; a plan
+// built by hand has them opened here, by the same rules), and every
+// file is created through them (never through a planted link, never in a
+// directory swapped in since) and renamed into place once whole
+// (safeio.Dir). They are closed when this returns. Not the run's
+// context: a Ctrl-C that ended the window early still wants what was
+// measured written.
 func (r *Result) WriteOutputs(rep *report.Report) error {
 	outs := append([]boundOutput(nil), r.Plan.outputs...)
 	sort.SliceStable(outs, func(i, j int) bool { return graph(outs[i].Format) && !graph(outs[j].Format) })
-	dirs := map[string]*safeio.Dir{}
+	dirs := r.Plan.outDirs
+	r.Plan.outDirs = nil
 	defer func() {
 		for _, d := range dirs {
 			d.Close()
@@ -263,9 +267,14 @@ func (r *Result) WriteOutputs(rep *report.Report) error {
 		}
 		d, ok := dirs[o.dir]
 		if !ok {
+			// Not opened by Prepare (a plan built by hand): opened now, by
+			// the same rules.
 			var err error
 			if d, err = safeio.OpenPrivateDir(o.dir); err != nil {
 				return fmt.Errorf("%s: %s: %w", o.Path, o.dir, err)
+			}
+			if dirs == nil {
+				dirs = map[string]*safeio.Dir{}
 			}
 			dirs[o.dir] = d
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/probes/ksym"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
 	"github.com/perfscope/perfscope/probes/softirq"
@@ -40,6 +41,10 @@ type Sources struct {
 	Config func(iface string) (netconfig.NetConfig, error)
 	// Symbols is where kallsyms, process mappings and binaries are read.
 	Symbols symbols.FS
+	// names is the one symbolizer of a session, shared by its parts (set
+	// by Open): kallsyms is read and indexed once for the lock sites and
+	// the profile alike, each binary's symbols once.
+	names *symbols.Symbolizer
 	// JVMs is where HotSpot JVMs publish hsperfdata.
 	JVMs hsperf.FS
 	// Probes opens the BPF probes.
@@ -94,6 +99,15 @@ func Live() Sources {
 	}
 }
 
+// symbolizer is the session's symbolizer; a Sources that no session
+// opened gets one of its own.
+func (s Sources) symbolizer() *symbols.Symbolizer {
+	if s.names == nil {
+		return symbols.New(s.Symbols)
+	}
+	return s.names
+}
+
 // The collectors below Root.
 func (s Sources) sockets() sockets.FS { return sockets.FS{FS: s.Root} }
 func (s Sources) netstat() netstat.FS { return netstat.FS{FS: s.Root} }
@@ -132,6 +146,12 @@ type (
 		probes.Snapshotter[cpuprofile.Profile]
 		Start() error
 		Stop() error
+		// Pause and Resume stop and restart sampling without detaching:
+		// the profile part pauses from its Open to its window's Begin.
+		Pause() error
+		Resume() error
+		// EventChoice is the event Start sampled with and why.
+		EventChoice() cpuprofile.EventChoice
 		// PIDs lists the processes sampled since the previous call
 		// (cheap: one small map, read and emptied).
 		PIDs() ([]int, error)
@@ -152,6 +172,10 @@ type Opener struct {
 	Drop       func(udpdrop.Options) (DropProbe, error)
 	Socket     func(udpsock.Options) (SocketProbe, error)
 	CPUProfile func(cpuprofile.Options) (CPUProfileProbe, error)
+	// KernelNamer opens the kernel's own symbol lookup (probes/ksym) to
+	// name sampled kernel addresses; nil, or one that fails, names them
+	// from Sources.Symbols' /proc/kallsyms.
+	KernelNamer func() (symbols.KernelNamer, error)
 	// EntryCost measures what entering a program on a tracepoint costs
 	// (probes.MeasureEntryCost), for the overhead's cost per CPU and the
 	// budget; nil leaves it unmeasured (0).
@@ -167,7 +191,10 @@ func LiveProbes() Opener {
 		Drop:       func(o udpdrop.Options) (DropProbe, error) { return as[DropProbe](udpdrop.Open(o)) },
 		Socket:     func(o udpsock.Options) (SocketProbe, error) { return as[SocketProbe](udpsock.Open(o)) },
 		CPUProfile: func(o cpuprofile.Options) (CPUProfileProbe, error) { return as[CPUProfileProbe](cpuprofile.Open(o)) },
-		EntryCost:  probes.MeasureEntryCost,
+		KernelNamer: func() (symbols.KernelNamer, error) {
+			return as[symbols.KernelNamer](ksym.Open())
+		},
+		EntryCost: probes.MeasureEntryCost,
 	}
 }
 

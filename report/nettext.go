@@ -256,7 +256,10 @@ func writeNetDetails(w io.Writer, r *Report, ev evidence.NetEvidence) {
 	if !unavailable(w, ev.Profile.Section) {
 		fmt.Fprintf(w, "%d samples at %d Hz; NET_RX CPUs: %v; lost: %d\n", ev.Profile.Samples, ev.Profile.FrequencyHz, ev.Profile.NetRXCPUs, ev.Profile.Lost)
 		fmt.Fprintf(w, "interrupts and softirqs on idle CPUs: %d samples kept; idle loop: %d samples left out\n", ev.Profile.IdleInterruptSamples, ev.Profile.IdleLoopSamples)
-		gt := Table{Header: []string{"group", "share on NET_RX CPUs", "95% interval", "samples (NET_RX CPUs)", "share of all"}}
+		writeSampling(w, ev.Profile.ProfileSampling, ev.Profile.CPUs, ev.Profile.FrequencyHz)
+		writeUnseenNetRX(w, ev.Profile)
+		scope := netRXScope(ev.Profile)
+		gt := Table{Header: []string{"group", "share on " + scope, "95% interval", "samples (" + scope + ")", "share of all"}}
 		for _, g := range ev.Profile.Groups {
 			gt.Add(g.Group, Percent(g.Share), Percent(g.ShareLow)+"–"+Percent(g.ShareHigh),
 				fmt.Sprintf("%d of %d", g.NetRXSamples, ev.Profile.NetRXSamples), Percent(g.AllShare))

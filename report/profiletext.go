@@ -22,6 +22,7 @@ func writeProfileText(w io.Writer, r *Report, d evidence.Profile) {
 	for _, warn := range d.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
+	writeSampling(w, d.ProfileSampling, d.PerCPU, d.FrequencyHz)
 	if d.Samples == 0 {
 		fmt.Fprintln(w, "No samples: the target did not run on a CPU during the window.")
 		return

@@ -2,7 +2,7 @@ package gclog
 
 import (
 	"bufio"
-	"compress/flate"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -18,7 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/internal/textenc"
 )
 
 // ErrNotFound is returned when a named log does not exist.
@@ -40,7 +43,7 @@ var ErrCorrupt = errors.New("corrupt compressed GC log")
 // modification time (the file written last was closed last), with the
 // current file (gc.log or *.current) always last. Files with equal times
 // (copied, extracted from an archive) are ordered by the first stamp in
-// each, then by number. Compressed members (gc.log.3.gz) belong to the
+// each, then by number. Compressed members (gc.log.3.gz, gc.log.3.zst) belong to the
 // set too.
 //
 // Only regular files owned by name's owner (or, when name does not exist,
@@ -79,7 +82,7 @@ func RotatedSet(name string) ([]string, error) {
 		case n == prefix:
 			m.current = true
 		case strings.HasPrefix(n, prefix+"."):
-			suffix := strings.TrimSuffix(n[len(prefix)+1:], ".gz")
+			suffix := trimCompressed(n[len(prefix)+1:])
 			if s, ok := strings.CutSuffix(suffix, ".current"); ok {
 				suffix, m.current = s, true
 			}
@@ -205,9 +208,17 @@ func (s *stopAfter) Read(b []byte) (int, error) {
 	return s.r.Read(b[:min(len(b), 16<<10)])
 }
 
-// rotationBase strips ".N", ".N.current" and ".gz" from a member's name.
+// trimCompressed strips the suffix logrotate gives a compressed member.
+func trimCompressed(name string) string {
+	if b, ok := strings.CutSuffix(name, ".gz"); ok {
+		return b
+	}
+	return strings.TrimSuffix(name, ".zst")
+}
+
+// rotationBase strips ".N", ".N.current", ".gz" and ".zst" from a member's name.
 func rotationBase(name string) string {
-	b := strings.TrimSuffix(name, ".gz")
+	b := trimCompressed(name)
 	b = strings.TrimSuffix(b, ".current")
 	if k := strings.LastIndexByte(b, '.'); k > 0 {
 		if _, err := strconv.Atoi(b[k+1:]); err == nil {
@@ -217,12 +228,41 @@ func rotationBase(name string) string {
 	return b
 }
 
-// Open opens a log file, transparently decompressing gzip (recognised by
-// its magic bytes, not its name). The file must be a regular file: it is
+// Input is an opened log file, read as UTF-8 text.
+type Input struct {
+	r io.Reader
+	f *os.File
+	// zr is the decompressor, closed with the file.
+	zr io.Closer
+	// Compression is "gzip", "zstd" or "" (none).
+	Compression string
+	// Encoding is the text's encoding when it was not plain UTF-8
+	// (UTF-16LE from PowerShell's `>`, a UTF-8 byte-order mark).
+	Encoding textenc.Encoding
+}
+
+func (in *Input) Read(b []byte) (int, error) { return in.r.Read(b) }
+
+// Close closes the decompressor and the file.
+func (in *Input) Close() error {
+	if in.zr != nil {
+		in.zr.Close()
+	}
+	return in.f.Close()
+}
+
+// MaxZstdWindow bounds the memory a zstd frame may ask for: the zstd
+// tool's own default limit (--memory=128MB), which every file it wrote
+// without --long=28 or more stays under.
+const MaxZstdWindow = 128 << 20
+
+// Open opens a log file, transparently decompressing gzip and zstd
+// (recognised by their magic bytes, not the name) and decoding UTF-16 and
+// UTF-32 (textenc.Decode) to UTF-8. The file must be a regular file: it is
 // opened without blocking and checked before anything is read, so a FIFO
 // with no writer or a device returns ErrNotRegular instead of hanging or
-// reading forever.
-func Open(name string) (io.ReadCloser, error) {
+// reading forever. A damaged compressed stream reads as ErrCorrupt.
+func Open(name string) (*Input, error) {
 	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		err = &fs.PathError{Op: "open", Path: name, Err: err}
@@ -241,17 +281,136 @@ func Open(name string) (io.ReadCloser, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w (%s)", name, ErrNotRegular, fileKind(info.Mode()))
 	}
-	br := bufio.NewReaderSize(f, 64<<10)
-	magic, _ := br.Peek(2)
-	if len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+	in := &Input{f: f}
+	file := &ioErrors{r: &sparseFile{f: f}}
+	br := bufio.NewReaderSize(file, 64<<10)
+	magic, _ := br.Peek(4)
+	switch {
+	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			f.Close()
 			return nil, fmt.Errorf("%s: %w: %v", name, ErrCorrupt, err)
 		}
-		return &gzFile{zr, f}, nil
+		in.zr, in.Compression = zr, "gzip"
+		br = bufio.NewReaderSize(&decompressed{zr, file, "gzip"}, 64<<10)
+	case bytes.Equal(magic, zstdMagic):
+		// One goroutine, no read-ahead: a log is read once, front to back.
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(MaxZstdWindow))
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w: %v", name, ErrCorrupt, err)
+		}
+		in.zr, in.Compression = zstdCloser{zr}, "zstd"
+		br = bufio.NewReaderSize(&decompressed{zr, file, "zstd"}, 64<<10)
 	}
-	return &plainFile{br, f}, nil
+	in.r, in.Encoding = textenc.Decode(br)
+	return in, nil
+}
+
+// sparseFile reads a file's holes as NUL bytes without reading them: a
+// 3 GB hole (a crash's sparse tail, a truncate) costs a memory clear
+// instead of seconds of the kernel zeroing page cache it then keeps. The
+// holes come from lseek's SEEK_DATA and SEEK_HOLE; where a filesystem
+// does not track them, the whole file is one data segment and is read.
+type sparseFile struct {
+	f   *os.File
+	off int64
+	// [off, end) is a hole when hole, else data; looked up again at end.
+	end  int64
+	hole bool
+}
+
+func (s *sparseFile) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if s.off >= s.end {
+		s.segment()
+	}
+	n := int(min(int64(len(p)), s.end-s.off))
+	if n == 0 {
+		return 0, io.EOF
+	}
+	if s.hole {
+		clear(p[:n])
+		s.off += int64(n)
+		return n, nil
+	}
+	n, err := s.f.ReadAt(p[:n], s.off)
+	s.off += int64(n)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+// segment looks up the data or hole that starts at off.
+func (s *sparseFile) segment() {
+	fd := int(s.f.Fd())
+	data, err := unix.Seek(fd, s.off, unix.SEEK_DATA)
+	switch {
+	case err == unix.ENXIO:
+		// No data after off: a hole to the end of the file, or the end.
+		s.hole, s.end = true, s.off
+		if st, err := s.f.Stat(); err == nil {
+			s.end = max(s.off, st.Size())
+		}
+	case err != nil:
+		// No hole support: read to the end as data.
+		s.hole, s.end = false, math.MaxInt64
+	case data > s.off:
+		s.hole, s.end = true, data
+	default:
+		s.hole = false
+		if s.end, err = unix.Seek(fd, data, unix.SEEK_HOLE); err != nil {
+			s.end = math.MaxInt64
+		}
+	}
+}
+
+// zstdMagic starts every zstd frame (RFC 8878).
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+type zstdCloser struct{ d *zstd.Decoder }
+
+func (z zstdCloser) Close() error { z.d.Close(); return nil }
+
+// ioErrors remembers the file's own read error, so that a decompressor's
+// failure can be told apart from the disk's.
+type ioErrors struct {
+	r   io.Reader
+	err error
+}
+
+func (e *ioErrors) Read(b []byte) (int, error) {
+	n, err := e.r.Read(b)
+	if err != nil && err != io.EOF {
+		e.err = err
+	}
+	return n, err
+}
+
+// decompressed reports a damaged stream as ErrCorrupt: bad input, not a
+// failed run. An error of the file underneath stays what it is.
+type decompressed struct {
+	r    io.Reader
+	file *ioErrors
+	kind string
+}
+
+func (d *decompressed) Read(b []byte) (int, error) {
+	n, err := d.r.Read(b)
+	if err == nil || err == io.EOF {
+		return n, err
+	}
+	if d.file.err != nil {
+		return n, d.file.err
+	}
+	if errors.Is(err, zstd.ErrWindowSizeExceeded) {
+		return n, fmt.Errorf("%w: its zstd window is larger than the %d MiB perfscope reads (compressed with --long?): decompress it with zstd -d --memory=2GB and name the result", ErrCorrupt, MaxZstdWindow>>20)
+	}
+	return n, fmt.Errorf("%w: %s: %v", ErrCorrupt, d.kind, err)
 }
 
 func fileKind(m fs.FileMode) string {
@@ -270,33 +429,6 @@ func fileKind(m fs.FileMode) string {
 	return "not a file"
 }
 
-type plainFile struct {
-	io.Reader
-	f *os.File
-}
-
-func (p *plainFile) Close() error { return p.f.Close() }
-
-type gzFile struct {
-	*gzip.Reader
-	f *os.File
-}
-
-// Read reports a damaged stream as ErrCorrupt: bad input, not a failed run.
-func (g *gzFile) Read(b []byte) (int, error) {
-	n, err := g.Reader.Read(b)
-	var ce flate.CorruptInputError
-	if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ce) {
-		err = fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	return n, err
-}
-
-func (g *gzFile) Close() error {
-	g.Reader.Close()
-	return g.f.Close()
-}
-
 // ParseFiles parses files in order as one log into p (then flushes it).
 // It stops with ctx's error when ctx is cancelled.
 func ParseFiles(ctx context.Context, p *Parser, files []string) error {
@@ -304,6 +436,9 @@ func ParseFiles(ctx context.Context, p *Parser, files []string) error {
 		r, err := Open(name)
 		if err != nil {
 			return err
+		}
+		if r.Compression != "" || r.Encoding != textenc.Plain {
+			p.Stats.Decoded = append(p.Stats.Decoded, Decoding{File: name, Compression: r.Compression, Encoding: string(r.Encoding)})
 		}
 		err = p.ParseNamed(name, ctxReader{ctx, r})
 		r.Close()

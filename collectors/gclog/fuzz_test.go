@@ -27,6 +27,8 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("0,294: [GC 0,294: [ParNew: 104960K->13042K(118016K), 0,0284337 secs] 104960K->34501K(249088K), 0,0285898 secs]\n"))
 	f.Add([]byte("[0.2s][info][gc] GC(0) Pause Young (Normal) (G1 Evacuation Pause) 25M->3M(256M) 3.5ms\n"))
+	// Holes: NUL bytes inside, before and after lines.
+	f.Add([]byte("\x00\x00[0.2s][info][gc] GC(0) Pause Young (Normal) (G1 Evacuation Pause) 25M->3M(256M) 3.5ms\x00\n\x00"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := &Parser{}
 		a := NewAnalyzer(0)
@@ -38,6 +40,14 @@ func FuzzParse(f *testing.F) {
 		s := a.Summary(p.Stats)
 		if s.Parse.Bytes != int64(len(data)) {
 			t.Fatalf("read %d of %d bytes", s.Parse.Bytes, len(data))
+		}
+		// Lines as an editor numbers them: NULs do not start one.
+		lines := int64(bytes.Count(data, []byte("\n")))
+		if k := bytes.LastIndexByte(data, '\n'); k < len(data)-1 {
+			lines++
+		}
+		if s.Parse.Lines != lines {
+			t.Fatalf("%d lines, want %d", s.Parse.Lines, lines)
 		}
 		if s.All.Count < 0 || len(s.Series) > MaxPoints {
 			t.Fatalf("bad summary %+v", s.All)

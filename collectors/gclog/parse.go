@@ -1,18 +1,13 @@
 package gclog
 
 import (
-	"bufio"
 	"bytes"
-	"errors"
+	"fmt"
 	"io"
 	"math"
 	"sync"
 	"time"
 )
-
-// maxLine bounds one line; longer lines (never written by a JVM) are
-// skipped and counted so that a corrupt file cannot grow memory.
-const maxLine = 256 << 10
 
 // maxSamples is how many unknown lines (and unreadable records) are kept
 // verbatim for the report.
@@ -29,7 +24,11 @@ type RecordSample struct {
 
 // Stats says how much of the input the parser understood.
 type Stats struct {
+	// Lines are counted as an editor numbers them: NUL bytes do not end
+	// one.
 	Lines int64 `json:"lines"`
+	// Bytes is every byte read (after decompression and decoding), NUL
+	// bytes and over-long lines included.
 	Bytes int64 `json:"bytes"`
 	// Events is how many events reached the callback.
 	Events int64 `json:"events"`
@@ -52,6 +51,38 @@ type Stats struct {
 	RegionBytes int64 `json:"region_bytes,omitempty"`
 	// Safepoints counts the stops of application threads the log records.
 	Safepoints int64 `json:"safepoints"`
+
+	// OverlongLines are lines longer than MaxLineBytes: not read, each
+	// also an unrecognised record. OverlongBytes is what they held.
+	OverlongLines int64 `json:"overlong_lines"`
+	OverlongBytes int64 `json:"overlong_bytes"`
+	// EndsInsideLine names the files that end inside an over-long line
+	// (no newline after it): cut while being written, or not text from
+	// there on.
+	EndsInsideLine []string `json:"ends_inside_line,omitempty"`
+	// NULBytes counts NUL bytes: holes in a file (a crash, a preallocated
+	// file, logrotate's copytruncate under a JVM that keeps writing at its
+	// offset). They end a line and hold no text; nothing is lost to them.
+	NULBytes int64 `json:"nul_bytes"`
+	// Skipped are the first few over-long lines and NUL runs: where, how
+	// long, and their first bytes.
+	Skipped []RecordSample `json:"skipped,omitempty"`
+	// Partial says that some of the input was not read (over-long lines):
+	// every number covers only the rest.
+	Partial bool `json:"partial"`
+	// Decoded names the files that were decompressed or decoded to read
+	// them.
+	Decoded []Decoding `json:"decoded,omitempty"`
+}
+
+// Decoding is how one file was turned into text.
+type Decoding struct {
+	File string `json:"file"`
+	// Compression is "gzip", "zstd" or "" (none).
+	Compression string `json:"compression,omitempty"`
+	// Encoding is the text's encoding when it was not UTF-8 ("UTF-16LE",
+	// "UTF-8 with BOM").
+	Encoding string `json:"encoding,omitempty"`
 }
 
 // Parser turns GC log text into events. Feed it one or more readers in
@@ -86,7 +117,7 @@ type Parser struct {
 	j      jdk8
 	ev     Event
 	intern map[string]string
-	br     *bufio.Reader
+	lines  lineReader
 
 	// spName is the operation of the safepoint being logged; age the
 	// tenuring table being read.
@@ -110,44 +141,62 @@ func (p *Parser) ParseNamed(name string, r io.Reader) error {
 // Parse reads r to the end. Errors are I/O errors only: malformed text is
 // counted in Stats, never returned.
 func (p *Parser) Parse(r io.Reader) error {
-	if p.br == nil {
-		p.br = bufio.NewReaderSize(r, 1<<20)
-	} else {
-		p.br.Reset(r)
-	}
+	p.lines.reset(r)
 	for {
-		line, err := p.br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			// An over-long line: count it, skip the rest of it.
-			p.Stats.Bytes += int64(len(line))
-			for errors.Is(err, bufio.ErrBufferFull) {
-				line, err = p.br.ReadSlice('\n')
-				p.Stats.Bytes += int64(len(line))
-			}
-			p.Stats.Lines++
-			p.fileLine++
-			p.unknown([]byte("(line longer than 1 MiB)"))
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if len(line) > 0 {
-			p.Stats.Bytes += int64(len(line))
-			p.Stats.Lines++
-			p.fileLine++
-			p.line(trimEOL(line))
-		}
+		pc, err := p.lines.next()
 		if err == io.EOF {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
+		p.Stats.Bytes += pc.n
+		if pc.lineStart {
+			p.Stats.Lines++
+			p.fileLine++
+		}
+		switch pc.kind {
+		case pieceText:
+			p.line(trimEOL(pc.text))
+		case pieceLong:
+			p.overlong(pc)
+		case pieceNUL:
+			p.Stats.NULBytes += pc.n
+			if len(p.Stats.Skipped) == maxSamples {
+				continue // a binary file has a NUL run in every line
+			}
+			p.skipped(fmt.Sprintf("%s: %d bytes, a hole in the file (a crash, a preallocated file, or copytruncate rotation under a JVM still writing), no text", nulReason, pc.n), nil)
+		}
 	}
+}
+
+// overlong counts a line too long to read. It may hold records (a log whose
+// newlines were lost), so it is an unrecognised record too, and the result
+// is partial.
+func (p *Parser) overlong(pc piece) {
+	p.Stats.OverlongLines++
+	p.Stats.OverlongBytes += pc.n
+	p.Stats.Partial = true
+	reason := fmt.Sprintf("a line of %d bytes, longer than the %d KiB a GC log line can be: not read", pc.n, MaxLineBytes>>10)
+	if pc.end == endEOF {
+		reason = fmt.Sprintf("the file ends inside a line of %d bytes, longer than the %d KiB a GC log line can be, with no newline (cut while being written?): not read", pc.n, MaxLineBytes>>10)
+		p.Stats.EndsInsideLine = append(p.Stats.EndsInsideLine, p.file)
+	}
+	p.unrecognised(p.fileLine, reason, pc.text)
+	p.skipped(reason, pc.text)
+}
+
+func (p *Parser) skipped(reason string, text []byte) {
+	if len(p.Stats.Skipped) < maxSamples {
+		p.Stats.Skipped = append(p.Stats.Skipped, RecordSample{File: p.file, Line: p.fileLine, Reason: reason, Text: sampleText(text)})
+	}
+}
+
+func sampleText(b []byte) string {
+	if len(b) > 200 {
+		b = b[:200]
+	}
+	return string(bytes.ToValidUTF8(b, []byte("?")))
 }
 
 // Flush emits an event still waiting for its detail lines (a G1 pause at
@@ -168,10 +217,6 @@ func trimEOL(b []byte) []byte {
 }
 
 func (p *Parser) line(b []byte) {
-	if len(b) > maxLine {
-		p.unknown(b[:200])
-		return
-	}
 	if len(b) > 1 && b[0] == '[' && isDecoration(b) {
 		p.Stats.UnifiedLines++
 		p.unifiedLine(b)
@@ -184,10 +229,7 @@ func (p *Parser) line(b []byte) {
 func (p *Parser) unknown(b []byte) {
 	p.Stats.Unknown++
 	if len(p.Stats.UnknownSamples) < maxSamples {
-		if len(b) > 200 {
-			b = b[:200]
-		}
-		p.Stats.UnknownSamples = append(p.Stats.UnknownSamples, string(bytes.ToValidUTF8(b, []byte("?"))))
+		p.Stats.UnknownSamples = append(p.Stats.UnknownSamples, sampleText(b))
 	}
 }
 
@@ -211,11 +253,8 @@ func (p *Parser) Position() (file string, line int64) { return p.file, p.fileLin
 func (p *Parser) unrecognised(line int64, reason string, text []byte) {
 	p.Stats.UnrecognisedRecords++
 	if len(p.Stats.UnrecognisedSamples) < maxSamples {
-		if len(text) > 200 {
-			text = text[:200]
-		}
 		p.Stats.UnrecognisedSamples = append(p.Stats.UnrecognisedSamples, RecordSample{
-			File: p.file, Line: line, Reason: reason, Text: string(bytes.ToValidUTF8(text, []byte("?"))),
+			File: p.file, Line: line, Reason: reason, Text: sampleText(text),
 		})
 	}
 }

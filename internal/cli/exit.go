@@ -106,9 +106,11 @@ func failOn(fs []diagnose.Finding, threshold diagnose.Severity) error {
 }
 
 // isBadInputFile says whether err is about the file the user named rather
-// than about the run: missing, unreadable, a directory, too large. Those
-// are bad input (exit 2), as the README promises.
+// than about the run: missing, unreadable, a directory, too large, below
+// a file, or refused because another user could redirect it. Those are
+// bad input (exit 2), as the README promises.
 func isBadInputFile(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
-		errors.Is(err, safeio.ErrNotFile) || errors.Is(err, safeio.ErrTooLarge) || errors.Is(err, syscall.EISDIR)
+		errors.Is(err, safeio.ErrNotFile) || errors.Is(err, safeio.ErrTooLarge) || errors.Is(err, syscall.EISDIR) ||
+		errors.Is(err, syscall.ENOTDIR) || safeio.Refused(err)
 }

@@ -45,7 +45,8 @@ func gclogCmd(g *Globals, o *gclogOptions) *cobra.Command {
 		Short: "Analyse HotSpot GC logs: pauses, safepoints, throughput, allocation and promotion rates, full-GC causes",
 		Long: `gclog reads JDK 1.4–8 -XX:+PrintGCDetails logs and JDK 9+ unified logs (-Xlog:gc*,
 any decorations) of Serial, Parallel, CMS, G1, ZGC and Shenandoah, streaming in
-constant memory. Gzipped files are read as is. The FILEs are one JVM's log in
+constant memory. Gzip and zstd files are decompressed, UTF-16 text (PowerShell's
+">") decoded. The FILEs are one JVM's log in
 order; each FILE's rotated siblings (FILE.0, FILE.1, FILE.N.current, .gz) are
 read too, oldest first, unless --no-rotated.
 
@@ -55,8 +56,10 @@ the young-GC interval, the allocation rate (Eden before GC n+1 minus Eden after
 GC n, from the heap when Eden is not logged), the promotion rate, the live set
 over time and full GCs by cause. With --rps (or --requests over the log's
 window) it prints the bytes allocated per request and the young GCs per minute
-at --target-rps. Text that looks like a GC record but cannot be read is
-counted and named, never skipped in silence.`,
+at --target-rps. Text that looks like a GC record but cannot be read, and a
+line longer than 256 KiB, is counted and named, never skipped in silence; a
+result missing such lines is marked partial (exit 0, --fail-on warn exits 1).
+Holes of NUL bytes (a crash, copytruncate rotation) are skipped and counted.`,
 		Example: `  perfscope gclog /var/log/app/gc.log
   perfscope gclog gc.log --rps 800 --target-rps 2000 --young-interval 30s
   perfscope gclog gc.log.gz --pause-goal 50ms -o html > gc.html
@@ -184,6 +187,9 @@ func writeGCLogText(w io.Writer, r *report.Report, d gclogData) error {
 		fmt.Fprintf(w, " (%d JVM runs)", gc.Segments)
 	}
 	fmt.Fprintln(w)
+	for _, warning := range d.Parse.Warnings() {
+		fmt.Fprintf(w, "WARNING: %s\n", warning)
+	}
 	if n := d.Parse.UnrecognisedRecords; n > 0 {
 		fmt.Fprintf(w, "WARNING: %d GC records could not be read (%s): the numbers below miss their pauses\n", n, strings.Join(gc.UnreadableAt, ", "))
 	}
@@ -192,6 +198,9 @@ func writeGCLogText(w io.Writer, r *report.Report, d gclogData) error {
 	}
 	if d.Parse.Unknown > 0 {
 		fmt.Fprintf(w, "%d lines not recognised, e.g. %q\n", d.Parse.Unknown, d.Parse.UnknownSamples[0])
+	}
+	for _, note := range d.Parse.Notes() {
+		fmt.Fprintf(w, "note: %s\n", note)
 	}
 
 	report.Heading(w, "Pauses")

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -45,9 +46,14 @@ func TestFlameOutDeviceNodeStaysADevice(t *testing.T) {
 func TestUDPFlameRefusesSharedDirectory(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "shared")
 	os.Mkdir(dir, 0o755)
-	os.Chmod(dir, 0o1777)
+	os.Chmod(dir, 0o777|os.ModeSticky)
 	_, stderr, code := execute(t, "udp", "--iface", "lo", "--flame", dir)
 	if code != ExitUsage || !strings.Contains(stderr, "not private to this user") {
+		t.Fatalf("exit %d, stderr %q; want exit 2 naming the unsafe directory", code, stderr)
+	}
+	os.Chmod(dir, 0o777)
+	_, stderr, code = execute(t, "udp", "--iface", "lo", "--flame", dir)
+	if code != ExitUsage || !strings.Contains(stderr, "writable by group or others without the sticky bit") {
 		t.Fatalf("exit %d, stderr %q; want exit 2 naming the unsafe directory", code, stderr)
 	}
 }
@@ -73,8 +79,14 @@ func TestFlameHostileInputs(t *testing.T) {
 	cases := []struct {
 		name, path, want string
 	}{
-		{"NaN count", write("nan.folded", []byte("a;b 1\na;c NaN\n")), "not a folded stack"},
+		{"NaN count", write("nan.folded", []byte("a;b 1\na;c NaN\n")), "folded line 2: not a folded stack"},
+		{"exponent count", write("exp.folded", []byte("a;b 1e3\n")), `folded line 1: count "1e3" is not a number of samples`},
+		{"hex float count", write("hex.folded", []byte("a;b 1\na;c 0x1p4\n")), `folded line 2: count "0x1p4" is not a number of samples`},
 		{"overflowing counts", write("big.folded", []byte("a;b 4611686018427387904\na;c 4611686018427387904\na;d 4611686018427387904\n")), "2^63-1"},
+		// Counts above 2^62 used to fail detection ("not folded stacks").
+		{"overflowing large counts", write("big2.folded", []byte("a;b 5000000000000000000\na;c 5000000000000000000\n")), "folded line 2: values add up to more than 2^63-1"},
+		{"count beyond int64", write("big3.folded", []byte("a;b 99999999999999999999\n")), "folded line 1: count 99999999999999999999 is more than 2^63-1"},
+		{"utf-16 folded, bad line", write("u16.folded", utf16LE("a;b 3\nnot a stack\n")), `folded line 2: not a folded stack ("frame;frame value") (the input was decoded from UTF-16LE)`},
 		{"gzip bomb read as pprof", write("bomb.gz", bomb.Bytes()), "larger than 51 MiB"},
 		{"directory", dir, "is a directory"},
 	}
@@ -286,5 +298,26 @@ func TestPIDZombieAndThreadExit2(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 saying %q", c.args, code, stderr, c.want)
 		}
+	}
+}
+
+// utf16LE is s as Windows PowerShell's '>' writes it: UTF-16LE with a
+// byte-order mark.
+func utf16LE(s string) []byte {
+	b := []byte{0xff, 0xfe}
+	for _, u := range utf16.Encode([]rune(s)) {
+		b = append(b, byte(u), byte(u>>8))
+	}
+	return b
+}
+
+// A folded file saved as UTF-16 (PowerShell's '>') reads as the same
+// stacks as its UTF-8 original.
+func TestFlameReadsUTF16Folded(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "u16.folded")
+	os.WriteFile(p, utf16LE("main;work 7\nmain;idle 3\n"), 0o644)
+	out, stderr, code := execute(t, "flame", p, "-o", "folded")
+	if code != ExitOK || out != "main;idle 3\nmain;work 7\n" {
+		t.Errorf("exit %d, stderr %q, out %q", code, stderr, out)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/integration/jvmapp"
 	"github.com/perfscope/perfscope/internal/httpload"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
@@ -98,7 +99,7 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 	if err != nil {
 		return unavailableError("%v", err)
 	}
-	dir, err := os.MkdirTemp("", "perfscope-lab-jvm-")
+	dir, err := safeio.MkdirTemp("perfscope-lab-jvm-")
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/internal/netlab"
+	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/internal/udplab"
 	"github.com/perfscope/perfscope/report"
 )
@@ -147,7 +148,7 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 	if err != nil {
 		fmt.Fprintf(g.Err, "warning: %v\n", err)
 	}
-	dir, err := os.MkdirTemp("", "perfscope-lab-udp-")
+	dir, err := safeio.MkdirTemp("perfscope-lab-udp-")
 	if err != nil {
 		return err
 	}
@@ -163,11 +164,21 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 	opts := udplab.Options{Binary: bin, Duration: o.Duration, Freq: o.Freq, Dir: dir, Keep: o.Keep, Log: g.Err}
 	started := time.Now()
 	var results []udplab.Result
-	for _, sc := range scenarios {
+	// interrupted ends the run with exit 130, after the scenarios that
+	// finished are reported: an interrupted lab has not proved the fixes it
+	// did not get to, so it never exits 0.
+	var interrupted error
+	for i, sc := range scenarios {
 		res, err := udplab.Run(ctx, opts, sc)
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("lab udp interrupted during %s; its namespaces were removed", sc.Name)
+				var notRun []string
+				for _, s := range scenarios[i:] {
+					notRun = append(notRun, s.Name)
+				}
+				interrupted = &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("lab udp interrupted during %s, whose namespaces were removed; %d of %d scenarios finished, not run: %s",
+					sc.Name, len(results), len(scenarios), strings.Join(notRun, ", "))}
+				break
 			}
 			return err
 		}
@@ -175,6 +186,9 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 		if o.format == report.Text {
 			udplab.WriteScenario(g.textOut(), res)
 		}
+	}
+	if interrupted != nil && len(results) == 0 {
+		return interrupted
 	}
 	r := report.New("lab udp", Version(), started)
 	r.Meta.DurationNs = int64(time.Since(started))
@@ -190,6 +204,9 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 			}
 			fmt.Fprintln(g.Out, "\n(remove with: ip netns del NAME; look around with: ip netns exec NAME perfscope udp --iface vb)")
 		}
+	}
+	if interrupted != nil {
+		return interrupted
 	}
 	failed := 0
 	for _, r := range results {

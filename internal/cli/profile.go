@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
@@ -31,6 +31,7 @@ type profileOptions struct {
 	All         bool
 	Duration    time.Duration
 	Frequency   int
+	Event       string
 	KernelOnly  bool
 	UserOnly    bool
 	PerProcess  bool
@@ -62,9 +63,14 @@ func profileCmd(g *Globals, o *profileOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "profile",
 		Short: "Sample on-CPU stacks (kernel and user) and print top functions or a flame graph",
-		Long: `profile samples what every CPU is running at --freq Hz with a software
-cpu-clock perf event and a BPF program that counts kernel and user stacks in
-the kernel. Frames are named from /proc/kallsyms, the ELF symbols of each
+		Long: `profile samples what every CPU is running at --freq Hz with a perf
+event and a BPF program that counts kernel and user stacks in the kernel.
+The event is the hardware cycles event where it opens, as perf record's
+default (it counts work, so an otherwise idle CPU's softirq work is sampled
+in proportion), and the software cpu-clock elsewhere (--event chooses). The
+report sets each CPU's samples beside those expected and names the CPUs it
+could not see: on a virtual CPU without a PMU the cpu-clock timer stops
+while the CPU halts. Frames are named from /proc/kallsyms, the ELF symbols of each
 process's binaries (read through /proc/PID/root, so containers work) and JIT
 perf maps (/tmp/perf-<pid>.map). The idle task is left out unless
 --include-idle is given.
@@ -94,6 +100,7 @@ map (Compiler.perfmap) when the window ends; other runtimes must have written
 	f.BoolVarP(&o.All, "all", "a", false, "profile every process (the default when --pid is not given)")
 	f.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "how long to sample (Ctrl-C stops early and still reports)")
 	f.IntVarP(&o.Frequency, "freq", "F", cpuprofile.DefaultFrequency, "samples per second per CPU")
+	eventFlag(f, &o.Event)
 	f.BoolVar(&o.KernelOnly, "kernel-only", false, "record kernel stacks only")
 	f.BoolVar(&o.UserOnly, "user-only", false, "record user stacks only")
 	f.BoolVar(&o.PerProcess, "per-process", false, `root each stack at "comm-pid"`)
@@ -125,9 +132,10 @@ func (o *profileOptions) validate() error {
 		return usageError("--stack-map-size must be between 1024 and 1048576, got %d", o.StackMap)
 	}
 	if o.OutFile != "" {
-		// Checked before sampling, not after a window spent for nothing.
-		if st, err := os.Stat(filepath.Dir(o.OutFile)); err != nil || !st.IsDir() {
-			return usageError("--out: cannot write %s: no directory %s", o.OutFile, filepath.Dir(o.OutFile))
+		// Checked before sampling, not after a window spent for nothing
+		// (and again when written).
+		if err := safeio.CheckOutput(o.OutFile); err != nil {
+			return usageError("--out: cannot write %s: %v", o.OutFile, err)
 		}
 	}
 	if o.Top <= 0 {
@@ -135,6 +143,9 @@ func (o *profileOptions) validate() error {
 	}
 	if o.Frequency <= 0 {
 		return usageError("--freq must be positive, got %d", o.Frequency)
+	}
+	if err := checkEvent(o.Event); err != nil {
+		return err
 	}
 	if max, ok, _ := o.src.Root.SysctlInt("kernel.perf_event_max_sample_rate"); ok && int64(o.Frequency) > max {
 		return usageError("--freq %d is above kernel.perf_event_max_sample_rate (%d): lower it", o.Frequency, max)
@@ -181,10 +192,25 @@ func (o *profileOptions) validate() error {
 	return nil
 }
 
+// eventFlag is --event, the perf event a profile samples with, named as
+// perf names it.
+func eventFlag(f *pflag.FlagSet, event *string) {
+	f.StringVarP(event, "event", "e", cpuprofile.EventAuto.String(),
+		"perf event to sample with: cycles (counts work; needs a PMU), cpu-clock (a timer: works without a PMU, stops while a virtual CPU halts) or auto (cycles where it opens, else cpu-clock, as perf record)")
+}
+
+// checkEvent refuses an --event perf does not name this way.
+func checkEvent(event string) error {
+	if _, err := cpuprofile.ParseEvent(event); err != nil {
+		return usageError("--event: %v", err)
+	}
+	return nil
+}
+
 func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	// The flags are the cpu-profile recipe's parameters.
 	plan, err := recipes.Load("cpu-profile", recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(),
-		"freq", strconv.Itoa(o.Frequency), "stacks", stackNames[o.stacks], "root", rootNames[o.root],
+		"freq", strconv.Itoa(o.Frequency), "event", o.Event, "stacks", stackNames[o.stacks], "root", rootNames[o.root],
 		"include_idle", strconv.FormatBool(o.IncludeIdle), "jit_map", strconv.FormatBool(o.JITMap),
 		"stack_map_size", strconv.Itoa(o.StackMap)), o.src)
 	if err != nil {
@@ -203,7 +229,7 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	r := res.Report("profile", Version())
 	d := res.Profile.Evidence
 	r.Show = report.Show{Top: o.Top, Title: o.Title,
-		Subtitle: fmt.Sprintf("%d samples at %d Hz, %s stacks, %v", d.Samples, d.FrequencyHz, d.Stacks, time.Duration(d.DurationNs).Round(time.Millisecond))}
+		Subtitle: fmt.Sprintf("%d samples at %d Hz (%s), %s stacks, %v", d.Samples, d.FrequencyHz, d.Event, d.Stacks, time.Duration(d.DurationNs).Round(time.Millisecond))}
 	if r.Show.Title == "" {
 		r.Show.Title = "CPU profile of all processes"
 		if o.PID != 0 {
@@ -211,14 +237,14 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 		}
 	}
 	if o.OutFile == "" {
-		return report.Render(g.Out, r, o.format)
+		return renderRun(g.Out, g, r, o.format)
 	}
 	// A regular --out file is replaced atomically (no partial file if
 	// rendering fails); a device, FIFO or symlink is written through,
 	// never replaced (safeio.WriteOutput). Not ctx: a Ctrl-C that ended
 	// the window early still wants the profile written.
 	err = safeio.WriteOutput(context.Background(), o.OutFile, waitingFor(g, "a reader"), func(w io.Writer) error {
-		return report.Render(w, r, o.format)
+		return renderRun(w, g, r, o.format)
 	})
 	if isBadInputFile(err) {
 		return asUsage(fmt.Errorf("--out: %w", err))

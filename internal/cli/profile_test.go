@@ -35,11 +35,11 @@ func runProfileFlags(t *testing.T, args ...string) (*profileOptions, error) {
 
 func TestProfileFlagsReachRun(t *testing.T) {
 	self := strconv.Itoa(os.Getpid())
-	o, err := runProfileFlags(t, "--pid", self, "--duration", "3s", "--freq", "49", "--kernel-only", "--per-cpu", "-o", "svg", "--out", "x.svg", "--title", "T")
+	o, err := runProfileFlags(t, "--pid", self, "--duration", "3s", "--freq", "49", "--kernel-only", "--per-cpu", "-o", "svg", "--out", "x.svg", "--title", "T", "-e", "cpu-clock")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.PID != os.Getpid() || o.Duration != 3*time.Second || o.Frequency != 49 || o.stacks != cpuprofile.KernelOnly ||
+	if o.PID != os.Getpid() || o.Duration != 3*time.Second || o.Frequency != 49 || o.stacks != cpuprofile.KernelOnly || o.Event != "cpu-clock" ||
 		o.root != cpuprofile.RootCPU || o.format != report.SVG || o.OutFile != "x.svg" || o.Title != "T" {
 		t.Errorf("options = %+v", o)
 	}
@@ -47,7 +47,7 @@ func TestProfileFlagsReachRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.PID != 0 || o.Frequency != cpuprofile.DefaultFrequency || o.stacks != cpuprofile.KernelAndUser || o.root != cpuprofile.RootComm || o.format != "text" {
+	if o.PID != 0 || o.Frequency != cpuprofile.DefaultFrequency || o.stacks != cpuprofile.KernelAndUser || o.root != cpuprofile.RootComm || o.format != "text" || o.Event != "auto" {
 		t.Errorf("defaults = %+v", o)
 	}
 }

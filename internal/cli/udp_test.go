@@ -18,6 +18,8 @@ func TestUDPBadInput(t *testing.T) {
 		{[]string{"udp", "--iface", "lo", "--duration", "-1s"}, "--duration must be positive"},
 		{[]string{"udp", "--iface", "lo", "-o", "yaml"}, "unknown output format"},
 		{[]string{"udp", "--iface", "lo", "--lock-stacks", "0"}, "--lock-stacks must be between 1 and 1024, got 0"},
+		{[]string{"udp", "--iface", "lo", "--event", "cpu_clock"}, `--event: unknown event "cpu_clock" (want auto, cycles or cpu-clock)`},
+		{[]string{"profile", "-e", "instructions"}, `--event: unknown event "instructions"`},
 		{[]string{"udp", "--iface", "lo", "--exact", "--overhead-budget", "5"}, "--exact counts every event: it takes no --overhead-budget"},
 		{[]string{"udp", "--iface", "lo", "--overhead-budget", "0"}, "--overhead-budget: want a percentage of one CPU above 0 and at most 100 (1.5%), or exact, got 0 (use --exact to count every event)"},
 		{[]string{"softirq", "--overhead-budget", "150"}, "--overhead-budget: want a percentage"},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
@@ -205,6 +206,31 @@ func (s *System) file(t *testing.T, p string) string {
 	return string(b)
 }
 
+// A revert file holds only changes its finding's rule can make
+// (diagnose.Rule.Changes). Findings "test.*", which only these tests
+// make, may hold any change of a valid form: they carry out the kinds and
+// parameters no rule makes today (channel counts, adaptive coalescing,
+// other offloads), on the fake host and the live one.
+func init() {
+	rules := changeShapes
+	changeShapes = func(id string) ([]diagnose.ChangeShape, bool) {
+		if strings.HasPrefix(id, "test.") {
+			return anyChange, true
+		}
+		return rules(id)
+	}
+}
+
+var anyChange = func() []diagnose.ChangeShape {
+	var shapes []diagnose.ChangeShape
+	for _, k := range []diagnose.ChangeKind{diagnose.ChangeSysctl, diagnose.ChangeSysfs, diagnose.ChangeEthtoolFeature, diagnose.ChangeEthtoolRing,
+		diagnose.ChangeEthtoolCoalesce, diagnose.ChangeEthtoolChannels, diagnose.ChangeEthtoolRSS, diagnose.ChangeNftTable, diagnose.ChangeIptablesTable,
+		diagnose.ChangeModule, diagnose.ChangeThreadAffinity, diagnose.ChangeAudit, diagnose.ChangeIrqbalanceBan} {
+		shapes = append(shapes, diagnose.ChangeShape{Kind: k, Target: "<*>", Old: diagnose.KindForm, New: diagnose.KindForm})
+	}
+	return shapes
+}()
+
 // everyKind is one finding per group of kinds, with the values fakeSystem
 // holds as the old ones.
 func everyKind() []diagnose.Finding {
@@ -214,18 +240,21 @@ func everyKind() []diagnose.Finding {
 		return f
 	}
 	return []diagnose.Finding{
-		setting("net.rp-filter", diagnose.SysctlChange(diagnose.SysctlKey("net", "ipv4", "conf", hostile, "rp_filter"), "1", "0"),
-			diagnose.SysctlChange("net.ipv4.udp_mem", "1 2 3", "4 5 6")),
-		setting("net.rps-needed", diagnose.QueueMaskChange(hostile, "rx", 0, cpuset.Set{}, cpuset.Range(0, 1), 2),
-			diagnose.RPSFlowCntChange(hostile, 0, 0, 4096)),
+		setting("net.rp-filter", diagnose.SysctlChange(diagnose.SysctlKey("net", "ipv4", "conf", hostile, "rp_filter"), "1", "0")),
+		setting("net.udp-mem-pressure", diagnose.SysctlChange("net.ipv4.udp_mem", "1 2 3", "4 5 6")),
+		setting("net.rps-needed", diagnose.QueueMaskChange(hostile, "rx", 0, cpuset.Set{}, cpuset.Range(0, 1), 2)),
+		setting("net.rfs-off", diagnose.RPSFlowCntChange(hostile, 0, 0, 4096)),
 		setting("net.irq-affinity-ignores-hint", diagnose.IrqbalanceBanChange("/etc/default/irqbalance", []string{"--hintpolicy=ignore"}, []int{24}),
 			diagnose.IRQAffinityChange(24, cpuset.Range(0, 1), cpuset.Of(1), 2)),
 		setting("net.smt-off", diagnose.SMTControlChange("off", "on")),
-		setting("net.gro-udp", diagnose.EthtoolFeatureChange(hostile, "rx-gro", true, false),
-			diagnose.EthtoolRingChange(hostile, map[string]uint32{"rx": 512}, map[string]uint32{"rx": 4096}),
+		setting("net.gro-udp", diagnose.EthtoolFeatureChange(hostile, "rx-gro", true, false)),
+		setting("net.nic-ring-drops", diagnose.EthtoolRingChange(hostile, map[string]uint32{"rx": 512}, map[string]uint32{"rx": 4096})),
+		// Kinds and parameters no rule makes today, which the mechanism
+		// still carries out.
+		setting("test.every-kind",
 			diagnose.EthtoolCoalesceChange(hostile, map[string]uint32{"rx-usecs": 3, "adaptive-rx": 1}, map[string]uint32{"rx-usecs": 50, "adaptive-rx": 0}),
-			diagnose.EthtoolChannelsChange(hostile, map[string]uint32{"combined": 4}, map[string]uint32{"combined": 2}),
-			diagnose.EthtoolRSSChange(hostile, []uint32{0, 1, 0, 1}, diagnose.EqualTable(4, 4))),
+			diagnose.EthtoolChannelsChange(hostile, map[string]uint32{"combined": 4}, map[string]uint32{"combined": 2})),
+		setting("net.rss-indirection-narrow", diagnose.EthtoolRSSChange(hostile, []uint32{0, 1, 0, 1}, diagnose.EqualTable(4, 4))),
 		setting("net.netfilter-unused", diagnose.NftTableDeleteChange("ip", "x$(>pwnednft)"),
 			diagnose.IptablesTableUnloadChange("ipv4", "filter"), diagnose.ModuleUnloadChange("ip_tables")),
 		setting("net.thread-pinning", diagnose.ThreadAffinityChange(4300, cpuset.Range(0, 1), cpuset.Of(0))),

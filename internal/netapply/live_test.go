@@ -159,17 +159,17 @@ func TestLiveHelper(t *testing.T) {
 	} else {
 		t.Logf("audit enabled=%s: left alone", v)
 	}
-	f := diagnose.Finding{ID: "net.live", Title: "every kind", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting}}
+	f := diagnose.Finding{ID: "test.live", Title: "every kind", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting}}
 	f.Recommendation.AddChanges(changes...)
 	for _, c := range f.Recommendation.Apply {
 		t.Logf("apply: %s", c)
 	}
-	p, err := NewPlan([]diagnose.Finding{f}, []string{"net.live"})
+	p, err := NewPlan([]diagnose.Finding{f}, []string{"test.live"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := os.Getenv("PERFSCOPE_NETAPPLY_DIR")
-	res, err := Apply(context.Background(), p, ApplyOptions{Dir: dir, System: sys, Run: testRun([]string{"net.live"})})
+	res, err := Apply(context.Background(), p, ApplyOptions{Dir: dir, System: sys, Run: testRun([]string{"test.live"})})
 	if err != nil {
 		t.Fatal(err)
 	}

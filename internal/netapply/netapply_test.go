@@ -248,9 +248,9 @@ func TestApplyStopsAtFailureAndRevertsPartially(t *testing.T) {
 // fixed feature, a read-only sysctl) is a failure, not a success.
 func TestApplyReadsBack(t *testing.T) {
 	sys, dir := fakeSystem(t), t.TempDir()
-	f := diagnose.Finding{ID: "net.gro-udp", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting}}
+	f := diagnose.Finding{ID: "test.read-back", Recommendation: diagnose.Recommendation{Kind: diagnose.KindSetting}}
 	f.Recommendation.AddChanges(diagnose.EthtoolFeatureChange(hostile, "rx-fixed", true, false))
-	p, _ := NewPlan([]diagnose.Finding{f}, []string{"net.gro-udp"})
+	p, _ := NewPlan([]diagnose.Finding{f}, []string{"test.read-back"})
 	_, err := Apply(context.Background(), p, ApplyOptions{Dir: dir, System: sys, Run: testRun(p.IDs()), Identity: testIdentity})
 	if err == nil || !strings.Contains(err.Error(), "read back on, not off") || !strings.Contains(err.Error(), "nothing was changed") {
 		t.Fatalf("err = %v", err)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -230,11 +231,23 @@ func ReadRevertFile(path string) (RevertFile, error) {
 }
 
 // ParseRevertFile parses and validates a revert file's bytes: unknown
-// fields, trailing data, or any field out of its form is an error.
+// fields, a key not spelled exactly as the format spells it, a key given
+// twice, trailing data, or any field out of its form is an error. An
+// empty or cut-off file is what an --apply killed while creating it
+// leaves, and says so.
 func ParseRevertFile(data []byte) (RevertFile, error) {
 	var rf RevertFile
-	if len(data) > MaxRevertFile {
+	switch {
+	case len(data) > MaxRevertFile:
 		return rf, errors.New("too large")
+	case len(data) == 0:
+		return rf, errors.New("empty: the --apply that created it was killed before it recorded anything, and changes nothing before its revert file is complete; remove it")
+	}
+	if err := exactKeys(json.NewDecoder(bytes.NewReader(data)), reflect.TypeFor[RevertFile](), "the file"); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return rf, fmt.Errorf("it ends mid-document after %d bytes: an --apply killed while writing it leaves it so, and changes nothing before its revert file is complete", len(data))
+		}
+		return rf, fmt.Errorf("not perfscope revert JSON: %w", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -286,7 +299,7 @@ func (rf RevertFile) Validate() error {
 		}
 	}
 	for i, e := range rf.Changes {
-		if err := e.validate(rf.Run.Findings); err != nil {
+		if err := e.validate(rf.Run); err != nil {
 			return fmt.Errorf("change %d: %w", i+1, err)
 		}
 	}
@@ -296,19 +309,33 @@ func (rf RevertFile) Validate() error {
 	return nil
 }
 
-func (e Entry) validate(findings []string) error {
+// changeShapes are the changes a finding's rule can make; tests of the
+// mechanism (every kind, on a fake host or a live one) widen them.
+var changeShapes = diagnose.NetChangeShapes
+
+func (e Entry) validate(run RunInfo) error {
 	c := e.Change
-	if !slices.Contains(findings, e.FindingID) {
+	if !slices.Contains(run.Findings, e.FindingID) {
 		return fmt.Errorf("finding %q is not one of the run's", e.FindingID)
 	}
 	if err := c.Validate(); err != nil {
 		return err
+	}
+	shapes, ok := changeShapes(e.FindingID)
+	if !ok {
+		return fmt.Errorf("finding %q is not one of perfscope's rules", e.FindingID)
+	}
+	if err := diagnose.Allowed(shapes, c, run.Interface); err != nil {
+		return fmt.Errorf("finding %s: %w", e.FindingID, err)
 	}
 	if e.RunOld != "" {
 		alt := c
 		alt.Old = e.RunOld
 		if err := alt.Validate(); err != nil {
 			return fmt.Errorf("run_old: %w", err)
+		}
+		if err := diagnose.Allowed(shapes, alt, run.Interface); err != nil {
+			return fmt.Errorf("run_old: finding %s: %w", e.FindingID, err)
 		}
 	}
 	s := e.Saved

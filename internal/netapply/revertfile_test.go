@@ -1,9 +1,11 @@
 package netapply
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,6 +78,38 @@ func TestRevertFileRefusesTampering(t *testing.T) {
 		{"finding not in the run", "is not one of the run's", func(m map[string]any) {
 			m["changes"].([]any)[0].(map[string]any)["finding"] = "net.other"
 		}},
+		// A sysctl, interface, module or value the finding's rule never
+		// touches: valid changes in themselves, but not that rule's.
+		{"ip_forward under rp-filter", "is not a change its rule makes", func(m map[string]any) {
+			change(m, 0)["key"], change(m, 0)["old"], change(m, 0)["new"] = "net.ipv4.ip_forward", "1", "0"
+		}},
+		{"tcp_syncookies under rp-filter", "is not a change its rule makes", func(m map[string]any) {
+			change(m, 0)["key"], change(m, 0)["old"], change(m, 0)["new"] = "net.ipv4.tcp_syncookies", "0", "1"
+		}},
+		{"another interface", "is not a change its rule makes", func(m map[string]any) {
+			change(m, 0)["key"] = "net.ipv4.conf.eth9.rp_filter"
+		}},
+		{"rp_filter restored to 0", "is not a change its rule makes", func(m map[string]any) { change(m, 0)["old"] = "0" }},
+		{"rp_filter's run_old", "run_old", func(m map[string]any) { m["changes"].([]any)[0].(map[string]any)["run_old"] = "5" }},
+		{"udp_mem under rp-filter's finding", "is not a change its rule makes", func(m map[string]any) {
+			m["changes"].([]any)[1].(map[string]any)["finding"] = "net.rp-filter"
+		}},
+		{"another module", "is not a change its rule makes", func(m map[string]any) { change(m, 14)["module"] = "nf_conntrack" }},
+		{"SMT back to forceoff", "is not a change its rule makes", func(m map[string]any) { change(m, 6)["old"] = "forceoff" }},
+		{"a finding of no rule", "is not one of perfscope's rules", func(m map[string]any) {
+			m["run"].(map[string]any)["findings"] = append(m["run"].(map[string]any)["findings"].([]any), "net.forward")
+			m["changes"].([]any)[0].(map[string]any)["finding"] = "net.forward"
+		}},
+		// encoding/json alone matches keys without regard to case.
+		{"a key in capitals", "unknown field \"OLD\"", func(m map[string]any) {
+			c := change(m, 0)
+			c["OLD"] = c["old"]
+			delete(c, "old")
+		}},
+		{"a top-level key in capitals", "unknown field \"Changes\"", func(m map[string]any) {
+			m["Changes"] = m["changes"]
+			delete(m, "changes")
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sys, path, _ := appliedFile(t)
@@ -89,6 +123,40 @@ func TestRevertFileRefusesTampering(t *testing.T) {
 				t.Error("a refused revert file changed something")
 			}
 		})
+	}
+}
+
+// A key given twice is refused: encoding/json keeps the last, which a
+// reader of the file may not.
+func TestRevertFileRefusesRepeatedKey(t *testing.T) {
+	_, path, data := appliedFile(t)
+	doubled := bytes.Replace(data, []byte(`"old": "1"`), []byte(`"old": "2", "old": "1"`), 1)
+	if bytes.Equal(doubled, data) {
+		t.Fatal("fixture lacks the rp_filter change")
+	}
+	os.WriteFile(path, doubled, 0o600)
+	if _, err := ReadRevertFile(path); !errors.Is(err, ErrBadRevertFile) || !strings.Contains(err.Error(), `key "old" is given twice in the file.changes[0].change`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+// A revert file an --apply killed at its creation left empty, or while
+// writing left cut off, says so: it recorded nothing and nothing was
+// changed (the changes start once the file is complete and synced).
+func TestRevertFileEmptyOrCutOff(t *testing.T) {
+	_, path, data := appliedFile(t)
+	for _, tc := range []struct {
+		name, want string
+		data       []byte
+	}{
+		{"empty", "empty: the --apply that created it was killed before it recorded anything", nil},
+		{"cut off", fmt.Sprintf("it ends mid-document after %d bytes: an --apply killed while writing it", len(data)/2), data[:len(data)/2]},
+	} {
+		os.WriteFile(path, tc.data, 0o600)
+		_, err := ReadRevertFile(path)
+		if !errors.Is(err, ErrBadRevertFile) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "not perfscope revert JSON") {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }
 
@@ -133,10 +201,19 @@ func TestRevertFileModeAndPlace(t *testing.T) {
 	if _, err := ReadRevertFile(p); err != nil {
 		t.Errorf("sticky directory (as /tmp): %v", err)
 	}
+	// A link to the directory is followed only when root or you own it.
 	dirLink := filepath.Join(t.TempDir(), "dir")
 	os.Symlink(open, dirLink)
-	if _, err := OpenTrustedDir(dirLink); err == nil || !strings.Contains(err.Error(), "symbolic link") {
-		t.Errorf("directory link: %v", err)
+	if d, err := OpenTrustedDir(dirLink); err != nil {
+		t.Errorf("your directory link: %v", err)
+	} else {
+		d.Close()
+	}
+	if os.Geteuid() == 0 {
+		os.Lchown(dirLink, 65534, 65534)
+		if _, err := OpenTrustedDir(dirLink); err == nil || !strings.Contains(err.Error(), "symbolic link owned by uid 65534") {
+			t.Errorf("another user's directory link: %v", err)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,69 +22,84 @@ type Dir struct {
 	path string
 }
 
-// OpenPrivateDir opens dir (creating it and its parents, mode 0755, if
-// missing) and checks that the effective user owns it and that neither
-// group nor others can write to it: in a directory others can write, they
-// can plant a symlink under the name perfscope is about to write, and root
-// would follow it. For output directories (flame graphs).
+// OpenPrivateDir opens dir for output files (flame graphs, a recipe's
+// outputs), creating it and its missing parents (mode 0755) on the way,
+// by the rules of resolve.go; dir itself must be owned by a trusted user
+// and writable by neither group nor others (not even sticky: /tmp is
+// refused). Files are then created only through the descriptor it
+// returns, so a directory renamed and replaced after this check redirects
+// nothing. A directory in which files cannot be created at all (a
+// read-only file system, /proc/self) is refused here, before any
+// measurement, rather than when the results are written.
 func OpenPrivateDir(dir string) (*Dir, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	d, st, err := openDir(dir, 0)
+	d, st, err := openResolved(dir, true)
 	if err != nil {
 		return nil, err
 	}
-	if euid := os.Geteuid(); int(st.Uid) != euid {
+	owners := CurrentOwners()
+	if !owners.Trust(st.Uid) {
 		d.Close()
-		return nil, fmt.Errorf("%s is owned by uid %d, not by uid %d who runs perfscope: %w", dir, st.Uid, euid, ErrUnsafeDir)
+		return nil, fmt.Errorf("%s is owned by %s, not by root or you: %w", dir, describeUID(st.Uid), ErrUnsafeDir)
 	}
 	if st.Mode&0o022 != 0 {
 		d.Close()
 		return nil, fmt.Errorf("%s is writable by its group or by others (mode %04o): %w", dir, st.Mode&0o7777, ErrUnsafeDir)
 	}
+	if err := d.probeCreate(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
-// OpenTrustedDir opens an existing dir that is not a symbolic link, is
-// owned by this user or root, and is writable by group or others only
-// with the sticky bit (as /tmp is), so that nobody else can replace or
-// remove a file perfscope creates in it. For files with a name of their
-// own that must outlive the run (the revert file).
+// OpenTrustedDir opens an existing dir by the rules of resolve.go: dir,
+// like every directory above it, is owned by a trusted user and writable
+// by group or others only with the sticky bit (as /tmp is), so that
+// nobody else can replace or remove a file perfscope creates in it. For
+// files with a name of their own that must outlive the run (the revert
+// file).
 func OpenTrustedDir(dir string) (*Dir, error) {
-	var lst unix.Stat_t
-	if err := unix.Lstat(dir, &lst); err != nil {
-		return nil, &os.PathError{Op: "lstat", Path: dir, Err: err}
-	}
-	if lst.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return nil, fmt.Errorf("%s is a symbolic link: %w", dir, ErrUntrusted)
-	}
-	d, st, err := openDir(dir, unix.O_NOFOLLOW)
-	if err != nil {
-		return nil, err
-	}
-	if err := Trusted(dir, st); err != nil {
-		d.Close()
-		return nil, err
-	}
-	if st.Dev != lst.Dev || st.Ino != lst.Ino {
-		d.Close()
-		return nil, fmt.Errorf("%s changed while it was opened: %w", dir, ErrUntrusted)
-	}
-	return d, nil
-}
-
-// OpenDir opens dir with no check of who may write it: a system directory
-// whose files perfscope replaces (/etc/default), where the kernel's
-// permissions already say who can.
-func OpenDir(dir string) (*Dir, error) {
-	d, _, err := openDir(dir, 0)
+	d, _, err := openResolved(dir, false)
 	return d, err
 }
 
-func openDir(dir string, flags int) (*Dir, unix.Stat_t, error) {
+// OpenDir opens an existing system directory whose files perfscope
+// replaces (/etc/default), by the same rules as OpenTrustedDir.
+func OpenDir(dir string) (*Dir, error) { return OpenTrustedDir(dir) }
+
+// MkdirTemp creates a new directory, mode 0700, named prefix and a random
+// suffix, in the system's temporary directory (os.TempDir, resolved as
+// OpenTrustedDir resolves it: $TMPDIR may point anywhere), and returns
+// its path with links resolved. In a directory only trusted users can
+// write, or a sticky one, nobody else can move or replace it, so it may
+// be used by path (a lab's reports, its JVM's classes).
+func MkdirTemp(prefix string) (string, error) {
+	h, err := newResolver(false).dir(os.TempDir())
+	if err != nil {
+		return "", fmt.Errorf("temporary directory: %w", err)
+	}
+	defer unix.Close(h.fd)
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", err
+	}
+	name := prefix + hex.EncodeToString(rnd[:])
+	if err := unix.Mkdirat(h.fd, name, 0o700); err != nil {
+		return "", &os.PathError{Op: "mkdir", Path: filepath.Join(h.path, name), Err: err}
+	}
+	return filepath.Join(h.path, name), nil
+}
+
+// openResolved resolves dir (resolve.go) and opens it for reading, which
+// fsync needs, from the descriptor the walk ended with.
+func openResolved(dir string, create bool) (*Dir, unix.Stat_t, error) {
 	var st unix.Stat_t
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|flags, 0)
+	h, err := newResolver(create).dir(dir)
+	if err != nil {
+		return nil, st, err
+	}
+	defer unix.Close(h.fd)
+	fd, err := unix.Openat(h.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, st, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
@@ -94,19 +110,48 @@ func openDir(dir string, flags int) (*Dir, unix.Stat_t, error) {
 	return &Dir{fd: fd, path: dir}, st, nil
 }
 
-// Trusted checks a file's or directory's owner and mode: owned by this
-// user or root; a directory writable by others only when sticky; a file
-// writable by nobody else.
-func Trusted(name string, st unix.Stat_t) error {
-	if euid := uint32(os.Geteuid()); st.Uid != euid && st.Uid != 0 {
-		return fmt.Errorf("%s is owned by uid %d, not by uid %d or root: %w", name, st.Uid, euid, ErrUntrusted)
+// probeCreate creates and removes a file, so that a directory nothing can
+// be created in is found before a run rather than after it.
+func (d *Dir) probeCreate() error {
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return err
 	}
-	writable := st.Mode&0o022 != 0
-	isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-	switch {
-	case isDir && writable && st.Mode&unix.S_ISVTX == 0:
-		return fmt.Errorf("%s is writable by group or others without the sticky bit: %w", name, ErrUntrusted)
-	case !isDir && writable:
+	name := ".perfscope-probe-" + hex.EncodeToString(rnd[:])
+	fd, err := unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return &notWritableError{dir: d.path, err: err}
+	}
+	unix.Close(fd)
+	unix.Unlinkat(d.fd, name, 0)
+	return nil
+}
+
+// notWritableError is ErrNotWritable for one directory.
+type notWritableError struct {
+	dir string
+	err error
+}
+
+func (e *notWritableError) Error() string {
+	return fmt.Sprintf("no file can be created in %s (%v)", e.dir, e.err)
+}
+
+func (e *notWritableError) Is(target error) bool { return target == ErrNotWritable }
+func (e *notWritableError) Unwrap() error        { return e.err }
+
+// Trusted checks a file's or directory's owner and mode: owned by a
+// trusted user (Owners); a directory writable by others only when sticky;
+// a file writable by nobody else.
+func Trusted(name string, st unix.Stat_t) error {
+	owners := CurrentOwners()
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return owners.checkTraversed(name, &st)
+	}
+	if !owners.Trust(st.Uid) {
+		return fmt.Errorf("%s is owned by %s, not by root or you: %w", name, describeUID(st.Uid), ErrUntrusted)
+	}
+	if st.Mode&0o022 != 0 {
 		return fmt.Errorf("%s is writable by group or others: %w", name, ErrUntrusted)
 	}
 	return nil

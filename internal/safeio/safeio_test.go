@@ -178,9 +178,13 @@ func TestPrivateDirRefusesSharedDirectories(t *testing.T) {
 	if err := os.Mkdir(open, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.Chmod(open, 0o1777) // like /tmp
+	os.Chmod(open, 0o777|os.ModeSticky) // like /tmp
 	if _, err := OpenPrivateDir(open); !errors.Is(err, ErrUnsafeDir) {
 		t.Fatalf("world-writable directory: %v, want ErrUnsafeDir", err)
+	}
+	os.Chmod(open, 0o777)
+	if _, err := OpenPrivateDir(open); !Refused(err) {
+		t.Fatalf("world-writable directory without the sticky bit: %v, want a refusal", err)
 	}
 	if os.Geteuid() == 0 {
 		other := filepath.Join(dir, "other")
@@ -188,8 +192,8 @@ func TestPrivateDirRefusesSharedDirectories(t *testing.T) {
 		if err := os.Chown(other, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := OpenPrivateDir(other); !errors.Is(err, ErrUnsafeDir) {
-			t.Fatalf("directory of another user: %v, want ErrUnsafeDir", err)
+		if _, err := OpenPrivateDir(other); !Refused(err) || !strings.Contains(err.Error(), "owned by uid 65534") {
+			t.Fatalf("directory of another user: %v, want a refusal", err)
 		}
 	}
 	d, err := OpenPrivateDir(filepath.Join(dir, "new"))
@@ -229,9 +233,10 @@ func TestPrivateDirWriteDoesNotFollowPlantedSymlink(t *testing.T) {
 }
 
 // A trusted directory (the revert file's): /tmp-like sticky directories
-// are trusted, group-writable ones without the sticky bit and links to
-// directories are not; CreateFile never opens an existing name; the files
-// read back must be regular, not links or FIFOs (which would block).
+// are trusted, group-writable ones without the sticky bit are not, and a
+// link to a directory only when root or you own it (resolve.go);
+// CreateFile never opens an existing name; the files read back must be
+// regular, not links or FIFOs (which would block).
 func TestTrustedDirCreateAndOpen(t *testing.T) {
 	dir := t.TempDir()
 	sticky := filepath.Join(dir, "sticky")
@@ -275,7 +280,15 @@ func TestTrustedDirCreateAndOpen(t *testing.T) {
 		t.Errorf("group-writable directory: %v", err)
 	}
 	os.Symlink(sticky, filepath.Join(dir, "dirlink"))
-	if _, err := OpenTrustedDir(filepath.Join(dir, "dirlink")); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "symbolic link") {
-		t.Errorf("link to a directory: %v", err)
+	if d, err := OpenTrustedDir(filepath.Join(dir, "dirlink")); err != nil {
+		t.Errorf("your link to a directory: %v", err)
+	} else {
+		d.Close()
+	}
+	if os.Geteuid() == 0 {
+		os.Lchown(filepath.Join(dir, "dirlink"), 65534, 65534)
+		if _, err := OpenTrustedDir(filepath.Join(dir, "dirlink")); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "symbolic link owned by uid 65534") {
+			t.Errorf("another user's link to a directory: %v", err)
+		}
 	}
 }

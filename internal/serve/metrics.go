@@ -25,8 +25,18 @@ type Window struct {
 	Locks      *evidence.LockSection
 	Drops      *evidence.DropSection
 	JVMPauses  *evidence.JVMPauses
-	Findings   []diagnose.Finding
-	Overhead   *evidence.Overhead
+	// Profile is the CPU profile's sampling per CPU, when the recipe
+	// profiles.
+	Profile  *WindowProfile
+	Findings []diagnose.Finding
+	Overhead *evidence.Overhead
+}
+
+// WindowProfile is a window's CPU profile as far as the metrics go: the
+// event and, per CPU, the samples taken beside those expected.
+type WindowProfile struct {
+	evidence.ProfileSampling
+	CPUs []evidence.ProfileCPU
 }
 
 // MaxSeries bounds the label sets of each labelled counter family: ports
@@ -101,6 +111,7 @@ type Metrics struct {
 	eventsLost, windows, failing *counterFamily
 	gcs, gcSeconds               *counterFamily
 	safepoints, safepointSeconds *counterFamily
+	profileTaken, profileExpect  *counterFamily
 
 	findings []diagnose.Finding
 	overhead *evidence.Overhead
@@ -113,6 +124,10 @@ type Metrics struct {
 	processDesc, budgetDesc, totalDesc     *prometheus.Desc
 	sectionDesc                            *prometheus.Desc
 	sections                               map[string]string
+	// The last window's profile: which CPUs it did not see, and with
+	// which event.
+	undersampledDesc, profileEventDesc *prometheus.Desc
+	profile                            *WindowProfile
 }
 
 // NewMetrics returns the collector of recipe.
@@ -135,6 +150,8 @@ func NewMetrics(recipe string) *Metrics {
 		gcSeconds:        newFamily(ns+"jvm_gc_seconds_total", "Time the recipe's JVM spent in its young and old collectors (hsperfdata).", "pid"),
 		safepoints:       newFamily(ns+"jvm_safepoints_total", "Safepoints of the recipe's JVM (hsperfdata; absent when the JVM does not publish them).", "pid"),
 		safepointSeconds: newFamily(ns+"jvm_safepoint_seconds_total", "Time the recipe's JVM was stopped at safepoints (hsperfdata).", "pid"),
+		profileTaken:     newFamily(ns+"profile_samples_taken_total", "CPU profile samples the sampling event delivered per CPU (kept, left out or lost).", "cpu"),
+		profileExpect:    newFamily(ns+"profile_samples_expected_total", "CPU profile samples each CPU should have delivered: the frequency times its online time (cpu-clock) or busy time (cycles).", "cpu"),
 		eventsLost:       newFamily(ns+"events_lost_total", "Events perfscope's probes lost (full maps or ring buffers).", "recipe"),
 		windows:          newFamily(ns+"windows_total", "Measurement windows completed.", "recipe"),
 		failing:          newFamily(ns+"window_errors_total", "Measurement windows that failed.", "recipe"),
@@ -152,13 +169,16 @@ func NewMetrics(recipe string) *Metrics {
 		windowDesc:        prometheus.NewDesc(ns+"window_seconds", "Length of the last window.", nil, nil),
 		infoDesc:          prometheus.NewDesc(ns+"recipe_info", "The recipe being served.", []string{"recipe"}, nil),
 		sectionDesc:       prometheus.NewDesc(ns+"section_unavailable", "1 for a report section the last window could not measure (the reason is in perfscope's log).", []string{"section"}, nil),
+		undersampledDesc:  prometheus.NewDesc(ns+"profile_cpu_undersampled", "1 for a CPU the last window's profile did not see: it took under half its expected samples (a virtual CPU's cpu-clock stops while it halts).", []string{"cpu"}, nil),
+		profileEventDesc:  prometheus.NewDesc(ns+"profile_event_info", "The perf event the CPU profile samples with, and the PMU state that chose it.", []string{"event", "pmu"}, nil),
 		sections:          map[string]string{},
 	}
 }
 
 func (m *Metrics) families() []*counterFamily {
 	return []*counterFamily{m.softirqs, m.softirqSeconds, m.queuePackets, m.queueDrops, m.lockWait, m.lockContentions,
-		m.socketLockWait, m.socketLocks, m.drops, m.gcs, m.gcSeconds, m.safepoints, m.safepointSeconds, m.bpfRuns, m.bpfSeconds, m.eventsLost, m.windows, m.failing}
+		m.socketLockWait, m.socketLocks, m.drops, m.gcs, m.gcSeconds, m.safepoints, m.safepointSeconds, m.profileTaken, m.profileExpect,
+		m.bpfRuns, m.bpfSeconds, m.eventsLost, m.windows, m.failing}
 }
 
 // Add accumulates one window.
@@ -234,6 +254,18 @@ func (m *Metrics) Add(w Window) {
 			m.safepointSeconds.add(float64(*j.SafepointTimeNs)/1e9, pid)
 		}
 	}
+	m.profile = w.Profile
+	if pr := w.Profile; pr != nil {
+		for _, c := range pr.CPUs {
+			cpu := strconv.Itoa(c.CPU)
+			if c.TakenSamples != nil {
+				m.profileTaken.add(float64(*c.TakenSamples), cpu)
+			}
+			if c.ExpectedSamples != nil {
+				m.profileExpect.add(float64(*c.ExpectedSamples), cpu)
+			}
+		}
+	}
 	m.findings = append(m.findings[:0], w.Findings...)
 	m.overhead = w.Overhead
 	if o := w.Overhead; o != nil {
@@ -271,7 +303,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		ch <- f.desc
 	}
 	for _, d := range []*prometheus.Desc{m.findingDesc, m.impactDesc, m.paramDesc, m.findingsCountDesc, m.shareDesc,
-		m.statsDesc, m.lastEndDesc, m.windowDesc, m.infoDesc, m.sectionDesc, m.processDesc, m.budgetDesc, m.totalDesc} {
+		m.statsDesc, m.lastEndDesc, m.windowDesc, m.infoDesc, m.sectionDesc, m.processDesc, m.budgetDesc, m.totalDesc,
+		m.undersampledDesc, m.profileEventDesc} {
 		ch <- d
 	}
 }
@@ -308,6 +341,21 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for name := range m.sections {
 		ch <- prometheus.MustNewConstMetric(m.sectionDesc, prometheus.GaugeValue, 1, name)
+	}
+	if pr := m.profile; pr != nil {
+		if pr.Event != "" {
+			ch <- prometheus.MustNewConstMetric(m.profileEventDesc, prometheus.GaugeValue, 1, pr.Event, pr.PMU)
+		}
+		for _, c := range pr.CPUs {
+			if c.ExpectedSamples == nil {
+				continue // no verdict either way
+			}
+			v := 0.0
+			if c.Undersampled {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(m.undersampledDesc, prometheus.GaugeValue, v, strconv.Itoa(c.CPU))
+		}
 	}
 	if m.lastEnd.IsZero() {
 		return

@@ -233,3 +233,50 @@ func TestReadyz(t *testing.T) {
 		t.Error("unknown path")
 	}
 }
+
+// A served profile says per CPU what its event took against what it
+// should have, and which CPUs the last window could not see: counters
+// accumulate, the undersampled gauge is the last window's.
+func TestMetricsProfileSampling(t *testing.T) {
+	m := NewMetrics("cpu-profile")
+	srv := &Server{metrics: m, opts: Options{Recipe: "cpu-profile", Interval: 30 * time.Second}, reg: newRegistry(m)}
+	prof := func(taken1 uint64, under bool) *WindowProfile {
+		return &WindowProfile{ProfileSampling: evidence.ProfileSampling{Event: "cpu-clock", PMU: "absent"},
+			CPUs: []evidence.ProfileCPU{
+				{CPU: 0, TakenSamples: u64(2970), ExpectedSamples: u64(2970)},
+				{CPU: 1, TakenSamples: u64(taken1), ExpectedSamples: u64(2970), Undersampled: under},
+				{CPU: 2}, // no verdict: not exported as seen
+			}}
+	}
+	w := window(0)
+	w.Profile = prof(21, true)
+	m.Add(w)
+	w = window(1)
+	w.Profile = prof(2900, false)
+	m.Add(w)
+	fams := scrape(t, srv.Handler(), "")
+	for _, c := range []struct {
+		family string
+		labels []string
+		want   float64
+	}{
+		{"perfscope_profile_samples_taken_total", []string{"cpu", "1"}, 2921},
+		{"perfscope_profile_samples_expected_total", []string{"cpu", "1"}, 5940},
+		{"perfscope_profile_cpu_undersampled", []string{"cpu", "1"}, 0},
+		{"perfscope_profile_cpu_undersampled", []string{"cpu", "0"}, 0},
+		{"perfscope_profile_event_info", []string{"event", "cpu-clock", "pmu", "absent"}, 1},
+	} {
+		if got, ok := value(fams[c.family], c.labels...); !ok || got != c.want {
+			t.Errorf("%s%v = %v (found %v), want %v", c.family, c.labels, got, ok, c.want)
+		}
+	}
+	if _, ok := value(fams["perfscope_profile_cpu_undersampled"], "cpu", "2"); ok {
+		t.Error("a CPU without expected samples has an undersampled verdict")
+	}
+	w = window(2)
+	w.Profile = prof(30, true)
+	m.Add(w)
+	if got, _ := value(scrape(t, srv.Handler(), "")["perfscope_profile_cpu_undersampled"], "cpu", "1"); got != 1 {
+		t.Errorf("undersampled{cpu=1} = %v after a window that missed it", got)
+	}
+}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 
@@ -27,6 +28,13 @@ func LoadRecipe(src recipes.Sources, nameOrFile string, set map[string]string) (
 	if err != nil {
 		return nil, err
 	}
+	if d := r.Window.Duration.Param; d != "" {
+		if v, ok := set[d]; ok {
+			// It would be bound and then ignored: the window lasts
+			// --interval.
+			return nil, &badInput{fmt.Sprintf("--set %s=%s: a served window lasts --interval, not the recipe's %s: pass --interval %s instead", d, v, d, v)}
+		}
+	}
 	p, err := r.Bind(set)
 	if err != nil {
 		return nil, err
@@ -39,6 +47,12 @@ func LoadRecipe(src recipes.Sources, nameOrFile string, set map[string]string) (
 	}
 	return &Recipe{Plan: p, m: p.NewMeasurement(recipes.Hooks{Continuous: true})}, nil
 }
+
+// badInput is one sentence the user can correct (exit 2).
+type badInput struct{ msg string }
+
+func (e *badInput) Error() string        { return e.msg }
+func (e *badInput) Is(target error) bool { return target == recipes.ErrBadInput }
 
 // Name is the recipe's name.
 func (r *Recipe) Name() string { return r.Plan.Recipe.Name }
@@ -65,6 +79,9 @@ func (r *Recipe) Collect(ctx context.Context, src recipes.Sources, run recipes.R
 	res.Findings = r.m.Judge(res, src)
 	w := Window{Begin: run.Begin, End: run.End, Findings: res.Findings, Overhead: run.Overhead,
 		Softirq: res.Softirq, Locks: res.Locks, JVMPauses: res.JVMPauses}
+	if p := res.Profile; p != nil {
+		w.Profile = &WindowProfile{ProfileSampling: p.Evidence.ProfileSampling, CPUs: p.Evidence.PerCPU}
+	}
 	if n := res.Net; n != nil {
 		// A section the recipe does not measure is left out, not
 		// exported as unavailable.
@@ -74,6 +91,11 @@ func (r *Recipe) Collect(ctx context.Context, src recipes.Sources, run recipes.R
 			"netqueue": func() { w.Queues = &ev.Queues },
 			"lockstat": func() { w.Locks = &ev.Locks },
 			"udpdrop":  func() { w.Drops = &ev.Drops },
+			"cpuprofile": func() {
+				if ev.Profile.Unavailable == "" {
+					w.Profile = &WindowProfile{ProfileSampling: ev.Profile.ProfileSampling, CPUs: ev.Profile.CPUs}
+				}
+			},
 		} {
 			if hasComponent(r.Plan, name) {
 				set()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	toolkit "github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/perfscope/perfscope/recipes"
 )
@@ -21,11 +24,15 @@ import (
 type Options struct {
 	// Recipe is a built-in's name or a recipe file; Params its
 	// parameters (--set).
-	Recipe   string
-	Params   map[string]string
-	Listen   string
+	Recipe string
+	Params map[string]string
+	Listen string
+	// Web, when set, is the --web.config.file serve answers with: TLS
+	// and basic auth by the exporter toolkit.
+	Web      *WebConfig
 	Interval time.Duration
-	// Log receives one line per failed window and the server's errors.
+	// Log receives failed windows and the HTTP server's errors, each
+	// distinct one once (then counted).
 	Log io.Writer
 	// Started is the process start, from which the attach time counts.
 	Started time.Time
@@ -45,6 +52,8 @@ type Server struct {
 	src     recipes.Sources
 	metrics *Metrics
 	reg     *prometheus.Registry
+	// budget is set by Run before it calls OnListen.
+	budget FDBudget
 }
 
 // Open builds the recipe and attaches its probes once. The caller closes
@@ -83,17 +92,24 @@ func newRegistry(m *Metrics) *prometheus.Registry {
 // RecipeName is the served recipe's name (a file's recipe names itself).
 func (s *Server) RecipeName() string { return s.recipe.Name() }
 
+// FDBudget is how Run divided the open-file limit (set before OnListen).
+func (s *Server) FDBudget() FDBudget { return s.budget }
+
 // Close detaches every probe.
 func (s *Server) Close() error { return s.session.Close() }
 
 // Handler serves /metrics (OpenMetrics or the Prometheus text format, as
 // the scraper asks), /healthz (the process serves) and /readyz (a window
-// completed within the last three intervals).
+// completed within the last three intervals). Each answers GET and HEAD
+// only: any other method is 405 with an Allow header.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorHandling: promhttp.ContinueOnError}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+	// At most a few gathers at once: each builds the whole exposition,
+	// and a request flood must not multiply that.
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{EnableOpenMetrics: true,
+		ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: maxScrapesInFlight}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		last := s.metrics.LastWindowEnd()
 		switch {
 		case last.IsZero():
@@ -104,40 +120,77 @@ func (s *Server) Handler() http.Handler {
 			io.WriteString(w, "ok\n")
 		}
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/" {
-			http.NotFound(w, r)
-			return
-		}
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "perfscope serve --recipe %s: /metrics, /healthz, /readyz\n", s.recipe.Name())
 	})
 	return mux
 }
 
+// HTTP timeouts, per connection. A scraper sends its request at once and
+// reads an exposition of a few hundred KiB; a client that does not is
+// closed rather than left holding a descriptor.
+const (
+	// readHeaderTimeout bounds a new connection's wait for its request.
+	readHeaderTimeout = 5 * time.Second
+	// readTimeout bounds reading a whole request (a GET has no body).
+	readTimeout = 10 * time.Second
+	// writeTimeout bounds a scrape, from its request read to its last
+	// byte written.
+	writeTimeout = 30 * time.Second
+	// idleTimeout keeps a scraper's connection between scrapes: longer
+	// than Prometheus' default 1 min interval, so it is reused rather
+	// than reopened (idle connections are the first closed at the limit).
+	idleTimeout = 2 * time.Minute
+	// maxHeaderBytes is far more than a scraper's request.
+	maxHeaderBytes = 16 << 10
+	// maxScrapesInFlight: more get 503 at once.
+	maxScrapesInFlight = 8
+)
+
 // Run serves until ctx is cancelled: it measures window after window and
 // adds each to the metrics; on cancel the window in progress ends (its
 // readings are still taken), the HTTP server drains its scrapes and the
-// probes are detached.
+// probes are detached. The server holds at most FDBudget.MaxConnections
+// connections, computed from the open-file limit once the probes are
+// open, so that the measuring loop always has descriptors.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.Close()
+	budget, err := budgetFDs()
+	if err != nil {
+		return err
+	}
+	if err := budget.check(); err != nil {
+		return &badInput{err.Error()}
+	}
 	ln, err := net.Listen("tcp", s.opts.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.opts.Listen, err)
 	}
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+	s.budget = budget
+	table := newConnTable(budget.MaxConnections)
+	s.reg.MustRegister(newConnCollector(table))
+	errLog := io.Discard
+	if s.opts.Log != nil {
+		errLog = &httpErrors{w: s.opts.Log}
+	}
+	hs := &http.Server{Handler: table.protect(s.Handler()),
+		ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout,
+		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
+		ConnState: table.connState, ConnContext: connContext,
+		ErrorLog: log.New(errLog, "", 0)}
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serveHTTP(hs, &limitedListener{Listener: ln, table: table}, s.opts.Web, errLog); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			serveErr <- err
 		}
 	}()
 	if s.opts.OnListen != nil {
 		s.opts.OnListen(ln.Addr().String())
 	}
-	err = s.measure(ctx, serveErr)
+	err = s.measure(ctx, serveErr, s.window, sleep)
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if e := hs.Shutdown(shutdown); e != nil && err == nil {
@@ -147,7 +200,32 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
-func (s *Server) measure(ctx context.Context, serveErr <-chan error) error {
+// serveHTTP serves hs on ln, through the exporter toolkit with web's
+// TLS and basic auth when web is set.
+func serveHTTP(hs *http.Server, ln net.Listener, web *WebConfig, errLog io.Writer) error {
+	if web == nil {
+		return hs.Serve(ln)
+	}
+	path := web.Path
+	return toolkit.Serve(ln, hs, &toolkit.FlagConfig{WebConfigFile: &path}, slog.New(toolkitLog{errLog}))
+}
+
+// window measures one window and turns it into metrics' input; started is
+// the process start for the first window (its attach time), else zero.
+func (s *Server) window(ctx context.Context, started time.Time) (Window, error) {
+	run, err := s.session.Measure(ctx, s.recipe.Window(s.opts.Interval, started))
+	if err != nil || ctx.Err() != nil {
+		return Window{}, err
+	}
+	return s.recipe.Collect(ctx, s.src, run), nil
+}
+
+// measure runs windows until ctx ends or the HTTP server fails. A failed
+// window is retried after a delay that doubles with each failure in a row
+// (up to retryMax), and said once per distinct error (windowFailures).
+func (s *Server) measure(ctx context.Context, serveErr <-chan error,
+	window func(context.Context, time.Time) (Window, error), wait func(context.Context, time.Duration) bool) error {
+	fails := newWindowFailures(s.opts.Log)
 	first := true
 	for {
 		select {
@@ -161,7 +239,7 @@ func (s *Server) measure(ctx context.Context, serveErr <-chan error) error {
 		if first {
 			started = s.opts.Started
 		}
-		run, err := s.session.Measure(ctx, s.recipe.Window(s.opts.Interval, started))
+		win, err := window(ctx, started)
 		if ctx.Err() != nil {
 			// A window cut short by shutdown is not a full interval:
 			// counters must not jump by a partial window's scale.
@@ -169,13 +247,13 @@ func (s *Server) measure(ctx context.Context, serveErr <-chan error) error {
 		}
 		if err != nil {
 			s.metrics.Failed()
-			if s.opts.Log != nil {
-				fmt.Fprintf(s.opts.Log, "perfscope serve: window failed: %v\n", err)
+			if !wait(ctx, fails.failed(err)) {
+				return nil
 			}
 			continue
 		}
+		fails.completed()
 		first = false
-		win := s.recipe.Collect(ctx, s.src, run)
 		s.metrics.Add(win)
 		if s.opts.OnWindow != nil {
 			s.opts.OnWindow(win)

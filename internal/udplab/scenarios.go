@@ -327,9 +327,9 @@ func Names() []string {
 
 // checkIdleNetRX compares, on cpu, the profile's NET_RX share (samples
 // through net_rx_action over every tick, idle loop included) with the
-// softirq probe's NET_RX time: cpu must be one of the report's NET_RX CPUs,
-// the two shares must agree within tolerance, and the profile must have
-// kept softirq-on-idle samples.
+// softirq probe's NET_RX time: cpu must be one of the report's NET_RX CPUs
+// that the profile saw (not undersampled), the two shares must agree
+// within tolerance, and the profile must have kept softirq-on-idle samples.
 func checkIdleNetRX(cpu int, tolerance float64) func(netcompare.Run) ([]string, string) {
 	return func(run netcompare.Run) ([]string, string) {
 		var softirq float64
@@ -354,6 +354,9 @@ func checkIdleNetRX(cpu int, tolerance float64) func(netcompare.Run) ([]string, 
 			switch d := c.NetRXShare - softirq; {
 			case !slices.Contains(p.NetRXCPUs, cpu):
 				return lines, fmt.Sprintf("RPS did not move NET_RX to CPU %d: the report's NET_RX CPUs are %v", cpu, p.NetRXCPUs)
+			case c.Undersampled:
+				// The shares compared are then of a handful of ticks.
+				return lines, fmt.Sprintf("the profile did not see CPU %d (%s): its share cannot be compared", cpu, c.UndersampledReason)
 			case c.IdleInterruptSamples == 0:
 				return lines, "no softirq-on-idle samples kept"
 			case d > tolerance || d < -tolerance:

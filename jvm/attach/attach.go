@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/hsperf"
+	"github.com/perfscope/perfscope/collectors/procfs"
 )
 
 // Errors the preflight and the protocol return; each means the target was
@@ -323,7 +324,7 @@ func (t *Target) ensureListener(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(trigger)
+	defer t.removeTrigger(trigger)
 	if err := unix.Kill(t.Process.PID, unix.SIGQUIT); err != nil {
 		return fmt.Errorf("signal pid %d: %w", t.Process.PID, err)
 	}
@@ -355,7 +356,11 @@ func (t *Target) listening() bool {
 
 // createTrigger writes .attach_pid<nspid> where the JVM looks for it: its
 // working directory first, then its /tmp; owned by the JVM's user, since
-// JDK 8 ignores a trigger file owned by anyone else.
+// JDK 8 ignores a trigger file owned by anyone else. Both directories
+// belong to the JVM's user, who could plant a link under the name (to
+// /etc/shadow, which root then opened and chowned to them): so the file
+// is created as that user (asUser), with that user's permissions along
+// the whole path and never through a link at the name (O_NOFOLLOW).
 func (t *Target) createTrigger() (string, error) {
 	name := fmt.Sprintf(".attach_pid%d", t.Process.NSPID)
 	dirs := []string{
@@ -365,20 +370,27 @@ func (t *Target) createTrigger() (string, error) {
 	var firstErr error
 	for _, dir := range dirs {
 		path := filepath.Join(dir, name)
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o660)
+		err := asUser(t.uid, t.gid, func() error {
+			fd, err := unix.Open(path, unix.O_CREAT|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0o660)
+			if err != nil {
+				return &os.PathError{Op: "create", Path: path, Err: err}
+			}
+			return unix.Close(fd)
+		})
 		if err != nil {
 			if firstErr == nil {
 				firstErr = err
 			}
 			continue
 		}
-		f.Close()
-		if os.Geteuid() == 0 {
-			os.Chown(path, t.Process.UID, t.Process.GID)
-		}
 		return path, nil
 	}
 	return "", fmt.Errorf("create attach trigger for pid %d: %w", t.Process.PID, firstErr)
+}
+
+// removeTrigger removes the trigger file as the user who created it.
+func (t *Target) removeTrigger(path string) {
+	asUser(t.uid, t.gid, func() error { return os.Remove(path) })
 }
 
 func (t *Target) connect() (net.Conn, error) {
@@ -394,3 +406,14 @@ func (t *Target) connect() (net.Conn, error) {
 // HostPath is where a path inside the JVM's mount namespace is seen from
 // here.
 func (t *Target) HostPath(p string) string { return t.fs.TargetPath(t.Process.PID, p) }
+
+// Procs reads the processes of the root the JVM was found under: with a
+// pid, a process's start time tells it apart from a later one reusing
+// the pid.
+func (t *Target) Procs() procfs.FS {
+	root := t.fs.Root
+	if root == "" {
+		root = "/"
+	}
+	return procfs.FS{Root: root}
+}

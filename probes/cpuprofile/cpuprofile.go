@@ -1,9 +1,12 @@
-// Package cpuprofile samples on-CPU stacks with a software cpu-clock perf
-// event on every online CPU and a BPF program that counts (thread, CPU,
-// kernel stack, user stack) tuples in the kernel. User space reads only the
-// distinct stacks and their counts; symbolization is separate
-// (collectors/symbols) so that callers can split or filter samples — by CPU,
-// by process — before paying for it.
+// Package cpuprofile samples on-CPU stacks with a perf event on every
+// online CPU — the hardware cycles event where it opens, else the software
+// cpu-clock, as perf record chooses (ChooseEvent) — and a BPF program that
+// counts (thread, CPU, kernel stack, user stack) tuples in the kernel. User
+// space reads only the distinct stacks and their counts, and per CPU how
+// many samples the event delivered and how long it was enabled, so that a
+// CPU whose event did not fire (a halted virtual CPU's cpu-clock) is seen
+// as such. Symbolization is separate (collectors/symbols) so that callers
+// can split or filter samples — by CPU, by process — before paying for it.
 package cpuprofile
 
 import (
@@ -68,6 +71,9 @@ type Options struct {
 	// Lost.
 	StackEntries int
 	CountEntries int
+	// Event is the perf event that samples: EventAuto (the zero value)
+	// takes cycles where it opens and cpu-clock elsewhere.
+	Event Event
 	// Continuous sizes the second generation of the stack map and the
 	// count hash like the first, so that Drain can read window after
 	// window out of a profiler that is never restarted (perfscope serve).
@@ -111,6 +117,30 @@ type Profile struct {
 	Taken   time.Time
 	Samples []Sample
 	Lost    Lost
+	// CPUs is, per CPU sampled, how many samples its event delivered and
+	// how long the event was enabled and counting, over the same span as
+	// Samples; nil when not read (a profile recorded before it was kept).
+	CPUs []CPUCount
+}
+
+// CPUCount is one CPU's sampling over a span: what to compare the
+// samples with to see whether the CPU's event fired as often as it
+// should have.
+type CPUCount struct {
+	CPU int
+	// Taken is the samples the event delivered on the CPU: every run of
+	// the sampling program, counted before it filters anything (the idle
+	// task, other processes than Options.PID) and before a stack can be
+	// lost, so Taken covers every sample the profile keeps, leaves out or
+	// loses. A sample the kernel skipped because another BPF program was
+	// running on the CPU is not taken.
+	Taken uint64
+	// EnabledNs is how long the CPU's event was enabled (perf's
+	// time_enabled: the span, less any time the CPU was offline or
+	// sampling was paused); RunningNs how long it was counting on the PMU
+	// (time_running: less than EnabledNs when a hardware counter was
+	// shared with other perf users and multiplexed; equal for cpu-clock).
+	EnabledNs, RunningNs uint64
 }
 
 // Total is the number of samples in the profile.
@@ -133,12 +163,37 @@ func (p Profile) Sub(prev Profile) Profile {
 	for _, s := range prev.Samples {
 		before[key(s)] += s.Count
 	}
-	out := Profile{Taken: p.Taken, Lost: p.Lost.sub(prev.Lost)}
+	out := Profile{Taken: p.Taken, Lost: p.Lost.sub(prev.Lost), CPUs: subCounts(p.CPUs, prev.CPUs)}
 	for _, s := range p.Samples {
 		if n := before[key(s)]; s.Count > n {
 			s.Count -= n
 			out.Samples = append(out.Samples, s)
 		}
+	}
+	return out
+}
+
+// subCounts is cur − prev per CPU; nil when cur is (not read). A CPU
+// missing from prev counts from zero; a count that went back (a profiler
+// restarted in between) is zero.
+func subCounts(cur, prev []CPUCount) []CPUCount {
+	if cur == nil {
+		return nil
+	}
+	d := func(a, b uint64) uint64 {
+		if a < b {
+			return 0
+		}
+		return a - b
+	}
+	before := make(map[int]CPUCount, len(prev))
+	for _, c := range prev {
+		before[c.CPU] = c
+	}
+	out := make([]CPUCount, 0, len(cur))
+	for _, c := range cur {
+		b := before[c.CPU]
+		out = append(out, CPUCount{CPU: c.CPU, Taken: d(c.Taken, b.Taken), EnabledNs: d(c.EnabledNs, b.EnabledNs), RunningNs: d(c.RunningNs, b.RunningNs)})
 	}
 	return out
 }
@@ -168,6 +223,11 @@ type Profiler struct {
 	// mode is how Start attached the program ("perf_link" or "ioctl"),
 	// kept after Stop for the report.
 	mode string
+	// choice is the event Start sampled with and why.
+	choice EventChoice
+	// stopped is the events' last reading, taken by Stop before it closed
+	// them, for the snapshots read after it.
+	stopped []CPUCount
 
 	// mu serializes Drain against Snapshot and PIDs: they read the
 	// generation gen names, which Drain switches.
@@ -178,8 +238,10 @@ type Profiler struct {
 	// Drain finishes that one instead of switching back onto it.
 	leaving bool
 	// drainedLost is the lost counters at the last Drain (they are
-	// cumulative in the kernel: one per-CPU array, never switched).
-	drainedLost Lost
+	// cumulative in the kernel: one per-CPU array, never switched), and
+	// drainedCounts the CPUs' counts then.
+	drainedLost   Lost
+	drainedCounts []CPUCount
 }
 
 var (
@@ -202,6 +264,9 @@ func Open(opts Options) (*Profiler, error) {
 	}
 	if opts.PID < 0 {
 		return nil, fmt.Errorf("pid %d: must be positive", opts.PID)
+	}
+	if opts.Event < EventAuto || opts.Event > EventCPUClock {
+		return nil, fmt.Errorf("unknown sampling event %v", opts.Event)
 	}
 	spec, err := loadCpuprofile()
 	if err != nil {
@@ -234,14 +299,16 @@ func Open(opts Options) (*Profiler, error) {
 	}
 	probes.Prepare()
 	objs := &profilerObjects{}
-	if err := spec.LoadAndAssign(objs, nil); err != nil {
+	if err := spec.LoadAndAssign(objs, probes.LoadOptions()); err != nil {
 		return nil, probes.Classify("load cpuprofile BPF program", err)
 	}
 	return &Profiler{opts: opts, objs: objs}, nil
 }
 
-// Start opens a cpu-clock perf event on every online CPU and attaches the
-// program to each. On error nothing stays open.
+// Start opens the sampling event on every online CPU and attaches the
+// program to each: with EventAuto, cycles where it opens on every CPU and
+// cpu-clock otherwise (ChooseEvent; EventChoice says which and why). On
+// error nothing stays open.
 func (p *Profiler) Start() error {
 	if p.events != nil {
 		return errors.New("cpuprofile: already started")
@@ -250,18 +317,70 @@ func (p *Profiler) Start() error {
 	if err != nil {
 		return err
 	}
-	for _, cpu := range cpus {
-		ev, err := openCPUClock(cpu, p.opts.Frequency, p.objs.OnCpuClock)
-		if err != nil {
-			p.Stop()
+	var cyclesErr error
+	if p.opts.Event == EventCPUClock {
+		// Not sampled with, only asked: the answer says whether the
+		// machine has a PMU, which explains a cpu-clock profile's gaps.
+		cyclesErr = probeEvent(cpus[0], p.opts.Frequency, EventCycles)
+	} else if cyclesErr = p.attachAll(cpus, EventCycles); !isOpenError(cyclesErr) {
+		if cyclesErr != nil {
+			return cyclesErr // cycles opened, the program did not attach
+		}
+	}
+	choice, err := ChooseEvent(p.opts.Event, cyclesErr)
+	if err != nil {
+		return err
+	}
+	if choice.Event == EventCPUClock {
+		if err := p.attachAll(cpus, EventCPUClock); err != nil {
 			return err
 		}
-		p.events = append(p.events, ev)
 	}
+	p.choice, p.stopped = choice, nil
 	p.cpus = len(cpus)
 	p.mode = "ioctl"
 	if p.events[0].link != nil {
 		p.mode = "perf_link"
+	}
+	return nil
+}
+
+// attachAll opens ev on every CPU and attaches the program to each; on
+// error it closes what it opened. An *openError is perf_event_open's
+// refusal, any other error the attachment's.
+func (p *Profiler) attachAll(cpus []int, ev Event) error {
+	for _, cpu := range cpus {
+		pe, err := openEvent(cpu, p.opts.Frequency, ev, p.objs.OnCpuClock)
+		if err != nil {
+			p.Stop()
+			return err
+		}
+		p.events = append(p.events, pe)
+	}
+	return nil
+}
+
+// EventChoice is the event Start sampled with and why (zero before Start).
+func (p *Profiler) EventChoice() EventChoice { return p.choice }
+
+// Pause stops sampling on every CPU (PERF_EVENT_IOC_DISABLE) without
+// detaching: the events' enabled time stops too, so a paused span is
+// neither sampled nor expected to be. A recipe pauses between opening its
+// probes and its window, keeping what happens in between (other probes
+// loading, the overhead budget's calibration) out of the profile.
+func (p *Profiler) Pause() error { return p.ioctlAll(unix.PERF_EVENT_IOC_DISABLE, "pause") }
+
+// Resume samples again after Pause.
+func (p *Profiler) Resume() error { return p.ioctlAll(unix.PERF_EVENT_IOC_ENABLE, "resume") }
+
+func (p *Profiler) ioctlAll(req uint, what string) error {
+	if p.events == nil {
+		return fmt.Errorf("cpuprofile: %s before Start", what)
+	}
+	for _, ev := range p.events {
+		if err := unix.IoctlSetInt(ev.fd, req, 0); err != nil {
+			return fmt.Errorf("%s sampling on CPU %d: %w", what, ev.cpu, err)
+		}
 	}
 	return nil
 }
@@ -289,6 +408,11 @@ func (p *Profiler) Frequency() int { return p.opts.Frequency }
 // Stop detaches from every CPU and closes the perf events; the counts stay
 // readable with Snapshot until Close. Safe to call more than once.
 func (p *Profiler) Stop() error {
+	if len(p.events) > 0 && p.objs != nil {
+		// The events' times go with their fds: keep the last reading.
+		// A failed read leaves the CPUs' counts unread, not zero.
+		p.stopped, _ = p.readCounts()
+	}
 	var errs []error
 	for _, ev := range p.events {
 		errs = append(errs, ev.close())
@@ -360,6 +484,9 @@ func (p *Profiler) read(counts, stacks *ebpf.Map) (Profile, []cpuprofileSampleKe
 	prof := Profile{Taken: time.Now()}
 	var err error
 	if prof.Lost, err = p.readLost(); err != nil {
+		return prof, nil, err
+	}
+	if prof.CPUs, err = p.readCounts(); err != nil {
 		return prof, nil, err
 	}
 	// The value is CPUPROFILE_MAX_DEPTH addresses; its size comes from the
@@ -443,9 +570,9 @@ func (p *Profiler) Drain() (Profile, error) {
 		return prof, err
 	}
 	p.leaving = false
-	lost := prof.Lost
-	prof.Lost = lost.sub(p.drainedLost)
-	p.drainedLost = lost
+	lost, taken := prof.Lost, prof.CPUs
+	prof.Lost, prof.CPUs = lost.sub(p.drainedLost), subCounts(taken, p.drainedCounts)
+	p.drainedLost, p.drainedCounts = lost, taken
 	return prof, nil
 }
 
@@ -598,6 +725,32 @@ func (p *Profiler) readLost() (Lost, error) {
 	return l, nil
 }
 
+// readCounts reads, per CPU, the samples taken (the program's own run
+// counter, selfcost.h) and the event's enabled and running times, both
+// cumulative since Start; after Stop, the reading Stop took.
+func (p *Profiler) readCounts() ([]CPUCount, error) {
+	if p.events == nil {
+		return p.stopped, nil
+	}
+	costs, err := p.SelfCosts()
+	if err != nil {
+		return nil, fmt.Errorf("read samples taken per CPU: %w", err)
+	}
+	runs := costs[cpuprofileProgOnCpuClock]
+	out := make([]CPUCount, 0, len(p.events))
+	for _, ev := range p.events {
+		c, err := ev.read()
+		if err != nil {
+			return nil, err
+		}
+		if ev.cpu < len(runs) {
+			c.Taken = runs[ev.cpu].Runs
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
 // The bits of sample_key.halves (enum stack_half in bpf/types.h, which
 // bpf2go cannot see: no map or variable has that type).
 const (
@@ -625,9 +778,10 @@ func commString(c [16]int8) string {
 	return string(b)
 }
 
-// perfEvent is one CPU's cpu-clock event and the attachment of the program
-// to it.
+// perfEvent is one CPU's sampling event and the attachment of the
+// program to it.
 type perfEvent struct {
+	cpu  int
 	fd   int
 	link link.Link // nil when attached with the ioctl
 }
@@ -646,41 +800,99 @@ func (e *perfEvent) close() error {
 	return errors.Join(errs...)
 }
 
-// openCPUClock opens a software cpu-clock event on cpu in frequency mode
-// (the kernel adjusts the period to hit freq samples/s) and attaches prog.
-// cpu-clock is an hrtimer, so it works in VMs without a PMU.
-func openCPUClock(cpu, freq int, prog *ebpf.Program) (*perfEvent, error) {
+// read is the event's enabled and running times since it was opened
+// (the read format openEvent asks for: count, time_enabled,
+// time_running).
+func (e *perfEvent) read() (CPUCount, error) {
+	var buf [3]uint64
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), unsafe.Sizeof(buf))
+	n, err := unix.Read(e.fd, b)
+	if err != nil {
+		return CPUCount{}, fmt.Errorf("read the sampling event of CPU %d: %w", e.cpu, err)
+	}
+	if n != len(b) {
+		return CPUCount{}, fmt.Errorf("read the sampling event of CPU %d: %d bytes, want %d", e.cpu, n, len(b))
+	}
+	return CPUCount{CPU: e.cpu, EnabledNs: buf[1], RunningNs: buf[2]}, nil
+}
+
+// openError is perf_event_open refusing an event, as opposed to the
+// program failing to attach to one that opened.
+type openError struct {
+	cpu int
+	ev  Event
+	err error
+}
+
+func (e *openError) Error() string {
+	return fmt.Sprintf("open %s perf event on CPU %d: %v", e.ev, e.cpu, e.err)
+}
+func (e *openError) Unwrap() error { return e.err }
+
+func isOpenError(err error) bool {
+	var oe *openError
+	return errors.As(err, &oe)
+}
+
+// eventAttr is ev sampling at freq Hz (frequency mode: the kernel adjusts
+// the period to hit freq samples per second of the event's own time: of
+// wall time for cpu-clock, of busy time for cycles), for every process,
+// with the times openEvent's readers need.
+func eventAttr(ev Event, freq int) unix.PerfEventAttr {
 	attr := unix.PerfEventAttr{
-		Type:   unix.PERF_TYPE_SOFTWARE,
-		Config: unix.PERF_COUNT_SW_CPU_CLOCK,
-		Sample: uint64(freq),
-		Bits:   unix.PerfBitFreq,
+		Type:        unix.PERF_TYPE_SOFTWARE,
+		Config:      unix.PERF_COUNT_SW_CPU_CLOCK,
+		Sample:      uint64(freq),
+		Bits:        unix.PerfBitFreq,
+		Read_format: unix.PERF_FORMAT_TOTAL_TIME_ENABLED | unix.PERF_FORMAT_TOTAL_TIME_RUNNING,
+	}
+	if ev == EventCycles {
+		attr.Type, attr.Config = unix.PERF_TYPE_HARDWARE, unix.PERF_COUNT_HW_CPU_CYCLES
 	}
 	attr.Size = uint32(unsafe.Sizeof(attr))
+	return attr
+}
+
+// probeEvent asks whether ev opens on cpu, and closes it again.
+func probeEvent(cpu, freq int, ev Event) error {
+	attr := eventAttr(ev, freq)
+	attr.Bits |= unix.PerfBitDisabled
 	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	if err != nil {
-		if errors.Is(err, unix.EINVAL) {
-			return nil, fmt.Errorf("open cpu-clock perf event on CPU %d at %d Hz (above kernel.perf_event_max_sample_rate?): %w", cpu, freq, err)
-		}
-		return nil, probes.Classify(fmt.Sprintf("open cpu-clock perf event on CPU %d", cpu), err)
+		return &openError{cpu: cpu, ev: ev, err: err}
 	}
-	ev := &perfEvent{fd: fd}
+	return unix.Close(fd)
+}
+
+// openEvent opens ev on cpu sampling at freq Hz and attaches prog.
+// cpu-clock is an hrtimer, so it works in VMs without a PMU; cycles
+// needs one. A refusal to open is an *openError.
+func openEvent(cpu, freq int, ev Event, prog *ebpf.Program) (*perfEvent, error) {
+	attr := eventAttr(ev, freq)
+	fd, err := unix.PerfEventOpen(&attr, -1, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	if err != nil {
+		if ev == EventCPUClock && errors.Is(err, unix.EINVAL) {
+			return nil, fmt.Errorf("open cpu-clock perf event on CPU %d at %d Hz (above kernel.perf_event_max_sample_rate?): %w", cpu, freq, &openError{cpu: cpu, ev: ev, err: err})
+		}
+		return nil, probes.Classify(fmt.Sprintf("open %s perf event on CPU %d", ev, cpu), &openError{cpu: cpu, ev: ev, err: err})
+	}
+	pe := &perfEvent{cpu: cpu, fd: fd}
 	l, err := link.AttachRawLink(link.RawLinkOptions{Target: fd, Program: prog, Attach: ebpf.AttachPerfEvent})
 	if err == nil {
-		ev.link = l
-		return ev, nil
+		pe.link = l
+		return pe, nil
 	}
 	// Kernels before 5.15 have no perf links: attach the old way. The
 	// attachment then lives exactly as long as the event's fd.
 	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_SET_BPF, prog.FD()); err != nil {
-		ev.close()
+		pe.close()
 		return nil, probes.Classify(fmt.Sprintf("attach BPF to perf event on CPU %d", cpu), err)
 	}
 	if err := unix.IoctlSetInt(fd, unix.PERF_EVENT_IOC_ENABLE, 0); err != nil {
-		ev.close()
+		pe.close()
 		return nil, probes.Classify(fmt.Sprintf("enable perf event on CPU %d", cpu), err)
 	}
-	return ev, nil
+	return pe, nil
 }
 
 // onlineCPUs lists the CPUs perf can open events on: offline CPUs refuse

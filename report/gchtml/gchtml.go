@@ -208,6 +208,8 @@ code,pre{font-family:ui-monospace,monospace;font-size:12px}pre{background:#f1f3f
 <p class="meta">{{range .S.Files}}<code>{{.}}</code> {{end}}<br>
 {{.S.Parse.Lines}} lines, {{.S.Parse.Events}} events, {{.S.Parse.Unknown}} unrecognised lines;
 window {{printf "%.1f" .S.GC.WindowSeconds}} s; perfscope {{.R.Meta.Version}}</p>
+{{range .S.Parse.Warnings}}<p class="f crit"><b>{{.}}</b></p>{{end}}
+{{range .S.Parse.Notes}}<p class="f info">{{.}}</p>{{end}}
 {{if .S.Parse.UnrecognisedRecords}}<p class="f crit"><b>{{.S.Parse.UnrecognisedRecords}} GC records could not be read</b>
 ({{range .S.GC.UnreadableAt}}<code>{{.}}</code> {{end}}): the numbers below miss their pauses.</p>{{end}}
 

@@ -1,0 +1,45 @@
+package serve
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/perfscope/perfscope/recipes"
+)
+
+// A served window lasts --interval: a recipe's duration parameter set
+// with --set would be bound and then ignored, so it is refused, by
+// whatever name the recipe gives it.
+func TestLoadRecipeRefusesDuration(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "length.yaml")
+	err := os.WriteFile(file, []byte(`version: 1
+name: softirq-length
+description: softirq per CPU, its window named length
+parameters:
+  length: {type: duration, default: 10s, description: how long}
+probes:
+  - softirq: {}
+window:
+  duration: ${length}
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ recipe, param string }{{"softirq-balance", "duration"}, {"udp-rx", "duration"}, {file, "length"}} {
+		set := map[string]string{c.param: "1s", "iface": "lo"}
+		if c.recipe != "udp-rx" {
+			delete(set, "iface")
+		}
+		_, err := LoadRecipe(recipes.Live(), c.recipe, set)
+		want := fmt.Sprintf("--set %s=1s: a served window lasts --interval, not the recipe's %s: pass --interval 1s instead", c.param, c.param)
+		if err == nil || err.Error() != want || !errors.Is(err, recipes.ErrBadInput) {
+			t.Errorf("%s with --set %s=1s: %v; want %q (bad input)", c.recipe, c.param, err, want)
+		}
+	}
+	if _, err := LoadRecipe(recipes.Live(), file, nil); err != nil {
+		t.Errorf("the file without --set: %v", err)
+	}
+}
