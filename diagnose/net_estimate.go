@@ -13,11 +13,15 @@ import (
 // that rests on one says so — an evidence line and the section named in
 // Finding.Estimates — and when the estimate's bound reaches below the
 // threshold the finding was weighed against, it is reported at info with
-// how to confirm it, rather than as certain.
+// how to confirm it, rather than as certain. So is one resting on an
+// estimate with no bound (fewer than two sampling windows) or a bound
+// wider than the number itself: nothing a user can act on.
 
-// onEstimate notes in f that what, a number it rests on, is an estimate
-// (nothing when e is nil: exact).
-func onEstimate(f *Finding, section, what string, e *evidence.Estimate) {
+// notesEstimate notes in f that what, which it cites, is an estimate
+// (nothing when e is nil: exact): something the windows saw happen (CPUs
+// that shared a queue, the reasons of drops whose total is exact), which
+// does not decide the finding whatever its count.
+func notesEstimate(f *Finding, section, what string, e *evidence.Estimate) {
 	if f == nil || e == nil {
 		return
 	}
@@ -25,6 +29,33 @@ func onEstimate(f *Finding, section, what string, e *evidence.Estimate) {
 		f.Estimates = append(f.Estimates, section)
 	}
 	f.Evidence = append(f.Evidence, fmt.Sprintf("depends on an estimate: %s %s", what, e))
+}
+
+// onEstimate notes in f that what, a number it rests on, is an estimate
+// (nothing when e is nil: exact), and lowers f to info when that number
+// has no bound or one wider than itself.
+func onEstimate(f *Finding, section, what string, e *evidence.Estimate) {
+	if f == nil || e == nil {
+		return
+	}
+	notesEstimate(f, section, what, e)
+	switch {
+	case e.RelError == nil:
+		f.Severity = Info
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s has no bound (fewer than two sampling windows saw it): %s", what, confirmHow(e)))
+	case *e.RelError >= 1:
+		f.Severity = Info
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s is bound only to ±%.0f %%, wider than the number itself: %s", what, 100**e.RelError, confirmHow(e)))
+	}
+}
+
+// confirmHow says how to confirm a finding an estimate left unconfirmed:
+// the run length that would bound the estimate, when it is known.
+func confirmHow(e *evidence.Estimate) string {
+	if d := e.DurationFor10PctNs; d > 0 {
+		return fmt.Sprintf("run with --duration %s (or --exact) to confirm", evidence.DurationText(d))
+	}
+	return "run longer or with --exact to confirm"
 }
 
 // weighEstimate notes the estimate behind value, which f compared with
@@ -39,15 +70,12 @@ func weighEstimate(f *Finding, section, what string, value, threshold float64, e
 	if rel == nil {
 		rel = e.RelError
 	}
-	// An unknown bound (fewer than two windows) cannot confirm a finding.
+	// An unknown bound (fewer than two windows) cannot confirm a finding:
+	// onEstimate said so.
 	low, high := evidence.Bounds(value, rel)
-	if rel != nil && low >= threshold {
+	if rel == nil || low >= threshold {
 		return
 	}
 	f.Severity = Info
-	if rel == nil {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("%s is %s over the %s threshold, but its error is unknown (fewer than two sampling windows): run longer or with --exact to confirm", what, pct(value), pct(threshold)))
-		return
-	}
-	f.Evidence = append(f.Evidence, fmt.Sprintf("%s is %s, its 95 %% range %s–%s reaches below the %s threshold: run longer or with --exact to confirm", what, pct(value), pct(low), pct(high), pct(threshold)))
+	f.Evidence = append(f.Evidence, fmt.Sprintf("%s is %s, its 95 %% range %s–%s reaches below the %s threshold: %s", what, pct(value), pct(low), pct(high), pct(threshold), confirmHow(e)))
 }

@@ -40,3 +40,32 @@ func TestFindingsWeighEstimates(t *testing.T) {
 		t.Errorf("an unknown bound cannot confirm a finding: %+v", unknown)
 	}
 }
+
+// A finding that merely rests on an estimate (no threshold weighed) keeps
+// its severity while the estimate is bounded, and drops to info, saying
+// how long a run would bound it, when it has no bound or one wider than
+// the number itself.
+func TestFindingsOnUnboundedEstimates(t *testing.T) {
+	rel, wide := 0.2, 2.1
+	bounded := &evidence.Estimate{Windows: 5, Coverage: 0.05, RelError: &rel}
+	f := &Finding{Severity: Warn}
+	onEstimate(f, "queues", "the kernel's per-queue counts", bounded)
+	if f.Severity != Warn || len(f.Estimates) != 1 {
+		t.Errorf("bounded: %+v", f)
+	}
+	for _, c := range []struct {
+		name string
+		e    evidence.Estimate
+		want string
+	}{
+		{"one window", evidence.Estimate{Windows: 1, Coverage: 0.05, SampledEvents: 900, DurationFor10PctNs: 10e9}, "has no bound (fewer than two sampling windows saw it): run with --duration 10s (or --exact) to confirm"},
+		{"wider than the number", evidence.Estimate{Windows: 3, Coverage: 0.05, RelError: &wide, DurationFor10PctNs: 2215e9}, "bound only to ±210 %, wider than the number itself: run with --duration 36m55s (or --exact) to confirm"},
+		{"no length known", evidence.Estimate{Windows: 0}, "run longer or with --exact to confirm"},
+	} {
+		f := &Finding{Severity: Crit}
+		onEstimate(f, "queues", "the kernel's per-queue counts", &c.e)
+		if ev := strings.Join(f.Evidence, "\n"); f.Severity != Info || !strings.Contains(ev, c.want) {
+			t.Errorf("%s: severity %v, evidence:\n%s\nwant %q", c.name, f.Severity, ev, c.want)
+		}
+	}
+}

@@ -554,7 +554,9 @@ func checkXPSUnset(in NetInput, t Thresholds) *Finding {
 		r.Caveats = append(r.Caveats, "On a virtual device the qdisc is usually noqueue; XPS then only spreads the TX queues the peer sees.")
 	}
 	if len(shared) > 0 {
-		onEstimate(f, "tx", "the TX packets per CPU and queue", e.TX.Estimate)
+		// That CPUs shared a queue is what the windows saw, whatever its
+		// count.
+		notesEstimate(f, "tx", "the TX packets per CPU and queue", e.TX.Estimate)
 	}
 	if qdiscNs > 0 {
 		onEstimate(f, "locks", "the qdisc lock wait", e.Locks.Estimate)

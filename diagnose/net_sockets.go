@@ -135,10 +135,10 @@ func checkSocketLockContention(in NetInput, t Thresholds) *Finding {
 		onEstimate(f, "locks", "the socket lock wait", e.Locks.Estimate)
 	}
 	if crossFed {
-		onEstimate(f, "sockets", "the wakeups by CPU", e.Sockets.Estimate)
+		notesEstimate(f, "sockets", "the wakeups by CPU", e.Sockets.Estimate)
 	}
 	if drops > 0 {
-		onEstimate(f, "drops", "the drops by reason", e.Drops.Estimate)
+		notesEstimate(f, "drops", "the drops by reason", e.Drops.Estimate)
 	}
 	return f
 }
@@ -259,10 +259,8 @@ func checkReuseportSteering(in NetInput, t Thresholds) *Finding {
 	if share >= ReuseportRemainingShare {
 		onEstimate(f, "locks", "the socket lock wait", e.Locks.Estimate)
 	}
-	if skew >= ReuseportSkew || len(crossFed) > 0 {
-		onEstimate(f, "sockets", "the datagrams read per socket and the wakeups by CPU", e.Sockets.Estimate)
-	}
-	if skew >= ReuseportSkew && share < ReuseportRemainingShare && len(crossFed) == 0 {
+	switch {
+	case skew >= ReuseportSkew && share < ReuseportRemainingShare && len(crossFed) == 0:
 		// The imbalance alone decided: weigh the busiest socket's bound.
 		var rel *float64
 		for _, s := range socketsOnPort(e, port) {
@@ -271,6 +269,11 @@ func checkReuseportSteering(in NetInput, t Thresholds) *Finding {
 			}
 		}
 		weighEstimate(f, "sockets", "the busiest socket's share over the mean", skew, ReuseportSkew, e.Sockets.Estimate, rel)
+	case skew >= ReuseportSkew:
+		onEstimate(f, "sockets", "the datagrams read per socket and the wakeups by CPU", e.Sockets.Estimate)
+	case len(crossFed) > 0:
+		// Which CPUs fed which socket is what the windows saw.
+		notesEstimate(f, "sockets", "the wakeups by CPU", e.Sockets.Estimate)
 	}
 	return f
 }
@@ -374,7 +377,7 @@ func checkUDPRcvbuf(in NetInput, t Thresholds) *Finding {
 	for _, s := range socketsOnPort(e, e.Port) {
 		if s.ReceivedPkt != nil {
 			onEstimate(f, "sockets", "the datagrams read per socket", e.Sockets.Estimate)
-			onEstimate(f, "drops", "the drops by reason", e.Drops.Estimate)
+			notesEstimate(f, "drops", "the drops by reason", e.Drops.Estimate)
 			break
 		}
 	}

@@ -3,6 +3,7 @@ package evidence
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // Estimate says how a number, or a section of numbers, was obtained when
@@ -31,15 +32,29 @@ type Estimate struct {
 	Reference string `json:"reference,omitempty"`
 	// Hooks are the tracepoints behind the estimate.
 	Hooks []string `json:"hooks,omitempty"`
+	// DurationFor10PctNs is how long a run at the same traffic and budget
+	// would have to be for RelError to come within ±10 % (the windows'
+	// spread shrinks as one over the root of their number), rounded up to
+	// 5 s; with RelError unknown (fewer than two windows), how long a run
+	// has the windows for a bound at all. 0 when the bound is within
+	// ±10 % already, and when no length would do (nothing was seen; the
+	// possible shift of a share alone is wider: --exact then).
+	DurationFor10PctNs int64 `json:"duration_for_10pct_ns,omitempty"`
 }
 
 // RowError is the 95 % relative error bound of one number of the section
 // built from sampled events seen in the windows: the section's bound and
 // the counting error of so few events (1.96/√sampled), added in
 // quadrature. Nil when the section's bound is unknown or nothing was seen.
+// A row that holds every sampled event (the only socket read) is the
+// section's total: its bound is the section's.
 func (e *Estimate) RowError(sampled uint64) *float64 {
 	if e == nil || e.RelError == nil || sampled == 0 {
 		return nil
+	}
+	if sampled >= e.SampledEvents {
+		v := *e.RelError
+		return &v
 	}
 	v := math.Sqrt(*e.RelError**e.RelError + 1.96*1.96/float64(sampled))
 	return &v
@@ -69,7 +84,19 @@ func (e *Estimate) String() string {
 	} else {
 		s += ", error unknown"
 	}
+	switch d := e.DurationFor10PctNs; {
+	case d > 0 && e.RelError == nil:
+		s += fmt.Sprintf("; --duration %s would give it a bound", DurationText(d))
+	case d > 0:
+		s += fmt.Sprintf("; --duration %s would bound it to ±10 %%", DurationText(d))
+	}
 	return s
+}
+
+// DurationText is a run length as --duration takes it: whole seconds,
+// or minutes and seconds from a minute on ("90s" reads "1m30s").
+func DurationText(ns int64) string {
+	return (time.Duration(ns) / time.Second * time.Second).String()
 }
 
 // CPUCost is what perfscope's BPF programs cost each CPU over the window,

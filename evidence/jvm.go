@@ -211,6 +211,16 @@ type AllocSampling struct {
 	// SettleSamples were taken then and are not counted.
 	SettleNs      int64 `json:"settle_ns"`
 	SettleSamples int64 `json:"settle_samples"`
+	// StopSamples were taken after the window's requests were counted,
+	// while the stop command reached the JVM, and are not counted.
+	StopSamples int64 `json:"stop_samples"`
+	// IntervalAuto: no interval was given, and it was chosen from
+	// RateBefore, the allocation rate (bytes/s) hsperfdata showed before
+	// the window, for about 2500 samples over it (±4 %); IntervalNote
+	// says how the interval was chosen (or why the default was kept).
+	IntervalAuto bool    `json:"interval_auto"`
+	RateBefore   float64 `json:"rate_before,omitempty"`
+	IntervalNote string  `json:"interval_note,omitempty"`
 }
 
 // ThreadSplit is the profiled weight of request-serving threads against

@@ -96,6 +96,72 @@ func TestBudgetEstimatesAgreeWithKernel(t *testing.T) {
 	testutil.AssertNoNewBPF(t, progs, maps)
 }
 
+// A flood into one port of a namespace where nothing else reads UDP: the
+// sampled socket reads are that port's share of the namespace's exact
+// UDP read count (Udp InDatagrams), and the probe counts both itself, so
+// the share is exactly 1 in every window and the estimate is the kernel's
+// own count, with a bound of about 0 — not, as when it scaled the probe's
+// runs (every socket read and wakeup on the machine), off by several per
+// cent inside a bound of several more.
+func TestBudgetSoleReaderReadsAreExact(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	lab, err := netlab.New(context.Background(), netlab.Config{Queues: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	bin := Perfscope(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	target := fmt.Sprintf("127.0.0.1:%d", labPort)
+	srv := lab.Command(ctx, lab.ReceiverNS, bin, "lab", "udp-server", "--listen", target, "--mode", "single",
+		"--threads", "1", "--for", "20s", "--progress", "50ms")
+	var srvErr lockedBuffer
+	srv.Stderr = &srvErr
+	if err := lab.Start(srv); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Cancel(); srv.Wait() }()
+	for i := 0; i < 100 && !strings.Contains(srvErr.String(), "listening"); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	flood := lab.Command(ctx, lab.ReceiverNS, bin, "lab", "udp-flood", "--target", target, "--senders", "2",
+		"--duration", "12s", "--max-packets", "50000000")
+	if err := lab.Start(flood); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { flood.Cancel(); flood.Wait() }()
+	time.Sleep(300 * time.Millisecond)
+	rep := measureServer(t, ctx, lab, []string{bin, "udp", "--iface", "lo", "--port", fmt.Sprint(labPort),
+		"--duration", "5s", "--no-profile", "-o", "json"}, &srvErr)
+
+	s := rep.Data.Sockets
+	if len(s.Sockets) != 1 || s.Sockets[0].ReceivedPkt == nil || s.Estimate == nil {
+		t.Fatalf("sockets %+v (%s), estimate %v", s.Sockets, s.ReceivedUnavailable, s.Estimate)
+	}
+	snmp := rep.Data.Drops.UDPSNMP
+	if snmp == nil || snmp.UDP.InDatagrams < 10000 {
+		t.Fatalf("the namespace read too little to judge: %+v", snmp)
+	}
+	got, kernel := float64(*s.Sockets[0].ReceivedPkt), float64(snmp.UDP.InDatagrams+snmp.UDP6.InDatagrams)
+	t.Logf("reads %.0f (%v, row ±%s); the namespace's InDatagrams %.0f, the server's own count %.0f",
+		got, s.Estimate, pctOf(s.Sockets[0].ReceivedRelError), kernel, rep.serverRead)
+	if s.Estimate.Reference != recipes.UDPReadsReference || s.Estimate.RelError == nil || *s.Estimate.RelError > 0.002 {
+		t.Errorf("the sole reader's reads scaled by %q ±%s, want the namespace's UDP reads ±0", s.Estimate.Reference, pctOf(s.Estimate.RelError))
+	}
+	if row := s.Sockets[0].ReceivedRelError; row == nil || *row > 0.002 {
+		t.Errorf("the socket's row bound ±%s: it is every read counted, no split", pctOf(row))
+	}
+	// The estimate spans the sampling parts' readings, the InDatagrams
+	// reading the drop part's, a few milliseconds apart at either end.
+	if diff := math.Abs(got/kernel - 1); diff > 0.005 {
+		t.Errorf("reads %.0f, the kernel counted %.0f: %.2f %% apart", got, kernel, 100*diff)
+	}
+	testutil.AssertNoNewBPF(t, progs, maps)
+}
+
 // checkBudget checks a run's overhead under a budget of share (the
 // default, recipes.DefaultBudget, unless the run asked for another): the budget's use and the cost per CPU are there, something was
 // sampled, each sampled group with an estimate of at least two windows,

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/integration/jvmapp"
 	"github.com/perfscope/perfscope/internal/testutil"
 )
@@ -382,5 +383,51 @@ func waitProfilerStarted(t *testing.T, pid int, cmd *exec.Cmd, stderr *bytes.Buf
 			t.Fatalf("profiler never started: %s", stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Without --alloc-interval and without --load, the interval comes from
+// the allocation rate before the window: a service taking a steady
+// 200 requests/s of 32 KiB each (about 7 MB/s) gets about 2500 samples
+// in a 5 s window and bytes per request within ±5 %, where async-profiler's
+// 512 KiB gave about 65 samples and ±25 %; the figure holds at least the
+// 32 KiB the handler allocates. The warm-up before (a closed loop, four
+// times the rate) is over: the rate is read fresh, not since the last GC.
+func TestJVMAllocIntervalFromTheRate(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	app := startSample(t, nil)
+	warmUp(t, app, "/alloc?kb=32")
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	loaded := make(chan int64, 1)
+	go func() { loaded <- client(ctx, app, 200*30, 200, "/alloc?kb=32&i=") }()
+	defer func() { stop(); <-loaded }()
+	time.Sleep(3 * time.Second) // a steady rate before perfscope reads it
+	var out, stderr bytes.Buffer
+	cmd := exec.Command(Perfscope(t), "jvm", "-o", "json", "--pid", fmt.Sprint(app.PID), "-d", "5s")
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("perfscope jvm: %v\n%s", err, stderr.String())
+	}
+	var r struct {
+		Data evidence.JVM `json:"data"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	d, a := r.Data, r.Data.AllocSampling
+	if a == nil || d.BytesPerRequest == nil || d.BytesPerRequestError == nil || d.Requests == nil {
+		t.Fatalf("no sampled bytes per request: %s", out.String())
+	}
+	t.Logf("interval %d (%s): %d samples, ±%.1f %%; %.0f ±%.0f B per request over %d requests",
+		a.IntervalBytes, a.IntervalNote, a.Samples, 100*a.RelativeError, *d.BytesPerRequest, *d.BytesPerRequestError, *d.Requests)
+	if !a.IntervalAuto || a.RateBefore <= 0 || a.Samples < 1500 || a.RelativeError > 0.05 {
+		t.Errorf("interval %d auto %v from %.0f B/s: %d samples, ±%.1f %%: want about 2500 samples, ±4 %%",
+			a.IntervalBytes, a.IntervalAuto, a.RateBefore, a.Samples, 100*a.RelativeError)
+	}
+	const handler = 32 << 10
+	if got, err := *d.BytesPerRequest, *d.BytesPerRequestError; got+err < handler {
+		t.Errorf("%.0f ±%.0f B per request: the handler alone allocates %d", got, err, handler)
 	}
 }

@@ -44,6 +44,25 @@ type HookGroup struct {
 	Hooks []string
 	// Switch attaches and detaches them.
 	Switch Switch
+	// Counts, when set, reads what the group's programs counted so far,
+	// cumulative over CPUs; nil: an estimate built on the group scales its
+	// programs' runs.
+	Counts func() (GroupCounts, error)
+}
+
+// GroupCounts is what a hook group's programs counted, as opposed to how
+// often they ran: a tracepoint fires for every socket read or packet on
+// the machine, and the programs count only those that pass their filters.
+type GroupCounts struct {
+	// Events are the events the numbers built on the group are made of
+	// (the datagrams read from the sockets a probe counts).
+	Events uint64
+	// InReference are the events of the exact kernel counter an overhead
+	// budget scales the group by (UDP reads: Udp/Udp6 InDatagrams) that
+	// the programs saw themselves: the windows' share of the reference,
+	// with no error from where each window began and ended (0: not
+	// counted).
+	InReference uint64
 }
 
 // Switch attaches and detaches a hook group; each returns when the group

@@ -3,8 +3,10 @@ package recipes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -349,9 +351,13 @@ func TestEstimateOf(t *testing.T) {
 		t.Errorf("without the tail rate the estimate is %.0f, %.0f ran: the case does not test the tail", e.Scale*float64(e.SampledEvents), truth)
 	}
 	rel := 0.1
-	row := (&evidence.Estimate{RelError: &rel}).RowError(400)
+	row := (&evidence.Estimate{RelError: &rel, SampledEvents: 10000}).RowError(400)
 	if row == nil || math.Abs(*row-math.Hypot(0.1, 1.96/20)) > 1e-12 {
 		t.Errorf("row error %v", row)
+	}
+	// A row of every sampled event is the section's total.
+	if row := (&evidence.Estimate{RelError: &rel, SampledEvents: 400}).RowError(400); row == nil || *row != rel {
+		t.Errorf("the whole section's row: %v", row)
 	}
 }
 
@@ -477,9 +483,15 @@ func TestGovernorShortensWindowsWhenCostRises(t *testing.T) {
 
 // The 95 % bound of estimateOf covers the truth in about 95 % of runs on
 // synthetic traffic that is bursty within each period (a random walk of
-// the rate, Poisson arrivals) and sampled in windows at random offsets
-// covering 2–10 % of each period — the traffic the governor meets, with
-// the truth known. Below 90 % the bound would be a lie.
+// the rate, Poisson arrivals) and sampled in windows at random offsets —
+// the traffic the governor meets, with the truth known. Below 90 % the
+// bound would be a lie. Each run is planned as the governor plans one:
+// ten 1 s periods with windows of 2–10 % of each (as before the run's
+// length planned them), and runs of 4 s, 5 s and 10 s whose periods the
+// governor chose from their length and the budget, every run with at
+// least boundWindows windows. Scaled by time, and by a reference whose
+// share the programs count (a port's reads among other readers', its
+// share drifting): the socket reads' estimate.
 func TestEstimateBoundCovers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	poisson := func(lambda float64) float64 {
@@ -488,44 +500,119 @@ func TestEstimateBoundCovers(t *testing.T) {
 		}
 		return math.Max(0, math.Round(lambda+math.Sqrt(lambda)*rng.NormFloat64()))
 	}
-	const trials, periods, slots = 400, 10, 200
-	covered, withBound := 0, 0
-	for trial := 0; trial < trials; trial++ {
-		var ps []samplePeriod
-		var truth float64
-		rate := 2e4 * (0.5 + rng.Float64()) // events per second
-		for i := 0; i < periods; i++ {
-			length := time.Second
-			slot := length / slots
-			duty := 0.02 + 0.08*rng.Float64()
-			w := int(math.Round(duty * slots))
-			at := rng.IntN(slots - w + 1)
-			var seen float64
-			for j := 0; j < slots; j++ {
-				// A multiplicative random walk, bounded: bursts and lulls.
-				rate = math.Min(1e5, math.Max(1e3, rate*math.Exp(0.05*rng.NormFloat64())))
-				n := poisson(rate * slot.Seconds())
-				truth += n
-				if j >= at && j < at+w {
-					seen += n
-				}
+	const trials, slot = 400, 5 * time.Millisecond
+	// plan returns the next period and its window's length.
+	type planner func(start time.Time, done []samplePeriod) (time.Duration, time.Duration)
+	fixed := func(time.Time, []samplePeriod) (time.Duration, time.Duration) {
+		return time.Second, time.Duration((0.02 + 0.08*rng.Float64()) * float64(time.Second))
+	}
+	// governed plans like the governor, for a sampled group whose
+	// programs would take 15–75 % of a CPU attached (windows of 2–10 %
+	// of the budget's 1.5 %) and switch in 0.3 ms.
+	governed := func(length time.Duration) (planner, func()) {
+		var g *governor
+		reset := func() {
+			cost := 0.015 * 1e9 / (0.02 + 0.08*rng.Float64())
+			gg := &governedGroup{hg: &probes.HookGroup{Name: "g", Class: probes.PerPacket}, rate: rates(cost, cost), switchNs: 0.3e6}
+			g = &governor{budget: Budget{CPUShare: DefaultBudget}, cpus: 2, fixRate: rates(0, 0),
+				groups: []*governedGroup{gg}, length: length, began: time.Unix(1000, 0)}
+		}
+		return func(start time.Time, done []samplePeriod) (time.Duration, time.Duration) {
+			g.periodStart, g.groups[0].periods = start, done
+			duty, period := g.plan()
+			return period, time.Duration(duty * float64(period))
+		}, reset
+	}
+	type run struct {
+		name   string
+		length time.Duration
+		plan   planner
+		reset  func()
+		share  bool
+	}
+	runs := []run{
+		{name: "10 × 1 s, by time", length: 10 * time.Second, plan: fixed},
+		{name: "10 × 1 s, by a counted share", length: 10 * time.Second, plan: fixed, share: true},
+	}
+	for _, l := range []time.Duration{4 * time.Second, 5 * time.Second, 10 * time.Second} {
+		for _, share := range []bool{false, true} {
+			p, reset := governed(l)
+			name := fmt.Sprintf("%v planned, by time", l)
+			if share {
+				name = fmt.Sprintf("%v planned, by a counted share", l)
 			}
-			ps = append(ps, samplePeriod{length: length, on: time.Duration(w) * slot, runs: uint64(seen)})
-		}
-		e := estimateOf(ps, "")
-		if e.RelError == nil {
-			continue
-		}
-		withBound++
-		est := e.Scale * float64(e.SampledEvents)
-		if math.Abs(est-truth) <= *e.RelError*est {
-			covered++
+			runs = append(runs, run{name: name, length: l, plan: p, reset: reset, share: share})
 		}
 	}
-	share := float64(covered) / float64(withBound)
-	t.Logf("bound covered the truth in %d of %d runs (%.1f %%)", covered, withBound, 100*share)
-	if withBound < trials*9/10 || share < 0.90 {
-		t.Errorf("the 95 %% bound covered the truth in %.1f %% of %d runs", 100*share, withBound)
+	for _, c := range runs {
+		covered, withBound, fewWindows := 0, 0, 0
+		var bounds float64
+		for trial := 0; trial < trials; trial++ {
+			if c.reset != nil {
+				c.reset()
+			}
+			var ps []samplePeriod
+			var truth float64
+			rate := 2e4 * (0.5 + rng.Float64()) // events per second
+			share := 0.5 + 0.5*rng.Float64()    // the port's share of the reads
+			start, end := time.Unix(1000, 0), time.Unix(1000, 0).Add(c.length)
+			for start.Before(end) {
+				period, window := c.plan(start, ps)
+				period = min(period, end.Sub(start))
+				slots := int(period / slot)
+				w := min(slots, int(window/slot))
+				at := rng.IntN(slots - w + 1)
+				var seen, ref, in float64
+				for j := 0; j < slots; j++ {
+					// A multiplicative random walk, bounded: bursts and lulls.
+					rate = math.Min(1e5, math.Max(1e3, rate*math.Exp(0.05*rng.NormFloat64())))
+					share = math.Min(1, math.Max(0.3, share+0.01*rng.NormFloat64()))
+					all := poisson(rate * slot.Seconds())
+					mine := all
+					if c.share {
+						mine = math.Round(all * share)
+					}
+					truth += mine
+					ref += all
+					if j >= at && j < at+w {
+						seen += mine
+						in += all
+					}
+				}
+				p := samplePeriod{length: time.Duration(slots) * slot, on: time.Duration(w) * slot, runs: uint64(seen)}
+				if c.share {
+					p.ref, p.refOK, p.events, p.counted, p.inRef, p.ownRef = uint64(ref), true, uint64(seen), true, uint64(in), true
+				}
+				ps = append(ps, p)
+				start = start.Add(p.length)
+			}
+			ref := ""
+			if c.share {
+				ref = UDPReadsReference
+			}
+			e := estimateOf(ps, ref)
+			if e.Windows < boundWindows {
+				fewWindows++
+			}
+			if e.RelError == nil {
+				continue
+			}
+			withBound++
+			bounds += *e.RelError
+			est := e.Scale * float64(e.SampledEvents)
+			if math.Abs(est-truth) <= *e.RelError*est {
+				covered++
+			}
+		}
+		share := float64(covered) / float64(withBound)
+		t.Logf("%s: the bound (±%.1f %% on average) covered the truth in %d of %d runs (%.1f %%)",
+			c.name, 100*bounds/float64(withBound), covered, withBound, 100*share)
+		if withBound < trials*9/10 || share < 0.90 {
+			t.Errorf("%s: the 95 %% bound covered the truth in %.1f %% of %d runs", c.name, 100*share, withBound)
+		}
+		if fewWindows > 0 {
+			t.Errorf("%s: %d of %d runs had fewer than %d windows", c.name, fewWindows, trials, boundWindows)
+		}
 	}
 }
 
@@ -659,18 +746,18 @@ func TestGovernorReferences(t *testing.T) {
 	packets := func() (uint64, error) { return 100, nil }
 	reads := func() (uint64, error) { return 7, nil }
 	g := mk()
-	g.setReferences(packets, reads)
+	g.setReferences(packets, reads, nil)
 	if g.groups[0].ref.name != UDPReadsReference || g.groups[0].ref.count() != 7 ||
 		g.groups[1].ref.name != PacketsReference || g.groups[1].ref.count() != 100 || len(g.refs) != 2 {
 		t.Errorf("references: sockets %+v, queues %+v", g.groups[0].ref, g.groups[1].ref)
 	}
 	g = mk()
-	g.setReferences(packets, nil)
+	g.setReferences(packets, nil, nil)
 	if g.groups[0].ref.name != PacketsReference || g.groups[1].ref.name != PacketsReference {
 		t.Errorf("without UDP reads: sockets %+v, queues %+v", g.groups[0].ref, g.groups[1].ref)
 	}
 	g = mk()
-	g.setReferences(nil, nil)
+	g.setReferences(nil, nil, nil)
 	if g.groups[0].ref != nil || g.groups[1].ref != nil || g.groups[0].ref.count() != 0 {
 		t.Error("references without counters")
 	}
@@ -743,4 +830,259 @@ func TestShareBias(t *testing.T) {
 	if b := shareBias(ps, UDPReadsReference); b != 0 {
 		t.Errorf("sole reader: bias %v", b)
 	}
+}
+
+// The socket reads of a DNS server that is its namespace's only UDP
+// reader, sampled in five windows: the socket probe's programs run for
+// every socket read on the machine (the load generator's replies in
+// another namespace too) and every wakeup, 3.5–6 runs per datagram the
+// server read, moving from window to window. Scaled by runs, the
+// server's reads came out off by a fifth with a wide bound; scaled by
+// what the probe counted — the server's reads, and every UDP read of the
+// namespace, at the same instants — its share is exactly 1 in every
+// window and the estimate is the namespace's exact count, ±0. A port
+// with a steady 80 % share gets 80 % of it, just as exactly.
+func TestEstimateScalesTheCountedEventsByTheirShare(t *testing.T) {
+	sec := time.Second
+	runsPerRead := []float64{6, 3.5, 6, 3.5, 5}
+	cover := []float64{0.10, 0.02, 0.10, 0.02, 0.05}
+	var ps []samplePeriod
+	var truth float64
+	for i := range runsPerRead {
+		ref := 100000.0 + 30000*float64(i%2) // the namespace's reads this period
+		in := ref * cover[i]                 // while the group was attached
+		truth += ref
+		ps = append(ps, samplePeriod{length: sec, on: time.Duration(cover[i] * float64(sec)),
+			runs: uint64(in * runsPerRead[i]), ref: uint64(ref), refOK: true,
+			// The reference read on either side of each switch.
+			refOn: uint64(in) + 40, refSlack: 60,
+			events: uint64(in), counted: true, inRef: uint64(in), ownRef: true})
+	}
+	est := func(e *evidence.Estimate, seen float64) float64 { return e.Scale * seen }
+	seenReads := 0.0
+	for _, p := range ps {
+		seenReads += float64(p.events)
+	}
+	e := estimateOf(ps, UDPReadsReference)
+	if got := est(e, seenReads); math.Abs(got-truth) > 1e-6*truth || e.RelError == nil || *e.RelError > 1e-9 ||
+		e.Reference != UDPReadsReference || e.SampledEvents != uint64(seenReads) || e.DurationFor10PctNs != 0 {
+		t.Errorf("sole reader: estimated %.0f reads of %.0f (%+v, ±%s)", got, truth, e, pctOf(e.RelError))
+	}
+	// The same windows as the estimator read them before it used the
+	// probe's counts: runs, and the reference's readings at the edges.
+	old := append([]samplePeriod(nil), ps...)
+	for i := range old {
+		old[i].counted, old[i].ownRef = false, false
+	}
+	if o := estimateOf(old, UDPReadsReference); math.Abs(est(o, seenReads)/truth-1) < 0.05 {
+		t.Errorf("scaled by runs the reads came out %.0f of %.0f: the case does not test the counts", est(o, seenReads), truth)
+	}
+	// A steady 80 % share among other readers (the same traffic every
+	// period, so the windows' hooks slowed nothing: no share shift).
+	truth = 0
+	for i := range ps {
+		ps[i].ref = 100000
+		ps[i].inRef = uint64(100000 * cover[i])
+		ps[i].events = uint64(0.8 * float64(ps[i].inRef))
+		truth += 100000
+	}
+	e = estimateOf(ps, UDPReadsReference)
+	seenReads = 0
+	for _, p := range ps {
+		seenReads += float64(p.events)
+	}
+	if got := est(e, seenReads); math.Abs(got/(0.8*truth)-1) > 1e-4 || e.RelError == nil || *e.RelError > 0.01 {
+		t.Errorf("80 %% share: estimated %.0f of %.0f (±%s)", got, 0.8*truth, pctOf(e.RelError))
+	}
+	// One period whose counts could not be read: the whole estimate falls
+	// back to the runs and edges rather than mixing the two.
+	ps[2].counted, ps[2].ownRef = false, false
+	if e := estimateOf(ps, UDPReadsReference); e.SampledEvents == uint64(seenReads) {
+		t.Errorf("a period without counts still scaled the counts: %+v", e)
+	}
+}
+
+// countedHooks is fakeHooks whose programs count: a share of their runs
+// are the events the part's numbers are made of, and every run is one of
+// the reference's events (the namespace's UDP reads).
+type countedHooks struct {
+	*fakeHooks
+	share float64
+}
+
+func (c *countedHooks) HookGroups() []*probes.HookGroup {
+	c.group.Counts = func() (probes.GroupCounts, error) {
+		runs := c.runsNow()
+		return probes.GroupCounts{Events: uint64(c.share * runs), InReference: uint64(runs)}, nil
+	}
+	return []*probes.HookGroup{c.group}
+}
+
+// wallCounter is a reference that counts rate events per second of wall
+// time, always, and how often it was read.
+type wallCounter struct {
+	mu    sync.Mutex
+	since time.Time
+	rate  float64
+	reads int
+}
+
+func (w *wallCounter) Packets() (uint64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.reads++
+	return uint64(w.rate * time.Since(w.since).Seconds()), nil
+}
+func (w *wallCounter) Close() error { return nil }
+
+// Through the governor: a socket group whose programs count the reads of
+// its port and of the whole namespace is scaled by the namespace's UDP
+// reads with the share it counted, not by its runs, and the reference is
+// read at the period boundaries only — its edges are not needed.
+func TestGovernorScalesByWhatTheProgramsCounted(t *testing.T) {
+	const rate, share = 2e5, 0.75
+	sock := &countedHooks{fakeHooks: newFakeHooks(udpsock.Group, probes.PerPacket, rate, 1, 100*time.Nanosecond), share: share}
+	part := &hooksPart{hooks: []*fakeHooks{sock.fakeHooks}}
+	reads := &wallCounter{since: time.Now(), rate: rate}
+	src := fakeSources(50 * time.Nanosecond)
+	src.UDPReads = func() (PacketCounter, error) { return reads, nil }
+	s, err := Open(src, &countedPart{hooksPart: part, counted: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run, err := s.Measure(context.Background(), Window{Duration: 1500 * time.Millisecond,
+		Budget: Budget{CPUShare: 0.015, Period: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := part.cov.Estimate(udpsock.Group)
+	if e == nil || e.Reference != UDPReadsReference || e.Windows < 5 {
+		t.Fatalf("estimate %+v", e)
+	}
+	// What the port read over the window: its share of the reference's
+	// steady rate (the fake's first and last readings are microseconds
+	// from the window's).
+	seen := share * (part.last[0] - part.first[0])
+	truth := share * rate * run.Duration().Seconds()
+	t.Logf("%s; %.0f of %.0f; the reference read %d times over %d periods", e, e.Scale*seen, truth, reads.reads, e.Windows)
+	// The counts are whole numbers of a fake's fractional runs: 0.1 %.
+	if got := e.Scale * seen; math.Abs(got/truth-1) > 0.01 || e.RelError == nil || *e.RelError > 0.01 {
+		t.Errorf("estimated %.0f reads of %.0f (±%s)", got, truth, pctOf(e.RelError))
+	}
+	// Periods and the window's two ends, never both sides of a switch.
+	if periods := int(run.Duration()/(100*time.Millisecond)) + 4; reads.reads > periods+2 {
+		t.Errorf("the reference was read %d times in %d periods: at the switches too", reads.reads, periods)
+	}
+}
+
+// countedPart is hooksPart holding a countedHooks, whose group counts.
+type countedPart struct {
+	*hooksPart
+	counted *countedHooks
+}
+
+func (p *countedPart) Probes() []probes.Probe { return []probes.Probe{p.counted} }
+
+// A run of known length plans its periods so that every sampled group
+// has boundWindows windows and the last period ends with the run: 4 s,
+// 5 s and the default 10 s alike, where the stretched 2 s period gave a
+// 4–5 s run two or three. When switching would take the process past its
+// share of the budget the periods stay longer (the sections then say how
+// long a run would bound them); without a length they are as before.
+func TestGovernorPlansWindowsFromTheRunLength(t *testing.T) {
+	const s = 1e9
+	for _, c := range []struct {
+		name     string
+		length   time.Duration
+		switchNs float64
+		// want: at least this many windows (periods).
+		want int
+	}{
+		{"4s", 4 * time.Second, 0.3e6, boundWindows},
+		{"5s", 5 * time.Second, 0.3e6, boundWindows},
+		{"10s", 10 * time.Second, 0.3e6, boundWindows},
+		{"120s", 120 * time.Second, 0.3e6, 60},
+		// 12 ms a switch: 24 ms a period against the process's 7.5 ms a
+		// second of each of 2 CPUs: periods of at least 1.6 s.
+		{"4s, costly switching", 4 * time.Second, 12e6, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gg := &governedGroup{hg: &probes.HookGroup{Name: "packets", Class: probes.PerPacket}, rate: rates(0.3*s, 0.3*s), switchNs: c.switchNs}
+			g := &governor{budget: Budget{CPUShare: 0.015}, cpus: 2, fixRate: rates(0, 0), groups: []*governedGroup{gg},
+				length: c.length, began: time.Unix(1000, 0)}
+			start, end := g.began, g.began.Add(c.length)
+			n := 0
+			for start.Before(end) && n < 1000 {
+				g.periodStart = start
+				duty, period := g.plan()
+				if c.switchNs > 1e6 && period < g.runSwitchingPeriod() {
+					t.Errorf("period %v shorter than switching allows (%v)", period, g.runSwitchingPeriod())
+				}
+				gg.periods = append(gg.periods, samplePeriod{length: period, on: time.Duration(duty * float64(period))})
+				start = start.Add(period)
+				n++
+			}
+			t.Logf("%d periods, the longest %v", n, maxPeriod(gg.periods))
+			if n < c.want || !start.Equal(end) {
+				t.Errorf("%d periods ending %v after the run, want at least %d ending with it", n, start.Sub(end), c.want)
+			}
+		})
+	}
+	// Without a length: the default period.
+	gg := &governedGroup{hg: &probes.HookGroup{Name: "packets", Class: probes.PerPacket}, rate: rates(0.3*s, 0.3*s), switchNs: 0.3e6}
+	g := &governor{budget: Budget{CPUShare: 0.015}, cpus: 2, fixRate: rates(0, 0), groups: []*governedGroup{gg}, began: time.Unix(1000, 0)}
+	g.periodStart = g.began
+	if _, period := g.plan(); period != DefaultBudgetPeriod {
+		t.Errorf("period %v without a run length, want %v", period, DefaultBudgetPeriod)
+	}
+}
+
+func maxPeriod(ps []samplePeriod) time.Duration {
+	var m time.Duration
+	for _, p := range ps {
+		m = max(m, p.length)
+	}
+	return m
+}
+
+// A bound wider than ±10 % says how long a run would bring it there: the
+// windows' spread shrinks as one over the root of their number, Student's
+// t with it; a bound the share's shift alone makes wider has no length;
+// one window says how long a run has a bound at all.
+func TestEstimateSaysHowLongARunWouldBoundIt(t *testing.T) {
+	sec := time.Second
+	var ps []samplePeriod
+	for i := range 5 {
+		ps = append(ps, sp(sec, 50*time.Millisecond, uint64(1000+600*(i%2))))
+	}
+	e := estimateOf(ps, "")
+	if e.RelError == nil || *e.RelError <= targetBound || e.DurationFor10PctNs <= int64(5*sec) || e.DurationFor10PctNs%int64(5*sec) != 0 {
+		t.Fatalf("%+v (±%s)", e, pctOf(e.RelError))
+	}
+	// A run that long, the same traffic: within ±10 %.
+	var long []samplePeriod
+	for i := range int(e.DurationFor10PctNs / int64(sec)) {
+		long = append(long, sp(sec, 50*time.Millisecond, uint64(1000+600*(i%2))))
+	}
+	if l := estimateOf(long, ""); l.RelError == nil || *l.RelError > targetBound || l.DurationFor10PctNs != 0 {
+		t.Errorf("%v later: ±%s, still says %v", time.Duration(e.DurationFor10PctNs), pctOf(l.RelError), time.Duration(l.DurationFor10PctNs))
+	}
+	if !strings.Contains(e.String(), "; --duration "+evidence.DurationText(e.DurationFor10PctNs)+" would bound it to ±10 %") {
+		t.Errorf("text %q", e)
+	}
+	if d := durationFor(5*sec, 5, 0.01, 0, 0.12); d != 0 {
+		t.Errorf("a share's shift of 12 %% alone: %v", d)
+	}
+	one := estimateOf([]samplePeriod{sp(2*sec, 50*time.Millisecond, 1000)}, "")
+	if one.RelError != nil || one.DurationFor10PctNs != int64(10*sec) || !strings.Contains(one.String(), "error unknown; --duration 10s would give it a bound") {
+		t.Errorf("one window: %+v, %q", one, one)
+	}
+}
+
+func pctOf(rel *float64) string {
+	if rel == nil {
+		return "?"
+	}
+	return strconv.FormatFloat(100**rel, 'f', 2, 64) + "%"
 }

@@ -146,10 +146,37 @@ func (p *Softirq) Began() time.Time { return p.first.probe.Taken }
 
 // Evidence is the window's softirq evidence.
 func (p *Softirq) Evidence() evidence.SoftirqEvidence {
-	ev := BuildSoftirq(p.input(p.first, p.last, p.cov.Scale(softirq.Group)))
+	k, e := p.cov.Scale(softirq.Group), p.cov.Estimate(softirq.Group)
+	if e != nil && e.Reference != "" {
+		// Scaled by the kernel's softirqs the estimate is of the time (its
+		// scale is the time's); the probe's counts, kept to check it,
+		// scale by the kernel's count over the probe's.
+		k = countScale(p.first, p.last, k)
+	}
+	ev := BuildSoftirq(p.input(p.first, p.last, k))
 	ev.Intervals = p.intervals
-	ev.Estimate = p.cov.Estimate(softirq.Group)
+	ev.Estimate = e
 	return ev
+}
+
+// countScale is /proc/softirqs' count between two readings over the
+// probe's, every vector and CPU; otherwise when the probe counted none.
+func countScale(a, b softirqReading, otherwise float64) float64 {
+	var probe, kernel uint64
+	for _, vecs := range b.probe.Sub(a.probe).PerCPU {
+		for _, v := range vecs {
+			probe += v.Count
+		}
+	}
+	for _, vals := range b.proc.Sub(a.proc).Counts {
+		for _, n := range vals {
+			kernel += n
+		}
+	}
+	if probe == 0 {
+		return otherwise
+	}
+	return float64(kernel) / float64(probe)
 }
 
 func (p *Softirq) read() (softirqReading, error) {

@@ -63,6 +63,10 @@ type Sources struct {
 	// Kubernetes pod for one run, caching each answer; nil leaves a run
 	// unattributed (a recording replayed from fixtures).
 	Workloads *cgroup.Index
+	// Softirqs opens a counter of the softirqs the kernel ran, every
+	// vector and CPU (/proc/softirqs): a sampled softirq probe's times are
+	// its windows' time per run times it. Nil: scaled by time.
+	Softirqs func() (PacketCounter, error)
 }
 
 // PacketCounter counts packets; a session reads it many times a second
@@ -97,6 +101,7 @@ func Live() Sources {
 		Packets:   counterOpener(procfs.Default.OpenNetDevCounter),
 		UDPReads:  counterOpener(netstat.Default.OpenUDPReadsCounter),
 		Workloads: liveWorkloads(),
+		Softirqs:  counterOpener(procfs.Default.OpenSoftirqsCounter),
 	}
 }
 

@@ -251,7 +251,7 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 			}
 		}
 	}
-	gov, err := s.governor(w.Budget, all, entry)
+	gov, err := s.governor(w.Budget, w.Duration, all, entry)
 	if err != nil {
 		return run, err
 	}
@@ -275,6 +275,9 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 
 	// Readings must be taken even when ctx is cancelled mid-window.
 	read := context.WithoutCancel(ctx)
+	if gov != nil {
+		gov.openRefs()
+	}
 	for i, p := range s.parts {
 		if err := p.Begin(read); err != nil {
 			s.abort(read, i)
@@ -292,23 +295,36 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	lastTick, err := s.wait(ctx, read, w, run.Begin)
 	if gov != nil {
 		gov.finish()
-		var cov *Coverage
-		ov.Budget, cov = gov.use()
-		s.setCoverage(cov)
 	}
 	if err != nil {
 		s.abort(read, len(s.parts))
 		stats.stop()
 		return run, err
 	}
-	for _, p := range s.parts {
+	lastSampled := -1
+	for i, p := range s.parts {
+		if _, ok := p.(Sampled); ok {
+			lastSampled = i
+		}
+	}
+	for i, p := range s.parts {
 		if err := p.End(read); err != nil {
 			s.abort(read, len(s.parts))
 			stats.stop()
 			return run, err
 		}
+		if gov != nil && i == lastSampled {
+			// The estimates cover the sampling parts' window up to
+			// their last readings (not the profile's, which take long).
+			gov.closeRefs(time.Now())
+		}
 	}
 	run.End = time.Now()
+	if gov != nil {
+		var cov *Coverage
+		ov.Budget, cov = gov.use()
+		s.setCoverage(cov)
+	}
 	if w.Interval > 0 && run.End.Sub(lastTick) >= w.Interval/10 {
 		// The window's tail, from the last tick to the last readings,
 		// is its last interval (unless a tick just took it).
@@ -349,11 +365,12 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	return run, nil
 }
 
-// governor returns the session's governor for a window with budget b,
-// its sampled groups detached for the window's first readings; nil when
+// governor returns the session's governor for a window with budget b
+// planned to last length (which the periods are planned from), its
+// sampled groups detached for the window's first readings; nil when
 // the window counts everything (then every group is attached, in case an
 // earlier window left some detached) or nothing can be governed.
-func (s *Session) governor(b Budget, all []probes.Probe, entry time.Duration) (*governor, error) {
+func (s *Session) governor(b Budget, length time.Duration, all []probes.Probe, entry time.Duration) (*governor, error) {
 	if !b.On() {
 		if s.gov != nil {
 			return nil, s.gov.attachAll()
@@ -365,16 +382,19 @@ func (s *Session) governor(b Budget, all []probes.Probe, entry time.Duration) (*
 			return nil, nil
 		}
 		// Unopenable counters: the estimates scale by time, as without.
-		var packets, udpReads func() (uint64, error)
+		var packets, udpReads, softirqs func() (uint64, error)
 		if pc, err := s.openCounter(s.src.Packets); err == nil {
 			packets = pc.Packets
 		}
 		if rc, err := s.openCounter(s.src.UDPReads); err == nil {
 			udpReads = rc.Packets
 		}
-		s.gov.setReferences(packets, udpReads)
+		if sc, err := s.openCounter(s.src.Softirqs); err == nil {
+			softirqs = sc.Packets
+		}
+		s.gov.setReferences(packets, udpReads, softirqs)
 	}
-	s.gov.budget = b
+	s.gov.budget, s.gov.length = b, length
 	return s.gov, s.gov.prepare()
 }
 

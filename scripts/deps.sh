@@ -42,6 +42,8 @@ test)
 	pkg_for socat socat          # a UDP server in a pod-shaped cgroup (integration/pods_test.go)
 	pkg_for runc runc
 	pkg_for unzip unzip          # scripts/dist.sh takes the library out of the jar
+	pkg_for knotd knot           # a real DNS server under the budget (integration/budgetdns_test.go)
+	pkg_for dnsperf dnsperf      # its load
 	[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 	;;
 bench)

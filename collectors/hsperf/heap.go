@@ -34,6 +34,12 @@ type Heap struct {
 	Cause, LastCause string
 	// VMStarted is when the JVM was created (sun.rt.createVmBeginTime).
 	VMStarted time.Time
+	// Clock is the JVM's own clock when it last sampled its counters
+	// (sun.os.hrt.ticks, every 50 ms; 0 from JDK 25, which no longer
+	// publishes it: the time since VMStarted stands in), and YoungGCEnded
+	// when its last young GC ended (sun.gc.collector.0.lastExitTime; 0
+	// before the first), both from the JVM's start: Eden filled since.
+	Clock, YoungGCEnded time.Duration
 	// InitDone says whether the VM finished initialising
 	// (sun.rt.vmInitDoneTime is set): attaching earlier can crash it.
 	InitDone bool
@@ -75,6 +81,12 @@ func (s *Snapshot) Heap() Heap {
 	long("sun.rt.vmInitDoneTime", &initDone)
 	if words, ok := s.Long("sun.gc.tlab.alloc"); ok {
 		h.CycleAllocated, h.HasCycle = words*heapWordSize, true
+	}
+	if v, ok := s.Long("sun.os.hrt.ticks"); ok {
+		h.Clock = s.TicksToDuration(v)
+	}
+	if v, ok := s.Long("sun.gc.collector.0.lastExitTime"); ok {
+		h.YoungGCEnded = s.TicksToDuration(v)
 	}
 	h.YoungGCTime = s.TicksToDuration(yt)
 	h.OldGCTime = s.TicksToDuration(ot)

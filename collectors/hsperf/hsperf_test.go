@@ -97,7 +97,17 @@ func TestParseFixtures(t *testing.T) {
 			if h.Cause != "No GC" {
 				t.Errorf("cause %q", h.Cause)
 			}
+			// The JVM's clock runs past its last young GC's end (JDK 25
+			// no longer publishes its clock).
+			if h.YoungGCEnded <= 0 || (h.Clock != 0 || tc.file != "jdk25-serial.hsperf") && h.Clock <= h.YoungGCEnded {
+				t.Errorf("last young GC ended at %v, the clock reads %v", h.YoungGCEnded, h.Clock)
+			}
 		})
+	}
+	// The recording from JDK 17: 4.31 s since its last young GC.
+	h, _ := Parse(readFixture(t, "jdk17-g1.hsperf"))
+	if hh := h.Heap(); hh.Clock-hh.YoungGCEnded != 4310290039*time.Nanosecond {
+		t.Errorf("since the last young GC: %v", hh.Clock-hh.YoungGCEnded)
 	}
 }
 

@@ -36,6 +36,33 @@ func TestSoftirqsFixtures(t *testing.T) {
 	}
 }
 
+// The budget's reference counter: every vector of every CPU summed, read
+// again through the file kept open; a file it cannot parse fails to open.
+func TestSoftirqsCounter(t *testing.T) {
+	c, err := FS{Root: "testdata/vm2cpu"}.OpenSoftirqsCounter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const want = 4418 + 4602 + 4 + 1 + 266344 + 401559 + 45000 + 185 + 23 + 10588 + 9397 + 9768 + 12286
+	for range 2 {
+		if n, err := c.Packets(); err != nil || n != want {
+			t.Errorf("softirqs %d, %v; want %d", n, err, want)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "proc", "softirqs"), []byte("CPU0\nNET_RX: abc\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := (FS{Root: dir}).OpenSoftirqsCounter(); err == nil {
+		c.Close()
+		t.Error("opened a counter over a malformed /proc/softirqs")
+	}
+}
+
 func TestSoftirqsDelta(t *testing.T) {
 	prev, _ := parseSoftirqs(strings.NewReader("   CPU0 CPU1\nNET_RX: 10 20\n"))
 	cur, _ := parseSoftirqs(strings.NewReader("   CPU0 CPU1\nNET_RX: 15 90\n"))

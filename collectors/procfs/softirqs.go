@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -105,3 +106,47 @@ func (s Softirqs) Sub(prev Softirqs) Softirqs {
 	}
 	return d
 }
+
+// SoftirqsCounter counts every softirq the kernel ran, of every vector on
+// every CPU (/proc/softirqs): exact, always counting, the reference the
+// overhead budget scales a sampled softirq probe by. It reads one
+// /proc/softirqs kept open.
+type SoftirqsCounter struct{ r *Rereader }
+
+// OpenSoftirqsCounter opens /proc/softirqs for SoftirqsCounter.Packets,
+// reading it once so that a file it cannot parse fails here.
+func (fs FS) OpenSoftirqsCounter() (*SoftirqsCounter, error) {
+	r, err := fs.OpenRereader("/proc/softirqs")
+	if err != nil {
+		return nil, err
+	}
+	c := &SoftirqsCounter{r}
+	if _, err := c.Packets(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Packets is the softirqs run so far, every vector and CPU summed (the
+// name fits the governor's counter interface).
+func (c *SoftirqsCounter) Packets() (uint64, error) {
+	b, err := c.r.Read()
+	if err != nil {
+		return 0, err
+	}
+	s, err := parseSoftirqs(bytes.NewReader(b))
+	if err != nil {
+		return 0, fmt.Errorf("/proc/softirqs: %w", err)
+	}
+	var n uint64
+	for _, vals := range s.Counts {
+		for _, v := range vals {
+			n += v
+		}
+	}
+	return n, nil
+}
+
+// Close closes the file.
+func (c *SoftirqsCounter) Close() error { return c.r.Close() }

@@ -155,7 +155,7 @@ perfscope still runs is left alone (exit 3).`,
 	f.StringArrayVarP(&o.Headers, "header", "H", nil, "request header of the load, Name:value (repeatable)")
 	f.IntVarP(&o.Concurrency, "concurrency", "c", 4, "concurrent connections of the load")
 	f.StringVar(&o.Event, "event", "alloc", "async-profiler event: alloc, cpu, lock or wall (bytes per request needs alloc or falls back to hsperfdata)")
-	f.StringVar(&o.AllocInterval, "alloc-interval", strconv.Itoa(asprof.DefaultAllocInterval>>10)+"k", "sample one allocation per this many bytes (k, m suffixes); smaller is more precise and costs the JVM more")
+	f.StringVar(&o.AllocInterval, "alloc-interval", "auto", "sample one allocation per this many bytes (k, m suffixes); smaller is more precise and costs the JVM more. auto: chosen from the allocation rate before the window for about 2500 samples (±4 %), 512k under --load")
 	f.StringVar(&o.AsyncProfiler, "async-profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"), "libasyncProfiler.so, an async-profiler directory or its asprof launcher (default: $PERFSCOPE_ASYNC_PROFILER, asprof on PATH, else tools.profiler:async-profiler:"+asprof.Version+" via Maven)")
 	f.Float64Var(&o.TargetRPS, "target-rps", 0, "request rate to predict young GCs at (default: the measured rate)")
 	f.DurationVar(&o.TargetGCInterval, "target-gc-interval", diagnose.DefaultTargetGCInterval, "young-GC interval to size Eden for")
@@ -229,7 +229,7 @@ func (o *jvmOptions) validate() error {
 	// flags.
 	set := recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(), "requests", strconv.FormatInt(o.Requests, 10),
 		"load", o.LoadURL, "method", strings.ToUpper(o.Method), "concurrency", strconv.Itoa(o.Concurrency), "event", o.Event,
-		"alloc_interval", o.AllocInterval, "async_profiler", o.AsyncProfiler, "target_rps", strconv.FormatFloat(o.TargetRPS, 'g', -1, 64),
+		"alloc_interval", allocIntervalParam(o.AllocInterval), "async_profiler", o.AsyncProfiler, "target_rps", strconv.FormatFloat(o.TargetRPS, 'g', -1, 64),
 		"target_gc_interval", o.TargetGCInterval.String(), "top", strconv.Itoa(o.Top),
 		"requests_from", o.RequestsFrom, "requests_metric", o.RequestsMetric, "requests_match", recipes.KindList.JoinItems(o.RequestsMatch),
 		"mappings", o.Mappings, "count", o.Count, "request_threads", o.RequestThreads, "handler_frames", o.HandlerFrames)
@@ -455,4 +455,13 @@ func jvmError(pid int, err error) error {
 		return fmt.Errorf("interrupted; async-profiler was stopped in pid %d", pid)
 	}
 	return err
+}
+
+// allocIntervalParam is --alloc-interval as the recipe's alloc_interval
+// takes it: "auto" is 0, an interval chosen from the allocation rate.
+func allocIntervalParam(flag string) string {
+	if strings.EqualFold(strings.TrimSpace(flag), "auto") {
+		return "0"
+	}
+	return flag
 }

@@ -28,6 +28,7 @@ func TestJVMFlags(t *testing.T) {
 		{[]string{"--pid", "42", "--body", "{}"}, ExitUsage},
 		{[]string{"--pid", "42", "--event", "itimer"}, ExitUsage},
 		{[]string{"--pid", "42", "--alloc-interval", "lots"}, ExitUsage},
+		{[]string{"--pid", "42", "--alloc-interval", "-5k"}, ExitUsage},
 		{[]string{"--pid", "42", "--flame", "x.png"}, ExitUsage},
 		{[]string{"--pid", "42", "-o", "yaml"}, ExitUsage},
 		{[]string{"--pid", "42", "--requests-from", "http://127.0.0.1:8080/actuator/prometheus", "--requests-match", "uri=/api/.*", "--requests-match", "status!=5..", "--http-port", "8080", "--request-threads", "^worker-", "--handler-frames", `Controller\.`}, ExitOK},
@@ -48,7 +49,8 @@ func TestJVMFlags(t *testing.T) {
 		if got := CodeOf(cmd.ExecuteContext(context.Background())); got != tc.code {
 			t.Errorf("%q: exit %d, want %d", tc.args, got, tc.code)
 		}
-		if tc.code == ExitOK && (ran == nil || ran.plan.Values["event"] != string(asprof.Alloc) || ran.plan.Values["alloc_interval"] != int64(asprof.DefaultAllocInterval)) {
+		// No --alloc-interval: 0, chosen from the allocation rate.
+		if tc.code == ExitOK && (ran == nil || ran.plan.Values["event"] != string(asprof.Alloc) || ran.plan.Values["alloc_interval"] != int64(0)) {
 			t.Errorf("%q: options %+v", tc.args, ran)
 		}
 	}

@@ -131,6 +131,9 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 	t.Add("allocated (hsperfdata Eden)", report.Bytes(float64(e.AllocBytesEden)))
 	if a := e.AllocSampling; a != nil {
 		t.Add("allocation samples", fmt.Sprintf("%d, one per %s on average: totals ±%s (2σ); async-profiler's own weighting said %s", a.Samples, report.Bytes(float64(a.IntervalBytes)), report.Percent(a.RelativeError), report.Bytes(float64(a.ProfilerBytes))))
+		if a.IntervalNote != "" {
+			t.Add("sampling interval", a.IntervalNote)
+		}
 	}
 	if e.ProfileEvent == string(asprof.Alloc) {
 		t.Add("disagreement", report.Percent(e.Disagreement))
@@ -287,10 +290,16 @@ const (
 
 func writeOverheadLine(w io.Writer, e evidence.JVM, r *report.Report, prof asprof.Options) {
 	report.Heading(w, "What the measurement cost")
-	if e.ProfileEvent == string(asprof.Alloc) && prof.AllocInterval > 0 && e.WindowNs > 0 {
-		samples := e.AllocRateProfiler / float64(prof.AllocInterval)
+	// The interval the session ran with: the one given, or the one chosen
+	// from the allocation rate.
+	interval := prof.AllocInterval
+	if a := e.AllocSampling; a != nil && a.IntervalBytes > 0 {
+		interval = a.IntervalBytes
+	}
+	if e.ProfileEvent == string(asprof.Alloc) && interval > 0 && e.WindowNs > 0 {
+		samples := e.AllocRateProfiler / float64(interval)
 		fmt.Fprintf(w, "async-profiler, one allocation sample per %s: %.0f samples/s × 15–30 µs = %.1f–%.1f ms of the JVM's CPU per second (%s–%s of a core) while the window ran; see BENCHMARKS.md for throughput and latency at 500–2000 req/s\n",
-			report.Bytes(float64(prof.AllocInterval)), samples, samples*sampleCostLowNs/1e6, samples*sampleCostHighNs/1e6, report.Percent(samples*sampleCostLowNs/1e9), report.Percent(samples*sampleCostHighNs/1e9))
+			report.Bytes(float64(interval)), samples, samples*sampleCostLowNs/1e6, samples*sampleCostHighNs/1e6, report.Percent(samples*sampleCostLowNs/1e9), report.Percent(samples*sampleCostHighNs/1e9))
 	}
 	if r.Overhead != nil && len(r.Overhead.Programs) > 0 {
 		var runs, ns uint64

@@ -55,6 +55,10 @@ type AllocParse struct {
 	// Since drops the samples taken before it (the sampler's settling
 	// time, see jvm.DefaultSamplerSettle); zero keeps all.
 	Since time.Time
+	// Until drops the samples taken after it (while the stop command
+	// reached the JVM, after the window's requests were counted); zero
+	// keeps all.
+	Until time.Time
 }
 
 // ParseAllocJFR reads a recording as AllocParse says.
@@ -71,14 +75,22 @@ func ParseAllocJFR(b []byte, o AllocParse) (*Profile, error) {
 	stacks := map[string]*acc{}
 	var order []string
 	frameNames := map[*jfrChunk]map[int64][]string{}
-	since := int64(0)
+	since, until := int64(0), int64(0)
 	if !o.Since.IsZero() {
 		since = o.Since.UnixNano()
 	}
+	if !o.Until.IsZero() {
+		until = o.Until.UnixNano()
+	}
 	err := parseJFR(b, jfrAllocEvents, func(e jfrEvent) error {
 		c := e.chunk
-		if since != 0 && c.wallNanos(num(e.fields["startTime"])) < since {
+		at := c.wallNanos(num(e.fields["startTime"]))
+		if since != 0 && at < since {
 			p.BeforeWindow++
+			return nil
+		}
+		if until != 0 && at > until {
+			p.AfterWindow++
 			return nil
 		}
 		size := num(e.fields["allocationSize"])

@@ -100,7 +100,8 @@ func TestClassName(t *testing.T) {
 }
 
 // Samples before the window's start (taken while the sampler settled)
-// are dropped and counted.
+// and after its end (while the stop command reached the JVM) are dropped
+// and counted.
 func TestParseAllocJFRSince(t *testing.T) {
 	b, err := os.ReadFile("testdata/alloc-jvmti-32k.jfr")
 	if err != nil {
@@ -126,6 +127,13 @@ func TestParseAllocJFRSince(t *testing.T) {
 	}
 	if p.BeforeWindow == 0 || p.Samples == 0 || p.Samples+p.BeforeWindow != all.Samples || p.Total >= all.Total {
 		t.Errorf("since the middle: %d samples, %d before, of %d", p.Samples, p.BeforeWindow, all.Samples)
+	}
+	q, err := ParseAllocJFR(b, AllocParse{Interval: 32768, Until: mid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.AfterWindow == 0 || q.Samples+q.AfterWindow != all.Samples || q.Samples+p.Samples != all.Samples {
+		t.Errorf("until the middle: %d samples, %d after, of %d (%d since it)", q.Samples, q.AfterWindow, all.Samples, p.Samples)
 	}
 	if len(all.Stacks[0].Frames) == 0 || strings.HasPrefix(all.Stacks[0].Frames[0], "[") {
 		t.Errorf("thread frame without Threads: %q", all.Stacks[0].Frames)

@@ -135,14 +135,19 @@ type Session struct {
 	// stopped: no stop command is to be sent any more.
 	stopped bool
 	opts    Options
-	// since is when the measured window began (SetWindowStart).
-	since time.Time
-	notes []string
+	// since and until are when the measured window began and ended
+	// (SetWindowStart, SetWindowEnd).
+	since, until time.Time
+	notes        []string
 }
 
 // SetWindowStart marks when the measured window begins: allocation
 // samples taken before it are dropped from the profile.
 func (s *Session) SetWindowStart(t time.Time) { s.since = t }
+
+// SetWindowEnd marks when the measured window ended: samples taken after
+// it, while the stop command reaches the JVM, are dropped.
+func (s *Session) SetWindowEnd(t time.Time) { s.until = t }
 
 // Notes are what the session found on the way in and the report should
 // say: a session of a perfscope that was killed, taken over; files of
@@ -285,7 +290,7 @@ func (s *Session) Stop(ctx context.Context) (*Profile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read async-profiler output: %w", err)
 		}
-		p, err := ParseAllocJFR(b, AllocParse{Interval: s.opts.interval(), Threads: s.opts.Threads, Since: s.since})
+		p, err := ParseAllocJFR(b, AllocParse{Interval: s.opts.interval(), Threads: s.opts.Threads, Since: s.since, Until: s.until})
 		if err != nil {
 			return nil, fmt.Errorf("read async-profiler's recording: %w", err)
 		}
@@ -372,8 +377,8 @@ type Profile struct {
 	// JVMTI samples and keep async-profiler's weight.
 	Truncated, NoStack, OtherWeighting int64
 	// BeforeWindow samples were taken while the sampler settled, before
-	// the window began, and are not counted.
-	BeforeWindow int64
+	// the window began, AfterWindow after it ended; neither is counted.
+	BeforeWindow, AfterWindow int64
 }
 
 // Stack is one collapsed stack, root first.

@@ -100,9 +100,32 @@ func loaded(att *probes.Attached) probes.Loaded {
 	}
 	// A raise or entry seen before a detached gap must not pair with an
 	// entry or exit after it.
-	return probes.NewLoaded(att, slots, selfRuns, att.Group(Group, probes.Batch, Hooks, func() error {
+	g := att.Group(Group, probes.Batch, Hooks, func() error {
 		return errors.Join(probes.ZeroPerCPUArray(maps["entry_ts"]), probes.ZeroPerCPUArray(maps["raise_ts"]))
-	}))
+	})
+	if g != nil {
+		g.Counts = func() (probes.GroupCounts, error) { return readTotals(maps["softirq_stats"]) }
+	}
+	return probes.NewLoaded(att, slots, selfRuns, g)
+}
+
+// readTotals is the group's counts: the softirq time the programs
+// measured, in ns (what a sampled softirq section estimates: its times),
+// and the softirqs they timed, every vector and CPU summed — the events
+// /proc/softirqs counts, which the overhead budget scales the time by.
+func readTotals(stats *ebpf.Map) (probes.GroupCounts, error) {
+	var c probes.GroupCounts
+	for vec := range Vectors {
+		var perCPU []softirqSoftirqVecStat
+		if err := stats.Lookup(uint32(vec), &perCPU); err != nil {
+			return c, fmt.Errorf("read softirq_stats[%s]: %w", Vectors[vec], err)
+		}
+		for _, v := range perCPU {
+			c.Events += v.TimeNs
+			c.InReference += v.Count
+		}
+	}
+	return c, nil
 }
 
 func selfRuns(v softirqSelfCost) probes.SelfRuns {

@@ -95,7 +95,23 @@ func loaded(att *probes.Attached) probes.Loaded {
 		Hooks[0].String(): uint32(udpsockUdpsockHookUDPSOCK_HOOK_RECV_LENGTH),
 		Hooks[1].String(): uint32(udpsockUdpsockHookUDPSOCK_HOOK_DATA_READY),
 	}
-	return probes.NewLoaded(att, slots, selfRuns, att.Group(Group, probes.PerPacket, Hooks, nil))
+	g := att.Group(Group, probes.PerPacket, Hooks, nil)
+	if g != nil {
+		totals := att.Collection.Maps["totals"]
+		g.Counts = func() (probes.GroupCounts, error) { return readTotals(totals) }
+	}
+	return probes.NewLoaded(att, slots, selfRuns, g)
+}
+
+// readTotals is the group's counts: the datagrams read from the counted
+// sockets, and those read from any UDP socket of the namespace (the
+// reads Udp/Udp6 InDatagrams count), both since the probe loaded.
+func readTotals(m *ebpf.Map) (probes.GroupCounts, error) {
+	n, err := probes.SumPerCPUCounters(m, int(udpsockUdpsockTotalUDPSOCK_TOTALS))
+	if err != nil {
+		return probes.GroupCounts{}, err
+	}
+	return probes.GroupCounts{Events: n[udpsockUdpsockTotalUDPSOCK_TOTAL_READS], InReference: n[udpsockUdpsockTotalUDPSOCK_TOTAL_NS_READS]}, nil
 }
 
 func selfRuns(v udpsockSelfCost) probes.SelfRuns {

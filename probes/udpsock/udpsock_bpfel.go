@@ -48,6 +48,14 @@ const (
 	udpsockUdpsockLostUDPSOCK_LOST_REASONS udpsockUdpsockLost = 2
 )
 
+type udpsockUdpsockTotal uint32
+
+const (
+	udpsockUdpsockTotalUDPSOCK_TOTAL_READS    udpsockUdpsockTotal = 0
+	udpsockUdpsockTotalUDPSOCK_TOTAL_NS_READS udpsockUdpsockTotal = 1
+	udpsockUdpsockTotalUDPSOCK_TOTALS         udpsockUdpsockTotal = 2
+)
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -56,6 +64,7 @@ const (
 	udpsockMapReadSlots          = "read_slots"
 	udpsockMapReads              = "reads"
 	udpsockMapSelfCosts          = "self_costs"
+	udpsockMapTotals             = "totals"
 	udpsockMapWakeups            = "wakeups"
 	udpsockProgBtfSkDataReady    = "btf_sk_data_ready"
 	udpsockProgBtfSockRecvLength = "btf_sock_recv_length"
@@ -126,6 +135,7 @@ type udpsockMapSpecs struct {
 	ReadSlots *ebpf.MapSpec `ebpf:"read_slots"`
 	Reads     *ebpf.MapSpec `ebpf:"reads"`
 	SelfCosts *ebpf.MapSpec `ebpf:"self_costs"`
+	Totals    *ebpf.MapSpec `ebpf:"totals"`
 	Wakeups   *ebpf.MapSpec `ebpf:"wakeups"`
 }
 
@@ -162,6 +172,7 @@ type udpsockMaps struct {
 	ReadSlots *ebpf.Map `ebpf:"read_slots"`
 	Reads     *ebpf.Map `ebpf:"reads"`
 	SelfCosts *ebpf.Map `ebpf:"self_costs"`
+	Totals    *ebpf.Map `ebpf:"totals"`
 	Wakeups   *ebpf.Map `ebpf:"wakeups"`
 }
 
@@ -171,6 +182,7 @@ func (m *udpsockMaps) Close() error {
 		m.ReadSlots,
 		m.Reads,
 		m.SelfCosts,
+		m.Totals,
 		m.Wakeups,
 	)
 }

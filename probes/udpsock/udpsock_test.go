@@ -46,7 +46,9 @@ func inode(t *testing.T, conn *net.UDPConn) uint64 {
 // namespaces make the second half exact and isolated from other traffic:
 // the sink lives in the receiver namespace, a probe there counts its reads,
 // and a probe of this process's namespace, filtered to the same port, does
-// not.
+// not. The group's totals: a probe of the sink's port counts its reads as
+// its events and every UDP read of the namespace (a second sink's on
+// another port too) as the reference's, which the budget scales by.
 func TestProbeCountsReadsPerSocketInItsNamespace(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
@@ -86,24 +88,54 @@ func TestProbeCountsReadsPerSocketInItsNamespace(t *testing.T) {
 			if err != nil {
 				t.Fatalf("open: %v", err)
 			}
+			onPort, err := Open(Options{Method: m, Netns: labNetns, Port: port})
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
 			first, err := there.Snapshot()
 			if err != nil {
 				t.Fatal(err)
 			}
+			totals := func(p *Probe) probes.GroupCounts {
+				t.Helper()
+				c, err := p.HookGroups()[0].Counts()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}
+			allBefore, portBefore := totals(there), totals(onPort)
 			before := sink.Received()
+			var second *udpflood.Sink
 			var res udpflood.Result
 			if err := testutil.InNetns(lab.ReceiverNS, func() (err error) {
-				// Paced so the sink keeps up: every datagram is read.
+				if second, err = udpflood.Listen("127.0.0.1:0"); err != nil {
+					return err
+				}
+				// Paced so the sinks keep up: every datagram is read.
+				if _, err := udpflood.Send(ctx, udpflood.Config{Target: second.AddrPort(), Senders: 1,
+					Duration: 200 * time.Millisecond, MaxPackets: 1000, Rate: 20000}); err != nil {
+					return err
+				}
 				res, err = udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 1,
 					Duration: 500 * time.Millisecond, MaxPackets: 5000, Rate: 20000})
 				return err
 			}); err != nil {
 				t.Fatal(err)
 			}
+			defer second.Close()
 			for i := 0; i < 100 && sink.Received()-before < res.Sent; i++ {
 				time.Sleep(10 * time.Millisecond)
 			}
 			read := sink.Received() - before
+			otherRead := second.Received()
+			all, mine := totals(there), totals(onPort)
+			t.Logf("totals: namespace probe %+v, port probe %+v; the sinks read %d and %d", all, mine, read, otherRead)
+			if otherRead == 0 || all.Events-allBefore.Events != read+otherRead || all.InReference-allBefore.InReference != read+otherRead ||
+				mine.Events-portBefore.Events != read || mine.InReference-portBefore.InReference != read+otherRead {
+				t.Errorf("totals: every read of the namespace %+v→%+v, its port's %+v→%+v; the sinks read %d (port %d) and %d",
+					allBefore, all, portBefore, mine, read, port, otherRead)
+			}
 			last, err := there.Snapshot()
 			if err != nil {
 				t.Fatal(err)
@@ -140,7 +172,7 @@ func TestProbeCountsReadsPerSocketInItsNamespace(t *testing.T) {
 			if w, ok := other.Wakeups[ino]; ok {
 				t.Errorf("the probe of this namespace counted wakeups %v for a socket of %s", w, lab.ReceiverNS)
 			}
-			for _, p := range []*Probe{there, here} {
+			for _, p := range []*Probe{there, here, onPort} {
 				if err := p.Close(); err != nil {
 					t.Error(err)
 				}

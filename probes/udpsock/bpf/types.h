@@ -27,6 +27,15 @@ enum udpsock_lost {
 	UDPSOCK_LOST_REASONS = 2,
 };
 
+/* Reads counted in total, per CPU (the totals map): what the overhead
+ * budget's estimate of the reads scales, and the share of the namespace's
+ * reads they are, both counted by the same program over the same instants. */
+enum udpsock_total {
+	UDPSOCK_TOTAL_READS = 0,    /* datagrams read from the counted sockets */
+	UDPSOCK_TOTAL_NS_READS = 1, /* datagrams read from any UDP socket of the namespace */
+	UDPSOCK_TOTALS = 2,
+};
+
 /* Slots of self_cost (selfcost.h), one per hook. */
 enum udpsock_hook {
 	UDPSOCK_HOOK_RECV_LENGTH,

@@ -33,6 +33,15 @@
  * socket, a group chosen by flow hash has every socket fed by every CPU.
  * Since 6.13 UDP calls it only when the receive queue was empty, so these
  * are wakeups (a sample of the enqueues), read as shares, not as counts.
+ *
+ * Two per-CPU totals: the datagrams read from the counted sockets, and those
+ * read from any UDP socket of the namespace, whatever its port: the
+ * datagrams Udp/Udp6 InDatagrams count. Under perfscope's overhead budget
+ * the hooks are attached in sampling windows only, and the reads outside
+ * them are estimated as the counted sockets' share of the namespace's
+ * InDatagrams; counted here by the same program at the same instants, that
+ * share carries no error from where a window began or ended (1 exactly when
+ * the port is the namespace's only reader).
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
@@ -87,6 +96,28 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, UDPSOCK_TOTALS);
+	__type(key, enum udpsock_total);
+	__type(value, __u64);
+} totals SEC(".maps");
+
+static __always_inline void count_total(enum udpsock_total what)
+{
+	__u64 *n = bpf_map_lookup_elem(&totals, &what);
+	if (n)
+		(*n)++;
+}
+
+/* The local port of sk when it is a UDP socket of network namespace netns;
+ * -1 otherwise (udp_port_in without the port: every read of the namespace
+ * is counted in its total before the port is tested). */
+static __always_inline int udp_in_netns(const struct sock *sk, __u32 netns, const bool direct)
+{
+	return udp_port_in(sk, netns, 0, direct);
+}
+
 static __always_inline void count_lost(enum udpsock_lost why)
 {
 	__u64 *n = bpf_map_lookup_elem(&lost, &why);
@@ -113,11 +144,16 @@ static __always_inline int on_recv(const struct sock *sk, int ret, int flags, co
 {
 	if (ret < 0 || (flags & (MSG_PEEK | MSG_ERRQUEUE)) || !sk)
 		return 0;
-	if (udp_port_in(sk, target_netns, target_port, direct) < 0)
+	int local = udp_in_netns(sk, target_netns, direct);
+	if (local < 0)
+		return 0;
+	count_total(UDPSOCK_TOTAL_NS_READS);
+	if (target_port && local != target_port)
 		return 0;
 	__u64 ino = sock_inode(sk, direct);
 	if (!ino)
 		return 0;
+	count_total(UDPSOCK_TOTAL_READS);
 	__u32 idx = ino & slot_mask;
 	struct sock_slot *slot = bpf_map_lookup_elem(&read_slots, &idx);
 	if (slot && (slot->ino == ino || slot->ino == 0)) {
