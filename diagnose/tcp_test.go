@@ -18,7 +18,7 @@ var (
 	_ = evidence.TCPSockstat(netstat.TCPSockstat{})
 )
 
-func i64(v int64) *int64 { return &v }
+func i64(v int64) *int64   { return &v }
 func u32(v uint32) *uint32 { return &v }
 
 // tcpBase is a quiet 10 s window on a host with default settings: no rule
