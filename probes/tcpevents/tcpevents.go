@@ -246,12 +246,14 @@ func reasonName(names map[uint32]string, detail uint32) string {
 func (p *Probe) Snapshot() (Snapshot, error) {
 	s := Snapshot{Taken: time.Now(), Conns: map[Key]Count{}}
 	maps := p.Maps()
-	conns, err := probes.ReadPerCPUHash[tcpeventsTcpEventKey, tcpeventsTcpEventCount](maps["conn_events"])
-	if err != nil {
-		return s, err
+	var k tcpeventsTcpEventKey
+	var c tcpeventsTcpEventCount
+	it := maps["conn_events"].Iterate()
+	for it.Next(&k, &c) {
+		s.Conns[keyOf(k)] = Count{Events: c.Events, Segs: c.Segs}
 	}
-	for k, perCPU := range conns {
-		s.Conns[keyOf(k)] = sum(perCPU)
+	if err := it.Err(); err != nil {
+		return s, fmt.Errorf("read conn_events: %w", err)
 	}
 	totals, err := probes.ReadPerCPUArray[tcpeventsTcpEventCount](maps["totals"])
 	if err != nil {
