@@ -25,6 +25,17 @@ func checkDeclared(t *testing.T, r Rule[NetInput], in NetInput, changes []Change
 	if in.Config != nil {
 		iface = in.Config.Interface.Name
 	}
+	checkShapes(t, r.ID, r.Changes, iface, changes)
+}
+
+// checkShapes is checkDeclared for a rule of any family: id declares
+// shapes; iface is the run's interface.
+func checkShapes(t *testing.T, id string, shapes []ChangeShape, iface string, changes []Change) {
+	t.Helper()
+	r := struct {
+		ID      string
+		Changes []ChangeShape
+	}{id, shapes}
 	shapesMade.Lock()
 	defer shapesMade.Unlock()
 	for _, c := range changes {
@@ -50,10 +61,17 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 && flag.Lookup("test.run").Value.String() == "" && flag.Lookup("test.skip").Value.String() == "" {
 		var missing []string
+		declared := map[string][]ChangeShape{}
 		for _, r := range NetRules {
-			for i, s := range r.Changes {
-				if !shapesMade.m[r.ID][i] {
-					missing = append(missing, fmt.Sprintf("%s: %s", r.ID, s))
+			declared[r.ID] = r.Changes
+		}
+		for _, r := range TCPRules {
+			declared[r.ID] = r.Changes
+		}
+		for id, shapes := range declared {
+			for i, s := range shapes {
+				if !shapesMade.m[id][i] {
+					missing = append(missing, fmt.Sprintf("%s: %s", id, s))
 				}
 			}
 		}

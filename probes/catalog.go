@@ -25,6 +25,13 @@ var Catalog = []CatalogEntry{
 	// sk_data_ready is newer than the rest (6.7); without it the sockets
 	// table has no "fed by CPUs" column.
 	{"udpsock", Hook{Group: "sock", Name: "sk_data_ready", Optional: true}, "which CPUs' softirqs feed each UDP socket (udp)"},
+	// TCP loss and aborts: rare events, counted exactly per connection.
+	// tcp_retransmit_skb and tcp_send_reset are older than perfscope's
+	// floor (4.15-4.16); their err and reason arguments came in 6.10.
+	{"tcpevents", Hook{Group: "tcp", Name: "tcp_retransmit_skb"}, "TCP retransmits per connection and kind (tcp)"},
+	{"tcpevents", Hook{Group: "tcp", Name: "tcp_retransmit_synack", Optional: true}, "SYN-ACK retransmits per listener and client (tcp)"},
+	{"tcpevents", Hook{Group: "tcp", Name: "tcp_send_reset", Optional: true}, "TCP resets sent per connection and reason (tcp)"},
+	{"tcpevents", Hook{Group: "tcp", Name: "tcp_receive_reset", Optional: true}, "TCP resets received per connection (tcp)"},
 	// The JVM's write-side syscalls, filtered in the kernel by its tgid.
 	{"httpcount", Hook{Group: "raw_syscalls", Name: "sys_enter"}, "HTTP/1.x requests a JVM served, counted from its socket writes (jvm)"},
 	{"httpcount", Hook{Group: "raw_syscalls", Name: "sys_exit"}, "HTTP/1.x requests a JVM served, counted from its socket writes (jvm)"},

@@ -93,3 +93,24 @@ func (fs FS) SysctlInt(name string) (v int64, ok bool, err error) {
 	}
 	return v, true, nil
 }
+
+// SysctlInts reads a sysctl holding several integers on one line
+// ("net.ipv4.tcp_rmem" = "4096 131072 6291456"); ok is false when it does
+// not exist.
+func (fs FS) SysctlInts(name string) (v []int64, ok bool, err error) {
+	s, err := fs.Sysctl(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	for _, w := range strings.Fields(s) {
+		n, err := strconv.ParseInt(w, 10, 64)
+		if err != nil {
+			return nil, false, fmt.Errorf("sysctl %s=%q: %w", name, s, err)
+		}
+		v = append(v, n)
+	}
+	return v, true, nil
+}

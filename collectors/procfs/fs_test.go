@@ -113,6 +113,18 @@ func TestSysctl(t *testing.T) {
 	if _, ok, err := fs.SysctlInt("net.core.absent"); ok || err != nil {
 		t.Errorf("absent sysctl: ok=%v err=%v", ok, err)
 	}
+	os.MkdirAll(dir+"/proc/sys/net/ipv4", 0o755)
+	os.WriteFile(dir+"/proc/sys/net/ipv4/tcp_rmem", []byte("4096\t131072\t33554432\n"), 0o644)
+	os.WriteFile(dir+"/proc/sys/net/ipv4/tcp_wmem", []byte("4096 x\n"), 0o644)
+	if v, ok, err := fs.SysctlInts("net.ipv4.tcp_rmem"); err != nil || !ok || len(v) != 3 || v[2] != 33554432 {
+		t.Errorf("tcp_rmem = %v %v %v", v, ok, err)
+	}
+	if _, _, err := fs.SysctlInts("net.ipv4.tcp_wmem"); err == nil {
+		t.Error("tcp_wmem with a word in it was accepted")
+	}
+	if _, ok, err := fs.SysctlInts("net.ipv4.tcp_mem"); ok || err != nil {
+		t.Errorf("absent tcp_mem: ok=%v err=%v", ok, err)
+	}
 }
 
 func TestProcessStartLive(t *testing.T) {

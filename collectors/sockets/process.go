@@ -40,6 +40,36 @@ func (fs FS) SocketInodes(pid int) (map[uint64]bool, error) {
 	return inodes, nil
 }
 
+// Owners finds, for each inode, the pids whose /proc/PID/fd holds it, in
+// increasing order. Processes that exit meanwhile, or whose fds cannot be
+// read, are skipped; inodes nobody holds are absent.
+func (fs FS) Owners(inodes map[uint64]bool) (map[uint64][]int, error) {
+	entries, err := os.ReadDir(fs.Path("/proc"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint64][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		held, err := fs.SocketInodes(pid)
+		if err != nil {
+			continue
+		}
+		for ino := range held {
+			if inodes[ino] {
+				out[ino] = append(out[ino], pid)
+			}
+		}
+	}
+	for _, pids := range out {
+		sort.Ints(pids)
+	}
+	return out, nil
+}
+
 // OwnedBy returns the sockets of t whose inode pid holds.
 func (t UDPTable) OwnedBy(inodes map[uint64]bool) []UDPSocket {
 	var out []UDPSocket

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -141,5 +143,34 @@ func TestLiveOwnSockets(t *testing.T) {
 	threads, err := Default.Threads(os.Getpid())
 	if err != nil || len(threads) == 0 || threads[0].Allowed.IsEmpty() {
 		t.Errorf("threads = %+v %v", threads, err)
+	}
+}
+
+func TestOwners(t *testing.T) {
+	root := t.TempDir()
+	link := func(pid, fd, target string) {
+		dir := filepath.Join(root, "proc", pid, "fd")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(dir, fd)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link("300", "3", "socket:[11]")
+	link("300", "4", "socket:[99]")
+	link("20", "7", "socket:[11]")
+	link("20", "8", "/dev/null")
+	link("4", "0", "socket:[12]")
+	if err := os.MkdirAll(filepath.Join(root, "proc", "sys"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewFS(root).Owners(map[uint64]bool{11: true, 12: true, 13: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64][]int{11: {20, 300}, 12: {4}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Owners = %v, want %v", got, want)
 	}
 }

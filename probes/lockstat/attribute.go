@@ -3,9 +3,7 @@ package lockstat
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"sort"
-	"strconv"
 
 	"github.com/perfscope/perfscope/collectors/sockets"
 )
@@ -188,30 +186,7 @@ func (s Snapshot) Inodes() map[uint64]bool {
 }
 
 // SocketOwners finds, for each inode, the pids whose /proc/PID/fd holds
-// it. Processes that exit meanwhile are skipped.
+// it (sockets.FS.Owners).
 func SocketOwners(fs sockets.FS, inodes map[uint64]bool) (map[uint64][]int, error) {
-	entries, err := os.ReadDir(fs.Path("/proc"))
-	if err != nil {
-		return nil, err
-	}
-	out := map[uint64][]int{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		held, err := fs.SocketInodes(pid)
-		if err != nil {
-			continue
-		}
-		for ino := range held {
-			if inodes[ino] {
-				out[ino] = append(out[ino], pid)
-			}
-		}
-	}
-	for _, pids := range out {
-		sort.Ints(pids)
-	}
-	return out, nil
+	return fs.Owners(inodes)
 }

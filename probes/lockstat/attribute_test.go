@@ -2,8 +2,6 @@ package lockstat
 
 import (
 	"net/netip"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -99,35 +97,6 @@ func TestResolveWithoutNetNS(t *testing.T) {
 	ref := NewSocketDirectory(0, table, nil).Resolve(Owner{Port: 9001, Inode: 5})
 	if ref.OtherNetNS || ref.Local.Port() != 9001 {
 		t.Errorf("Resolve = %+v", ref)
-	}
-}
-
-func TestSocketOwners(t *testing.T) {
-	root := t.TempDir()
-	link := func(pid, fd, target string) {
-		dir := filepath.Join(root, "proc", pid, "fd")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, filepath.Join(dir, fd)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	link("300", "3", "socket:[11]")
-	link("300", "4", "socket:[99]")
-	link("20", "7", "socket:[11]")
-	link("20", "8", "/dev/null")
-	link("4", "0", "socket:[12]")
-	if err := os.MkdirAll(filepath.Join(root, "proc", "sys"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	got, err := SocketOwners(sockets.NewFS(root), map[uint64]bool{11: true, 12: true, 13: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[uint64][]int{11: {20, 300}, 12: {4}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("SocketOwners = %v, want %v", got, want)
 	}
 }
 
