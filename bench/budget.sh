@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The overhead budget's benchmark (issue 17), one script, one run, every
+# The overhead budget's benchmark, one script, one run, every
 # configuration alternating round by round:
 #
 #   workloads: a loopback flood into one socket, into a SO_REUSEPORT group

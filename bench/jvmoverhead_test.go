@@ -127,7 +127,7 @@ var jvmBenchFlags = []string{"-Xms256m", "-Xmx256m", "-XX:+UseG1GC"}
 // baseline does not saturate the two cores). A "max" rate runs a closed
 // loop instead, where the profiler's cost shows as lost throughput.
 //
-// Targets (issue 6): < 3 % throughput loss and < 1 ms added p99.
+// Targets: < 3 % throughput loss and < 1 ms added p99.
 //
 // The benchmark takes /tmp/perfscope-bench.lock itself while measuring
 // (not while building and warming up); do not wrap it in flock(1).

@@ -1,5 +1,5 @@
 // Package netconfig gathers, in one call, the network configuration that
-// issue 4's rules judge: queues and their RPS/XPS, channels, RSS, offload
+// the network rules judge: queues and their RPS/XPS, channels, RSS, offload
 // features, IRQ placement and irqbalance, CPU topology, netfilter, source
 // validation, audit and the net.core buffers and budgets. Every optional
 // source is either present or explicitly unknown (nil pointer or a Known

@@ -271,7 +271,7 @@ func TestApplyNothingToDo(t *testing.T) {
 
 // TestApplyInterruptedWritesNothing: Ctrl-C during the measurement window
 // cancels the context; --apply then writes no revert file for changes it
-// never makes (issue #18, item 19).
+// never makes.
 func TestApplyInterruptedWritesNothing(t *testing.T) {
 	sys, dir := fakeSystem(t), t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())

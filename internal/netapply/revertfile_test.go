@@ -171,7 +171,7 @@ func TestRevertFileRefusesOldScripts(t *testing.T) {
 	}
 }
 
-// TestRevertFileModeAndPlace covers issue #18, item 5: a file others can
+// TestRevertFileModeAndPlace: a file others can
 // write, a link, or a file in a directory others can write is refused.
 func TestRevertFileModeAndPlace(t *testing.T) {
 	_, path, data := appliedFile(t)
@@ -218,7 +218,7 @@ func TestRevertFileModeAndPlace(t *testing.T) {
 }
 
 // TestRevertFileOwner: a file owned by another user is refused, even with
-// the marker of a perfscope file (issue #18, item 5).
+// the marker of a perfscope file.
 func TestRevertFileOwner(t *testing.T) {
 	testutil.RequireRoot(t)
 	_, path, _ := appliedFile(t)
@@ -237,7 +237,7 @@ func TestRevertFileOwner(t *testing.T) {
 
 // TestHostWithNewline: the kernel lets a host name hold any byte; it is
 // data in the revert file and one quoted line in its shell rendition
-// (issue #18, item 5: a newline in it used to add a command).
+// (a newline in it used to add a command).
 func TestHostWithNewline(t *testing.T) {
 	sys, dir := fakeSystem(t), t.TempDir()
 	id := Identity{Host: "a\nsysctl -w kernel.x=1 \xff", NetNS: testIdentity.NetNS}
