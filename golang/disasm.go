@@ -1,0 +1,118 @@
+package golang
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/arch/x86/x86asm"
+)
+
+// instructions decodes fn's code, calling visit with each instruction's
+// link-time address; a byte that does not decode ends the walk with an
+// error (padding after the last RET is INT3, which decodes).
+func (b *Binary) instructions(fn Function, visit func(pc uint64, in x86asm.Inst) bool) error {
+	code, err := b.Code(fn)
+	if err != nil {
+		return err
+	}
+	for off := 0; off < len(code); {
+		in, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			return fmt.Errorf("%s+%#x: %w", fn.Name, off, err)
+		}
+		if !visit(fn.Entry+uint64(off), in) {
+			return nil
+		}
+		off += in.Len
+	}
+	return nil
+}
+
+// ripTarget is the address a RIP-relative memory operand of in at pc
+// names, if it has one.
+func ripTarget(pc uint64, in x86asm.Inst) (uint64, bool) {
+	for _, a := range in.Args {
+		if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.RIP && m.Index == 0 {
+			return uint64(int64(pc) + int64(in.Len) + m.Disp), true
+		}
+	}
+	return 0, false
+}
+
+// MemProfileRateAddr finds runtime.MemProfileRate's link-time address:
+// from the symbol table when there is one, else from the code that reads
+// it — the first 8-byte RIP-relative load from initialized data without
+// pointers (.noptrdata, where the rate's initial 512 KiB lives) in
+// runtime.nextSample, or in runtime.profilealloc where the compiler
+// inlined nextSample (every release tested). how says which. The tests
+// check the result against the symbol table of the same build.
+func (b *Binary) MemProfileRateAddr() (addr uint64, how string, err error) {
+	if a, _, ok := b.DataSymbol("runtime.MemProfileRate"); ok {
+		return a, "symbol table", nil
+	}
+	return b.memProfileRateFromCode()
+}
+
+func (b *Binary) memProfileRateFromCode() (addr uint64, how string, err error) {
+	if b.Arch != "amd64" {
+		return 0, "", fmt.Errorf("%w: reading code of a %s binary", ErrUnsupportedGo, b.Arch)
+	}
+	var tried []string
+	for _, name := range []string{"runtime.nextSample", "runtime.profilealloc"} {
+		fn, ok := b.Func(name)
+		if !ok {
+			continue
+		}
+		tried = append(tried, name)
+		var found uint64
+		err := b.instructions(fn, func(pc uint64, in x86asm.Inst) bool {
+			if in.MemBytes != 8 || (in.Op != x86asm.MOV && in.Op != x86asm.CMP) {
+				return true
+			}
+			if _, toReg := in.Args[0].(x86asm.Reg); in.Op == x86asm.MOV && !toReg {
+				return true // a store
+			}
+			t, ok := ripTarget(pc, in)
+			if !ok || !b.initializedData(t) {
+				return true // e.g. runtime.mcache0, a pointer in .bss
+			}
+			found = t
+			return false
+		})
+		if err != nil || found == 0 {
+			continue
+		}
+		return found, "code of " + name, nil
+	}
+	if len(tried) == 0 {
+		return 0, "", errors.New("neither runtime.nextSample nor runtime.profilealloc is in the function table")
+	}
+	return 0, "", fmt.Errorf("no load of the rate found in %v", tried)
+}
+
+// PoolNewCall finds the instruction in sync.(*Pool).Get that calls the
+// pool's New function: Get's only indirect call (a closure call through a
+// register). Its link-time address, or an error when Get has none or more
+// than one (a layout perfscope does not know).
+func (b *Binary) PoolNewCall() (uint64, error) {
+	fn, ok := b.Func("sync.(*Pool).Get")
+	if !ok {
+		return 0, errors.New("sync.(*Pool).Get is not in the program")
+	}
+	var calls []uint64
+	err := b.instructions(fn, func(pc uint64, in x86asm.Inst) bool {
+		if in.Op == x86asm.CALL {
+			if _, direct := in.Args[0].(x86asm.Rel); !direct {
+				calls = append(calls, pc)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	if len(calls) != 1 {
+		return 0, fmt.Errorf("%w: sync.(*Pool).Get has %d indirect calls, expected the one to New", ErrUnsupportedGo, len(calls))
+	}
+	return calls[0], nil
+}
