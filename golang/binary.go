@@ -94,6 +94,12 @@ func ReadBinary(r io.ReaderAt) (*Binary, error) {
 	}
 	info, err := buildinfo.Read(r)
 	if err != nil {
+		if _, _, perr := scanPclntab(ef); perr == nil && len(ef.Sections) == 0 {
+			// debug/buildinfo looks in the first writable segment only
+			// when there are no section headers; a PIE keeps the build
+			// info in another.
+			return nil, fmt.Errorf("%w: a Go program without section headers whose build info cannot be found: its Go version, and so the runtime's layout, is unknown", ErrUnsupportedGo)
+		}
 		return nil, fmt.Errorf("%w: no Go build info (%v)", ErrNotGo, err)
 	}
 	b := &Binary{
@@ -188,15 +194,20 @@ func (b *Binary) readPclntab(ef *elf.File) error {
 			text = s.Addr
 		}
 	}
-	if text == 0 {
-		return errors.New("cannot find where the program's text starts")
+	var t *gosym.Table
+	var err error
+	if text != 0 {
+		t, err = gosym.NewTable(nil, gosym.NewLineTable(data, text))
+	} else {
+		// No header value, symbol or section: try where the linker puts
+		// text in an executable segment, and keep the start whose
+		// runtime.main begins with Go's stack check.
+		t, text, err = b.guessText(data)
 	}
-	b.text = text
-	lt := gosym.NewLineTable(data, text)
-	t, err := gosym.NewTable(nil, lt)
 	if err != nil {
 		return fmt.Errorf("parse the function table: %w", err)
 	}
+	b.text = text
 	if len(t.Funcs) == 0 {
 		return errors.New("the function table lists no function")
 	}
@@ -377,15 +388,15 @@ func (b *Binary) section(addr uint64) *elf.Section {
 	return nil
 }
 
-// initializedData says whether a link-time address lies in writable data
-// with an initial value in the file, and in .noptrdata when the section
-// headers say (not .bss, not read-only data).
-func (b *Binary) initializedData(addr uint64) bool {
+// pointerFreeData says whether a link-time address lies in writable data,
+// and in a section of pointer-free variables (.noptrdata, .noptrbss) when
+// the section headers say.
+func (b *Binary) pointerFreeData(addr uint64) bool {
 	if s := b.section(addr); s != nil {
-		return s.Name == ".noptrdata"
+		return s.Name == ".noptrdata" || s.Name == ".noptrbss"
 	}
 	for _, p := range b.loads {
-		if p.Flags&elf.PF_W != 0 && addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
+		if p.Flags&elf.PF_W != 0 && addr >= p.Vaddr && addr < p.Vaddr+p.Memsz {
 			return true
 		}
 	}
@@ -394,3 +405,34 @@ func (b *Binary) initializedData(addr uint64) bool {
 
 // Cgo says whether the program was built with cgo (its build settings).
 func (b *Binary) Cgo() bool { return b.Settings["CGO_ENABLED"] == "1" }
+
+// guessText finds the text start of a binary whose pclntab header, symbol
+// table and section headers do not give it: each executable segment's
+// start and its next page boundaries are tried, and the right one puts
+// runtime.main on an instruction that compares the stack pointer with
+// the goroutine's stack guard (16(R14), the prologue of every Go function
+// with a stack check).
+func (b *Binary) guessText(data []byte) (*gosym.Table, uint64, error) {
+	for _, p := range b.loads {
+		if p.Flags&elf.PF_X == 0 {
+			continue
+		}
+		for text := p.Vaddr; text < p.Vaddr+0x4000; text = (text + 0x1000) &^ 0xfff {
+			t, err := gosym.NewTable(nil, gosym.NewLineTable(data, text))
+			if err != nil {
+				return nil, 0, err
+			}
+			fn := t.LookupFunc("runtime.main")
+			if fn == nil {
+				break
+			}
+			b.table = t
+			if b.stackCheckAt(Function{Name: fn.Name, Entry: fn.Entry, End: fn.End}) {
+				b.table = nil
+				return t, text, nil
+			}
+			b.table = nil
+		}
+	}
+	return nil, 0, errors.New("cannot find where the program's text starts")
+}

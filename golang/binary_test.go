@@ -1,6 +1,10 @@
 package golang
 
 import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -57,8 +61,52 @@ func TestBinariesOfEverySupportedRelease(t *testing.T) {
 					if err != nil || code != addr {
 						t.Errorf("MemProfileRate: symbol %#x (%s), code %#x (%s, %v)", addr, how, code, how2, err)
 					}
+					return
+				}
+				// The same binary with its section headers removed (as
+				// sstrip leaves it) is read from its segments alone.
+				bare := withoutSectionHeaders(t, path)
+				nb, closeBare, err := OpenBinary(bare)
+				if v.PIE {
+					if !errors.Is(err, ErrUnsupportedGo) {
+						t.Errorf("a PIE without section headers: %v, want ErrUnsupportedGo", err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("without section headers: %v", err)
+				}
+				defer closeBare()
+				if nb.PclntabFrom != "segment scan" || nb.Functions() != b.Functions() {
+					t.Errorf("without section headers: table from %s with %d functions, want a segment scan with %d", nb.PclntabFrom, nb.Functions(), b.Functions())
+				}
+				f1, _ := b.Func("runtime.mProf_Malloc")
+				f2, _ := nb.Func("runtime.mProf_Malloc")
+				if f1 != f2 {
+					t.Errorf("mProf_Malloc %+v, without section headers %+v", f1, f2)
+				}
+				if a2, _, err := nb.MemProfileRateAddr(); err != nil || a2 != addr {
+					t.Errorf("MemProfileRate without section headers %#x (%v), with %#x", a2, err, addr)
 				}
 			})
 		}
 	}
+}
+
+// withoutSectionHeaders copies an ELF file with e_shoff, e_shnum and
+// e_shstrndx zeroed: the loader never reads section headers.
+func withoutSectionHeaders(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint64(b[0x28:], 0) // e_shoff
+	binary.LittleEndian.PutUint16(b[0x3c:], 0) // e_shnum
+	binary.LittleEndian.PutUint16(b[0x3e:], 0) // e_shstrndx
+	out := filepath.Join(t.TempDir(), "bare")
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

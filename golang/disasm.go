@@ -41,11 +41,10 @@ func ripTarget(pc uint64, in x86asm.Inst) (uint64, bool) {
 
 // MemProfileRateAddr finds runtime.MemProfileRate's link-time address:
 // from the symbol table when there is one, else from the code that reads
-// it — the first 8-byte RIP-relative load from initialized data without
-// pointers (.noptrdata, where the rate's initial 512 KiB lives) in
-// runtime.nextSample, or in runtime.profilealloc where the compiler
-// inlined nextSample (every release tested). how says which. The tests
-// check the result against the symbol table of the same build.
+// it, runtime.nextSample or, where the compiler inlined that (every
+// release tested), runtime.profilealloc (see rateLoad). how says which.
+// The tests check the result against the symbol table of the same build
+// for every supported release.
 func (b *Binary) MemProfileRateAddr() (addr uint64, how string, err error) {
 	if a, _, ok := b.DataSymbol("runtime.MemProfileRate"); ok {
 		return a, "symbol table", nil
@@ -64,21 +63,7 @@ func (b *Binary) memProfileRateFromCode() (addr uint64, how string, err error) {
 			continue
 		}
 		tried = append(tried, name)
-		var found uint64
-		err := b.instructions(fn, func(pc uint64, in x86asm.Inst) bool {
-			if in.MemBytes != 8 || (in.Op != x86asm.MOV && in.Op != x86asm.CMP) {
-				return true
-			}
-			if _, toReg := in.Args[0].(x86asm.Reg); in.Op == x86asm.MOV && !toReg {
-				return true // a store
-			}
-			t, ok := ripTarget(pc, in)
-			if !ok || !b.initializedData(t) {
-				return true // e.g. runtime.mcache0, a pointer in .bss
-			}
-			found = t
-			return false
-		})
+		found, err := rateLoad(b, fn)
 		if err != nil || found == 0 {
 			continue
 		}
@@ -115,4 +100,67 @@ func (b *Binary) PoolNewCall() (uint64, error) {
 		return 0, fmt.Errorf("%w: sync.(*Pool).Get has %d indirect calls, expected the one to New", ErrUnsupportedGo, len(calls))
 	}
 	return calls[0], nil
+}
+
+// rateLoad finds the rate's address in fn: an 8-byte RIP-relative load of
+// pointer-free data (.noptrdata, or .noptrbss where Go 1.19 initialises
+// the rate at run time; .bss holds pointers such as runtime.mcache0,
+// which profilealloc loads first) whose register is then compared with 1
+// (nextSample's "MemProfileRate == 1", Go 1.19-1.23), or loaded twice
+// (Go 1.24 stores it into the mcache, then tests it for 0).
+func rateLoad(b *Binary, fn Function) (uint64, error) {
+	type load struct {
+		target uint64
+		reg    x86asm.Reg
+	}
+	var loads []load
+	seen := map[uint64]int{}
+	var found uint64
+	var pending *load
+	left := 0
+	err := b.instructions(fn, func(pc uint64, in x86asm.Inst) bool {
+		if pending != nil && left > 0 {
+			left--
+			if in.Op == x86asm.CMP && in.Args[0] == pending.reg {
+				if imm, ok := in.Args[1].(x86asm.Imm); ok && imm == 1 {
+					found = pending.target
+					return false
+				}
+			}
+		}
+		if in.Op != x86asm.MOV || in.MemBytes != 8 {
+			return true
+		}
+		reg, toReg := in.Args[0].(x86asm.Reg)
+		t, ok := ripTarget(pc, in)
+		if !toReg || !ok || !b.pointerFreeData(t) {
+			return true
+		}
+		seen[t]++
+		if seen[t] == 2 {
+			found = t
+			return false
+		}
+		loads = append(loads, load{t, reg})
+		pending, left = &loads[len(loads)-1], 3
+		return true
+	})
+	return found, err
+}
+
+// stackCheckAt says whether fn's first instructions read the goroutine's
+// stack guard, 16(R14).
+func (b *Binary) stackCheckAt(fn Function) bool {
+	found := false
+	n := 0
+	b.instructions(fn, func(pc uint64, in x86asm.Inst) bool {
+		for _, a := range in.Args {
+			if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.R14 && m.Disp == 16 {
+				found = true
+			}
+		}
+		n++
+		return !found && n < 3
+	})
+	return found
 }
