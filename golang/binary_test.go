@@ -48,6 +48,11 @@ func TestBinariesOfEverySupportedRelease(t *testing.T) {
 					if _, err := b.FileOffset(f.Entry); err != nil {
 						t.Error(err)
 					}
+					// The runtime's and the pool's functions check the
+					// stack: the hook goes after the check.
+					if body, err := b.BodyStart(f); err != nil || body == f.Entry || body > f.Entry+32 {
+						t.Errorf("%s: body at %#x (entry %#x): %v", name, body, f.Entry, err)
+					}
 				}
 				if _, err := b.PoolNewCall(); err != nil {
 					t.Error(err)

@@ -164,3 +164,34 @@ func (b *Binary) stackCheckAt(fn Function) bool {
 	})
 	return found
 }
+
+// BodyStart is where fn's body begins: after the stack check of its
+// prologue (CMP SP or R12 with the goroutine's stack guard, 16(R14), then
+// a conditional jump to the code that grows the stack), or its entry
+// when it has none. A uprobe at the entry fires twice for a call that
+// grows the stack, since morestack returns to the entry; after the check
+// it fires once. The argument registers and the frame pointer are still
+// the caller's there.
+func (b *Binary) BodyStart(fn Function) (uint64, error) {
+	start := fn.Entry
+	sawCheck := false
+	n := 0
+	err := b.instructions(fn, func(pc uint64, in x86asm.Inst) bool {
+		n++
+		if sawCheck {
+			if in.Op == x86asm.JBE || in.Op == x86asm.JB || in.Op == x86asm.JLE {
+				start = pc + uint64(in.Len)
+			}
+			return false
+		}
+		if in.Op == x86asm.CMP {
+			for _, a := range in.Args {
+				if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.R14 && m.Disp == 16 {
+					sawCheck = true
+				}
+			}
+		}
+		return n < 4
+	})
+	return start, err
+}

@@ -90,12 +90,18 @@ func FindTargets(b *Binary) (Targets, error) {
 		return Targets{}, err
 	}
 	t := Targets{Layout: l, Options: goalloc.Options{SizeArg: goalloc.ArgRegs[l.MallocSizeArg]}}
+	// Each hook goes after its function's stack check, where it fires
+	// once per call.
 	offset := func(name string) (uint64, error) {
 		f, ok := b.Func(name)
 		if !ok {
 			return 0, fmt.Errorf("%s is not in the function table", name)
 		}
-		return b.FileOffset(f.Entry)
+		at, err := b.BodyStart(f)
+		if err != nil {
+			return 0, err
+		}
+		return b.FileOffset(at)
 	}
 	for _, r := range []struct {
 		name string

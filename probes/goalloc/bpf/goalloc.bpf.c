@@ -106,20 +106,24 @@ static __always_inline bool ours(void)
 	return (bpf_get_current_pid_tgid() >> 32) == target_tgid;
 }
 
+/* Every argument register is loaded at its fixed offset, then one is
+ * picked by value: a switch over the loads lets clang fold them into one
+ * load at a computed context offset, which the verifier refuses. */
 static __always_inline __u64 arg(struct go_regs *r, enum go_arg_reg reg)
 {
-	switch (reg) {
-	case GO_REG_RAX: return r->ax;
-	case GO_REG_RBX: return r->bx;
-	case GO_REG_RCX: return r->cx;
-	case GO_REG_RDI: return r->di;
-	case GO_REG_RSI: return r->si;
-	case GO_REG_R8: return r->r8;
-	case GO_REG_R9: return r->r9;
-	case GO_REG_R10: return r->r10;
-	case GO_REG_R11: return r->r11;
-	}
-	return 0;
+	__u64 ax = r->ax, bx = r->bx, cx = r->cx, di = r->di, si = r->si;
+	__u64 r8 = r->r8, r9 = r->r9, r10 = r->r10, r11 = r->r11;
+	__u64 v = 0;
+	if (reg == GO_REG_RAX) v = ax;
+	if (reg == GO_REG_RBX) v = bx;
+	if (reg == GO_REG_RCX) v = cx;
+	if (reg == GO_REG_RDI) v = di;
+	if (reg == GO_REG_RSI) v = si;
+	if (reg == GO_REG_R8) v = r8;
+	if (reg == GO_REG_R9) v = r9;
+	if (reg == GO_REG_R10) v = r10;
+	if (reg == GO_REG_R11) v = r11;
+	return v;
 }
 
 /* The same mixing as cpuprofile's stack_hash: one-to-one steps, so two
