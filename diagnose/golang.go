@@ -70,9 +70,9 @@ func checkGoSamplingOff(e evidence.Go) *Finding {
 		},
 		Impact: 0.01,
 		Recommendation: Recommendation{
-			Kind: KindCode,
-			Why:  "The Go linker turns allocation sampling off in a program that never reads a memory profile; linking the profiler back in costs one sample per 512 KiB allocated.",
-			Code: []CodeSketch{{Lang: "go", Code: "import _ \"net/http/pprof\" // or: import \"runtime/pprof\", which keeps runtime.MemProfile\n\n// or set the rate early in main:\nfunc init() { runtime.MemProfileRate = 512 * 1024 }"}},
+			Kind:     KindCode,
+			Why:      "The Go linker turns allocation sampling off in a program that never reads a memory profile; linking the profiler back in costs one sample per 512 KiB allocated.",
+			Code:     []CodeSketch{{Lang: "go", Code: "import _ \"net/http/pprof\" // or: import \"runtime/pprof\", which keeps runtime.MemProfile\n\n// or set the rate early in main:\nfunc init() { runtime.MemProfileRate = 512 * 1024 }"}},
 			Expected: "perfscope go then measures bytes per request and allocation sites; the runtime's cost is one stack walk per 512 KiB allocated",
 		},
 	}
@@ -168,9 +168,9 @@ func checkGoPoolCandidate(e evidence.Go, t Thresholds) *Finding {
 		},
 		Impact: best.Share,
 		Recommendation: Recommendation{
-			Kind: KindCode,
-			Why:  "Objects of one size allocated and dropped on every request are what sync.Pool is for: a pooled object is reused across requests instead of becoming garbage. It does not help objects that live past the request, small objects the compiler can keep on the stack, or a pool contended by many goroutines.",
-			Code: []CodeSketch{{Lang: "go", Code: fmt.Sprintf("var bufPool = sync.Pool{New: func() any { b := make([]byte, %d); return &b }}\n\nb := bufPool.Get().(*[]byte)\ndefer bufPool.Put(b) // only once nothing refers to *b any more\nbuf := (*b)[:0]", best.Size)}},
+			Kind:      KindCode,
+			Why:       "Objects of one size allocated and dropped on every request are what sync.Pool is for: a pooled object is reused across requests instead of becoming garbage. It does not help objects that live past the request, small objects the compiler can keep on the stack, or a pool contended by many goroutines.",
+			Code:      []CodeSketch{{Lang: "go", Code: fmt.Sprintf("var bufPool = sync.Pool{New: func() any { b := make([]byte, %d); return &b }}\n\nb := bufPool.Get().(*[]byte)\ndefer bufPool.Put(b) // only once nothing refers to *b any more\nbuf := (*b)[:0]", best.Size)}},
 			Expected:  fmt.Sprintf("up to %.0f%% fewer bytes allocated and about %.1f fewer GC cycles per minute; perfscope go then shows the pool's hit rate", 100*best.Share, gcShare),
 			Reference: goPoolReference,
 			Caveats:   []string{"put back only objects nothing else refers to, reset before reuse, and do not pool objects that live past the request"},
