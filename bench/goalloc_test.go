@@ -37,12 +37,16 @@ func processCPU(b *testing.B, pid int) time.Duration {
 //   - closed loop (as fast as the service answers): requests/s lost;
 //   - fixed rate (2000 requests/s): the service's CPU time per request;
 //
-// at the runtime's default sampling rate (one sample per 512 KiB) and at
-// MemProfileRate 4096 (about 4.4 samples per request), whose extra CPU
-// over the samples taken is the cost of one sampled allocation; sync.Pool
-// probing on ("pooled" mode: 4 Gets and 4 Puts per request).
+// at the runtime's default sampling rate (one sample per 512 KiB); with
+// every allocation sampled (MemProfileRate 1, 1000 allocations of 64 B per
+// request), whose extra CPU over the samples taken is the cost of one
+// sampled allocation; and with sync.Pool probed ("pooled" mode: 4 Gets and
+// 4 Puts per request).
 //
 //	go test -run '^$' -bench GoAllocOverhead -benchtime 1x -timeout 30m ./bench/
+//
+// PERFSCOPE_GO_BENCH_SCENARIOS=default-rate,default-no-pools runs only
+// those.
 func BenchmarkGoAllocOverhead(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
@@ -58,15 +62,25 @@ func BenchmarkGoAllocOverhead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	const rounds, perRound, rate = 3, 20000, 2000.0
+	const rounds, perRound, rate = 4, 20000, 2000.0
+	only := os.Getenv("PERFSCOPE_GO_BENCH_SCENARIOS") // comma-separated names; all when empty
 	for _, sc := range []struct {
-		name string
-		cfg  goapp.Config
+		name    string
+		cfg     goapp.Config
+		noPools bool
 	}{
-		{"default-rate", goapp.Config{Mode: "plain", Count: 4, Size: 4096}},
-		{"rate-4096", goapp.Config{Mode: "plain", Count: 4, Size: 4096, MemProfileRate: 4096}},
-		{"pooled", goapp.Config{Mode: "pooled", Count: 4, Size: 4096}},
+		{"default-rate", goapp.Config{Mode: "plain", Count: 4, Size: 4096}, false},
+		// The same without sync.Pool's hooks (--no-pools): net/http alone
+		// calls Get and Put about 3 times each per request.
+		{"default-no-pools", goapp.Config{Mode: "plain", Count: 4, Size: 4096}, true},
+		// Every allocation sampled, 1000 per request: the extra CPU per
+		// request over 1000 is the probe's cost per sampled allocation.
+		{"every-alloc", goapp.Config{Mode: "plain", Count: 1000, Size: 64, MemProfileRate: 1}, true},
+		{"pooled", goapp.Config{Mode: "pooled", Count: 4, Size: 4096}, false},
 	} {
+		if only != "" && !strings.Contains(","+only+",", ","+sc.name+",") {
+			continue
+		}
 		srv, err := goapp.Start(context.Background(), path, sc.cfg)
 		if err != nil {
 			b.Fatal(err)
@@ -80,7 +94,7 @@ func BenchmarkGoAllocOverhead(b *testing.B) {
 				}
 				return lr, processCPU(b, srv.PID) - cpu0, nil
 			}
-			res, err := golang.Measure(context.Background(), golang.Options{PID: srv.PID, Load: &spec})
+			res, err := golang.Measure(context.Background(), golang.Options{PID: srv.PID, Load: &spec, NoPools: sc.noPools})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -93,6 +107,10 @@ func BenchmarkGoAllocOverhead(b *testing.B) {
 		for r := 0; r < rounds; r++ {
 			closed := httpload.Spec{URL: srv.URL("/work"), Requests: perRound, Concurrency: 4}
 			fixed := httpload.Spec{URL: srv.URL("/work"), Requests: perRound / 2, Concurrency: 4, Rate: rate}
+			if sc.cfg.Count > 100 {
+				// Far slower requests: a rate the service keeps up with.
+				closed.Requests, fixed.Requests, fixed.Rate = perRound/10, perRound/20, rate/10
+			}
 			off, _, _ := run(false, closed)
 			on, _, res := run(true, closed)
 			rpsOff += off.RPS
@@ -111,11 +129,19 @@ func BenchmarkGoAllocOverhead(b *testing.B) {
 		lost := 1 - rpsOn/rpsOff
 		extra := (cpuOn - cpuOff) / rounds
 		b.Logf("%s: closed loop %.0f → %.0f requests/s (%.2f %% lost); at %.0f/s the service's CPU per request %.1f → %.1f µs (%+.1f µs); %.1f samples per request; probe programs %.0f ns per run (self-timed)",
-			sc.name, rpsOff/rounds, rpsOn/rounds, 100*lost, rate, cpuOff/rounds/1e3, cpuOn/rounds/1e3, extra/1e3, samples/rounds/float64(perRound/2), perRun/runs)
+			sc.name, rpsOff/rounds, rpsOn/rounds, 100*lost, rate, cpuOff/rounds/1e3, cpuOn/rounds/1e3, extra/1e3, samples/rounds/float64(requestsFixed(sc.cfg)), perRun/runs)
 		b.ReportMetric(100*lost, sc.name+"-rps-lost-%")
 		b.ReportMetric(extra/1e3, sc.name+"-cpu-µs/req")
-		if s := samples / rounds / float64(perRound/2); s > 0.5 {
+		if s := samples / rounds / float64(requestsFixed(sc.cfg)); s > 10 {
 			b.ReportMetric(extra/s/1e3, sc.name+"-µs/sample")
 		}
 	}
+}
+
+// requestsFixed is the fixed-rate phase's request count for cfg.
+func requestsFixed(cfg goapp.Config) int {
+	if cfg.Count > 100 {
+		return 20000 / 20
+	}
+	return 20000 / 2
 }

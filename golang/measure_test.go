@@ -305,3 +305,35 @@ func assertNoProbeLeft(t *testing.T, progs map[uint32]bool) {
 	}
 	t.Errorf("left behind: %v", left)
 }
+
+// Ctrl-C (ctx cancelled) ends the window early: the evidence of what was
+// measured, no error, and nothing attached.
+func TestMeasureInterrupted(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	cur, err := goapp.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := buildFixture(t, cur, goapp.Variant{Stripped: true})
+	srv, err := goapp.Start(context.Background(), path, goapp.Config{Count: 1, Size: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	progs := testutil.BPFProgramIDs(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, err := Measure(ctx, Options{PID: srv.PID, Duration: time.Minute, Requests: 10,
+		Started: func() { time.AfterFunc(500*time.Millisecond, cancel) }})
+	if err != nil || res == nil || !res.Interrupted {
+		t.Fatalf("Measure = %+v, %v; want an interrupted result", res, err)
+	}
+	if w := time.Duration(res.Evidence.WindowNs); w > 5*time.Second {
+		t.Errorf("window %v after a cancel at 500ms", w)
+	}
+	if !srv.Alive() {
+		t.Error("the program did not survive the measurement")
+	}
+	assertNoProbeLeft(t, progs)
+}

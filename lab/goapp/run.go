@@ -130,3 +130,14 @@ func (s *Server) Stop() {
 		s.done <- err
 	}
 }
+
+// Alive says whether the service still runs.
+func (s *Server) Alive() bool {
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return false
+	default:
+		return true
+	}
+}
