@@ -26,37 +26,17 @@ ROUNDS=${1:-2}
 SECS=${2:-3}
 PORT=9000
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-WORK=$(mktemp -d /tmp/perfscope-bench-budget.XXXXXX)
-BIN=$WORK/perfscope
-ID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+BENCH=budget
+# shellcheck source=bench/common.sh
+. "$REPO/bench/common.sh"
 NSL=perfscope-bl-$ID
 NSS=perfscope-bs-$ID
 NSR=perfscope-br-$ID
-MOUNTED_TRACEFS=
-PIDS=()
-
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	for ns in "$NSL" "$NSS" "$NSR"; do ip netns del "$ns" 2>/dev/null || true; done
-	[ -n "$MOUNTED_TRACEFS" ] && umount /sys/kernel/tracing 2>/dev/null || true
-	rm -rf "$WORK"
-}
-trap cleanup EXIT INT TERM
-
-[ "$(id -u)" = 0 ] || { echo "budget.sh: needs root (BPF, namespaces)" >&2; exit 3; }
-command -v bpftrace >/dev/null || { echo "budget.sh: needs bpftrace (bash scripts/deps.sh bench)" >&2; exit 3; }
+NETNS=("$NSL" "$NSS" "$NSR")
+trap bench_cleanup EXIT INT TERM
 # BUDGET_BIN benchmarks a perfscope built elsewhere (another commit, a
 # variant) instead of this checkout's.
-if [ -n "${BUDGET_BIN:-}" ]; then
-	cp "$BUDGET_BIN" "$BIN"
-else
-	(cd "$REPO" && CGO_ENABLED=0 go build -o "$BIN" ./cmd/perfscope)
-fi
-# bpftrace finds tracepoints through tracefs in this mount namespace.
-if [ ! -d /sys/kernel/tracing/events ]; then
-	mount -t tracefs nodev /sys/kernel/tracing && MOUNTED_TRACEFS=1
-fi
+bench_prepare budget.sh "${BUDGET_BIN:-}"
 
 # The rigs: a namespace of its own for loopback (its counters are the
 # flood's alone), and two joined by a 4-queue veth, GRO on the receiver.

@@ -67,6 +67,21 @@ type Overhead struct {
 	// detaching), ProcessCPUShare that over every CPU's time.
 	ProcessCPUNs    int64   `json:"process_cpu_ns"`
 	ProcessCPUShare float64 `json:"process_cpu_share"`
+	// RunCPUNs is the CPU time (user and system, every thread:
+	// getrusage(RUSAGE_SELF)) of perfscope's whole process from exec until
+	// the report was handed to the renderer: what the window's figures
+	// above leave out — the Go runtime's start-up, loading and attaching
+	// the probes, calibrating, naming the stacks, building the report —
+	// included; formatting the report itself is the one part left out.
+	// RunNs is the wall time from exec to the same moment, RunCPUShare
+	// their ratio (the share of one CPU the run took on average), and
+	// AttachCPUNs the part of RunCPUNs until the probes were attached.
+	// Zero (absent) until the command stamps them, as a continuous run's
+	// windows are never stamped.
+	RunCPUNs    int64   `json:"run_cpu_ns,omitempty"`
+	RunNs       int64   `json:"run_ns,omitempty"`
+	RunCPUShare float64 `json:"run_cpu_share,omitempty"`
+	AttachCPUNs int64   `json:"attach_cpu_ns,omitempty"`
 }
 
 // StatsSample is how bpf_stats were sampled: on for OnNs of TotalNs; runs

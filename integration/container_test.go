@@ -163,7 +163,7 @@ type containerUDPReport struct {
 // The image built from this checkout runs the built-in recipes
 // softirq-balance and udp-rx (`perfscope recipe run`) with the documented
 // observe capability set — not CAP_SYS_ADMIN — against the netns rig,
-// loses exactly what doctor says without CAP_SYSLOG, profiles a JVM on the
+// loses nothing without CAP_SYSLOG on a kernel that names its own frames, profiles a JVM on the
 // host with the library it carries, and applies and reverts a typed change
 // in the rig's namespace from the privileged apply line.
 func TestContainerImage(t *testing.T) {
@@ -288,7 +288,7 @@ func TestContainerImage(t *testing.T) {
 			t.Errorf("no net.udp-rcvbuf finding: %+v", r.Findings)
 		}
 		// CAP_SYS_PTRACE and the host's pid namespace name the socket's
-		// owner; CAP_SYSLOG names the kernel's lock call sites.
+		// owner; the kernel's lock call sites are named either way.
 		owner := false
 		for _, s := range d.Locks.Sockets {
 			owner = owner || (s.Socket.Port == labPort && s.Socket.PID != 0)
@@ -302,11 +302,13 @@ func TestContainerImage(t *testing.T) {
 		if d.Queues.Unavailable != "" || len(d.Queues.RX) != 4 {
 			t.Errorf("queues of the rig's veth: %+v", d.Queues)
 		}
-		// What doctor says CAP_SYSLOG is for, measured: without it the
-		// kernel's call sites are addresses.
+		// What doctor says CAP_SYSLOG is for, measured: on this kernel
+		// (5.13+) the kernel names its own frames with bpf_snprintf's %ps,
+		// so without CAP_SYSLOG (and with /proc/kallsyms showing zeros)
+		// the lock sites keep their names; only older kernels lose them.
 		noSyslog := udp([]string{"BPF", "PERFMON", "NET_ADMIN", "SYS_PTRACE"})
-		if len(noSyslog.Data.Locks.Sites) > 0 && hexSites(noSyslog.Data.Locks) == 0 {
-			t.Errorf("without CAP_SYSLOG the lock sites still have names: %+v", noSyslog.Data.Locks.Sites[0])
+		if hex := hexSites(noSyslog.Data.Locks); hex > 0 {
+			t.Errorf("%d lock sites are raw addresses without CAP_SYSLOG although the kernel can name them", hex)
 		}
 	})
 

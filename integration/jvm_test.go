@@ -301,7 +301,7 @@ func TestJVMInterruptStopsProfiler(t *testing.T) {
 	if want := 1000 * window; math.Abs(float64(r.Data.Requests)-want) > 0.02*want+1 || !strings.Contains(stderr.String(), "scaled") {
 		t.Errorf("requests %d over %.1fs, want about %.0f; stderr %q", r.Data.Requests, window, want, stderr.String())
 	}
-	if left, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*", app.PID)); len(left) > 0 {
+	if left := sessionDirsOf(app.PID); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
 	code, _, errOut := perfscopeJVM(t, nil, "--pid", fmt.Sprint(app.PID), "--duration", "1s")
@@ -362,28 +362,18 @@ func TestJVMDiesMidRun(t *testing.T) {
 	if r.Error.ExitCode != 4 || r.Data.WindowNs <= 0 || r.Data.WindowNs > int64(10*time.Second) || !strings.Contains(stderr.String(), "exited during the measurement") {
 		t.Errorf("report %+v stderr %q", r, stderr.String())
 	}
-	if left, _ := filepath.Glob("/tmp/.perfscope-asprof-*"); len(left) > 0 {
-		// Another test's live session may own one: only a directory
-		// holding files of this run's dead JVM would be ours, and those
-		// are gone with their session id.
-		for _, d := range left {
-			files, _ := os.ReadDir(d)
-			for _, f := range files {
-				if strings.HasSuffix(f.Name(), ".log") || strings.HasSuffix(f.Name(), ".collapsed") || strings.HasSuffix(f.Name(), ".jfr") {
-					t.Errorf("left behind: %s/%s", d, f.Name())
-				}
-			}
-		}
+	if left := sessionDirsOf(app.PID); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }
 
-// waitProfilerStarted waits until async-profiler runs in the JVM (its log
-// file, which perfscope names in the start command, exists), or kills the
+// waitProfilerStarted waits until async-profiler runs in the JVM (it holds
+// the recording perfscope named in the start command open), or kills the
 // perfscope run cmd and fails.
 func waitProfilerStarted(t *testing.T, pid int, cmd *exec.Cmd, stderr *bytes.Buffer) {
 	t.Helper()
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		if logs, _ := filepath.Glob(fmt.Sprintf("/proc/%d/root/tmp/.perfscope-asprof-*/*.log", pid)); len(logs) > 0 {
+		if recording(pid) {
 			return
 		}
 		if time.Now().After(deadline) {

@@ -275,6 +275,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer sess.Close()
+	res.Warnings = append(res.Warnings, sess.Notes()...)
 	res.AttachNs = int64(time.Since(begin))
 	if o.Started != nil {
 		o.Started()

@@ -217,7 +217,7 @@ func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, co
 		// A tp_btf program for a tracepoint the kernel lacks fails at load,
 		// taking the whole collection with it, so drop missing optional
 		// hooks first.
-		kernel, err := btf.LoadKernelSpec()
+		kernel, err := KernelTypes()
 		if err != nil {
 			return nil, Classify("load kernel BTF", err)
 		}
@@ -250,6 +250,7 @@ func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, co
 			return nil, err
 		}
 	}
+	allocateOnInsert(spec)
 	coll, err := loadObjects(spec)
 	if err != nil {
 		a.Close()
@@ -309,7 +310,7 @@ func loadObjects(spec *ebpf.CollectionSpec) (*ebpf.Collection, error) {
 		add(name, reflect.TypeOf((*ebpf.Map)(nil)))
 	}
 	objs := reflect.New(reflect.StructOf(fields))
-	if err := spec.LoadAndAssign(objs.Interface(), nil); err != nil {
+	if err := spec.LoadAndAssign(objs.Interface(), LoadOptions()); err != nil {
 		return nil, err
 	}
 	coll := &ebpf.Collection{Programs: map[string]*ebpf.Program{}, Maps: map[string]*ebpf.Map{}}

@@ -50,7 +50,7 @@ var trivial = asm.Instructions{asm.LoadImm(asm.R0, 0, asm.DWord), asm.Return()}
 func load(spec *ebpf.ProgramSpec) (*ebpf.Program, error) {
 	spec.Instructions = trivial
 	spec.License = "GPL"
-	return ebpf.NewProgram(spec)
+	return newProgram(spec)
 }
 
 func result(typ, stage string, err error) ProgramTypeCheck {
@@ -183,7 +183,7 @@ type TracepointCheck struct {
 // CheckTracepoints looks up every catalog tracepoint. It does not mount
 // tracefs: doctor reports on the system as it is.
 func CheckTracepoints() ([]TracepointCheck, error) {
-	kernel, btfErr := btf.LoadKernelSpec()
+	kernel, btfErr := KernelTypes()
 	var tracefs string
 	for _, d := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
 		if _, err := os.Stat(d + "/events"); err == nil {

@@ -39,8 +39,7 @@ type Locks struct {
 	src       Sources
 	probe     LockProbe
 	openErr   error
-	ksyms     *symbols.KernelSymbols
-	ksymsDone bool
+	sym       *symbols.Symbolizer
 	first     lockstat.Snapshot
 	prev      lockstat.Snapshot
 	last      lockstat.Snapshot
@@ -64,6 +63,7 @@ func NewLocks(opts LockOptions) *Locks {
 // part open and its section unavailable; use OpenErr to require them.
 func (p *Locks) Open(src Sources) error {
 	p.src = src
+	p.sym = src.symbolizer()
 	p.probe, p.openErr = src.Probes.Lock(lockstat.Options{Method: p.opts.Method, StackEvery: p.opts.StackEvery})
 	return nil
 }
@@ -182,14 +182,6 @@ func scaleLocks(sec *evidence.LockSection, e *evidence.Estimate) {
 	}
 }
 
-func (p *Locks) kernelSymbols() *symbols.KernelSymbols {
-	if !p.ksymsDone {
-		p.ksymsDone = true
-		p.ksyms, _ = symbols.New(p.src.Symbols).KernelSymbols()
-	}
-	return p.ksyms
-}
-
 // lockPrimitive reports frames that take or wait on a lock; the site shown
 // for a stack is its first frame past them.
 func lockPrimitive(f string) bool {
@@ -225,8 +217,20 @@ func (p *Locks) section(d lockstat.Snapshot, udp sockets.UDPTable) evidence.Lock
 // sites are the contended call sites, symbolized and classified.
 func (p *Locks) sites(d lockstat.Snapshot) evidence.LockSection {
 	sec := evidence.LockSection{ByClass: map[string]uint64{}, Lost: d.Lost.Total(), StackEvery: max(d.StackEvery, 1)}
-	ksyms := p.kernelSymbols()
-	for k, sw := range d.SiteWaits() {
+	waits := d.SiteWaits()
+	// The sampled stacks' addresses are named in one batch, and only when
+	// there is a stack to name.
+	var addrs []uint64
+	for k, sw := range waits {
+		if sw.Estimated.Count > 0 && k.StackID != lockstat.Unsampled {
+			addrs = append(addrs, d.Stacks[k.StackID]...)
+		}
+	}
+	var names symbols.KernelTable
+	if len(addrs) > 0 {
+		names = p.sym.KernelTable(addrs)
+	}
+	for k, sw := range waits {
 		w := sw.Estimated
 		if w.Count == 0 {
 			continue
@@ -234,9 +238,7 @@ func (p *Locks) sites(d lockstat.Snapshot) evidence.LockSection {
 		class, site := lockstat.NotSampled, "[unsampled]"
 		var frames []string
 		if k.StackID != lockstat.Unsampled {
-			if ksyms != nil {
-				frames = lockstat.Symbolize(d.Stacks[k.StackID], ksyms)
-			}
+			frames = lockstat.Symbolize(d.Stacks[k.StackID], names)
 			class, site = lockstat.Classify(frames), "[unknown]"
 			for _, f := range frames {
 				if !lockPrimitive(f) {

@@ -527,7 +527,14 @@ func (c *NetCounters) irqs(src Sources, iface netdev.Interface, drv ethtool.Driv
 			aff[q.IRQ] = a
 		}
 	}
-	bal, _ := src.irq().Irqbalance()
+	// The configuration read at the window's start found irqbalance
+	// already (scanning every process's comm): not again.
+	var bal irq.Irqbalance
+	if c.config != nil && c.config.Unavailable["irqbalance"] == "" {
+		bal = c.config.Irqbalance
+	} else {
+		bal, _ = src.irq().Irqbalance()
+	}
 	topo, err := src.cpus().Topology()
 	if err != nil {
 		topo = cpuset.Topology{}

@@ -42,6 +42,12 @@ func recordedSources(t *testing.T, fixture string) (Sources, netRecording, *phas
 func replayNet(t *testing.T, fixture string) (NetResult, netRecording) {
 	t.Helper()
 	src, rec, root := recordedSources(t, fixture)
+	return replayNetFrom(t, src, rec, root), rec
+}
+
+// replayNetFrom is replayNet over sources the caller may have changed.
+func replayNetFrom(t *testing.T, src Sources, rec netRecording, root *phasedRoot) NetResult {
+	t.Helper()
 	o := NetOptions{Iface: rec.Iface, Port: rec.Port, LockStacks: lockstat.DefaultStackEvery, Profile: rec.CPUProfile != nil, Frequency: rec.Frequency}
 	n := newNetParts(o)
 	s, err := Open(src, n.list()...)
@@ -55,7 +61,7 @@ func replayNet(t *testing.T, fixture string) (NetResult, netRecording) {
 	}
 	res := n.assemble(src, o, Run{})
 	res.Run = run
-	return res, rec
+	return res
 }
 
 // The udp runner's evidence assembly, from a recorded loopback flood into

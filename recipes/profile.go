@@ -97,7 +97,7 @@ func NewProfile(opts ProfileOptions) *Profile { return &Profile{opts: opts} }
 // without a profile (OpenErr says why).
 func (p *Profile) Open(src Sources) error {
 	p.src = src
-	p.sym = symbols.New(src.Symbols)
+	p.sym = src.symbolizer()
 	probe, err := src.Probes.CPUProfile(cpuprofile.Options{PID: p.opts.PID, Frequency: p.opts.Frequency, Event: p.opts.Event, Stacks: p.opts.Stacks,
 		IncludeIdle: p.opts.IncludeIdle, KeepIdleInterrupts: p.opts.KeepIdleInterrupts, StackEntries: p.opts.StackEntries,
 		Continuous: p.opts.Continuous})
@@ -249,6 +249,7 @@ func (p *Profile) End(context.Context) error {
 	}
 	p.idle = cpuprofile.IdleSplit{}
 	if p.opts.KeepIdleInterrupts {
+		p.sym.KernelNames(prof.KernelAddrs()) // in one batch, not stack by stack
 		prof, p.idle = prof.SplitIdle(p.sym)
 	}
 	p.profile = prof
@@ -313,6 +314,10 @@ func (p *Profile) Frequency() int {
 // frame. Call it after the window (and after the JIT map is written).
 func (p *Profile) Samples() []evidence.ProfileSample {
 	out := make([]evidence.ProfileSample, 0, len(p.profile.Samples))
+	// In one batch, not stack by stack: the kernel's addresses, and each
+	// binary read for the addresses sampled in it.
+	p.sym.KernelNames(p.profile.KernelAddrs())
+	p.sym.PrepareUser(p.profile.UserAddrs())
 	for _, s := range p.profile.Samples {
 		out = append(out, evidence.ProfileSample{CPU: s.CPU, Frames: cpuprofile.Frames(p.sym, s, p.opts.Root), Count: s.Count})
 	}
@@ -350,7 +355,7 @@ func CheckProcess(proc procfs.FS, flag string, pid int) error {
 // attached to writes its perf map when the window ends (the returned
 // target); any other process must already have one (nil target).
 func CheckJITMap(src Sources, pid int) (*attach.Target, error) {
-	path := symbols.New(src.Symbols).PerfMapPath(pid)
+	path := src.symbolizer().PerfMapPath(pid)
 	_, statErr := os.Stat(path)
 	hasMap := !errors.Is(statErr, fs.ErrNotExist)
 	t, err := attach.Preflight(src.JVMs, pid)

@@ -138,6 +138,24 @@ func ownRuns(ov *evidence.Overhead, runs map[string]hookRuns) {
 	}
 }
 
+// StampRun records in ov the whole process's cost from exec to now:
+// its CPU time so far and the time since started, when the process began.
+// Commands call it as they hand the report to the renderer, so it covers
+// everything but the formatting of the report itself.
+func StampRun(ov *evidence.Overhead, started time.Time) {
+	if ov == nil {
+		return
+	}
+	ov.RunCPUNs = int64(processCPU())
+	if started.IsZero() {
+		return
+	}
+	ov.RunNs = int64(time.Since(started))
+	if ov.RunNs > 0 {
+		ov.RunCPUShare = float64(ov.RunCPUNs) / float64(ov.RunNs)
+	}
+}
+
 // processCPU is this process's user and system CPU time so far.
 func processCPU() time.Duration {
 	var ru unix.Rusage

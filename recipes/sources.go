@@ -17,6 +17,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/probes/ksym"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
 	"github.com/perfscope/perfscope/probes/softirq"
@@ -40,6 +41,10 @@ type Sources struct {
 	Config func(iface string) (netconfig.NetConfig, error)
 	// Symbols is where kallsyms, process mappings and binaries are read.
 	Symbols symbols.FS
+	// names is the one symbolizer of a session, shared by its parts (set
+	// by Open): kallsyms is read and indexed once for the lock sites and
+	// the profile alike, each binary's symbols once.
+	names *symbols.Symbolizer
 	// JVMs is where HotSpot JVMs publish hsperfdata.
 	JVMs hsperf.FS
 	// Probes opens the BPF probes.
@@ -87,6 +92,15 @@ func Live() Sources {
 		Packets:  counterOpener(procfs.Default.OpenNetDevCounter),
 		UDPReads: counterOpener(netstat.Default.OpenUDPReadsCounter),
 	}
+}
+
+// symbolizer is the session's symbolizer; a Sources that no session
+// opened gets one of its own.
+func (s Sources) symbolizer() *symbols.Symbolizer {
+	if s.names == nil {
+		return symbols.New(s.Symbols)
+	}
+	return s.names
 }
 
 // The collectors below Root.
@@ -153,6 +167,10 @@ type Opener struct {
 	Drop       func(udpdrop.Options) (DropProbe, error)
 	Socket     func(udpsock.Options) (SocketProbe, error)
 	CPUProfile func(cpuprofile.Options) (CPUProfileProbe, error)
+	// KernelNamer opens the kernel's own symbol lookup (probes/ksym) to
+	// name sampled kernel addresses; nil, or one that fails, names them
+	// from Sources.Symbols' /proc/kallsyms.
+	KernelNamer func() (symbols.KernelNamer, error)
 	// EntryCost measures what entering a program on a tracepoint costs
 	// (probes.MeasureEntryCost), for the overhead's cost per CPU and the
 	// budget; nil leaves it unmeasured (0).
@@ -168,7 +186,10 @@ func LiveProbes() Opener {
 		Drop:       func(o udpdrop.Options) (DropProbe, error) { return as[DropProbe](udpdrop.Open(o)) },
 		Socket:     func(o udpsock.Options) (SocketProbe, error) { return as[SocketProbe](udpsock.Open(o)) },
 		CPUProfile: func(o cpuprofile.Options) (CPUProfileProbe, error) { return as[CPUProfileProbe](cpuprofile.Open(o)) },
-		EntryCost:  probes.MeasureEntryCost,
+		KernelNamer: func() (symbols.KernelNamer, error) {
+			return as[symbols.KernelNamer](ksym.Open())
+		},
+		EntryCost: probes.MeasureEntryCost,
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/report"
@@ -111,11 +112,14 @@ func (r Run) Duration() time.Duration { return r.End.Sub(r.Begin) }
 // window after window without reloading a probe, each window's evidence
 // being the delta of its own two readings.
 type Session struct {
-	src     Sources
-	parts   []Part
-	began   time.Time
-	opened  time.Time
-	windows int
+	src    Sources
+	parts  []Part
+	began  time.Time
+	opened time.Time
+	// openedCPU is the process's CPU time when every part was open: from
+	// exec, so start-up and attaching included.
+	openedCPU time.Duration
+	windows   int
 	// gov keeps the hook groups within a window's budget; it outlives
 	// windows so that costs measured in one plan the next.
 	gov *governor
@@ -139,6 +143,12 @@ func (s *Session) openCounter(open func() (PacketCounter, error)) (PacketCounter
 // Open opens every part, in order; on error the parts opened so far are
 // closed again.
 func Open(src Sources, parts ...Part) (*Session, error) {
+	if src.names == nil {
+		src.names = symbols.New(src.Symbols)
+		if src.Probes.KernelNamer != nil {
+			src.names.UseKernelNamer(src.Probes.KernelNamer)
+		}
+	}
 	s := &Session{src: src, began: time.Now()}
 	for _, p := range parts {
 		s.parts = append(s.parts, p)
@@ -148,6 +158,7 @@ func Open(src Sources, parts ...Part) (*Session, error) {
 		}
 	}
 	s.opened = time.Now()
+	s.openedCPU = processCPU()
 	return s, nil
 }
 
@@ -217,9 +228,9 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	if started.IsZero() {
 		started = s.began
 	}
-	ov := &evidence.Overhead{AttachNs: int64(s.opened.Sub(started))}
+	ov := &evidence.Overhead{AttachNs: int64(s.opened.Sub(started)), AttachCPUNs: int64(s.openedCPU)}
 	if s.windows > 0 {
-		ov.AttachNs = 0 // attached before an earlier window
+		ov.AttachNs, ov.AttachCPUNs = 0, 0 // attached before an earlier window
 	}
 	s.windows++
 	all := s.probes()

@@ -81,4 +81,24 @@ func writeOverhead(w io.Writer, ov *evidence.Overhead) {
 	if ov.ProcessCPUNs > 0 {
 		fmt.Fprintf(w, "perfscope's process: %s of CPU time over the window (%s of all CPU time)\n", Nanos(float64(ov.ProcessCPUNs)), Percent(ov.ProcessCPUShare))
 	}
+	WriteRunCost(w, ov)
+}
+
+// WriteRunCost is the whole process's line: what the run cost from exec to
+// the report, the parts the window's figures leave out included. Commands
+// that print their own cost section (jvm) print it too.
+func WriteRunCost(w io.Writer, ov *evidence.Overhead) {
+	if ov.RunCPUNs <= 0 {
+		return
+	}
+	fmt.Fprintf(w, "the whole run, exec to this report: %s of CPU time", Nanos(float64(ov.RunCPUNs)))
+	if ov.RunNs > 0 {
+		fmt.Fprintf(w, " in %s (%s of one CPU)", Nanos(float64(ov.RunNs)), Percent(ov.RunCPUShare))
+	}
+	if ov.AttachCPUNs > 0 {
+		rest := ov.RunCPUNs - ov.AttachCPUNs - ov.ProcessCPUNs
+		fmt.Fprintf(w, ": start-up and attaching %s, the window %s, the rest (calibrating, naming stacks, the report) %s",
+			Nanos(float64(ov.AttachCPUNs)), Nanos(float64(ov.ProcessCPUNs)), Nanos(float64(max(rest, 0))))
+	}
+	fmt.Fprintln(w, "; formatting the report is not counted")
 }

@@ -32,3 +32,21 @@ func TestOverheadBudgetLines(t *testing.T) {
 		t.Errorf("stretched, exceeded:\n%s", out)
 	}
 }
+
+// The whole run's line: CPU from exec to the report, its share of one
+// CPU, and what the window's figures leave out; absent until stamped.
+func TestOverheadRunCostLine(t *testing.T) {
+	ov := &evidence.Overhead{ProcessCPUNs: 40e6, ProcessCPUShare: 0.005}
+	var b bytes.Buffer
+	writeOverhead(&b, ov)
+	if strings.Contains(b.String(), "whole run") {
+		t.Errorf("unstamped overhead printed a whole-run line:\n%s", b.String())
+	}
+	ov.RunCPUNs, ov.RunNs, ov.RunCPUShare, ov.AttachCPUNs = 210e6, 4.2e9, 0.05, 120e6
+	b.Reset()
+	writeOverhead(&b, ov)
+	want := "the whole run, exec to this report: 210.00ms of CPU time in 4.20s (5.0% of one CPU): start-up and attaching 120.00ms, the window 40.00ms, the rest (calibrating, naming stacks, the report) 50.00ms; formatting the report is not counted\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Errorf("whole-run line:\n%s\nwant it to end with:\n%s", b.String(), want)
+	}
+}

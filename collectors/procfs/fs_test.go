@@ -1,7 +1,10 @@
 package procfs
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,6 +100,29 @@ func TestProcessStartLive(t *testing.T) {
 	line := "42 (a b) c)) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 123456 19"
 	if v, err := parseStartTime(line); err != nil || v != 123456 {
 		t.Errorf("starttime = %d, %v", v, err)
+	}
+}
+
+// A process runs while its pid has its start time and it is not a zombie.
+func TestProcessRuns(t *testing.T) {
+	root := t.TempDir()
+	fs := FS{Root: root}
+	write := func(pid int, state string, start int) {
+		dir := filepath.Join(root, "proc", strconv.Itoa(pid))
+		os.MkdirAll(dir, 0o755)
+		line := fmt.Sprintf("%d (java (x)) %s 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 %d 19\n", pid, state, start)
+		os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644)
+	}
+	write(10, "S", 500)
+	write(11, "Z", 500)
+	for _, tc := range []struct {
+		pid   int
+		start uint64
+		want  bool
+	}{{10, 500, true}, {10, 501, false}, {11, 500, false}, {12, 500, false}, {0, 0, false}} {
+		if got := fs.ProcessRuns(tc.pid, tc.start); got != tc.want {
+			t.Errorf("pid %d start %d: %v, want %v", tc.pid, tc.start, got, tc.want)
+		}
 	}
 }
 

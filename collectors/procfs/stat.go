@@ -171,6 +171,26 @@ func (fs FS) ProcessStartTicks(pid int) (uint64, error) {
 	return ticks, nil
 }
 
+// ProcessRuns says whether pid is still the process that started at start
+// (ticks since boot, ProcessStartTicks) and has not exited: a zombie,
+// killed but not yet reaped by its parent, no longer runs.
+func (fs FS) ProcessRuns(pid int, start uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	raw, err := fs.ReadString(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	ticks, err := parseStartTime(raw)
+	if err != nil || ticks != start {
+		return false
+	}
+	i := strings.LastIndexByte(raw, ')')
+	state := strings.Fields(raw[i+1:])
+	return len(state) > 0 && state[0] != "Z" && state[0] != "X"
+}
+
 // parseStartTime reads field 22 (starttime) of a /proc/PID/stat line.
 func parseStartTime(raw string) (uint64, error) {
 	// The command name (field 2) may hold spaces and parentheses: fields

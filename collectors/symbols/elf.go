@@ -3,6 +3,7 @@ package symbols
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -30,6 +31,9 @@ type Binary struct {
 	names string
 	// loads are the executable PT_LOAD segments.
 	loads []elf.ProgHeader
+	// some, when not nil, holds the answers for the only addresses the
+	// Binary was read for (ReadBinarySome); syms is then empty.
+	some map[uint64]someName
 }
 
 type elfSymbol struct {
@@ -52,12 +56,7 @@ func ReadBinary(r io.ReaderAt) (*Binary, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b := &Binary{}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && p.Flags&elf.PF_X != 0 {
-			b.loads = append(b.loads, p.ProgHeader)
-		}
-	}
+	b := &Binary{loads: execLoads(f)}
 	// Sized once from the section headers (every symbol, every name:
 	// upper bounds) instead of grown by append, which for a large table
 	// allocates several times its final size; the table kept is a copy of
@@ -76,15 +75,7 @@ func ReadBinary(r io.ReaderAt) (*Binary, error) {
 	names := make([]byte, 0, min(nnames, maxPresize))
 	for _, typ := range []elf.SectionType{elf.SHT_SYMTAB, elf.SHT_DYNSYM} {
 		err := eachFunction(f, typ, func(value, size uint64, section elf.SectionIndex, name []byte) error {
-			if size == 0 && int(section) < len(f.Sections) {
-				// Hand-written assembly often has no size: bound it by
-				// its section, so that e.g. a PLT stub is not named after
-				// _init, the last sized-0 symbol before .plt.
-				sec := f.Sections[section]
-				if value >= sec.Addr && value < sec.Addr+sec.Size {
-					size = sec.Addr + sec.Size - value
-				}
-			}
+			size = functionSize(f, value, size, section)
 			if len(names)+len(name) > math.MaxUint32 {
 				return errors.New("function names past 4 GiB")
 			}
@@ -97,9 +88,24 @@ func ReadBinary(r io.ReaderAt) (*Binary, error) {
 		}
 	}
 	b.names = string(names)
-	// .symtab came first, so a stable sort keeps its (usually local, more
-	// specific) name ahead of .dynsym's alias at the same address.
-	sort.SliceStable(b.syms, func(i, j int) bool { return b.syms[i].addr < b.syms[j].addr })
+	// .symtab came first, so ordering by name offset (the order read) at
+	// one address keeps its (usually local, more specific) name ahead of
+	// .dynsym's alias, as a stable sort would; pdqsort on a 16-byte key
+	// is several times faster than sort.SliceStable's reflection swaps
+	// (the largest cost of naming a profile's stacks), and a table the
+	// linker wrote in address order is not sorted at all.
+	byAddr := func(x, y elfSymbol) int {
+		if c := cmp.Compare(x.addr, y.addr); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.nameOff, y.nameOff); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.nameLen, y.nameLen) // an empty name read just before
+	}
+	if !slices.IsSortedFunc(b.syms, byAddr) {
+		slices.SortFunc(b.syms, byAddr)
+	}
 	out := b.syms[:0]
 	for _, s := range b.syms {
 		if len(out) > 0 && out[len(out)-1].addr == s.addr {
@@ -117,6 +123,20 @@ func ReadBinary(r io.ReaderAt) (*Binary, error) {
 // are read from the string table, through a small window. A file without
 // such a section has no symbols, which is not an error.
 func eachFunction(f *elf.File, typ elf.SectionType, fn func(value, size uint64, section elf.SectionIndex, name []byte) error) error {
+	var strs *stringReader
+	return eachFunctionEntry(f, typ, func(tab *stringReader) { strs = tab }, func(value, size uint64, section elf.SectionIndex, nameIdx uint32) error {
+		name, err := strs.at(int64(nameIdx))
+		if err != nil {
+			return err
+		}
+		return fn(value, size, section, name)
+	})
+}
+
+// eachFunctionEntry is eachFunction without the names: fn gets the offset
+// of each name in the section's string table, which table gets first (nil
+// for a file without the section).
+func eachFunctionEntry(f *elf.File, typ elf.SectionType, table func(*stringReader), fn func(value, size uint64, section elf.SectionIndex, nameIdx uint32) error) error {
 	var sym *elf.Section
 	for _, s := range f.Sections {
 		if s.Type == typ {
@@ -134,6 +154,8 @@ func eachFunction(f *elf.File, typ elf.SectionType, fn func(value, size uint64, 
 	if err != nil {
 		return err
 	}
+	strs.name = f.Sections[sym.Link].Name
+	table(strs)
 	entry := elf.Sym64Size
 	if f.Class == elf.ELFCLASS32 {
 		entry = elf.Sym32Size
@@ -165,11 +187,7 @@ func eachFunction(f *elf.File, typ elf.SectionType, fn func(value, size uint64, 
 		if (t != elf.STT_FUNC && t != elf.STT_GNU_IFUNC) || value == 0 || elf.SectionIndex(shndx) == elf.SHN_UNDEF {
 			continue
 		}
-		name, err := strs.at(int64(nameIdx))
-		if err != nil {
-			return fmt.Errorf("section %s: %w", f.Sections[sym.Link].Name, err)
-		}
-		if err := fn(value, size, elf.SectionIndex(shndx), name); err != nil {
+		if err := fn(value, size, elf.SectionIndex(shndx), nameIdx); err != nil {
 			return err
 		}
 	}
@@ -180,6 +198,7 @@ func eachFunction(f *elf.File, typ elf.SectionType, fn func(value, size uint64, 
 // so a window serves most of them without reading the whole table (tens
 // of megabytes in large binaries).
 type stringReader struct {
+	name   string // the section's, for errors
 	r      io.ReaderAt
 	size   int64
 	window []byte
@@ -217,7 +236,7 @@ func (s *stringReader) at(off int64) ([]byte, error) {
 			}
 		}
 		if want > maxSymbolName {
-			return nil, fmt.Errorf("a symbol name at offset %d is longer than %d bytes", off, maxSymbolName)
+			return nil, fmt.Errorf("section %s: a symbol name at offset %d is longer than %d bytes", s.name, off, maxSymbolName)
 		}
 		n := min(int64(want), s.size-off)
 		if int64(cap(s.window)) < n {
@@ -225,7 +244,7 @@ func (s *stringReader) at(off int64) ([]byte, error) {
 		}
 		s.window = s.window[:n]
 		if _, err := s.r.ReadAt(s.window, off); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
+			return nil, fmt.Errorf("section %s: %w", s.name, err)
 		}
 		s.start = off
 	}
@@ -246,6 +265,10 @@ func (b *Binary) FileOffsetToAddr(off uint64) uint64 {
 
 // Resolve names the function containing the symbol address addr.
 func (b *Binary) Resolve(addr uint64) (string, bool) {
+	if b.some != nil {
+		n := b.some[addr]
+		return n.name, n.ok
+	}
 	i := sort.Search(len(b.syms), func(i int) bool { return b.syms[i].addr > addr }) - 1
 	if i < 0 {
 		return "", false

@@ -53,13 +53,40 @@ const (
 type Symbolizer struct {
 	fs FS
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// openNamer, when set, opens a namer of kernel addresses (the
+	// kernel's own lookup); named caches its answers, namerErr is why it
+	// stopped being asked.
+	openNamer  func() (KernelNamer, error)
+	named      map[uint64]KernelName
+	namerErr   error
 	kernelDone bool
 	kernel     *KernelSymbols
 	kernelErr  error
 	binaries   map[binaryKey]*Binary // nil value: unreadable, do not retry
 	procs      map[int]*process
 }
+
+// KernelNamer names kernel addresses without /proc/kallsyms: perfscope's
+// BPF namer (probes/ksym) asks the kernel's own symbol lookup for just
+// the addresses a run sampled. out[i] names addrs[i]. It holds kernel
+// objects until closed.
+type KernelNamer interface {
+	NameKernel(addrs []uint64) ([]KernelName, error)
+	Close() error
+}
+
+// KernelName is what a kernel address resolved to: its function and module
+// ("" for the kernel image); OK is false when no symbol covers it.
+type KernelName struct {
+	Name, Module string
+	OK           bool
+}
+
+// maxNamed bounds the cache of named kernel addresses: a continuous
+// profile samples new addresses for as long as it runs; past the bound the
+// cache starts again (Prune).
+const maxNamed = 1 << 16
 
 type binaryKey struct {
 	dev   string
@@ -85,6 +112,102 @@ type process struct {
 // New returns a symbolizer reading below fs.
 func New(fs FS) *Symbolizer {
 	return &Symbolizer{fs: fs, binaries: map[binaryKey]*Binary{}, procs: map[int]*process{}}
+}
+
+// UseKernelNamer makes s name kernel addresses with namers that open
+// opens, and read /proc/kallsyms only if that fails. Each call that meets
+// addresses not named before opens one, names them all and closes it
+// again (a millisecond), so nothing stays loaded between calls: callers
+// name a whole profile's or lock section's addresses in one KernelNames
+// call before naming stack by stack from the cache. Call it before the
+// first kernel address is named.
+func (s *Symbolizer) UseKernelNamer(open func() (KernelNamer, error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.openNamer = open
+	s.named = map[uint64]KernelName{}
+}
+
+// KernelNames names kernel addresses: with the kernel namer when there is
+// one and it works, else from /proc/kallsyms (read and indexed once, on
+// the first call that needs it). out[i] names addrs[i].
+func (s *Symbolizer) KernelNames(addrs []uint64) []KernelName {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kernelNames(addrs)
+}
+
+func (s *Symbolizer) kernelNames(addrs []uint64) []KernelName {
+	out := make([]KernelName, len(addrs))
+	if s.openNamer != nil && s.namerErr == nil {
+		var missing []uint64
+		seen := map[uint64]bool{}
+		for _, a := range addrs {
+			if _, ok := s.named[a]; !ok && !seen[a] {
+				seen[a] = true
+				missing = append(missing, a)
+			}
+		}
+		if len(missing) > 0 {
+			names, err := s.nameKernel(missing)
+			if err != nil {
+				s.namerErr = err // from now on, kallsyms
+			} else {
+				for i, a := range missing {
+					s.named[a] = names[i]
+				}
+			}
+		}
+		if s.namerErr == nil {
+			for i, a := range addrs {
+				out[i] = s.named[a]
+			}
+			return out
+		}
+	}
+	k, _ := s.kernelSymbols()
+	for i, a := range addrs {
+		name, module, ok := k.Resolve(a)
+		out[i] = KernelName{Name: name, Module: module, OK: ok}
+	}
+	return out
+}
+
+// nameKernel opens a namer, names addrs and closes it.
+func (s *Symbolizer) nameKernel(addrs []uint64) ([]KernelName, error) {
+	n, err := s.openNamer()
+	if err != nil {
+		return nil, err
+	}
+	names, err := n.NameKernel(addrs)
+	if cerr := n.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && len(names) != len(addrs) {
+		err = fmt.Errorf("named %d of %d addresses", len(names), len(addrs))
+	}
+	return names, err
+}
+
+// KernelTable names addrs in one batch and returns the answers keyed by
+// address, for callers that resolve one address at a time afterwards
+// (lock stacks).
+func (s *Symbolizer) KernelTable(addrs []uint64) KernelTable {
+	names := s.KernelNames(addrs)
+	t := make(KernelTable, len(addrs))
+	for i, a := range addrs {
+		t[a] = names[i]
+	}
+	return t
+}
+
+// KernelTable is kernel addresses named in advance.
+type KernelTable map[uint64]KernelName
+
+// Resolve names addr if it was in the batch.
+func (t KernelTable) Resolve(addr uint64) (name, module string, ok bool) {
+	n := t[addr]
+	return n.Name, n.Module, n.OK
 }
 
 // KernelSymbols loads /proc/kallsyms once.
@@ -115,7 +238,7 @@ func (s *Symbolizer) Warnings() []string {
 	defer s.mu.Unlock()
 	var out []string
 	if !s.kernelDone {
-		return nil
+		return nil // the namer named every kernel frame, or none was asked for
 	}
 	switch {
 	case s.kernelErr != nil:
@@ -130,11 +253,10 @@ func (s *Symbolizer) Warnings() []string {
 func (s *Symbolizer) Kernel(addrs []uint64) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k, _ := s.kernelSymbols()
 	out := make([]string, len(addrs))
-	for i, a := range addrs {
-		name, _, ok := k.Resolve(a)
-		if !ok {
+	for i, n := range s.kernelNames(addrs) {
+		name := n.Name
+		if !n.OK {
 			name = Unknown
 		}
 		out[i] = name + KernelSuffix
@@ -159,10 +281,19 @@ func (s *Symbolizer) User(pid int, addrs []uint64) []string {
 func (s *Symbolizer) userFrame(pid int, p *process, addr uint64) string {
 	m, ok := findMapping(p.maps, addr)
 	if ok && m.FileBacked() {
-		if b := s.binary(pid, m); b != nil {
-			off := addr - m.Start + m.Offset
-			if name, ok := b.Resolve(b.FileOffsetToAddr(off)); ok {
-				return name
+		b := s.binary(pid, m)
+		if b != nil {
+			sym := b.FileOffsetToAddr(addr - m.Start + m.Offset)
+			if !b.knows(sym) {
+				// Read for other addresses (PrepareUser): the whole
+				// table now.
+				b = s.readBinary(pid, m, nil)
+				s.binaries[binaryKey{m.Dev, m.Inode}] = b
+			}
+			if b != nil {
+				if name, ok := b.Resolve(sym); ok {
+					return name
+				}
 			}
 		}
 		return Unknown + " (" + m.Module() + ")"
@@ -220,6 +351,9 @@ func (s *Symbolizer) Prune() int {
 }
 
 func (s *Symbolizer) prune() int {
+	if len(s.named) > maxNamed {
+		s.named = map[uint64]KernelName{}
+	}
 	dropped := 0
 	for pid, p := range s.procs {
 		start, err := s.proc().ProcessStartTicks(pid)
@@ -287,6 +421,67 @@ func (s *Symbolizer) binary(pid int, m Mapping) *Binary {
 	if b, ok := s.binaries[key]; ok {
 		return b
 	}
+	b := s.readBinary(pid, m, nil)
+	s.binaries[key] = b
+	return b
+}
+
+// PrepareUser names the user addresses of a whole profile, by process,
+// before its stacks are named one by one (User): each binary they lie in
+// that is not cached yet is read for just its sampled addresses
+// (ReadBinarySome) — one pass over its symbol tables, no table of every
+// function built or sorted. A binary met again for addresses it was not
+// read for (the next window of a continuous profile) is then read whole
+// and cached, as User does without PrepareUser.
+func (s *Symbolizer) PrepareUser(byPID map[int][]uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	type binaryAddrs struct {
+		pid   int
+		m     Mapping
+		files []uint64 // file offsets
+	}
+	var order []binaryKey
+	wanted := map[binaryKey]*binaryAddrs{}
+	for pid, addrs := range byPID {
+		p := s.process(pid)
+		for _, a := range addrs {
+			m, ok := findMapping(p.maps, a)
+			if !ok || !m.FileBacked() {
+				continue
+			}
+			key := binaryKey{m.Dev, m.Inode}
+			if b, ok := s.binaries[key]; ok && (b == nil || b.some == nil) {
+				continue // unreadable, or read whole
+			}
+			w := wanted[key]
+			if w == nil {
+				w = &binaryAddrs{pid: pid, m: m}
+				wanted[key] = w
+				order = append(order, key)
+			}
+			w.files = append(w.files, a-m.Start+m.Offset)
+		}
+	}
+	for _, key := range order {
+		w := wanted[key]
+		if b := s.binaries[key]; b != nil {
+			for _, off := range w.files {
+				if !b.knows(b.FileOffsetToAddr(off)) {
+					s.binaries[key] = s.readBinary(w.pid, w.m, nil)
+					break
+				}
+			}
+			continue
+		}
+		s.binaries[key] = s.readBinary(w.pid, w.m, w.files)
+	}
+}
+
+// readBinary reads m's symbols through the process's root, or another path
+// to the same file: the whole table, or with offsets only what those file
+// offsets resolve to. Nil when no path reaches the file the process mapped.
+func (s *Symbolizer) readBinary(pid int, m Mapping, offsets []uint64) *Binary {
 	candidates := []string{
 		s.fs.path(fmt.Sprintf("/proc/%d/root%s", pid, m.Path)),
 		s.fs.path(fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.Start, m.End)),
@@ -295,19 +490,18 @@ func (s *Symbolizer) binary(pid int, m Mapping) *Binary {
 		// check below keeps a container's or a replaced file out.
 		s.fs.path(m.Path),
 	}
-	var b *Binary
 	for _, path := range candidates {
-		if b = readBinaryFile(path, m.Inode); b != nil {
-			break
+		if b := readBinaryFile(path, m.Inode, offsets); b != nil {
+			return b
 		}
 	}
-	s.binaries[key] = b
-	return b
+	return nil
 }
 
 // readBinaryFile reads path's symbols if it is the file with the given
-// inode (the one the process mapped), else returns nil.
-func readBinaryFile(path string, inode uint64) *Binary {
+// inode (the one the process mapped), else returns nil: the whole table,
+// or with offsets only what those file offsets resolve to.
+func readBinaryFile(path string, inode uint64, offsets []uint64) *Binary {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
@@ -317,7 +511,14 @@ func readBinaryFile(path string, inode uint64) *Binary {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Ino != inode {
 		return nil
 	}
-	b, err := ReadBinary(f)
+	if offsets == nil {
+		b, err := ReadBinary(f)
+		if err != nil {
+			return nil
+		}
+		return b
+	}
+	b, err := ReadBinarySome(f, offsets)
 	if err != nil {
 		return nil
 	}

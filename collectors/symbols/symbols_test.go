@@ -257,11 +257,15 @@ func startPrinting(t *testing.T, bin string) (pid int, addrs []uint64) {
 
 // A PIE C program loaded at a random address: its functions resolve through
 // /proc/PID/maps, the load bias and its .symtab; libc's through .dynsym.
+// The same whether the binaries are read whole or, prepared, for the
+// sampled addresses only.
 func TestUserFramesOfRunningCProgram(t *testing.T) {
 	for _, variant := range []struct {
-		name  string
-		flags []string
-	}{{"pie", []string{"-fPIE", "-pie"}}, {"no-pie", []string{"-fno-PIE", "-no-pie"}}} {
+		name     string
+		flags    []string
+		prepared bool
+	}{{"pie", []string{"-fPIE", "-pie"}, false}, {"no-pie", []string{"-fno-PIE", "-no-pie"}, false},
+		{"pie prepared", []string{"-fPIE", "-pie"}, true}, {"no-pie prepared", []string{"-fno-PIE", "-no-pie"}, true}} {
 		t.Run(variant.name, func(t *testing.T) {
 			bin := testutil.BuildC(t, knownFunctionsC, variant.flags...)
 			pid, addrs := startPrinting(t, bin)
@@ -269,7 +273,17 @@ func TestUserFramesOfRunningCProgram(t *testing.T) {
 				t.Fatalf("program printed %d addresses, want 4", len(addrs))
 			}
 			// +1: a return address points inside the function, not at it.
-			got := New(Default).User(pid, []uint64{addrs[0] + 1, addrs[1] + 1, addrs[2] + 1, addrs[3] + 1})
+			sampled := []uint64{addrs[0] + 1, addrs[1] + 1, addrs[2] + 1, addrs[3] + 1}
+			s := New(Default)
+			if variant.prepared {
+				s.PrepareUser(map[int][]uint64{pid: sampled})
+				for key, b := range s.binaries {
+					if b != nil && b.some == nil {
+						t.Errorf("binary %v read whole, want only the sampled addresses", key)
+					}
+				}
+			}
+			got := s.User(pid, sampled)
 			if got[0] != "known_alpha" || got[1] != "known_beta" {
 				t.Errorf("frames = %q, want known_alpha, known_beta", got[:2])
 			}
@@ -281,6 +295,12 @@ func TestUserFramesOfRunningCProgram(t *testing.T) {
 			// and must not borrow a neighbour's.
 			if !strings.Contains(got[3], "getpid") && got[3] != "[unknown] (prog)" {
 				t.Errorf("&getpid frame = %q, want getpid or [unknown] (prog)", got[3])
+			}
+			if variant.prepared {
+				// An address the binary was not read for: read whole now.
+				if got := s.User(pid, []uint64{addrs[1] + 2}); got[0] != "known_beta" {
+					t.Errorf("an address not prepared: %q, want known_beta", got[0])
+				}
 			}
 		})
 	}

@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -192,3 +194,46 @@ func TestManifests(t *testing.T) {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// The RBAC that names pods grants reading pods and nothing more, to the
+// service account in perfscope's namespace.
+func TestRBAC(t *testing.T) {
+	var ns corev1.Namespace
+	strict(t, "namespace.yaml", &ns)
+	b, err := os.ReadFile("rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(b), "\n---\n")
+	if len(docs) != 3 {
+		t.Fatalf("rbac.yaml: %d documents, want a ServiceAccount, a ClusterRole and a ClusterRoleBinding", len(docs))
+	}
+	var sa corev1.ServiceAccount
+	var role rbacv1.ClusterRole
+	var binding rbacv1.ClusterRoleBinding
+	for i, v := range []any{&sa, &role, &binding} {
+		if err := yaml.UnmarshalStrict([]byte(docs[i]), v); err != nil {
+			t.Fatalf("rbac.yaml document %d: %v", i+1, err)
+		}
+	}
+	if sa.Kind != "ServiceAccount" || role.Kind != "ClusterRole" || binding.Kind != "ClusterRoleBinding" {
+		t.Fatalf("kinds %q %q %q", sa.Kind, role.Kind, binding.Kind)
+	}
+	if sa.Namespace != ns.Name {
+		t.Errorf("service account in %q, namespace is %q", sa.Namespace, ns.Name)
+	}
+	if len(role.Rules) != 1 {
+		t.Fatalf("rules %+v", role.Rules)
+	}
+	r := role.Rules[0]
+	if !slices.Equal(r.APIGroups, []string{""}) || !slices.Equal(r.Resources, []string{"pods"}) || !slices.Equal(r.Verbs, []string{"get", "list"}) ||
+		len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+		t.Errorf("the role grants %+v, want get and list on pods only", r)
+	}
+	if binding.RoleRef.Kind != "ClusterRole" || binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 {
+		t.Fatalf("binding %+v", binding)
+	}
+	if s := binding.Subjects[0]; s.Kind != "ServiceAccount" || s.Name != sa.Name || s.Namespace != sa.Namespace {
+		t.Errorf("binding subject %+v, want the service account %s/%s", s, sa.Namespace, sa.Name)
+	}
+}

@@ -68,7 +68,10 @@ type Process struct {
 // StartProcess starts cmd in a new process group and reaps it when it
 // exits.
 func StartProcess(cmd *exec.Cmd) (*Process, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -122,6 +125,9 @@ type Config struct {
 	// launcher's only child.
 	Wrap []string
 	Log  *os.File
+	// User runs the JVM as another user (root only); ClassDir must then
+	// be writable by it (the app writes its port there).
+	User *syscall.Credential
 }
 
 // Start launches the app on a free loopback port and waits until it
@@ -141,6 +147,9 @@ func Start(ctx context.Context, c Config) (*App, error) {
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = c.Log, c.Log
+	if c.User != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.User}
+	}
 	proc, err := StartProcess(cmd)
 	if err != nil {
 		return nil, err

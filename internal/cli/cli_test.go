@@ -12,11 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/perfscope/perfscope/report"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/internal/privilege"
+	"github.com/perfscope/perfscope/internal/serve"
+	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/probes"
 )
 
@@ -253,8 +257,57 @@ func TestServeWarnsWhenExposed(t *testing.T) {
 		}
 		_, port, _ := net.SplitHostPort(c.listen)
 		if strings.Count(warning, "\n") != 1 || !strings.Contains(warning, "warning: --listen "+c.listen+" serves /metrics "+c.where+" without TLS or authentication") ||
-			!strings.Contains(warning, "pass --listen 127.0.0.1:"+port) {
+			!strings.Contains(warning, "pass --web.config.file with tls_server_config and basic_auth_users") ||
+			!strings.Contains(warning, "--listen 127.0.0.1:"+port+" behind an authenticating proxy") {
 			t.Errorf("%s: warning %q", c.listen, warning)
+		}
+	}
+}
+
+// With --web.config.file the warning is silent when scrapers authenticate
+// over TLS, and says what is missing otherwise; a bad file is one
+// sentence and exit 2.
+func TestServeWebConfig(t *testing.T) {
+	dir := t.TempDir()
+	ca := testutil.NewCA(t, "perfscope test CA")
+	ca.LeafFiles(t, dir, "serve")
+	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, []byte(text), 0o600)
+		return path
+	}
+	tlsPart := "tls_server_config:\n  cert_file: serve.crt\n  key_file: serve.key\n"
+	users := "basic_auth_users:\n  prometheus: " + string(hash) + "\n"
+	for _, c := range []struct {
+		file, warning string
+	}{
+		{write("both.yml", tlsPart+users), ""},
+		{write("mtls.yml", tlsPart+"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: serve.crt\n"), ""},
+		{write("tls.yml", tlsPart), "without authentication: --web.config.file " + filepath.Join(dir, "tls.yml") + " lists no basic_auth_users and requires no client certificate"},
+		{write("auth.yml", users), "without TLS: --web.config.file " + filepath.Join(dir, "auth.yml") + " has basic_auth_users but no tls_server_config, so passwords cross the network in clear text"},
+	} {
+		var web *serve.WebConfig
+		g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
+		o := &serveOptions{run: func(_ context.Context, o *serveOptions, _ *Globals) error { web = o.web; return nil }}
+		cmd := serveCmd(g, o)
+		cmd.SetArgs([]string{"--recipe", "softirq-balance", "--listen", "0.0.0.0:9742", "--web.config.file", c.file})
+		if err := cmd.Execute(); err != nil || web == nil || web.Path != c.file {
+			t.Fatalf("%s: %v, web %+v", c.file, err, web)
+		}
+		warning := g.Err.(*bytes.Buffer).String()
+		if (c.warning == "") != (warning == "") || !strings.Contains(warning, c.warning) || strings.Count(warning, "\n") > 1 {
+			t.Errorf("%s: warning %q, want %q", filepath.Base(c.file), warning, c.warning)
+		}
+	}
+	for _, bad := range []string{write("bad.yml", "tls_server_config:\n  cert_file: nope.crt\n  key_file: serve.key\n"),
+		write("unknown.yml", "no_such_key: 1\n"), filepath.Join(dir, "absent.yml")} {
+		_, errOut, code := execute(t, "serve", "--recipe", "softirq-balance", "--web.config.file", bad)
+		if code != ExitUsage || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, "perfscope: --web.config.file "+bad+": ") {
+			t.Errorf("%s: exit %d, %q", filepath.Base(bad), code, errOut)
 		}
 	}
 }

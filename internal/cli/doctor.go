@@ -397,7 +397,7 @@ func privilegeChecks(fs procfs.FS) []DoctorCheck {
 			"run as root or add CAP_NET_ADMIN"),
 		capCheck("CAP_SYS_PTRACE", st.Capable(procfs.CapSysPtrace), false, "socket owners, user-space symbols, jvm attach (other processes' /proc/PID/fd, maps and root)",
 			"run as root or add CAP_SYS_PTRACE"),
-		capCheck("CAP_SYSLOG", st.Capable(procfs.CapSyslog), false, "kernel symbol names in stacks and lock call sites (/proc/kallsyms addresses)",
+		capCheck("CAP_SYSLOG", st.Capable(procfs.CapSyslog), false, "kernel symbol names in stacks and lock call sites on kernels before 5.13 (/proc/kallsyms addresses); later kernels name their own frames (bpf_snprintf %ps)",
 			"run as root or add CAP_SYSLOG"),
 	)
 	if !st.Capable(procfs.CapSysResource) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/diagnose"
@@ -53,6 +54,9 @@ type jvmOptions struct {
 	HTTPPorts        []uint
 	RequestThreads   string
 	HandlerFrames    string
+	// Stop is --stop PID: stop what a perfscope that is gone left running
+	// in that JVM, instead of measuring.
+	Stop int
 
 	format    report.Format
 	failOn    diagnose.Severity
@@ -62,12 +66,14 @@ type jvmOptions struct {
 	src  recipes.Sources
 	// pidGiven: --pid was on the command line (0 given is not 0 missing).
 	pidGiven bool
-	// run is the measurement; tests replace it to check flag handling.
-	run func(ctx context.Context, o *jvmOptions, g *Globals) error
+	// run is the measurement and stop is --stop; tests replace them to
+	// check flag handling.
+	run  func(ctx context.Context, o *jvmOptions, g *Globals) error
+	stop func(ctx context.Context, o *jvmOptions, g *Globals) error
 }
 
 func newJVMCmd(g *Globals) *cobra.Command {
-	return jvmCmd(g, &jvmOptions{src: recipes.Live(), run: runJVM})
+	return jvmCmd(g, &jvmOptions{src: recipes.Live(), run: runJVM, stop: runJVMStop})
 }
 
 func jvmCmd(g *Globals, o *jvmOptions) *cobra.Command {
@@ -92,19 +98,41 @@ any count, bytes per request are reported as unknown, never as zero.
 Allocation is split by request handler (per endpoint, with the logging
 share) and between request-serving threads and background threads.
 async-profiler is stopped in the JVM when the window ends, on errors and on
-Ctrl-C; if the JVM exits mid-run, what was measured is reported (exit 4).`,
+Ctrl-C; if the JVM exits mid-run, what was measured is reported (exit 4).
+
+While it runs, async-profiler's files are in a directory of the JVM's /tmp
+that only the JVM's user can read, with an owner file naming this run. If
+perfscope is killed (SIGKILL) before it can stop the profiler, the next
+jvm run on that JVM sees the owner is gone, stops the profiler and removes
+the files; --stop PID does just that, and measures nothing. A session whose
+perfscope still runs is left alone (exit 3).`,
 		Example: `  perfscope jvm --pid 4242 --load http://127.0.0.1:8080/orders --requests 20000 --concurrency 10
   perfscope jvm --pid 4242 --load http://127.0.0.1:8080/create --method POST --body @order.json \
       --header 'Content-Type: application/json' --requests 20000 --target-rps 500
   perfscope jvm --pid 4242 --duration 60s --target-rps 2000          # production traffic, counted passively
   perfscope jvm --pid 4242 -d 60s --requests-from http://127.0.0.1:8080/actuator/prometheus
   perfscope jvm --pid 4242 --duration 30s --requests 15000 -o json
-  perfscope jvm --pid 4242 --duration 10s --event cpu --flame cpu.html`,
+  perfscope jvm --pid 4242 --duration 10s --event cpu --flame cpu.html
+  perfscope jvm --stop 4242                                           # after a perfscope was killed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.pidGiven = cmd.Flags().Changed("pid")
 			err := o.validate()
-			if err == nil {
+			if err == nil && o.Stop != 0 {
+				cmd.Flags().Visit(func(f *pflag.Flag) {
+					if err == nil && f.Name != "stop" && f.Name != "pid" && f.Name != "output" {
+						err = usageError("--stop measures nothing: it takes no --%s", f.Name)
+					}
+				})
+			}
+			switch {
+			case err == nil && o.Stop != 0:
+				stop := o.stop
+				if stop == nil {
+					stop = runJVMStop
+				}
+				err = stop(cmd.Context(), o, g)
+			case err == nil:
 				err = o.run(cmd.Context(), o, g)
 			}
 			if err != nil && o.format == report.JSON && !o.wroteJSON {
@@ -140,6 +168,7 @@ Ctrl-C; if the JVM exits mid-run, what was measured is reported (exit 4).`,
 	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the JVM's)")
 	f.StringVar(&o.RequestThreads, "request-threads", "", "thread names (regex) that serve requests, beside the known pools (http-nio-*, http-epoll-*, reactor-http-*, qtp*, XNIO-*)")
 	f.StringVar(&o.HandlerFrames, "handler-frames", "", "frames (regex on dotted names) that are request handlers, instead of the outermost application frame under a known dispatcher")
+	f.IntVar(&o.Stop, "stop", 0, "instead of measuring: stop the async-profiler session a killed perfscope left in JVM `PID`, and remove its files")
 	return cmd
 }
 
@@ -156,6 +185,9 @@ func (o *jvmOptions) validate() error {
 		if o.failOn, err = diagnose.ParseSeverity(o.FailOn); err != nil {
 			return asUsage(err)
 		}
+	}
+	if o.Stop != 0 {
+		return o.validateStop()
 	}
 	switch {
 	case o.PID < 0 || o.PID == 0 && o.pidGiven:
@@ -206,6 +238,18 @@ func (o *jvmOptions) validate() error {
 	}
 	o.plan, err = r.BindFlags(set, jvmFlags)
 	return err
+}
+
+// validateStop checks --stop PID: it measures nothing, so it takes no
+// measurement flag (a --pid, if given, must be the same JVM).
+func (o *jvmOptions) validateStop() error {
+	if o.Stop < 0 {
+		return usageError("--stop %d: pass the pid of a running JVM", o.Stop)
+	}
+	if o.PID != 0 && o.PID != o.Stop {
+		return usageError("--stop %d and --pid %d name different JVMs: --stop takes the pid itself", o.Stop, o.PID)
+	}
+	return nil
 }
 
 // jvmData is the JSON data section of `perfscope jvm`.
@@ -280,10 +324,11 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	}
 	if o.format == report.JSON {
 		o.wroteJSON = true
+		recipes.StampRun(r.Overhead, g.Started)
 		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
 			return err
 		}
-	} else if err := report.Render(g.Out, r, o.format); err != nil {
+	} else if err := renderRun(g.Out, g, r, o.format); err != nil {
 		return err
 	}
 	if exitErr != nil {
@@ -355,6 +400,7 @@ func writeProfileFiles(o *jvmOptions, r *report.Report, j *recipes.JVMResult) er
 // jvmError turns what went wrong into one sentence with the way out. The
 // preflight refused before anything was sent, so the JVM is untouched.
 func jvmError(pid int, err error) error {
+	var busy *asprof.BusyError
 	switch {
 	case errors.Is(err, attach.ErrNoProcess):
 		return usageError("pid %d is not running: pass the pid of a running JVM (`jps` or `pgrep java` lists them)", pid)
@@ -374,6 +420,8 @@ func jvmError(pid int, err error) error {
 		return unavailableError("pid %d publishes no hsperfdata (-XX:-UsePerfData or -XX:+PerfDisableSharedMem), which perfscope needs for GC counters; restart it without those flags", pid)
 	case errors.Is(err, asprof.ErrUnavailable), errors.Is(err, asprof.ErrChecksum):
 		return unavailableError("%v; pass --async-profiler PATH (or set PERFSCOPE_ASYNC_PROFILER) to an async-profiler %s install, or let `mvn dependency:get -Dartifact=%s:%s:%s` reach your Maven repository", err, asprof.Version, asprof.GroupID, asprof.ArtifactID, asprof.Version)
+	case errors.As(err, &busy):
+		return unavailableError("pid %d: %v", pid, busy)
 	case errors.Is(err, asprof.ErrAlreadyRunning):
 		return unavailableError("pid %d: %v", pid, err)
 	case errors.Is(err, jvm.ErrBadSource):

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/jvm/asprof"
@@ -122,5 +123,79 @@ func TestJVMJSONErrors(t *testing.T) {
 	}
 	if doc.Error.ExitCode != ExitUnavailable || !strings.Contains(doc.Error.Message, "DisableAttachMechanism") || doc.Findings == nil {
 		t.Errorf("%s", out)
+	}
+}
+
+// --stop PID measures nothing: it takes the pid itself and no measurement
+// flag, and runs instead of the measurement.
+func TestJVMStopFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		code    int
+		stopped bool
+	}{
+		{[]string{"--stop", "42"}, ExitOK, true},
+		{[]string{"--stop", "42", "-o", "json"}, ExitOK, true},
+		{[]string{"--stop", "42", "--pid", "42"}, ExitOK, true},
+		{[]string{"--stop", "42", "--pid", "43"}, ExitUsage, false},
+		{[]string{"--stop", "-3"}, ExitUsage, false},
+		{[]string{"--stop", "42", "--duration", "5s"}, ExitUsage, false},
+		{[]string{"--stop", "42", "--load", "http://x/", "-n", "5"}, ExitUsage, false},
+		{[]string{"--stop", "42", "-o", "yaml"}, ExitUsage, false},
+	} {
+		ran, stopped := false, false
+		o := &jvmOptions{
+			run:  func(context.Context, *jvmOptions, *Globals) error { ran = true; return nil },
+			stop: func(context.Context, *jvmOptions, *Globals) error { stopped = true; return nil },
+		}
+		cmd := jvmCmd(&Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}, o)
+		cmd.SetArgs(tc.args)
+		cmd.SilenceErrors, cmd.SilenceUsage = true, true
+		if got := CodeOf(cmd.ExecuteContext(context.Background())); got != tc.code || stopped != tc.stopped || ran {
+			t.Errorf("%q: exit %d stopped %v measured %v, want exit %d stopped %v", tc.args, got, stopped, ran, tc.code, tc.stopped)
+		}
+	}
+}
+
+// A session of a perfscope that still runs, and async-profiler running
+// for someone else, are exit 3 with one sentence naming who.
+func TestJVMBusyErrors(t *testing.T) {
+	since := time.Date(2025, 1, 2, 15, 4, 5, 0, time.Local)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&asprof.BusyError{OwnerPID: 777, Since: since, Dir: "/tmp/.perfscope-asprof-0123456789ab"}, "pid 42: perfscope pid 777 is profiling this JVM (since 15:04:05"},
+		{&asprof.AlreadyRunningError{PID: 42, Lib: "/tmp/.perfscope-asprof-8d16556469ad/libasyncProfiler.so"}, "`perfscope jvm --stop 42`"},
+		{&asprof.AlreadyRunningError{PID: 42, Lib: "/opt/async-profiler/lib/libasyncProfiler.so"}, "`asprof stop 42`"},
+	} {
+		err := jvmError(42, tc.err)
+		if CodeOf(err) != ExitUnavailable || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v (exit %d), want exit 3 saying %q", err, CodeOf(err), tc.want)
+		}
+	}
+}
+
+// The text of --stop says what was stopped and removed, or that there was
+// nothing to stop, and names async-profilers that are not perfscope's.
+func TestJVMStopText(t *testing.T) {
+	for _, tc := range []struct {
+		d    jvmStopData
+		want []string
+	}{
+		{jvmStopData{PID: 42, Stopped: true, RanForNs: int64(83 * time.Second), OwnerPIDs: []int{777}, Removed: []string{"/tmp/.perfscope-asprof-0123456789ab"}},
+			[]string{"pid 42: stopped the async-profiler session perfscope pid 777 left running (it had run for 1m23s); removed /tmp/.perfscope-asprof-0123456789ab."}},
+		{jvmStopData{PID: 42, OwnerPIDs: []int{777}, Removed: []string{"/tmp/.perfscope-asprof-0123456789ab"}},
+			[]string{"async-profiler was not running for perfscope pid 777; removed"}},
+		{jvmStopData{PID: 42, ForeignLibraries: []string{"/opt/ap/libasyncProfiler.so"}},
+			[]string{"nothing to stop", "/opt/ap/libasyncProfiler.so is not perfscope's", "asprof stop 42"}},
+	} {
+		var b bytes.Buffer
+		tc.d.WriteText(&b, nil)
+		for _, w := range tc.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%q lacks %q", b.String(), w)
+			}
+		}
 	}
 }

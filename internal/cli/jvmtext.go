@@ -297,6 +297,9 @@ func writeOverheadLine(w io.Writer, e evidence.JVM, r *report.Report, prof aspro
 		}
 		fmt.Fprintf(w, "passive request count (eBPF, raw_syscalls): %d program runs, %s in total (%s of one CPU over the window)\n", runs, report.Nanos(float64(ns)), report.Percent(float64(ns)/float64(max(e.WindowNs, 1))))
 	}
+	if r.Overhead != nil {
+		report.WriteRunCost(w, r.Overhead)
+	}
 }
 
 // plusMinus is a sampled figure's error (±2σ), when known.

@@ -237,14 +237,14 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 		}
 	}
 	if o.OutFile == "" {
-		return report.Render(g.Out, r, o.format)
+		return renderRun(g.Out, g, r, o.format)
 	}
 	// A regular --out file is replaced atomically (no partial file if
 	// rendering fails); a device, FIFO or symlink is written through,
 	// never replaced (safeio.WriteOutput). Not ctx: a Ctrl-C that ended
 	// the window early still wants the profile written.
 	err = safeio.WriteOutput(context.Background(), o.OutFile, waitingFor(g, "a reader"), func(w io.Writer) error {
-		return report.Render(w, r, o.format)
+		return renderRun(w, g, r, o.format)
 	})
 	if isBadInputFile(err) {
 		return asUsage(fmt.Errorf("--out: %w", err))

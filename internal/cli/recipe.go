@@ -554,7 +554,7 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	if err := res.WriteOutputs(rep); err != nil {
 		return err
 	}
-	if err := report.Render(g.Out, rep, o.format); err != nil {
+	if err := renderRun(g.Out, g, rep, o.format); err != nil {
 		return err
 	}
 	if err != nil {

@@ -17,12 +17,14 @@ import (
 )
 
 type serveOptions struct {
-	Recipe   string
-	Listen   string
-	Interval time.Duration
-	Set      []string
+	Recipe        string
+	Listen        string
+	WebConfigFile string
+	Interval      time.Duration
+	Set           []string
 
 	params map[string]string
+	web    *serve.WebConfig
 	src    recipes.Sources
 	// run is injectable so flag parsing is tested without probes.
 	run func(ctx context.Context, o *serveOptions, g *Globals) error
@@ -51,8 +53,13 @@ perfscope_finding_parameter), and perfscope's own cost (BPF run time per
 program, events lost, its CPU and memory). /healthz answers while the process
 serves, /readyz once a window completed within the last three intervals.
 
-It listens on loopback unless --listen says otherwise; on any other address it
-warns that /metrics has no TLS or authentication there. Every endpoint answers
+It listens on loopback unless --listen says otherwise. --web.config.file takes
+the web configuration file of Prometheus' exporters (the exporter toolkit's
+format, as node_exporter's): TLS (tls_server_config) and basic auth
+(basic_auth_users, bcrypt hashes) on every endpoint, re-read on each request
+so rotated certificates apply. On any address but loopback, serve warns when
+no scraper has to authenticate (no basic_auth_users, no required client
+certificates), or when passwords would cross the network without TLS. Every endpoint answers
 GET and HEAD only (405 otherwise). It holds at most ` + strconv.Itoa(serve.DefaultMaxConnections) + ` connections (fewer
 when the open-file limit is low: descriptors stay reserved for the probes'
 windows); past that, the connection waiting longest for a request is closed,
@@ -68,13 +75,14 @@ async-profiler (its window is inside the JVM), gclog (it reads files
 afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), ", ") + `.`,
 		Example: `  perfscope serve --recipe udp-rx --set iface=eth0 --set port=9000
   perfscope serve --recipe softirq-balance --listen 0.0.0.0:9742 --interval 15s
+  perfscope serve --recipe udp-rx --set iface=eth0 --listen 0.0.0.0:9742 --web.config.file /etc/perfscope/web.yml
   curl -s localhost:9742/metrics | grep perfscope_finding`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err
 			}
-			if w := exposedWarning(o.Listen); w != "" {
+			if w := exposedWarning(o.Listen, o.web); w != "" {
 				io.WriteString(g.Err, w)
 			}
 			return o.run(cmd.Context(), o, g)
@@ -83,6 +91,7 @@ afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), 
 	f := cmd.Flags()
 	f.StringVar(&o.Recipe, "recipe", "", "the recipe to run, a built-in or a file: "+strings.Join(serve.Names(), ", "))
 	f.StringVar(&o.Listen, "listen", DefaultListen, "address to serve /metrics on (host:port)")
+	f.StringVar(&o.WebConfigFile, "web.config.file", "", "the exporter toolkit's web configuration file: TLS and basic auth (as node_exporter's)")
 	f.DurationVar(&o.Interval, "interval", 30*time.Second, "length of each measurement window (1s to 1h)")
 	f.StringArrayVar(&o.Set, "set", nil, "a recipe parameter, KEY=VALUE (repeatable), e.g. iface=eth0")
 	_ = cmd.RegisterFlagCompletionFunc("recipe", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -108,6 +117,13 @@ func (o *serveOptions) validate() error {
 	if _, err := net.LookupPort("tcp", port); err != nil {
 		return usageError("--listen %q: bad port", o.Listen)
 	}
+	if o.WebConfigFile != "" {
+		web, err := serve.LoadWebConfig(o.WebConfigFile)
+		if err != nil {
+			return asUsage(err)
+		}
+		o.web = &web
+	}
 	o.params = map[string]string{}
 	for _, kv := range o.Set {
 		k, v, ok := strings.Cut(kv, "=")
@@ -120,9 +136,9 @@ func (o *serveOptions) validate() error {
 }
 
 // exposedWarning says what a --listen beyond loopback exposes, or "" on
-// loopback: serve has no TLS and no authentication, and its metrics name
-// the host's ports, processes and findings.
-func exposedWarning(listen string) string {
+// loopback and when web makes scrapers authenticate over TLS: serve's
+// metrics name the host's ports, processes and findings.
+func exposedWarning(listen string, web *serve.WebConfig) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return ""
@@ -137,18 +153,36 @@ func exposedWarning(listen string) string {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		where = "on every address of this host"
 	}
-	return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without TLS or authentication: "+
-		"anyone who can reach port %s reads this host's ports, drops, lock wait, processes and findings; "+
-		"pass --listen 127.0.0.1:%s and scrape through an authenticating proxy, or firewall the port to your Prometheus\n", listen, where, port, port)
+	exposes := "anyone who can reach port " + port + " reads this host's ports, drops, lock wait, processes and findings"
+	switch {
+	case web == nil:
+		return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without TLS or authentication: %s; "+
+			"pass --web.config.file with tls_server_config and basic_auth_users (the exporter toolkit's format), "+
+			"or --listen 127.0.0.1:%s behind an authenticating proxy\n", listen, where, exposes, port)
+	case !web.Authenticated():
+		return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without authentication: --web.config.file %s "+
+			"lists no basic_auth_users and requires no client certificate, so %s; add basic_auth_users\n", listen, where, web.Path, exposes)
+	case !web.TLS:
+		return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without TLS: --web.config.file %s "+
+			"has basic_auth_users but no tls_server_config, so passwords cross the network in clear text; add tls_server_config\n", listen, where, web.Path)
+	}
+	return ""
 }
 
 func runServe(ctx context.Context, o *serveOptions, g *Globals) error {
 	var srv *serve.Server
 	srv, err := serve.Open(o.src, serve.Options{Recipe: o.Recipe, Params: o.params, Listen: o.Listen,
-		Interval: o.Interval, Log: g.Err, Started: g.Started,
+		Web: o.web, Interval: o.Interval, Log: g.Err, Started: g.Started,
 		OnListen: func(addr string) {
-			fmt.Fprintf(g.Err, "perfscope serve: recipe %s, a window every %v, metrics at http://%s/metrics (at most %d connections at once)\n",
-				srv.RecipeName(), o.Interval, addr, srv.FDBudget().MaxConnections)
+			scheme, auth := "http", ""
+			if o.web != nil && o.web.TLS {
+				scheme = "https"
+			}
+			if o.web != nil && o.web.BasicAuth {
+				auth = ", basic auth"
+			}
+			fmt.Fprintf(g.Err, "perfscope serve: recipe %s, a window every %v, metrics at %s://%s/metrics (at most %d connections at once%s)\n",
+				srv.RecipeName(), o.Interval, scheme, addr, srv.FDBudget().MaxConnections, auth)
 		}})
 	if err != nil {
 		return err // recipes' errors carry their exit code (CodeOf)

@@ -139,7 +139,7 @@ func runSoftirq(ctx context.Context, o *softirqOptions, g *Globals) error {
 	if err != nil {
 		return err
 	}
-	return report.Render(g.Out, res.Report("softirq", Version()), o.format)
+	return renderRun(g.Out, g, res.Report("softirq", Version()), o.format)
 }
 
 // progress draws "time left, events/s" on a terminal's stderr and nothing

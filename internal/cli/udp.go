@@ -218,7 +218,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 			r.Artifacts = append(r.Artifacts, report.Artifact{Kind: "revert-file", Path: path})
 		}
 	}
-	if err := report.Render(g.Out, r, o.format); err != nil {
+	if err := renderRun(g.Out, g, r, o.format); err != nil {
 		return err
 	}
 	if applyErr != nil {

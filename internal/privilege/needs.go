@@ -88,8 +88,8 @@ var (
 		Why:     "classic tracepoints' ids, when tp_btf and raw_tp are refused; doctor's tracepoint list without BTF",
 		Without: "no classic-tracepoint fallback (mounting tracefs needs CAP_SYS_ADMIN)"}
 	needSyslog = Need{Kind: Capability, Name: "CAP_SYSLOG",
-		Why:     "read kernel symbol addresses in /proc/kallsyms (kptr_restrict, perf_event_paranoid ≥ 2)",
-		Without: "kernel stacks and lock call sites print as raw addresses (0xffffffff…), so function groups and lock classes by name are lost"}
+		Why:     "read kernel symbol addresses in /proc/kallsyms (kptr_restrict, perf_event_paranoid ≥ 2) — only where the kernel cannot name its own frames (bpf_snprintf's %ps, Linux 5.13+)",
+		Without: "on kernels before 5.13, kernel stacks and lock call sites print as raw addresses (0xffffffff…), so function groups and lock classes by name are lost; later kernels name them without it"}
 	needPtrace = Need{Kind: Capability, Name: "CAP_SYS_PTRACE",
 		Why:     "read other processes' /proc/PID/fd, maps and root (the host's processes hold every capability, so ptrace access checks need it)",
 		Without: "sockets lose their owning process (pid, comm); user-space frames stay unsymbolized"}

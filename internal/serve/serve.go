@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	toolkit "github.com/prometheus/exporter-toolkit/web"
 
 	"github.com/perfscope/perfscope/recipes"
 )
@@ -22,9 +24,12 @@ import (
 type Options struct {
 	// Recipe is a built-in's name or a recipe file; Params its
 	// parameters (--set).
-	Recipe   string
-	Params   map[string]string
-	Listen   string
+	Recipe string
+	Params map[string]string
+	Listen string
+	// Web, when set, is the --web.config.file serve answers with: TLS
+	// and basic auth by the exporter toolkit.
+	Web      *WebConfig
 	Interval time.Duration
 	// Log receives failed windows and the HTTP server's errors, each
 	// distinct one once (then counted).
@@ -178,7 +183,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := hs.Serve(&limitedListener{Listener: ln, table: table}); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serveHTTP(hs, &limitedListener{Listener: ln, table: table}, s.opts.Web, errLog); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			serveErr <- err
 		}
 	}()
@@ -193,6 +198,16 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	return err
+}
+
+// serveHTTP serves hs on ln, through the exporter toolkit with web's
+// TLS and basic auth when web is set.
+func serveHTTP(hs *http.Server, ln net.Listener, web *WebConfig, errLog io.Writer) error {
+	if web == nil {
+		return hs.Serve(ln)
+	}
+	path := web.Path
+	return toolkit.Serve(ln, hs, &toolkit.FlagConfig{WebConfigFile: &path}, slog.New(toolkitLog{errLog}))
 }
 
 // window measures one window and turns it into metrics' input; started is

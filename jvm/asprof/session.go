@@ -2,15 +2,12 @@ package asprof
 
 import (
 	"bufio"
+	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -110,182 +107,181 @@ func (o Options) interval() int64 {
 	return DefaultProfilerAllocInterval
 }
 
-// outputExt is the profile file's extension.
-func (o Options) outputExt() string {
+// outputFile is the profile's file in the session directory.
+func (o Options) outputFile() string {
 	if o.jfrOutput() {
-		return ".jfr"
+		return jfrFile
 	}
-	return ".collapsed"
+	return collapsedFile
 }
 
-// ErrAlreadyRunning: async-profiler is already profiling in the JVM
-// (another perfscope or asprof session).
-var ErrAlreadyRunning = errors.New("async-profiler is already profiling this JVM (another perfscope or asprof session); stop it first with `asprof stop PID`")
+// ErrAlreadyRunning: async-profiler is already profiling in the JVM for
+// someone perfscope cannot judge (*AlreadyRunningError says who).
+var ErrAlreadyRunning = errors.New("async-profiler is already profiling this JVM")
 
 // Session is async-profiler running inside one JVM.
 type Session struct {
 	target *attach.Target
+	// jvm is the JVM as it was when the session started.
+	jvm jvmID
 	// lib is the library's path as the JVM sees it.
 	lib string
-	// hostDir/targetDir are perfscope's scratch directory in the JVM's
-	// /tmp, seen from here and from the JVM.
-	hostDir, targetDir string
-	// tmpFd holds the JVM's /tmp open, and hostDir is reached through it
-	// (/proc/self/fd/N/...): when the JVM dies mid-run its /proc/PID/root
-	// disappears, and only this descriptor still reaches the files
-	// perfscope must remove. -1 once closed.
-	tmpFd   int
-	ownsLib bool
+	// tmp holds the JVM's /tmp open, and dir is reached through it: when
+	// the JVM dies mid-run its /proc/PID/root disappears, and only this
+	// descriptor still reaches the files perfscope must remove. -1 once
+	// closed.
+	tmp int
+	dir *sessionDir
+	// stopped: no stop command is to be sent any more.
 	stopped bool
 	opts    Options
-	id      string
 	// since is when the measured window began (SetWindowStart).
 	since time.Time
+	notes []string
 }
 
 // SetWindowStart marks when the measured window begins: allocation
 // samples taken before it are dropped from the profile.
 func (s *Session) SetWindowStart(t time.Time) { s.since = t }
 
-// Start copies the library into the JVM's mount namespace (unless the JVM
-// already has async-profiler loaded), loads it and starts profiling. On any
-// error nothing is left running or on disk.
+// Notes are what the session found on the way in and the report should
+// say: a session of a perfscope that was killed, taken over; files of
+// exited JVMs removed; a dead perfscope's profiler still running in
+// another JVM.
+func (s *Session) Notes() []string { return s.notes }
+
+// Start makes a private session directory in the JVM's /tmp, takes over
+// what a perfscope that is gone left in this JVM, copies the library there
+// (unless the JVM already has async-profiler loaded), loads it and starts
+// profiling. On an error nothing is left running or on disk — unless the
+// JVM stopped answering after the start command went out: then the
+// directory and its owner file stay for the next run to take over. A
+// session of a perfscope that still runs is a *BusyError, left alone.
 func Start(ctx context.Context, t *attach.Target, hostLib string, opts Options) (_ *Session, err error) {
-	s := &Session{target: t, opts: opts, tmpFd: -1}
-	var idb [6]byte
-	rand.Read(idb[:])
-	s.id = hex.EncodeToString(idb[:])
-	if err := s.stage(hostLib); err != nil {
+	lib, err := os.ReadFile(hostLib)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	me, err := currentSelf()
+	if err != nil {
+		return nil, err
+	}
+	jvm, err := targetID(t)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{target: t, jvm: jvm, opts: opts, tmp: -1}
+	s.tmp, err = openTmp(t.HostPath("/tmp"))
+	if err != nil {
+		return nil, fmt.Errorf("open the JVM's /tmp: %w", err)
+	}
+	s.notes = sweepOwnTmp(ctx, s.tmp, me)
+	if err := s.setUp(ctx, me, jvm, lib); err != nil {
 		s.cleanup()
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			s.cleanup()
-		}
-	}()
-	jfrFile, _ := s.file(opts.outputExt())
-	msg, err := t.Load(ctx, s.lib, s.withLog(opts.startArgs(jfrFile)))
-	if err != nil {
-		var le *attach.LoadError
-		if errors.As(err, &le) && le.ReturnCode == 200 && strings.Contains(s.log(), "already") {
-			return nil, ErrAlreadyRunning
-		}
-		return nil, fmt.Errorf("start async-profiler: %w%s", err, s.logSuffix(msg))
+	outTarget := s.dir.jvmPath(opts.outputFile())
+	msg, err := t.Load(ctx, s.lib, s.withLog(opts.startArgs(outTarget)))
+	var le *attach.LoadError
+	switch {
+	case err == nil:
+		return s, nil
+	case errors.As(err, &le) && le.ReturnCode == 200 && strings.Contains(s.log(), "already"):
+		s.cleanup()
+		return nil, &AlreadyRunningError{PID: t.Process.PID, Lib: s.reusedLib()}
+	case errors.As(err, &le):
+		// The JVM answered that the profiler did not start.
+		err = fmt.Errorf("start async-profiler: %w%s", err, s.logSuffix(msg))
+		s.cleanup()
+		return nil, err
 	}
-	return s, nil
+	// No answer (Ctrl-C, a timeout): the profiler may have started.
+	s.Close()
+	return nil, fmt.Errorf("start async-profiler: %w", err)
 }
 
-// stage makes the library loadable by the JVM: a JVM in a container cannot
-// see the host's cache, and a JVM running as another user may not read
-// root's home, so the library goes into a directory of the JVM's /tmp owned
-// by its user. The directory is named after the library's digest: loading
-// the same path again reuses the copy the JVM already has mapped instead of
-// loading a second async-profiler.
-func (s *Session) stage(hostLib string) error {
-	if loaded := s.loadedLibrary(); loaded != "" {
-		s.lib = loaded
-	}
-	b, err := os.ReadFile(hostLib)
+// setUp creates the session directory and takes over the JVM's sessions
+// of perfscope runs that are gone, under the /tmp's lock, so that two
+// runs never profile one JVM at once.
+func (s *Session) setUp(ctx context.Context, me self, jvm jvmID, lib []byte) error {
+	unlock, err := lockTmp(ctx, s.tmp, fmt.Sprintf("pid %d's /tmp", s.target.Process.PID))
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return err
 	}
-	sum := sha256.Sum256(b)
-	name := ".perfscope-asprof-" + hex.EncodeToString(sum[:6])
-	s.targetDir = "/tmp/" + name
-	fd, err := unix.Open(s.target.HostPath("/tmp"), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	defer unlock()
+	// A JVM that has async-profiler mapped (an earlier session's, or
+	// asprof's) gets the same library again, never a second one.
+	reuse := reusableLibrary(mappedLibraries(s.target))
+	m := newMarker(me, jvm, s.target.Process.UID)
+	m.Lib = reuse
+	d, err := createSessionDir(s.tmp, me, m, reuse == "", s.target.Process.UID, s.target.Process.GID, s.opts.outputFile())
 	if err != nil {
-		return fmt.Errorf("open the JVM's /tmp: %w", err)
-	}
-	s.tmpFd = fd
-	s.hostDir = fmt.Sprintf("/proc/self/fd/%d/%s", fd, name)
-	if err := os.Mkdir(s.hostDir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("prepare async-profiler in the JVM's /tmp: %w", err)
 	}
-	// The JVM writes its profile here as its own user.
-	if os.Geteuid() == 0 {
-		os.Chown(s.hostDir, s.target.Process.UID, s.target.Process.GID)
-	}
-	if s.lib != "" {
-		return nil
-	}
-	hostCopy := filepath.Join(s.hostDir, libraryName)
-	if _, err := os.Stat(hostCopy); err != nil {
-		tmp := filepath.Join(s.hostDir, "."+s.id+".so")
-		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	s.dir = d
+	s.lib = reuse
+	if reuse == "" {
+		if err := d.writeFile(libraryName, lib, true); err != nil {
 			return fmt.Errorf("copy async-profiler into the JVM's /tmp: %w", err)
 		}
-		if err := os.Rename(tmp, hostCopy); err != nil {
-			os.Remove(tmp)
-			return err
-		}
+		s.lib = d.jvmPath(libraryName)
 	}
-	s.lib = filepath.Join(s.targetDir, libraryName)
-	s.ownsLib = true
-	return nil
+	if err := d.handOver(); err != nil {
+		return err
+	}
+	r, err := reclaim(ctx, s.tmp, me, s.target, d, s.target.Procs())
+	for _, o := range r.takenOver {
+		s.notes = append(s.notes, o.String())
+	}
+	s.notes = append(s.notes, r.notes...)
+	return err
 }
 
-// loadedLibrary is the path of an async-profiler the JVM already mapped
-// (from an earlier asprof run), as the JVM sees it.
-func (s *Session) loadedLibrary() string {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", s.target.Process.PID))
-	if err != nil {
+// reusedLib is the library the session loaded when it was not its own
+// copy ("" otherwise).
+func (s *Session) reusedLib() string {
+	if s.dir != nil && s.lib == s.dir.jvmPath(libraryName) {
 		return ""
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) == 6 && strings.HasSuffix(fields[5], "/"+libraryName) {
-			return fields[5]
-		}
-	}
-	return ""
-}
-
-func (s *Session) file(ext string) (target, host string) {
-	name := s.id + ext
-	return s.targetDir + "/" + name, filepath.Join(s.hostDir, name)
+	return s.lib
 }
 
 func (s *Session) withLog(args string) string {
-	logPath, _ := s.file(".log")
-	return args + ",log=" + logPath
+	s.dir.truncate(logFile)
+	return args + ",log=" + s.dir.jvmPath(logFile)
 }
 
 func (s *Session) log() string {
-	_, host := s.file(".log")
-	b, _ := os.ReadFile(host)
+	b, _ := s.dir.readFile(logFile, 1<<20)
 	return strings.TrimSpace(string(b))
 }
 
-func (s *Session) logSuffix(reply string) string {
-	msg := strings.TrimSpace(reply + "\n" + s.log())
-	if msg == "" {
-		return ""
-	}
-	return " (async-profiler: " + strings.ReplaceAll(msg, "\n", "; ") + ")"
-}
+func (s *Session) logSuffix(reply string) string { return logSuffixOf(reply, s.log()) }
 
 // Stop stops profiling and returns the collapsed stacks, weighted by
 // bytes (alloc), nanoseconds (cpu, wall, lock). It always stops and cleans
 // up, even when ctx is already cancelled (Ctrl-C): the profiler must not
-// keep running in the JVM after perfscope exits.
+// keep running in the JVM after perfscope exits. When the JVM cannot be
+// told to stop, the session's directory and owner file stay, so that the
+// next run on it (or --stop) stops the profiler once this one is gone.
 func (s *Session) Stop(ctx context.Context) (*Profile, error) {
 	if s.stopped {
 		return nil, errors.New("async-profiler session already stopped")
 	}
 	s.stopped = true
-	defer s.cleanup()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
-	targetOut, hostOut := s.file(s.opts.outputExt())
-	msg, err := s.target.Load(stopCtx, s.lib, s.withLog(s.opts.stopArgs(targetOut)))
+	msg, err := s.target.Load(stopCtx, s.lib, s.withLog(s.opts.stopArgs(s.dir.jvmPath(s.opts.outputFile()))))
 	if err != nil {
-		return nil, fmt.Errorf("stop async-profiler: %w%s", err, s.logSuffix(msg))
+		err = fmt.Errorf("stop async-profiler: %w%s", err, s.logSuffix(msg))
+		if s.keepIfRunning() {
+			err = fmt.Errorf("%w; it may still run in pid %d: the next `perfscope jvm` on it, or `perfscope jvm --stop %d`, stops it once this run has ended", err, s.target.Process.PID, s.target.Process.PID)
+		}
+		return nil, err
 	}
+	defer s.cleanup()
 	if s.opts.jfrOutput() {
-		b, err := os.ReadFile(hostOut)
+		b, err := s.dir.readFile(jfrFile, 0)
 		if err != nil {
 			return nil, fmt.Errorf("read async-profiler output: %w", err)
 		}
@@ -295,12 +291,11 @@ func (s *Session) Stop(ctx context.Context) (*Profile, error) {
 		}
 		return p, nil
 	}
-	f, err := os.Open(hostOut)
+	b, err := s.dir.readFile(collapsedFile, 0)
 	if err != nil {
 		return nil, fmt.Errorf("read async-profiler output: %w", err)
 	}
-	defer f.Close()
-	p, err := ParseCollapsed(f)
+	p, err := ParseCollapsed(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("read async-profiler output: %w", err)
 	}
@@ -314,30 +309,45 @@ func (s *Session) Close() {
 	if !s.stopped {
 		s.stopped = true
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		s.target.Load(ctx, s.lib, s.withLog("stop"))
+		_, err := s.target.Load(ctx, s.lib, s.withLog("stop"))
 		cancel()
+		var le *attach.LoadError
+		if err != nil && !errors.As(err, &le) {
+			// The JVM did not answer (a LoadError is an answer: "not
+			// active"): the profiler may still run.
+			s.keepIfRunning()
+		}
 	}
 	s.cleanup()
 }
 
+// keepIfRunning leaves the session's directory (owner file, library, log
+// and profile) in place when the JVM still runs, and says so: the profiler
+// it could not stop may still be running, and a later run takes it over by
+// the owner file once this process is gone. A JVM that exited took its
+// profiler with it.
+func (s *Session) keepIfRunning() bool {
+	if s.dir == nil {
+		return false
+	}
+	if s.target.Procs().ProcessRuns(s.jvm.PID, s.jvm.Start) {
+		s.dir.close()
+		s.dir = nil
+		return true
+	}
+	return false
+}
+
 func (s *Session) cleanup() {
-	if s.tmpFd < 0 {
-		return
+	if s.dir != nil {
+		s.dir.remove()
+		s.dir.close()
+		s.dir = nil
 	}
-	defer func() {
-		unix.Close(s.tmpFd)
-		s.tmpFd = -1
-	}()
-	for _, ext := range []string{".collapsed", ".jfr", ".log"} {
-		_, host := s.file(ext)
-		os.Remove(host)
+	if s.tmp >= 0 {
+		unix.Close(s.tmp)
+		s.tmp = -1
 	}
-	if s.ownsLib {
-		// The JVM keeps its mapping of a deleted file; a later load by
-		// the same path reuses it.
-		os.Remove(filepath.Join(s.hostDir, libraryName))
-	}
-	os.Remove(s.hostDir) // only if empty: another session may be using it
 }
 
 // Profile is collapsed stacks with their weights.

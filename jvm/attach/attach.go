@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/hsperf"
+	"github.com/perfscope/perfscope/collectors/procfs"
 )
 
 // Errors the preflight and the protocol return; each means the target was
@@ -405,3 +406,14 @@ func (t *Target) connect() (net.Conn, error) {
 // HostPath is where a path inside the JVM's mount namespace is seen from
 // here.
 func (t *Target) HostPath(p string) string { return t.fs.TargetPath(t.Process.PID, p) }
+
+// Procs reads the processes of the root the JVM was found under: with a
+// pid, a process's start time tells it apart from a later one reusing
+// the pid.
+func (t *Target) Procs() procfs.FS {
+	root := t.fs.Root
+	if root == "" {
+		root = "/"
+	}
+	return procfs.FS{Root: root}
+}

@@ -299,7 +299,7 @@ func Open(opts Options) (*Profiler, error) {
 	}
 	probes.Prepare()
 	objs := &profilerObjects{}
-	if err := spec.LoadAndAssign(objs, nil); err != nil {
+	if err := spec.LoadAndAssign(objs, probes.LoadOptions()); err != nil {
 		return nil, probes.Classify("load cpuprofile BPF program", err)
 	}
 	return &Profiler{opts: opts, objs: objs}, nil

@@ -47,6 +47,41 @@ func Frames(sym *symbols.Symbolizer, s Sample, root RootFrame) []string {
 	return frames
 }
 
+// KernelAddrs is every address Frames looks up in p's kernel stacks (their
+// call sites), each once: what a symbolizer names in one batch
+// (symbols.Symbolizer.KernelNames) before Frames names stack by stack.
+func (p Profile) KernelAddrs() []uint64 {
+	seen := map[uint64]bool{}
+	var out []uint64
+	for _, s := range p.Samples {
+		for _, a := range callSites(s.KernelStack) {
+			if !seen[a] {
+				seen[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out
+}
+
+// UserAddrs is every address Frames looks up in p's user stacks (their
+// call sites), by process, each once: what a symbolizer reads binaries for
+// in one pass (symbols.Symbolizer.PrepareUser) before Frames names stack
+// by stack.
+func (p Profile) UserAddrs() map[int][]uint64 {
+	seen := map[[2]uint64]bool{}
+	out := map[int][]uint64{}
+	for _, s := range p.Samples {
+		for _, a := range callSites(s.UserStack) {
+			if k := [2]uint64{uint64(s.PID), a}; !seen[k] {
+				seen[k] = true
+				out[s.PID] = append(out[s.PID], a)
+			}
+		}
+	}
+	return out
+}
+
 // UserSpaceFrame stands for user code in a kernel-only profile, so its
 // share of the CPU still shows.
 const UserSpaceFrame = "[user space]"

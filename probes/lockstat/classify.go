@@ -200,8 +200,9 @@ func IsSocketClass(c Class) bool {
 	return c == SocketReceiveQueue || c == SocketWakeup || c == SocketLock
 }
 
-// KernelResolver names kernel addresses; *symbols.KernelSymbols (from
-// /proc/kallsyms) is one.
+// KernelResolver names kernel addresses: symbols.KernelTable (a batch
+// named by the kernel's own lookup or /proc/kallsyms) and
+// *symbols.KernelSymbols (/proc/kallsyms) are two.
 type KernelResolver interface {
 	Resolve(addr uint64) (name, module string, ok bool)
 }

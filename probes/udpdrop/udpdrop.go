@@ -112,7 +112,7 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load udpdrop BPF spec: %w", err)
 	}
-	kernel, err := btf.LoadKernelSpec()
+	kernel, err := probes.KernelTypes()
 	if err != nil {
 		return nil, probes.Classify("udpdrop: load kernel BTF", err)
 	}
