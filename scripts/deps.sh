@@ -45,6 +45,12 @@ test)
 	pkg_for knotd knot           # a real DNS server under the budget (integration/budgetdns_test.go)
 	pkg_for dnsperf dnsperf      # its load
 	[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
+	# The Go tests: Debian's Go 1.19 beside the default go (it installs
+	# under /usr/lib/go-1.19; /usr/local/go stays first on PATH), a Go
+	# service built by a distribution (caddy) and ab to drive it.
+	[ -x /usr/lib/go-1.19/bin/go ] || need+=(golang-go)
+	pkg_for caddy caddy
+	pkg_for ab apache2-utils
 	;;
 bench)
 	# bench/budget.sh and BenchmarkUDPCommandOverhead: the rigs, and
@@ -72,6 +78,15 @@ fi
 # Java shop would; fetch it once through Maven so the user's mirrors apply.
 if [ "${1:-run}" = test ] && [ ! -d "$HOME/.m2/repository/tools/profiler/async-profiler/4.1" ]; then
 	mvn -B -q dependency:get -Dartifact=tools.profiler:async-profiler:4.1 -Dtransitive=false
+fi
+
+# The Go tests build the Go lab service with every release from 1.20 on
+# (lab/goapp.ProxyReleases); the go command fetches each toolchain from the
+# Go module proxy once.
+if [ "${1:-run}" = test ] && command -v go >/dev/null 2>&1; then
+	for v in go1.20.14 go1.21.13 go1.22.12 go1.23.12 go1.24.13 go1.25.9; do
+		GOTOOLCHAIN=$v go version >/dev/null || { echo "deps: could not fetch the Go toolchain $v" >&2; exit 1; }
+	done
 fi
 
 # The Spring Boot test service (integration/springapp) is built offline from

@@ -1,0 +1,143 @@
+package goapp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Server is a running lab service.
+type Server struct {
+	// Addr is where it listens ("127.0.0.1:PORT").
+	Addr string
+	PID  int
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// Config is how the service allocates per request.
+type Config struct {
+	// Mode: "plain", "pooled" or "leaky".
+	Mode string
+	// Count buffers of Size bytes per request.
+	Count, Size int
+	// MemProfileRate set at start (0: the runtime's).
+	MemProfileRate int
+	// Env is added to the service's environment (GOGC=...).
+	Env []string
+}
+
+// Start runs the service at path on a loopback port and waits until it
+// listens. Stop ends it.
+func Start(ctx context.Context, path string, c Config) (*Server, error) {
+	if c.Mode == "" {
+		c.Mode = "plain"
+	}
+	args := []string{"-mode", c.Mode, "-count", strconv.Itoa(c.Count), "-size", strconv.Itoa(c.Size)}
+	if c.MemProfileRate > 0 {
+		args = append(args, "-memprofilerate", strconv.Itoa(c.MemProfileRate))
+	}
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(cleanEnv(), c.Env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = nil
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &Server{PID: cmd.Process.Pid, cmd: cmd, done: make(chan error, 1)}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		io.Copy(io.Discard, out)
+	}()
+	go func() { s.done <- cmd.Wait() }()
+	select {
+	case line, ok := <-lines:
+		addr, found := strings.CutPrefix(line, "listening on ")
+		if !ok || !found {
+			s.Stop()
+			return nil, fmt.Errorf("the Go lab service did not start: %q", line)
+		}
+		s.Addr = addr
+	case <-time.After(30 * time.Second):
+		s.Stop()
+		return nil, errors.New("the Go lab service did not listen within 30s")
+	case <-ctx.Done():
+		s.Stop()
+		return nil, ctx.Err()
+	}
+	return s, nil
+}
+
+// URL is the service's URL for path.
+func (s *Server) URL(path string) string { return "http://" + s.Addr + path }
+
+// Truth is what the service's runtime reports about itself since start
+// (runtime/metrics), and the requests /work served.
+type Truth struct {
+	Requests       int64  `json:"requests"`
+	AllocBytes     uint64 `json:"alloc_bytes"`
+	AllocObjects   uint64 `json:"alloc_objects"`
+	GCCycles       uint64 `json:"gc_cycles"`
+	GoVersion      string `json:"go_version"`
+	MemProfileRate int    `json:"mem_profile_rate"`
+}
+
+// Truth reads /truth.
+func (s *Server) Truth() (Truth, error) {
+	var t Truth
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(s.URL("/truth"))
+	if err != nil {
+		return t, err
+	}
+	defer resp.Body.Close()
+	return t, json.NewDecoder(resp.Body).Decode(&t)
+}
+
+// Kill ends the service with SIGKILL, as a crash would, and waits for it.
+func (s *Server) Kill() {
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+	s.done <- nil
+}
+
+// Stop ends the service and waits for it. Safe to call more than once.
+func (s *Server) Stop() {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		s.done <- err
+	case <-time.After(5 * time.Second):
+		s.cmd.Process.Kill()
+		err := <-s.done
+		s.done <- err
+	}
+}
+
+// Alive says whether the service still runs.
+func (s *Server) Alive() bool {
+	select {
+	case err := <-s.done:
+		s.done <- err
+		return false
+	default:
+		return true
+	}
+}

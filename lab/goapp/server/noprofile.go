@@ -1,0 +1,7 @@
+//go:build noprofile
+
+package main
+
+import "net/http"
+
+func registerProfile(*http.ServeMux) {}

@@ -1,0 +1,395 @@
+// Package goalloc attaches uprobes to one running Go program: the
+// allocations its runtime samples for the memory profile (size and user
+// stack, counted in the kernel by stack and size), its completed GC
+// cycles, and its sync.Pool Gets, Puts and the New calls behind misses,
+// per pool. It knows nothing of Go binaries: the caller (package golang)
+// finds the functions in the program's pclntab and hands their file
+// offsets here, with the register the Go version passes the size in. See
+// bpf/goalloc.bpf.c for what each hook counts.
+package goalloc
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/perfscope/perfscope/probes"
+)
+
+// ArgReg is a register of the amd64 Go register ABI that carries an
+// integer argument, in argument order.
+type ArgReg uint32
+
+// The argument registers, in the order Go assigns them.
+const (
+	RAX = ArgReg(goallocGoArgRegGO_REG_RAX)
+	RBX = ArgReg(goallocGoArgRegGO_REG_RBX)
+	RCX = ArgReg(goallocGoArgRegGO_REG_RCX)
+	RDI = ArgReg(goallocGoArgRegGO_REG_RDI)
+	RSI = ArgReg(goallocGoArgRegGO_REG_RSI)
+	R8  = ArgReg(goallocGoArgRegGO_REG_R8)
+	R9  = ArgReg(goallocGoArgRegGO_REG_R9)
+	R10 = ArgReg(goallocGoArgRegGO_REG_R10)
+	R11 = ArgReg(goallocGoArgRegGO_REG_R11)
+)
+
+// ArgRegs lists the argument registers in ABI order: the i-th integer
+// argument arrives in ArgRegs[i].
+var ArgRegs = []ArgReg{RAX, RBX, RCX, RDI, RSI, R8, R9, R10, R11}
+
+// Hook names, as Missing and SelfCosts key them.
+const (
+	HookMalloc  = "uprobe:runtime.mProf_Malloc"
+	HookGC      = "uprobe:runtime.gcMarkTermination"
+	HookPoolGet = "uprobe:sync.(*Pool).Get"
+	HookPoolPut = "uprobe:sync.(*Pool).Put"
+	HookPoolNew = "uprobe:sync.(*Pool).Get→New"
+)
+
+// Options say where to attach. Offsets are file offsets in Executable
+// (what the kernel's uprobe takes); 0 leaves that hook out.
+type Options struct {
+	// PID is the process (its tgid in the host's pid namespace).
+	PID int
+	// Executable is a path the kernel resolves to the program's binary:
+	// /proc/PID/exe works for a process in a container too.
+	Executable string
+	// Malloc is runtime.mProf_Malloc's entry; SizeArg the register its
+	// size argument arrives in.
+	Malloc  uint64
+	SizeArg ArgReg
+	// NoStacks counts samples by size only (no stack walk).
+	NoStacks bool
+	// GC is runtime.gcMarkTermination's entry.
+	GC uint64
+	// PoolGet and PoolPut are sync.(*Pool).Get's and Put's entries;
+	// PoolNew the instruction in Get that calls the pool's New function.
+	// They are optional: a hook that does not attach is in Missing.
+	PoolGet, PoolPut, PoolNew uint64
+	// StackEntries and SampleEntries size the stack map and the
+	// (stack, size) count hash (0: what the object declares).
+	StackEntries, SampleEntries int
+}
+
+// Probe is a loaded goalloc object with its uprobes attached.
+type Probe struct {
+	objs    *probeObjects
+	links   map[string]link.Link
+	progs   map[string]*ebpf.Program
+	missing map[string]error
+}
+
+type probeObjects struct {
+	goallocPrograms
+	goallocMaps
+}
+
+var (
+	_ probes.Snapshotter[Snapshot] = (*Probe)(nil)
+	_ probes.SelfCounted           = (*Probe)(nil)
+)
+
+// Sample is Count allocation samples of Size bytes each with the same user
+// stack (addresses, leaf first; nil with NoStacks).
+type Sample struct {
+	Stack []uint64
+	Size  uint64
+	Count uint64
+}
+
+// PoolCounts is what sync.Pool's methods did with one pool.
+type PoolCounts struct {
+	Gets, Puts uint64
+	// News counts calls of the pool's New function from Get: the misses
+	// of a pool that has one.
+	News uint64
+}
+
+// Lost counts what the probe could not record.
+type Lost struct {
+	// StacksFull and StackFaults: samples counted without their stack
+	// (Sample.Stack nil): the stack map was full, or the user stack could
+	// not be walked.
+	StacksFull, StackFaults uint64
+	// CountsFull: samples not in Samples at all (the count hash was
+	// full); SampleCount and SampleBytes still count them.
+	CountsFull uint64
+	// PoolsFull: more pools than the pool map holds.
+	PoolsFull uint64
+	// PoolNewUnjoined: a New call whose Get was not seen.
+	PoolNewUnjoined uint64
+}
+
+// Snapshot holds cumulative counts since the probe attached.
+type Snapshot struct {
+	Taken time.Time
+	// SampleCount and SampleBytes count every sample the runtime took
+	// (the unweighted sizes summed), whether or not its stack was kept.
+	SampleCount, SampleBytes uint64
+	Samples                  []Sample
+	GCCycles                 uint64
+	Pools                    map[uint64]PoolCounts
+	Lost                     Lost
+}
+
+// Open loads the object and attaches the hooks Options name. Malloc and GC
+// are required; on error nothing stays attached.
+func Open(opts Options) (*Probe, error) {
+	if runtime.GOARCH != "amd64" {
+		return nil, fmt.Errorf("goalloc: the probe reads amd64 registers, this is %s: %w", runtime.GOARCH, probes.ErrNotSupported)
+	}
+	if opts.PID <= 0 {
+		return nil, errors.New("goalloc: no process to attach to")
+	}
+	if opts.Executable == "" || opts.Malloc == 0 || opts.GC == 0 {
+		return nil, errors.New("goalloc: the executable, mProf_Malloc's and gcMarkTermination's offsets are needed")
+	}
+	valid := false
+	for _, r := range ArgRegs {
+		valid = valid || r == opts.SizeArg
+	}
+	if !valid {
+		return nil, fmt.Errorf("goalloc: register %d is not an argument register", opts.SizeArg)
+	}
+	spec, err := loadGoalloc()
+	if err != nil {
+		return nil, fmt.Errorf("load goalloc BPF spec: %w", err)
+	}
+	if opts.StackEntries > 0 {
+		spec.Maps[goallocMapGoStacks].MaxEntries = uint32(opts.StackEntries)
+	}
+	if opts.SampleEntries > 0 {
+		spec.Maps[goallocMapAllocSamples].MaxEntries = uint32(opts.SampleEntries)
+	}
+	if opts.NoStacks {
+		spec.Maps[goallocMapGoStacks].MaxEntries = 1
+	}
+	if err := probes.SetVariables(spec, map[string]any{
+		goallocVarTargetTgid:    uint32(opts.PID),
+		goallocVarSizeReg:       goallocGoArgReg(opts.SizeArg),
+		goallocVarCollectStacks: !opts.NoStacks,
+	}); err != nil {
+		return nil, err
+	}
+	probes.Prepare()
+	objs := &probeObjects{}
+	if err := spec.LoadAndAssign(objs, nil); err != nil {
+		return nil, probes.Classify("load goalloc BPF programs", err)
+	}
+	p := &Probe{objs: objs, links: map[string]link.Link{}, missing: map[string]error{}}
+	p.progs = map[string]*ebpf.Program{
+		HookMalloc: objs.UprobeMalloc, HookGC: objs.UprobeGc,
+		HookPoolGet: objs.UprobePoolGet, HookPoolPut: objs.UprobePoolPut, HookPoolNew: objs.UprobePoolNew,
+	}
+	ex, err := link.OpenExecutable(opts.Executable)
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("goalloc: open %s: %w", opts.Executable, err)
+	}
+	attach := func(hook string, off uint64) error {
+		l, err := ex.Uprobe("", p.progs[hook], &link.UprobeOptions{Address: off, PID: opts.PID})
+		if err != nil {
+			return probes.Classify(fmt.Sprintf("attach %s at file offset %#x of %s", hook, off, opts.Executable), err)
+		}
+		p.links[hook] = l
+		return nil
+	}
+	for _, h := range []struct {
+		hook string
+		off  uint64
+	}{{HookMalloc, opts.Malloc}, {HookGC, opts.GC}} {
+		if err := attach(h.hook, h.off); err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
+	// Put and Get without the New call still give Gets ≫ Puts; the New
+	// call without Get cannot be joined to a pool.
+	for _, h := range []struct {
+		hook string
+		off  uint64
+	}{{HookPoolGet, opts.PoolGet}, {HookPoolPut, opts.PoolPut}, {HookPoolNew, opts.PoolNew}} {
+		switch {
+		case h.off == 0:
+			p.missing[h.hook] = errors.New("not found in the binary")
+		case h.hook == HookPoolNew && p.links[HookPoolGet] == nil:
+			p.missing[h.hook] = errors.New("sync.(*Pool).Get is not attached")
+		default:
+			if err := attach(h.hook, h.off); err != nil {
+				p.missing[h.hook] = err
+			}
+		}
+	}
+	return p, nil
+}
+
+// Method is how the programs are attached.
+func (p *Probe) Method() probes.AttachMethod { return "uprobe" }
+
+// Missing lists the optional pool hooks that are not attached, with why.
+func (p *Probe) Missing() map[string]error { return p.missing }
+
+// Attached says whether hook (HookMalloc, ...) is attached.
+func (p *Probe) Attached(hook string) bool { return p.links[hook] != nil }
+
+// Costs is each attached program's bpf_stats run count and time.
+func (p *Probe) Costs() []probes.ProgramCost {
+	if p.objs == nil {
+		return nil
+	}
+	progs := map[string]*ebpf.Program{}
+	for hook := range p.links {
+		progs[hook] = p.progs[hook]
+	}
+	return probes.Costs(progs)
+}
+
+// SelfCosts implements probes.SelfCounted.
+func (p *Probe) SelfCosts() (probes.SelfCosts, error) {
+	if p.objs == nil {
+		return nil, errors.New("goalloc: self costs after Close")
+	}
+	all := map[string]uint32{
+		HookMalloc:  uint32(goallocGoallocHookGOALLOC_HOOK_MALLOC),
+		HookGC:      uint32(goallocGoallocHookGOALLOC_HOOK_GC),
+		HookPoolGet: uint32(goallocGoallocHookGOALLOC_HOOK_POOL_GET),
+		HookPoolPut: uint32(goallocGoallocHookGOALLOC_HOOK_POOL_PUT),
+		HookPoolNew: uint32(goallocGoallocHookGOALLOC_HOOK_POOL_NEW),
+	}
+	slots := map[string]uint32{}
+	for hook := range p.links {
+		slots[hook] = all[hook]
+	}
+	return probes.SelfCostReader(p.objs.SelfCosts, slots, func(v goallocSelfCost) probes.SelfRuns {
+		return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
+	})()
+}
+
+// Close detaches every uprobe and frees the object. Safe to call more than
+// once.
+func (p *Probe) Close() error {
+	if p == nil {
+		return nil
+	}
+	var errs []error
+	for hook, l := range p.links {
+		errs = append(errs, l.Close())
+		delete(p.links, hook)
+	}
+	if p.objs != nil {
+		errs = append(errs, p.objs.goallocPrograms.Close(), p.objs.goallocMaps.Close())
+		p.objs = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Snapshot reads the cumulative counts.
+func (p *Probe) Snapshot() (Snapshot, error) {
+	s := Snapshot{Taken: time.Now(), Pools: map[uint64]PoolCounts{}}
+	if p.objs == nil {
+		return s, errors.New("goalloc: snapshot after Close")
+	}
+	c, err := probes.SumPerCPUCounters(p.objs.Counters, int(goallocGoallocCounterGOALLOC_COUNTERS))
+	if err != nil {
+		return s, err
+	}
+	s.SampleCount = c[goallocGoallocCounterGOALLOC_SAMPLES]
+	s.SampleBytes = c[goallocGoallocCounterGOALLOC_SAMPLE_BYTES]
+	s.GCCycles = c[goallocGoallocCounterGOALLOC_GC_CYCLES]
+	s.Lost = Lost{
+		StacksFull:      c[goallocGoallocCounterGOALLOC_LOST_STACKS_FULL],
+		StackFaults:     c[goallocGoallocCounterGOALLOC_LOST_STACK_FAULT],
+		CountsFull:      c[goallocGoallocCounterGOALLOC_LOST_COUNTS_FULL],
+		PoolsFull:       c[goallocGoallocCounterGOALLOC_LOST_POOLS_FULL],
+		PoolNewUnjoined: c[goallocGoallocCounterGOALLOC_LOST_POOL_NEW],
+	}
+	pools, err := probes.ReadPerCPUHash[uint64, goallocPoolCounts](p.objs.Pools)
+	if err != nil {
+		return s, err
+	}
+	for addr, perCPU := range pools {
+		var pc PoolCounts
+		for _, v := range perCPU {
+			pc.Gets += v.Gets
+			pc.Puts += v.Puts
+			pc.News += v.News
+		}
+		s.Pools[addr] = pc
+	}
+	counts, err := probes.ReadHash[goallocAllocKey, uint64](p.objs.AllocSamples)
+	if err != nil {
+		return s, err
+	}
+	ips := make([]uint64, p.objs.GoStacks.ValueSize()/8)
+	stacks := map[uint64][]uint64{}
+	for k, n := range counts {
+		st, ok := stacks[k.Stack]
+		if !ok && k.Stack != 0 {
+			if err := p.objs.GoStacks.Lookup(k.Stack, ips); err != nil {
+				return s, fmt.Errorf("read stack %#x: %w", k.Stack, err)
+			}
+			st = trim(ips)
+			stacks[k.Stack] = st
+		}
+		s.Samples = append(s.Samples, Sample{Stack: st, Size: k.Size, Count: n})
+	}
+	return s, nil
+}
+
+// trim copies the frames before the first zero.
+func trim(ips []uint64) []uint64 {
+	n := 0
+	for n < len(ips) && ips[n] != 0 {
+		n++
+	}
+	return append([]uint64(nil), ips[:n]...)
+}
+
+// Sub returns the counts between prev and s. Samples are matched by stack
+// and size.
+func (s Snapshot) Sub(prev Snapshot) Snapshot {
+	d := Snapshot{
+		Taken:       s.Taken,
+		SampleCount: s.SampleCount - prev.SampleCount,
+		SampleBytes: s.SampleBytes - prev.SampleBytes,
+		GCCycles:    s.GCCycles - prev.GCCycles,
+		Pools:       map[uint64]PoolCounts{},
+		Lost: Lost{
+			StacksFull:      s.Lost.StacksFull - prev.Lost.StacksFull,
+			CountsFull:      s.Lost.CountsFull - prev.Lost.CountsFull,
+			StackFaults:     s.Lost.StackFaults - prev.Lost.StackFaults,
+			PoolsFull:       s.Lost.PoolsFull - prev.Lost.PoolsFull,
+			PoolNewUnjoined: s.Lost.PoolNewUnjoined - prev.Lost.PoolNewUnjoined,
+		},
+	}
+	type key struct {
+		stack string
+		size  uint64
+	}
+	k := func(x Sample) key { return key{fmt.Sprint(x.Stack), x.Size} }
+	before := make(map[key]uint64, len(prev.Samples))
+	for _, x := range prev.Samples {
+		before[k(x)] += x.Count
+	}
+	for _, x := range s.Samples {
+		if n := before[k(x)]; x.Count > n {
+			x.Count -= n
+			d.Samples = append(d.Samples, x)
+		}
+	}
+	for addr, c := range s.Pools {
+		p := prev.Pools[addr]
+		if c.Gets < p.Gets || c.Puts < p.Puts || c.News < p.News {
+			p = PoolCounts{}
+		}
+		dc := PoolCounts{Gets: c.Gets - p.Gets, Puts: c.Puts - p.Puts, News: c.News - p.News}
+		if dc != (PoolCounts{}) {
+			d.Pools[addr] = dc
+		}
+	}
+	return d
+}
