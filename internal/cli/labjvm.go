@@ -11,14 +11,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/base/httpload"
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/integration/jvmapp"
-	"github.com/perfscope/perfscope/internal/httpload"
-	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/lab/jvmapp"
 	"github.com/perfscope/perfscope/report"
 )
 
