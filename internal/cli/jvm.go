@@ -260,8 +260,8 @@ type jvmData struct {
 	// (--target-rps, else the observed rate); Observed is the same model
 	// at the window's own rate, to hold against the GCs it counted.
 	// Model is null when no rate or no bytes per request is known.
-	Model    *jvm.Prediction `json:"model"`
-	Observed *jvm.Prediction `json:"model_observed,omitempty"`
+	Model    *diagnose.YoungGCPrediction `json:"model"`
+	Observed *diagnose.YoungGCPrediction `json:"model_observed,omitempty"`
 	// Warnings are what the report must say beside the numbers.
 	Warnings []string `json:"warnings"`
 	// profile is how async-profiler ran, for the text's overhead line.
@@ -270,13 +270,13 @@ type jvmData struct {
 
 func newJVMData(res *jvm.Result) jvmData {
 	d := jvmData{JVM: res.Evidence, Load: res.Load, Warnings: res.Warnings}
-	if m := jvm.Predict(res.Evidence); m.RPS > 0 {
+	if m := diagnose.PredictYoungGC(res.Evidence); m.RPS > 0 {
 		d.Model = &m
 	}
 	if d.Warnings == nil {
 		d.Warnings = []string{}
 	}
-	if p, ok := jvm.PredictObserved(res.Evidence); ok {
+	if p, ok := diagnose.PredictYoungGCObserved(res.Evidence); ok {
 		d.Observed = &p
 	}
 	return d

@@ -198,7 +198,7 @@ func writeLabJVMText(w io.Writer, o *labJVMOptions, d labJVMData) {
 	for _, s := range d.Scenarios {
 		e, m := s.Data.JVM, s.Data.Model
 		if m == nil {
-			m = &jvm.Prediction{}
+			m = &diagnose.YoungGCPrediction{}
 		}
 		logging := "-"
 		if e.Logging.BytesPerRequest > 0 {
