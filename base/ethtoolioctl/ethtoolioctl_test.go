@@ -20,7 +20,7 @@ func TestCallRefusesNamesTheKernelCannotHold(t *testing.T) {
 }
 
 // TestLoopback asks this kernel about lo: its feature names (the string
-// set netapply looks a feature's bit up in), a missing device, and a
+// set apply/ looks a feature's bit up in), a missing device, and a
 // request lo does not implement.
 func TestLoopback(t *testing.T) {
 	testutil.RequireRoot(t)

@@ -116,7 +116,7 @@ type Scenario struct {
 	// After is the server after the fix; for FixApply it is Before.
 	After Server `json:"server_after"`
 	Flood Flood  `json:"flood"`
-	// Metrics are the comparison keys (netcompare) of what the fix
+	// Metrics are the comparison keys (report/compare) of what the fix
 	// removes — a lock class's wait, a function group's CPU share —
 	// shown after packets/s, drops and lock wait.
 	Metrics []string `json:"metrics,omitempty"`
