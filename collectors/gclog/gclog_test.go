@@ -326,6 +326,29 @@ func TestRotatedSetOrderAndGzip(t *testing.T) {
 	}
 }
 
+// Temurin 25's Shenandoah prints a bare "Cancelled" for a concurrent cycle
+// an allocation failure interrupted (seen in this project's CI, under load);
+// the pause that follows is counted, the line is known.
+func TestShenandoahCancelledCycle(t *testing.T) {
+	log := "[0.401s][info][gc          ] GC(18) Concurrent reset after collect 0.021ms\n" +
+		"[0.407s][info][gc          ] GC(18) Cancelled\n" +
+		"[0.409s][info][gc          ] GC(18) Pause Degenerated GC (Mark) 60M->20M(64M) 1.987ms\n"
+	p := &Parser{}
+	a := NewAnalyzer(0)
+	a.Attach(p)
+	if err := p.Parse(strings.NewReader(log)); err != nil {
+		t.Fatal(err)
+	}
+	p.Flush()
+	s := a.Summary(p.Stats)
+	if s.Parse.Unknown != 0 {
+		t.Errorf("%d unknown lines: %q", s.Parse.Unknown, s.Parse.UnknownSamples)
+	}
+	if s.All.Count != 1 {
+		t.Errorf("pauses %+v, want the degenerated one", s.All)
+	}
+}
+
 func TestCommaDecimalsAndDateOnlyStamps(t *testing.T) {
 	log := "2014-10-21T22:20:48,668+0200: [GC (Allocation Failure) [PSYoungGen: 24571K->4081K(28672K)] 24571K->22186K(94208K), 0,0199218 secs] [Times: user=0,02 sys=0,02, real=0,02 secs]\n" +
 		"2014-10-21T22:20:50,668+0200: [GC (Allocation Failure) [PSYoungGen: 28653K->4000K(28672K)] 46758K->24000K(94208K), 0,0100000 secs]\n"

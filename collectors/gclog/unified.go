@@ -385,6 +385,10 @@ var unifiedNoise = [][]byte{
 	[]byte("Adaptive CSet Selection"), []byte("Cancelling concurrent GC"), []byte("CPUs: "), []byte("Memory: "),
 	[]byte("Large Page Support"), []byte("NUMA Support"), []byte("CardTable entry size"), []byte("ParallelGCThreads"),
 	[]byte("ConcGCThreads"),
+	// Shenandoah (JDK 25) ends a concurrent cycle an allocation failure
+	// interrupted with a bare "GC(N) Cancelled"; the degenerated or full
+	// pause that follows is its own line.
+	[]byte("Cancelled"),
 }
 
 func collectorName(b []byte) string {
