@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/golang"
-	"github.com/perfscope/perfscope/internal/httpload"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/lab/goapp"
 )

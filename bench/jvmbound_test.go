@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/integration/jvmapp"
 	"github.com/perfscope/perfscope/integration/springapp"
-	"github.com/perfscope/perfscope/internal/httpload"
+	"github.com/perfscope/perfscope/lab/jvmapp"
 )
 
 // BenchmarkJVMAllocBound asks whether `perfscope jvm`'s bytes per request,

@@ -17,11 +17,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/collectors/hsperf"
-	"github.com/perfscope/perfscope/integration/jvmapp"
 	"github.com/perfscope/perfscope/integration/springapp"
-	"github.com/perfscope/perfscope/internal/httpload"
 	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/lab/jvmapp"
 )
 
 // Knobs of BenchmarkJVMOverhead, from the environment so a run can be

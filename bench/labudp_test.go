@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/internal/udplab"
+	"github.com/perfscope/perfscope/lab/udplab"
 )
 
 // BenchmarkLabUDP runs `perfscope lab udp` (every scenario) and reports its

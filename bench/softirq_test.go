@@ -18,7 +18,7 @@ import (
 
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/lab/udpflood"
 )
 
 func buildBinary(b *testing.B) string {

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/perfscope/perfscope/base/shellquote"
 	"github.com/perfscope/perfscope/collectors/cpuset"
-	"github.com/perfscope/perfscope/internal/shellquote"
 )
 
 // ChangeKind names what a Change writes. perfscope executes each kind
-// itself (internal/netapply) — a /proc/sys or sysfs write, an ethtool
+// itself (apply) — a /proc/sys or sysfs write, an ethtool
 // ioctl, an nftables netlink batch, a syscall — and never through a shell.
 type ChangeKind string
 

@@ -5,9 +5,9 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/perfscope/perfscope/base/shellquote"
 	"github.com/perfscope/perfscope/collectors/netconfig"
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/internal/shellquote"
 )
 
 // Rules on the NIC end of the receive path: RX rings that overflow, and

@@ -7,9 +7,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/perfscope/perfscope/base/shellquote"
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/netconfig"
-	"github.com/perfscope/perfscope/internal/shellquote"
 )
 
 // Rules about where receive and transmit work runs: softirq spread, IRQ

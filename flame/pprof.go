@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/perfscope/perfscope/internal/safeio"
+	"github.com/perfscope/perfscope/base/safeio"
 )
 
 // pprofSampleType is the pprof value type of p's values and the factor

@@ -20,7 +20,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/perfscope/perfscope/internal/safeio"
+	"github.com/perfscope/perfscope/base/safeio"
 )
 
 // Unit is what a profile's values count.

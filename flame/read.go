@@ -9,8 +9,8 @@ import (
 	"io"
 	"unicode/utf8"
 
-	"github.com/perfscope/perfscope/internal/safeio"
-	"github.com/perfscope/perfscope/internal/textenc"
+	"github.com/perfscope/perfscope/base/safeio"
+	"github.com/perfscope/perfscope/base/textenc"
 )
 
 // Format is an input format.

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/perfscope/perfscope/internal/safeio"
+	"github.com/perfscope/perfscope/base/safeio"
 )
 
 // Output is a format a profile is written in.

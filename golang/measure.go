@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/perfscope/perfscope/base/gosafe"
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/internal/gosafe"
-	"github.com/perfscope/perfscope/internal/httpload"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/goalloc"

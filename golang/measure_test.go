@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/internal/httpload"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/lab/goapp"
 	"github.com/perfscope/perfscope/probes"

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/lab/netlab"
 )
 
 // The exploit of the shell era, replayed: in a network namespace a tenant

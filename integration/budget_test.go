@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/lab/netlab"
 	"github.com/perfscope/perfscope/recipes"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/lab/netlab"
 	"github.com/perfscope/perfscope/probes/softirq"
 	"github.com/perfscope/perfscope/recipes"
 )

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/lab/netlab"
 )
 
 // maxUDPPage is what a default (10 s) `perfscope udp -o html` page may

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfscope/perfscope/internal/httpload"
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/internal/testutil"
 )
 

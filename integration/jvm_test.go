@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/integration/jvmapp"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/lab/jvmapp"
 )
 
 // sampleClasses compiles the sample app for one test, outside /tmp so a

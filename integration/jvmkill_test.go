@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/collectors/hsperf"
-	"github.com/perfscope/perfscope/integration/jvmapp"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/lab/jvmapp"
 )
 
 // nobody is the unprivileged user the JVMs of these tests run as: the

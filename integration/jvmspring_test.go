@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfscope/perfscope/integration/jvmapp"
 	"github.com/perfscope/perfscope/integration/springapp"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/jvm"
+	"github.com/perfscope/perfscope/lab/jvmapp"
 )
 
 // springReport is the part of `perfscope jvm -o json` these tests read.

@@ -18,9 +18,9 @@ import (
 
 	"github.com/perfscope/perfscope/report"
 
-	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/internal/udplab"
+	"github.com/perfscope/perfscope/lab/netlab"
+	"github.com/perfscope/perfscope/lab/udplab"
 )
 
 type labUDPReport struct {

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/integration/jvmapp"
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/lab/jvmapp"
+	"github.com/perfscope/perfscope/lab/udpflood"
 )
 
 // recipeReport is the envelope of `perfscope recipe run -o json`; Data is

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/lab/netlab"
 )
 
 type udpReport struct {

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/lab/netlab"
 )
 
 // On a real NIC most NET_RX softirqs run from irq_exit on a CPU that was

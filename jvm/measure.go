@@ -21,10 +21,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/perfscope/perfscope/base/gosafe"
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/internal/gosafe"
-	"github.com/perfscope/perfscope/internal/httpload"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/probes"

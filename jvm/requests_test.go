@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfscope/perfscope/internal/httpload"
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/probes/httpcount"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
-	"github.com/perfscope/perfscope/internal/gosafe"
+	"github.com/perfscope/perfscope/base/gosafe"
 	"golang.org/x/sys/unix"
 )
 

@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/netdev"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/probes"

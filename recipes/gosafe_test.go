@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfscope/perfscope/base/gosafe"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/symbols"
-	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfscope/perfscope/internal/httpload"
-	"github.com/perfscope/perfscope/internal/safeio"
+	"github.com/perfscope/perfscope/base/httpload"
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 )

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/perfscope/perfscope/base/gosafe"
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 )

@@ -11,12 +11,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/perfscope/perfscope/base/gosafe"
 	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
-	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"

@@ -16,7 +16,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/lab/udpflood"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"

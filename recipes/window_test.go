@@ -11,7 +11,7 @@ import (
 	"github.com/perfscope/perfscope/report"
 
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/lab/udpflood"
 )
 
 // floodDuring runs a bounded two-sender loopback flood into one socket for

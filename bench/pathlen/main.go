@@ -8,8 +8,8 @@
 // not depend on golang.org/x/tools.
 //
 //	go run . ../.. 'internal/cli.(udpOptions).validate,internal/cli.runUDP' \
-//	    collectors/ probes jvm/attach jvm/asprof internal/httpload flame diagnose \
-//	    internal/netapply internal/netcompare internal/safeio report
+//	    collectors/ probes jvm/attach jvm/asprof base/httpload flame diagnose \
+//	    apply report/compare base/safeio report
 //
 // The first argument is the tree, the second the functions (package path
 // below the module, then the function), the rest package path fragments

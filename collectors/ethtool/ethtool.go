@@ -10,7 +10,7 @@ package ethtool
 import (
 	"fmt"
 
-	"github.com/perfscope/perfscope/internal/ethtoolioctl"
+	"github.com/perfscope/perfscope/base/ethtoolioctl"
 )
 
 // ErrNotSupported is returned (wrapped) when the driver does not implement a

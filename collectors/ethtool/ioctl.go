@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/perfscope/perfscope/internal/ethtoolioctl"
+	"github.com/perfscope/perfscope/base/ethtoolioctl"
 )
 
 // Ioctl reads a live interface of the caller's network namespace through

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/perfscope/perfscope/internal/ethtoolioctl"
+	"github.com/perfscope/perfscope/base/ethtoolioctl"
 )
 
 // Rings is ETHTOOL_GRINGPARAM (ethtool -g): descriptors per RX and TX ring,

@@ -21,7 +21,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
-	"github.com/perfscope/perfscope/internal/textenc"
+	"github.com/perfscope/perfscope/base/textenc"
 )
 
 // ErrNotFound is returned when a named log does not exist.

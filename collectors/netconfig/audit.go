@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/perfscope/perfscope/internal/auditnetlink"
+	"github.com/perfscope/perfscope/base/auditnetlink"
 )
 
 // AuditStatus is the part of struct audit_status the diagnosis reads

@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/perfscope/perfscope/internal/gosafe"
+	"github.com/perfscope/perfscope/base/gosafe"
 )
 
 // NamespaceMatch says in which other network namespace an interface was

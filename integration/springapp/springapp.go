@@ -26,7 +26,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfscope/perfscope/integration/jvmapp"
+	"github.com/perfscope/perfscope/lab/jvmapp"
 )
 
 //go:embed pom.xml src

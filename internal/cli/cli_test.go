@@ -18,9 +18,9 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/internal/privilege"
 	"github.com/perfscope/perfscope/internal/serve"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/privilege"
 	"github.com/perfscope/perfscope/probes"
 )
 
@@ -142,7 +142,7 @@ func TestDoctorRecipe(t *testing.T) {
 		return []DoctorCheck{{Category: "program types", Name: "tp_btf", Status: statusOK}}
 	}
 	observe := func(procfs.FS) (privilege.Environment, error) {
-		return privilege.Inspect(procfs.FS{Root: "../privilege/testdata/observe"}, "6.18.0")
+		return privilege.Inspect(procfs.FS{Root: "../../privilege/testdata/observe"}, "6.18.0")
 	}
 	run := func(args ...string) (string, error) {
 		g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
@@ -193,7 +193,7 @@ func TestDoctorRecipe(t *testing.T) {
 	// directory. tracefs is a fallback only, so udp-rx runs (exit 0) and
 	// its line says what it would add, that tp_btf makes that nothing
 	// here, and to mount it on the host — not to add the -v again.
-	noTracefs := testutil.WithoutHostTracefs(t, "../privilege/testdata/observe")
+	noTracefs := testutil.WithoutHostTracefs(t, "../../privilege/testdata/observe")
 	observe = func(procfs.FS) (privilege.Environment, error) {
 		return privilege.Inspect(procfs.FS{Root: noTracefs}, "6.18.0")
 	}

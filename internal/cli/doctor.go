@@ -12,7 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/internal/privilege"
+	"github.com/perfscope/perfscope/privilege"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/report"
 )

@@ -7,9 +7,9 @@ import (
 	"io/fs"
 	"syscall"
 
+	"github.com/perfscope/perfscope/base/gosafe"
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/internal/gosafe"
-	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/recipes"
 )

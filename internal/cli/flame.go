@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/flame"
-	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/report"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/perfscope/perfscope/base/gosafe"
 	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/internal/gosafe"
 	"github.com/perfscope/perfscope/internal/testutil"
 )
 
@@ -184,7 +184,7 @@ func TestGoroutinePanicIsOneSentenceExit4(t *testing.T) {
 
 // --compare accepts exactly one report per file.
 func TestCompareRejectsTrailingDataAndSecondDocument(t *testing.T) {
-	good, err := os.ReadFile("../netcompare/testdata/before.json")
+	good, err := os.ReadFile("../../report/compare/testdata/before.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,12 +14,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/perfscope/perfscope/base/httpload"
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
-	"github.com/perfscope/perfscope/internal/httpload"
-	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
@@ -277,8 +277,8 @@ type jvmData struct {
 	// (--target-rps, else the observed rate); Observed is the same model
 	// at the window's own rate, to hold against the GCs it counted.
 	// Model is null when no rate or no bytes per request is known.
-	Model    *jvm.Prediction `json:"model"`
-	Observed *jvm.Prediction `json:"model_observed,omitempty"`
+	Model    *diagnose.YoungGCPrediction `json:"model"`
+	Observed *diagnose.YoungGCPrediction `json:"model_observed,omitempty"`
 	// Warnings are what the report must say beside the numbers.
 	Warnings []string `json:"warnings"`
 	// profile is how async-profiler ran, for the text's overhead line.
@@ -287,13 +287,13 @@ type jvmData struct {
 
 func newJVMData(res *jvm.Result) jvmData {
 	d := jvmData{JVM: res.Evidence, Load: res.Load, Warnings: res.Warnings}
-	if m := jvm.Predict(res.Evidence); m.RPS > 0 {
+	if m := diagnose.PredictYoungGC(res.Evidence); m.RPS > 0 {
 		d.Model = &m
 	}
 	if d.Warnings == nil {
 		d.Warnings = []string{}
 	}
-	if p, ok := jvm.PredictObserved(res.Evidence); ok {
+	if p, ok := diagnose.PredictYoungGCObserved(res.Evidence); ok {
 		d.Observed = &p
 	}
 	return d

@@ -11,14 +11,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/base/httpload"
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/integration/jvmapp"
-	"github.com/perfscope/perfscope/internal/httpload"
-	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/lab/jvmapp"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -198,7 +198,7 @@ func writeLabJVMText(w io.Writer, o *labJVMOptions, d labJVMData) {
 	for _, s := range d.Scenarios {
 		e, m := s.Data.JVM, s.Data.Model
 		if m == nil {
-			m = &jvm.Prediction{}
+			m = &diagnose.YoungGCPrediction{}
 		}
 		logging := "-"
 		if e.Logging.BytesPerRequest > 0 {

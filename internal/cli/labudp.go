@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/internal/netlab"
-	"github.com/perfscope/perfscope/internal/safeio"
-	"github.com/perfscope/perfscope/internal/udplab"
+	"github.com/perfscope/perfscope/lab/netlab"
+	"github.com/perfscope/perfscope/lab/udplab"
 	"github.com/perfscope/perfscope/report"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
-	"github.com/perfscope/perfscope/internal/udpflood"
-	"github.com/perfscope/perfscope/internal/udpserver"
+	"github.com/perfscope/perfscope/lab/udpflood"
+	"github.com/perfscope/perfscope/lab/udpserver"
 )
 
 // The UDP lab's two halves run as processes inside the lab's network

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/perfscope/perfscope/internal/safeio"
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/internal/gosafe"
+	"github.com/perfscope/perfscope/base/gosafe"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"

@@ -9,15 +9,15 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/apply"
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/internal/netapply"
-	"github.com/perfscope/perfscope/internal/netcompare"
-	"github.com/perfscope/perfscope/internal/safeio"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
+	"github.com/perfscope/perfscope/report/compare"
 )
 
 type udpOptions struct {
@@ -167,7 +167,7 @@ func (o *udpOptions) validate() error {
 		}
 	}
 	if len(o.Apply) > 0 {
-		d, err := netapply.OpenTrustedDir(o.RevertDir)
+		d, err := apply.OpenTrustedDir(o.RevertDir)
 		if err != nil {
 			return usageError("--revert-dir: %v", err)
 		}
@@ -237,21 +237,21 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 }
 
 // applyFindings makes the chosen findings' typed changes through
-// internal/netapply; it reports to stderr so JSON on stdout stays clean.
+// apply; it reports to stderr so JSON on stdout stays clean.
 // A Ctrl-C during the measurement window cancels ctx: nothing is applied
 // and no revert file is written.
 func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Report) (string, error) {
-	plan, err := netapply.NewPlan(r.Findings, o.Apply)
+	plan, err := apply.NewPlan(r.Findings, o.Apply)
 	if err != nil {
 		return "", asUsage(fmt.Errorf("--apply: %w", err))
 	}
-	res, err := netapply.Apply(ctx, plan, netapply.ApplyOptions{Dir: o.RevertDir, System: netapply.LiveSystem(),
-		Run: netapply.RunInfo{Command: "udp", Version: Version(), Started: r.Meta.Started, Interface: o.Iface, Findings: plan.IDs()}})
+	res, err := apply.Apply(ctx, plan, apply.ApplyOptions{Dir: o.RevertDir, System: apply.LiveSystem(),
+		Run: apply.RunInfo{Command: "udp", Version: Version(), Started: r.Meta.Started, Interface: o.Iface, Findings: plan.IDs()}})
 	if res.RevertFile != "" {
 		fmt.Fprintf(g.Err, "revert file: %s (undo with: perfscope udp --revert %s)\n", res.RevertFile, res.RevertFile)
 	}
-	netapply.WriteLog(g.Err, "unchanged", res.Unchanged)
-	netapply.WriteLog(g.Err, "applied", res.Applied)
+	apply.WriteLog(g.Err, "unchanged", res.Unchanged)
+	apply.WriteLog(g.Err, "applied", res.Applied)
 	if err != nil {
 		return res.RevertFile, fmt.Errorf("--apply: %w", err)
 	}
@@ -262,12 +262,12 @@ func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Rep
 }
 
 func (o *udpOptions) runRevert(ctx context.Context, g *Globals) error {
-	res, err := netapply.Revert(ctx, o.Revert, netapply.LiveSystem(), netapply.Identity{})
-	netapply.WriteLog(g.Out, "reverted", res.Restored)
-	netapply.WriteLog(g.Out, "already old", res.AlreadyOld)
-	netapply.WriteLog(g.Out, "gone", res.Gone)
-	netapply.WriteLog(g.Out, "left as found", res.Conflicts)
-	if errors.Is(err, netapply.ErrBadRevertFile) {
+	res, err := apply.Revert(ctx, o.Revert, apply.LiveSystem(), apply.Identity{})
+	apply.WriteLog(g.Out, "reverted", res.Restored)
+	apply.WriteLog(g.Out, "already old", res.AlreadyOld)
+	apply.WriteLog(g.Out, "gone", res.Gone)
+	apply.WriteLog(g.Out, "left as found", res.Conflicts)
+	if errors.Is(err, apply.ErrBadRevertFile) {
 		return asUsage(fmt.Errorf("--revert %w", err))
 	}
 	if isBadInputFile(err) {
@@ -287,9 +287,9 @@ func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	var runs [2]netcompare.Run
+	var runs [2]compare.Run
 	for i, path := range o.Compare {
-		if runs[i], err = netcompare.Load(ctx, path); err != nil {
+		if runs[i], err = compare.Load(ctx, path); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -297,7 +297,7 @@ func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 		}
 	}
 	r := report.New("udp compare", Version(), g.Started)
-	c := netcompare.Compare(runs[0], runs[1])
+	c := compare.Compare(runs[0], runs[1])
 	r.Data = c
 	r.Meta.DurationNs = c.After.DurationNs
 	return report.Render(g.Out, r, f)

@@ -8,7 +8,7 @@ import (
 )
 
 // WithoutHostTracefs copies a recorded container's /proc and /sys fixture
-// (internal/privilege/testdata/observe) as it reads on a host that has not
+// (privilege/testdata/observe) as it reads on a host that has not
 // mounted tracefs: the run line's -v binds the host's empty sysfs
 // directory, which mountinfo shows as sysfs (the line a read-only bind of
 // /sys/kernel/tracing shows on this project's machines), and there is no

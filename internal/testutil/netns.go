@@ -10,7 +10,7 @@ import (
 )
 
 // InNetns runs fn on an OS thread switched into the named network namespace
-// (/var/run/netns/NAME, as `ip netns` and internal/netlab create them);
+// (/var/run/netns/NAME, as `ip netns` and lab/netlab create them);
 // sockets fn creates belong to that namespace for their whole life, even
 // when other goroutines use them afterwards.
 func InNetns(name string, fn func() error) error {

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/perfscope/perfscope/internal/gosafe"
+	"github.com/perfscope/perfscope/base/gosafe"
 )
 
 // asUser runs fn on an OS thread whose effective uid and gid are the

@@ -12,7 +12,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/lab/udpflood"
 	"github.com/perfscope/perfscope/probes"
 )
 

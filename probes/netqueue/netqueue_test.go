@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/collectors/netlinkq"
-	"github.com/perfscope/perfscope/internal/netlab"
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/lab/netlab"
+	"github.com/perfscope/perfscope/lab/udpflood"
 	"github.com/perfscope/perfscope/probes"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/lab/udpflood"
 	"github.com/perfscope/perfscope/probes"
 )
 

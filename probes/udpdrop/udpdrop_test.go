@@ -11,7 +11,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/internal/udpflood"
+	"github.com/perfscope/perfscope/lab/udpflood"
 	"github.com/perfscope/perfscope/probes"
 )
 
