@@ -80,7 +80,7 @@ func softirqSections(ev evidence.SoftirqEvidence) []PageSection {
 	s.Charts = append(s.Charts, chart)
 	s.Tables = append(s.Tables, t)
 	if ev.Estimate != nil {
-		s.Notes = append(s.Notes, "Estimated: "+ev.Estimate.String())
+		s.Notes = append(s.Notes, "Times "+ev.Estimate.String())
 	}
 	if len(ev.Intervals) > 0 {
 		s.Charts = append(s.Charts, softirqHeat(ev.Intervals))
