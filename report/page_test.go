@@ -20,7 +20,7 @@ import (
 // from.
 func recordedNetReport(t *testing.T, name string) *Report {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "internal", "netcompare", "testdata", name))
+	b, err := os.ReadFile(filepath.Join("compare", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}

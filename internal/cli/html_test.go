@@ -35,7 +35,7 @@ func TestHTMLOutputAccepted(t *testing.T) {
 
 // udp --compare -o html draws the two recorded runs side by side.
 func TestCompareHTML(t *testing.T) {
-	dir := filepath.Join(testutil.RepoRoot(), "internal", "netcompare", "testdata")
+	dir := filepath.Join(testutil.RepoRoot(), "report", "compare", "testdata")
 	stdout, stderr, code := execute(t, "udp", "--compare", filepath.Join(dir, "before.json")+","+filepath.Join(dir, "after.json"), "-o", "html")
 	if code != ExitOK || !strings.HasPrefix(stdout, "<!DOCTYPE html>") || !strings.Contains(stdout, `id="compare-metrics"`) ||
 		!strings.Contains(stdout, "<td>net.socket-lock-contention</td>") || !strings.Contains(stdout, "within error") && !strings.Contains(stdout, "better") {
