@@ -91,9 +91,14 @@ func (s *Server) URL(path string) string { return "http://" + s.Addr + path }
 // Truth is what the service's runtime reports about itself since start
 // (runtime/metrics), and the requests /work served.
 type Truth struct {
-	Requests       int64  `json:"requests"`
-	AllocBytes     uint64 `json:"alloc_bytes"`
-	AllocObjects   uint64 `json:"alloc_objects"`
+	Requests     int64  `json:"requests"`
+	AllocBytes   uint64 `json:"alloc_bytes"`
+	AllocObjects uint64 `json:"alloc_objects"`
+	// TinyAllocs is the tiny allocator's allocations (noscan, < 16 B),
+	// which AllocObjects counts by their shared 16-byte block only, while
+	// mProf_Malloc sees each call: a profile at MemProfileRate 1 holds
+	// between AllocObjects and AllocObjects + TinyAllocs samples.
+	TinyAllocs     uint64 `json:"tiny_allocs"`
 	GCCycles       uint64 `json:"gc_cycles"`
 	GoVersion      string `json:"go_version"`
 	MemProfileRate int    `json:"mem_profile_rate"`

@@ -66,6 +66,7 @@ type truth struct {
 	Requests     int64  `json:"requests"`
 	AllocBytes   uint64 `json:"alloc_bytes"`
 	AllocObjects uint64 `json:"alloc_objects"`
+	TinyAllocs   uint64 `json:"tiny_allocs"`
 	GCCycles     uint64 `json:"gc_cycles"`
 	GOVersion    string `json:"go_version"`
 	MemProfile   int    `json:"mem_profile_rate"`
@@ -76,6 +77,7 @@ func readTruth() truth {
 		{Name: "/gc/heap/allocs:bytes"},
 		{Name: "/gc/heap/allocs:objects"},
 		{Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/gc/heap/tiny/allocs:objects"},
 	}
 	metrics.Read(s)
 	return truth{
@@ -83,6 +85,7 @@ func readTruth() truth {
 		AllocBytes:   s[0].Value.Uint64(),
 		AllocObjects: s[1].Value.Uint64(),
 		GCCycles:     s[2].Value.Uint64(),
+		TinyAllocs:   s[3].Value.Uint64(),
 		GOVersion:    runtime.Version(),
 		MemProfile:   runtime.MemProfileRate,
 	}
