@@ -338,7 +338,6 @@ func goOverhead(res *golang.Result) *evidence.Overhead {
 	return ov
 }
 
-
 // goFlame is the allocation flame graph: the sampled stacks, root first,
 // weighted to estimated bytes.
 func goFlame(e evidence.Go) *flame.Profile {
