@@ -304,10 +304,12 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 			return err
 		}
 	}
-	var exitErr error
+	// Ctrl-C ends the window early: the report covers it, exit 0 as for
+	// every measuring command (README, "Exit codes").
 	if res.Interrupted {
-		exitErr = &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted after %.1fs; the probes were detached from pid %d and the report covers the window so far", float64(e.WindowNs)/1e9, o.PID)}
+		fmt.Fprintf(g.Err, "perfscope: interrupted after %.1fs; the probes were detached from pid %d and the report covers the window so far\n", float64(e.WindowNs)/1e9, o.PID)
 	}
+	var exitErr error
 	if o.format == report.JSON {
 		o.wroteJSON = true
 		recipes.StampRun(r.Overhead, g.Started)
