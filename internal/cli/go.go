@@ -52,6 +52,10 @@ type goOptions struct {
 	failOn    diagnose.Severity
 	wroteJSON bool
 	pidGiven  bool
+	// Workload is --cgroup, --container or --pod: the one Go program among
+	// its processes, instead of --pid.
+	Workload workloadFlags
+	src      recipes.Sources
 	// measure is what the command runs: golang.Measure, or a test's
 	// stand-in to check flag handling and exit codes.
 	measure func(ctx context.Context, o golang.Options) (*golang.Result, error)
@@ -59,7 +63,7 @@ type goOptions struct {
 }
 
 func newGoCmd(g *Globals) *cobra.Command {
-	return goCmd(g, &goOptions{measure: golang.Measure})
+	return goCmd(g, &goOptions{measure: golang.Measure, src: recipes.Live()})
 }
 
 func goCmd(g *Globals, o *goOptions) *cobra.Command {
@@ -107,6 +111,7 @@ was measured until then is reported with a warning.`,
 	}
 	f := cmd.Flags()
 	f.IntVarP(&o.PID, "pid", "p", 0, "the Go program's pid (as seen from here; a program in a container is read through /proc/PID/root)")
+	o.Workload.register(f)
 	f.DurationVarP(&o.Duration, "duration", "d", 30*time.Second, "measurement window when perfscope does not drive the load")
 	f.Int64VarP(&o.Requests, "requests", "n", 0, "requests in the window: sent by you (with --duration) or by perfscope (with --load)")
 	f.StringVar(&o.LoadURL, "load", "", "drive --requests HTTP requests at this URL and measure while they run")
@@ -139,11 +144,24 @@ func (o *goOptions) validate() error {
 			return asUsage(err)
 		}
 	}
+	if o.Workload.given() {
+		if o.pidGiven {
+			return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
+		}
+		if err := o.Workload.resolve(o.src); err != nil {
+			return err
+		}
+		pid, err := selectGo(o.Workload.sel.Filter.String(), o.Workload.sel.PIDs(), golang.FS{Root: o.src.Root.Root})
+		if err != nil {
+			return err
+		}
+		o.PID = pid
+	}
 	switch {
 	case o.PID < 0 || o.PID == 0 && o.pidGiven:
 		return usageError("--pid must be a positive process id, got %d: pass the pid of a running Go program", o.PID)
 	case o.PID == 0:
-		return usageError("--pid is required: pass the pid of a running Go program (`pgrep NAME` finds it)")
+		return usageError("--pid is required: pass the pid of a running Go program (`pgrep NAME` finds it), or its --container or --pod")
 	}
 	if o.Duration <= 0 && o.LoadURL == "" {
 		return usageError("--duration %v: the window must be longer than zero", o.Duration)
@@ -251,6 +269,31 @@ func (o *goOptions) bindSources(opts *golang.Options) error {
 	}
 	opts.Load = spec
 	return nil
+}
+
+// selectGo is the one Go program among a workload's processes: none or
+// several is bad input naming what was found.
+func selectGo(workload string, pids []int, fs golang.FS) (int, error) {
+	var found []int
+	for _, pid := range pids {
+		p, err := golang.OpenProcess(fs, pid)
+		if err != nil {
+			continue
+		}
+		p.Close()
+		found = append(found, pid)
+	}
+	switch len(found) {
+	case 0:
+		return 0, usageError("%s: none of its %d processes is a Go program perfscope can read", workload, len(pids))
+	case 1:
+		return found[0], nil
+	}
+	list := make([]string, len(found))
+	for i, pid := range found {
+		list[i] = fmt.Sprint(pid)
+	}
+	return 0, usageError("%s holds %d Go programs (pids %s): pass --pid to choose one", workload, len(found), strings.Join(list, ", "))
 }
 
 // goData is the JSON data section of `perfscope go`: evidence.Go, and the

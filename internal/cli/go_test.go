@@ -256,3 +256,27 @@ func exitedEvidence() evidence.Go {
 	e.Warnings = []string{"pid 42 exited 1.0s into the window; the report covers what was measured until then"}
 	return e
 }
+
+// A workload's one Go program is found among its processes (this test is
+// one); none, or two, is one sentence and exit 2.
+func TestSelectGo(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep(1)")
+	}
+	cmd := exec.Command(sleep, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	self, other := os.Getpid(), cmd.Process.Pid
+	if pid, err := selectGo("pod a/b", []int{other, self}, golang.FS{}); err != nil || pid != self {
+		t.Errorf("selectGo = %d, %v; want %d", pid, err, self)
+	}
+	if _, err := selectGo("pod a/b", []int{other}, golang.FS{}); CodeOf(err) != ExitUsage || !strings.Contains(fmt.Sprint(err), "none of its 1 processes is a Go program") {
+		t.Errorf("no Go program: %v", err)
+	}
+	if _, err := selectGo("pod a/b", []int{self, self}, golang.FS{}); CodeOf(err) != ExitUsage || !strings.Contains(fmt.Sprint(err), "holds 2 Go programs") {
+		t.Errorf("two Go programs: %v", err)
+	}
+}
