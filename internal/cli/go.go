@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -29,14 +28,10 @@ import (
 
 // goOptions are the flags of `perfscope go`.
 type goOptions struct {
-	PID            int
-	Duration       time.Duration
-	Requests       int64
-	LoadURL        string
-	Method         string
-	Body           string
-	Headers        []string
-	Concurrency    int
+	PID      int
+	Duration time.Duration
+	Requests int64
+	loadFlags
 	RequestsFrom   string
 	RequestsMetric string
 	Count          string
@@ -114,11 +109,7 @@ was measured until then is reported with a warning.`,
 	o.Workload.register(f)
 	f.DurationVarP(&o.Duration, "duration", "d", 30*time.Second, "measurement window when perfscope does not drive the load")
 	f.Int64VarP(&o.Requests, "requests", "n", 0, "requests in the window: sent by you (with --duration) or by perfscope (with --load)")
-	f.StringVar(&o.LoadURL, "load", "", "drive --requests HTTP requests at this URL and measure while they run")
-	f.StringVar(&o.Method, "method", "GET", "HTTP method of the load")
-	f.StringVar(&o.Body, "body", "", "request body of the load; @FILE reads it from a file")
-	f.StringArrayVarP(&o.Headers, "header", "H", nil, "request header of the load, Name:value (repeatable)")
-	f.IntVarP(&o.Concurrency, "concurrency", "c", 4, "concurrent connections of the load")
+	o.loadFlags.register(f)
 	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint, summed over the window; URL#metric names the counter")
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
 	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off")
@@ -136,13 +127,8 @@ was measured until then is reported with a warning.`,
 // one sentence and exit 2, before anything is attached.
 func (o *goOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
-		return asUsage(err)
-	}
-	if o.FailOn != "" {
-		if o.failOn, err = diagnose.ParseSeverity(o.FailOn); err != nil {
-			return asUsage(err)
-		}
+	if o.format, o.failOn, err = parseReportFlags(o.Output, o.FailOn); err != nil {
+		return err
 	}
 	if o.Workload.given() {
 		if o.pidGiven {
@@ -172,16 +158,8 @@ func (o *goOptions) validate() error {
 	if o.Top <= 0 || o.Top > 1000 {
 		return usageError("--top %d: keep between 1 and 1000 allocation sites", o.Top)
 	}
-	if o.Flame != "" && !strings.HasSuffix(o.Flame, ".svg") && !strings.HasSuffix(o.Flame, ".html") {
-		return usageError("--flame %s: the file name must end in .svg or .html", o.Flame)
-	}
-	for _, out := range []struct{ flag, path string }{{"--flame", o.Flame}, {"--folded", o.Folded}} {
-		if out.path == "" {
-			continue
-		}
-		if err := safeio.CheckOutput(out.path); err != nil {
-			return usageError("%s: cannot write %s: %v", out.flag, out.path, err)
-		}
+	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
+		return err
 	}
 	opts := golang.Options{PID: o.PID, Duration: o.Duration, NoPools: o.NoPools, TopSites: o.Top}
 	switch o.Count {
@@ -210,10 +188,8 @@ func (o *goOptions) validate() error {
 // bindSources checks how the window's load and request sources go
 // together, as `perfscope jvm` does.
 func (o *goOptions) bindSources(opts *golang.Options) error {
-	for _, h := range o.Headers {
-		if strings.ContainsAny(h, "\r\n") {
-			return usageError("--header %q: a header is one line", h)
-		}
+	if err := o.checkHeaders(); err != nil {
+		return err
 	}
 	if o.LoadURL == "" {
 		if o.Body != "" || len(o.Headers) > 0 || !strings.EqualFold(o.Method, "GET") {
@@ -343,7 +319,7 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 		r.Flame = fp
 		r.Show.Title = fmt.Sprintf("pid %d: bytes allocated", o.PID)
 		r.Show.Subtitle = fmt.Sprintf("%s, %s sampled allocations weighted to %s", e.Binary.GoVersion, report.Count(float64(e.Sampling.Samples)), report.Bytes(float64(fp.Total())))
-		if err := writeGoFlames(o, r, fp); err != nil {
+		if err := writeFlameFlags(r, fp, o.Flame, o.Folded, r.Show.FlameOptions()); err != nil {
 			return err
 		}
 	}
@@ -395,31 +371,6 @@ func goFlame(e evidence.Go) *flame.Profile {
 		fp.Add(s.Frames, int64(s.Bytes+0.5))
 	}
 	return fp
-}
-
-func writeGoFlames(o *goOptions, r *report.Report, fp *flame.Profile) error {
-	write := func(path, kind string, out flame.Output) error {
-		err := flame.WriteFile(context.Background(), path, fp, out, r.Show.FlameOptions())
-		if isBadInputFile(err) {
-			return asUsage(err)
-		}
-		if err != nil {
-			return err
-		}
-		abs, _ := filepath.Abs(path)
-		r.Artifacts = append(r.Artifacts, report.Artifact{Kind: kind, Path: abs})
-		return nil
-	}
-	if o.Folded != "" {
-		if err := write(o.Folded, "folded", flame.OutputFolded); err != nil {
-			return err
-		}
-	}
-	if o.Flame != "" {
-		out, _ := flame.OutputOf(o.Flame)
-		return write(o.Flame, "flamegraph", out)
-	}
-	return nil
 }
 
 // goError turns what went wrong into one sentence with the way out.
