@@ -144,15 +144,7 @@ func TestGoExitCodes(t *testing.T) {
 // that is not a Go program before anything is attached (no privilege
 // needed): exit 2 with one sentence.
 func TestGoRefusesWithoutAttaching(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep(1)")
-	}
-	cmd := exec.Command(sleep, "30")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd := startSleep(t)
 	for _, tc := range []struct {
 		pid  int
 		want string
@@ -260,15 +252,7 @@ func exitedEvidence() evidence.Go {
 // A workload's one Go program is found among its processes (this test is
 // one); none, or two, is one sentence and exit 2.
 func TestSelectGo(t *testing.T) {
-	sleep, err := exec.LookPath("sleep")
-	if err != nil {
-		t.Skip("no sleep(1)")
-	}
-	cmd := exec.Command(sleep, "30")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd := startSleep(t)
 	self, other := os.Getpid(), cmd.Process.Pid
 	if pid, err := selectGo("pod a/b", []int{other, self}, golang.FS{}); err != nil || pid != self {
 		t.Errorf("selectGo = %d, %v; want %d", pid, err, self)
@@ -279,4 +263,20 @@ func TestSelectGo(t *testing.T) {
 	if _, err := selectGo("pod a/b", []int{self, self}, golang.FS{}); CodeOf(err) != ExitUsage || !strings.Contains(fmt.Sprint(err), "holds 2 Go programs") {
 		t.Errorf("two Go programs: %v", err)
 	}
+}
+
+// startSleep runs sleep(1), a process that is not a Go program, until the
+// test ends.
+func startSleep(t *testing.T) *exec.Cmd {
+	t.Helper()
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Skip("no sleep(1)")
+	}
+	cmd := exec.Command(sleep, "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
 }
