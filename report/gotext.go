@@ -3,8 +3,10 @@ package report
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/evidence"
 )
 
@@ -12,7 +14,7 @@ import (
 // per request with its bound, GC cycles), then where the bytes come from,
 // the pools, what could not be seen, the findings and perfscope's own
 // cost.
-func WriteGoText(w io.Writer, r *Report, e evidence.Go) {
+func WriteGoText(w io.Writer, r *Report, e evidence.Go, load *httpload.Result) {
 	fmt.Fprintf(w, "Go program pid %d (%s), %s, window %.1fs\n", e.PID, e.Executable, goBuild(e.Binary), float64(e.WindowNs)/1e9)
 	for _, warn := range e.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
@@ -71,6 +73,7 @@ func WriteGoText(w io.Writer, r *Report, e evidence.Go) {
 	if e.PoolsUnknown != "" {
 		fmt.Fprintf(w, "not measured: %s\n", e.PoolsUnknown)
 	}
+	WriteLoad(w, load)
 	if l := e.Lost; l != (evidence.GoLost{}) {
 		fmt.Fprintf(w, "\nnot recorded: %d samples without a stack (counted in the totals), %d samples without a size (totals scaled), %d pool events (pool table full), %d misses not joined to their Get\n",
 			l.SamplesNoSite, l.SamplesUncounted, l.PoolsFull, l.PoolNewUnjoined)
@@ -85,6 +88,21 @@ func WriteGoText(w io.Writer, r *Report, e evidence.Go) {
 		for _, a := range r.Artifacts {
 			fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
 		}
+	}
+}
+
+// WriteLoad prints the load perfscope drove (nothing without one).
+func WriteLoad(w io.Writer, l *httpload.Result) {
+	if l == nil {
+		return
+	}
+	Heading(w, "Load (perfscope drove it)")
+	t := Table{Header: []string{"requests", "failures", "non-2xx", "req/s", "p50", "p90", "p99", "max"}}
+	t.Add(strconv.FormatInt(l.Completed, 10), strconv.FormatInt(l.Failures, 10), strconv.FormatInt(l.Non2xx, 10), fmt.Sprintf("%.0f", l.RPS),
+		Nanos(float64(l.P50Ns)), Nanos(float64(l.P90Ns)), Nanos(float64(l.P99Ns)), Nanos(float64(l.MaxNs)))
+	t.Write(w)
+	if l.FirstError != "" {
+		fmt.Fprintf(w, "first failure: %s\n", l.FirstError)
 	}
 }
 

@@ -281,7 +281,7 @@ type goData struct {
 
 // WriteText implements report.Texter.
 func (d goData) WriteText(w io.Writer, r *report.Report) error {
-	report.WriteGoText(w, r, d.Go)
+	report.WriteGoText(w, r, d.Go, d.Load)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
@@ -164,13 +165,13 @@ func TestGoRefusesWithoutAttaching(t *testing.T) {
 // section; --flame and --folded write the allocation stacks.
 func TestGoReport(t *testing.T) {
 	measure := func(context.Context, golang.Options) (*golang.Result, error) {
-		return &golang.Result{Evidence: sampleGoEvidence(), AttachNs: 15e6,
+		return &golang.Result{Evidence: sampleGoEvidence(), AttachNs: 15e6, Load: &httpload.Result{Completed: 1000, RPS: 250, P50Ns: 2e6},
 			Costs: []evidence.ProgramCost{{Program: "malloc", RunCount: 2000, RunTimeNs: 2e6, PerRunNs: 1000, PerRunFrom: "self-timed"}}}, nil
 	}
 	stdout, _, code := runGoCmd(t, measure, "--pid", "42")
 	for _, want := range []string{"Go program pid 42 (/srv/api), go1.24.13, example.com/api, stripped, PIE", "12.0 KiB ± 600 B per request, 30.0 objects",
 		"3 cycles in 10.0s (exact): 18.0 per minute", "GOGC 100 (default), GOMEMLIMIT none", "main.handle (api/main.go:40)", "main.bufPool (0xc000010000)", "50.0%",
-		"go.sync-pool-candidate", "perfscope's own cost", "malloc"} {
+		"go.sync-pool-candidate", "Load (perfscope drove it)", "perfscope's own cost", "malloc"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("text lacks %q:\n%s", want, stdout)
 		}
