@@ -94,7 +94,9 @@ func waitAttached(t *testing.T, before map[uint32]bool) {
 		}
 		for _, p := range progs {
 			if !before[p.ID] && strings.HasPrefix(p.Name, "uprobe_") {
-				time.Sleep(200 * time.Millisecond) // the first snapshot follows the attach
+				// Loaded, then attached and the first reading taken: a few
+				// milliseconds, given half a second on a busy machine.
+				time.Sleep(500 * time.Millisecond)
 				return
 			}
 		}
