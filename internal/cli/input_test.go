@@ -158,6 +158,8 @@ func TestWorkloadFiltersRefuse(t *testing.T) {
 		{[]string{"profile", "--container", "ffffffffffffffffffff"}, "no container running on this host has that id or name"},
 		{[]string{"recipe", "run", "cpu-profile", "--cgroup", "/perfscope-no-such.slice"}, "--cgroup /perfscope-no-such.slice: no process is in that cgroup or below it"},
 		{[]string{"jvm", "--pid", "1", "--pod", "a/b"}, "--pid and --cgroup, --container or --pod exclude each other"},
+		{[]string{"go", "--pid", "1", "--pod", "a/b"}, "--pid and --cgroup, --container or --pod exclude each other"},
+		{[]string{"go", "--cgroup", "/perfscope-no-such.slice"}, "--cgroup /perfscope-no-such.slice: no process is in that cgroup or below it"},
 		{[]string{"serve", "--recipe", "udp-rx", "--top-workloads", "0"}, "--top-workloads must be between 1 and 500, got 0"},
 	} {
 		_, stderr, code := execute(t, tc.args...)

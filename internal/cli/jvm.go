@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/base/httpload"
-	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
@@ -28,14 +26,10 @@ import (
 )
 
 type jvmOptions struct {
-	PID              int
-	Duration         time.Duration
-	Requests         int64
-	LoadURL          string
-	Method           string
-	Body             string
-	Headers          []string
-	Concurrency      int
+	PID      int
+	Duration time.Duration
+	Requests int64
+	loadFlags
 	Event            string
 	AllocInterval    string
 	AsyncProfiler    string
@@ -149,11 +143,7 @@ perfscope still runs is left alone (exit 3).`,
 	o.Workload.register(f)
 	f.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "measurement window when perfscope does not drive the load")
 	f.Int64VarP(&o.Requests, "requests", "n", 0, "requests in the window: sent by you (with --duration) or by perfscope (with --load)")
-	f.StringVar(&o.LoadURL, "load", "", "drive --requests HTTP requests at this URL and measure while they run")
-	f.StringVar(&o.Method, "method", "GET", "HTTP method of the load")
-	f.StringVar(&o.Body, "body", "", "request body of the load; @FILE reads it from a file")
-	f.StringArrayVarP(&o.Headers, "header", "H", nil, "request header of the load, Name:value (repeatable)")
-	f.IntVarP(&o.Concurrency, "concurrency", "c", 4, "concurrent connections of the load")
+	o.loadFlags.register(f)
 	f.StringVar(&o.Event, "event", "alloc", "async-profiler event: alloc, cpu, lock or wall (bytes per request needs alloc or falls back to hsperfdata)")
 	f.StringVar(&o.AllocInterval, "alloc-interval", "auto", "sample one allocation per this many bytes (k, m suffixes); smaller is more precise and costs the JVM more. auto: chosen from the allocation rate before the window for about 2500 samples (±4 %), 512k under --load")
 	f.StringVar(&o.AsyncProfiler, "async-profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"), "libasyncProfiler.so, an async-profiler directory or its asprof launcher (default: $PERFSCOPE_ASYNC_PROFILER, asprof on PATH, else tools.profiler:async-profiler:"+asprof.Version+" via Maven)")
@@ -182,13 +172,8 @@ var jvmFlags = map[string]string{"body_file": "--body @FILE"}
 
 func (o *jvmOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
-		return asUsage(err)
-	}
-	if o.FailOn != "" {
-		if o.failOn, err = diagnose.ParseSeverity(o.FailOn); err != nil {
-			return asUsage(err)
-		}
+	if o.format, o.failOn, err = parseReportFlags(o.Output, o.FailOn); err != nil {
+		return err
 	}
 	if o.Stop != 0 {
 		return o.validateStop()
@@ -212,17 +197,9 @@ func (o *jvmOptions) validate() error {
 	case o.PID == 0:
 		return usageError("--pid is required: pass the pid of a running JVM (`jps` or `pgrep java` lists them), or its --container or --pod")
 	}
-	if o.Flame != "" && !strings.HasSuffix(o.Flame, ".svg") && !strings.HasSuffix(o.Flame, ".html") {
-		return usageError("--flame %s: the file name must end in .svg or .html", o.Flame)
-	}
 	// Checked before the JVM is profiled (and again when written).
-	for _, out := range []struct{ flag, path string }{{"--flame", o.Flame}, {"--folded", o.Folded}} {
-		if out.path == "" {
-			continue
-		}
-		if err := safeio.CheckOutput(out.path); err != nil {
-			return usageError("%s: cannot write %s: %v", out.flag, out.path, err)
-		}
+	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
+		return err
 	}
 	// The flags are the jvm-alloc recipe's parameters; the recipe checks
 	// their values and how they go together, in sentences naming the
@@ -238,10 +215,8 @@ func (o *jvmOptions) validate() error {
 	} else {
 		set["body"] = o.Body
 	}
-	for _, h := range o.Headers {
-		if strings.ContainsAny(h, "\r\n") {
-			return usageError("--header %q: a header is one line", h)
-		}
+	if err := o.checkHeaders(); err != nil {
+		return err
 	}
 	set["header"] = recipes.KindList.JoinItems(o.Headers)
 	ports := make([]string, len(o.HTTPPorts))
@@ -396,30 +371,9 @@ func writeProfileFiles(o *jvmOptions, r *report.Report, j *recipes.JVMResult) er
 	if o.Flame == "" && o.Folded == "" {
 		return nil
 	}
-	p, fp := j.Profile, j.Flame()
-	write := func(path, kind string, out flame.Output, opts flame.Options) error {
-		err := flame.WriteFile(context.Background(), path, fp, out, opts)
-		if isBadInputFile(err) {
-			return asUsage(err)
-		}
-		if err != nil {
-			return err
-		}
-		abs, _ := filepath.Abs(path)
-		r.Artifacts = append(r.Artifacts, report.Artifact{Kind: kind, Path: abs})
-		return nil
-	}
-	if o.Folded != "" {
-		if err := write(o.Folded, "folded", flame.OutputFolded, flame.Options{}); err != nil {
-			return err
-		}
-	}
-	if o.Flame != "" {
-		out, _ := flame.OutputOf(o.Flame) // validate allowed .svg and .html only
-		opts := flame.Options{Title: fmt.Sprintf("pid %d: %s", o.PID, p.Event), Subtitle: fmt.Sprintf("async-profiler %s, total %s", p.Event, report.Count(float64(p.Total)))}
-		return write(o.Flame, "flamegraph", out, opts)
-	}
-	return nil
+	p := j.Profile
+	opts := flame.Options{Title: fmt.Sprintf("pid %d: %s", o.PID, p.Event), Subtitle: fmt.Sprintf("async-profiler %s, total %s", p.Event, report.Count(float64(p.Total)))}
+	return writeFlameFlags(r, j.Flame(), o.Flame, o.Folded, opts)
 }
 
 // jvmError turns what went wrong into one sentence with the way out. The

@@ -112,17 +112,7 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 	}
 	writeOverheadLine(w, e, r, prof)
 
-	if d.Load != nil {
-		l := d.Load
-		report.Heading(w, "Load (perfscope drove it)")
-		t := report.Table{Header: []string{"requests", "failures", "non-2xx", "req/s", "p50", "p90", "p99", "max"}}
-		t.Add(strconv.FormatInt(l.Completed, 10), strconv.FormatInt(l.Failures, 10), strconv.FormatInt(l.Non2xx, 10), fmt.Sprintf("%.0f", l.RPS),
-			report.Nanos(float64(l.P50Ns)), report.Nanos(float64(l.P90Ns)), report.Nanos(float64(l.P99Ns)), report.Nanos(float64(l.MaxNs)))
-		t.Write(w)
-		if l.FirstError != "" {
-			fmt.Fprintf(w, "first failure: %s\n", l.FirstError)
-		}
-	}
+	report.WriteLoad(w, d.Load)
 	report.Heading(w, "Allocation and GC")
 	t := report.Table{Header: []string{"measure", "value"}}
 	if e.ProfileEvent == string(asprof.Alloc) {

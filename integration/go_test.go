@@ -1,0 +1,236 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/base/httpload"
+	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/lab/goapp"
+	"github.com/perfscope/perfscope/probes"
+)
+
+// goReport is the part of `perfscope go -o json` the tests read.
+type goReport struct {
+	Command string `json:"command"`
+	Data    struct {
+		PID                  int      `json:"pid"`
+		Requests             *int64   `json:"requests"`
+		RequestsSource       string   `json:"requests_source"`
+		BytesPerRequest      *float64 `json:"bytes_per_request"`
+		BytesPerRequestError *float64 `json:"bytes_per_request_error"`
+		GCCycles             int64    `json:"gc_cycles"`
+		Sampling             struct {
+			MemProfileRate int64 `json:"mem_profile_rate"`
+			Samples        int64 `json:"samples"`
+		} `json:"sampling"`
+		Sites []struct {
+			Function string `json:"function"`
+			Size     int64  `json:"size"`
+		} `json:"sites"`
+		Pools []struct {
+			Gets int64 `json:"gets"`
+			Puts int64 `json:"puts"`
+		} `json:"pools"`
+		Warnings []string `json:"warnings"`
+	} `json:"data"`
+	Overhead struct {
+		AttachMethod string `json:"attach_method"`
+		Programs     []struct {
+			Program  string `json:"program"`
+			RunCount uint64 `json:"run_count"`
+		} `json:"programs"`
+	} `json:"overhead"`
+	Error *struct {
+		ExitCode int `json:"exit_code"`
+	} `json:"error"`
+}
+
+// startGoService builds the Go lab service with the current toolchain
+// (stripped, as distributions ship Go programs) and starts it, warmed up.
+func startGoService(t *testing.T, c goapp.Config) *goapp.Server {
+	t.Helper()
+	tc, err := goapp.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := goapp.CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := goapp.Build(context.Background(), tc, goapp.Variant{Stripped: true}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := goapp.Start(context.Background(), path, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	// The first requests grow the server's buffers and pools.
+	if _, err := httpload.Run(context.Background(), httpload.Spec{URL: srv.URL("/work"), Requests: 200, Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	return srv
+}
+
+// waitAttached waits until perfscope's uprobes are loaded (programs not in
+// before), so that the load the test drives falls inside the window.
+func waitAttached(t *testing.T, before map[uint32]bool) {
+	t.Helper()
+	for i := 0; i < 200; i++ {
+		progs, err := probes.LoadedPrograms()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range progs {
+			if !before[p.ID] && strings.HasPrefix(p.Name, "uprobe_") {
+				// Loaded, then attached and the first reading taken: a few
+				// milliseconds, given half a second on a busy machine.
+				time.Sleep(500 * time.Millisecond)
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("perfscope go attached no uprobe within 10s")
+}
+
+// The built binary against the lab service under a known load: bytes per
+// request within 5 % of what the service's runtime counted
+// (runtime/metrics /gc/heap/allocs:bytes), GC cycles exactly its
+// /gc/cycles/total:gc-cycles, the allocating function found in a stripped
+// binary, pools counted, and nothing left attached when it exits.
+func TestGoCommandMatchesRuntimeMetrics(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	bin := Perfscope(t)
+	for _, tc := range []struct {
+		name  string
+		cfg   goapp.Config
+		extra []string
+		// source is who counts the requests.
+		source string
+	}{
+		{"plain/--requests", goapp.Config{Mode: "plain", Count: 4, Size: 4096, MemProfileRate: 4096}, nil, "user"},
+		{"pooled/passive", goapp.Config{Mode: "pooled", Count: 4, Size: 4096, MemProfileRate: 4096}, []string{"--count", "on"}, "passive-http"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const n = 3000
+			srv := startGoService(t, tc.cfg)
+			progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+			before, err := srv.Truth()
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"go", "--pid", fmt.Sprint(srv.PID), "--duration", "8s", "-o", "json"}
+			if tc.source == "user" {
+				args = append(args, "--requests", fmt.Sprint(n))
+			}
+			cmd := exec.Command(bin, append(args, tc.extra...)...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitAttached(t, progs)
+			if _, err := httpload.Run(context.Background(), httpload.Spec{URL: srv.URL("/work"), Requests: n, Concurrency: 4}); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("perfscope go: %v\n%s", err, stderr.String())
+			}
+			after, err := srv.Truth()
+			if err != nil {
+				t.Fatal(err)
+			}
+			testutil.AssertNoNewBPF(t, progs, maps)
+			var r goReport
+			if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+				t.Fatalf("%v\n%s", err, stdout.String())
+			}
+			d := r.Data
+			reqs := after.Requests - before.Requests
+			if reqs != n || d.Requests == nil || *d.Requests != n || d.RequestsSource != tc.source {
+				t.Fatalf("requests %v (%s), the service served %d of %d", d.Requests, d.RequestsSource, reqs, n)
+			}
+			if d.BytesPerRequest == nil {
+				t.Fatalf("no bytes per request: %s", stdout.String())
+			}
+			want := float64(after.AllocBytes-before.AllocBytes) / float64(reqs)
+			t.Logf("%s: %.0f ± %.0f bytes/request from %d samples, runtime %.0f; GC cycles %d, runtime %d",
+				after.GoVersion, *d.BytesPerRequest, *d.BytesPerRequestError, d.Sampling.Samples, want, d.GCCycles, after.GCCycles-before.GCCycles)
+			if off := math.Abs(*d.BytesPerRequest-want) / want; off > 0.05 {
+				t.Errorf("bytes per request %.0f, the runtime says %.0f (off by %.1f%%, tolerance 5%%)", *d.BytesPerRequest, want, 100*off)
+			}
+			if uint64(d.GCCycles) != after.GCCycles-before.GCCycles {
+				t.Errorf("GC cycles %d, the runtime counted %d", d.GCCycles, after.GCCycles-before.GCCycles)
+			}
+			if d.Sampling.MemProfileRate != int64(after.MemProfileRate) {
+				t.Errorf("MemProfileRate %d, the runtime says %d", d.Sampling.MemProfileRate, after.MemProfileRate)
+			}
+			switch tc.cfg.Mode {
+			case "plain":
+				if len(d.Sites) == 0 || d.Sites[0].Function != "main.work" || d.Sites[0].Size != 4096 {
+					t.Errorf("top site %+v, want main.work allocating 4096-byte buffers", d.Sites)
+				}
+			case "pooled":
+				var gets, puts int64
+				for _, p := range d.Pools {
+					gets, puts = gets+p.Gets, puts+p.Puts
+				}
+				if gets < 4*n || puts < 4*n {
+					t.Errorf("pools: %d gets, %d puts; the service made %d of each at least", gets, puts, 4*n)
+				}
+			}
+			if r.Overhead.AttachMethod != "uprobes" || len(r.Overhead.Programs) == 0 {
+				t.Errorf("overhead %+v", r.Overhead)
+			}
+		})
+	}
+}
+
+// SIGINT mid-window: the report of the window so far on stdout, exit 0,
+// the service alive and nothing left attached.
+func TestGoCommandInterrupted(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	bin := Perfscope(t)
+	srv := startGoService(t, goapp.Config{Mode: "plain", Count: 4, Size: 4096, MemProfileRate: 4096})
+	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	cmd := exec.Command(bin, "go", "--pid", fmt.Sprint(srv.PID), "--duration", "60s", "--count", "off", "-o", "json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitAttached(t, progs)
+	if _, err := httpload.Run(context.Background(), httpload.Spec{URL: srv.URL("/work"), Requests: 500, Concurrency: 4}); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(stderr.String(), "interrupted after") {
+		t.Fatalf("exit %d (%v), want 0 and the interruption said\n%s", code, err, stderr.String())
+	}
+	testutil.AssertNoNewBPF(t, progs, maps)
+	var r goReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("%v\n%s", err, stdout.String())
+	}
+	if r.Error != nil || r.Data.PID != srv.PID || r.Data.Sampling.Samples == 0 {
+		t.Errorf("report %s", stdout.String())
+	}
+	if !srv.Alive() {
+		t.Error("the service died")
+	}
+}

@@ -1,0 +1,398 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/base/httpload"
+	"github.com/perfscope/perfscope/base/safeio"
+	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/golang"
+	"github.com/perfscope/perfscope/jvm"
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/report"
+)
+
+// goOptions are the flags of `perfscope go`.
+type goOptions struct {
+	PID      int
+	Duration time.Duration
+	Requests int64
+	loadFlags
+	RequestsFrom   string
+	RequestsMetric string
+	Count          string
+	HTTPPorts      []uint
+	NoPools        bool
+	Top            int
+	Flame          string
+	Folded         string
+	Output         string
+	FailOn         string
+
+	format    report.Format
+	failOn    diagnose.Severity
+	wroteJSON bool
+	pidGiven  bool
+	// Workload is --cgroup, --container or --pod: the one Go program among
+	// its processes, instead of --pid.
+	Workload workloadFlags
+	src      recipes.Sources
+	// measure is what the command runs: golang.Measure, or a test's
+	// stand-in to check flag handling and exit codes.
+	measure func(ctx context.Context, o golang.Options) (*golang.Result, error)
+	opts    golang.Options
+}
+
+func newGoCmd(g *Globals) *cobra.Command {
+	return goCmd(g, &goOptions{measure: golang.Measure, src: recipes.Live()})
+}
+
+func goCmd(g *Globals, o *goOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "go --pid PID",
+		Short: "Bytes allocated per request, GC cycles and sync.Pools of a running Go service",
+		Long: `go measures a running Go program from outside — no code change, no restart,
+no pprof endpoint; stripped, PIE, static and cgo binaries of Go 1.19 and later
+on amd64 — over a window: the bytes and objects it allocated (its runtime's
+own allocation samples, taken in runtime.mProf_Malloc and weighted the way
+pprof weights them, with a 95 % bound), per request, by allocation site; the
+GC cycles it completed (counted where the runtime counts them: exact), with
+GOGC and GOMEMLIMIT from its environment; and, unless --no-pools, each
+sync.Pool's Gets, Puts and misses (calls of its New function).
+
+The window is --duration, or a fixed-count HTTP load perfscope drives itself
+with --load. Without --load the requests are counted from --requests N (what
+you sent during the window), from a Prometheus endpoint the service exposes
+(--requests-from URL, or URL#metric), or passively from the program's own
+HTTP/1.x responses on its listening ports (eBPF; TLS and HTTP/2 are not
+visible to it). Without any count, bytes per request are reported as
+unknown, never as zero.
+
+Every probe is a uprobe on the program's binary (never a uretprobe: Go moves
+goroutine stacks); all are detached when the window ends, on errors, on
+Ctrl-C and when the program exits. If the program exits mid-window, what
+was measured until then is reported with a warning.`,
+		Example: `  perfscope go --pid 4242 --duration 30s                       # production traffic, counted passively
+  perfscope go --pid 4242 --load http://127.0.0.1:8080/orders --requests 20000 --concurrency 8
+  perfscope go --pid 4242 -d 60s --requests-from 'http://127.0.0.1:9090/metrics#http_requests_total'
+  perfscope go --pid 4242 -d 30s --requests 15000 -o json
+  perfscope go --pid 4242 -d 30s --no-pools --flame alloc.svg`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.pidGiven = cmd.Flags().Changed("pid")
+			err := o.validate()
+			if err == nil {
+				err = runGo(cmd.Context(), o, g)
+			}
+			if err != nil && o.format == report.JSON && !o.wroteJSON {
+				writeJSONError(g.Out, "go", err)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.IntVarP(&o.PID, "pid", "p", 0, "the Go program's pid (as seen from here; a program in a container is read through /proc/PID/root)")
+	o.Workload.register(f)
+	f.DurationVarP(&o.Duration, "duration", "d", 30*time.Second, "measurement window when perfscope does not drive the load")
+	f.Int64VarP(&o.Requests, "requests", "n", 0, "requests in the window: sent by you (with --duration) or by perfscope (with --load)")
+	o.loadFlags.register(f)
+	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint, summed over the window; URL#metric names the counter")
+	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
+	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off")
+	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the program's)")
+	f.BoolVar(&o.NoPools, "no-pools", false, "leave sync.Pool's Get and Put unprobed (each probed call costs about a microsecond: on a program calling pools millions of times a second, the dominant cost)")
+	f.IntVar(&o.Top, "top", golang.DefaultTopSites, "allocation sites to keep")
+	f.StringVar(&o.Flame, "flame", "", "write an allocation flame graph (bytes): .svg or .html")
+	f.StringVar(&o.Folded, "folded", "", "write the allocation stacks as folded stacks (bytes)")
+	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	return cmd
+}
+
+// validate checks the flags and builds golang.Options; every refusal is
+// one sentence and exit 2, before anything is attached.
+func (o *goOptions) validate() error {
+	var err error
+	if o.format, o.failOn, err = parseReportFlags(o.Output, o.FailOn); err != nil {
+		return err
+	}
+	if o.Workload.given() {
+		if o.pidGiven {
+			return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
+		}
+		if err := o.Workload.resolve(o.src); err != nil {
+			return err
+		}
+		pid, err := selectGo(o.Workload.sel.Filter.String(), o.Workload.sel.PIDs(), golang.FS{Root: o.src.Root.Root})
+		if err != nil {
+			return err
+		}
+		o.PID = pid
+	}
+	switch {
+	case o.PID < 0 || o.PID == 0 && o.pidGiven:
+		return usageError("--pid must be a positive process id, got %d: pass the pid of a running Go program", o.PID)
+	case o.PID == 0:
+		return usageError("--pid is required: pass the pid of a running Go program (`pgrep NAME` finds it), or its --container or --pod")
+	}
+	if o.Duration <= 0 && o.LoadURL == "" {
+		return usageError("--duration %v: the window must be longer than zero", o.Duration)
+	}
+	if o.Requests < 0 {
+		return usageError("--requests %d: a request count is not negative", o.Requests)
+	}
+	if o.Top <= 0 || o.Top > 1000 {
+		return usageError("--top %d: keep between 1 and 1000 allocation sites", o.Top)
+	}
+	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
+		return err
+	}
+	opts := golang.Options{PID: o.PID, Duration: o.Duration, NoPools: o.NoPools, TopSites: o.Top}
+	switch o.Count {
+	case "auto":
+		opts.Passive = jvm.PassiveAuto
+	case "on":
+		opts.Passive = jvm.PassiveRequired
+	case "off":
+		opts.Passive = jvm.PassiveOff
+	default:
+		return usageError("--count %q: want auto, on or off", o.Count)
+	}
+	for _, p := range o.HTTPPorts {
+		if p == 0 || p > 65535 {
+			return usageError("--http-port %d: a TCP port is 1 to 65535", p)
+		}
+		opts.HTTPPorts = append(opts.HTTPPorts, uint16(p))
+	}
+	if err := o.bindSources(&opts); err != nil {
+		return err
+	}
+	o.opts = opts
+	return nil
+}
+
+// bindSources checks how the window's load and request sources go
+// together, as `perfscope jvm` does.
+func (o *goOptions) bindSources(opts *golang.Options) error {
+	if err := o.checkHeaders(); err != nil {
+		return err
+	}
+	if o.LoadURL == "" {
+		if o.Body != "" || len(o.Headers) > 0 || !strings.EqualFold(o.Method, "GET") {
+			return usageError("--method, --body and --header shape the load: add --load URL")
+		}
+		opts.Requests = o.Requests
+		if o.RequestsFrom == "" {
+			if o.RequestsMetric != "" {
+				return usageError("--requests-metric names a counter of --requests-from: add --requests-from URL")
+			}
+			return nil
+		}
+		if o.Requests > 0 {
+			return usageError("--requests N and --requests-from both count the window's requests: give one")
+		}
+		from, metric := o.RequestsFrom, o.RequestsMetric
+		if u, frag, ok := strings.Cut(from, "#"); ok {
+			if metric != "" && frag != metric {
+				return usageError("--requests-from %s names the counter %q and --requests-metric %q: give one", from, frag, metric)
+			}
+			from, metric = u, frag
+		}
+		probe := httpload.Spec{URL: from, Requests: 1, Concurrency: 1}
+		if err := probe.Validate(); err != nil {
+			return usageError("--requests-from: %v", err)
+		}
+		opts.RequestsFrom = &jvm.MetricsSource{URL: from, Metric: metric, Match: map[string]*regexp.Regexp{}, Exclude: map[string]*regexp.Regexp{}}
+		return nil
+	}
+	if o.RequestsFrom != "" {
+		return usageError("--requests-from counts requests perfscope does not drive: drop it with --load, which counts its own")
+	}
+	if o.Requests == 0 {
+		return usageError("--load needs --requests N: the fixed request count is what bytes per request divide by")
+	}
+	spec := &httpload.Spec{URL: o.LoadURL, Method: strings.ToUpper(o.Method), Header: http.Header{}, Requests: int(o.Requests), Concurrency: o.Concurrency}
+	for _, h := range o.Headers {
+		if err := httpload.ParseHeader(spec.Header, h); err != nil {
+			return usageError("--header: %v", err)
+		}
+	}
+	if file, ok := strings.CutPrefix(o.Body, "@"); ok {
+		b, err := safeio.ReadFile(context.Background(), file, 64<<20)
+		if err != nil {
+			return usageError("--body @%s: %v", file, err)
+		}
+		spec.Body = b
+	} else if o.Body != "" {
+		spec.Body = []byte(o.Body)
+	}
+	if err := spec.Validate(); err != nil {
+		return usageError("--load: %v", err)
+	}
+	opts.Load = spec
+	return nil
+}
+
+// selectGo is the one Go program among a workload's processes: none or
+// several is bad input naming what was found.
+func selectGo(workload string, pids []int, fs golang.FS) (int, error) {
+	var found []int
+	for _, pid := range pids {
+		p, err := golang.OpenProcess(fs, pid)
+		if err != nil {
+			continue
+		}
+		p.Close()
+		found = append(found, pid)
+	}
+	switch len(found) {
+	case 0:
+		return 0, usageError("%s: none of its %d processes is a Go program perfscope can read", workload, len(pids))
+	case 1:
+		return found[0], nil
+	}
+	list := make([]string, len(found))
+	for i, pid := range found {
+		list[i] = fmt.Sprint(pid)
+	}
+	return 0, usageError("%s holds %d Go programs (pids %s): pass --pid to choose one", workload, len(found), strings.Join(list, ", "))
+}
+
+// goData is the JSON data section of `perfscope go`: evidence.Go, and the
+// load when perfscope drove one.
+type goData struct {
+	evidence.Go
+	Load *httpload.Result `json:"load,omitempty"`
+}
+
+// WriteText implements report.Texter.
+func (d goData) WriteText(w io.Writer, r *report.Report) error {
+	report.WriteGoText(w, r, d.Go, d.Load)
+	return nil
+}
+
+// PageSections implements report.PageSectioner.
+func (d goData) PageSections() []report.PageSection {
+	return report.GoSections(d.Go)
+}
+
+func runGo(ctx context.Context, o *goOptions, g *Globals) error {
+	opts := o.opts
+	if o.format == report.Text && isTerminal(os.Stderr) {
+		opts.Started = func() {
+			if opts.Load != nil {
+				fmt.Fprintf(g.Err, "measuring pid %d while sending %d requests…\n", o.PID, opts.Load.Requests)
+			} else {
+				fmt.Fprintf(g.Err, "measuring pid %d for %v…\n", o.PID, o.Duration)
+			}
+		}
+	}
+	res, err := o.measure(ctx, opts)
+	exited := errors.Is(err, golang.ErrTargetExited)
+	if err != nil && (res == nil || !exited) {
+		return goError(o.PID, err)
+	}
+	e := res.Evidence
+	for _, w := range e.Warnings {
+		fmt.Fprintf(g.Err, "perfscope: warning: %s\n", w)
+	}
+	r := report.New("go", Version(), g.Started)
+	r.Data = goData{Go: e, Load: res.Load}
+	r.Findings = diagnose.Run(diagnose.GoRules, e)
+	r.Overhead = goOverhead(res)
+	r.Show.Top = o.Top
+	if fp := goFlame(e); fp != nil && fp.Total() > 0 {
+		r.Flame = fp
+		r.Show.Title = fmt.Sprintf("pid %d: bytes allocated", o.PID)
+		r.Show.Subtitle = fmt.Sprintf("%s, %s sampled allocations weighted to %s", e.Binary.GoVersion, report.Count(float64(e.Sampling.Samples)), report.Bytes(float64(fp.Total())))
+		if err := writeFlameFlags(r, fp, o.Flame, o.Folded, r.Show.FlameOptions()); err != nil {
+			return err
+		}
+	}
+	// Ctrl-C ends the window early: the report covers it, exit 0 as for
+	// every measuring command (README, "Exit codes").
+	if res.Interrupted {
+		fmt.Fprintf(g.Err, "perfscope: interrupted after %.1fs; the probes were detached from pid %d and the report covers the window so far\n", float64(e.WindowNs)/1e9, o.PID)
+	}
+	var exitErr error
+	if o.format == report.JSON {
+		o.wroteJSON = true
+		recipes.StampRun(r.Overhead, g.Started)
+		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
+			return err
+		}
+	} else if err := renderRun(g.Out, g, r, o.format); err != nil {
+		return err
+	}
+	if exitErr != nil {
+		return exitErr
+	}
+	return failOn(r.Findings, o.failOn)
+}
+
+// goOverhead is perfscope's cost in the window: the uprobes' runs and
+// their own timing (the kernel's uprobe trap, a few microseconds per hit,
+// is not in it), their share of all CPU time, and how long attaching took.
+func goOverhead(res *golang.Result) *evidence.Overhead {
+	ov := &evidence.Overhead{AttachMethod: "uprobes", AttachNs: res.AttachNs, Programs: res.Costs}
+	var ns uint64
+	for _, c := range res.Costs {
+		ns += c.RunTimeNs
+	}
+	if w := res.Evidence.WindowNs; w > 0 {
+		ov.BPFTimeShare = float64(ns) / (float64(w) * float64(max(runtime.NumCPU(), 1)))
+	}
+	return ov
+}
+
+// goFlame is the allocation flame graph: the sampled stacks, root first,
+// weighted to estimated bytes.
+func goFlame(e evidence.Go) *flame.Profile {
+	if len(e.Stacks) == 0 {
+		return nil
+	}
+	fp := flame.New(flame.Bytes)
+	fp.SampleType = "alloc_space"
+	for _, s := range e.Stacks {
+		fp.Add(s.Frames, int64(s.Bytes+0.5))
+	}
+	return fp
+}
+
+// goError turns what went wrong into one sentence with the way out.
+// Everything attached was detached before Measure returned.
+func goError(pid int, err error) error {
+	switch {
+	case errors.Is(err, golang.ErrNoProcess):
+		return usageError("pid %d is not running: pass the pid of a running Go program", pid)
+	case errors.Is(err, golang.ErrNotGo):
+		return usageError("pid %d is not a Go program (%v): pass the pid of a program built by the Go toolchain", pid, err)
+	case errors.Is(err, golang.ErrUnsupportedGo):
+		return unavailableError("%v; perfscope go reads Go 1.19 and later on amd64 and measured nothing rather than guess", err)
+	case errors.Is(err, jvm.ErrBadSource):
+		return usageError("%v; nothing was attached to pid %d", err, pid)
+	case errors.Is(err, probes.ErrPermission):
+		return unavailableError("pid %d: %v; run as root (or with CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)", pid, err)
+	case errors.Is(err, probes.ErrNotSupported):
+		return unavailableError("pid %d: %v; `perfscope doctor` shows which kernel features this machine has", pid, err)
+	case errors.Is(err, os.ErrPermission):
+		return unavailableError("pid %d: %v; run as root or as the program's user", pid, err)
+	case errors.Is(err, context.Canceled):
+		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted before the window opened; nothing is left attached to pid %d", pid)}
+	}
+	return err
+}

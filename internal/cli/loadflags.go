@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/perfscope/perfscope/base/safeio"
+	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/report"
+)
+
+// loadFlags are the flags of an HTTP load perfscope drives while it
+// measures a service (jvm, go); --requests is the command's own.
+type loadFlags struct {
+	LoadURL     string
+	Method      string
+	Body        string
+	Headers     []string
+	Concurrency int
+}
+
+func (l *loadFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&l.LoadURL, "load", "", "drive --requests HTTP requests at this URL and measure while they run")
+	f.StringVar(&l.Method, "method", "GET", "HTTP method of the load")
+	f.StringVar(&l.Body, "body", "", "request body of the load; @FILE reads it from a file")
+	f.StringArrayVarP(&l.Headers, "header", "H", nil, "request header of the load, Name:value (repeatable)")
+	f.IntVarP(&l.Concurrency, "concurrency", "c", 4, "concurrent connections of the load")
+}
+
+// checkHeaders refuses a --header that is not one line.
+func (l *loadFlags) checkHeaders() error {
+	for _, h := range l.Headers {
+		if strings.ContainsAny(h, "\r\n") {
+			return usageError("--header %q: a header is one line", h)
+		}
+	}
+	return nil
+}
+
+// parseReportFlags reads -o (text, json or html) and --fail-on.
+func parseReportFlags(output, failOn string) (report.Format, diagnose.Severity, error) {
+	format, err := report.ParseFormat(output, report.PageFormats...)
+	if err != nil {
+		return "", 0, asUsage(err)
+	}
+	var sev diagnose.Severity
+	if failOn != "" {
+		if sev, err = diagnose.ParseSeverity(failOn); err != nil {
+			return "", 0, asUsage(err)
+		}
+	}
+	return format, sev, nil
+}
+
+// checkFlameFlags checks --flame (.svg or .html) and --folded before
+// anything is measured (and again when they are written).
+func checkFlameFlags(flamePath, folded string) error {
+	if flamePath != "" && !strings.HasSuffix(flamePath, ".svg") && !strings.HasSuffix(flamePath, ".html") {
+		return usageError("--flame %s: the file name must end in .svg or .html", flamePath)
+	}
+	for _, out := range []struct{ flag, path string }{{"--flame", flamePath}, {"--folded", folded}} {
+		if out.path == "" {
+			continue
+		}
+		if err := safeio.CheckOutput(out.path); err != nil {
+			return usageError("%s: cannot write %s: %v", out.flag, out.path, err)
+		}
+	}
+	return nil
+}
+
+// writeFlameFlags writes a run's stacks to --folded and --flame and lists
+// the files in the report's artifacts.
+func writeFlameFlags(r *report.Report, fp *flame.Profile, flamePath, folded string, opts flame.Options) error {
+	write := func(path, kind string, out flame.Output, opts flame.Options) error {
+		err := flame.WriteFile(context.Background(), path, fp, out, opts)
+		if isBadInputFile(err) {
+			return asUsage(err)
+		}
+		if err != nil {
+			return err
+		}
+		abs, _ := filepath.Abs(path)
+		r.Artifacts = append(r.Artifacts, report.Artifact{Kind: kind, Path: abs})
+		return nil
+	}
+	if folded != "" {
+		if err := write(folded, "folded", flame.OutputFolded, flame.Options{}); err != nil {
+			return err
+		}
+	}
+	if flamePath != "" {
+		out, _ := flame.OutputOf(flamePath) // checkFlameFlags allowed .svg and .html only
+		return write(flamePath, "flamegraph", out, opts)
+	}
+	return nil
+}
