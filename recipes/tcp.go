@@ -76,9 +76,9 @@ type TCP struct {
 
 // listenerSamples is one listener's accept queue over the window.
 type listenerSamples struct {
-	sock              tcpdiag.Socket
-	last, peak        uint32
-	full, seen        int
+	sock       tcpdiag.Socket
+	last, peak uint32
+	full, seen int
 }
 
 // NewTCP returns the tcp part.
