@@ -21,7 +21,7 @@ func TestTCPBadInput(t *testing.T) {
 		{[]string{"tcp", "--iface", "lo", "--sample-interval", "1ms"}, "--sample-interval must be between 10ms and 10s, got 1ms"},
 		{[]string{"tcp", "--iface", "lo", "--fail-on", "loud"}, "--fail-on: "},
 		{[]string{"tcp", "--iface", "lo", "--exact", "--overhead-budget", "5"}, "--exact counts every event: it takes no --overhead-budget"},
-		{[]string{"tcp", "--compare", "only-one.json"}, "--compare takes two saved runs"},
+		{[]string{"tcp", "--compare", "a.json,b.json"}, "unknown flag: --compare"},
 		{[]string{"tcp", "--revert", "/nonexistent/perfscope-revert.json"}, "--revert"},
 	}
 	for _, c := range cases {
