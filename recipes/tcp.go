@@ -131,18 +131,21 @@ func (p *TCP) Begin(ctx context.Context) error {
 	p.listeners, p.samples, p.diagErr = map[uint64]*listenerSamples{}, 0, nil
 	p.sample()
 	p.stop, p.done = make(chan struct{}), make(chan struct{})
-	go p.sampler()
+	go p.sampler(ctx)
 	return nil
 }
 
-// sampler reads the listeners every SampleEvery until End.
-func (p *TCP) sampler() {
+// sampler reads the listeners every SampleEvery until End, or until ctx
+// ends (a window that never reaches End leaves no goroutine behind).
+func (p *TCP) sampler(ctx context.Context) {
 	defer close(p.done)
 	t := time.NewTicker(p.opts.SampleEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-p.stop:
+			return
+		case <-ctx.Done():
 			return
 		case <-t.C:
 			p.sample()
