@@ -64,7 +64,7 @@ func listenOverflows(t *testing.T, ctx context.Context, lab *netlab.Lab, ns stri
 }
 
 // perfscope tcp against nginx, whose listen backlog of 8 overflows while
-// the server is stopped and ab opens 120 connections at once: the report's
+// the server is stopped and 24 ab clients connect at once: the report's
 // ListenOverflows equal the namespace's over the window (nstat before and
 // after; nothing overflows outside it), the sampled accept queue of
 // nginx's listener is seen full, and tcp.accept-overflow names it.
@@ -129,10 +129,13 @@ func TestTCPAcceptOverflowOnNginx(t *testing.T) {
 	if err := lab.Start(ps); err != nil {
 		t.Fatal(err)
 	}
-	// The burst, well inside the window: nginx stops, ab opens 120
-	// connections at once (9 fit in the queue; the other SYNs overflow
-	// and are retried 1 s and 3 s later), nginx resumes 2 s later and
-	// serves them all.
+	// The burst, well inside the window: nginx stops, 24 ab processes
+	// connect at once (9 fit in the queue; the others' handshakes
+	// overflow and are retried 1 s and 3 s later), nginx resumes 2 s
+	// later and serves them all. One ab process per connection: ab
+	// opens its first connection alone and waits for its answer before
+	// opening the others, so one ab with -c 24 would not burst while
+	// the server is stopped.
 	time.Sleep(4 * time.Second)
 	stopAt := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -140,24 +143,30 @@ func TestTCPAcceptOverflowOnNginx(t *testing.T) {
 	}
 	stopped = true
 	url := fmt.Sprintf("http://%s:%d/", lab.ReceiverAddr, tcpLabPort)
-	load := lab.Command(ctx, lab.SenderNS, ab, "-q", "-n", "120", "-c", "120", "-s", "20", url)
-	var loadOut bytes.Buffer
-	load.Stdout, load.Stderr = &loadOut, &loadOut
-	if err := lab.Start(load); err != nil {
-		t.Fatal(err)
+	const clients = 24
+	loads := make([]*exec.Cmd, clients)
+	loadOuts := make([]bytes.Buffer, clients)
+	for i := range loads {
+		loads[i] = lab.Command(ctx, lab.SenderNS, ab, "-q", "-n", "1", "-c", "1", "-s", "20", url)
+		loads[i].Stdout, loads[i].Stderr = &loadOuts[i], &loadOuts[i]
+		if err := lab.Start(loads[i]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	time.Sleep(2 * time.Second)
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	stopped = false
-	if err := load.Wait(); err != nil {
-		t.Fatalf("ab: %v\n%s", err, loadOut.String())
+	for i, load := range loads {
+		if err := load.Wait(); err != nil {
+			t.Fatalf("ab: %v\n%s", err, loadOuts[i].String())
+		}
+		if !strings.Contains(loadOuts[i].String(), "Complete requests:      1\n") {
+			t.Errorf("ab did not complete its request:\n%s", loadOuts[i].String())
+		}
 	}
 	loadDone := time.Now()
-	if !strings.Contains(loadOut.String(), "Complete requests:      120") {
-		t.Errorf("ab did not complete its 120 requests:\n%s", loadOut.String())
-	}
 	if err := ps.Wait(); err != nil {
 		t.Fatalf("perfscope tcp: %v\n%s", err, stderr.String())
 	}
