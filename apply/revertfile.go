@@ -311,7 +311,16 @@ func (rf RevertFile) Validate() error {
 
 // changeShapes are the changes a finding's rule can make; tests of the
 // mechanism (every kind, on a fake host or a live one) widen them.
-var changeShapes = diagnose.NetChangeShapes
+var changeShapes = ruleChangeShapes
+
+// ruleChangeShapes are the shapes of the net.* rules (perfscope udp and
+// tcp) and of the tcp.* ones (perfscope tcp).
+func ruleChangeShapes(id string) ([]diagnose.ChangeShape, bool) {
+	if shapes, ok := diagnose.NetChangeShapes(id); ok {
+		return shapes, true
+	}
+	return diagnose.TCPChangeShapes(id)
+}
 
 func (e Entry) validate(run RunInfo) error {
 	c := e.Change

@@ -21,6 +21,11 @@ func checkGROUDP(in NetInput, t Thresholds) *Finding {
 	if c == nil || !boolPtr(c.Offloads.GRO) {
 		return nil
 	}
+	// A TCP service needs GRO (tcp.gro-off says the opposite when it is
+	// off): never advise turning it off where TCP segments arrive.
+	if e.TCP != nil && e.TCP.Counters.Window != nil && e.TCP.Counters.Window.InSegs > 0 {
+		return nil
+	}
 	w, ok := weighGroup(e, "gro", t.Get(NetThresholds.FunctionShare), 1)
 	if !ok {
 		return nil

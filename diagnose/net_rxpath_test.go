@@ -22,6 +22,14 @@ func TestGROUDP(t *testing.T) {
 		{name: "TCP traffic too", silent: true, edit: func(in *NetInput) { in.Evidence.Drops.UDPSNMP.UDP.InDatagrams = 100 }},
 		{name: "GRO off", silent: true, edit: func(in *NetInput) { off := false; in.Config.Offloads.GRO = &off }},
 		{name: "GRO cheap", silent: true, edit: func(in *NetInput) { in.Evidence.Profile.Groups[0].Share = 0.002 }},
+		// perfscope tcp: UDP counters unmeasured, TCP segments arrived.
+		{name: "a TCP run that received segments", silent: true, edit: func(in *NetInput) {
+			in.Evidence.Drops = evidence.DropSection{}
+			in.Evidence.TCP = &evidence.TCPEvidence{Counters: evidence.TCPCounterSection{Window: &evidence.TCPCounters{InSegs: 5000}}}
+		}},
+		{name: "a TCP run without TCP traffic", edit: func(in *NetInput) {
+			in.Evidence.TCP = &evidence.TCPEvidence{Counters: evidence.TCPCounterSection{Window: &evidence.TCPCounters{}}}
+		}, want: func(t *testing.T, f *Finding) {}},
 	})
 }
 

@@ -29,6 +29,9 @@ type NetEvidence struct {
 	Drops      DropSection     `json:"drops"`
 	Sockets    SocketSection   `json:"sockets"`
 	Profile    ProfileSection  `json:"profile"`
+	// TCP is the TCP layer of a `perfscope tcp` run (the tcp-rx recipe);
+	// absent from a UDP run.
+	TCP *TCPEvidence `json:"tcp,omitempty"`
 }
 
 // Section is embedded by every section.

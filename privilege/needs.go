@@ -143,6 +143,9 @@ var Parts = map[string][]Need{
 	"lockstat": withAttribution(needBPF, needPerfmon, needBTF, needTracefs, needSyslog, needPtrace, needHostPID, needHostNet),
 	"udpdrop":  {needBPF, needPerfmon, needBTF, needTracefs, needHostNet},
 	"udpsock":  withAttribution(needBPF, needPerfmon, needBTF, needTracefs, needPtrace, needHostPID, needHostNet),
+	// tcp: the tcpevents tracepoints, sock_diag of the host's network
+	// namespace, and the listeners' and connections' owners through /proc.
+	"tcp": withAttribution(needBPF, needPerfmon, needBTF, needTracefs, needPtrace, needHostPID, needHostNet),
 	"cpuprofile": withAttribution(needBPF, needPerfmon, needBTF, needSyslog, needPtrace, needHostPID,
 		Need{Kind: Mount, Name: "/results", Why: "flame graphs and folded stacks a recipe writes (its output directory parameter)",
 			Without: "outputs cannot be written (the report on stdout is unaffected)"}),

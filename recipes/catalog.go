@@ -102,6 +102,14 @@ var Probes = []Component{
 			{Name: "port", Domain: Domain{Kind: KindPort}, Doc: "the sockets bound to this local port"},
 			{Name: "pid", Domain: Domain{Kind: KindPID}, Doc: "the sockets of this process"},
 		}},
+	{Name: "tcp", Probe: true, Section: SectionNet,
+		Doc: "TCP per listener and connection: accept queues sampled through sock_diag, the busiest connections' tcp_info and owners, Tcp/TcpExt counters, sockstat and sysctls over the window, retransmits by kind and resets by reason per connection (tcp:tcp_retransmit_skb, tcp:tcp_retransmit_synack, tcp:tcp_send_reset, tcp:tcp_receive_reset)",
+		Options: []Option{
+			{Name: "port", Domain: Domain{Kind: KindPort}, Doc: "the listeners, connections and events of this local port (0: every port)"},
+			{Name: "pid", Domain: Domain{Kind: KindPID}, Doc: "the listeners and connections this process holds (0: every process)"},
+			{Name: "top", Domain: Domain{Kind: KindInt, Min: bound(1), Max: bound(10000)}, Default: int64(DefaultTCPTop), Doc: "connections and per-connection event rows listed"},
+			{Name: "sample_interval", Domain: Domain{Kind: KindDuration, Min: bound(float64(10 * time.Millisecond)), Max: bound(float64(10 * time.Second))}, Default: DefaultTCPSampleEvery, Doc: "how often the listeners' accept queues are sampled"},
+		}},
 	{Name: "cpuprofile", Probe: true, Section: SectionProfile,
 		Doc: "on-CPU stacks, kernel and user, from a perf event on every CPU (cycles where the PMU offers it, else cpu-clock)",
 		Options: []Option{

@@ -968,7 +968,7 @@ func (r *Recipe) hasStacks() bool {
 // isNet says whether the recipe measures the network: its network probes
 // and counters are then joined into one network section.
 func (r *Recipe) isNet() bool {
-	return r.uses("netqueue") || r.uses("udpdrop") || r.uses("udpsock") || r.uses("netcounters")
+	return r.uses("netqueue") || r.uses("udpdrop") || r.uses("udpsock") || r.uses("tcp") || r.uses("netcounters")
 }
 
 func (r *Recipe) uses(name string) bool {

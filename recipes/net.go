@@ -121,6 +121,8 @@ type netParts struct {
 	sockets  *SocketReads
 	counters *NetCounters
 	profile  *Profile
+	// tcp is the TCP layer (`perfscope tcp`); nil in a UDP run.
+	tcp *TCP
 	// noProfile says why there is no profile part.
 	noProfile string
 }
@@ -150,7 +152,7 @@ func newNetParts(o NetOptions) *netParts {
 }
 
 func (n *netParts) list() []Part {
-	return partsOf(n.softirq, n.queues, n.locks, n.drops, n.sockets, n.counters, n.profile)
+	return partsOf(n.softirq, n.queues, n.locks, n.drops, n.sockets, n.tcp, n.counters, n.profile)
 }
 
 // partsOf lists the parts that are there: a nil *Locks stored in a Part
@@ -246,6 +248,15 @@ func (n *netParts) assemble(src Sources, o NetOptions, run Run) NetResult {
 		ev.Filter, ev.FilterPIDs = o.Select.Filter.String(), o.Select.PIDs()
 	}
 
+	if n.tcp != nil {
+		t := n.tcp.Evidence(window)
+		ev.TCP = &t
+		if n.sockets == nil {
+			// The UDP socket view has nothing to say about a TCP port.
+			ev.Sockets = evidence.SocketSection{}
+			ev.Sockets.Unavailable = "UDP sockets: not listed in a TCP run (tcp.listeners and tcp.connections are)"
+		}
+	}
 	res := NetResult{Evidence: ev, Config: c.config}
 	if n.profile == nil {
 		res.Evidence.Profile.Unavailable = n.noProfile

@@ -108,7 +108,7 @@ func (p *Plan) NewMeasurement(h Hooks) *Measurement {
 }
 
 func (p *Plan) measuresNet() bool {
-	for _, n := range []string{"netqueue", "udpdrop", "udpsock", "netcounters"} {
+	for _, n := range []string{"netqueue", "udpdrop", "udpsock", "tcp", "netcounters"} {
 		if _, ok := p.use(n); ok {
 			return true
 		}
@@ -122,7 +122,7 @@ func (p *Plan) netParts(m *Measurement, timeline bool) *netParts {
 	o := NetOptions{Iface: p.iface, Method: p.method, Select: p.workload}
 	// The sockets section's port and process: the counters' own, else the
 	// probes'.
-	for _, name := range []string{"netcounters", "udpsock", "udpdrop"} {
+	for _, name := range []string{"netcounters", "udpsock", "tcp", "udpdrop"} {
 		if u, ok := p.use(name); ok {
 			if v, ok := u.opts["port"].(int64); ok && o.Port == 0 {
 				o.Port = int(v)
@@ -144,6 +144,10 @@ func (p *Plan) netParts(m *Measurement, timeline bool) *netParts {
 	}
 	if u, ok := p.use("udpsock"); ok {
 		n.sockets = NewSocketReads(SocketOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)), Timeline: timeline})
+	}
+	if u, ok := p.use("tcp"); ok {
+		n.tcp = NewTCP(TCPOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)),
+			Top: int(u.opts["top"].(int64)), SampleEvery: u.opts["sample_interval"].(time.Duration)})
 	}
 	return n
 }

@@ -29,6 +29,9 @@ func (p *Plan) judge(r *Result, src Sources) []diagnose.Finding {
 	switch {
 	case r.Net != nil:
 		all = append(all, diagnose.RunTuned(diagnose.NetRules, diagnose.NetInput{Evidence: r.Net.Evidence, Config: r.Net.Config}, th)...)
+		if t := r.Net.Evidence.TCP; t != nil {
+			all = append(all, diagnose.RunTuned(diagnose.TCPRules, diagnose.TCPInput{Evidence: *t, Config: r.Net.Config}, th)...)
+		}
 		if _, ok := p.use("lockstat"); ok {
 			locks = &r.Net.Evidence.Locks
 		}

@@ -28,6 +28,7 @@ const (
 	needJVM
 	needGC
 	needPauseTimeline
+	needTCP
 )
 
 var judges = map[ruleNeed]string{
@@ -37,6 +38,7 @@ var judges = map[ruleNeed]string{
 	needJVM:           "a JVM's allocation (async-profiler)",
 	needGC:            "GC logs",
 	needPauseTimeline: "a port's drops next to a JVM's pauses, interval by interval",
+	needTCP:           "a TCP run (the tcp probe)",
 }
 
 // softirqOnly are the network rules that read nothing but softirq per
@@ -62,6 +64,7 @@ var Rules = sync.OnceValue(func() []RuleInfo {
 		}
 		return needNet
 	})...)
+	out = append(out, rulesOf(diagnose.TCPRules, func(string) ruleNeed { return needTCP })...)
 	out = append(out, rulesOf(diagnose.LockRules, func(string) ruleNeed { return needLocks })...)
 	out = append(out, rulesOf(diagnose.JVMRules, func(string) ruleNeed { return needJVM })...)
 	out = append(out, rulesOf(diagnose.GCRules, func(string) ruleNeed { return needGC })...)
@@ -125,7 +128,11 @@ func (ri RuleInfo) missing(r *Recipe) string {
 	switch ri.needs {
 	case needNet:
 		if !r.isNet() {
-			return "judges a network run: add a network probe (netqueue, udpdrop, udpsock) or the netcounters collector"
+			return "judges a network run: add a network probe (netqueue, udpdrop, udpsock, tcp) or the netcounters collector"
+		}
+	case needTCP:
+		if !r.uses("tcp") {
+			return "judges a TCP run: add the tcp probe"
 		}
 	case needSoftirq:
 		if !r.uses("softirq") {

@@ -16,12 +16,14 @@ import (
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/collectors/tcpdiag"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/ksym"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
 	"github.com/perfscope/perfscope/probes/softirq"
+	"github.com/perfscope/perfscope/probes/tcpevents"
 	"github.com/perfscope/perfscope/probes/udpdrop"
 	"github.com/perfscope/perfscope/probes/udpsock"
 )
@@ -67,6 +69,10 @@ type Sources struct {
 	// vector and CPU (/proc/softirqs): a sampled softirq probe's times are
 	// its windows' time per run times it. Nil: scaled by time.
 	Softirqs func() (PacketCounter, error)
+	// TCPDiag lists this namespace's TCP sockets through sock_diag
+	// (tcpdiag.Sockets); nil leaves a tcp run without listeners and
+	// connections.
+	TCPDiag func(tcpdiag.Query) ([]tcpdiag.Socket, error)
 }
 
 // PacketCounter counts packets; a session reads it many times a second
@@ -102,6 +108,7 @@ func Live() Sources {
 		UDPReads:  counterOpener(netstat.Default.OpenUDPReadsCounter),
 		Workloads: liveWorkloads(),
 		Softirqs:  counterOpener(procfs.Default.OpenSoftirqsCounter),
+		TCPDiag:   tcpdiag.Sockets,
 	}
 }
 
@@ -148,6 +155,11 @@ type (
 		// ReasonName names a drop reason the way the kernel's BTF does.
 		ReasonName(kind udpdrop.Kind, reason uint32) string
 	}
+	TCPEventsProbe interface {
+		probes.Snapshotter[tcpevents.Snapshot]
+		// ResetReason names a sent reset's reason as the kernel's BTF does.
+		ResetReason(detail uint32) string
+	}
 	CPUProfileProbe interface {
 		probes.Snapshotter[cpuprofile.Profile]
 		Start() error
@@ -178,6 +190,7 @@ type Opener struct {
 	Drop       func(udpdrop.Options) (DropProbe, error)
 	Socket     func(udpsock.Options) (SocketProbe, error)
 	CPUProfile func(cpuprofile.Options) (CPUProfileProbe, error)
+	TCPEvents  func(tcpevents.Options) (TCPEventsProbe, error)
 	// KernelNamer opens the kernel's own symbol lookup (probes/ksym) to
 	// name sampled kernel addresses; nil, or one that fails, names them
 	// from Sources.Symbols' /proc/kallsyms.
@@ -197,6 +210,7 @@ func LiveProbes() Opener {
 		Drop:       func(o udpdrop.Options) (DropProbe, error) { return as[DropProbe](udpdrop.Open(o)) },
 		Socket:     func(o udpsock.Options) (SocketProbe, error) { return as[SocketProbe](udpsock.Open(o)) },
 		CPUProfile: func(o cpuprofile.Options) (CPUProfileProbe, error) { return as[CPUProfileProbe](cpuprofile.Open(o)) },
+		TCPEvents:  func(o tcpevents.Options) (TCPEventsProbe, error) { return as[TCPEventsProbe](tcpevents.Open(o)) },
 		KernelNamer: func() (symbols.KernelNamer, error) {
 			return as[symbols.KernelNamer](ksym.Open())
 		},

@@ -29,8 +29,12 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 		// A recipe about a port, not an interface.
 		fmt.Fprintf(w, "network — UDP port %d, no interface, for %.1fs on %d CPUs, kernel %s\n", ev.Port, secs, r.Meta.CPUs, r.Meta.Kernel)
 	} else {
-		fmt.Fprintf(w, "perfscope udp — %s (%s, %d RX / %d TX queues) for %.1fs on %d CPUs, kernel %s\n",
-			ev.Interface.Name, drv, ev.Interface.RXQueues, ev.Interface.TXQueues, secs, r.Meta.CPUs, r.Meta.Kernel)
+		cmd := "udp"
+		if ev.TCP != nil {
+			cmd = "tcp"
+		}
+		fmt.Fprintf(w, "perfscope %s — %s (%s, %d RX / %d TX queues) for %.1fs on %d CPUs, kernel %s\n",
+			cmd, ev.Interface.Name, drv, ev.Interface.RXQueues, ev.Interface.TXQueues, secs, r.Meta.CPUs, r.Meta.Kernel)
 	}
 
 	if ev.Filter != "" {
@@ -78,6 +82,21 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 	Heading(w, "Top lock contention")
 	writeLockSites(w, ev.Locks, 5)
 
+	if ev.TCP != nil {
+		writeTCPSummary(w, ev.TCP)
+	} else {
+		writeUDPDrops(w, ev, secs)
+	}
+
+	Heading(w, "Findings")
+	WriteFindings(w, r.Findings)
+
+	fmt.Fprintln(w, "\n━━━━ details ━━━━")
+	writeNetDetails(w, r, ev)
+}
+
+// writeUDPDrops prints the UDP drops by port, SNMP and softnet_stat.
+func writeUDPDrops(w io.Writer, ev evidence.NetEvidence, secs float64) {
 	Heading(w, "UDP drops by port")
 	if ev.Drops.Unavailable != "" {
 		fmt.Fprintf(w, "unavailable: %s\n", ev.Drops.Unavailable)
@@ -111,12 +130,6 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 	if ev.Drops.Softnet != nil {
 		fmt.Fprintf(w, "softnet_stat over the run: backlog drops %d, time_squeeze %d\n", backlog, squeeze)
 	}
-
-	Heading(w, "Findings")
-	WriteFindings(w, r.Findings)
-
-	fmt.Fprintln(w, "\n━━━━ details ━━━━")
-	writeNetDetails(w, r, ev)
 }
 
 // estimateNote says how a section's numbers were obtained when the
@@ -227,6 +240,9 @@ func writeNetDetails(w io.Writer, r *Report, ev evidence.NetEvidence) {
 		estimateNote(w, "TX packets per CPU and qdisc", ev.TX.Estimate)
 	}
 
+	if ev.TCP != nil {
+		writeTCPDetails(w, ev.TCP)
+	}
 	Heading(w, "Sockets")
 	if !unavailable(w, ev.Sockets.Section) {
 		if ev.Sockets.Warning != "" {

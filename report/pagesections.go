@@ -113,8 +113,11 @@ func softirqHeat(ivs []evidence.SoftirqInterval) HeatMap {
 
 func netSections(ev evidence.NetEvidence) []PageSection {
 	out := softirqSections(ev.Softirq)
-	out = append(out, queueSection(ev), queueCPUSection(ev), lockSection(ev.Locks), dropSection(ev.Drops), socketSection(ev.Sockets))
-	return out
+	out = append(out, queueSection(ev), queueCPUSection(ev), lockSection(ev.Locks))
+	if ev.TCP != nil {
+		return append(out, tcpSection(*ev.TCP))
+	}
+	return append(out, dropSection(ev.Drops), socketSection(ev.Sockets))
 }
 
 func opt(p *uint64) (float64, string) {

@@ -86,6 +86,7 @@ Exit codes: 0 ok, 1 findings at or above --fail-on, 2 bad usage or input,
 		newFlameCmd(g),
 		newGCLogCmd(g),
 		newUDPCmd(g),
+		newTCPCmd(g),
 		newRecipeCmd(g),
 		newServeCmd(g),
 	)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,7 +21,12 @@ import (
 	"github.com/perfscope/perfscope/report/compare"
 )
 
+// udpOptions are the flags of `perfscope udp` and `perfscope tcp`: one
+// network run of a built-in recipe (udp-rx, tcp-rx).
 type udpOptions struct {
+	// proto is the command ("udp", "tcp") and recipe the built-in it runs.
+	proto     string
+	recipe    string
 	Iface     string
 	Port      int
 	PID       int
@@ -43,6 +49,10 @@ type udpOptions struct {
 	// off (every event counted).
 	Budget float64
 	Exact  bool
+	// Top and SampleEvery are tcp's connections listed and accept-queue
+	// sampling period.
+	Top         int
+	SampleEvery time.Duration
 	// budgetSet: --overhead-budget was given (it contradicts --exact).
 	budgetSet bool
 
@@ -58,11 +68,11 @@ type udpOptions struct {
 }
 
 func newUDPCmd(g *Globals) *cobra.Command {
-	return udpCmd(g, &udpOptions{src: recipes.Live(), run: runUDP})
+	return udpCmd(g, &udpOptions{proto: "udp", recipe: "udp-rx", src: recipes.Live(), run: runUDP})
 }
 
 func udpCmd(g *Globals, o *udpOptions) *cobra.Command {
-	cmd := &cobra.Command{
+	return netCmd(g, o, &cobra.Command{
 		Use:   "udp --iface IF",
 		Short: "Where UDP packets spend CPU and wait: per CPU, per queue, per lock, per socket",
 		Long: `udp measures, in one run, the four things Makita's talk reads to take a UDP
@@ -83,29 +93,37 @@ lo, no IRQs on veth) say so in one line; the rest still runs.`,
   perfscope udp --iface eth0 --apply net.rps-needed,net.xps-unset   # writes a revert file first
   perfscope udp --revert ./perfscope-revert-20261121T101500Z-1a2b3c4d.json
   perfscope udp --compare before.json after.json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch {
-			case len(o.Compare) > 0:
-				return o.runCompare(cmd.Context(), g)
-			case o.Revert != "":
-				return o.runRevert(cmd.Context(), g)
-			}
-			o.budgetSet = cmd.Flags().Changed("overhead-budget")
-			if err := o.validate(); err != nil {
-				return err
-			}
-			return o.run(cmd.Context(), o, g)
-		},
+	})
+}
+
+// netCmd gives cmd (its Use, Short, Long and Example set) the flags and
+// the run of a network command; o.proto names the command.
+func netCmd(g *Globals, o *udpOptions, cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		switch {
+		case len(o.Compare) > 0:
+			return o.runCompare(cmd.Context(), g)
+		case o.Revert != "":
+			return o.runRevert(cmd.Context(), g)
+		}
+		o.budgetSet = cmd.Flags().Changed("overhead-budget")
+		if err := o.validate(); err != nil {
+			return err
+		}
+		return o.run(cmd.Context(), o, g)
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	f.StringSliceVar(&o.Apply, "apply", nil, "make the typed changes of these findings' setting recommendations (after writing a revert file)")
 	f.StringVar(&o.RevertDir, "revert-dir", ".", "directory for the revert file --apply writes (owned by you or root; sticky if others may write it)")
 	f.StringVar(&o.Revert, "revert", "", "restore what a revert file written by --apply records, then exit")
-	f.StringSliceVar(&o.Compare, "compare", nil, "compare two saved -o json runs: --compare before.json,after.json (or the flag twice)")
+	if o.proto == "udp" {
+		// report/compare reads udp runs: it has no comparison of the TCP layer.
+		f.StringSliceVar(&o.Compare, "compare", nil, "compare two saved -o json runs: --compare before.json,after.json (or the flag twice)")
+	}
 	f.StringVar(&o.Iface, "iface", "", "network interface to measure (required)")
-	f.IntVar(&o.Port, "port", 0, "local UDP port of the server to inspect")
+	f.IntVar(&o.Port, "port", 0, "local "+strings.ToUpper(o.proto)+" port of the server to inspect")
 	f.IntVar(&o.PID, "pid", 0, "pid of the server to inspect (its sockets and threads)")
 	f.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "how long to measure")
 	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
@@ -118,6 +136,10 @@ lo, no IRQs on veth) say so in one line; the rest still runs.`,
 	f.StringVar(&o.Method, "attach-method", "", "force tp_btf, raw_tp or tracepoint")
 	o.Workload.register(f)
 	budgetFlags(f, &o.Budget, &o.Exact)
+	if o.proto == "tcp" {
+		f.IntVar(&o.Top, "top-connections", recipes.DefaultTCPTop, "connections (and per-connection retransmit and reset rows) listed, busiest first")
+		f.DurationVar(&o.SampleEvery, "sample-interval", recipes.DefaultTCPSampleEvery, "how often the listeners' accept queues are sampled")
+	}
 	return cmd
 }
 
@@ -136,7 +158,7 @@ func (o *udpOptions) validate() error {
 		return err
 	}
 	if o.Port < 0 || o.Port > 65535 {
-		return usageError("--port %d is not a UDP port (0-65535)", o.Port)
+		return usageError("--port %d is not a %s port (0-65535)", o.Port, strings.ToUpper(o.proto))
 	}
 	if o.Freq <= 0 || o.Freq > 10000 {
 		return usageError("--freq must be between 1 and 10000 Hz, got %d", o.Freq)
@@ -188,9 +210,25 @@ func (o *udpOptions) validate() error {
 	if _, err := recipes.ResolveInterface(o.src, o.Iface); err != nil {
 		return err
 	}
+	if o.proto == "tcp" {
+		if o.Top < 1 || o.Top > 10000 {
+			return usageError("--top-connections must be between 1 and 10000, got %d", o.Top)
+		}
+		if o.SampleEvery < 10*time.Millisecond || o.SampleEvery > 10*time.Second {
+			return usageError("--sample-interval must be between 10ms and 10s, got %v", o.SampleEvery)
+		}
+		if o.PID > 0 {
+			if err := sameNetns(o.src, o.PID); err != nil {
+				return err
+			}
+		}
+	}
 	o.set = recipeSet("iface", o.Iface, "port", strconv.Itoa(o.Port), "pid", strconv.Itoa(o.PID), "duration", o.Duration.String(),
 		"profile", strconv.FormatBool(!o.NoProfile), "freq", strconv.Itoa(o.Freq), "event", o.Event, "lock_stacks", strconv.Itoa(o.LockStacks),
 		"attach_method", o.Method, "flame", o.FlameDir)
+	if o.proto == "tcp" {
+		o.set["top"], o.set["sample_interval"] = strconv.Itoa(o.Top), o.SampleEvery.String()
+	}
 	return nil
 }
 
@@ -199,7 +237,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	// The flags are the udp-rx recipe's parameters; its window samples
 	// bpf_stats (probes.StatsSampleOn of every StatsSamplePeriod): left
 	// on, they cost each program run more than most programs do.
-	plan, err := recipes.Load("udp-rx", o.set, o.src)
+	plan, err := recipes.Load(o.recipe, o.set, o.src)
 	if err == nil {
 		plan.SetBudget(o.budget)
 		o.Workload.apply(plan)
@@ -211,7 +249,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	if err != nil {
 		return err
 	}
-	r := res.Report("udp", Version())
+	r := res.Report(o.proto, Version())
 	// --flame: the recipe's outputs, the NET_RX CPUs', the other CPUs'
 	// and all CPUs' stacks as folded stacks and SVG flame graphs, created
 	// through the private directory Prepare opened (safeio).
@@ -246,9 +284,9 @@ func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Rep
 		return "", asUsage(fmt.Errorf("--apply: %w", err))
 	}
 	res, err := apply.Apply(ctx, plan, apply.ApplyOptions{Dir: o.RevertDir, System: apply.LiveSystem(),
-		Run: apply.RunInfo{Command: "udp", Version: Version(), Started: r.Meta.Started, Interface: o.Iface, Findings: plan.IDs()}})
+		Run: apply.RunInfo{Command: o.proto, Version: Version(), Started: r.Meta.Started, Interface: o.Iface, Findings: plan.IDs()}})
 	if res.RevertFile != "" {
-		fmt.Fprintf(g.Err, "revert file: %s (undo with: perfscope udp --revert %s)\n", res.RevertFile, res.RevertFile)
+		fmt.Fprintf(g.Err, "revert file: %s (undo with: perfscope %s --revert %s)\n", res.RevertFile, o.proto, res.RevertFile)
 	}
 	apply.WriteLog(g.Err, "unchanged", res.Unchanged)
 	apply.WriteLog(g.Err, "applied", res.Applied)
@@ -296,7 +334,7 @@ func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 			return asUsage(err)
 		}
 	}
-	r := report.New("udp compare", Version(), g.Started)
+	r := report.New(o.proto+" compare", Version(), g.Started)
 	c := compare.Compare(runs[0], runs[1])
 	r.Data = c
 	r.Meta.DurationNs = c.After.DurationNs

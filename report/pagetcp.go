@@ -1,0 +1,70 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/perfscope/perfscope/evidence"
+)
+
+// tcpSection draws the TCP layer of a `perfscope tcp` run: each
+// listener's accept queue against its backlog, the window's counters, the
+// busiest connections and the retransmits and resets per connection.
+func tcpSection(t evidence.TCPEvidence) PageSection {
+	s := PageSection{ID: "tcp", Title: "TCP: listeners, connections, retransmits"}
+	if t.Listeners.Unavailable != "" {
+		s.Notes = append(s.Notes, "Listeners: "+t.Listeners.Unavailable)
+	} else {
+		chart := BarChart{Title: "Accept queue per listener", Desc: "The most connections found waiting for accept() in any sample, next to the listener's backlog (listen()'s argument capped by net.core.somaxconn): a peak above the backlog is a full queue, and the kernel refuses the next handshake."}
+		lt := PageTable{Caption: "Listeners", Header: []string{"listener", "process", "backlog", "queue now", "peak", "full samples", "samples", "SO_REUSEPORT group"}}
+		for _, l := range t.Listeners.Rows {
+			label := shorten(l.Local.String(), 27)
+			chart.Bars = append(chart.Bars, ChartBar{Label: label, Value: float64(l.QueuePeak), Series: "peak"},
+				ChartBar{Label: label, Value: float64(l.Backlog), Series: "backlog"})
+			lt.Add(l.Local.String(), strings.TrimSpace(l.Comm+" "+joinPIDs(l.PIDs)), fmt.Sprint(l.Backlog), fmt.Sprint(l.QueueLast),
+				fmt.Sprint(l.QueuePeak), fmt.Sprint(l.FullSamples), fmt.Sprint(l.Samples), fmt.Sprint(l.ReusePort))
+		}
+		s.Charts = append(s.Charts, chart)
+		s.Tables = append(s.Tables, lt)
+	}
+	if c := t.Counters.Window; c != nil {
+		ct := PageTable{Caption: "Tcp and TcpExt counters over the window", Header: []string{"counter", "count"}}
+		for _, kv := range []struct {
+			name string
+			v    uint64
+		}{
+			{"PassiveOpens", c.PassiveOpens}, {"ListenOverflows", c.ListenOverflows}, {"ListenDrops", c.ListenDrops},
+			{"TCPReqQFullDrop", c.TCPReqQFullDrop}, {"SyncookiesSent", c.SyncookiesSent}, {"TCPBacklogDrop", c.TCPBacklogDrop},
+			{"PruneCalled", c.PruneCalled}, {"TCPRcvCollapsed", c.TCPRcvCollapsed}, {"TCPRcvQDrop", c.TCPRcvQDrop},
+			{"TCPMemoryPressures", c.TCPMemoryPressures}, {"InSegs", c.InSegs}, {"OutSegs", c.OutSegs},
+			{"RetransSegs", c.RetransSegs}, {"TCPTimeouts", c.TCPTimeouts}, {"TCPFastRetrans", c.TCPFastRetrans},
+			{"TCPLossProbes", c.TCPLossProbes}, {"OutRsts", c.OutRsts},
+		} {
+			ct.Add(kv.name, fmt.Sprint(kv.v))
+		}
+		s.Tables = append(s.Tables, ct)
+	} else {
+		s.Notes = append(s.Notes, "Counters: "+t.Counters.Unavailable)
+	}
+	if t.Connections.Unavailable != "" {
+		s.Notes = append(s.Notes, "Connections: "+t.Connections.Unavailable)
+	} else {
+		cn := PageTable{Caption: fmt.Sprintf("Busiest connections (%d of %d)", len(t.Connections.Rows), t.Connections.Total),
+			Header: []string{"local", "remote", "state", "pids", "bytes (window)", "RTT ms", "cwnd", "retransmits", "rcvbuf", "drops"}}
+		for _, c := range t.Connections.Rows {
+			cn.Add(c.Local.String(), c.Remote.String(), c.State, joinPIDs(c.PIDs), optBytes(c.BytesWindow),
+				fmt.Sprintf("%.2f", float64(c.RTTUs)/1000), fmt.Sprint(c.SndCwnd), fmt.Sprint(c.TotalRetrans), Bytes(float64(c.Rcvbuf)), optU32(c.Drops))
+		}
+		s.Tables = append(s.Tables, cn)
+	}
+	if ev := t.Events; ev.Unavailable != "" {
+		s.Notes = append(s.Notes, "Retransmits and resets per connection: "+ev.Unavailable)
+	} else {
+		et := PageTable{Caption: "Retransmits and resets per connection (exact)", Header: []string{"local", "remote", "event", "kind / reason", "state", "events", "segments"}}
+		for _, e := range ev.Top {
+			et.Add(addrText(e.Local), addrText(e.Remote), e.Event, e.Kind, e.State, fmt.Sprint(e.Events), fmt.Sprint(e.Segs))
+		}
+		s.Tables = append(s.Tables, et)
+	}
+	return s
+}

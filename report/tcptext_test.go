@@ -1,0 +1,94 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/evidence"
+)
+
+func tcpReport() *Report {
+	w := &evidence.TCPCounters{PassiveOpens: 900, ListenOverflows: 37, ListenDrops: 37, InSegs: 5000, OutSegs: 4000, RetransSegs: 40}
+	conns := uint64(52000)
+	ev := evidence.NetEvidence{Interface: evidence.NetInterface{Name: "vb"}, DurationNs: int64(2 * time.Second)}
+	ev.TCP = &evidence.TCPEvidence{DurationNs: int64(2 * time.Second), Port: 8080,
+		Counters: evidence.TCPCounterSection{Window: w},
+		Listeners: evidence.ListenerSection{Rows: []evidence.TCPListener{{Local: netip.MustParseAddrPort("10.0.0.1:8080"), PIDs: []int{4242}, Comm: "toyserver",
+			Backlog: 4, QueueLast: 5, QueuePeak: 5, FullSamples: 12, Samples: 20, ReusePort: 1}}},
+		Connections: evidence.ConnectionSection{Total: 1, Rows: []evidence.TCPConnection{{Local: netip.MustParseAddrPort("10.0.0.1:8080"),
+			Remote: netip.MustParseAddrPort("10.0.0.2:40000"), State: "ESTABLISHED", RTTUs: 250, BytesWindow: &conns}}},
+		Events: evidence.TCPEventSection{Retransmits: evidence.TCPEventCount{Events: 40, Segs: 40},
+			RetransmitKinds: map[string]evidence.TCPEventCount{"rto": {Events: 40, Segs: 40}},
+			Top:             []evidence.TCPConnEvents{{Local: netip.MustParseAddrPort("10.0.0.1:8080"), Remote: netip.MustParseAddrPort("10.0.0.2:40000"), Event: "retransmit", Kind: "rto", Events: 40, Segs: 40}}},
+	}
+	r := New("tcp", "v", time.Unix(0, 0))
+	r.Data = NetData{NetEvidence: ev}
+	return r
+}
+
+// A TCP run's text names itself, shows the accept queues and the
+// counters on the first screen, and the connections and events below.
+func TestTCPText(t *testing.T) {
+	var b bytes.Buffer
+	if err := Render(&b, tcpReport(), Text); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"perfscope tcp — vb", "TCP listeners (accept queues, sampled)", "10.0.0.1:8080", "toyserver 4242", "12 of 20",
+		"accept queue full", "37 (18/s)", "40 (1.0% of segments out)", "retransmitted segments by kind: rto 40",
+		"TCP connections (busiest by bytes over the window)", "10.0.0.2:40000", "TCP retransmits and resets per connection"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "UDP drops by port") {
+		t.Error("a TCP run's text shows the UDP drops section")
+	}
+}
+
+// The JSON keeps the TCP layer under data.tcp, with the keys docs/tcp.md
+// and the README list.
+func TestTCPJSONKeys(t *testing.T) {
+	var b bytes.Buffer
+	if err := Render(&b, tcpReport(), JSON); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Data struct {
+			TCP map[string]json.RawMessage `json:"tcp"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"duration_ns", "port", "counters", "settings", "sockstat", "listeners", "connections", "events"} {
+		if _, ok := doc.Data.TCP[k]; !ok {
+			t.Errorf("data.tcp lacks %q: %s", k, b.String())
+		}
+	}
+	var counters struct {
+		Window struct {
+			ListenOverflows uint64 `json:"listen_overflows"`
+		} `json:"window"`
+	}
+	if err := json.Unmarshal(doc.Data.TCP["counters"], &counters); err != nil || counters.Window.ListenOverflows != 37 {
+		t.Errorf("counters %s", doc.Data.TCP["counters"])
+	}
+}
+
+// The page draws the TCP section instead of the UDP drops and sockets.
+func TestTCPPage(t *testing.T) {
+	page := renderPage(t, tcpReport())
+	for _, want := range []string{"TCP: listeners, connections, retransmits", "Accept queue per listener", "ListenOverflows", "Busiest connections (1 of 1)"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "UDP sockets") {
+		t.Error("a TCP run's page shows the UDP sockets table")
+	}
+}
