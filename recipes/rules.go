@@ -28,6 +28,7 @@ const (
 	needJVM
 	needGC
 	needPauseTimeline
+	needOffCPU
 )
 
 var judges = map[ruleNeed]string{
@@ -37,6 +38,7 @@ var judges = map[ruleNeed]string{
 	needJVM:           "a JVM's allocation (async-profiler)",
 	needGC:            "GC logs",
 	needPauseTimeline: "a port's drops next to a JVM's pauses, interval by interval",
+	needOffCPU:        "threads off CPU and run-queue latency",
 }
 
 // softirqOnly are the network rules that read nothing but softirq per
@@ -66,6 +68,7 @@ var Rules = sync.OnceValue(func() []RuleInfo {
 	out = append(out, rulesOf(diagnose.JVMRules, func(string) ruleNeed { return needJVM })...)
 	out = append(out, rulesOf(diagnose.GCRules, func(string) ruleNeed { return needGC })...)
 	out = append(out, rulesOf(diagnose.TimelineRules, func(string) ruleNeed { return needPauseTimeline })...)
+	out = append(out, rulesOf(diagnose.OffCPURules, func(string) ruleNeed { return needOffCPU })...)
 	return out
 })
 
@@ -142,6 +145,10 @@ func (ri RuleInfo) missing(r *Recipe) string {
 	case needGC:
 		if !r.uses("gclog") {
 			return "judges GC logs: add the gclog collector"
+		}
+	case needOffCPU:
+		if !r.uses("offcpu") {
+			return "judges threads off CPU: add the offcpu probe"
 		}
 	case needPauseTimeline:
 		switch {

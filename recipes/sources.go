@@ -21,6 +21,7 @@ import (
 	"github.com/perfscope/perfscope/probes/ksym"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
+	offcpuprobe "github.com/perfscope/perfscope/probes/offcpu"
 	"github.com/perfscope/perfscope/probes/softirq"
 	"github.com/perfscope/perfscope/probes/udpdrop"
 	"github.com/perfscope/perfscope/probes/udpsock"
@@ -148,6 +149,11 @@ type (
 		// ReasonName names a drop reason the way the kernel's BTF does.
 		ReasonName(kind udpdrop.Kind, reason uint32) string
 	}
+	// OffCPUProbe is the off-CPU probe with its programs' own counts.
+	OffCPUProbe interface {
+		probes.Snapshotter[offcpuprobe.Snapshot]
+		SelfCosts() (probes.SelfCosts, error)
+	}
 	CPUProfileProbe interface {
 		probes.Snapshotter[cpuprofile.Profile]
 		Start() error
@@ -178,6 +184,7 @@ type Opener struct {
 	Drop       func(udpdrop.Options) (DropProbe, error)
 	Socket     func(udpsock.Options) (SocketProbe, error)
 	CPUProfile func(cpuprofile.Options) (CPUProfileProbe, error)
+	OffCPU     func(offcpuprobe.Options) (OffCPUProbe, error)
 	// KernelNamer opens the kernel's own symbol lookup (probes/ksym) to
 	// name sampled kernel addresses; nil, or one that fails, names them
 	// from Sources.Symbols' /proc/kallsyms.
@@ -197,6 +204,7 @@ func LiveProbes() Opener {
 		Drop:       func(o udpdrop.Options) (DropProbe, error) { return as[DropProbe](udpdrop.Open(o)) },
 		Socket:     func(o udpsock.Options) (SocketProbe, error) { return as[SocketProbe](udpsock.Open(o)) },
 		CPUProfile: func(o cpuprofile.Options) (CPUProfileProbe, error) { return as[CPUProfileProbe](cpuprofile.Open(o)) },
+		OffCPU:     func(o offcpuprobe.Options) (OffCPUProbe, error) { return as[OffCPUProbe](offcpuprobe.Open(o)) },
 		KernelNamer: func() (symbols.KernelNamer, error) {
 			return as[symbols.KernelNamer](ksym.Open())
 		},

@@ -35,6 +35,7 @@ type RecipeData struct {
 	GC       *evidence.GC       `json:"gc,omitempty"`
 	GCFiles  []string           `json:"gc_files,omitempty"`
 	Timeline *evidence.Timeline `json:"timeline,omitempty"`
+	OffCPU   *evidence.OffCPU   `json:"offcpu,omitempty"`
 }
 
 // writeRecipeText prints each section with its own command's text, the

@@ -1,0 +1,111 @@
+package recipes
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/offcpu"
+	"github.com/perfscope/perfscope/probes"
+	probe "github.com/perfscope/perfscope/probes/offcpu"
+)
+
+// OffCPUOptions configure the off-CPU part.
+type OffCPUOptions struct {
+	Method probes.AttachMethod
+	// PID is the process watched (0: every process).
+	PID int
+	// MinBlock, Stacks, StackEvery and NoWakerStacks are the probe's
+	// (probes/offcpu.Options).
+	MinBlock      time.Duration
+	Stacks        probe.Stacks
+	StackEvery    int
+	NoWakerStacks bool
+	// Top bounds the waits listed.
+	Top int
+}
+
+// OffCPU is the off-CPU part: where the watched threads waited, by stack,
+// state and waker, their run-queue latency and each thread pool's time on
+// CPU, runnable and blocked (offcpu.Session, the code offcpu.Measure
+// runs).
+type OffCPU struct {
+	opts    OffCPUOptions
+	session *offcpu.Session
+	ev      *evidence.OffCPU
+	cov     *Coverage
+	ctxErr  error
+}
+
+// NewOffCPU returns the off-CPU part.
+func NewOffCPU(opts OffCPUOptions) *OffCPU { return &OffCPU{opts: opts} }
+
+// SetCoverage implements Sampled: the budget may attach the probe's
+// sched hooks in sampling windows only.
+func (p *OffCPU) SetCoverage(c *Coverage) { p.cov = c }
+
+// Open implements Part.
+func (p *OffCPU) Open(src Sources) error {
+	open := src.Probes.OffCPU
+	if open == nil {
+		return unavailable("off-CPU: no probe opener in this run")
+	}
+	o := offcpu.Options{PID: p.opts.PID, Top: p.opts.Top, Proc: src.Root, Symbols: src.Symbols,
+		Probe: probe.Options{Method: p.opts.Method, MinBlock: p.opts.MinBlock, Stacks: p.opts.Stacks,
+			StackEvery: p.opts.StackEvery, NoWakerStacks: p.opts.NoWakerStacks},
+		Open: func(po probe.Options) (offcpu.Probe, error) { return open(po) },
+	}
+	if src.Probes.KernelNamer != nil {
+		o.KernelNamer = src.Probes.KernelNamer
+	}
+	s, err := offcpu.Open(o)
+	if err != nil {
+		return err
+	}
+	p.session = s
+	return nil
+}
+
+// Probes implements Part.
+func (p *OffCPU) Probes() []probes.Probe {
+	if p.session == nil {
+		return nil
+	}
+	return probesOf(p.session.Probe().(OffCPUProbe))
+}
+
+// Begin implements Part.
+func (p *OffCPU) Begin(context.Context) error {
+	p.session.Begin()
+	return nil
+}
+
+// End implements Part: the last reading, the probe closed, the stacks
+// named.
+func (p *OffCPU) End(ctx context.Context) error {
+	why := ""
+	if ctx.Err() != nil {
+		why = "interrupted"
+	} else if w := offcpu.Ended(offcpu.Options{PID: p.opts.PID}); w != "" {
+		why = w
+	}
+	ev, err := p.session.End(why)
+	if err != nil {
+		return err
+	}
+	if e := p.cov.Estimate(probe.Group); e != nil {
+		// The probe starts a new epoch each time it attaches again: no
+		// wait is timed across a gap, so the times are of the sampling
+		// windows only. They are not scaled up: a wait longer than a
+		// window is cut, and which waits fell in the gaps is unknown.
+		ev.Coverage = e
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("the sched tracepoints were attached %.0f %% of the window (overhead budget): off-CPU, runnable and on-CPU times are of those sampling windows only and waits longer than a window are cut; --exact keeps them attached",
+			100*e.Coverage))
+	}
+	p.ev = ev
+	return nil
+}
+
+// Evidence is what the window measured (nil before End).
+func (p *OffCPU) Evidence() *evidence.OffCPU { return p.ev }
