@@ -172,14 +172,26 @@ func (s *Session) Begin() {
 	}
 }
 
-// End reads the probe and /proc once more, closes the probe, names the
-// stacks and builds the evidence. why, when not empty, says why the
-// window ended early ("interrupted", "pid N exited").
+// End reads the probe and /proc once more (Read), then closes the probe,
+// names the stacks and builds the evidence (Finish). why, when not
+// empty, says why the window ended early ("interrupted", "pid N
+// exited").
 func (s *Session) End(why string) (*evidence.OffCPU, error) {
-	o, in := s.o, s.in
+	if err := s.Read(); err != nil {
+		return nil, err
+	}
+	return s.Finish(why), nil
+}
+
+// Read takes the window's last reading: the probe's maps, /proc's CPU
+// time, threads and names, and the programs' own counts. The probe stays
+// attached until Finish (or Close).
+func (s *Session) Read() error {
+	o := s.o
+	in := &s.in
 	snap, err := s.p.Snapshot()
 	if err != nil {
-		return nil, fmt.Errorf("read the offcpu probe: %w", err)
+		return fmt.Errorf("read the offcpu probe: %w", err)
 	}
 	in.Snapshot = snap
 	in.Duration = max(0, snap.Mono-snap.WindowStart)
@@ -210,17 +222,24 @@ func (s *Session) End(why string) (*evidence.OffCPU, error) {
 	if costs, err := s.p.SelfCosts(); err == nil {
 		in.Programs = programCosts(costs)
 	}
+	return nil
+}
+
+// Finish closes the probe (naming stacks is not done with it attached),
+// names the stacks Read found and builds the evidence.
+func (s *Session) Finish(why string) *evidence.OffCPU {
+	in := s.in
 	if err := s.Close(); err != nil {
 		in.Warnings = append(in.Warnings, "closing the probe: "+err.Error())
 	}
-	nameAll(s.sym, snap)
+	nameAll(s.sym, in.Snapshot)
 	in.Symbols = s.sym
 	ev := Build(in)
 	if why != "" {
-		ev.Warnings = append(ev.Warnings, fmt.Sprintf("%s after %v of the %v asked for", why, time.Duration(ev.DurationNs).Round(time.Millisecond), o.Duration))
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("%s after %v of the %v asked for", why, time.Duration(ev.DurationNs).Round(time.Millisecond), s.o.Duration))
 	}
 	ev.Warnings = append(ev.Warnings, s.sym.Warnings()...)
-	return &ev, nil
+	return &ev
 }
 
 // Close detaches the probe; a second call does nothing.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/offcpu"
 	"github.com/perfscope/perfscope/probes"
@@ -35,7 +36,9 @@ type OffCPU struct {
 	session *offcpu.Session
 	ev      *evidence.OffCPU
 	cov     *Coverage
-	ctxErr  error
+	proc    procfs.FS
+	// exited says the watched process exited before the window ended.
+	exited string
 }
 
 // NewOffCPU returns the off-CPU part.
@@ -59,6 +62,7 @@ func (p *OffCPU) Open(src Sources) error {
 	if src.Probes.KernelNamer != nil {
 		o.KernelNamer = src.Probes.KernelNamer
 	}
+	p.proc = src.Root
 	s, err := offcpu.Open(o)
 	if err != nil {
 		return err
@@ -81,18 +85,25 @@ func (p *OffCPU) Begin(context.Context) error {
 	return nil
 }
 
-// End implements Part: the last reading, the probe closed, the stacks
-// named.
-func (p *OffCPU) End(ctx context.Context) error {
-	why := ""
-	if ctx.Err() != nil {
-		why = "interrupted"
-	} else if w := offcpu.Ended(offcpu.Options{PID: p.opts.PID}); w != "" {
-		why = w
-	}
-	ev, err := p.session.End(why)
-	if err != nil {
+// End implements Part: the last reading. The probe is closed with the
+// session's; the stacks are named in Evidence, after it.
+func (p *OffCPU) End(context.Context) error {
+	if err := p.session.Read(); err != nil {
 		return err
+	}
+	p.exited = offcpu.Ended(offcpu.Options{PID: p.opts.PID, Proc: p.proc})
+	return nil
+}
+
+// Evidence is what the window measured, its stacks named (once: call it
+// after the session has closed).
+func (p *OffCPU) Evidence() *evidence.OffCPU {
+	if p.ev != nil {
+		return p.ev
+	}
+	ev := p.session.Finish("")
+	if p.exited != "" {
+		ev.Warnings = append(ev.Warnings, p.exited+" before the window ended: its threads' times stop there")
 	}
 	if e := p.cov.Estimate(probe.Group); e != nil {
 		// The probe starts a new epoch each time it attaches again: no
@@ -100,12 +111,9 @@ func (p *OffCPU) End(ctx context.Context) error {
 		// windows only. They are not scaled up: a wait longer than a
 		// window is cut, and which waits fell in the gaps is unknown.
 		ev.Coverage = e
-		ev.Warnings = append(ev.Warnings, fmt.Sprintf("the sched tracepoints were attached %.0f %% of the window (overhead budget): off-CPU, runnable and on-CPU times are of those sampling windows only and waits longer than a window are cut; --exact keeps them attached",
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("the sched tracepoints were attached %.0f %% of the window (overhead budget): off-CPU, runnable and on-CPU times are of those sampling windows only, and waits longer than a window are cut; --exact keeps them attached",
 			100*e.Coverage))
 	}
 	p.ev = ev
-	return nil
+	return ev
 }
-
-// Evidence is what the window measured (nil before End).
-func (p *OffCPU) Evidence() *evidence.OffCPU { return p.ev }
