@@ -70,6 +70,10 @@ func writeRecipeText(w io.Writer, r *Report, d RecipeData) error {
 		fmt.Fprintln(w)
 		writeProfileText(w, &section, *d.Profile)
 	}
+	if d.OffCPU != nil {
+		fmt.Fprintln(w)
+		writeOffCPUText(w, &section, *d.OffCPU)
+	}
 	if d.JVMPauses != nil {
 		writeJVMPausesText(w, *d.JVMPauses)
 	}
