@@ -30,7 +30,14 @@ type offcpuReport struct {
 // links (the workload is started then, so every wait of it is seen).
 func startOffCPU(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
-	cmd := exec.Command(Perfscope(t), append([]string{"offcpu"}, args...)...)
+	return startWatching(t, append([]string{"offcpu"}, args...)...)
+}
+
+// startWatching starts perfscope with args and returns once it holds at
+// least the off-CPU probe's four BPF links.
+func startWatching(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(Perfscope(t), args...)
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Start(); err != nil {
@@ -178,5 +185,47 @@ func TestOffCPUInterrupted(t *testing.T) {
 	if r.Data.Totals.Threads == 0 || !strings.Contains(strings.Join(r.Data.Warnings, "\n"), "interrupted after") ||
 		time.Duration(r.Data.DurationNs) > 30*time.Second {
 		t.Errorf("threads %d, window %v, warnings %q: want the cut window reported", r.Data.Totals.Threads, time.Duration(r.Data.DurationNs), r.Data.Warnings)
+	}
+}
+
+// profile --off-cpu: one window, two sections; the off-CPU one holds the
+// known sleeps of the watched process, within 10 %.
+func TestProfileOffCPUSection(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	prog := testutil.StartSleepers(t, 2, 10*time.Millisecond, 30)
+	cmd, out, stderr := startWatching(t, "profile", "--pid", strconv.Itoa(prog.PID()), "-d", "5s", "--off-cpu", "-o", "json")
+	// The profile's perf events start with the window, after the
+	// off-CPU probe has attached.
+	time.Sleep(time.Second)
+	prog.Go(t)
+	truth := prog.Wait(t, 20*time.Second)
+	finishOffCPU(t, cmd, stderr)
+	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+	var r struct {
+		Data struct {
+			Profile *evidence.Profile `json:"profile"`
+			OffCPU  *evidence.OffCPU  `json:"offcpu"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatalf("json: %v\n%s", err, out.String())
+	}
+	if r.Data.Profile == nil || r.Data.OffCPU == nil {
+		t.Fatalf("sections: profile %v, offcpu %v\n%s", r.Data.Profile != nil, r.Data.OffCPU != nil, out.String())
+	}
+	var sleepNs int64
+	for _, reason := range r.Data.OffCPU.ByReason {
+		for _, s := range reason.Sites {
+			if s.Site == testutil.SleepFunction {
+				sleepNs += s.Ns
+			}
+		}
+	}
+	want := truth["slept_ns"]
+	t.Logf("off-CPU at %s: %v; the program slept %v", testutil.SleepFunction, time.Duration(sleepNs), time.Duration(want))
+	if d := sleepNs - want; want <= 0 || d < -want/10 || d > want/10 {
+		t.Errorf("off-CPU at %s %v, the program slept %v (more than 10 %% apart)", testutil.SleepFunction, time.Duration(sleepNs), time.Duration(want))
 	}
 }

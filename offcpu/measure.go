@@ -225,6 +225,12 @@ func (s *Session) Read() error {
 	return nil
 }
 
+// SetWindow replaces the window's length Read took from the probe (its
+// current epoch's): under an overhead budget the probe is attached in
+// sampling windows, each a new epoch, and the time the threads were
+// watched is the windows' sum, which only the governor knows.
+func (s *Session) SetWindow(d time.Duration) { s.in.Duration = d }
+
 // Finish closes the probe (naming stacks is not done with it attached),
 // names the stacks Read found and builds the evidence.
 func (s *Session) Finish(why string) *evidence.OffCPU {

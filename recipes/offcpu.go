@@ -39,6 +39,8 @@ type OffCPU struct {
 	proc    procfs.FS
 	// exited says the watched process exited before the window ended.
 	exited string
+	// begin and end are the window's first and last readings.
+	begin, end time.Time
 }
 
 // NewOffCPU returns the off-CPU part.
@@ -81,6 +83,7 @@ func (p *OffCPU) Probes() []probes.Probe {
 
 // Begin implements Part.
 func (p *OffCPU) Begin(context.Context) error {
+	p.begin = time.Now()
 	p.session.Begin()
 	return nil
 }
@@ -91,6 +94,7 @@ func (p *OffCPU) End(context.Context) error {
 	if err := p.session.Read(); err != nil {
 		return err
 	}
+	p.end = time.Now()
 	p.exited = offcpu.Ended(offcpu.Options{PID: p.opts.PID, Proc: p.proc})
 	return nil
 }
@@ -101,18 +105,24 @@ func (p *OffCPU) Evidence() *evidence.OffCPU {
 	if p.ev != nil {
 		return p.ev
 	}
+	e := p.cov.Estimate(probe.Group)
+	if e != nil {
+		// The probe's own window is its last epoch: the threads were
+		// watched for the sampling windows' sum.
+		p.session.SetWindow(time.Duration(e.Coverage * float64(p.end.Sub(p.begin))))
+	}
 	ev := p.session.Finish("")
 	if p.exited != "" {
 		ev.Warnings = append(ev.Warnings, p.exited+" before the window ended: its threads' times stop there")
 	}
-	if e := p.cov.Estimate(probe.Group); e != nil {
+	if e != nil {
 		// The probe starts a new epoch each time it attaches again: no
 		// wait is timed across a gap, so the times are of the sampling
 		// windows only. They are not scaled up: a wait longer than a
 		// window is cut, and which waits fell in the gaps is unknown.
 		ev.Coverage = e
-		ev.Warnings = append(ev.Warnings, fmt.Sprintf("the sched tracepoints were attached %.0f %% of the window (overhead budget): off-CPU, runnable and on-CPU times are of those sampling windows only, and waits longer than a window are cut; --exact keeps them attached",
-			100*e.Coverage))
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("the sched tracepoints were attached %.0f %% of the %v window, in %d sampling windows (overhead budget): off-CPU, runnable and on-CPU times are of those %v only, and waits longer than a sampling window are cut; --exact keeps them attached",
+			100*e.Coverage, p.end.Sub(p.begin).Round(time.Millisecond), e.Windows, time.Duration(ev.DurationNs).Round(time.Millisecond)))
 	}
 	p.ev = ev
 	return ev

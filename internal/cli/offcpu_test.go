@@ -89,3 +89,26 @@ func TestOffCPUProcessGoneIsExit2(t *testing.T) {
 		t.Errorf("missing pid: %v (exit %d)", err, CodeOf(err))
 	}
 }
+
+// profile --off-cpu: the flag reaches the run; a graph format, which
+// would draw the on-CPU profile only, and a workload filter, which the
+// off-CPU probe does not take, are refused.
+func TestProfileOffCPUFlag(t *testing.T) {
+	g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
+	var got *profileOptions
+	cmd := profileCmd(g, &profileOptions{src: recipes.Live(),
+		run: func(_ context.Context, o *profileOptions, _ *Globals) error { got = o; return nil }})
+	cmd.SetArgs([]string{"--off-cpu", "-o", "json", "-d", "1s"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || !got.OffCPU {
+		t.Fatalf("options = %+v", got)
+	}
+	for _, args := range [][]string{{"--off-cpu", "-o", "folded"}, {"--off-cpu", "--cgroup", "/"}} {
+		_, stderr, code := execute(t, append([]string{"profile"}, args...)...)
+		if code != ExitUsage || !strings.Contains(stderr, "--off-cpu") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
