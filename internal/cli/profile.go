@@ -237,6 +237,12 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 		return err
 	}
 	o.Workload.apply(plan)
+	if o.OffCPU {
+		// profile takes no --overhead-budget: the off-CPU section is
+		// measured whole, as offcpu --exact (a sampled one would cut every
+		// wait longer than a sampling window).
+		plan.SetBudget(recipes.Budget{})
+	}
 	hooks := recipes.Hooks{Started: g.Started}
 	if f, ok := g.Err.(*os.File); ok && isTerminal(f) {
 		hooks.OnStart = func() {
