@@ -422,8 +422,9 @@ func (p *Plan) runGC(ctx context.Context, u boundUse) (GCResult, error) {
 // once. A served recipe writes no files, so an output directory is
 // refused rather than ignored.
 func (p *Plan) Continuous() error {
-	for _, name := range []string{"async-profiler", "gclog"} {
+	for _, name := range []string{"async-profiler", "gclog", "offcpu"} {
 		if u, ok := p.use(name); ok {
+			// offcpu names its stacks once, after its probe is closed.
 			return badInput("recipe %s uses %s (%s), which measures once: run it with perfscope recipe run", p.Recipe.Name, name, u.Path)
 		}
 	}
