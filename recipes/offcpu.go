@@ -102,7 +102,7 @@ func (p *OffCPU) End(context.Context) error {
 // Evidence is what the window measured, its stacks named (once: call it
 // after the session has closed).
 func (p *OffCPU) Evidence() *evidence.OffCPU {
-	if p.ev != nil {
+	if p.ev != nil || p.session == nil {
 		return p.ev
 	}
 	e := p.cov.Estimate(probe.Group)

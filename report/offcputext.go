@@ -70,7 +70,7 @@ func writeOffCPUText(w io.Writer, r *Report, ev evidence.OffCPU) {
 		top = len(ev.Waits)
 	}
 	if top > 0 {
-		Heading(w, fmt.Sprintf("Longest waits by stack (top %d of %d)", top, len(ev.Waits)))
+		Heading(w, fmt.Sprintf("Longest waits by stack (%d)", top))
 		for i, wt := range ev.Waits[:top] {
 			fmt.Fprintf(w, "%2d. %s total in %d waits (max %s, runnable %s) — %s/%d (pid %d), %s, %s at %s\n",
 				i+1, Nanos(float64(wt.TotalNs)), wt.Count, Nanos(float64(wt.MaxNs)), Nanos(float64(wt.RunnableNs)),
