@@ -14,7 +14,10 @@
 #              still exact);
 #   bpftrace   bench/offcpu.bt: the same tracepoints and maps;
 #   offcputime libbpf-tools' offcputime -m 10 (tp_btf sched_switch, stacks
-#              at the switch-in; no wakers, no run queue).
+#              at the switch-in; no wakers, no run queue);
+#   cmd-budget the command, `perfscope offcpu -a` at its defaults (the
+#              overhead budget, 1.5 %: sampling windows);
+#   cmd-exact  `perfscope offcpu -a --exact`.
 #
 # Hold the BPF lock while it runs, so that other perfscope tests do not
 # load programs on the same tracepoints:
@@ -44,8 +47,12 @@ trap cleanup EXIT INT TERM
 
 [ "$(id -u)" = 0 ] || { echo "offcpu.sh: needs root (BPF)" >&2; exit 3; }
 command -v perf >/dev/null || { echo "offcpu.sh: needs perf (bash scripts/deps.sh bench)" >&2; exit 3; }
-(cd "$REPO" && go build -o "$WORK/offcpuprobe" ./bench/cmd/offcpuprobe)
-read -r -a TRACERS <<<"${OFFCPU_TRACERS:-none empty exact nowaker every16 bpftrace offcputime}"
+(cd "$REPO" && go build -o "$WORK/offcpuprobe" ./bench/cmd/offcpuprobe && CGO_ENABLED=0 go build -o "$WORK/perfscope" ./cmd/perfscope)
+read -r -a TRACERS <<<"${OFFCPU_TRACERS:-none empty exact nowaker every16 bpftrace offcputime cmd-budget cmd-exact}"
+
+# bpf_links PID: the BPF links a process holds (the command's four sched
+# hooks once it is attached).
+bpf_links() { find "/proc/$1/fd" -lname 'anon_inode:bpf_link' 2>/dev/null | wc -l; }
 
 busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
 
@@ -73,6 +80,14 @@ measure() {
 		tpid=$!
 		for _ in $(seq 300); do grep -q Attaching "$out.bt" 2>/dev/null && break; sleep 0.1; done
 		sleep 1
+		;;
+	cmd-budget | cmd-exact)
+		local cargs=(offcpu -a -d 10m -o json)
+		[ "$tr" = cmd-exact ] && cargs+=(--exact)
+		"$WORK/perfscope" "${cargs[@]}" >"$out.json" 2>"$out.err" &
+		tpid=$!
+		for _ in $(seq 300); do [ "$(bpf_links "$tpid")" -ge 4 ] && break; sleep 0.1; done
+		sleep 1 # the budget's calibration
 		;;
 	offcputime)
 		/usr/sbin/offcputime -m 10 >"$out.ot" 2>&1 &

@@ -44,7 +44,12 @@ type OffCPU struct {
 	// Programs are the probe's programs' own counts and per-run times
 	// (self-timed: 1 in 64 runs), per tracepoint.
 	Programs []ProgramCost `json:"programs,omitempty"`
-	Warnings []string      `json:"warnings,omitempty"`
+	// Coverage, when the overhead budget attached the sched tracepoints
+	// in sampling windows only, says how much of the run they covered:
+	// every time above is of those windows (not scaled). Absent: attached
+	// the whole run.
+	Coverage *Estimate `json:"coverage,omitempty"`
+	Warnings []string  `json:"warnings,omitempty"`
 }
 
 // CPUBusy is one CPU's busy share of the window.

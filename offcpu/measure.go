@@ -74,6 +74,36 @@ func Measure(ctx context.Context, o Options) (*evidence.OffCPU, error) {
 	if o.Duration <= 0 {
 		return nil, fmt.Errorf("offcpu: duration %v must be positive", o.Duration)
 	}
+	s, err := Open(o)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	s.Begin()
+	if o.Started != nil {
+		o.Started()
+	}
+	why := waitWindow(ctx, s.o)
+	return s.End(why)
+}
+
+// Session is one off-CPU window split at its readings, so that a recipe's
+// part (recipes.OffCPU) runs the same code as Measure inside a window it
+// does not own: Open attaches the probe, Begin takes the first reading,
+// End the last and builds the evidence.
+type Session struct {
+	o         Options
+	in        Input
+	sym       *symbols.Symbolizer
+	p         Probe
+	statStart procfs.Stat
+	statErr   error
+	closed    bool
+}
+
+// Open checks the options, names the process and attaches the probe.
+// Errors: as Measure's.
+func Open(o Options) (*Session, error) {
 	if o.PID < 0 {
 		return nil, fmt.Errorf("offcpu: pid %d must be positive", o.PID)
 	}
@@ -123,27 +153,50 @@ func Measure(ctx context.Context, o Options) (*evidence.OffCPU, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer p.Close()
 	in.AttachMethod = string(p.Method())
-	statStart, statErr := o.Proc.Stat()
-	if o.PID != 0 {
-		if tasks, err := o.Proc.Tasks(o.PID); err == nil {
-			in.TasksStart = map[int][]procfs.Task{o.PID: tasks}
+	return &Session{o: o, in: in, sym: sym, p: p}, nil
+}
+
+// Probe is the session's probe (a recipe's session governs and closes it
+// too: Close is safe twice).
+func (s *Session) Probe() Probe { return s.p }
+
+// Begin takes the window's first reading of /proc: CPU time and the
+// process's threads.
+func (s *Session) Begin() {
+	s.statStart, s.statErr = s.o.Proc.Stat()
+	if s.o.PID != 0 {
+		if tasks, err := s.o.Proc.Tasks(s.o.PID); err == nil {
+			s.in.TasksStart = map[int][]procfs.Task{s.o.PID: tasks}
 		}
 	}
+}
 
-	if o.Started != nil {
-		o.Started()
+// End reads the probe and /proc once more (Read), then closes the probe,
+// names the stacks and builds the evidence (Finish). why, when not
+// empty, says why the window ended early ("interrupted", "pid N
+// exited").
+func (s *Session) End(why string) (*evidence.OffCPU, error) {
+	if err := s.Read(); err != nil {
+		return nil, err
 	}
-	why := waitWindow(ctx, o)
-	snap, err := p.Snapshot()
+	return s.Finish(why), nil
+}
+
+// Read takes the window's last reading: the probe's maps, /proc's CPU
+// time, threads and names, and the programs' own counts. The probe stays
+// attached until Finish (or Close).
+func (s *Session) Read() error {
+	o := s.o
+	in := &s.in
+	snap, err := s.p.Snapshot()
 	if err != nil {
-		return nil, fmt.Errorf("read the offcpu probe: %w", err)
+		return fmt.Errorf("read the offcpu probe: %w", err)
 	}
 	in.Snapshot = snap
 	in.Duration = max(0, snap.Mono-snap.WindowStart)
-	if statEnd, err := o.Proc.Stat(); err == nil && statErr == nil {
-		in.Busy, in.CPUs = busy(statEnd.Sub(statStart))
+	if statEnd, err := o.Proc.Stat(); err == nil && s.statErr == nil {
+		in.Busy, in.CPUs = busy(statEnd.Sub(s.statStart))
 	}
 	if in.CPUs == 0 {
 		in.CPUs = len(snap.RunqCPU)
@@ -166,20 +219,57 @@ func Measure(ctx context.Context, o Options) (*evidence.OffCPU, error) {
 			}
 		}
 	}
-	if costs, err := p.SelfCosts(); err == nil {
+	if costs, err := s.p.SelfCosts(); err == nil {
 		in.Programs = programCosts(costs)
 	}
-	if err := p.Close(); err != nil {
+	return nil
+}
+
+// SetWindow replaces the window's length Read took from the probe (its
+// current epoch's): under an overhead budget the probe is attached in
+// sampling windows, each a new epoch, and the time the threads were
+// watched is the windows' sum, which only the governor knows.
+func (s *Session) SetWindow(d time.Duration) { s.in.Duration = d }
+
+// Finish closes the probe (naming stacks is not done with it attached),
+// names the stacks Read found and builds the evidence.
+func (s *Session) Finish(why string) *evidence.OffCPU {
+	in := s.in
+	if err := s.Close(); err != nil {
 		in.Warnings = append(in.Warnings, "closing the probe: "+err.Error())
 	}
-	nameAll(sym, snap)
-	in.Symbols = sym
+	nameAll(s.sym, in.Snapshot)
+	in.Symbols = s.sym
 	ev := Build(in)
 	if why != "" {
-		ev.Warnings = append(ev.Warnings, fmt.Sprintf("%s after %v of the %v asked for", why, time.Duration(ev.DurationNs).Round(time.Millisecond), o.Duration))
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("%s after %v of the %v asked for", why, time.Duration(ev.DurationNs).Round(time.Millisecond), s.o.Duration))
 	}
-	ev.Warnings = append(ev.Warnings, sym.Warnings()...)
-	return &ev, nil
+	ev.Warnings = append(ev.Warnings, s.sym.Warnings()...)
+	return &ev
+}
+
+// Close detaches the probe; a second call does nothing.
+func (s *Session) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.p.Close()
+}
+
+// Ended says why a window watching o's process should end early ("" while
+// it should not): the process exited.
+func Ended(o Options) string {
+	if o.Proc.Root == "" {
+		o.Proc = procfs.Default
+	}
+	if o.PID != 0 {
+		// A zombie has exited: its parent has not reaped it yet.
+		if st, err := o.Proc.ProcessState(o.PID); errors.Is(err, fs.ErrNotExist) || err == nil && (st == 'Z' || st == 'X') {
+			return fmt.Sprintf("pid %d exited", o.PID)
+		}
+	}
+	return ""
 }
 
 // nameAll names every address of the snapshot's stacks in one batch per
@@ -227,11 +317,8 @@ func waitWindow(ctx context.Context, o Options) string {
 		case <-end.C:
 			return ""
 		case <-tick.C:
-			if o.PID != 0 {
-				// A zombie has exited: its parent has not reaped it yet.
-				if st, err := o.Proc.ProcessState(o.PID); errors.Is(err, fs.ErrNotExist) || err == nil && (st == 'Z' || st == 'X') {
-					return fmt.Sprintf("pid %d exited", o.PID)
-				}
+			if why := Ended(o); why != "" {
+				return why
 			}
 		}
 	}

@@ -14,7 +14,8 @@ import (
 )
 
 // The built-in recipes, embedded in the binary. `perfscope udp`,
-// `softirq` and `profile` follow udp-rx, softirq-balance and cpu-profile.
+// `softirq`, `profile` and `offcpu` follow udp-rx, softirq-balance,
+// cpu-profile and offcpu.
 //
 //go:embed builtin/*.yaml
 var builtinFS embed.FS

@@ -7,6 +7,7 @@ import (
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"
+	"github.com/perfscope/perfscope/probes/offcpu"
 )
 
 // Option is one setting of a probe or collector in a recipe.
@@ -59,6 +60,7 @@ const (
 	SectionJVMPauses = "jvm_pauses"
 	SectionJVM       = "jvm"
 	SectionGC        = "gc"
+	SectionOffCPU    = "offcpu"
 )
 
 var (
@@ -109,6 +111,18 @@ var Probes = []Component{
 			{Name: "pid", Domain: Domain{Kind: KindPID}, Doc: "the listeners and connections this process holds (0: every process)"},
 			{Name: "top", Domain: Domain{Kind: KindInt, Min: bound(1), Max: bound(10000)}, Default: int64(DefaultTCPTop), Doc: "connections and per-connection event rows listed"},
 			{Name: "sample_interval", Domain: Domain{Kind: KindDuration, Min: bound(float64(10 * time.Millisecond)), Max: bound(float64(10 * time.Second))}, Default: DefaultTCPSampleEvery, Doc: "how often the listeners' accept queues are sampled"},
+		}},
+	{Name: "offcpu", Probe: true, Section: SectionOffCPU,
+		Doc: "off-CPU time by kernel and user stack, state, reason and waker, run-queue latency, thread pools' on-CPU/runnable/blocked time (sched:sched_switch, sched:sched_waking, sched:sched_wakeup*)",
+		Options: []Option{
+			{Name: "pid", Domain: Domain{Kind: KindPID}, Doc: "watch only this process (0: every process)"},
+			{Name: "min_block", Domain: Domain{Kind: KindDuration, Min: bound(0), Max: bound(float64(time.Second))}, Default: offcpu.DefaultMinBlock,
+				Doc: "the shortest wait kept by stack; shorter ones count in the thread and pool totals only (0: every wait)"},
+			{Name: "stacks", Domain: Domain{Kind: KindEnum, Values: stackKinds}, Default: "kernel+user", Doc: "which stacks to record"},
+			{Name: "stack_every", Domain: Domain{Kind: KindInt, Min: bound(1), Max: bound(offcpu.MaxStackEvery)}, Default: int64(1),
+				Doc: "take stacks at 1 in N switch-outs (every wait is still timed in the totals and histograms)"},
+			{Name: "waker_stacks", Domain: Domain{Kind: KindBool}, Default: true, Doc: "take the waker's stacks (who woke each wait is kept either way)"},
+			{Name: "top", Domain: Domain{Kind: KindInt, Min: bound(1), Max: bound(10000)}, Default: int64(20), Doc: "waits listed by stack"},
 		}},
 	{Name: "cpuprofile", Probe: true, Section: SectionProfile,
 		Doc: "on-CPU stacks, kernel and user, from a perf event on every CPU (cycles where the PMU offers it, else cpu-clock)",

@@ -917,7 +917,7 @@ func (d *decoder) outputs(n *yaml.Node, r *Recipe) []OutputSpec {
 		if v, good := d.literal(f["format"], path+".format", Domain{Kind: KindEnum, Values: outputFormats}); good {
 			o.Format = report.Format(v.(string))
 			if o.Format != report.JSON && o.Format != report.Text && !r.hasStacks() {
-				d.errorf(f["format"].Line, path+".format", "%s draws stacks: add the cpuprofile probe or the async-profiler collector", o.Format)
+				d.errorf(f["format"].Line, path+".format", "%s draws stacks: add the cpuprofile or offcpu probe or the async-profiler collector", o.Format)
 			}
 		}
 		dn := f["dir"]
@@ -962,7 +962,7 @@ func (d *decoder) checkText(r *Recipe) {
 
 // hasStacks says whether a run of the recipe can have stacks to draw.
 func (r *Recipe) hasStacks() bool {
-	return r.uses("cpuprofile") || r.uses("async-profiler")
+	return r.uses("cpuprofile") || r.uses("async-profiler") || r.uses("offcpu")
 }
 
 // isNet says whether the recipe measures the network: its network probes

@@ -49,7 +49,7 @@ func TestValidateBrokenRecipes(t *testing.T) {
 		{"an unknown option", strings.Replace(goodRecipe, "stacks_every:", "stack_every:", 1),
 			[]string{`my.yaml:10: probes[1].lockstat.stack_every: unknown field (want one of: enabled, stacks_every, tcp)`}},
 		{"an unknown probe", strings.Replace(goodRecipe, "  - softirq\n", "  - kprobe\n", 1),
-			[]string{`my.yaml:8: probes[0]: want one of softirq, netqueue, lockstat, udpdrop, udpsock, tcp, cpuprofile, got "kprobe"`}},
+			[]string{`my.yaml:8: probes[0]: want one of softirq, netqueue, lockstat, udpdrop, udpsock, tcp, offcpu, cpuprofile, got "kprobe"`}},
 		{"a collector under probes", strings.Replace(goodRecipe, "  - softirq\n", "  - gclog\n", 1),
 			[]string{`my.yaml:8: probes[0]: gclog is one of the collectors: list it there`}},
 		{"a probe twice", strings.Replace(goodRecipe, "  - softirq\n", "  - softirq\n  - softirq\n", 1),
@@ -75,7 +75,7 @@ func TestValidateBrokenRecipes(t *testing.T) {
 		{"an output outside its directory", strings.Replace(goodRecipe, "parameters:\n", "parameters:\n  out: {type: dir}\n", 1) + "outputs:\n  - {format: json, dir: \"${out}\", name: ../../etc/passwd}\n",
 			[]string{`my.yaml:16: outputs[0].name: want a plain file name (letters, digits, . _ -; no directories), got "../../etc/passwd"`}},
 		{"a graph without stacks", strings.Replace(goodRecipe, "parameters:\n", "parameters:\n  out: {type: dir}\n", 1) + "outputs:\n  - {format: svg, dir: \"${out}\", name: x.svg}\n",
-			[]string{`my.yaml:16: outputs[0].format: svg draws stacks: add the cpuprofile probe or the async-profiler collector`}},
+			[]string{`my.yaml:16: outputs[0].format: svg draws stacks: add the cpuprofile or offcpu probe or the async-profiler collector`}},
 		{"a rule that cannot judge this recipe", goodRecipe + "rules:\n  - id: net.rss-indirection-narrow\n",
 			[]string{`my.yaml:15: rules[0].id: net.rss-indirection-narrow judges a network run: add a network probe (netqueue, udpdrop, udpsock, tcp) or the netcounters collector`}},
 		{"an unknown rule", goodRecipe + "rules:\n  - id: net.nosuch\n",
@@ -115,7 +115,7 @@ func TestValidateBrokenRecipes(t *testing.T) {
 			[]string{
 				`my.yaml:2: name: want a name of lower-case letters, digits and dashes (at most 40), got "Bad_Name"`,
 				`my.yaml:4: probes[0].lockstat.stacks_every: want an integer 1–1024, got "eight"`,
-				`my.yaml:5: probes[1]: want one of softirq, netqueue, lockstat, udpdrop, udpsock, tcp, cpuprofile, got "nosuch"`,
+				`my.yaml:5: probes[1]: want one of softirq, netqueue, lockstat, udpdrop, udpsock, tcp, offcpu, cpuprofile, got "nosuch"`,
 				`my.yaml:6: window.duration: want a duration 10ms–24h, got "forever"`,
 			}},
 	}

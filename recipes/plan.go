@@ -14,6 +14,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
+	offcpuprobe "github.com/perfscope/perfscope/probes/offcpu"
 )
 
 // Load finds a recipe (a built-in's name or a file), binds set to its
@@ -67,6 +68,7 @@ type Measurement struct {
 	locks   *Locks
 	profile *Profile
 	pauses  *JVMPauses
+	offcpu  *OffCPU
 	net     *netParts
 	netOpts NetOptions
 }
@@ -101,10 +103,28 @@ func (p *Plan) NewMeasurement(h Hooks) *Measurement {
 	if u, ok := p.use("hsperfdata"); ok {
 		m.pauses = NewJVMPauses(JVMPauseOptions{PID: int(u.opts["pid"].(int64)), Timeline: timeline})
 	}
+	if u, ok := p.use("offcpu"); ok {
+		m.offcpu = NewOffCPU(p.offCPUOptions(u))
+	}
 	if p.measuresNet() {
 		m.net = p.netParts(m, timeline)
 	}
 	return m
+}
+
+func (p *Plan) offCPUOptions(u boundUse) OffCPUOptions {
+	o := OffCPUOptions{Method: p.method, PID: int(u.opts["pid"].(int64)), MinBlock: u.opts["min_block"].(time.Duration),
+		StackEvery: int(u.opts["stack_every"].(int64)), NoWakerStacks: !u.opts["waker_stacks"].(bool), Top: int(u.opts["top"].(int64))}
+	if o.MinBlock == 0 {
+		o.MinBlock = -1 // the probe's 0 is its default: the recipe's 0 is every wait
+	}
+	switch u.opts["stacks"].(string) {
+	case "kernel":
+		o.Stacks = offcpuprobe.KernelOnly
+	case "user":
+		o.Stacks = offcpuprobe.UserOnly
+	}
+	return o
 }
 
 func (p *Plan) measuresNet() bool {
@@ -187,7 +207,7 @@ func (m *Measurement) Parts() []Part {
 	if m.net != nil {
 		parts = m.net.list() // the softirq, lock and profile parts among them
 	}
-	return append(parts, partsOf(m.pauses)...)
+	return append(parts, partsOf(m.pauses, m.offcpu)...)
 }
 
 // SetBudget replaces the recipe's overhead budget (window.budget) with
@@ -257,6 +277,7 @@ type Result struct {
 	JVMPauses *evidence.JVMPauses
 	JVM       *JVMResult
 	GC        *GCResult
+	OffCPU    *evidence.OffCPU
 	Timeline  *evidence.Timeline
 	Findings  []diagnose.Finding
 }
@@ -287,6 +308,9 @@ func (m *Measurement) Result(ctx context.Context, src Sources, run Run) *Result 
 	if m.pauses != nil {
 		ev := m.pauses.Evidence()
 		r.JVMPauses = &ev
+	}
+	if m.offcpu != nil {
+		r.OffCPU = m.offcpu.Evidence()
 	}
 	r.Timeline = m.timeline(r, run)
 	return r
@@ -402,8 +426,9 @@ func (p *Plan) runGC(ctx context.Context, u boundUse) (GCResult, error) {
 // once. A served recipe writes no files, so an output directory is
 // refused rather than ignored.
 func (p *Plan) Continuous() error {
-	for _, name := range []string{"async-profiler", "gclog"} {
+	for _, name := range []string{"async-profiler", "gclog", "offcpu"} {
 		if u, ok := p.use(name); ok {
+			// offcpu names its stacks once, after its probe is closed.
 			return badInput("recipe %s uses %s (%s), which measures once: run it with perfscope recipe run", p.Recipe.Name, name, u.Path)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
+	"github.com/perfscope/perfscope/offcpu"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -60,6 +61,9 @@ func (p *Plan) judge(r *Result, src Sources) []diagnose.Finding {
 	}
 	if r.Timeline != nil {
 		all = append(all, diagnose.RunTuned(diagnose.TimelineRules, *r.Timeline, th)...)
+	}
+	if r.OffCPU != nil {
+		all = append(all, diagnose.RunTuned(diagnose.OffCPURules, *r.OffCPU, th)...)
 	}
 	return p.choose(all)
 }
@@ -161,7 +165,7 @@ func (r *Result) Report(command, version string) *report.Report {
 		}
 	}
 	sections := 0
-	for _, present := range []bool{r.Net != nil, r.Softirq != nil, r.Locks != nil, r.Profile != nil, r.JVMPauses != nil, r.JVM != nil, r.GC != nil} {
+	for _, present := range []bool{r.Net != nil, r.Softirq != nil, r.Locks != nil, r.Profile != nil, r.JVMPauses != nil, r.JVM != nil, r.GC != nil, r.OffCPU != nil} {
 		if present {
 			sections++
 		}
@@ -182,9 +186,16 @@ func (r *Result) Report(command, version string) *report.Report {
 		case r.Profile != nil:
 			rep.Data, rep.Flame = r.Profile.Evidence, r.Profile.Flame
 			return rep
+		case r.OffCPU != nil:
+			rep.Meta.DurationNs = r.OffCPU.DurationNs
+			rep.Data, rep.Flame = *r.OffCPU, offcpu.Flame(*r.OffCPU)
+			return rep
 		}
 	}
-	d := report.RecipeData{Softirq: r.Softirq, Locks: r.Locks, JVMPauses: r.JVMPauses, Timeline: r.Timeline}
+	d := report.RecipeData{Softirq: r.Softirq, Locks: r.Locks, JVMPauses: r.JVMPauses, Timeline: r.Timeline, OffCPU: r.OffCPU}
+	if r.OffCPU != nil && r.Profile == nil {
+		rep.Flame = offcpu.Flame(*r.OffCPU)
+	}
 	if r.Net != nil {
 		d.Net = &report.NetData{NetEvidence: r.Net.Evidence, Config: r.Net.Config}
 		rep.Meta.DurationNs = r.Net.Evidence.DurationNs

@@ -29,6 +29,7 @@ const (
 	needGC
 	needPauseTimeline
 	needTCP
+	needOffCPU
 )
 
 var judges = map[ruleNeed]string{
@@ -39,6 +40,7 @@ var judges = map[ruleNeed]string{
 	needGC:            "GC logs",
 	needPauseTimeline: "a port's drops next to a JVM's pauses, interval by interval",
 	needTCP:           "a TCP run (the tcp probe)",
+	needOffCPU:        "threads off CPU and run-queue latency",
 }
 
 // softirqOnly are the network rules that read nothing but softirq per
@@ -69,6 +71,7 @@ var Rules = sync.OnceValue(func() []RuleInfo {
 	out = append(out, rulesOf(diagnose.JVMRules, func(string) ruleNeed { return needJVM })...)
 	out = append(out, rulesOf(diagnose.GCRules, func(string) ruleNeed { return needGC })...)
 	out = append(out, rulesOf(diagnose.TimelineRules, func(string) ruleNeed { return needPauseTimeline })...)
+	out = append(out, rulesOf(diagnose.OffCPURules, func(string) ruleNeed { return needOffCPU })...)
 	return out
 })
 
@@ -149,6 +152,10 @@ func (ri RuleInfo) missing(r *Recipe) string {
 	case needGC:
 		if !r.uses("gclog") {
 			return "judges GC logs: add the gclog collector"
+		}
+	case needOffCPU:
+		if !r.uses("offcpu") {
+			return "judges threads off CPU: add the offcpu probe"
 		}
 	case needPauseTimeline:
 		switch {

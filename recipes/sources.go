@@ -22,6 +22,7 @@ import (
 	"github.com/perfscope/perfscope/probes/ksym"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
+	offcpuprobe "github.com/perfscope/perfscope/probes/offcpu"
 	"github.com/perfscope/perfscope/probes/softirq"
 	"github.com/perfscope/perfscope/probes/tcpevents"
 	"github.com/perfscope/perfscope/probes/udpdrop"
@@ -160,6 +161,11 @@ type (
 		// ResetReason names a sent reset's reason as the kernel's BTF does.
 		ResetReason(detail uint32) string
 	}
+	// OffCPUProbe is the off-CPU probe with its programs' own counts.
+	OffCPUProbe interface {
+		probes.Snapshotter[offcpuprobe.Snapshot]
+		SelfCosts() (probes.SelfCosts, error)
+	}
 	CPUProfileProbe interface {
 		probes.Snapshotter[cpuprofile.Profile]
 		Start() error
@@ -191,6 +197,8 @@ type Opener struct {
 	Socket     func(udpsock.Options) (SocketProbe, error)
 	CPUProfile func(cpuprofile.Options) (CPUProfileProbe, error)
 	TCPEvents  func(tcpevents.Options) (TCPEventsProbe, error)
+
+	OffCPU func(offcpuprobe.Options) (OffCPUProbe, error)
 	// KernelNamer opens the kernel's own symbol lookup (probes/ksym) to
 	// name sampled kernel addresses; nil, or one that fails, names them
 	// from Sources.Symbols' /proc/kallsyms.
@@ -211,6 +219,8 @@ func LiveProbes() Opener {
 		Socket:     func(o udpsock.Options) (SocketProbe, error) { return as[SocketProbe](udpsock.Open(o)) },
 		CPUProfile: func(o cpuprofile.Options) (CPUProfileProbe, error) { return as[CPUProfileProbe](cpuprofile.Open(o)) },
 		TCPEvents:  func(o tcpevents.Options) (TCPEventsProbe, error) { return as[TCPEventsProbe](tcpevents.Open(o)) },
+
+		OffCPU: func(o offcpuprobe.Options) (OffCPUProbe, error) { return as[OffCPUProbe](offcpuprobe.Open(o)) },
 		KernelNamer: func() (symbols.KernelNamer, error) {
 			return as[symbols.KernelNamer](ksym.Open())
 		},

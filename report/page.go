@@ -236,6 +236,8 @@ func obtained(data any) []pageRow {
 		add("softirq", d.Estimate)
 	case evidence.LockSection:
 		add("locks", d.Estimate)
+	case evidence.OffCPU:
+		add("off-CPU", d.Coverage)
 	case RecipeData:
 		if d.Net != nil {
 			net("net: ", d.Net.NetEvidence)
@@ -245,6 +247,9 @@ func obtained(data any) []pageRow {
 		}
 		if d.Locks != nil {
 			add("locks", d.Locks.Estimate)
+		}
+		if d.OffCPU != nil {
+			add("off-CPU", d.OffCPU.Coverage)
 		}
 	}
 	return rows

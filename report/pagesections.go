@@ -20,6 +20,8 @@ func pageSections(r *Report) []PageSection {
 		return []PageSection{lockSection(d)}
 	case evidence.Profile:
 		return []PageSection{profileSection(d)}
+	case evidence.OffCPU:
+		return []PageSection{offCPUSection(d)}
 	case RecipeData:
 		var out []PageSection
 		if d.Net != nil {
@@ -39,6 +41,9 @@ func pageSections(r *Report) []PageSection {
 		}
 		if d.GC != nil {
 			out = append(out, gcSection(*d.GC, d.GCFiles))
+		}
+		if d.OffCPU != nil {
+			out = append(out, offCPUSection(*d.OffCPU))
 		}
 		if d.Timeline != nil {
 			out = append(out, timelineSection(*d.Timeline))

@@ -35,6 +35,7 @@ type RecipeData struct {
 	GC       *evidence.GC       `json:"gc,omitempty"`
 	GCFiles  []string           `json:"gc_files,omitempty"`
 	Timeline *evidence.Timeline `json:"timeline,omitempty"`
+	OffCPU   *evidence.OffCPU   `json:"offcpu,omitempty"`
 }
 
 // writeRecipeText prints each section with its own command's text, the
@@ -68,6 +69,10 @@ func writeRecipeText(w io.Writer, r *Report, d RecipeData) error {
 	if d.Profile != nil {
 		fmt.Fprintln(w)
 		writeProfileText(w, &section, *d.Profile)
+	}
+	if d.OffCPU != nil {
+		fmt.Fprintln(w)
+		writeOffCPUText(w, &section, *d.OffCPU)
 	}
 	if d.JVMPauses != nil {
 		writeJVMPausesText(w, *d.JVMPauses)

@@ -116,6 +116,8 @@ func writeText(w io.Writer, r *Report) error {
 		writeProfileText(w, r, d)
 	case evidence.LockSection:
 		writeLocksText(w, r, d)
+	case evidence.OffCPU:
+		writeOffCPUText(w, r, d)
 	case FlameSummary:
 		writeFlameText(w, d)
 	case FlameDiffSummary:

@@ -43,11 +43,13 @@ type profileOptions struct {
 	NoComm       bool
 	IncludeIdle  bool
 	JITMap       bool
-	Top          int
-	StackMap     int
-	Title        string
-	Output       string
-	OutFile      string
+	// OffCPU adds the off-CPU section (the offcpu probe) to the window.
+	OffCPU   bool
+	Top      int
+	StackMap int
+	Title    string
+	Output   string
+	OutFile  string
 
 	format report.Format
 	stacks cpuprofile.Stacks
@@ -114,6 +116,7 @@ map (Compiler.perfmap) when the window ends; other runtimes must have written
 	o.Workload.register(f)
 	f.BoolVar(&o.IncludeIdle, "include-idle", false, "keep samples of idle CPUs (the swapper task)")
 	f.BoolVar(&o.JITMap, "jit-map", false, "name JIT-compiled code from the process's perf map: a HotSpot JVM (JDK 17+) is asked to write it, other runtimes must have written /tmp/perf-<pid>.map (needs --pid)")
+	f.BoolVar(&o.OffCPU, "off-cpu", false, "also measure where the threads waited off CPU in the same window (as perfscope offcpu --exact): a section of the text, JSON and HTML report")
 	f.IntVar(&o.Top, "top", 20, "functions listed in text output")
 	f.IntVar(&o.StackMap, "stack-map-size", cpuprofile.DefaultStackEntries, "stack map entries, one per distinct stack (~1 KiB each): raise it when samples are lost with the stack map full")
 	f.StringVar(&o.Title, "title", "", "flame graph title (svg, html, speedscope)")
@@ -185,6 +188,12 @@ func (o *profileOptions) validate() error {
 			return err
 		}
 	}
+	if o.OffCPU && o.format != report.Text && o.format != report.JSON && o.format != report.HTML {
+		return usageError("--off-cpu adds a section to the text, json and html reports; -o %s draws the on-CPU profile only (perfscope offcpu -o %s draws the off-CPU one)", o.format, o.format)
+	}
+	if o.OffCPU && o.Workload.given() {
+		return usageError("--off-cpu watches a --pid or every process: it takes no --cgroup, --container or --pod")
+	}
 	if o.PID > 0 && o.Workload.given() {
 		return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
 	}
@@ -223,11 +232,17 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	plan, err := recipes.Load("cpu-profile", recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(),
 		"freq", strconv.Itoa(o.Frequency), "event", o.Event, "stacks", stackNames[o.stacks], "root", rootNames[o.root],
 		"include_idle", strconv.FormatBool(o.IncludeIdle), "jit_map", strconv.FormatBool(o.JITMap),
-		"stack_map_size", strconv.Itoa(o.StackMap)), o.src)
+		"stack_map_size", strconv.Itoa(o.StackMap), "off_cpu", strconv.FormatBool(o.OffCPU)), o.src)
 	if err != nil {
 		return err
 	}
 	o.Workload.apply(plan)
+	if o.OffCPU {
+		// profile takes no --overhead-budget: the off-CPU section is
+		// measured whole, as offcpu --exact (a sampled one would cut every
+		// wait longer than a sampling window).
+		plan.SetBudget(recipes.Budget{})
+	}
 	hooks := recipes.Hooks{Started: g.Started}
 	if f, ok := g.Err.(*os.File); ok && isTerminal(f) {
 		hooks.OnStart = func() {

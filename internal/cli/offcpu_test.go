@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/offcpu"
+	probe "github.com/perfscope/perfscope/probes/offcpu"
+	"github.com/perfscope/perfscope/recipes"
+)
+
+func TestOffCPUFlagsReachRun(t *testing.T) {
+	g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
+	var got *offcpuOptions
+	cmd := offcpuCmd(g, &offcpuOptions{src: recipes.Live(),
+		run: func(_ context.Context, o *offcpuOptions, _ *Globals) error { got = o; return nil }})
+	cmd.SetArgs([]string{"-a", "-d", "3s", "--min-block", "50us", "--stacks", "kernel", "--stack-every", "8", "--no-waker-stacks",
+		"--top", "5", "--attach-method", "raw_tp", "--exact", "--fail-on", "warn", "-o", "folded"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || !got.All || got.Duration != 3*time.Second || got.MinBlock != 50*time.Microsecond || got.Stacks != "kernel" ||
+		got.StackEvery != 8 || !got.NoWakerStacks || got.Top != 5 || got.Method != "raw_tp" || got.budget.On() || got.format != "folded" {
+		t.Fatalf("options = %+v", got)
+	}
+	// The defaults: every process, 10 s, the probe's minimum block, the
+	// overhead budget on.
+	got = nil
+	cmd = offcpuCmd(g, &offcpuOptions{src: recipes.Live(),
+		run: func(_ context.Context, o *offcpuOptions, _ *Globals) error { got = o; return nil }})
+	cmd.SetArgs(nil)
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.PID != 0 || got.Duration != 10*time.Second || got.MinBlock != probe.DefaultMinBlock || !got.budget.On() || got.format != "text" {
+		t.Fatalf("defaults = %+v", got)
+	}
+}
+
+// Every bad flag is exit 2 with one sentence, before anything loads.
+func TestOffCPUUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pid", "1", "--all"}, "exclude each other"},
+		{[]string{"--pid", "-3"}, "--pid must be positive"},
+		{[]string{"--pid", "999999999"}, "no such process"},
+		{[]string{"--duration", "0s"}, "--duration must be positive"},
+		{[]string{"--min-block", "-1us"}, "--min-block"},
+		{[]string{"--min-block", "2s"}, "--min-block"},
+		{[]string{"--stacks", "both"}, "--stacks"},
+		{[]string{"--stack-every", "0"}, "--stack-every"},
+		{[]string{"--stack-every", "2000"}, "--stack-every"},
+		{[]string{"--top", "0"}, "--top"},
+		{[]string{"--attach-method", "kprobe"}, "kprobe"},
+		{[]string{"--exact", "--overhead-budget", "2"}, "--exact"},
+		{[]string{"--overhead-budget", "-1"}, "--overhead-budget"},
+		{[]string{"--fail-on", "loud"}, "--fail-on"},
+		{[]string{"-o", "xml"}, "xml"},
+		{[]string{"--out", filepath.Join(dir, "missing", "x.svg")}, "--out"},
+	} {
+		_, stderr, code := execute(t, append([]string{"offcpu"}, c.args...)...)
+		if code != ExitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.args, code, stderr, ExitUsage, c.want)
+		}
+		if strings.Count(strings.TrimSpace(stderr), "\n") > 1 {
+			t.Errorf("%v: want one sentence (plus a usage hint), got %q", c.args, stderr)
+		}
+	}
+}
+
+// A process that exits between the flag check and the probe's open is
+// bad input (2), as a --pid that was never there.
+func TestOffCPUProcessGoneIsExit2(t *testing.T) {
+	if got := CodeOf(fmt.Errorf("pid 4: %w", offcpu.ErrNoProcess)); got != ExitUsage {
+		t.Errorf("exit %d, want %d", got, ExitUsage)
+	}
+	// And the fixture's pid check names the flag.
+	err := recipes.CheckProcess(procfs.FS{Root: t.TempDir()}, "--pid", 4)
+	if CodeOf(err) != ExitUsage || !strings.Contains(err.Error(), "--pid 4") {
+		t.Errorf("missing pid: %v (exit %d)", err, CodeOf(err))
+	}
+}
+
+// profile --off-cpu: the flag reaches the run; a graph format, which
+// would draw the on-CPU profile only, and a workload filter, which the
+// off-CPU probe does not take, are refused.
+func TestProfileOffCPUFlag(t *testing.T) {
+	g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
+	var got *profileOptions
+	cmd := profileCmd(g, &profileOptions{src: recipes.Live(),
+		run: func(_ context.Context, o *profileOptions, _ *Globals) error { got = o; return nil }})
+	cmd.SetArgs([]string{"--off-cpu", "-o", "json", "-d", "1s"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || !got.OffCPU {
+		t.Fatalf("options = %+v", got)
+	}
+	for _, args := range [][]string{{"--off-cpu", "-o", "folded"}, {"--off-cpu", "--cgroup", "/"}} {
+		_, stderr, code := execute(t, append([]string{"profile"}, args...)...)
+		if code != ExitUsage || !strings.Contains(stderr, "--off-cpu") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+		}
+	}
+}
