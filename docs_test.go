@@ -342,9 +342,9 @@ func TestDocsRulesMatchCode(t *testing.T) {
 }
 
 // processCitation matches a citation of our own process: "issue N",
-// "issues #N", "seed N", "task N", N a number.
+// "issues #N", "seed N", "task N", "issue-N", N a number.
 var (
-	processCitation = regexp.MustCompile(`(?i)\b(issues?|seeds?|tasks?) ?#?[0-9]+`)
+	processCitation = regexp.MustCompile(`(?i)\b(issues?|seeds?|tasks?)[ -]?#?[0-9]+`)
 	urlText         = regexp.MustCompile(`[a-zA-Z][a-zA-Z0-9+.-]*://[^\s)>\]"'` + "`" + `]+`)
 )
 
