@@ -24,21 +24,21 @@ import (
 // What the runtime counts and what the probe counts: at MemProfileRate 1
 // every heap object the runtime allocates, a tiny block (16 bytes that
 // pointer-free allocations under 16 bytes share) counted once, is one call
-// of runtime.mProf_Malloc — the tiny allocations that fit into the current
+// of runtime.mProf_Malloc; the tiny allocations that fit into the current
 // block return before the profiling check and are in neither count
 // (mallocgcTiny in runtime/malloc.go). But /gc/heap/allocs:objects counts
 // a small object only when its span leaves the P's cache (mcache.refill
-// when the span is full, mcache.releaseAll at a GC cycle's end), so a plain
-// reading lags by the allocations in the Ps' cached spans: about 2,000
-// objects here. Compared over a window, two such readings were off by the
-// difference of their lags: 94 % of the probe's count when a GC cycle
-// ended just before the window's end, flushing the end's lag away while
-// the start's (everything since the service started) had been counted in
-// the window. /truth flushes the caches first (ReadMemStats stops the
-// world to), so its counts are exact; the probe's snapshots are taken
-// outside the two /truth requests, so the probe sees every object they
-// count, plus the second half of the first request's own allocations and
-// the first half of the second's — measured here as at most two requests'.
+// when the span is full, mcache.releaseAll at a GC cycle's end), so a
+// reading lags by the objects in the Ps' cached spans: about 2,000 here.
+// The difference of two readings is off by the difference of their lags:
+// the start's lag (everything since the service started) is counted
+// inside the window, the end's is not, and when a GC cycle ended just
+// before the window closed the end's lag was near zero and the probe's
+// count 94 % of the difference. /truth flushes the caches first
+// (ReadMemStats), so its counts are exact. The probe's snapshots are
+// taken outside the two /truth requests, so it sees every object they
+// count, plus what the first request allocates after its reading and the
+// second before its reading: at most two requests' allocations, measured.
 func TestProbeCountsKnownAllocations(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
