@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/lab/goapp"
@@ -31,8 +30,7 @@ func measured(t *testing.T, path string, c goapp.Config, n int, window time.Dura
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	// Warm up: the first requests grow the server's buffers and pools.
-	if _, err := httpload.Run(ctx, httpload.Spec{URL: srv.URL("/work"), Requests: 200, Concurrency: 4}); err != nil {
+	if err := srv.WarmUp(ctx, 200, 4); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
@@ -43,10 +41,7 @@ func measured(t *testing.T, path string, c goapp.Config, n int, window time.Dura
 		if before, err = srv.Truth(); err != nil {
 			t.Error(err)
 		}
-		go func() {
-			_, err := httpload.Run(ctx, httpload.Spec{URL: srv.URL("/work"), Requests: n, Concurrency: 4})
-			loaded <- err
-		}()
+		go func() { loaded <- srv.Work(ctx, n, 4) }()
 	}
 	res, err := Measure(ctx, o)
 	if err != nil {
@@ -64,11 +59,7 @@ func measured(t *testing.T, path string, c goapp.Config, n int, window time.Dura
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res, goapp.Truth{
-		Requests: after.Requests - before.Requests, AllocBytes: after.AllocBytes - before.AllocBytes,
-		AllocObjects: after.AllocObjects - before.AllocObjects, GCCycles: after.GCCycles - before.GCCycles,
-		GoVersion: after.GoVersion, MemProfileRate: after.MemProfileRate,
-	}
+	return res, after.Sub(before)
 }
 
 func within(t *testing.T, what string, got, want, tol float64) {

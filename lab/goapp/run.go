@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/perfscope/perfscope/base/httpload"
 )
 
 // Server is a running lab service.
@@ -89,19 +91,64 @@ func Start(ctx context.Context, path string, c Config) (*Server, error) {
 func (s *Server) URL(path string) string { return "http://" + s.Addr + path }
 
 // Truth is what the service's runtime reports about itself since start
-// (runtime/metrics), and the requests /work served.
+// (runtime/metrics), and the requests /work served. The service flushes
+// its Ps' allocation caches before it reads the counts, so they are exact
+// at the moment of reading: see UnflushedObjects.
 type Truth struct {
-	Requests     int64  `json:"requests"`
-	AllocBytes   uint64 `json:"alloc_bytes"`
+	Requests   int64  `json:"requests"`
+	AllocBytes uint64 `json:"alloc_bytes"`
+	// AllocObjects is /gc/heap/allocs:objects: every heap object the
+	// runtime allocated, a tiny allocator's 16-byte block counted once
+	// however many tiny allocations share it. Each is one call of
+	// runtime.mProf_Malloc at MemProfileRate 1.
 	AllocObjects uint64 `json:"alloc_objects"`
-	// TinyAllocs is the tiny allocator's allocations (noscan, < 16 B),
-	// which AllocObjects counts by their shared 16-byte block only, while
-	// mProf_Malloc sees each call: a profile at MemProfileRate 1 holds
-	// between AllocObjects and AllocObjects + TinyAllocs samples.
+	// UnflushedObjects is how far /gc/heap/allocs:objects lagged behind
+	// AllocObjects before the flush. The runtime counts a small object
+	// only when its span leaves a P's cache (the span is full, a GC cycle
+	// ends, or ReadMemStats stops the world): without the flush, a
+	// difference of two readings would be off by the difference of their
+	// lags, a few thousand objects on a service that allocates a little
+	// of many sizes. Sub leaves it zero.
+	UnflushedObjects uint64 `json:"unflushed_objects"`
+	// TinyAllocs is /gc/heap/tiny/allocs:objects: the allocations (noscan,
+	// under 16 bytes) that fit into the current tiny block. The runtime
+	// returns them before its profiling check, so mProf_Malloc never sees
+	// them, and AllocObjects does not count them either.
 	TinyAllocs     uint64 `json:"tiny_allocs"`
 	GCCycles       uint64 `json:"gc_cycles"`
 	GoVersion      string `json:"go_version"`
 	MemProfileRate int    `json:"mem_profile_rate"`
+}
+
+// Sub is what the runtime counted between prev and t.
+func (t Truth) Sub(prev Truth) Truth {
+	return Truth{
+		Requests:     t.Requests - prev.Requests,
+		AllocBytes:   t.AllocBytes - prev.AllocBytes,
+		AllocObjects: t.AllocObjects - prev.AllocObjects,
+		TinyAllocs:   t.TinyAllocs - prev.TinyAllocs,
+		GCCycles:     t.GCCycles - prev.GCCycles,
+		GoVersion:    t.GoVersion, MemProfileRate: t.MemProfileRate,
+	}
+}
+
+// Work drives requests of /work, concurrency at a time, and waits for
+// them.
+func (s *Server) Work(ctx context.Context, requests, concurrency int) error {
+	_, err := httpload.Run(ctx, httpload.Spec{URL: s.URL("/work"), Requests: requests, Concurrency: concurrency})
+	return err
+}
+
+// WarmUp drives requests of /work, so that the server's connection
+// buffers and pools exist, and reads /truth once, so that the handler's
+// one-time allocations (runtime/metrics' and encoding/json's tables) are
+// behind a test's first reading.
+func (s *Server) WarmUp(ctx context.Context, requests, concurrency int) error {
+	if err := s.Work(ctx, requests, concurrency); err != nil {
+		return fmt.Errorf("warm the Go lab service up: %w", err)
+	}
+	_, err := s.Truth()
+	return err
 }
 
 // Truth reads /truth.

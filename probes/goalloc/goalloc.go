@@ -6,6 +6,20 @@
 // finds the functions in the program's pclntab and hands their file
 // offsets here, with the register the Go version passes the size in. See
 // bpf/goalloc.bpf.c for what each hook counts.
+//
+// What a sample is, against the runtime's own counts: at MemProfileRate 1
+// each heap object the runtime allocates is one call of mProf_Malloc, with
+// its size class's size (a large object's whole pages) — the objects and
+// bytes /gc/heap/allocs:objects and :bytes count. A tiny block (16 bytes
+// that pointer-free allocations under 16 bytes share) is one object; the
+// tiny allocations that fit into the current block return before the
+// runtime's profiling check, so no probe on the profile sees them: they
+// are /gc/heap/tiny/allocs:objects, which runtime.MemStats.Mallocs (and
+// so testing.B's allocs/op) adds and the heap object count does not. The
+// probe counts each sample as it happens; the runtime counts a small
+// object only when its span leaves a P's cache (full, at a GC cycle's end,
+// or at ReadMemStats), so a runtime/metrics reading without a flush lags
+// the probe by up to a span per size class per P.
 package goalloc
 
 import (

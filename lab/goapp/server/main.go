@@ -63,31 +63,53 @@ func touch(b []byte) {
 
 // truth is what the runtime says it did since it started.
 type truth struct {
-	Requests     int64  `json:"requests"`
-	AllocBytes   uint64 `json:"alloc_bytes"`
-	AllocObjects uint64 `json:"alloc_objects"`
-	TinyAllocs   uint64 `json:"tiny_allocs"`
-	GCCycles     uint64 `json:"gc_cycles"`
-	GOVersion    string `json:"go_version"`
-	MemProfile   int    `json:"mem_profile_rate"`
+	Requests         int64  `json:"requests"`
+	AllocBytes       uint64 `json:"alloc_bytes"`
+	AllocObjects     uint64 `json:"alloc_objects"`
+	UnflushedObjects uint64 `json:"unflushed_objects"`
+	TinyAllocs       uint64 `json:"tiny_allocs"`
+	GCCycles         uint64 `json:"gc_cycles"`
+	GOVersion        string `json:"go_version"`
+	MemProfile       int    `json:"mem_profile_rate"`
 }
 
-func readTruth() truth {
-	s := []metrics.Sample{
+var (
+	// truthMu serialises readTruth, which reuses truthSamples and
+	// memStats so that it allocates nothing between its readings.
+	truthMu      sync.Mutex
+	truthSamples = []metrics.Sample{
 		{Name: "/gc/heap/allocs:bytes"},
 		{Name: "/gc/heap/allocs:objects"},
 		{Name: "/gc/cycles/total:gc-cycles"},
 		{Name: "/gc/heap/tiny/allocs:objects"},
 	}
+	memStats runtime.MemStats
+)
+
+// readTruth reads runtime/metrics exactly. The runtime counts a small
+// object only when the span it was allocated from leaves a P's cache:
+// when the span is full, at a GC cycle's end, or when ReadMemStats stops
+// the world and flushes every P's cache. Between those, the allocation
+// counters lag behind what was allocated by up to a span per size class
+// per P. So readTruth flushes first, and reports how far the unflushed
+// counts were behind.
+func readTruth() truth {
+	truthMu.Lock()
+	defer truthMu.Unlock()
+	s := truthSamples
+	metrics.Read(s)
+	lagging := s[1].Value.Uint64()
+	runtime.ReadMemStats(&memStats)
 	metrics.Read(s)
 	return truth{
-		Requests:     requests.Load(),
-		AllocBytes:   s[0].Value.Uint64(),
-		AllocObjects: s[1].Value.Uint64(),
-		GCCycles:     s[2].Value.Uint64(),
-		TinyAllocs:   s[3].Value.Uint64(),
-		GOVersion:    runtime.Version(),
-		MemProfile:   runtime.MemProfileRate,
+		Requests:         requests.Load(),
+		AllocBytes:       s[0].Value.Uint64(),
+		AllocObjects:     s[1].Value.Uint64(),
+		UnflushedObjects: s[1].Value.Uint64() - lagging,
+		GCCycles:         s[2].Value.Uint64(),
+		TinyAllocs:       s[3].Value.Uint64(),
+		GOVersion:        runtime.Version(),
+		MemProfile:       runtime.MemProfileRate,
 	}
 }
 
