@@ -41,21 +41,98 @@ var TimelineRules = []Rule[evidence.Timeline]{
 // time in the next; its drops fall in both. Such a pair is one episode.
 func checkDropsDuringPause(tl evidence.Timeline, t Thresholds) *Finding {
 	minStopped := int64(t.Get(TimelineThresholds.MinStopped) * float64(time.Millisecond))
-	type row struct {
-		evidence.TimelineRow
-		stopped  int64
-		dropsPS  float64
-		arrivePS float64
+	rows, allDrops := pauseRows(tl)
+	episodes, inPause := pauseEpisodes(rows, minStopped)
+	if len(episodes) == 0 {
+		return nil
 	}
-	var rows []row
-	var allDrops uint64
+	var running []pauseRow
+	for i, r := range rows {
+		if !inPause[i] {
+			running = append(running, r)
+		}
+	}
+	baseline := median(running, func(r pauseRow) float64 { return r.dropsPS })
+	arrival := median(running, func(r pauseRow) float64 { return r.arrivePS })
+	worst, pauseDrops := worstPause(rows, episodes, baseline, t)
+	if worst == nil {
+		return nil
+	}
+	peak := rows[worst.peak]
+	port := "the port"
+	if tl.Port > 0 {
+		port = fmt.Sprintf("UDP port %d", tl.Port)
+	}
+	jvm := "the JVM"
+	if tl.PID > 0 {
+		jvm = fmt.Sprintf("the JVM (pid %d)", tl.PID)
+	}
+	stopped := time.Duration(worst.stopped).Round(time.Millisecond)
+	f := &Finding{
+		Severity: Warn,
+		Title: fmt.Sprintf("drops on %s rose to %s/s in the interval %s was stopped for %v",
+			port, count(peak.dropsPS), jvm, stopped),
+	}
+	pause := rows[worst.first : worst.last+1]
+	if worst.first == worst.last {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("interval ending %s (%.2f s): %d drops on %s (%s/s) while %s was stopped for %v%s",
+			peak.End.Format("15:04:05.000"), float64(peak.DurationNs)/1e9, *peak.Drops, port, count(peak.dropsPS), jvm, stopped, pauseDetail(timelineRows(pause))))
+	} else {
+		a, b := rows[worst.first], rows[worst.last]
+		f.Evidence = append(f.Evidence, fmt.Sprintf("intervals ending %s and %s (the collection began in one and ended in the next): %d drops on %s (%d + %d; %s/s at the peak) while %s was stopped for %v%s",
+			a.End.Format("15:04:05.000"), b.End.Format("15:04:05.000"), worst.drops, port, *a.Drops, *b.Drops, count(peak.dropsPS), jvm, stopped, pauseDetail(timelineRows(pause))))
+	}
+	f.Evidence = append(f.Evidence, fmt.Sprintf("intervals in which the JVM ran (stopped < %v): median %s drops/s over %d intervals",
+		time.Duration(minStopped), count(baseline), len(running)))
+	if allDrops > 0 {
+		share := float64(pauseDrops) / float64(allDrops)
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s of the window's %d drops fell while the JVM was stopped", pct(share), allDrops))
+		if share >= 0.9 {
+			f.Severity = Crit
+		}
+	}
+	for _, r := range pause {
+		if q := r.SocketQueueBytes; q != nil && *q > 0 {
+			f.Evidence = append(f.Evidence, fmt.Sprintf("receive queue at %s: %s", r.End.Format("15:04:05.000"), byteSize(float64(*q))))
+		}
+	}
+	if peak.FeedingNetRXShare != nil && len(tl.FeedingCPUs) > 0 {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("NET_RX on the CPUs feeding %s (%v): %s of their time in that interval",
+			port, tl.FeedingCPUs, pct(*peak.FeedingNetRXShare)))
+	}
+	if peak.arrivePS > 0 {
+		f.Impact = min(peak.dropsPS/peak.arrivePS, 1)
+	}
+	// The buffer that rides out the pause: what arrives while nobody
+	// reads; the running intervals' median arrival rate, else the peak's.
+	rate := arrival
+	if rate == 0 {
+		rate = peak.arrivePS
+	}
+	f.Recommendation = rideOutPause(rate, worst.stopped, baseline, tl.Port)
+	return f
+}
+
+// pauseRow is a timeline interval with what the pause rule compares: the
+// time the JVM was stopped, and drops and arrivals (drops plus datagrams
+// read) per second.
+type pauseRow struct {
+	evidence.TimelineRow
+	stopped  int64
+	dropsPS  float64
+	arrivePS float64
+}
+
+// pauseRows are the timeline's intervals that have both the JVM's stopped
+// time and the port's drops, and the drops of them all.
+func pauseRows(tl evidence.Timeline) (rows []pauseRow, allDrops uint64) {
 	for _, r := range tl.Rows {
 		st := r.StoppedNs()
 		if st == nil || r.Drops == nil || r.DurationNs <= 0 {
 			continue
 		}
 		secs := float64(r.DurationNs) / 1e9
-		x := row{TimelineRow: r, stopped: *st, dropsPS: float64(*r.Drops) / secs}
+		x := pauseRow{TimelineRow: r, stopped: *st, dropsPS: float64(*r.Drops) / secs}
 		x.arrivePS = x.dropsPS
 		if r.Datagrams != nil {
 			x.arrivePS += float64(*r.Datagrams) / secs
@@ -63,16 +140,22 @@ func checkDropsDuringPause(tl evidence.Timeline, t Thresholds) *Finding {
 		allDrops += *r.Drops
 		rows = append(rows, x)
 	}
-	// Episodes: an interval stopped at least minStopped, with the one
-	// before when a collection began there and ended in it.
-	type episode struct{ first, last int }
-	var episodes []episode
-	inPause := make([]bool, len(rows))
+	return rows, allDrops
+}
+
+// pauseEpisode is a pause: rows first to last.
+type pauseEpisode struct{ first, last int }
+
+// pauseEpisodes finds the pauses: an interval stopped at least minStopped,
+// with the one before when a collection began there and ended in it.
+// inPause marks the rows they hold.
+func pauseEpisodes(rows []pauseRow, minStopped int64) (episodes []pauseEpisode, inPause []bool) {
+	inPause = make([]bool, len(rows))
 	for i, r := range rows {
 		if r.stopped < minStopped {
 			continue
 		}
-		e := episode{first: i, last: i}
+		e := pauseEpisode{first: i, last: i}
 		if i > 0 && !inPause[i-1] && began(rows[i-1].TimelineRow) && (r.JVMGCs == nil || *r.JVMGCs == 0) {
 			e.first = i - 1
 		}
@@ -81,31 +164,28 @@ func checkDropsDuringPause(tl evidence.Timeline, t Thresholds) *Finding {
 		}
 		episodes = append(episodes, e)
 	}
-	if len(episodes) == 0 {
-		return nil
-	}
-	var running []row
-	for i, r := range rows {
-		if !inPause[i] {
-			running = append(running, r)
-		}
-	}
-	baseline := median(running, func(r row) float64 { return r.dropsPS })
-	arrival := median(running, func(r row) float64 { return r.arrivePS })
-	rise := t.Get(TimelineThresholds.DropRise)
+	return episodes, inPause
+}
 
-	// The worst episode: the most drops per second in one of its
-	// intervals.
-	type summary struct {
-		episode
-		peak    int // index of the interval with the most drops per second
-		drops   uint64
-		stopped int64
-	}
-	var worst *summary
+// pauseSummary is an episode's drops and stopped time, and its interval
+// with the most drops per second.
+type pauseSummary struct {
+	pauseEpisode
+	peak    int // index of the interval with the most drops per second
+	drops   uint64
+	stopped int64
+}
+
+// worstPause is the episode with the most drops per second in one of its
+// intervals, among those whose peak reaches the thresholds (min_drops_per_s,
+// rise times the running intervals' median baseline), and the drops of
+// all those episodes; nil when none does.
+func worstPause(rows []pauseRow, episodes []pauseEpisode, baseline float64, t Thresholds) (*pauseSummary, uint64) {
+	rise := t.Get(TimelineThresholds.DropRise)
+	var worst *pauseSummary
 	var pauseDrops uint64
 	for _, e := range episodes {
-		s := summary{episode: e, peak: e.first}
+		s := pauseSummary{pauseEpisode: e, peak: e.first}
 		for j := e.first; j <= e.last; j++ {
 			s.drops += *rows[j].Drops
 			s.stopped += rows[j].stopped
@@ -123,67 +203,24 @@ func checkDropsDuringPause(tl evidence.Timeline, t Thresholds) *Finding {
 			worst = &s
 		}
 	}
-	if worst == nil {
-		return nil
+	return worst, pauseDrops
+}
+
+// timelineRows strips the pause rule's rates off rows.
+func timelineRows(rs []pauseRow) []evidence.TimelineRow {
+	out := make([]evidence.TimelineRow, len(rs))
+	for i, r := range rs {
+		out[i] = r.TimelineRow
 	}
-	tlRows := func(rs []row) []evidence.TimelineRow {
-		out := make([]evidence.TimelineRow, len(rs))
-		for i, r := range rs {
-			out[i] = r.TimelineRow
-		}
-		return out
-	}
-	peak := rows[worst.peak]
-	port := "the port"
-	if tl.Port > 0 {
-		port = fmt.Sprintf("UDP port %d", tl.Port)
-	}
-	jvm := "the JVM"
-	if tl.PID > 0 {
-		jvm = fmt.Sprintf("the JVM (pid %d)", tl.PID)
-	}
-	stopped := time.Duration(worst.stopped).Round(time.Millisecond)
-	f := &Finding{
-		Severity: Warn,
-		Title: fmt.Sprintf("drops on %s rose to %s/s in the interval %s was stopped for %v",
-			port, count(peak.dropsPS), jvm, stopped),
-	}
-	if worst.first == worst.last {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("interval ending %s (%.2f s): %d drops on %s (%s/s) while %s was stopped for %v%s",
-			peak.End.Format("15:04:05.000"), float64(peak.DurationNs)/1e9, *peak.Drops, port, count(peak.dropsPS), jvm, stopped, pauseDetail(tlRows(rows[worst.first:worst.last+1]))))
-	} else {
-		a, b := rows[worst.first], rows[worst.last]
-		f.Evidence = append(f.Evidence, fmt.Sprintf("intervals ending %s and %s (the collection began in one and ended in the next): %d drops on %s (%d + %d; %s/s at the peak) while %s was stopped for %v%s",
-			a.End.Format("15:04:05.000"), b.End.Format("15:04:05.000"), worst.drops, port, *a.Drops, *b.Drops, count(peak.dropsPS), jvm, stopped, pauseDetail(tlRows(rows[worst.first:worst.last+1]))))
-	}
-	f.Evidence = append(f.Evidence, fmt.Sprintf("intervals in which the JVM ran (stopped < %v): median %s drops/s over %d intervals",
-		time.Duration(minStopped), count(baseline), len(running)))
-	if allDrops > 0 {
-		share := float64(pauseDrops) / float64(allDrops)
-		f.Evidence = append(f.Evidence, fmt.Sprintf("%s of the window's %d drops fell while the JVM was stopped", pct(share), allDrops))
-		if share >= 0.9 {
-			f.Severity = Crit
-		}
-	}
-	for j := worst.first; j <= worst.last; j++ {
-		if q := rows[j].SocketQueueBytes; q != nil && *q > 0 {
-			f.Evidence = append(f.Evidence, fmt.Sprintf("receive queue at %s: %s", rows[j].End.Format("15:04:05.000"), byteSize(float64(*q))))
-		}
-	}
-	if peak.FeedingNetRXShare != nil && len(tl.FeedingCPUs) > 0 {
-		f.Evidence = append(f.Evidence, fmt.Sprintf("NET_RX on the CPUs feeding %s (%v): %s of their time in that interval",
-			port, tl.FeedingCPUs, pct(*peak.FeedingNetRXShare)))
-	}
-	if peak.arrivePS > 0 {
-		f.Impact = min(peak.dropsPS/peak.arrivePS, 1)
-	}
-	// The buffer that rides out the pause: what arrives while nobody
-	// reads, at the charge of one small datagram each.
-	rate := arrival
-	if rate == 0 {
-		rate = peak.arrivePS
-	}
-	need := rate * float64(worst.stopped) / 1e9 * RcvbufTruesize
+	return out
+}
+
+// rideOutPause recommends a receive buffer that holds what arrives at rate
+// while the JVM is stopped for stoppedNs, at the charge of one small
+// datagram each.
+func rideOutPause(rate float64, stoppedNs int64, baseline float64, port int) Recommendation {
+	stopped := time.Duration(stoppedNs).Round(time.Millisecond)
+	need := rate * float64(stoppedNs) / 1e9 * RcvbufTruesize
 	rec := Recommendation{
 		Kind: KindCode,
 		Why: "While the JVM is stopped at a safepoint (a GC pause or another VM operation) its receiving thread does not read; " +
@@ -201,10 +238,9 @@ func checkDropsDuringPause(tl evidence.Timeline, t Thresholds) *Finding {
 		rec.Parameters = map[string]int64{"so_rcvbuf_bytes": size}
 		rec.Code = []CodeSketch{{Lang: "java", Code: fmt.Sprintf(
 			"DatagramChannel ch = DatagramChannel.open();\nch.setOption(StandardSocketOptions.SO_RCVBUF, %d); // %v at %s/s, ~%d B per datagram\nch.bind(new InetSocketAddress(%d));",
-			size, stopped, count(rate), RcvbufTruesize, tl.Port)}}
+			size, stopped, count(rate), RcvbufTruesize, port)}}
 	}
-	f.Recommendation = rec
-	return f
+	return rec
 }
 
 // began says a collection began in the interval without its time being

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"sync"
 	"time"
 
-	"github.com/perfscope/perfscope/base/gosafe"
 	"github.com/perfscope/perfscope/base/httpload"
+	"github.com/perfscope/perfscope/base/procwatch"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/probes"
@@ -200,28 +199,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	windowStart := time.Now()
-	var watch sync.WaitGroup
-	var exited bool
-	var watchErr error
-	watch.Add(1)
-	go func() {
-		defer watch.Done()
-		defer gosafe.Recover(&watchErr)
-		t := time.NewTicker(o.PollEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-winCtx.Done():
-				return
-			case <-t.C:
-			}
-			if !proc.Alive() {
-				exited = true
-				endWindow()
-				return
-			}
-		}
-	}()
+	watch := procwatch.Start(winCtx, o.PollEvery, proc.Alive, nil, endWindow)
 	var runErr error
 	if o.Load != nil {
 		lr, err := httpload.Run(winCtx, *o.Load)
@@ -235,7 +213,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		}
 	}
 	endWindow()
-	watch.Wait()
+	exited, watchErr := watch.Wait()
 	if watchErr != nil {
 		return nil, watchErr
 	}

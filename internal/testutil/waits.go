@@ -75,24 +75,28 @@ static void announce_and_wait(int n) {
 }
 `
 
-// lockConvoyC: THREADS threads take one mutex ROUNDS times each and
-// sleep HOLD_US while holding it. Each times its pthread_mutex_lock calls
-// (waited_ns: their sum over threads).
-const lockConvoyC = waitsCommon + `
+// timedWaitsC: THREADS threads each wait ROUNDS times, in one of two ways
+// (MODE), and time their own waits:
+//   - "lock": a convoy: each takes one mutex and sleeps US while holding
+//     it; waited_ns is the time spent in pthread_mutex_lock, summed;
+//   - "sleep": each sleeps US in nanosleep; slept_ns is the time spent
+//     sleeping, summed, and sleeps how many sleeps that was.
+const timedWaitsC = waitsCommon + `
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static long long waited[256];
-static int rounds, hold_us;
+static int lock_mode, rounds, wait_us;
 
 __attribute__((noinline)) void lock_mutex(void) { pthread_mutex_lock(&m); __asm__ volatile(""); }
 __attribute__((noinline)) void unlock_mutex(void) { pthread_mutex_unlock(&m); __asm__ volatile(""); }
-__attribute__((noinline)) void sleep_us(int us) {
-	struct timespec ts = {0, us * 1000L};
+__attribute__((noinline)) void nanosleep_us(int us) {
+	struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
 	nanosleep(&ts, 0);
 	__asm__ volatile("");
 }
 __attribute__((noinline)) void wait_for_lock(void) { lock_mutex(); __asm__ volatile(""); }
 __attribute__((noinline)) void release_lock(void) { unlock_mutex(); __asm__ volatile(""); }
-__attribute__((noinline)) void hold_lock(void) { sleep_us(hold_us); __asm__ volatile(""); }
+__attribute__((noinline)) void hold_lock(void) { nanosleep_us(wait_us); __asm__ volatile(""); }
+__attribute__((noinline)) void sleep_on_timer(void) { nanosleep_us(wait_us); __asm__ volatile(""); }
 
 static void *worker(void *arg) {
 	long i = (long)arg;
@@ -101,6 +105,11 @@ static void *worker(void *arg) {
 	pthread_barrier_wait(&ready);
 	for (int r = 0; r < rounds; r++) {
 		long long t0 = now_ns();
+		if (!lock_mode) {
+			sleep_on_timer();
+			waited[i] += now_ns() - t0;
+			continue;
+		}
 		wait_for_lock();
 		waited[i] += now_ns() - t0;
 		hold_lock();
@@ -113,9 +122,10 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
 	alarm(60);
-	int n = atoi(argv[1]);
-	hold_us = atoi(argv[2]);
-	rounds = atoi(argv[3]);
+	lock_mode = strcmp(argv[1], "lock") == 0;
+	int n = atoi(argv[2]);
+	wait_us = atoi(argv[3]);
+	rounds = atoi(argv[4]);
 	pthread_t th[256];
 	pthread_barrier_init(&ready, 0, n + 1);
 	for (long i = 0; i < n; i++)
@@ -128,7 +138,12 @@ int main(int argc, char **argv) {
 		pthread_join(th[i], 0);
 		total += waited[i];
 	}
-	printf("waited_ns %lld\n", total);
+	if (lock_mode) {
+		printf("waited_ns %lld\n", total);
+	} else {
+		printf("slept_ns %lld\n", total);
+		printf("sleeps %d\n", n * rounds);
+	}
 	return 0;
 }
 `
@@ -237,56 +252,6 @@ int main(int argc, char **argv) {
 }
 `
 
-// sleepersC: THREADS threads each sleep SLEEP_US in nanosleep ROUNDS
-// times. Each times its own sleeps (slept_ns: their sum over threads;
-// sleeps: how many).
-const sleepersC = waitsCommon + `
-static long long slept[256];
-static int rounds, sleep_us;
-
-__attribute__((noinline)) void nanosleep_us(int us) {
-	struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
-	nanosleep(&ts, 0);
-	__asm__ volatile("");
-}
-__attribute__((noinline)) void sleep_on_timer(void) { nanosleep_us(sleep_us); __asm__ volatile(""); }
-
-static void *sleeper(void *arg) {
-	long i = (long)arg;
-	tids[i] = syscall(SYS_gettid);
-	pthread_barrier_wait(&ready);
-	pthread_barrier_wait(&ready);
-	for (int r = 0; r < rounds; r++) {
-		long long t0 = now_ns();
-		sleep_on_timer();
-		slept[i] += now_ns() - t0;
-	}
-	return 0;
-}
-
-int main(int argc, char **argv) {
-	alarm(60);
-	int n = atoi(argv[1]);
-	sleep_us = atoi(argv[2]);
-	rounds = atoi(argv[3]);
-	pthread_t th[256];
-	pthread_barrier_init(&ready, 0, n + 1);
-	for (long i = 0; i < n; i++)
-		pthread_create(&th[i], 0, sleeper, (void *)i);
-	pthread_barrier_wait(&ready);
-	announce_and_wait(n);
-	pthread_barrier_wait(&ready);
-	long long total = 0;
-	for (int i = 0; i < n; i++) {
-		pthread_join(th[i], 0);
-		total += slept[i];
-	}
-	printf("slept_ns %lld\n", total);
-	printf("sleeps %d\n", n * rounds);
-	return 0;
-}
-`
-
 // WaitProgram is one of the programs above, started and announced.
 type WaitProgram struct {
 	Cmd *exec.Cmd
@@ -381,7 +346,7 @@ func startWaitProgram(t testing.TB, source string, args ...string) *WaitProgram 
 // times and sleep hold while holding it; its "waited_ns" is the time they
 // spent in pthread_mutex_lock, summed.
 func StartLockConvoy(t testing.TB, threads int, hold time.Duration, rounds int) *WaitProgram {
-	return startWaitProgram(t, lockConvoyC, strconv.Itoa(threads), strconv.Itoa(int(hold/time.Microsecond)), strconv.Itoa(rounds))
+	return startWaitProgram(t, timedWaitsC, "lock", strconv.Itoa(threads), strconv.Itoa(int(hold/time.Microsecond)), strconv.Itoa(rounds))
 }
 
 // StartSocketReader starts a thread that reads rounds datagrams from a
@@ -395,7 +360,7 @@ func StartSocketReader(t testing.TB, rounds int, gap time.Duration) *WaitProgram
 // rounds times; its "slept_ns" is the time they spent in nanosleep,
 // summed, and "sleeps" how many sleeps that was.
 func StartSleepers(t testing.TB, threads int, d time.Duration, rounds int) *WaitProgram {
-	return startWaitProgram(t, sleepersC, strconv.Itoa(threads), strconv.Itoa(int(d/time.Microsecond)), strconv.Itoa(rounds))
+	return startWaitProgram(t, timedWaitsC, "sleep", strconv.Itoa(threads), strconv.Itoa(int(d/time.Microsecond)), strconv.Itoa(rounds))
 }
 
 // StartSpinners starts threads threads that burn CPU for d, all pinned
