@@ -33,7 +33,9 @@ var floors = []struct {
 	name     string
 	prefixes []string
 }{
-	{"tests", []string{"integration", "bench"}}, // never imported by shipped code
+	// never imported by shipped code; measure/replay replays recorded runs
+	// for measure's and recipes' tests
+	{"tests", []string{"integration", "bench", "measure/replay"}},
 	{"cmd", []string{"cmd"}},
 	{"internal", []string{"internal"}}, // the CLI, serve, test helpers
 	{"recipes", []string{"recipes", "privilege"}},
@@ -198,6 +200,8 @@ func TestFloorOf(t *testing.T) {
 		"privilege":                     "recipes",
 		"integration/springapp":         "tests",
 		"lab/jvmapp":                    "lab",
+		"measure":                       "measure",
+		"measure/replay":                "tests",
 	} {
 		if got := floorOf(rel); got != index[want] {
 			t.Errorf("floorOf(%q) = %d, want floor %q (%d)", rel, got, want, index[want])

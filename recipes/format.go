@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -100,12 +101,12 @@ type WindowSpec struct {
 	Duration Ref
 	// Interval, when set, makes every part keep a timeline.
 	Interval *Ref
-	Stats    Stats
+	Stats    measure.Stats
 	// AttachMethod forces tp_btf, raw_tp or tracepoint for every probe.
 	AttachMethod *Ref
 	// Budget is the overhead budget (window.budget: a percentage of any
 	// one CPU, or exact); nil: DefaultBudget.
-	Budget *Budget
+	Budget *measure.Budget
 }
 
 // OutputSpec is a file a run writes: only inside a directory parameter.
@@ -780,7 +781,7 @@ func (d *decoder) window(n *yaml.Node) WindowSpec {
 	}
 	if v, ok := f["stats"]; ok {
 		if s, ok := d.literal(v, "window.stats", Domain{Kind: KindEnum, Values: []string{"continuous", "sampled"}}); ok && s == "sampled" {
-			w.Stats = StatsSampled
+			w.Stats = measure.StatsSampled
 		}
 	}
 	if v, ok := f["attach_method"]; ok {
@@ -789,9 +790,9 @@ func (d *decoder) window(n *yaml.Node) WindowSpec {
 		}
 	}
 	if v, ok := f["budget"]; ok {
-		if s, ok := d.scalar(v, "window.budget", budgetWant); ok {
-			if b, err := ParseBudget(s); err != nil {
-				d.wantGot(v, "window.budget", budgetWant)
+		if s, ok := d.scalar(v, "window.budget", measure.BudgetWant); ok {
+			if b, err := measure.ParseBudget(s); err != nil {
+				d.wantGot(v, "window.budget", measure.BudgetWant)
 			} else {
 				w.Budget = &b
 			}

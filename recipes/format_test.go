@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/perfscope/perfscope/measure"
 )
 
 // A valid recipe the broken ones below are variations of.
@@ -126,7 +128,7 @@ func TestValidateBrokenRecipes(t *testing.T) {
 			if !errors.As(err, &es) {
 				t.Fatalf("want Errors, got %v", err)
 			}
-			if !errors.Is(err, ErrBadInput) {
+			if !errors.Is(err, measure.ErrBadInput) {
 				t.Error("recipe errors are not bad input")
 			}
 			got := strings.Split(err.Error(), "\n")

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/perfscope/perfscope/collectors/cgroup"
 	"sync"
 	"time"
+
+	"github.com/perfscope/perfscope/collectors/cgroup"
+	"github.com/perfscope/perfscope/measure"
 
 	"github.com/perfscope/perfscope/base/gosafe"
 	"github.com/perfscope/perfscope/collectors/cpuset"
@@ -20,7 +22,7 @@ import (
 // Load finds a recipe (a built-in's name or a file), binds set to its
 // parameters and checks the plan against the system: what a command, a
 // `perfscope recipe run` or a continuous run starts from.
-func Load(nameOrFile string, set map[string]string, src Sources) (*Plan, error) {
+func Load(nameOrFile string, set map[string]string, src measure.Sources) (*Plan, error) {
 	r, err := Find(nameOrFile)
 	if err != nil {
 		return nil, err
@@ -58,31 +60,26 @@ type Hooks struct {
 
 // Measurement is a plan's parts, built fresh for one session: a one-shot
 // run measures one window (Plan.Run); a continuous run opens them once
-// (Open(src, m.Parts()...)) and measures window after window, calling
+// (Open(src, m.List()...)) and measures window after window, calling
 // Result after each. The async-profiler and gclog collectors are not
 // parts (they own their window, or read files afterwards): Plan.Run adds
 // them.
 type Measurement struct {
-	plan    *Plan
-	softirq *Softirq
-	locks   *Locks
-	profile *Profile
-	pauses  *JVMPauses
-	offcpu  *OffCPU
-	net     *netParts
-	netOpts NetOptions
+	plan *Plan
+	measure.Parts
 }
 
 // NewMeasurement builds the plan's parts.
 func (p *Plan) NewMeasurement(h Hooks) *Measurement {
 	m := &Measurement{plan: p}
+	m.Interval = p.window.Interval
 	timeline := p.window.Interval > 0
 	if u, ok := p.use("softirq"); ok {
-		m.softirq = NewSoftirq(SoftirqOptions{Method: p.method, CPUs: u.opts["cpus"].(cpuset.Set),
+		m.Softirq = measure.NewSoftirq(measure.SoftirqOptions{Method: p.method, CPUs: u.opts["cpus"].(cpuset.Set),
 			NoLatency: !u.opts["latency"].(bool), Timeline: timeline, OnInterval: h.OnSoftirqInterval})
 	}
 	if u, ok := p.use("lockstat"); ok {
-		m.locks = NewLocks(LockOptions{Method: p.method, StackEvery: int(u.opts["stacks_every"].(int64)),
+		m.Locks = measure.NewLocks(measure.LockOptions{Method: p.method, StackEvery: int(u.opts["stacks_every"].(int64)),
 			TCP: u.opts["tcp"].(bool), Timeline: timeline})
 	}
 	if u, ok := p.use("cpuprofile"); ok {
@@ -98,22 +95,22 @@ func (p *Plan) NewMeasurement(h Hooks) *Measurement {
 		if !p.measuresNet() {
 			o.Select = p.workload
 		}
-		m.profile = NewProfile(o)
+		m.Profile = measure.NewProfile(o)
 	}
 	if u, ok := p.use("hsperfdata"); ok {
-		m.pauses = NewJVMPauses(JVMPauseOptions{PID: int(u.opts["pid"].(int64)), Timeline: timeline})
+		m.Pauses = measure.NewJVMPauses(measure.JVMPauseOptions{PID: int(u.opts["pid"].(int64)), Timeline: timeline})
 	}
 	if u, ok := p.use("offcpu"); ok {
-		m.offcpu = NewOffCPU(p.offCPUOptions(u))
+		m.OffCPU = measure.NewOffCPU(p.offCPUOptions(u))
 	}
 	if p.measuresNet() {
-		m.net = p.netParts(m, timeline)
+		m.Net = p.netParts(m, timeline)
 	}
 	return m
 }
 
-func (p *Plan) offCPUOptions(u boundUse) OffCPUOptions {
-	o := OffCPUOptions{Method: p.method, PID: int(u.opts["pid"].(int64)), MinBlock: u.opts["min_block"].(time.Duration),
+func (p *Plan) offCPUOptions(u boundUse) measure.OffCPUOptions {
+	o := measure.OffCPUOptions{Method: p.method, PID: int(u.opts["pid"].(int64)), MinBlock: u.opts["min_block"].(time.Duration),
 		StackEvery: int(u.opts["stack_every"].(int64)), NoWakerStacks: !u.opts["waker_stacks"].(bool), Top: int(u.opts["top"].(int64))}
 	if o.MinBlock == 0 {
 		o.MinBlock = -1 // the probe's 0 is its default: the recipe's 0 is every wait
@@ -138,8 +135,8 @@ func (p *Plan) measuresNet() bool {
 
 // netParts joins the plan's network parts, with its softirq, lock and
 // profile parts, into one network run.
-func (p *Plan) netParts(m *Measurement, timeline bool) *netParts {
-	o := NetOptions{Iface: p.iface, Method: p.method, Select: p.workload}
+func (p *Plan) netParts(m *Measurement, timeline bool) *measure.NetParts {
+	o := measure.NetOptions{Iface: p.iface, Method: p.method, Select: p.workload}
 	// The sockets section's port and process: the counters' own, else the
 	// probes'.
 	for _, name := range []string{"netcounters", "udpsock", "tcp", "udpdrop"} {
@@ -152,21 +149,21 @@ func (p *Plan) netParts(m *Measurement, timeline bool) *netParts {
 			}
 		}
 	}
-	m.netOpts = o
-	n := &netParts{softirq: m.softirq, locks: m.locks, profile: m.profile,
-		counters:  NewNetCounters(NetCounterOptions{Iface: o.Iface.Name, Port: o.Port, PID: o.PID, Timeline: timeline}),
-		noProfile: "on-CPU profile: " + p.disabledWhy("cpuprofile")}
+	m.NetOptions = o
+	n := &measure.NetParts{Softirq: m.Softirq, Locks: m.Locks, Profile: m.Profile,
+		Counters:  measure.NewNetCounters(measure.NetCounterOptions{Iface: o.Iface.Name, Port: o.Port, PID: o.PID, Timeline: timeline}),
+		NoProfile: "on-CPU profile: " + p.disabledWhy("cpuprofile")}
 	if _, ok := p.use("netqueue"); ok {
-		n.queues = NewQueues(QueueOptions{Method: p.method, Iface: o.Iface, Timeline: timeline})
+		n.Queues = measure.NewQueues(measure.QueueOptions{Method: p.method, Iface: o.Iface, Timeline: timeline})
 	}
 	if u, ok := p.use("udpdrop"); ok {
-		n.drops = NewDrops(DropOptions{Method: p.method, Port: int(u.opts["port"].(int64)), Timeline: timeline})
+		n.Drops = measure.NewDrops(measure.DropOptions{Method: p.method, Port: int(u.opts["port"].(int64)), Timeline: timeline})
 	}
 	if u, ok := p.use("udpsock"); ok {
-		n.sockets = NewSocketReads(SocketOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)), Timeline: timeline})
+		n.Sockets = measure.NewSocketReads(measure.SocketOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)), Timeline: timeline})
 	}
 	if u, ok := p.use("tcp"); ok {
-		n.tcp = NewTCP(TCPOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)),
+		n.TCP = measure.NewTCP(measure.TCPOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)),
 			Top: int(u.opts["top"].(int64)), SampleEvery: u.opts["sample_interval"].(time.Duration)})
 	}
 	return n
@@ -182,8 +179,8 @@ func (p *Plan) disabledWhy(name string) string {
 	return "not in the recipe"
 }
 
-func (p *Plan) profileOptions(u boundUse) ProfileOptions {
-	o := ProfileOptions{PID: int(u.opts["pid"].(int64)), Frequency: int(u.opts["frequency"].(int64)),
+func (p *Plan) profileOptions(u boundUse) measure.ProfileOptions {
+	o := measure.ProfileOptions{PID: int(u.opts["pid"].(int64)), Frequency: int(u.opts["frequency"].(int64)),
 		IncludeIdle: u.opts["include_idle"].(bool), StackEntries: int(u.opts["stack_entries"].(int64)), JVM: p.jvm}
 	// The option's domain is cpuprofile.EventNames: the name parses.
 	o.Event, _ = cpuprofile.ParseEvent(u.opts["event"].(string))
@@ -201,19 +198,10 @@ func (p *Plan) profileOptions(u boundUse) ProfileOptions {
 	return o
 }
 
-// Parts are the parts to open, in the order they open and read.
-func (m *Measurement) Parts() []Part {
-	parts := partsOf(m.softirq, m.locks, m.profile)
-	if m.net != nil {
-		parts = m.net.list() // the softirq, lock and profile parts among them
-	}
-	return append(parts, partsOf(m.pauses, m.offcpu)...)
-}
-
 // SetBudget replaces the recipe's overhead budget (window.budget) with
 // the user's (--overhead-budget, --exact): the zero Budget counts every
 // event.
-func (p *Plan) SetBudget(b Budget) { p.window.Budget = b }
+func (p *Plan) SetBudget(b measure.Budget) { p.window.Budget = b }
 
 // SetWorkload keeps the run to the processes sel selected (--cgroup,
 // --container, --pod): the sockets they own with those sockets' lock
@@ -222,12 +210,12 @@ func (p *Plan) SetBudget(b Budget) { p.window.Budget = b }
 func (p *Plan) SetWorkload(sel *cgroup.Selection) { p.workload = sel }
 
 // Window is the plan's window with the hooks.
-func (m *Measurement) Window(h Hooks) Window {
+func (m *Measurement) Window(h Hooks) measure.Window {
 	w := m.plan.window
 	w.Started, w.OnStart, w.OnTick = h.Started, h.OnStart, h.OnTick
 	if w.Interval == 0 {
 		w.Interval = h.TickEvery
-	} else if w.Budget.On() && w.Interval < w.Budget.period() {
+	} else if w.Budget.On() && w.Interval < w.Budget.OpensEvery() {
 		// A timeline's every interval gets its sampling windows: the
 		// budget's periods follow the ticks (both start with the window).
 		w.Budget.Period = w.Interval
@@ -236,84 +224,23 @@ func (m *Measurement) Window(h Hooks) Window {
 	return w
 }
 
-// opened checks, once the parts are open, the probes a recipe outside a
-// network run cannot do without (a network run reports a missing probe
-// as an unavailable section instead, as `perfscope udp` does).
-func (m *Measurement) opened() error {
-	if m.net != nil {
-		// The profile is optional in a network run, but not the event
-		// asked for by name: a run without it would not be the one asked.
-		if m.profile != nil && m.profile.opts.Event == cpuprofile.EventCycles {
-			if err := m.profile.OpenErr(); err != nil {
-				return m.profile.explain(err)
-			}
-		}
-		return nil
-	}
-	if m.locks != nil {
-		if err := m.locks.OpenErr(); err != nil {
-			return fmt.Errorf("lock contention: %w", err)
-		}
-	}
-	if m.profile != nil {
-		if err := m.profile.OpenErr(); err != nil {
-			return m.profile.explain(err)
-		}
-	}
-	return nil
-}
-
 // Result is what one run of a plan measured, per section, with the
 // findings of the rules the recipe chose.
 type Result struct {
 	Plan *Plan
-	Run  Run
-	// Net holds the network section; the softirq, lock and profile
-	// evidence of a network run is inside it.
-	Net       *NetResult
-	Softirq   *evidence.SoftirqEvidence
-	Locks     *evidence.LockSection
-	Profile   *ProfileResult
-	JVMPauses *evidence.JVMPauses
-	JVM       *JVMResult
-	GC        *GCResult
-	OffCPU    *evidence.OffCPU
-	Timeline  *evidence.Timeline
-	Findings  []diagnose.Finding
+	// Sections are what the parts measured (Run, Net, Softirq, Locks,
+	// Profile, JVMPauses, OffCPU, Timeline).
+	measure.Sections
+	JVM      *measure.JVMResult
+	GC       *measure.GCResult
+	Findings []diagnose.Finding
 }
 
 // Result assembles the evidence of the window just measured. A profile
 // part's frames are named here: call it after the session has closed in
 // a one-shot run.
-func (m *Measurement) Result(ctx context.Context, src Sources, run Run) *Result {
-	r := &Result{Plan: m.plan, Run: run}
-	if m.net != nil {
-		res := m.net.assemble(src, m.netOpts, run)
-		res.Run = run
-		r.Net = &res
-	} else {
-		if m.softirq != nil {
-			ev := m.softirq.Evidence()
-			r.Softirq = &ev
-		}
-		if m.locks != nil {
-			ev := m.locks.Evidence()
-			r.Locks = &ev
-		}
-		if m.profile != nil {
-			res := m.profile.result(ctx, run)
-			r.Profile = &res
-		}
-	}
-	if m.pauses != nil {
-		ev := m.pauses.Evidence()
-		r.JVMPauses = &ev
-	}
-	if m.offcpu != nil {
-		r.OffCPU = m.offcpu.Evidence()
-	}
-	r.Timeline = m.timeline(r, run)
-	return r
+func (m *Measurement) Result(ctx context.Context, src measure.Sources, run measure.Run) *Result {
+	return &Result{Plan: m.plan, Sections: m.Sections(ctx, src, run)}
 }
 
 // JVMError is async-profiler's run failing on a JVM: callers turn the
@@ -331,7 +258,7 @@ func (e *JVMError) Unwrap() error { return e.Err }
 // result with the recipe's rules. When the JVM exits mid-run, Run returns
 // what was measured until then, judged, together with a *JVMError wrapping
 // jvm.ErrTargetExited: report it, and fail.
-func (p *Plan) Run(ctx context.Context, src Sources, h Hooks) (*Result, error) {
+func (p *Plan) Run(ctx context.Context, src measure.Sources, h Hooks) (*Result, error) {
 	if !p.prepared {
 		if err := p.Prepare(src); err != nil {
 			return nil, err
@@ -339,17 +266,14 @@ func (p *Plan) Run(ctx context.Context, src Sources, h Hooks) (*Result, error) {
 	}
 	m := p.NewMeasurement(h)
 	var res *Result
-	var jvmRes *JVMResult
+	var jvmRes *measure.JVMResult
 	var jvmErr error
-	if parts := m.Parts(); len(parts) > 0 {
-		s, err := Open(src, parts...)
+	if parts := m.List(); len(parts) > 0 {
+		s, err := measure.Open(src, parts...)
 		if err != nil {
-			if m.profile != nil && m.net == nil {
-				err = m.profile.explain(err)
-			}
-			return nil, err
+			return nil, m.OpenFailed(err)
 		}
-		if err := m.opened(); err != nil {
+		if err := m.Opened(); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -371,7 +295,7 @@ func (p *Plan) Run(ctx context.Context, src Sources, h Hooks) (*Result, error) {
 		res = m.Result(ctx, src, run)
 	} else {
 		// No parts: the JVM's window is the run's.
-		res = &Result{Plan: p, Run: Run{Begin: time.Now()}}
+		res = &Result{Plan: p, Sections: measure.Sections{Run: measure.Run{Begin: time.Now()}}}
 		if _, ok := p.use("async-profiler"); ok {
 			if h.OnStart != nil {
 				h.OnStart()
@@ -395,10 +319,10 @@ func (p *Plan) Run(ctx context.Context, src Sources, h Hooks) (*Result, error) {
 	return res, jvmErr
 }
 
-func (p *Plan) runJVM(ctx context.Context, src Sources, h Hooks) (*JVMResult, error) {
+func (p *Plan) runJVM(ctx context.Context, src measure.Sources, h Hooks) (*measure.JVMResult, error) {
 	o := *p.jvmOptions
 	o.FS, o.Started = src.JVMs, h.JVMStarted
-	res, err := RunJVM(ctx, src, o)
+	res, err := measure.RunJVM(ctx, src, o)
 	if res.Result == nil {
 		return nil, &JVMError{PID: o.PID, Err: err}
 	}
@@ -410,12 +334,12 @@ func (p *Plan) runJVM(ctx context.Context, src Sources, h Hooks) (*JVMResult, er
 	return &res, nil
 }
 
-func (p *Plan) runGC(ctx context.Context, u boundUse) (GCResult, error) {
-	files, err := GCLogFiles(u.opts["files"].([]string), false)
+func (p *Plan) runGC(ctx context.Context, u boundUse) (measure.GCResult, error) {
+	files, err := measure.GCLogFiles(u.opts["files"].([]string), false)
 	if err != nil {
-		return GCResult{}, err
+		return measure.GCResult{}, err
 	}
-	return RunGC(ctx, GCOptions{Files: files, PauseGoal: u.opts["pause_goal"].(time.Duration),
+	return measure.RunGC(ctx, measure.GCOptions{Files: files, PauseGoal: u.opts["pause_goal"].(time.Duration),
 		YoungInterval: u.opts["young_interval"].(time.Duration), RPS: u.opts["rps"].(float64),
 		Requests: u.opts["requests"].(float64), TargetRPS: u.opts["target_rps"].(float64)})
 }
@@ -429,16 +353,16 @@ func (p *Plan) Continuous() error {
 	for _, name := range []string{"async-profiler", "gclog", "offcpu"} {
 		if u, ok := p.use(name); ok {
 			// offcpu names its stacks once, after its probe is closed.
-			return badInput("recipe %s uses %s (%s), which measures once: run it with perfscope recipe run", p.Recipe.Name, name, u.Path)
+			return measure.BadInput("recipe %s uses %s (%s), which measures once: run it with perfscope recipe run", p.Recipe.Name, name, u.Path)
 		}
 	}
 	for _, o := range p.outputs {
 		if o.dir != "" {
-			return badInput("%s: a served recipe writes no files; leave it unset", p.optionName(o.Dir))
+			return measure.BadInput("%s: a served recipe writes no files; leave it unset", p.optionName(o.Dir))
 		}
 	}
-	if len(p.NewMeasurement(Hooks{}).Parts()) == 0 {
-		return badInput("recipe %s has no probe or collector to measure continuously", p.Recipe.Name)
+	if len(p.NewMeasurement(Hooks{}).List()) == 0 {
+		return measure.BadInput("recipe %s has no probe or collector to measure continuously", p.Recipe.Name)
 	}
 	return nil
 }
@@ -452,12 +376,8 @@ func (p *Plan) Components() []string {
 	return out
 }
 
-// Opened checks, once the parts of a continuous run are open, the probes
-// the recipe cannot do without, as Run does.
-func (m *Measurement) Opened() error { return m.opened() }
-
 // Judge runs the recipe's rules on a result, as Run does: for continuous
 // runs, after each window's Result.
-func (m *Measurement) Judge(r *Result, src Sources) []diagnose.Finding {
+func (m *Measurement) Judge(r *Result, src measure.Sources) []diagnose.Finding {
 	return m.plan.judge(r, src)
 }
