@@ -40,6 +40,7 @@ var floors = []struct {
 	{"internal", []string{"internal"}}, // the CLI, serve, test helpers
 	{"recipes", []string{"recipes", "privilege"}},
 	{"measure", []string{"measure"}},
+	{"budget", []string{"measure/budget"}}, // the overhead budget: governs probes, knows no part
 	{"lab", []string{"lab"}},
 	{"apply", []string{"apply"}},
 	{"report", []string{"report"}},
@@ -202,6 +203,7 @@ func TestFloorOf(t *testing.T) {
 		"lab/jvmapp":                    "lab",
 		"measure":                       "measure",
 		"measure/replay":                "tests",
+		"measure/budget":                "budget",
 	} {
 		if got := floorOf(rel); got != index[want] {
 			t.Errorf("floorOf(%q) = %d, want floor %q (%d)", rel, got, want, index[want])

@@ -17,5 +17,6 @@
 // report envelope with findings; rendering is report.Render's job. Parts
 // joins a run's parts (built by a recipe's plan) and assembles their
 // Sections, with the timeline that joins their intervals by tick. The
-// overhead budget (Budget, the governor that keeps it) is budget.go.
+// overhead budget (Budget, the governor that keeps it) is package
+// measure/budget; the session drives its governor.
 package measure

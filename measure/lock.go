@@ -11,6 +11,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/report"
@@ -45,11 +46,11 @@ type Locks struct {
 	last      lockstat.Snapshot
 	udp       sockets.UDPTable
 	intervals []evidence.LockInterval
-	cov       *Coverage
+	cov       *budget.Coverage
 }
 
 // SetCoverage implements Sampled.
-func (p *Locks) SetCoverage(c *Coverage) { p.cov = c }
+func (p *Locks) SetCoverage(c *budget.Coverage) { p.cov = c }
 
 // NewLocks returns the lock part.
 func NewLocks(opts LockOptions) *Locks {
@@ -113,11 +114,11 @@ func (p *Locks) interval(s lockstat.Snapshot, now time.Time) {
 	p.prev = s
 	iv := evidence.LockInterval{End: now, ByClass: map[string]uint64{}}
 	for _, w := range d.Sites {
-		iv.Count += scaled(w.Count, k)
-		iv.TotalNs += scaled(uint64(w.Total), k)
+		iv.Count += budget.Scaled(w.Count, k)
+		iv.TotalNs += budget.Scaled(uint64(w.Total), k)
 	}
 	for c, ns := range p.sites(d).ByClass {
-		iv.ByClass[c] = scaled(ns, k)
+		iv.ByClass[c] = budget.Scaled(ns, k)
 	}
 	p.intervals = append(p.intervals, iv)
 }
@@ -166,18 +167,18 @@ func scaleLocks(sec *evidence.LockSection, e *evidence.Estimate) {
 	sec.Estimate = e
 	for i := range sec.Sites {
 		s := &sec.Sites[i]
-		s.Count, s.TotalNs = scaled(s.Count, k), scaled(s.TotalNs, k)
+		s.Count, s.TotalNs = budget.Scaled(s.Count, k), budget.Scaled(s.TotalNs, k)
 	}
 	for c, ns := range sec.ByClass {
-		sec.ByClass[c] = scaled(ns, k)
+		sec.ByClass[c] = budget.Scaled(ns, k)
 	}
-	sec.TotalNs = scaled(sec.TotalNs, k)
+	sec.TotalNs = budget.Scaled(sec.TotalNs, k)
 	for i := range sec.Sockets {
 		s := &sec.Sockets[i]
 		s.RelError = e.RowError(s.Count)
-		s.Count, s.TotalNs = scaled(s.Count, k), scaled(s.TotalNs, k)
+		s.Count, s.TotalNs = budget.Scaled(s.Count, k), budget.Scaled(s.TotalNs, k)
 		for j := range s.ByLock {
-			s.ByLock[j].Count, s.ByLock[j].TotalNs = scaled(s.ByLock[j].Count, k), scaled(s.ByLock[j].TotalNs, k)
+			s.ByLock[j].Count, s.ByLock[j].TotalNs = budget.Scaled(s.ByLock[j].Count, k), budget.Scaled(s.ByLock[j].TotalNs, k)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/netdev"
 	"github.com/perfscope/perfscope/collectors/netlinkq"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/netqueue"
 	"github.com/perfscope/perfscope/probes/udpdrop"
@@ -39,14 +40,14 @@ type snapshotPart[S delta[S], P probes.Snapshotter[S]] struct {
 	openErr     error
 	first, last S
 	// cov is how the budget attached the probe's hooks (nil: exact).
-	cov *Coverage
+	cov *budget.Coverage
 	// prev is the last tick's reading, for a timeline, taken at prevAt.
 	prev   S
 	prevAt time.Time
 }
 
 // SetCoverage implements Sampled.
-func (p *snapshotPart[S, P]) SetCoverage(c *Coverage) { p.cov = c }
+func (p *snapshotPart[S, P]) SetCoverage(c *budget.Coverage) { p.cov = c }
 
 func (p *snapshotPart[S, P]) open(probe P, err error) {
 	p.probe, p.openErr = probe, err
@@ -182,7 +183,7 @@ func (p *Queues) interval(d netqueue.Snapshot, from, now time.Time) {
 	}
 	iv := evidence.QueueInterval{End: now, RXByQueue: map[int]uint64{}}
 	for q, perCPU := range d.RXQueues(ifindex, netqueue.ConventionFor(p.opts.Iface.Driver)) {
-		n := scaled(netqueue.TrafficTotal(perCPU).Packets, k)
+		n := budget.Scaled(netqueue.TrafficTotal(perCPU).Packets, k)
 		iv.RXPackets += n
 		if q >= 0 && n > 0 {
 			iv.RXByQueue[q] += n
@@ -190,7 +191,7 @@ func (p *Queues) interval(d netqueue.Snapshot, from, now time.Time) {
 	}
 	for key, perCPU := range d.TX {
 		if key.Ifindex == ifindex {
-			iv.TXPackets += scaled(netqueue.TrafficTotal(perCPU).Packets, k)
+			iv.TXPackets += budget.Scaled(netqueue.TrafficTotal(perCPU).Packets, k)
 		}
 	}
 	p.intervals = append(p.intervals, iv)
@@ -241,7 +242,7 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 		if q >= 0 {
 			n := netqueue.TrafficTotal(perCPU).Packets
 			p.sampled.rx[q] = n
-			counts.RX[q] = scaled(n, kp)
+			counts.RX[q] = budget.Scaled(n, kp)
 		}
 	}
 	counts.TX = map[int]uint64{}
@@ -252,7 +253,7 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 		}
 		n := netqueue.TrafficTotal(perCPU).Packets
 		p.sampled.tx[k.Queue] += n
-		counts.TX[k.Queue] += scaled(n, kp)
+		counts.TX[k.Queue] += budget.Scaled(n, kp)
 		for cpu, t := range perCPU {
 			if t.Packets == 0 {
 				continue
@@ -260,7 +261,7 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 			if txByCPU[cpu] == nil {
 				txByCPU[cpu] = map[int]uint64{}
 			}
-			txByCPU[cpu][k.Queue] += scaled(t.Packets, kp)
+			txByCPU[cpu][k.Queue] += budget.Scaled(t.Packets, kp)
 		}
 	}
 	byQ := map[int]*evidence.QdiscRow{}
@@ -274,8 +275,8 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 			byQ[k.Queue] = r
 		}
 		for _, s := range perCPU {
-			r.Enqueues += scaled(s.Enqueues, kp)
-			r.Dequeues += scaled(s.DequeuedPackets, kp)
+			r.Enqueues += budget.Scaled(s.Enqueues, kp)
+			r.Dequeues += budget.Scaled(s.DequeuedPackets, kp)
 		}
 	}
 	var qdisc []evidence.QdiscRow
@@ -309,7 +310,7 @@ func (p *Queues) Evidence(src Sources, driver string, matrix *evidence.QueueCPUS
 			if s.Polls == 0 && s.Work == 0 {
 				continue
 			}
-			polls, work := scaled(s.Polls, kn), scaled(s.Work, kn)
+			polls, work := budget.Scaled(s.Polls, kn), budget.Scaled(s.Work, kn)
 			matrix.Cells = append(matrix.Cells, evidence.QueueCPUCell{Queue: q, NAPI: k.ID, CPU: cpu, Polls: polls, Work: work})
 			if q >= 0 {
 				counts.NAPIWork[q] += work
@@ -403,7 +404,7 @@ func (p *Drops) interval(d udpdrop.Snapshot, from, now time.Time) {
 		if n == 0 || (p.opts.Port != 0 && int(key.Port) != p.opts.Port) {
 			continue
 		}
-		n = scaled(n, k)
+		n = budget.Scaled(n, k)
 		iv.Count += n
 		reason := key.Kind.String()
 		if name := p.probe.ReasonName(key.Kind, key.Reason); name != "" {
@@ -455,10 +456,10 @@ func (p *Drops) Add(sec *evidence.DropSection) {
 		sampled[key.port] += n
 	}
 	for key, n := range agg {
-		row := evidence.PortDrops{Port: key.port, Reason: key.reason, Count: scaled(n, k), RelError: e.RowError(n)}
+		row := evidence.PortDrops{Port: key.port, Reason: key.reason, Count: budget.Scaled(n, k), RelError: e.RowError(n)}
 		if total := exact[key.port]; e != nil && total > 0 {
 			share := float64(n) / float64(sampled[key.port])
-			row.Count = scaled(total, share)
+			row.Count = budget.Scaled(total, share)
 			rel := 1.96 * math.Sqrt((1-share)/(share*float64(sampled[key.port])))
 			row.RelError = &rel
 		}
@@ -475,7 +476,7 @@ func (p *Drops) Add(sec *evidence.DropSection) {
 	sortDrops(sec.ByPort)
 	for r, n := range d.Reasons {
 		if n > 0 {
-			sec.ByReason[p.probe.ReasonName(udpdrop.KfreeSkb, r)] += scaled(n, k)
+			sec.ByReason[p.probe.ReasonName(udpdrop.KfreeSkb, r)] += budget.Scaled(n, k)
 		}
 	}
 	sec.Intervals = p.intervals
@@ -538,7 +539,7 @@ func (p *SocketReads) interval(d udpsock.Snapshot, from, now time.Time) {
 	t := socketReadTick{end: now, reads: map[uint64]uint64{}, unknown: k == 0}
 	for ino, r := range d.Sockets {
 		if r.Datagrams > 0 {
-			t.reads[ino] = scaled(r.Datagrams, k)
+			t.reads[ino] = budget.Scaled(r.Datagrams, k)
 		}
 	}
 	p.ticks = append(p.ticks, t)
@@ -555,7 +556,7 @@ func (p *SocketReads) Add(sec *evidence.SocketSection, window time.Duration) {
 	k, e := p.cov.Scale(udpsock.Group), p.cov.Estimate(udpsock.Group)
 	reads := make(map[uint64]uint64, len(d.Sockets))
 	for ino, r := range d.Sockets {
-		reads[ino] = scaled(r.Datagrams, k)
+		reads[ino] = budget.Scaled(r.Datagrams, k)
 	}
 	AddSocketReads(sec, reads, window)
 	if e != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/offcpu"
 	"github.com/perfscope/perfscope/probes"
 	probe "github.com/perfscope/perfscope/probes/offcpu"
@@ -35,7 +36,7 @@ type OffCPU struct {
 	opts    OffCPUOptions
 	session *offcpu.Session
 	ev      *evidence.OffCPU
-	cov     *Coverage
+	cov     *budget.Coverage
 	proc    procfs.FS
 	// exited says the watched process exited before the window ended.
 	exited string
@@ -48,7 +49,7 @@ func NewOffCPU(opts OffCPUOptions) *OffCPU { return &OffCPU{opts: opts} }
 
 // SetCoverage implements Sampled: the budget may attach the probe's
 // sched hooks in sampling windows only.
-func (p *OffCPU) SetCoverage(c *Coverage) { p.cov = c }
+func (p *OffCPU) SetCoverage(c *budget.Coverage) { p.cov = c }
 
 // Open implements Part.
 func (p *OffCPU) Open(src Sources) error {

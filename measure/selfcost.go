@@ -6,9 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 )
 
@@ -146,7 +145,7 @@ func StampRun(ov *evidence.Overhead, started time.Time) {
 	if ov == nil {
 		return
 	}
-	ov.RunCPUNs = int64(processCPU())
+	ov.RunCPUNs = int64(budget.ProcessCPU())
 	if started.IsZero() {
 		return
 	}
@@ -154,13 +153,4 @@ func StampRun(ov *evidence.Overhead, started time.Time) {
 	if ov.RunNs > 0 {
 		ov.RunCPUShare = float64(ov.RunCPUNs) / float64(ov.RunNs)
 	}
-}
-
-// processCPU is this process's user and system CPU time so far.
-func processCPU() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

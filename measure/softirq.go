@@ -8,6 +8,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/softirq"
 	"github.com/perfscope/perfscope/report"
@@ -40,14 +41,14 @@ type Softirq struct {
 	prev      softirqReading
 	last      softirqReading
 	intervals []evidence.SoftirqInterval
-	cov       *Coverage
+	cov       *budget.Coverage
 	// netRX is each interval's NET_RX share per CPU, for a timeline that
 	// follows the CPUs feeding one socket.
 	netRX []map[int]float64
 }
 
 // SetCoverage implements Sampled.
-func (p *Softirq) SetCoverage(c *Coverage) { p.cov = c }
+func (p *Softirq) SetCoverage(c *budget.Coverage) { p.cov = c }
 
 // NewSoftirq returns the softirq part.
 func NewSoftirq(opts SoftirqOptions) *Softirq { return &Softirq{opts: opts} }
@@ -215,7 +216,7 @@ func (p *Softirq) input(a, b softirqReading, k float64) SoftirqInput {
 	for cpu, vecs := range d.PerCPU {
 		row := make([]SoftirqCounts, len(vecs))
 		for i, v := range vecs {
-			row[i] = SoftirqCounts{Count: scaled(v.Count, k), TimeNs: scaled(uint64(v.Time), k)}
+			row[i] = SoftirqCounts{Count: budget.Scaled(v.Count, k), TimeNs: budget.Scaled(uint64(v.Time), k)}
 			if k == 1 || i >= len(softirq.Vectors) {
 				continue
 			}
@@ -225,13 +226,13 @@ func (p *Softirq) input(a, b softirqReading, k float64) SoftirqInput {
 				est := row[i].Count
 				row[i].Count, row[i].Estimate = exact, &est
 				if v.Count > 0 {
-					row[i].TimeNs = scaled(uint64(v.Time), float64(exact)/float64(v.Count))
+					row[i].TimeNs = budget.Scaled(uint64(v.Time), float64(exact)/float64(v.Count))
 				}
 			}
 		}
 		in.Probe = append(in.Probe, row)
 	}
-	in.NetRXLatency, in.NetTXLatency = scaledRows(d.NetRXLatency, k), scaledRows(d.NetTXLatency, k)
+	in.NetRXLatency, in.NetTXLatency = budget.ScaledRows(d.NetRXLatency, k), budget.ScaledRows(d.NetTXLatency, k)
 	return in
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -91,10 +92,10 @@ type Window struct {
 	// OnTick runs after each tick's readings with the time left, for
 	// interval lines and progress.
 	OnTick func(now time.Time, left time.Duration)
-	// Budget bounds perfscope's own cost over the window (see Budget);
+	// Budget bounds perfscope's own cost over the window (see budget.Budget);
 	// the zero Budget counts every event (--exact). Commands and recipes
-	// set DefaultBudget unless asked for exact counts.
-	Budget Budget
+	// set budget.Default unless asked for exact counts.
+	Budget budget.Budget
 }
 
 // Run is what the window itself measured.
@@ -123,7 +124,7 @@ type Session struct {
 	windows   int
 	// gov keeps the hook groups within a window's budget; it outlives
 	// windows so that costs measured in one plan the next.
-	gov *governor
+	gov *budget.Governor
 	// counters are the governor's references, open while the session is.
 	counters []PacketCounter
 }
@@ -159,7 +160,7 @@ func Open(src Sources, parts ...Part) (*Session, error) {
 		}
 	}
 	s.opened = time.Now()
-	s.openedCPU = processCPU()
+	s.openedCPU = budget.ProcessCPU()
 	return s, nil
 }
 
@@ -257,7 +258,7 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 		return run, err
 	}
 	if gov != nil {
-		s.setCoverage(&Coverage{live: gov})
+		s.setCoverage(gov.Coverage())
 	} else {
 		s.setCoverage(nil)
 	}
@@ -272,12 +273,12 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	}
 	before := costsOf(all)
 	selfBefore := readSelf(counted)
-	cpuBefore := processCPU()
+	cpuBefore := budget.ProcessCPU()
 
 	// Readings must be taken even when ctx is cancelled mid-window.
 	read := context.WithoutCancel(ctx)
 	if gov != nil {
-		gov.openRefs()
+		gov.OpenRefs()
 	}
 	for i, p := range s.parts {
 		if err := p.Begin(read); err != nil {
@@ -288,14 +289,14 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	}
 	run.Begin = time.Now()
 	if gov != nil {
-		gov.start(run.Begin)
+		gov.Start(run.Begin)
 	}
 	if w.OnStart != nil {
 		w.OnStart()
 	}
 	lastTick, err := s.wait(ctx, read, w, run.Begin)
 	if gov != nil {
-		gov.finish()
+		gov.Finish()
 	}
 	if err != nil {
 		s.abort(read, len(s.parts))
@@ -317,13 +318,13 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 		if gov != nil && i == lastSampled {
 			// The estimates cover the sampling parts' window up to
 			// their last readings (not the profile's, which take long).
-			gov.closeRefs(time.Now())
+			gov.CloseRefs(time.Now())
 		}
 	}
 	run.End = time.Now()
 	if gov != nil {
-		var cov *Coverage
-		ov.Budget, cov = gov.use()
+		var cov *budget.Coverage
+		ov.Budget, cov = gov.Use()
 		s.setCoverage(cov)
 	}
 	if w.Interval > 0 && run.End.Sub(lastTick) >= w.Interval/10 {
@@ -352,7 +353,7 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 		ov.CPUCost = cpuCostOf(runs, entry, entryErr, run.Duration(), cpus)
 	}
 	ov.BPFTimeShare = bpfShare(ov.Programs, run.Duration(), cpus)
-	ov.ProcessCPUNs = int64(processCPU() - cpuBefore)
+	ov.ProcessCPUNs = int64(budget.ProcessCPU() - cpuBefore)
 	if run.Duration() > 0 && cpus > 0 {
 		ov.ProcessCPUShare = float64(ov.ProcessCPUNs) / (float64(run.Duration()) * float64(cpus))
 	}
@@ -371,15 +372,15 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 // sampled groups detached for the window's first readings; nil when
 // the window counts everything (then every group is attached, in case an
 // earlier window left some detached) or nothing can be governed.
-func (s *Session) governor(b Budget, length time.Duration, all []probes.Probe, entry time.Duration) (*governor, error) {
+func (s *Session) governor(b budget.Budget, length time.Duration, all []probes.Probe, entry time.Duration) (*budget.Governor, error) {
 	if !b.On() {
 		if s.gov != nil {
-			return nil, s.gov.attachAll()
+			return nil, s.gov.AttachAll()
 		}
 		return nil, nil
 	}
 	if s.gov == nil {
-		if s.gov = newGovernor(b, all, entry); s.gov == nil {
+		if s.gov = budget.NewGovernor(b, all, entry); s.gov == nil {
 			return nil, nil
 		}
 		// Unopenable counters: the estimates scale by time, as without.
@@ -393,14 +394,14 @@ func (s *Session) governor(b Budget, length time.Duration, all []probes.Probe, e
 		if sc, err := s.openCounter(s.src.Softirqs); err == nil {
 			softirqs = sc.Packets
 		}
-		s.gov.setReferences(packets, udpReads, softirqs)
+		s.gov.SetReferences(packets, udpReads, softirqs)
 	}
-	s.gov.budget, s.gov.length = b, length
-	return s.gov, s.gov.prepare()
+	s.gov.SetWindow(b, length)
+	return s.gov, s.gov.Prepare()
 }
 
 // setCoverage hands the window's coverage to the parts that sample.
-func (s *Session) setCoverage(c *Coverage) {
+func (s *Session) setCoverage(c *budget.Coverage) {
 	for _, p := range s.parts {
 		if sp, ok := p.(Sampled); ok {
 			sp.SetCoverage(c)
@@ -572,4 +573,11 @@ func OnlineCPUs(src Sources) int {
 		return set.Len()
 	}
 	return runtime.NumCPU()
+}
+
+// Sampled is a Part whose probes' hooks the budget may attach in sampling
+// windows only. The session hands it the window's Coverage before the
+// first reading (live, for ticks) and again, final, before the last.
+type Sampled interface {
+	SetCoverage(c *budget.Coverage)
 }

@@ -8,10 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfscope/perfscope/report"
-
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/lab/udpflood"
+	"github.com/perfscope/perfscope/report"
 )
 
 // floodDuring runs a bounded two-sender loopback flood into one socket for

@@ -9,48 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfscope/perfscope/collectors/cgroup"
-	"github.com/perfscope/perfscope/measure"
-
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/cpuset"
-	"github.com/perfscope/perfscope/collectors/netdev"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/jvm"
-	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 )
-
-// Plan is a recipe bound to its parameters' values: every option known,
-// the window fixed. Prepare checks it against the system; Run measures.
-type Plan struct {
-	Recipe *Recipe
-	// Values are every parameter's value, defaults filled in.
-	Values map[string]any
-	// Set are the values given (--set), as given.
-	Set map[string]string
-
-	window  measure.Window
-	method  probes.AttachMethod
-	uses    []boundUse
-	rules   []boundRule
-	outputs []boundOutput
-
-	prepared bool
-	iface    netdev.Interface
-	jvm      *attach.Target
-	// flags name the parameters as a command's flags (BindFlags).
-	flags map[string]string
-	// jvmOptions are the async-profiler collector's, checked by Prepare.
-	jvmOptions *jvm.Options
-	// workload is the --cgroup, --container or --pod selection the
-	// sockets, drops, lock waits and profile samples are kept by
-	// (SetWorkload); nil: all.
-	workload *cgroup.Selection
-	// outDirs are the output directories Prepare opened, by the path
-	// given: WriteOutputs writes through them, never by path again.
-	outDirs map[string]*safeio.Dir
-}
 
 // boundUse is an enabled component with every option's value.
 type boundUse struct {
@@ -212,7 +177,7 @@ func (p *Plan) bindWindow() []error {
 	if err != nil {
 		return []error{err}
 	}
-	p.window = measure.Window{Duration: d.(time.Duration), Stats: w.Stats, Budget: measure.Budget{CPUShare: measure.DefaultBudget}}
+	p.window = measure.Window{Duration: d.(time.Duration), Stats: w.Stats, Budget: budget.Budget{CPUShare: budget.Default}}
 	if w.Budget != nil {
 		p.window.Budget = *w.Budget
 	}

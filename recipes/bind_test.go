@@ -12,6 +12,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 )
 
 func mustParse(t *testing.T, yaml string) *Recipe {
@@ -239,12 +240,12 @@ window: {duration: 1s}
 func TestWindowBudget(t *testing.T) {
 	for _, c := range []struct {
 		line string
-		want measure.Budget
+		want budget.Budget
 	}{
-		{"", measure.Budget{CPUShare: measure.DefaultBudget}},
-		{"  budget: 5%\n", measure.Budget{CPUShare: 0.05}},
-		{"  budget: 0.5\n", measure.Budget{CPUShare: 0.005}},
-		{"  budget: exact\n", measure.Budget{}},
+		{"", budget.Budget{CPUShare: budget.Default}},
+		{"  budget: 5%\n", budget.Budget{CPUShare: 0.05}},
+		{"  budget: 0.5\n", budget.Budget{CPUShare: 0.005}},
+		{"  budget: exact\n", budget.Budget{}},
 	} {
 		r, err := Parse("my.yaml", []byte(strings.Replace(goodRecipe, "  interval: 1s\n", "  interval: 1s\n"+c.line, 1)))
 		if err != nil {
@@ -257,10 +258,10 @@ func TestWindowBudget(t *testing.T) {
 		if got := p.Window().Budget; got != c.want {
 			t.Errorf("%q: budget %+v, want %+v", c.line, got, c.want)
 		}
-		if b, err := measure.ParseBudget(c.want.String()); err != nil || b != c.want {
+		if b, err := budget.Parse(c.want.String()); err != nil || b != c.want {
 			t.Errorf("%v prints as %q, which reads back as %+v, %v", c.want, c.want.String(), b, err)
 		}
-		p.SetBudget(measure.Budget{})
+		p.SetBudget(budget.Budget{})
 		if p.Window().Budget.On() {
 			t.Error("SetBudget(exact) left a budget")
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/measure/replay"
 	"github.com/perfscope/perfscope/probes"
 	probe "github.com/perfscope/perfscope/probes/offcpu"
@@ -69,7 +70,7 @@ func TestOffCPURecipeOnARecording(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan.SetBudget(measure.Budget{}) // exact: a recording has no hooks to sample
+	plan.SetBudget(budget.Budget{}) // exact: a recording has no hooks to sample
 	res, err := plan.Run(context.Background(), src, Hooks{})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,18 @@ import (
 	"github.com/perfscope/perfscope/report"
 )
 
+// Result is what one run of a plan measured, per section, with the
+// findings of the rules the recipe chose.
+type Result struct {
+	Plan *Plan
+	// Sections are what the parts measured (Run, Net, Softirq, Locks,
+	// Profile, JVMPauses, OffCPU, Timeline).
+	measure.Sections
+	JVM      *measure.JVMResult
+	GC       *measure.GCResult
+	Findings []diagnose.Finding
+}
+
 // judge runs every rule that can read the result, with the recipe's
 // thresholds, and keeps the findings of the rules it chose.
 func (p *Plan) judge(r *Result, src measure.Sources) []diagnose.Finding {

@@ -13,6 +13,7 @@ import (
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	probe "github.com/perfscope/perfscope/probes/offcpu"
 	"github.com/perfscope/perfscope/recipes"
@@ -37,7 +38,7 @@ type offcpuOptions struct {
 	Exact     bool
 	budgetSet bool
 
-	budget measure.Budget
+	budget budget.Budget
 	format report.Format
 	failOn diagnose.Severity
 	src    measure.Sources

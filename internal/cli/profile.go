@@ -13,6 +13,7 @@ import (
 
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
@@ -242,7 +243,7 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 		// profile takes no --overhead-budget: the off-CPU section is
 		// measured whole, as offcpu --exact (a sampled one would cut every
 		// wait longer than a sampling window).
-		plan.SetBudget(measure.Budget{})
+		plan.SetBudget(budget.Budget{})
 	}
 	hooks := recipes.Hooks{Started: g.Started}
 	if f, ok := g.Err.(*os.File); ok && isTerminal(f) {

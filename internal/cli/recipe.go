@@ -14,6 +14,7 @@ import (
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -369,7 +370,7 @@ type recipeRunOptions struct {
 	format report.Format
 	failOn diagnose.Severity
 	// budget is the user's budget; nil keeps the recipe's.
-	budget *measure.Budget
+	budget *budget.Budget
 	// set are the --set values by name, in the order given: a list
 	// parameter may be given once per item.
 	set map[string][]string

@@ -13,6 +13,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
@@ -29,7 +30,7 @@ type softirqOptions struct {
 	Exact     bool
 	budgetSet bool
 
-	budget measure.Budget
+	budget budget.Budget
 	format report.Format
 	cpus   cpuset.Set
 	method probes.AttachMethod

@@ -5,8 +5,9 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/perfscope/perfscope/measure"
 	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/measure"
 )
 
 func newTCPCmd(g *Globals) *cobra.Command {

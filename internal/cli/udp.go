@@ -14,6 +14,7 @@ import (
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"
@@ -61,7 +62,7 @@ type udpOptions struct {
 
 	format report.Format
 	method probes.AttachMethod
-	budget measure.Budget
+	budget budget.Budget
 	// set are the udp-rx recipe's parameters, from the flags.
 	set map[string]string
 	src measure.Sources

@@ -12,11 +12,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/perfscope/perfscope/measure"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/perfscope/perfscope/measure"
 )
 
 // Options configure a served recipe.
