@@ -13,6 +13,12 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type httpcountCarry struct {
+	_     structs.HostLayout
+	Len   uint8
+	Bytes [7]int8
+}
+
 type httpcountHttpMethod uint32
 
 const (
@@ -46,10 +52,16 @@ const (
 type httpcountInflight struct {
 	_      structs.HostLayout
 	Buf    uint64
+	Sk     uint64
 	Port   uint16
 	Status uint16
 	Kind   uint8
 	Pad    [3]uint8
+}
+
+type httpcountLineBuf struct {
+	_ structs.HostLayout
+	B [84]int8
 }
 
 type httpcountRequestKey struct {
@@ -78,7 +90,9 @@ type httpcountSelfCost struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	httpcountMapCarries       = "carries"
 	httpcountMapInflight      = "inflight"
+	httpcountMapLineScratch   = "line_scratch"
 	httpcountMapLost          = "lost"
 	httpcountMapPorts         = "ports"
 	httpcountMapRequests      = "requests"
@@ -156,12 +170,14 @@ type httpcountProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type httpcountMapSpecs struct {
-	Inflight  *ebpf.MapSpec `ebpf:"inflight"`
-	Lost      *ebpf.MapSpec `ebpf:"lost"`
-	Ports     *ebpf.MapSpec `ebpf:"ports"`
-	Requests  *ebpf.MapSpec `ebpf:"requests"`
-	Responses *ebpf.MapSpec `ebpf:"responses"`
-	SelfCosts *ebpf.MapSpec `ebpf:"self_costs"`
+	Carries     *ebpf.MapSpec `ebpf:"carries"`
+	Inflight    *ebpf.MapSpec `ebpf:"inflight"`
+	LineScratch *ebpf.MapSpec `ebpf:"line_scratch"`
+	Lost        *ebpf.MapSpec `ebpf:"lost"`
+	Ports       *ebpf.MapSpec `ebpf:"ports"`
+	Requests    *ebpf.MapSpec `ebpf:"requests"`
+	Responses   *ebpf.MapSpec `ebpf:"responses"`
+	SelfCosts   *ebpf.MapSpec `ebpf:"self_costs"`
 }
 
 // httpcountVariableSpecs contains global variables before they are loaded into the kernel.
@@ -200,17 +216,21 @@ func (o *httpcountObjects) Close() error {
 //
 // It can be passed to loadHttpcountObjects or ebpf.CollectionSpec.LoadAndAssign.
 type httpcountMaps struct {
-	Inflight  *ebpf.Map `ebpf:"inflight"`
-	Lost      *ebpf.Map `ebpf:"lost"`
-	Ports     *ebpf.Map `ebpf:"ports"`
-	Requests  *ebpf.Map `ebpf:"requests"`
-	Responses *ebpf.Map `ebpf:"responses"`
-	SelfCosts *ebpf.Map `ebpf:"self_costs"`
+	Carries     *ebpf.Map `ebpf:"carries"`
+	Inflight    *ebpf.Map `ebpf:"inflight"`
+	LineScratch *ebpf.Map `ebpf:"line_scratch"`
+	Lost        *ebpf.Map `ebpf:"lost"`
+	Ports       *ebpf.Map `ebpf:"ports"`
+	Requests    *ebpf.Map `ebpf:"requests"`
+	Responses   *ebpf.Map `ebpf:"responses"`
+	SelfCosts   *ebpf.Map `ebpf:"self_costs"`
 }
 
 func (m *httpcountMaps) Close() error {
 	return _HttpcountClose(
+		m.Carries,
 		m.Inflight,
+		m.LineScratch,
 		m.Lost,
 		m.Ports,
 		m.Requests,

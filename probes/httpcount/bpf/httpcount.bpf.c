@@ -21,6 +21,13 @@
  * string dropped, digit runs become '#'). The buffer is only filled at exit,
  * so the pointer is remembered at entry.
  *
+ * A read that returns fewer bytes than a method and its space ("OPTIONS ") may
+ * be the start of a request split across reads: Go's net/http reads one
+ * byte ahead while a handler runs (to notice a client closing), so on a
+ * kept-alive connection the next request's first byte arrives alone and the
+ * next read carries the rest. Those bytes are kept per socket (carry) and
+ * put in front of that socket's next read.
+ *
  * The response count is the request count; the request lines only split it
  * by endpoint (a read carrying two pipelined requests shows one line; a
  * response is always a write of its own). TLS and HTTP/2 are not visible
@@ -124,6 +131,7 @@ struct user_msghdr_head {
 /* A syscall between entry and exit. */
 struct inflight {
 	__u64 buf;
+	__u64 sk; /* reads: the socket, which keys its carry */
 	__u16 port;
 	__u16 status;
 	__u8 kind;
@@ -143,6 +151,35 @@ struct {
 	__type(key, __u64);
 	__type(value, struct inflight);
 } inflight SEC(".maps");
+
+/* The first bytes of a request whose line continues in the socket's next
+ * read (at most a method and its space, less one). LRU: a connection that
+ * closes right after such a read leaves its entry to be evicted. */
+enum { CARRY_MAX = 7 };
+struct carry {
+	__u8 len;
+	char bytes[CARRY_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct carry);
+} carries SEC(".maps");
+
+/* The request line being parsed: a carry, then the read's first bytes at a
+ * variable offset (a map value, where older verifiers allow one). */
+struct line_buf {
+	char b[LINE_LEN + CARRY_MAX + 1];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct line_buf);
+} line_scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -172,8 +209,9 @@ static __always_inline void count_lost(enum httpcount_lost why)
 		(*n)++;
 }
 
-/* The counted local port of fd when it is a TCP socket, -1 otherwise. */
-static __always_inline int socket_port(long fd)
+/* The counted local port of fd when it is a TCP socket, -1 otherwise;
+ * *skp is the socket. */
+static __always_inline int socket_port(long fd, __u64 *skp)
 {
 	if (fd < 0)
 		return -1;
@@ -194,6 +232,7 @@ static __always_inline int socket_port(long fd)
 	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
 	if (!bpf_map_lookup_elem(&ports, &port))
 		return -1;
+	*skp = (__u64)sk;
 	return port;
 }
 
@@ -223,7 +262,8 @@ static __always_inline int on_write(__u64 pid_tgid, long fd, __u64 buf)
 		return 0;
 	if (head[0] != 'H' || head[1] != 'T' || head[2] != 'T' || head[3] != 'P' || head[4] != '/' || head[5] != '1' || head[6] != '.')
 		return 0;
-	int port = socket_port(fd);
+	__u64 sk = 0;
+	int port = socket_port(fd, &sk);
 	if (port < 0)
 		return 0;
 	struct inflight in = { .kind = KIND_RESPONSE, .port = port };
@@ -238,10 +278,11 @@ static __always_inline int on_read(__u64 pid_tgid, long fd, __u64 buf)
 {
 	if (!buf)
 		return 0;
-	int port = socket_port(fd);
+	__u64 sk = 0;
+	int port = socket_port(fd, &sk);
 	if (port < 0)
 		return 0;
-	struct inflight in = { .kind = KIND_REQUEST, .port = port, .buf = buf };
+	struct inflight in = { .kind = KIND_REQUEST, .port = port, .buf = buf, .sk = sk };
 	if (bpf_map_update_elem(&inflight, &pid_tgid, &in, BPF_ANY))
 		count_lost(HTTPCOUNT_LOST_INFLIGHT);
 	return 0;
@@ -286,21 +327,53 @@ static __always_inline int method_of(const char *l, enum http_method *m)
 	return 0;
 }
 
-static __always_inline void count_request(__u16 port, __u64 buf, long ret)
+static __always_inline bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
+
+static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long ret)
 {
-	if (ret < 14) /* "GET / HTTP/1.1" is the shortest request line */
+	__u32 zero = 0;
+	struct line_buf *lb = bpf_map_lookup_elem(&line_scratch, &zero);
+	if (!lb)
 		return;
-	char line[LINE_LEN];
-	__builtin_memset(line, 0, sizeof(line));
+	char *line = lb->b;
+	__builtin_memset(line, 0, sizeof(lb->b));
+	/* The bytes a previous short read left for this one. */
+	__u32 clen = 0;
+	struct carry *c = bpf_map_lookup_elem(&carries, &sk);
+	if (c) {
+		clen = c->len;
+		if (clen > CARRY_MAX)
+			clen = CARRY_MAX;
+		for (int i = 0; i < CARRY_MAX; i++)
+			line[i] = i < clen ? c->bytes[i] : 0;
+		bpf_map_delete_elem(&carries, &sk);
+	}
+	if (clen == 0 && ret < 8) {
+		/* Shorter than "OPTIONS ": perhaps a request's first bytes (an
+		 * upper-case method letter), kept for the socket's next read. */
+		struct carry k = { .len = (__u8)ret };
+		if (bpf_probe_read_user(k.bytes, 1, (void *)buf) || !is_upper(k.bytes[0]))
+			return;
+		__u32 n = (__u32)ret & 7;
+		if (n > CARRY_MAX)
+			n = CARRY_MAX;
+		if (n > 1 && bpf_probe_read_user(k.bytes, n, (void *)buf))
+			return;
+		bpf_map_update_elem(&carries, &sk, &k, BPF_ANY);
+		return;
+	}
+	if (clen + ret < 14) /* "GET / HTTP/1.1" is the shortest request line */
+		return;
+	clen &= CARRY_MAX;
 	/* Bytes past ret are the rest of the reader's buffer, harmless: the
 	 * target ends at the line's first space. Only when the buffer ends
 	 * within LINE_LEN bytes of its start does the full read fault; then
 	 * exactly ret bytes are read. */
-	if (bpf_probe_read_user(line, LINE_LEN, (void *)buf)) {
+	if (bpf_probe_read_user(line + clen, LINE_LEN, (void *)buf)) {
 		__u32 n = (__u32)ret & 127;
 		if (n > LINE_LEN)
 			n = LINE_LEN;
-		if (n < 1 || bpf_probe_read_user(line, n, (void *)buf)) {
+		if (n < 1 || bpf_probe_read_user(line + clen, n, (void *)buf)) {
 			count_lost(HTTPCOUNT_LOST_READ);
 			return;
 		}
@@ -351,10 +424,15 @@ static __always_inline int on_exit(long ret)
 		return 0;
 	struct inflight in = *p;
 	bpf_map_delete_elem(&inflight, &pid_tgid);
+	if (in.kind == KIND_REQUEST && ret == 0) {
+		/* The peer closed: nothing continues a carry. */
+		bpf_map_delete_elem(&carries, &in.sk);
+		return 0;
+	}
 	if (ret <= 0)
 		return 0;
 	if (in.kind == KIND_REQUEST) {
-		count_request(in.port, in.buf, ret);
+		count_request(in.port, in.sk, in.buf, ret);
 		return 0;
 	}
 	struct response_key key = { .port = in.port, .status = in.status };
