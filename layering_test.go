@@ -33,11 +33,14 @@ var floors = []struct {
 	name     string
 	prefixes []string
 }{
-	{"tests", []string{"integration", "bench"}}, // never imported by shipped code
+	// never imported by shipped code; measure/replay replays recorded runs
+	// for measure's and recipes' tests
+	{"tests", []string{"integration", "bench", "measure/replay"}},
 	{"cmd", []string{"cmd"}},
 	{"internal", []string{"internal"}}, // the CLI, serve, test helpers
 	{"recipes", []string{"recipes", "privilege"}},
 	{"measure", []string{"measure"}},
+	{"budget", []string{"measure/budget"}}, // the overhead budget: governs probes, knows no part
 	{"lab", []string{"lab"}},
 	{"apply", []string{"apply"}},
 	{"report", []string{"report"}},
@@ -198,6 +201,9 @@ func TestFloorOf(t *testing.T) {
 		"privilege":                     "recipes",
 		"integration/springapp":         "tests",
 		"lab/jvmapp":                    "lab",
+		"measure":                       "measure",
+		"measure/replay":                "tests",
+		"measure/budget":                "budget",
 	} {
 		if got := floorOf(rel); got != index[want] {
 			t.Errorf("floorOf(%q) = %d, want floor %q (%d)", rel, got, want, index[want])

@@ -15,7 +15,7 @@ import (
 	"github.com/perfscope/perfscope/internal/serve"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/lab/udpflood"
-	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/measure"
 )
 
 func heapInUse() uint64 {
@@ -90,7 +90,7 @@ func BenchmarkServeLive(b *testing.B) {
 		var n int
 		var at10, mid, last, lost uint64
 		start := time.Now()
-		srv, err := serve.Open(recipes.Live(), serve.Options{Recipe: "udp-rx", Listen: "127.0.0.1:0", Interval: time.Second,
+		srv, err := serve.Open(measure.Live(), serve.Options{Recipe: "udp-rx", Listen: "127.0.0.1:0", Interval: time.Second,
 			Params: map[string]string{"iface": "lo", "port": strconv.Itoa(int(sink.AddrPort().Port()))},
 			OnWindow: func(w serve.Window) {
 				n++

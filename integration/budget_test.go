@@ -12,7 +12,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/lab/netlab"
-	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/measure/budget"
 )
 
 // observeBoundingSet is observeCaps — the README's observe run line, the
@@ -60,7 +60,7 @@ func TestBudgetEstimatesAgreeWithKernel(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rep := runLoopbackFlood(t, lab, c.prefix)
 			ov := rep.Overhead
-			checkBudget(t, ov, recipes.DefaultBudget, 0.06)
+			checkBudget(t, ov, budget.Default, 0.06)
 
 			// Reads: the socket probe's estimate against the server's count.
 			s := rep.Data.Sockets
@@ -148,7 +148,7 @@ func TestBudgetSoleReaderReadsAreExact(t *testing.T) {
 	got, kernel := float64(*s.Sockets[0].ReceivedPkt), float64(snmp.UDP.InDatagrams+snmp.UDP6.InDatagrams)
 	t.Logf("reads %.0f (%v, row ±%s); the namespace's InDatagrams %.0f, the server's own count %.0f",
 		got, s.Estimate, pctOf(s.Sockets[0].ReceivedRelError), kernel, rep.serverRead)
-	if s.Estimate.Reference != recipes.UDPReadsReference || s.Estimate.RelError == nil || *s.Estimate.RelError > 0.002 {
+	if s.Estimate.Reference != budget.UDPReadsReference || s.Estimate.RelError == nil || *s.Estimate.RelError > 0.002 {
 		t.Errorf("the sole reader's reads scaled by %q ±%s, want the namespace's UDP reads ±0", s.Estimate.Reference, pctOf(s.Estimate.RelError))
 	}
 	if row := s.Sockets[0].ReceivedRelError; row == nil || *row > 0.002 {
@@ -163,7 +163,7 @@ func TestBudgetSoleReaderReadsAreExact(t *testing.T) {
 }
 
 // checkBudget checks a run's overhead under a budget of share (the
-// default, recipes.DefaultBudget, unless the run asked for another): the budget's use and the cost per CPU are there, something was
+// default, budget.Default, unless the run asked for another): the budget's use and the cost per CPU are there, something was
 // sampled, each sampled group with an estimate of at least two windows,
 // and the cost model's own figure for the busiest CPU is under maxShare
 // (generously bounded: not a timing).

@@ -15,8 +15,8 @@ import (
 
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/lab/netlab"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes/softirq"
-	"github.com/perfscope/perfscope/recipes"
 )
 
 // A real DNS server nobody here wrote — Knot DNS, answering dnsperf over
@@ -118,7 +118,7 @@ log:
 	}
 	kernel := float64(snmp.UDP.InDatagrams + snmp.UDP6.InDatagrams)
 	t.Logf("knot's reads %.0f (%v); the namespace's InDatagrams %.0f", reads, s.Estimate, kernel)
-	if s.Estimate.Reference != recipes.UDPReadsReference || s.Estimate.RelError == nil || *s.Estimate.RelError > 0.002 {
+	if s.Estimate.Reference != budget.UDPReadsReference || s.Estimate.RelError == nil || *s.Estimate.RelError > 0.002 {
 		t.Errorf("the sole reader's reads scaled by %q ±%s, want the namespace's UDP reads ±0", s.Estimate.Reference, pctOf(s.Estimate.RelError))
 	}
 	if diff := math.Abs(reads/kernel - 1); diff > 0.005 {
@@ -127,7 +127,7 @@ log:
 
 	// Every sampled group: a bound when it saw anything, and a run length
 	// when the bound is wider than ±10 %.
-	checkBudget(t, rep.Overhead, recipes.DefaultBudget, 0.06)
+	checkBudget(t, rep.Overhead, budget.Default, 0.06)
 	for _, g := range rep.Overhead.Budget.Groups {
 		e := g.Estimate
 		if g.Exact || e == nil {
@@ -139,7 +139,7 @@ log:
 		case e.RelError != nil && *e.RelError > 0.10 && e.DurationFor10PctNs == 0:
 			t.Errorf("%s: ±%s and no --duration that would bound it to ±10 %%", g.Group, pctOf(e.RelError))
 		}
-		if g.Group == softirq.Group && e.Reference != recipes.SoftirqsReference {
+		if g.Group == softirq.Group && e.Reference != budget.SoftirqsReference {
 			t.Errorf("softirq scaled by %q, want the kernel's softirqs", e.Reference)
 		}
 	}

@@ -88,7 +88,7 @@ func Measure(ctx context.Context, o Options) (*evidence.OffCPU, error) {
 }
 
 // Session is one off-CPU window split at its readings, so that a recipe's
-// part (recipes.OffCPU) runs the same code as Measure inside a window it
+// part (measure.OffCPU) runs the same code as Measure inside a window it
 // does not own: Open attaches the probe, Begin takes the first reading,
 // End the last and builds the evidence.
 type Session struct {

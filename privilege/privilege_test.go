@@ -9,6 +9,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 )
 
@@ -71,7 +72,7 @@ func TestForRecipeUnion(t *testing.T) {
 	if Has(softirq, Namespace, HostPID) || Has(softirq, Namespace, HostNetwork) {
 		t.Error("softirq-balance is system-wide in the kernel: no host namespace needed")
 	}
-	if _, err := ForRecipe("nope"); err == nil || !errors.Is(err, recipes.ErrBadInput) || !strings.Contains(err.Error(), "udp-rx") {
+	if _, err := ForRecipe("nope"); err == nil || !errors.Is(err, measure.ErrBadInput) || !strings.Contains(err.Error(), "udp-rx") {
 		t.Errorf("unknown recipe: %v", err)
 	}
 }

@@ -3,7 +3,6 @@ package recipes
 import (
 	"errors"
 	"fmt"
-	"github.com/perfscope/perfscope/collectors/cgroup"
 	"io/fs"
 	"os"
 	"sort"
@@ -12,43 +11,11 @@ import (
 
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/cpuset"
-	"github.com/perfscope/perfscope/collectors/netdev"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/jvm"
-	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 )
-
-// Plan is a recipe bound to its parameters' values: every option known,
-// the window fixed. Prepare checks it against the system; Run measures.
-type Plan struct {
-	Recipe *Recipe
-	// Values are every parameter's value, defaults filled in.
-	Values map[string]any
-	// Set are the values given (--set), as given.
-	Set map[string]string
-
-	window  Window
-	method  probes.AttachMethod
-	uses    []boundUse
-	rules   []boundRule
-	outputs []boundOutput
-
-	prepared bool
-	iface    netdev.Interface
-	jvm      *attach.Target
-	// flags name the parameters as a command's flags (BindFlags).
-	flags map[string]string
-	// jvmOptions are the async-profiler collector's, checked by Prepare.
-	jvmOptions *jvm.Options
-	// workload is the --cgroup, --container or --pod selection the
-	// sockets, drops, lock waits and profile samples are kept by
-	// (SetWorkload); nil: all.
-	workload *cgroup.Selection
-	// outDirs are the output directories Prepare opened, by the path
-	// given: WriteOutputs writes through them, never by path again.
-	outDirs map[string]*safeio.Dir
-}
 
 // boundUse is an enabled component with every option's value.
 type boundUse struct {
@@ -104,12 +71,12 @@ func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
 		text := set[n]
 		param, ok := r.Parameter(n)
 		if !ok {
-			errs = append(errs, badInput("--set %s=%s: recipe %s has no parameter %s%s", n, text, r.Name, n, r.paramNames()))
+			errs = append(errs, measure.BadInput("--set %s=%s: recipe %s has no parameter %s%s", n, text, r.Name, n, r.paramNames()))
 			continue
 		}
 		v, err := param.parse(text)
 		if err != nil {
-			errs = append(errs, badInput("%s: %v", p.given(n, text), err))
+			errs = append(errs, measure.BadInput("%s: %v", p.given(n, text), err))
 			refused[n] = true
 			continue
 		}
@@ -121,9 +88,9 @@ func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
 		}
 		switch {
 		case param.Required && flags != nil:
-			errs = append(errs, badInput("%s is required: %s (%s)", p.name(param.Name), param.doc(), param.want()))
+			errs = append(errs, measure.BadInput("%s is required: %s (%s)", p.name(param.Name), param.doc(), param.want()))
 		case param.Required:
-			errs = append(errs, badInput("recipe %s needs --set %s=VALUE: %s (%s)", r.Name, param.Name, param.doc(), param.want()))
+			errs = append(errs, measure.BadInput("recipe %s needs --set %s=VALUE: %s (%s)", r.Name, param.Name, param.doc(), param.want()))
 		case param.Default != nil:
 			p.Values[param.Name] = param.Default
 		default:
@@ -157,7 +124,7 @@ func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
 		p.uses = append(p.uses, b)
 	}
 	if len(p.uses) == 0 {
-		errs = append(errs, badInput("recipe %s measures nothing with these parameters: every probe and collector is disabled", r.Name))
+		errs = append(errs, measure.BadInput("recipe %s measures nothing with these parameters: every probe and collector is disabled", r.Name))
 	}
 	errs = append(errs, p.bindWindow()...)
 	if u, ok := p.use("async-profiler"); ok && len(errs) == 0 {
@@ -210,7 +177,7 @@ func (p *Plan) bindWindow() []error {
 	if err != nil {
 		return []error{err}
 	}
-	p.window = Window{Duration: d.(time.Duration), Stats: w.Stats, Budget: Budget{CPUShare: DefaultBudget}}
+	p.window = measure.Window{Duration: d.(time.Duration), Stats: w.Stats, Budget: budget.Budget{CPUShare: budget.Default}}
 	if w.Budget != nil {
 		p.window.Budget = *w.Budget
 	}
@@ -257,7 +224,7 @@ func (p *Plan) value(r Ref, dom Domain) (any, error) {
 // recipe uses it.
 func (p *Plan) placed(r Ref, err error) error {
 	if r.Param == "" {
-		return badInput("%s: %v", FieldError{File: p.Recipe.File, Line: r.Line, Path: r.Path}.place(), err)
+		return measure.BadInput("%s: %v", FieldError{File: p.Recipe.File, Line: r.Line, Path: r.Path}.place(), err)
 	}
 	given, ok := p.Set[r.Param]
 	if !ok {
@@ -265,9 +232,9 @@ func (p *Plan) placed(r Ref, err error) error {
 		given = param.format(p.Values[r.Param])
 	}
 	if p.flags != nil {
-		return badInput("%s: %v", p.given(r.Param, given), err)
+		return measure.BadInput("%s: %v", p.given(r.Param, given), err)
 	}
-	return badInput("%s=%s: %s (%s): %v", r.Param, given, r.Path, FieldError{File: p.Recipe.File, Line: r.Line}.place(), err)
+	return measure.BadInput("%s=%s: %s (%s): %v", r.Param, given, r.Path, FieldError{File: p.Recipe.File, Line: r.Line}.place(), err)
 }
 
 // name is how a sentence names a parameter: the command's flag when the
@@ -375,13 +342,13 @@ func (p *Plan) HasStacks() bool {
 }
 
 // Window is the plan's measurement window.
-func (p *Plan) Window() Window { return p.window }
+func (p *Plan) Window() measure.Window { return p.window }
 
 // Prepare checks the plan against the system before anything is loaded:
 // interfaces exist and are up, processes run, CPUs are online, the
 // sampling rate is allowed, files and output directories exist. Errors
 // are one sentence each, marked ErrBadInput or ErrUnavailable.
-func (p *Plan) Prepare(src Sources) error {
+func (p *Plan) Prepare(src measure.Sources) error {
 	var iface string
 	for _, name := range []string{"netqueue", "netcounters"} {
 		u, ok := p.use(name)
@@ -393,20 +360,20 @@ func (p *Plan) Prepare(src Sources) error {
 		case n == "" && name == "netqueue":
 			return p.missingOption(u, "interface")
 		case n != "" && iface != "" && n != iface:
-			return badInput("%s counts interface %s but another part of recipe %s measures %s: one interface per run", u.Path, n, p.Recipe.Name, iface)
+			return measure.BadInput("%s counts interface %s but another part of recipe %s measures %s: one interface per run", u.Path, n, p.Recipe.Name, iface)
 		case n != "":
 			iface = n
 		}
 	}
 	if iface != "" {
 		var err error
-		if p.iface, err = ResolveInterface(src, iface); err != nil {
+		if p.iface, err = measure.ResolveInterface(src, iface); err != nil {
 			return err
 		}
 	}
 	for _, u := range p.uses {
 		if pid, ok := u.opts["pid"].(int64); ok && pid > 0 {
-			if err := CheckProcess(src.Root, p.useOptionName(u, "pid"), int(pid)); err != nil {
+			if err := measure.CheckProcess(src.Root, p.useOptionName(u, "pid"), int(pid)); err != nil {
 				return err
 			}
 		} else if ok && u.Name == "hsperfdata" || ok && u.Name == "async-profiler" {
@@ -421,15 +388,15 @@ func (p *Plan) Prepare(src Sources) error {
 	if u, ok := p.use("cpuprofile"); ok {
 		freq := u.opts["frequency"].(int64)
 		if max, ok, _ := src.Root.SysctlInt("kernel.perf_event_max_sample_rate"); ok && freq > max {
-			return badInput("the profile's frequency %d is above kernel.perf_event_max_sample_rate (%d): lower it", freq, max)
+			return measure.BadInput("the profile's frequency %d is above kernel.perf_event_max_sample_rate (%d): lower it", freq, max)
 		}
 		if u.opts["jit_map"].(bool) {
 			pid := u.opts["pid"].(int64)
 			if pid == 0 {
-				return badInput("%s: jit_map needs a pid: perf maps belong to one process", u.Path)
+				return measure.BadInput("%s: jit_map needs a pid: perf maps belong to one process", u.Path)
 			}
 			var err error
-			if p.jvm, err = CheckJITMap(src, int(pid)); err != nil {
+			if p.jvm, err = measure.CheckJITMap(src, int(pid)); err != nil {
 				return err
 			}
 		}
@@ -439,14 +406,14 @@ func (p *Plan) Prepare(src Sources) error {
 		if len(files) == 0 {
 			return p.missingOption(u, "files")
 		}
-		if err := CheckGCLogs(files, false); err != nil {
+		if err := measure.CheckGCLogs(files, false); err != nil {
 			return err
 		}
 	}
 	if u, ok := p.use("async-profiler"); ok {
 		if lib := u.opts["library"].(string); lib != "" {
 			if _, err := os.Stat(lib); err != nil {
-				return badInput("%s %s: %v", p.useOptionName(u, "library"), lib, errors.Unwrap(err))
+				return measure.BadInput("%s %s: %v", p.useOptionName(u, "library"), lib, errors.Unwrap(err))
 			}
 		}
 		if err := p.readJVMBody(u); err != nil {
@@ -466,12 +433,12 @@ func (p *Plan) Prepare(src Sources) error {
 		d, err := safeio.OpenPrivateDir(o.dir)
 		if err != nil {
 			if errors.Is(err, safeio.ErrUnsafeDir) {
-				return badInput("%s: %v; perfscope writes only into a directory that no other user can write to", p.optionName(o.Dir), err)
+				return measure.BadInput("%s: %v; perfscope writes only into a directory that no other user can write to", p.optionName(o.Dir), err)
 			}
 			if safeio.Refused(err) {
-				return badInput("%s: %v", p.optionName(o.Dir), err)
+				return measure.BadInput("%s: %v", p.optionName(o.Dir), err)
 			}
-			return badInput("%s: cannot create %s: %v", p.optionName(o.Dir), o.dir, pathReason(err))
+			return measure.BadInput("%s: cannot create %s: %v", p.optionName(o.Dir), o.dir, pathReason(err))
 		}
 		if p.outDirs == nil {
 			p.outDirs = map[string]*safeio.Dir{}
@@ -511,16 +478,16 @@ func (p *Plan) useOptionName(u boundUse, option string) string {
 
 func (p *Plan) missingOption(u boundUse, option string) error {
 	if ref, ok := u.Options[option]; ok && ref.Param != "" && p.flags != nil {
-		return badInput("%s is required", p.name(ref.Param))
+		return measure.BadInput("%s is required", p.name(ref.Param))
 	}
 	if ref, ok := u.Options[option]; ok && ref.Param != "" {
-		return badInput("recipe %s needs --set %s=VALUE (%s.%s)", p.Recipe.Name, ref.Param, u.Path, option)
+		return measure.BadInput("recipe %s needs --set %s=VALUE (%s.%s)", p.Recipe.Name, ref.Param, u.Path, option)
 	}
-	return badInput("%s: %s is required", u.Path, option)
+	return measure.BadInput("%s: %s is required", u.Path, option)
 }
 
 // checkOnline refuses CPUs that are not online, naming the ones that are.
-func checkOnline(src Sources, cpus cpuset.Set) error {
+func checkOnline(src measure.Sources, cpus cpuset.Set) error {
 	if cpus.IsEmpty() {
 		return nil
 	}
@@ -533,7 +500,7 @@ func checkOnline(src Sources, cpus cpuset.Set) error {
 	}
 	for _, c := range cpus.CPUs() {
 		if _, ok := online.ByCPU("NET_RX", c); !ok {
-			return badInput("CPU %d is not online (online: %s)", c, cpuset.Of(online.CPUs...).List())
+			return measure.BadInput("CPU %d is not online (online: %s)", c, cpuset.Of(online.CPUs...).List())
 		}
 	}
 	return nil

@@ -11,6 +11,8 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/jvm"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 )
 
 func mustParse(t *testing.T, yaml string) *Recipe {
@@ -51,7 +53,7 @@ func TestBindParameters(t *testing.T) {
 		{map[string]string{"duration": "500ms"}, "duration=500ms: window.duration (my.yaml:12): want a duration no shorter than window.interval (1s), got 500ms"},
 	} {
 		_, err := r.Bind(c.set)
-		if err == nil || !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !errors.Is(err, measure.ErrBadInput) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want bad input saying %q", c.set, err, c.want)
 		}
 	}
@@ -101,7 +103,7 @@ window: {duration: 1s}
 
 // Prepare checks the bound plan against the system before anything loads.
 func TestPrepareChecksTheSystem(t *testing.T) {
-	src := Live()
+	src := measure.Live()
 	src.Root = procfs.FS{Root: "../collectors/procfs/testdata/vm2cpu"}
 	for _, c := range []struct {
 		recipe string
@@ -117,7 +119,7 @@ func TestPrepareChecksTheSystem(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.recipe, err)
 		}
-		if err := p.Prepare(src); err == nil || !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), c.want) {
+		if err := p.Prepare(src); err == nil || !errors.Is(err, measure.ErrBadInput) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %v: %v, want bad input saying %q", c.recipe, c.set, err, c.want)
 		}
 	}
@@ -129,10 +131,10 @@ func TestFind(t *testing.T) {
 	if r, err := Find("udp-rx"); err != nil || r.Source != "builtin" {
 		t.Errorf("udp-rx: %v %+v", err, r)
 	}
-	if _, err := Find("nosuch"); err == nil || !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "no built-in recipe \"nosuch\" and no such file (built-ins: cpu-profile, ") {
+	if _, err := Find("nosuch"); err == nil || !errors.Is(err, measure.ErrBadInput) || !strings.Contains(err.Error(), "no built-in recipe \"nosuch\" and no such file (built-ins: cpu-profile, ") {
 		t.Errorf("nosuch: %v", err)
 	}
-	if _, err := Find("/nonexistent/x.yaml"); err == nil || !errors.Is(err, ErrBadInput) || err.Error() != "recipe /nonexistent/x.yaml: no such file or directory" {
+	if _, err := Find("/nonexistent/x.yaml"); err == nil || !errors.Is(err, measure.ErrBadInput) || err.Error() != "recipe /nonexistent/x.yaml: no such file or directory" {
 		t.Errorf("missing file: %v", err)
 	}
 	if _, err := Find(t.TempDir()); err == nil || !strings.Contains(err.Error(), "is a directory") {
@@ -142,7 +144,7 @@ func TestFind(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Find(fifo); err == nil || !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "is not a regular file") {
+	if _, err := Find(fifo); err == nil || !errors.Is(err, measure.ErrBadInput) || !strings.Contains(err.Error(), "is not a regular file") {
 		t.Errorf("FIFO: %v", err)
 	}
 }
@@ -159,7 +161,7 @@ func TestRecipeTooLargeSaysItsSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Find(big)
-	if !errors.Is(err, ErrBadInput) || err.Error() != big+": a recipe is at most 256 KiB, this file has 53477376 bytes" {
+	if !errors.Is(err, measure.ErrBadInput) || err.Error() != big+": a recipe is at most 256 KiB, this file has 53477376 bytes" {
 		t.Errorf("51 MiB recipe: %v", err)
 	}
 }
@@ -203,7 +205,7 @@ func TestBindJVMOptions(t *testing.T) {
 		{map[string]string{"body": "a\x1b[2Jb"}, "--set body="},
 	} {
 		c.set["pid"] = "42"
-		if _, err := r.Bind(c.set); err == nil || !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), c.want) {
+		if _, err := r.Bind(c.set); err == nil || !errors.Is(err, measure.ErrBadInput) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want bad input saying %q", c.set, err, c.want)
 		}
 	}
@@ -229,5 +231,39 @@ window: {duration: 1s}
 	}
 	if h := p.jvmOptions.Load.Header; h.Get("A") != "b" || h.Get("C") != "d, e" || len(p.jvmOptions.HTTPPorts) != 1 {
 		t.Errorf("literal lists: %+v", p.jvmOptions)
+	}
+}
+
+// window.budget: absent is the default budget, a percentage is that
+// share of one CPU, exact counts every event; a command's flags replace
+// it (SetBudget), and the value prints back as written.
+func TestWindowBudget(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want budget.Budget
+	}{
+		{"", budget.Budget{CPUShare: budget.Default}},
+		{"  budget: 5%\n", budget.Budget{CPUShare: 0.05}},
+		{"  budget: 0.5\n", budget.Budget{CPUShare: 0.005}},
+		{"  budget: exact\n", budget.Budget{}},
+	} {
+		r, err := Parse("my.yaml", []byte(strings.Replace(goodRecipe, "  interval: 1s\n", "  interval: 1s\n"+c.line, 1)))
+		if err != nil {
+			t.Fatalf("%q: %v", c.line, err)
+		}
+		p, err := r.Bind(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Window().Budget; got != c.want {
+			t.Errorf("%q: budget %+v, want %+v", c.line, got, c.want)
+		}
+		if b, err := budget.Parse(c.want.String()); err != nil || b != c.want {
+			t.Errorf("%v prints as %q, which reads back as %+v, %v", c.want, c.want.String(), b, err)
+		}
+		p.SetBudget(budget.Budget{})
+		if p.Window().Budget.On() {
+			t.Error("SetBudget(exact) left a budget")
+		}
 	}
 }

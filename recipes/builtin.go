@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/perfscope/perfscope/measure"
 )
 
 // The built-in recipes, embedded in the binary. `perfscope udp`,
@@ -74,7 +76,7 @@ func Find(nameOrFile string) (*Recipe, error) {
 	}
 	r, err := ReadFile(nameOrFile)
 	if errors.Is(err, fs.ErrNotExist) && !strings.ContainsAny(nameOrFile, "/.") {
-		return nil, badInput("no built-in recipe %q and no such file (built-ins: %s)", nameOrFile, strings.Join(BuiltinNames(), ", "))
+		return nil, measure.BadInput("no built-in recipe %q and no such file (built-ins: %s)", nameOrFile, strings.Join(BuiltinNames(), ", "))
 	}
 	return r, err
 }
@@ -84,7 +86,7 @@ func ReadFile(file string) (*Recipe, error) {
 	// A FIFO or device would block or never end: only regular files
 	// (through links) are recipes.
 	if st, err := os.Stat(file); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
-		return nil, badInput("recipe %s is not a regular file", file)
+		return nil, measure.BadInput("recipe %s is not a regular file", file)
 	}
 	f, err := os.Open(file)
 	if err != nil {
@@ -92,16 +94,16 @@ func ReadFile(file string) (*Recipe, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is in the sentence already
 		}
-		return nil, &markedError{err: fmt.Errorf("recipe %s: %w", file, err), mark: ErrBadInput}
+		return nil, measure.MarkBadInput(fmt.Errorf("recipe %s: %w", file, err))
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err == nil && st.IsDir() {
-		return nil, badInput("recipe %s is a directory: name a .yaml file", file)
+		return nil, measure.BadInput("recipe %s is a directory: name a .yaml file", file)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxRecipeBytes+1))
 	if err != nil {
-		return nil, badInput("recipe %s: %v", file, err)
+		return nil, measure.BadInput("recipe %s: %v", file, err)
 	}
 	if len(data) > MaxRecipeBytes {
 		// Only the cap and one byte were read: the size is the file's.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/jvm/asprof"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/offcpu"
@@ -109,8 +110,8 @@ var Probes = []Component{
 		Options: []Option{
 			{Name: "port", Domain: Domain{Kind: KindPort}, Doc: "the listeners, connections and events of this local port (0: every port)"},
 			{Name: "pid", Domain: Domain{Kind: KindPID}, Doc: "the listeners and connections this process holds (0: every process)"},
-			{Name: "top", Domain: Domain{Kind: KindInt, Min: bound(1), Max: bound(10000)}, Default: int64(DefaultTCPTop), Doc: "connections and per-connection event rows listed"},
-			{Name: "sample_interval", Domain: Domain{Kind: KindDuration, Min: bound(float64(10 * time.Millisecond)), Max: bound(float64(10 * time.Second))}, Default: DefaultTCPSampleEvery, Doc: "how often the listeners' accept queues are sampled"},
+			{Name: "top", Domain: Domain{Kind: KindInt, Min: bound(1), Max: bound(10000)}, Default: int64(measure.DefaultTCPTop), Doc: "connections and per-connection event rows listed"},
+			{Name: "sample_interval", Domain: Domain{Kind: KindDuration, Min: bound(float64(10 * time.Millisecond)), Max: bound(float64(10 * time.Second))}, Default: measure.DefaultTCPSampleEvery, Doc: "how often the listeners' accept queues are sampled"},
 		}},
 	{Name: "offcpu", Probe: true, Section: SectionOffCPU,
 		Doc: "off-CPU time by kernel and user stack, state, reason and waker, run-queue latency, thread pools' on-CPU/runnable/blocked time (sched:sched_switch, sched:sched_waking, sched:sched_wakeup*)",

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/perfscope/perfscope/measure"
 )
 
 // FieldError is one problem in a recipe: the file and line, the field's
@@ -46,7 +48,7 @@ func (es Errors) Error() string {
 }
 
 // Is makes errors.Is(err, ErrBadInput) hold.
-func (es Errors) Is(target error) bool { return target == ErrBadInput }
+func (es Errors) Is(target error) bool { return target == measure.ErrBadInput }
 
 // maxErrors bounds what one recipe reports: past it the rest is noise.
 const maxErrors = 50

@@ -13,6 +13,7 @@ import (
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
+	"github.com/perfscope/perfscope/measure"
 )
 
 // maxBodyBytes bounds a load's request body read from a file.
@@ -52,7 +53,7 @@ func (p *Plan) bindJVM(u boundUse) error {
 		if src := opt(option).(string); src != "" {
 			re, err := regexp.Compile(src)
 			if err != nil {
-				return badInput("%s %q: %v", name(option), src, err)
+				return measure.BadInput("%s %q: %v", name(option), src, err)
 			}
 			*dst = re
 		}
@@ -63,11 +64,11 @@ func (p *Plan) bindJVM(u boundUse) error {
 	body, bodyFile := opt("body").(string), opt("body_file").(string)
 	if load == "" {
 		if body != "" || bodyFile != "" || len(headers) > 0 || opt("method").(string) != "GET" {
-			return badInput("%s, %s and %s shape the load: add %s URL", name("method"), name("body"), name("header"), name("load"))
+			return measure.BadInput("%s, %s and %s shape the load: add %s URL", name("method"), name("body"), name("header"), name("load"))
 		}
 		if from == "" {
 			if opt("requests_metric").(string) != "" || len(opt("requests_match").([]string)) > 0 {
-				return badInput("%s and %s select series of %s: add %s URL", name("requests_metric"), name("requests_match"), name("requests_from"), name("requests_from"))
+				return measure.BadInput("%s and %s select series of %s: add %s URL", name("requests_metric"), name("requests_match"), name("requests_from"), name("requests_from"))
 			}
 		} else if err := p.metricsSource(u, &o, from); err != nil {
 			return err
@@ -76,25 +77,25 @@ func (p *Plan) bindJVM(u boundUse) error {
 		return nil
 	}
 	if from != "" {
-		return badInput("%s counts requests perfscope does not drive: drop it with %s, which counts its own", name("requests_from"), name("load"))
+		return measure.BadInput("%s counts requests perfscope does not drive: drop it with %s, which counts its own", name("requests_from"), name("load"))
 	}
 	if o.Requests == 0 {
-		return badInput("%s needs %s N: the fixed request count is what bytes per request divide by", name("load"), name("requests"))
+		return measure.BadInput("%s needs %s N: the fixed request count is what bytes per request divide by", name("load"), name("requests"))
 	}
 	spec := &httpload.Spec{URL: load, Method: opt("method").(string), Header: http.Header{}, Requests: int(o.Requests), Concurrency: int(opt("concurrency").(int64))}
 	for _, h := range headers {
 		if err := httpload.ParseHeader(spec.Header, h); err != nil {
-			return badInput("%s: %v", name("header"), err)
+			return measure.BadInput("%s: %v", name("header"), err)
 		}
 	}
 	switch {
 	case body != "" && bodyFile != "":
-		return badInput("give %s or %s, not both", name("body"), name("body_file"))
+		return measure.BadInput("give %s or %s, not both", name("body"), name("body_file"))
 	case body != "":
 		spec.Body = []byte(body)
 	}
 	if err := spec.Validate(); err != nil {
-		return badInput("%s: %v", name("load"), err)
+		return measure.BadInput("%s: %v", name("load"), err)
 	}
 	o.Load, o.Requests = spec, 0
 	p.jvmOptions = &o
@@ -114,11 +115,11 @@ func (p *Plan) metricsSource(u boundUse, o *jvm.Options, from string) error {
 			label, re = l, r
 		}
 		if label == "" {
-			return badInput("%s %q: want LABEL=REGEX or LABEL!=REGEX", p.useOptionName(u, "requests_match"), m)
+			return measure.BadInput("%s %q: want LABEL=REGEX or LABEL!=REGEX", p.useOptionName(u, "requests_match"), m)
 		}
 		compiled, err := regexp.Compile("^(?:" + re + ")$")
 		if err != nil {
-			return badInput("%s %q: %v", p.useOptionName(u, "requests_match"), m, err)
+			return measure.BadInput("%s %q: %v", p.useOptionName(u, "requests_match"), m, err)
 		}
 		if neg {
 			src.Exclude[label] = compiled
@@ -138,7 +139,7 @@ func (p *Plan) readJVMBody(u boundUse) error {
 	}
 	b, err := readBody(file)
 	if err != nil {
-		return badInput("%s %s: %v", p.useOptionName(u, "body_file"), file, err)
+		return measure.BadInput("%s %s: %v", p.useOptionName(u, "body_file"), file, err)
 	}
 	p.jvmOptions.Load.Body = b
 	return nil

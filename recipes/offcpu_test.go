@@ -11,6 +11,9 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
+	"github.com/perfscope/perfscope/measure/replay"
 	"github.com/perfscope/perfscope/probes"
 	probe "github.com/perfscope/perfscope/probes/offcpu"
 	"github.com/perfscope/perfscope/report"
@@ -35,7 +38,7 @@ func (r *recordedOffCPU) Close() error                         { r.closed++; ret
 // it (two pool threads serialized on one futex), and the folded output
 // is microseconds off CPU.
 func TestOffCPURecipeOnARecording(t *testing.T) {
-	root := kallsymsRoot(t, "futex_wait_queue", "futex_wait", "do_futex", "__x64_sys_futex", "do_nanosleep", "hrtimer_nanosleep")
+	root := replay.KallsymsRoot(t, "futex_wait_queue", "futex_wait", "do_futex", "__x64_sys_futex", "do_nanosleep", "hrtimer_nanosleep")
 	k := func(i int) uint64 { return 0xffffffff81000010 + uint64(i)*0x1000 }
 	lock := []uint64{k(0), k(1), k(2), k(3)}
 	sleep := []uint64{k(4), k(5)}
@@ -58,16 +61,16 @@ func TestOffCPURecipeOnARecording(t *testing.T) {
 			{PID: 100, TID: 102, State: probe.Sleeping, KernelStack: sleep, Count: 3, Total: 30 * ms, Max: 10 * ms},
 		},
 	}}
-	writeFile(t, filepath.Join(root, "proc/100/comm"), "app\n")
-	writeFile(t, filepath.Join(root, "proc/100/status"), "Name:\tapp\nState:\tS (sleeping)\nTgid:\t100\nPid:\t100\nNStgid:\t100\n")
-	src := Sources{Root: procfs.FS{Root: root}, Symbols: symbols.FS{Root: root},
-		Probes: Opener{OffCPU: func(o probe.Options) (OffCPUProbe, error) { rec.opts = o; return rec, nil }}}
+	replay.WriteFile(t, filepath.Join(root, "proc/100/comm"), "app\n")
+	replay.WriteFile(t, filepath.Join(root, "proc/100/status"), "Name:\tapp\nState:\tS (sleeping)\nTgid:\t100\nPid:\t100\nNStgid:\t100\n")
+	src := measure.Sources{Root: procfs.FS{Root: root}, Symbols: symbols.FS{Root: root},
+		Probes: measure.Opener{OffCPU: func(o probe.Options) (measure.OffCPUProbe, error) { rec.opts = o; return rec, nil }}}
 	plan, err := Load("offcpu", map[string]string{"pid": "100", "duration": "20ms", "min_block": "1ms", "stacks": "kernel",
 		"stack_every": "4", "waker_stacks": "false", "top": "2"}, src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan.SetBudget(Budget{}) // exact: a recording has no hooks to sample
+	plan.SetBudget(budget.Budget{}) // exact: a recording has no hooks to sample
 	res, err := plan.Run(context.Background(), src, Hooks{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package recipes
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/replay"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -20,7 +21,7 @@ import (
 // passes, builds from the recorded loopback flood exactly the evidence the
 // udp runner does (the golden file), and judges it with the same rules.
 func TestUDPRecipeFromRecording(t *testing.T) {
-	rec := loadRecording(t, netFixture)
+	rec := replay.Load(t, netFixture)
 	r, _ := Builtin("udp-rx")
 	res, _ := runRecorded(t, r)
 	if res.Net == nil || res.Softirq != nil || res.Locks != nil || res.Timeline != nil {
@@ -30,7 +31,7 @@ func TestUDPRecipeFromRecording(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, filepath.Join(netFixture, "evidence.golden.json"), append(b, '\n'))
+	replay.Golden(t, filepath.Join(netFixture, "evidence.golden.json"), append(b, '\n'))
 
 	want := diagnose.DiagnoseNet(diagnose.NetInput{Evidence: res.Net.Evidence, Config: res.Net.Config})
 	if len(res.Findings) != len(want) {
@@ -57,11 +58,15 @@ func TestUDPRecipeFromRecording(t *testing.T) {
 	}
 }
 
+// netFixture is measure's recording of `perfscope udp` over a loopback
+// flood (measure.TestRecordNetFixture records it).
+const netFixture = "../measure/testdata/net-lo-flood"
+
 // runRecorded runs a network recipe (udp-rx's parameters) over the
 // recorded loopback flood.
-func runRecorded(t *testing.T, r *Recipe) (*Result, Sources) {
+func runRecorded(t *testing.T, r *Recipe) (*Result, measure.Sources) {
 	t.Helper()
-	src, rec, root := recordedSources(t, netFixture)
+	src, rec, root := replay.Sources(t, netFixture)
 	p, err := r.Bind(map[string]string{"iface": rec.Iface.Name, "port": strconv.Itoa(rec.Port), "duration": "10ms",
 		"profile": strconv.FormatBool(rec.CPUProfile != nil), "freq": strconv.Itoa(rec.Frequency)})
 	if err != nil {
@@ -70,7 +75,7 @@ func runRecorded(t *testing.T, r *Recipe) (*Result, Sources) {
 	// The fixture's root holds /proc, not the interface's /sys: the
 	// recorded interface stands in for what Prepare would resolve.
 	p.iface, p.prepared = rec.Iface, true
-	res, err := p.Run(context.Background(), src, Hooks{OnStart: func() { root.flip(t) }})
+	res, err := p.Run(context.Background(), src, Hooks{OnStart: func() { root.Flip(t) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,60 +90,14 @@ func ids(fs []diagnose.Finding) []string {
 	return out
 }
 
-// The timeline joins every part's intervals by tick, and the pause rule
-// reads the joined rows.
-func TestTimelineJoinsParts(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	u := func(v uint64) *uint64 { return &v }
-	i := func(v int64) *int64 { return &v }
-	soft := evidence.SoftirqEvidence{Intervals: []evidence.SoftirqInterval{
-		{End: at(1), NetRXPerS: 10000, NetRXShare: 0.02, BusiestCPU: 1, BusiestShare: 0.03},
-		{End: at(2), NetRXPerS: 10000, NetRXShare: 0.02, BusiestCPU: 1, BusiestShare: 0.03},
-		{End: at(3), NetRXPerS: 10000, NetRXShare: 0.02, BusiestCPU: 0, BusiestShare: 0.03},
-	}}
-	net := evidence.NetEvidence{Softirq: soft, Port: 9000}
-	net.Sockets.Sockets = []evidence.UDPSocket{{Port: 9000, Inode: 7, WakeupsByCPU: map[int]uint64{1: 90, 0: 10}}}
-	net.Drops.Intervals = []evidence.DropInterval{{End: at(1)}, {End: at(2), Count: 1400}, {End: at(3)}}
-	net.Sockets.Intervals = []evidence.SocketInterval{
-		{End: at(1), Datagrams: u(10000), QueueBytes: u(0)},
-		{End: at(2), Datagrams: u(8600), QueueBytes: u(131072)},
-		{End: at(3), Datagrams: u(10000), QueueBytes: u(0)},
-	}
-	pauses := evidence.JVMPauses{PID: 4242, Intervals: []evidence.JVMPauseInterval{
-		{End: at(1), Safepoints: i(0), SafepointTimeNs: i(0)},
-		{End: at(2), OldGCs: 1, GCTimeNs: 300e6, Safepoints: i(1), SafepointTimeNs: i(301e6)},
-		{End: at(3), Safepoints: i(0), SafepointTimeNs: i(0)},
-	}}
-	p := &Plan{Recipe: &Recipe{Name: "jvm-net"}, window: Window{Duration: 3 * time.Second, Interval: time.Second}}
-	m := &Measurement{plan: p, softirq: &Softirq{netRX: []map[int]float64{{1: 0.04}, {1: 0.05}, {1: 0.04}}},
-		net: &netParts{drops: &Drops{}}, netOpts: NetOptions{Port: 9000}}
-	r := &Result{Net: &NetResult{Evidence: net}, JVMPauses: &pauses}
-	tl := m.timeline(r, Run{Begin: t0})
-	if tl == nil || len(tl.Rows) != 3 || tl.Port != 9000 || tl.PID != 4242 || tl.DropSource != "probe" || len(tl.FeedingCPUs) != 1 || tl.FeedingCPUs[0] != 1 {
-		t.Fatalf("timeline %+v", tl)
-	}
-	row := tl.Rows[1]
-	if *row.Drops != 1400 || *row.DropsPerS != 1400 || *row.DatagramsPerS != 8600 || *row.SocketQueueBytes != 131072 ||
-		*row.JVMStoppedNs != 301e6 || *row.JVMGCs != 1 || *row.FeedingNetRXShare != 0.05 || row.DurationNs != int64(time.Second) {
-		t.Errorf("paused row %+v", row)
-	}
-	fs := diagnose.Run(diagnose.TimelineRules, *tl)
-	if len(fs) != 1 || fs[0].Title != "drops on UDP port 9000 rose to 1.4k/s in the interval the JVM (pid 4242) was stopped for 301ms" {
-		t.Errorf("findings %+v", fs)
-	}
-	var text bytes.Buffer
-	rep := (&Result{Plan: p, Run: Run{Begin: t0, End: at(3)}, Net: r.Net, JVMPauses: &pauses, Timeline: tl, Findings: fs}).Report("recipe", "test")
-	if _, ok := rep.Data.(report.RecipeData); !ok {
-		t.Fatalf("data %T", rep.Data)
-	}
-	if err := report.Render(&text, rep, report.Text); err != nil || !strings.Contains(text.String(), "Timeline (port 9000, JVM pid 4242)") ||
-		!strings.Contains(text.String(), "JVM stopped") || strings.Count(text.String(), "Findings") != 1 {
-		t.Errorf("text (%v):\n%s", err, text.String())
-	}
-	// One part with a timeline: its section's intervals say it all.
-	if tl := m.timeline(&Result{Net: &NetResult{Evidence: evidence.NetEvidence{Softirq: soft}}}, Run{Begin: t0}); tl != nil {
-		t.Errorf("a timeline of one part: %+v", tl)
+// A result with a timeline carries the recipe's data, whatever its
+// sections: the timeline is drawn next to them.
+func TestTimelineResultReportsRecipeData(t *testing.T) {
+	p := &Plan{Recipe: &Recipe{Name: "jvm-net"}, window: measure.Window{Duration: 3 * time.Second, Interval: time.Second}}
+	net := &measure.NetResult{Evidence: evidence.NetEvidence{Port: 9000}}
+	rep := (&Result{Plan: p, Sections: measure.Sections{Run: measure.Run{End: time.Now()}, Net: net, Timeline: &evidence.Timeline{Port: 9000}}}).Report("recipe", "test")
+	if d, ok := rep.Data.(report.RecipeData); !ok || d.Timeline == nil || d.Net == nil {
+		t.Fatalf("data %T %+v", rep.Data, rep.Data)
 	}
 }
 
@@ -167,4 +126,23 @@ func TestChooseFindings(t *testing.T) {
 func filepathRead(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
+}
+
+// A served recipe builds its profile part continuous; a one-shot run
+// does not.
+func TestServedProfileIsContinuous(t *testing.T) {
+	r, ok := Builtin("cpu-profile")
+	if !ok {
+		t.Fatal("no built-in cpu-profile")
+	}
+	p, err := r.Bind(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := p.NewMeasurement(Hooks{}); m.Profile == nil || m.Profile.Options().Continuous {
+		t.Errorf("one-shot measurement: profile part %+v, want one not continuous", m.Profile)
+	}
+	if m := p.NewMeasurement(Hooks{Continuous: true}); m.Profile == nil || !m.Profile.Options().Continuous {
+		t.Errorf("continuous measurement: profile part %+v, want a continuous one", m.Profile)
+	}
 }

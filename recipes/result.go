@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -15,15 +14,26 @@ import (
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
-	"github.com/perfscope/perfscope/jvm"
-	"github.com/perfscope/perfscope/jvm/asprof"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/offcpu"
 	"github.com/perfscope/perfscope/report"
 )
 
+// Result is what one run of a plan measured, per section, with the
+// findings of the rules the recipe chose.
+type Result struct {
+	Plan *Plan
+	// Sections are what the parts measured (Run, Net, Softirq, Locks,
+	// Profile, JVMPauses, OffCPU, Timeline).
+	measure.Sections
+	JVM      *measure.JVMResult
+	GC       *measure.GCResult
+	Findings []diagnose.Finding
+}
+
 // judge runs every rule that can read the result, with the recipe's
 // thresholds, and keeps the findings of the rules it chose.
-func (p *Plan) judge(r *Result, src Sources) []diagnose.Finding {
+func (p *Plan) judge(r *Result, src measure.Sources) []diagnose.Finding {
 	th := p.thresholds
 	var all []diagnose.Finding
 	var locks *evidence.LockSection
@@ -50,7 +60,7 @@ func (p *Plan) judge(r *Result, src Sources) []diagnose.Finding {
 		locks = r.Locks
 	}
 	if locks != nil {
-		in := diagnose.LockInput{Locks: *locks, DurationNs: int64(r.Run.Duration()), CPUs: onlineCPUCount(src)}
+		in := diagnose.LockInput{Locks: *locks, DurationNs: int64(r.Run.Duration()), CPUs: measure.OnlineCPUs(src)}
 		all = append(all, diagnose.RunTuned(diagnose.LockRules, in, th)...)
 	}
 	if r.JVM != nil {
@@ -128,14 +138,6 @@ func (p *Plan) choice(id string) (RuleChoice, bool) {
 		return *byFamily, true
 	}
 	return RuleChoice{}, false
-}
-
-// onlineCPUCount is the CPUs the window's time is counted over.
-func onlineCPUCount(src Sources) int {
-	if set, err := src.cpus().ReadList("/sys/devices/system/cpu/online"); err == nil && set.Len() > 0 {
-		return set.Len()
-	}
-	return runtime.NumCPU()
 }
 
 // Report is the run's report envelope for command ("udp", "softirq",
@@ -237,25 +239,6 @@ func (p *Plan) ref() *report.RecipeRef {
 		ref.Parameters[param.Name] = param.format(p.Values[param.Name])
 	}
 	return ref
-}
-
-// Flame is async-profiler's profile as a stack trie (nil without one),
-// threads merged.
-func (j *JVMResult) Flame() *flame.Profile {
-	if j.Profile == nil {
-		return nil
-	}
-	unit := flame.Bytes
-	if j.Profile.Event != asprof.Alloc {
-		unit = flame.Nanoseconds
-	}
-	fp := flame.New(unit)
-	for _, s := range j.Profile.Stacks {
-		// The thread frame async-profiler roots each stack at splits the
-		// profile by thread pool; a flame graph merges the threads.
-		fp.Add(jvm.WithoutThread(s.Frames), s.Weight)
-	}
-	return fp
 }
 
 var artifactKinds = map[report.Format]string{

@@ -7,6 +7,7 @@ import (
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/jvm"
+	"github.com/perfscope/perfscope/measure"
 )
 
 // A recipe's threshold overrides change what the rules find, for every
@@ -63,15 +64,15 @@ func TestThresholdOverridesChangeFindings(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if fs := p.judge(res, Sources{}); !c.check(fs) {
+		if fs := p.judge(res, measure.Sources{}); !c.check(fs) {
 			t.Errorf("%s: findings %v", c.name, ids(fs))
 		}
 	}
 
 	kib := func(n float64) *float64 { return &n }
 	requests := int64(1000)
-	jvmRes := &Result{JVM: &JVMResult{Result: &jvm.Result{Evidence: evidence.JVM{BytesPerRequest: kib(150 << 10), Requests: &requests, RequestsSource: "user"}}}}
-	gcRes := &Result{GC: &GCResult{GC: evidence.GC{WindowSeconds: 100, Safepoints: &evidence.SafepointStats{NonGCNs: 2e9, NonGCMaxNs: 20e6}}}}
+	jvmRes := &Result{JVM: &measure.JVMResult{Result: &jvm.Result{Evidence: evidence.JVM{BytesPerRequest: kib(150 << 10), Requests: &requests, RequestsSource: "user"}}}}
+	gcRes := &Result{GC: &measure.GCResult{GC: evidence.GC{WindowSeconds: 100, Safepoints: &evidence.SafepointStats{NonGCNs: 2e9, NonGCMaxNs: 20e6}}}}
 	for _, c := range []struct {
 		recipe, family, tuned string
 		set                   map[string]string
@@ -92,7 +93,7 @@ func TestThresholdOverridesChangeFindings(t *testing.T) {
 			}
 			return p
 		}
-		def, tuned := bind("  - family: "+c.family+"\n").judge(c.res, Sources{}), bind(c.tuned).judge(c.res, Sources{})
+		def, tuned := bind("  - family: "+c.family+"\n").judge(c.res, measure.Sources{}), bind(c.tuned).judge(c.res, measure.Sources{})
 		if finding(def, c.id) == nil || finding(tuned, c.id) != nil {
 			t.Errorf("%s: default %v, overridden %v", c.id, ids(def), ids(tuned))
 		}

@@ -10,9 +10,9 @@ import (
 	"github.com/perfscope/perfscope/base/gosafe"
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/offcpu"
 	"github.com/perfscope/perfscope/probes"
-	"github.com/perfscope/perfscope/recipes"
 )
 
 // Exit codes, documented in the README.
@@ -75,9 +75,9 @@ func CodeOf(err error) int {
 	case errors.Is(err, context.Canceled):
 		// Interrupted before the command had anything to report.
 		return ExitInterrupted
-	case errors.Is(err, recipes.ErrBadInput), errors.Is(err, offcpu.ErrNoProcess):
+	case errors.Is(err, measure.ErrBadInput), errors.Is(err, offcpu.ErrNoProcess):
 		return ExitUsage
-	case errors.Is(err, recipes.ErrUnavailable), errors.Is(err, probes.ErrPermission), errors.Is(err, probes.ErrNotSupported):
+	case errors.Is(err, measure.ErrUnavailable), errors.Is(err, probes.ErrPermission), errors.Is(err, probes.ErrNotSupported):
 		return ExitUnavailable
 	}
 	return ExitFailure

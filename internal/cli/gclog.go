@@ -13,7 +13,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/gclog"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -111,7 +111,7 @@ func (o *gclogOptions) validate() error {
 	if o.TargetRPS > 0 && o.RPS == 0 && o.Requests == 0 {
 		return usageError("--target-rps needs the rate during the log: add --rps or --requests")
 	}
-	return recipes.CheckGCLogs(o.Files, o.NoRotated)
+	return measure.CheckGCLogs(o.Files, o.NoRotated)
 }
 
 // analyzeGCLogs reads the logs; a test replaces it to check that a parser
@@ -142,11 +142,11 @@ func runGCLog(ctx context.Context, o *gclogOptions, g *Globals) (err error) {
 			err = &ExitError{Code: ExitFailure, Err: fmt.Errorf("perfscope failed reading the GC log (%v): please report it with the log", v)}
 		}
 	}()
-	files, err := recipes.GCLogFiles(o.Files, o.NoRotated)
+	files, err := measure.GCLogFiles(o.Files, o.NoRotated)
 	if err != nil {
 		return err
 	}
-	res, err := recipes.RunGC(ctx, recipes.GCOptions{Files: files, PauseGoal: o.PauseGoal, YoungInterval: o.YoungInterval,
+	res, err := measure.RunGC(ctx, measure.GCOptions{Files: files, PauseGoal: o.PauseGoal, YoungInterval: o.YoungInterval,
 		RPS: o.RPS, Requests: o.Requests, TargetRPS: o.TargetRPS, Analyze: analyzeGCLogs})
 	if err != nil {
 		return err

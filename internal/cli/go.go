@@ -21,8 +21,8 @@ import (
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/probes"
-	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -50,7 +50,7 @@ type goOptions struct {
 	// Workload is --cgroup, --container or --pod: the one Go program among
 	// its processes, instead of --pid.
 	Workload workloadFlags
-	src      recipes.Sources
+	src      measure.Sources
 	// measure is what the command runs: golang.Measure, or a test's
 	// stand-in to check flag handling and exit codes.
 	measure func(ctx context.Context, o golang.Options) (*golang.Result, error)
@@ -58,7 +58,7 @@ type goOptions struct {
 }
 
 func newGoCmd(g *Globals) *cobra.Command {
-	return goCmd(g, &goOptions{measure: golang.Measure, src: recipes.Live()})
+	return goCmd(g, &goOptions{measure: golang.Measure, src: measure.Live()})
 }
 
 func goCmd(g *Globals, o *goOptions) *cobra.Command {
@@ -331,7 +331,7 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	var exitErr error
 	if o.format == report.JSON {
 		o.wroteJSON = true
-		recipes.StampRun(r.Overhead, g.Started)
+		measure.StampRun(r.Overhead, g.Started)
 		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -57,7 +58,7 @@ type jvmOptions struct {
 	wroteJSON bool
 	// plan is the jvm-alloc recipe bound to the flags.
 	plan *recipes.Plan
-	src  recipes.Sources
+	src  measure.Sources
 	// Workload is --cgroup, --container or --pod: the one JVM among its
 	// processes, instead of --pid.
 	Workload workloadFlags
@@ -70,7 +71,7 @@ type jvmOptions struct {
 }
 
 func newJVMCmd(g *Globals) *cobra.Command {
-	return jvmCmd(g, &jvmOptions{src: recipes.Live(), run: runJVM, stop: runJVMStop})
+	return jvmCmd(g, &jvmOptions{src: measure.Live(), run: runJVM, stop: runJVMStop})
 }
 
 func jvmCmd(g *Globals, o *jvmOptions) *cobra.Command {
@@ -185,7 +186,7 @@ func (o *jvmOptions) validate() error {
 		if err := o.Workload.resolve(o.src); err != nil {
 			return err
 		}
-		pid, err := recipes.SelectJVM(o.src, o.Workload.sel)
+		pid, err := measure.SelectJVM(o.src, o.Workload.sel)
 		if err != nil {
 			return err
 		}
@@ -316,7 +317,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	}
 	if o.format == report.JSON {
 		o.wroteJSON = true
-		recipes.StampRun(r.Overhead, g.Started)
+		measure.StampRun(r.Overhead, g.Started)
 		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
 			return err
 		}
@@ -367,7 +368,7 @@ func (d jvmData) PageSections() []report.PageSection {
 	return []report.PageSection{s}
 }
 
-func writeProfileFiles(o *jvmOptions, r *report.Report, j *recipes.JVMResult) error {
+func writeProfileFiles(o *jvmOptions, r *report.Report, j *measure.JVMResult) error {
 	if o.Flame == "" && o.Folded == "" {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/jvm/asprof"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 )
 
@@ -63,7 +64,7 @@ func TestJVMFlagsReachTheRecipe(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "proc", "42"), 0o755)
 	os.WriteFile(filepath.Join(root, "proc", "42", "status"), []byte("Name:\tjava\nState:\tS (sleeping)\nTgid:\t42\nNStgid:\t42\n"), 0o644)
-	src := recipes.Sources{Root: procfs.FS{Root: root}}
+	src := measure.Sources{Root: procfs.FS{Root: root}}
 	for _, tc := range []struct {
 		args []string
 		want string

@@ -12,6 +12,8 @@ import (
 
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	probe "github.com/perfscope/perfscope/probes/offcpu"
 	"github.com/perfscope/perfscope/recipes"
@@ -36,10 +38,10 @@ type offcpuOptions struct {
 	Exact     bool
 	budgetSet bool
 
-	budget recipes.Budget
+	budget budget.Budget
 	format report.Format
 	failOn diagnose.Severity
-	src    recipes.Sources
+	src    measure.Sources
 	// run is the measurement; tests replace it to check flag handling.
 	run func(ctx context.Context, o *offcpuOptions, g *Globals) error
 }
@@ -49,7 +51,7 @@ type offcpuOptions struct {
 var offcpuFormats = profileFormats
 
 func newOffCPUCmd(g *Globals) *cobra.Command {
-	return offcpuCmd(g, &offcpuOptions{src: recipes.Live(), run: runOffCPU})
+	return offcpuCmd(g, &offcpuOptions{src: measure.Live(), run: runOffCPU})
 }
 
 // offcpuCmd binds flags to o; tests pass options with a fake run.
@@ -151,7 +153,7 @@ func (o *offcpuOptions) validate() error {
 		}
 	}
 	if o.PID > 0 {
-		return recipes.CheckProcess(o.src.Root, "--pid", o.PID)
+		return measure.CheckProcess(o.src.Root, "--pid", o.PID)
 	}
 	return nil
 }

@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/offcpu"
 	probe "github.com/perfscope/perfscope/probes/offcpu"
-	"github.com/perfscope/perfscope/recipes"
 )
 
 func TestOffCPUFlagsReachRun(t *testing.T) {
 	g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
 	var got *offcpuOptions
-	cmd := offcpuCmd(g, &offcpuOptions{src: recipes.Live(),
+	cmd := offcpuCmd(g, &offcpuOptions{src: measure.Live(),
 		run: func(_ context.Context, o *offcpuOptions, _ *Globals) error { got = o; return nil }})
 	cmd.SetArgs([]string{"-a", "-d", "3s", "--min-block", "50us", "--stacks", "kernel", "--stack-every", "8", "--no-waker-stacks",
 		"--top", "5", "--attach-method", "raw_tp", "--exact", "--fail-on", "warn", "-o", "folded"})
@@ -32,7 +32,7 @@ func TestOffCPUFlagsReachRun(t *testing.T) {
 	// The defaults: every process, 10 s, the probe's minimum block, the
 	// overhead budget on.
 	got = nil
-	cmd = offcpuCmd(g, &offcpuOptions{src: recipes.Live(),
+	cmd = offcpuCmd(g, &offcpuOptions{src: measure.Live(),
 		run: func(_ context.Context, o *offcpuOptions, _ *Globals) error { got = o; return nil }})
 	cmd.SetArgs(nil)
 	if err := cmd.Execute(); err != nil {
@@ -84,7 +84,7 @@ func TestOffCPUProcessGoneIsExit2(t *testing.T) {
 		t.Errorf("exit %d, want %d", got, ExitUsage)
 	}
 	// And the fixture's pid check names the flag.
-	err := recipes.CheckProcess(procfs.FS{Root: t.TempDir()}, "--pid", 4)
+	err := measure.CheckProcess(procfs.FS{Root: t.TempDir()}, "--pid", 4)
 	if CodeOf(err) != ExitUsage || !strings.Contains(err.Error(), "--pid 4") {
 		t.Errorf("missing pid: %v (exit %d)", err, CodeOf(err))
 	}
@@ -96,7 +96,7 @@ func TestOffCPUProcessGoneIsExit2(t *testing.T) {
 func TestProfileOffCPUFlag(t *testing.T) {
 	g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
 	var got *profileOptions
-	cmd := profileCmd(g, &profileOptions{src: recipes.Live(),
+	cmd := profileCmd(g, &profileOptions{src: measure.Live(),
 		run: func(_ context.Context, o *profileOptions, _ *Globals) error { got = o; return nil }})
 	cmd.SetArgs([]string{"--off-cpu", "-o", "json", "-d", "1s"})
 	if err := cmd.Execute(); err != nil {

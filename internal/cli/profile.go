@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/base/safeio"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
@@ -54,13 +56,13 @@ type profileOptions struct {
 	format report.Format
 	stacks cpuprofile.Stacks
 	root   cpuprofile.RootFrame
-	src    recipes.Sources
+	src    measure.Sources
 	// run is the profiling itself; tests replace it to check flag handling.
 	run func(ctx context.Context, o *profileOptions, g *Globals) error
 }
 
 func newProfileCmd(g *Globals) *cobra.Command {
-	return profileCmd(g, &profileOptions{src: recipes.Live(), run: runProfile})
+	return profileCmd(g, &profileOptions{src: measure.Live(), run: runProfile})
 }
 
 // profileCmd binds flags to o; tests pass options with a fake run.
@@ -184,7 +186,7 @@ func (o *profileOptions) validate() error {
 		return usageError("--pid must be positive, got %d", o.PID)
 	}
 	if o.PID > 0 {
-		if err := recipes.CheckProcess(o.src.Root, "--pid", o.PID); err != nil {
+		if err := measure.CheckProcess(o.src.Root, "--pid", o.PID); err != nil {
 			return err
 		}
 	}
@@ -206,7 +208,7 @@ func (o *profileOptions) validate() error {
 		}
 		// Checked here for the sentence before anything loads; the recipe
 		// asks again when it is loaded, for the JVM to ask.
-		_, err = recipes.CheckJITMap(o.src, o.PID)
+		_, err = measure.CheckJITMap(o.src, o.PID)
 		return err
 	}
 	return nil
@@ -241,7 +243,7 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 		// profile takes no --overhead-budget: the off-CPU section is
 		// measured whole, as offcpu --exact (a sampled one would cut every
 		// wait longer than a sampling window).
-		plan.SetBudget(recipes.Budget{})
+		plan.SetBudget(budget.Budget{})
 	}
 	hooks := recipes.Hooks{Started: g.Started}
 	if f, ok := g.Err.(*os.File); ok && isTerminal(f) {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
-	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -25,7 +25,7 @@ func runProfileFlags(t *testing.T, args ...string) (*profileOptions, error) {
 	t.Helper()
 	g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
 	var got *profileOptions
-	cmd := profileCmd(g, &profileOptions{src: recipes.Live(),
+	cmd := profileCmd(g, &profileOptions{src: measure.Live(),
 		run: func(_ context.Context, o *profileOptions, _ *Globals) error { got = o; return nil }})
 	cmd.SetArgs(args)
 	cmd.SetOut(&bytes.Buffer{})

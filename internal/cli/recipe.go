@@ -13,6 +13,8 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/jvm"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -368,16 +370,16 @@ type recipeRunOptions struct {
 	format report.Format
 	failOn diagnose.Severity
 	// budget is the user's budget; nil keeps the recipe's.
-	budget *recipes.Budget
+	budget *budget.Budget
 	// set are the --set values by name, in the order given: a list
 	// parameter may be given once per item.
 	set map[string][]string
-	src recipes.Sources
+	src measure.Sources
 	run func(ctx context.Context, o *recipeRunOptions, g *Globals) error
 }
 
 func newRecipeRunCmd(g *Globals) *cobra.Command {
-	return recipeRunCmd(g, &recipeRunOptions{src: recipes.Live(), run: runRecipe})
+	return recipeRunCmd(g, &recipeRunOptions{src: measure.Live(), run: runRecipe})
 }
 
 var recipeFormats = append([]report.Format{report.Text, report.JSON}, report.GraphFormats...)

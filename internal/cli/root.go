@@ -16,8 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/base/gosafe"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/probes"
-	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -145,10 +145,10 @@ func execute1(ctx context.Context, g *Globals, root *cobra.Command, args []strin
 
 // renderRun renders a measuring command's report, its overhead stamped
 // first with the whole process's cost from exec to this moment
-// (recipes.StampRun): start-up, attaching, the window, naming the stacks
+// (measure.StampRun): start-up, attaching, the window, naming the stacks
 // and building the report — everything but formatting it.
 func renderRun(w io.Writer, g *Globals, r *report.Report, f report.Format) error {
-	recipes.StampRun(r.Overhead, g.Started)
+	measure.StampRun(r.Overhead, g.Started)
 	return report.Render(w, r, f)
 }
 

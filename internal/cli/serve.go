@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/internal/serve"
-	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/measure"
 )
 
 type serveOptions struct {
@@ -26,7 +26,7 @@ type serveOptions struct {
 
 	params map[string]string
 	web    *serve.WebConfig
-	src    recipes.Sources
+	src    measure.Sources
 	// run is injectable so flag parsing is tested without probes.
 	run func(ctx context.Context, o *serveOptions, g *Globals) error
 }
@@ -36,7 +36,7 @@ type serveOptions struct {
 const DefaultListen = "127.0.0.1:9742"
 
 func newServeCmd(g *Globals) *cobra.Command {
-	return serveCmd(g, &serveOptions{src: recipes.Live(), run: runServe})
+	return serveCmd(g, &serveOptions{src: measure.Live(), run: runServe})
 }
 
 func serveCmd(g *Globals, o *serveOptions) *cobra.Command {

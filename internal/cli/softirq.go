@@ -12,6 +12,8 @@ import (
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
@@ -28,18 +30,18 @@ type softirqOptions struct {
 	Exact     bool
 	budgetSet bool
 
-	budget recipes.Budget
+	budget budget.Budget
 	format report.Format
 	cpus   cpuset.Set
 	method probes.AttachMethod
 	fs     procfs.FS
-	src    recipes.Sources
+	src    measure.Sources
 	// run is the measurement; tests replace it to check flag handling.
 	run func(ctx context.Context, o *softirqOptions, g *Globals) error
 }
 
 func newSoftirqCmd(g *Globals) *cobra.Command {
-	return softirqCmd(g, &softirqOptions{fs: procfs.Default, src: recipes.Live(), run: runSoftirq})
+	return softirqCmd(g, &softirqOptions{fs: procfs.Default, src: measure.Live(), run: runSoftirq})
 }
 
 // softirqCmd binds flags to o; tests pass options with a fake run.

@@ -7,11 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/measure"
 )
 
 func newTCPCmd(g *Globals) *cobra.Command {
-	return tcpCmd(g, &udpOptions{proto: "tcp", recipe: "tcp-rx", src: recipes.Live(), run: runUDP})
+	return tcpCmd(g, &udpOptions{proto: "tcp", recipe: "tcp-rx", src: measure.Live(), run: runUDP})
 }
 
 func tcpCmd(g *Globals, o *udpOptions) *cobra.Command {
@@ -52,7 +52,7 @@ network namespace: run it inside a container's (nsenter -t PID -n).`,
 // sock_diag, the counters and the sysctls tcp reads are its own
 // namespace's. A root whose namespace links cannot be read (a fixture)
 // is not checked.
-func sameNetns(src recipes.Sources, pid int) error {
+func sameNetns(src measure.Sources, pid int) error {
 	own, err := os.Readlink(src.Root.Path("/proc/self/ns/net"))
 	if err != nil {
 		return nil

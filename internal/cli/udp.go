@@ -13,6 +13,8 @@ import (
 	"github.com/perfscope/perfscope/apply"
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"
@@ -60,15 +62,15 @@ type udpOptions struct {
 
 	format report.Format
 	method probes.AttachMethod
-	budget recipes.Budget
+	budget budget.Budget
 	// set are the udp-rx recipe's parameters, from the flags.
 	set map[string]string
-	src recipes.Sources
+	src measure.Sources
 	run func(ctx context.Context, o *udpOptions, g *Globals) error
 }
 
 func newUDPCmd(g *Globals) *cobra.Command {
-	return udpCmd(g, &udpOptions{proto: "udp", recipe: "udp-rx", src: recipes.Live(), run: runUDP})
+	return udpCmd(g, &udpOptions{proto: "udp", recipe: "udp-rx", src: measure.Live(), run: runUDP})
 }
 
 func udpCmd(g *Globals, o *udpOptions) *cobra.Command {
@@ -137,8 +139,8 @@ func netCmd(g *Globals, o *udpOptions, cmd *cobra.Command) *cobra.Command {
 	o.Workload.register(f)
 	budgetFlags(f, &o.Budget, &o.Exact)
 	if o.proto == "tcp" {
-		f.IntVar(&o.Top, "top-connections", recipes.DefaultTCPTop, "connections (and per-connection retransmit and reset rows) listed, busiest first")
-		f.DurationVar(&o.SampleEvery, "sample-interval", recipes.DefaultTCPSampleEvery, "how often the listeners' accept queues are sampled")
+		f.IntVar(&o.Top, "top-connections", measure.DefaultTCPTop, "connections (and per-connection retransmit and reset rows) listed, busiest first")
+		f.DurationVar(&o.SampleEvery, "sample-interval", measure.DefaultTCPSampleEvery, "how often the listeners' accept queues are sampled")
 	}
 	return cmd
 }
@@ -173,7 +175,7 @@ func (o *udpOptions) validate() error {
 		return usageError("--pid must be positive, got %d", o.PID)
 	}
 	if o.PID > 0 {
-		if err := recipes.CheckProcess(o.src.Root, "--pid", o.PID); err != nil {
+		if err := measure.CheckProcess(o.src.Root, "--pid", o.PID); err != nil {
 			return err
 		}
 	}
@@ -207,7 +209,7 @@ func (o *udpOptions) validate() error {
 		}
 		d.Close()
 	}
-	if _, err := recipes.ResolveInterface(o.src, o.Iface); err != nil {
+	if _, err := measure.ResolveInterface(o.src, o.Iface); err != nil {
 		return err
 	}
 	if o.proto == "tcp" {

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/collectors/cgroup"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 )
 
@@ -50,12 +51,12 @@ func (w *workloadFlags) filter() (*cgroup.Filter, error) {
 // resolve checks the flags and finds the processes the filter names now,
 // before anything loads: nothing matching is exit 2 with one sentence
 // saying what was seen instead.
-func (w *workloadFlags) resolve(src recipes.Sources) error {
+func (w *workloadFlags) resolve(src measure.Sources) error {
 	f, err := w.filter()
 	if err != nil || f == nil {
 		return err
 	}
-	w.sel, err = recipes.SelectWorkload(src, *f)
+	w.sel, err = measure.SelectWorkload(src, *f)
 	return err
 }
 

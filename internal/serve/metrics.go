@@ -1,5 +1,5 @@
 // Package serve runs a recipe continuously — its probes attached once,
-// window after window on one recipes.Session — and exposes what each
+// window after window on one measure.Session — and exposes what each
 // window measured, and what the rules concluded from it, as Prometheus
 // metrics (`perfscope serve`).
 package serve

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 )
 
@@ -23,7 +24,7 @@ type Recipe struct {
 // its parameters, refuses a recipe that measures once (async-profiler,
 // gclog, output files: recipes.Plan.Continuous) before anything on the
 // system is touched, and checks the plan against the system.
-func LoadRecipe(src recipes.Sources, nameOrFile string, set map[string]string) (*Recipe, error) {
+func LoadRecipe(src measure.Sources, nameOrFile string, set map[string]string) (*Recipe, error) {
 	r, err := recipes.Find(nameOrFile)
 	if err != nil {
 		return nil, err
@@ -52,18 +53,18 @@ func LoadRecipe(src recipes.Sources, nameOrFile string, set map[string]string) (
 type badInput struct{ msg string }
 
 func (e *badInput) Error() string        { return e.msg }
-func (e *badInput) Is(target error) bool { return target == recipes.ErrBadInput }
+func (e *badInput) Is(target error) bool { return target == measure.ErrBadInput }
 
 // Name is the recipe's name.
 func (r *Recipe) Name() string { return r.Plan.Recipe.Name }
 
 // Parts are the parts to open once.
-func (r *Recipe) Parts() []recipes.Part { return r.m.Parts() }
+func (r *Recipe) Parts() []measure.Part { return r.m.List() }
 
 // Window is the recipe's window (its statistics mode and, when shorter
 // than the window, its timeline interval) lasting every instead of the
 // recipe's duration.
-func (r *Recipe) Window(every time.Duration, started time.Time) recipes.Window {
+func (r *Recipe) Window(every time.Duration, started time.Time) measure.Window {
 	w := r.m.Window(recipes.Hooks{Started: started})
 	w.Duration = every
 	if w.Interval >= every {
@@ -74,7 +75,7 @@ func (r *Recipe) Window(every time.Duration, started time.Time) recipes.Window {
 
 // Collect turns the window just measured into metrics' input: the
 // sections' deltas and the findings of the recipe's rules over them.
-func (r *Recipe) Collect(ctx context.Context, src recipes.Sources, run recipes.Run) Window {
+func (r *Recipe) Collect(ctx context.Context, src measure.Sources, run measure.Run) Window {
 	res := r.m.Result(ctx, src, run)
 	res.Findings = r.m.Judge(res, src)
 	w := Window{Begin: run.Begin, End: run.End, Findings: res.Findings, Overhead: run.Overhead,

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/measure"
 )
 
 // A served window lasts --interval: a recipe's duration parameter set
@@ -33,13 +33,13 @@ window:
 		if c.recipe != "udp-rx" {
 			delete(set, "iface")
 		}
-		_, err := LoadRecipe(recipes.Live(), c.recipe, set)
+		_, err := LoadRecipe(measure.Live(), c.recipe, set)
 		want := fmt.Sprintf("--set %s=1s: a served window lasts --interval, not the recipe's %s: pass --interval 1s instead", c.param, c.param)
-		if err == nil || err.Error() != want || !errors.Is(err, recipes.ErrBadInput) {
+		if err == nil || err.Error() != want || !errors.Is(err, measure.ErrBadInput) {
 			t.Errorf("%s with --set %s=1s: %v; want %q (bad input)", c.recipe, c.param, err, want)
 		}
 	}
-	if _, err := LoadRecipe(recipes.Live(), file, nil); err != nil {
+	if _, err := LoadRecipe(measure.Live(), file, nil); err != nil {
 		t.Errorf("the file without --set: %v", err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	toolkit "github.com/prometheus/exporter-toolkit/web"
 
-	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/measure"
 )
 
 // Options configure a served recipe.
@@ -54,8 +54,8 @@ type Options struct {
 type Server struct {
 	opts    Options
 	recipe  *Recipe
-	session *recipes.Session
-	src     recipes.Sources
+	session *measure.Session
+	src     measure.Sources
 	metrics *Metrics
 	reg     *prometheus.Registry
 	// budget is set by Run before it calls OnListen.
@@ -66,12 +66,12 @@ type Server struct {
 
 // Open builds the recipe and attaches its probes once. The caller closes
 // the server (Run does when it returns).
-func Open(src recipes.Sources, o Options) (*Server, error) {
+func Open(src measure.Sources, o Options) (*Server, error) {
 	r, err := LoadRecipe(src, o.Recipe, o.Params)
 	if err != nil {
 		return nil, err
 	}
-	s, err := recipes.Open(src, r.Parts()...)
+	s, err := measure.Open(src, r.Parts()...)
 	if err != nil {
 		return nil, err
 	}

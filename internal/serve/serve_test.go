@@ -13,7 +13,7 @@ import (
 
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/lab/udpflood"
-	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/measure"
 )
 
 // udp-rx served on loopback under a flood into a tiny receive buffer: the
@@ -38,7 +38,7 @@ func TestServeUDPRXOnLoopback(t *testing.T) {
 	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 	windows := make(chan Window, 16)
 	addr := make(chan string, 1)
-	srv, err := Open(recipes.Live(), Options{Recipe: "udp-rx", Params: map[string]string{"iface": "lo", "port": strconv.Itoa(port)},
+	srv, err := Open(measure.Live(), Options{Recipe: "udp-rx", Params: map[string]string{"iface": "lo", "port": strconv.Itoa(port)},
 		Listen: "127.0.0.1:0", Interval: time.Second,
 		OnListen: func(a string) { addr <- a }, OnWindow: func(w Window) { windows <- w }})
 	if err != nil {
@@ -132,7 +132,7 @@ window:
 	defer sink.Close()
 	go udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 2, Duration: 10 * time.Second, Rate: 50000})
 	windows := make(chan Window, 16)
-	srv, err := Open(recipes.Live(), Options{Recipe: file, Listen: "127.0.0.1:0", Interval: time.Second,
+	srv, err := Open(measure.Live(), Options{Recipe: file, Listen: "127.0.0.1:0", Interval: time.Second,
 		OnWindow: func(w Window) { windows <- w }})
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/measure"
 )
 
 func bcryptHash(t *testing.T, password string) string {
@@ -76,11 +76,11 @@ func TestLoadWebConfig(t *testing.T) {
 	for name, text := range bad {
 		path := writeFile(t, filepath.Join(dir, "bad.yml"), text)
 		_, err := LoadWebConfig(path)
-		if !errors.Is(err, recipes.ErrBadInput) || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "--web.config.file "+path+": ") {
+		if !errors.Is(err, measure.ErrBadInput) || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "--web.config.file "+path+": ") {
 			t.Errorf("%s: %v, want one sentence of bad input naming the file", name, err)
 		}
 	}
-	if _, err := LoadWebConfig(filepath.Join(dir, "absent.yml")); !errors.Is(err, recipes.ErrBadInput) {
+	if _, err := LoadWebConfig(filepath.Join(dir, "absent.yml")); !errors.Is(err, measure.ErrBadInput) {
 		t.Errorf("absent file: %v", err)
 	}
 }

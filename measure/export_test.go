@@ -1,0 +1,58 @@
+package measure
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/perfscope/perfscope/collectors/symbols"
+	"github.com/perfscope/perfscope/probes/cpuprofile"
+)
+
+// What the external tests (package measure_test, which replay recorded
+// runs through measure/replay) reach inside the package.
+var (
+	SummarizeProfile = summarizeProfile
+	ProfileSplit     = profileSplit
+	CopyTree         = copyTree
+)
+
+// SampleNow is one tick of the TCP part's sampler.
+func (p *TCP) SampleNow() { p.sample() }
+
+// Replace gives the profile part a symbolizer and a profile read.
+func (p *Profile) Replace(sym *symbols.Symbolizer, prof cpuprofile.Profile) {
+	p.sym, p.profile = sym, prof
+}
+
+// copyTree copies a fixture directory, symlinks as symlinks.
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	err := filepath.WalkDir(from, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(from, path)
+		dst := filepath.Join(to, rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			link, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, dst)
+		case d.IsDir():
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		info, _ := d.Info()
+		return os.WriteFile(dst, b, info.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

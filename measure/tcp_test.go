@@ -1,0 +1,215 @@
+package measure_test
+
+import (
+	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/collectors/tcpdiag"
+	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/measure/replay"
+	"github.com/perfscope/perfscope/probes/tcpevents"
+)
+
+type replayTCPEvents struct {
+	*replay.Probe[tcpevents.Snapshot]
+}
+
+func (replayTCPEvents) ResetReason(detail uint32) string {
+	if detail == 2 {
+		return "NO_SOCKET"
+	}
+	return "NOT_SPECIFIED"
+}
+
+// tcpFixture copies the 6.18 TCP files below a root perfscope reads, with
+// a process 4242 ("toyserver") that holds socket inode 1001.
+func tcpFixture(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	src := "../collectors/netstat/testdata/tcp618"
+	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		dst := filepath.Join(root, rel)
+		if info.IsDir() {
+			return os.MkdirAll(dst, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "proc/4242/fd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("socket:[1001]", filepath.Join(root, "proc/4242/fd/3")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "proc/4242/comm"), []byte("toyserver\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// bumpMIB adds n to one counter of a /proc/net MIB file ("TcpExt",
+// "ListenOverflows").
+func bumpMIB(t *testing.T, path, group, name string, n uint64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i += 2 {
+		keys, vals := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(keys) == 0 || keys[0] != group+":" {
+			continue
+		}
+		for j, k := range keys {
+			if k == name {
+				v, _ := strconv.ParseUint(vals[j], 10, 64)
+				vals[j] = strconv.FormatUint(v+n, 10)
+				lines[i+1] = strings.Join(vals, " ")
+				if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("%s has no %s %s", path, group, name)
+}
+
+func u64(v uint64) *uint64 { return &v }
+
+// The tcp part joins the window's counters, the accept queue samples, the
+// connections at both ends and the probe's events; the rules read them.
+func TestTCPPartJoinsListenersConnectionsAndEvents(t *testing.T) {
+	root := tcpFixture(t)
+	listener := netip.MustParseAddrPort("10.0.0.1:8080")
+	client := netip.MustParseAddrPort("10.0.0.2:40000")
+	// The accept queue: empty, then 5 waiting of a backlog of 4 (full),
+	// then 2.
+	queues := []uint32{0, 5, 2}
+	var listenCalls int
+	diag := func(q tcpdiag.Query) ([]tcpdiag.Socket, error) {
+		if q.Port != 8080 {
+			t.Errorf("query port %d, want 8080", q.Port)
+		}
+		if q.States == tcpdiag.StatesOf(tcpdiag.Listen) {
+			n := queues[min(listenCalls, len(queues)-1)]
+			listenCalls++
+			return []tcpdiag.Socket{{State: tcpdiag.Listen, Local: listener, RecvQ: n, SendQ: 4, Inode: 1001, Cookie: 1}}, nil
+		}
+		conn := tcpdiag.Socket{State: tcpdiag.Established, Local: listener, Remote: client, Inode: 1001, Cookie: 7,
+			Info: &tcpdiag.Info{RTTUs: 250, SndCwnd: 10, BytesReceived: u64(1000), BytesAcked: u64(0)}}
+		if listenCalls > 2 { // the end of the window
+			conn.Info = &tcpdiag.Info{RTTUs: 300, SndCwnd: 12, BytesReceived: u64(51000), BytesAcked: u64(2000)}
+		}
+		return []tcpdiag.Socket{conn}, nil
+	}
+	key := tcpevents.Key{Local: listener, Remote: client, Event: tcpevents.Retransmit, State: uint8(tcpdiag.Established), Detail: uint32(tcpevents.KindFast)}
+	var end tcpevents.Snapshot
+	end.Conns = map[tcpevents.Key]tcpevents.Count{key: {Events: 3, Segs: 4}}
+	end.Totals[tcpevents.Retransmit] = tcpevents.Count{Events: 3, Segs: 4}
+	end.Kinds[tcpevents.KindFast] = tcpevents.Count{Events: 3, Segs: 4}
+	probe := replayTCPEvents{replay.New("tcpevents", []tcpevents.Snapshot{{}, end}, replay.Recording{Method: "tp_btf"})}
+	src := measure.Sources{Root: procfs.FS{Root: root}, TCPDiag: diag,
+		Probes: measure.Opener{TCPEvents: func(o tcpevents.Options) (measure.TCPEventsProbe, error) {
+			if o.Port != 8080 {
+				t.Errorf("probe port %d, want 8080", o.Port)
+			}
+			return probe, nil
+		}}}
+
+	p := measure.NewTCP(measure.TCPOptions{Port: 8080, SampleEvery: time.Hour})
+	if err := p.Open(src); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.SampleNow() // a tick of the sampler
+	bumpMIB(t, filepath.Join(root, "proc/net/netstat"), "TcpExt", "ListenOverflows", 7)
+	bumpMIB(t, filepath.Join(root, "proc/net/snmp"), "Tcp", "PassiveOpens", 100)
+	bumpMIB(t, filepath.Join(root, "proc/net/snmp"), "Tcp", "InSegs", 1000)
+	if err := p.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev := p.Evidence(2 * time.Second)
+
+	w := ev.Counters.Window
+	if w == nil || w.ListenOverflows != 7 || w.PassiveOpens != 100 || w.InSegs != 1000 || w.RetransSegs != 0 {
+		t.Fatalf("counters %+v (%s)", w, ev.Counters.Unavailable)
+	}
+	if ev.Settings.Somaxconn == nil || ev.Sockstat == nil {
+		t.Errorf("settings %+v sockstat %+v", ev.Settings, ev.Sockstat)
+	}
+	if len(ev.Listeners.Rows) != 1 {
+		t.Fatalf("listeners %+v", ev.Listeners)
+	}
+	l := ev.Listeners.Rows[0]
+	if l.Local != listener || l.Backlog != 4 || l.QueuePeak != 5 || l.QueueLast != 2 || l.FullSamples != 1 || l.Samples != 3 ||
+		l.Comm != "toyserver" || len(l.PIDs) != 1 || l.PIDs[0] != 4242 || l.ReusePort != 1 {
+		t.Errorf("listener %+v", l)
+	}
+	c := ev.Connections
+	if c.Total != 1 || len(c.Rows) != 1 || c.Rows[0].BytesWindow == nil || *c.Rows[0].BytesWindow != 52000 || c.Rows[0].RTTUs != 300 || c.Rows[0].State != "ESTABLISHED" {
+		t.Fatalf("connections %+v", c)
+	}
+	e := ev.Events
+	if e.Retransmits.Segs != 4 || e.RetransmitKinds["fast"].Segs != 4 || len(e.Top) != 1 || e.Top[0].Kind != "fast" || e.Top[0].State != "ESTABLISHED" {
+		t.Errorf("events %+v", e)
+	}
+
+	var ids []string
+	for _, f := range diagnose.RunTuned(diagnose.TCPRules, diagnose.TCPInput{Evidence: ev}, func(string) diagnose.Thresholds { return nil }) {
+		ids = append(ids, f.ID)
+		if f.ID == "tcp.accept-overflow" && !strings.Contains(strings.Join(f.Evidence, "\n"), "10.0.0.1:8080") {
+			t.Errorf("accept-overflow names no listener: %q", f.Evidence)
+		}
+	}
+	if !strings.Contains(strings.Join(ids, " "), "tcp.accept-overflow") {
+		t.Errorf("findings %v, want tcp.accept-overflow", ids)
+	}
+}
+
+// Without sock_diag or the probe, the sections say why and the counters
+// still count.
+func TestTCPPartSaysWhatItCouldNotRead(t *testing.T) {
+	root := tcpFixture(t)
+	p := measure.NewTCP(measure.TCPOptions{PID: 4242, SampleEvery: time.Hour})
+	if err := p.Open(measure.Sources{Root: procfs.FS{Root: root}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Begin(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.End(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ev := p.Evidence(time.Second)
+	if ev.Counters.Window == nil {
+		t.Errorf("counters: %s", ev.Counters.Unavailable)
+	}
+	for what, s := range map[string]string{"listeners": ev.Listeners.Unavailable, "connections": ev.Connections.Unavailable, "events": ev.Events.Unavailable} {
+		if s == "" {
+			t.Errorf("%s: no reason given", what)
+		}
+	}
+}
