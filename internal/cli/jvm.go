@@ -13,10 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
@@ -244,36 +242,6 @@ func (o *jvmOptions) validateStop() error {
 	return nil
 }
 
-// jvmData is the JSON data section of `perfscope jvm`.
-type jvmData struct {
-	evidence.JVM
-	Load *httpload.Result `json:"load,omitempty"`
-	// Model is the allocation → young-GC prediction at the planning rate
-	// (--target-rps, else the observed rate); Observed is the same model
-	// at the window's own rate, to hold against the GCs it counted.
-	// Model is null when no rate or no bytes per request is known.
-	Model    *diagnose.YoungGCPrediction `json:"model"`
-	Observed *diagnose.YoungGCPrediction `json:"model_observed,omitempty"`
-	// Warnings are what the report must say beside the numbers.
-	Warnings []string `json:"warnings"`
-	// profile is how async-profiler ran, for the text's overhead line.
-	profile asprof.Options
-}
-
-func newJVMData(res *jvm.Result) jvmData {
-	d := jvmData{JVM: res.Evidence, Load: res.Load, Warnings: res.Warnings}
-	if m := diagnose.PredictYoungGC(res.Evidence); m.RPS > 0 {
-		d.Model = &m
-	}
-	if d.Warnings == nil {
-		d.Warnings = []string{}
-	}
-	if p, ok := diagnose.PredictYoungGCObserved(res.Evidence); ok {
-		d.Observed = &p
-	}
-	return d
-}
-
 func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	hooks := recipes.Hooks{Started: time.Now()}
 	if o.format == report.Text && isTerminal(os.Stderr) {
@@ -300,8 +268,8 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	// The recipe's envelope (which names it and its values, its overhead
 	// and findings) with the jvm command's own data and text.
 	r := res.Report("jvm", Version())
-	data := newJVMData(j.Result)
-	data.profile = j.ProfileOptions
+	data := report.NewJVMData(j.Evidence, j.Load, j.Warnings)
+	data.ProfileOptions = j.ProfileOptions
 	r.Data = data
 	if j.Profile != nil {
 		if werr := writeProfileFiles(o, r, j); werr != nil {
@@ -351,20 +319,6 @@ func writeJSONReport(w io.Writer, r *report.Report, err error) error {
 func writeJSONError(w io.Writer, command string, err error) {
 	r := report.New(command, Version(), time.Now())
 	writeJSONReport(w, r, err)
-}
-
-// WriteText implements report.Texter.
-func (d jvmData) WriteText(w io.Writer, r *report.Report) error {
-	writeJVMText(w, r, d, d.profile)
-	return nil
-}
-
-// PageSections are the JVM's sections of the HTML page: what it
-// allocated and collected, and the warnings the text prints first.
-func (d jvmData) PageSections() []report.PageSection {
-	s := report.JVMSection(d.JVM)
-	s.Notes = append(s.Notes, d.Warnings...)
-	return []report.PageSection{s}
 }
 
 func writeProfileFiles(o *jvmOptions, r *report.Report, j *recipes.JVMResult) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"time"
@@ -75,24 +74,6 @@ is stopped and its files removed at the end.`,
 	return cmd
 }
 
-// labScenario is one endpoint's row of the table.
-type labScenario struct {
-	Endpoint string             `json:"endpoint"`
-	Load     httpload.Result    `json:"load"`
-	Data     jvmData            `json:"measurement"`
-	Findings []diagnose.Finding `json:"findings"`
-}
-
-type labJVMData struct {
-	Scenarios []labScenario `json:"scenarios"`
-	// ExtraBytesExpected is --kb in bytes; ExtraBytesMeasured the
-	// difference in bytes per request between /alloc?kb=KB and
-	// /alloc?kb=0; ExtraError their relative difference.
-	ExtraBytesExpected float64 `json:"extra_bytes_expected"`
-	ExtraBytesMeasured float64 `json:"extra_bytes_measured"`
-	ExtraError         float64 `json:"extra_error"`
-}
-
 func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 	started := time.Now()
 	jdk, err := jvmapp.FindJDK()
@@ -123,7 +104,8 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 		return err
 	}
 	progress := o.format == report.Text && isTerminal(os.Stderr)
-	data := labJVMData{ExtraBytesExpected: float64(o.KB) * 1024}
+	data := report.LabJVMData{ExtraBytesExpected: float64(o.KB) * 1024,
+		Run: report.LabJVMRun{Heap: o.Heap, Requests: o.Requests, Concurrency: o.Concurrency, KB: o.KB, TargetRPS: o.TargetRPS}}
 	endpoints := []string{"/alloc?kb=0", "/alloc?kb=" + strconv.Itoa(o.KB), "/log"}
 	for _, ep := range endpoints {
 		if progress {
@@ -150,8 +132,8 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 		if err != nil {
 			return jvmError(app.PID, err)
 		}
-		d := newJVMData(res)
-		data.Scenarios = append(data.Scenarios, labScenario{Endpoint: ep, Load: *res.Load, Data: d, Findings: diagnose.Run(diagnose.JVMRules, res.Evidence)})
+		d := report.NewJVMData(res.Evidence, res.Load, res.Warnings)
+		data.Scenarios = append(data.Scenarios, report.LabJVMScenario{Endpoint: ep, Load: *res.Load, Data: d, Findings: diagnose.Run(diagnose.JVMRules, res.Evidence)})
 	}
 	base, _ := data.Scenarios[0].Data.PerRequest()
 	extra, _ := data.Scenarios[1].Data.PerRequest()
@@ -164,11 +146,7 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 		r.Findings = append(r.Findings, s.Findings...)
 	}
 	diagnose.Rank(r.Findings)
-	if o.format == report.JSON {
-		return report.WriteJSON(g.Out, r)
-	}
-	writeLabJVMText(g.textOut(), o, data)
-	return nil
+	return report.Render(g.Out, r, o.format)
 }
 
 // waitAttachable waits (bounded) until the freshly started JVM passes the
@@ -189,37 +167,4 @@ func waitAttachable(ctx context.Context, pid int) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-func writeLabJVMText(w io.Writer, o *labJVMOptions, d labJVMData) {
-	fmt.Fprintf(w, "Sample service, G1, -Xmx%s; %d requests per endpoint, %d connections\n", o.Heap, o.Requests, o.Concurrency)
-	report.Heading(w, fmt.Sprintf("Bytes per request and young GCs at %.0f requests/s (the allocation → young-GC model)", o.TargetRPS))
-	t := report.Table{Header: []string{"endpoint", "req/s", "p99", "per request", "per request (Eden)", "logging/request", "Eden", "young GCs/min", "Eden for 1 GC/10s"}}
-	for _, s := range d.Scenarios {
-		e, m := s.Data.JVM, s.Data.Model
-		if m == nil {
-			m = &diagnose.YoungGCPrediction{}
-		}
-		logging := "-"
-		if e.Logging.BytesPerRequest > 0 {
-			logging = report.Bytes(e.Logging.BytesPerRequest)
-		}
-		perReq, _ := e.PerRequest()
-		t.Add(s.Endpoint, fmt.Sprintf("%.0f", s.Load.RPS), report.Nanos(float64(s.Load.P99Ns)), report.Bytes(perReq), report.Bytes(deref(e.BytesPerRequestEden)),
-			logging, report.Bytes(float64(e.EdenCapacity)), fmt.Sprintf("%.1f", m.YoungGCsPerMinute), report.Bytes(m.EdenForTarget))
-	}
-	t.Write(w)
-	fmt.Fprintf(w, "\n/alloc?kb=%d minus /alloc?kb=0: %s per request (expected %s, error %s)\n", o.KB,
-		report.Bytes(d.ExtraBytesMeasured), report.Bytes(d.ExtraBytesExpected), report.Percent(d.ExtraError))
-	if len(d.Scenarios) > 2 {
-		l := d.Scenarios[2].Data.Logging
-		fmt.Fprintf(w, "/log: logging costs %s per request (%s of its allocation)\n", report.Bytes(l.BytesPerRequest), report.Percent(l.Share))
-	}
-}
-
-func deref(v *float64) float64 {
-	if v == nil {
-		return 0
-	}
-	return *v
 }
