@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -272,24 +271,6 @@ func selectGo(workload string, pids []int, fs golang.FS) (int, error) {
 	return 0, usageError("%s holds %d Go programs (pids %s): pass --pid to choose one", workload, len(found), strings.Join(list, ", "))
 }
 
-// goData is the JSON data section of `perfscope go`: evidence.Go, and the
-// load when perfscope drove one.
-type goData struct {
-	evidence.Go
-	Load *httpload.Result `json:"load,omitempty"`
-}
-
-// WriteText implements report.Texter.
-func (d goData) WriteText(w io.Writer, r *report.Report) error {
-	report.WriteGoText(w, r, d.Go, d.Load)
-	return nil
-}
-
-// PageSections implements report.PageSectioner.
-func (d goData) PageSections() []report.PageSection {
-	return report.GoSections(d.Go)
-}
-
 func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	opts := o.opts
 	if o.format == report.Text && isTerminal(os.Stderr) {
@@ -311,7 +292,7 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 		fmt.Fprintf(g.Err, "perfscope: warning: %s\n", w)
 	}
 	r := report.New("go", Version(), g.Started)
-	r.Data = goData{Go: e, Load: res.Load}
+	r.Data = report.GoData{Go: e, Load: res.Load}
 	r.Findings = diagnose.Run(diagnose.GoRules, e)
 	r.Overhead = goOverhead(res)
 	r.Show.Top = o.Top
