@@ -72,7 +72,7 @@ or the recipe needs something the container does not grant.`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := report.ParseFormat(o.Output)
+			f, err := report.ParseFormat("doctor", o.Output)
 			if err != nil {
 				return asUsage(err)
 			}
@@ -87,7 +87,7 @@ or the recipe needs something the container does not grant.`,
 			return o.run(g)
 		},
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: text or json (--kubernetes: yaml or json)")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("doctor")+" (with --kubernetes, text is the pod spec's YAML)")
 	cmd.Flags().StringVar(&o.Recipe, "recipe", "", "check what this recipe (a built-in or a file) needs here: "+strings.Join(privilege.RecipeNames(), ", "))
 	cmd.Flags().BoolVar(&o.Apply, "apply", false, "with --recipe: also what --apply/--revert need")
 	cmd.Flags().BoolVar(&o.Kubernetes, "kubernetes", false, "with --recipe: print only the least Kubernetes pod spec for it")

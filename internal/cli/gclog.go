@@ -70,7 +70,7 @@ Holes of NUL bytes (a crash, copytruncate rotation) are skipped and counted.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("gclog"))
 	f.DurationVar(&o.PauseGoal, "pause-goal", diagnose.DefaultPauseGoal, "pauses longer than this are findings")
 	f.DurationVar(&o.YoungInterval, "young-interval", diagnose.DefaultTargetGCInterval, "young GCs more frequent than one per this interval are findings")
 	f.Float64Var(&o.RPS, "rps", 0, "requests per second the JVM served during the log (enables the bytes-per-request model)")
@@ -83,7 +83,7 @@ Holes of NUL bytes (a crash, copytruncate rotation) are skipped and counted.`,
 
 func (o *gclogOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
+	if o.format, err = report.ParseFormat("gclog", o.Output); err != nil {
 		return asUsage(err)
 	}
 	if o.FailOn != "" {

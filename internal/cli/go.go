@@ -117,7 +117,7 @@ was measured until then is reported with a warning.`,
 	f.IntVar(&o.Top, "top", golang.DefaultTopSites, "allocation sites to keep")
 	f.StringVar(&o.Flame, "flame", "", "write an allocation flame graph (bytes): .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the allocation stacks as folded stacks (bytes)")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("go"))
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	return cmd
 }
@@ -126,7 +126,7 @@ was measured until then is reported with a warning.`,
 // one sentence and exit 2, before anything is attached.
 func (o *goOptions) validate() error {
 	var err error
-	if o.format, o.failOn, err = parseReportFlags(o.Output, o.FailOn); err != nil {
+	if o.format, o.failOn, err = parseReportFlags("go", o.Output, o.FailOn); err != nil {
 		return err
 	}
 	if o.Workload.given() {

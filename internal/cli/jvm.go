@@ -150,7 +150,7 @@ perfscope still runs is left alone (exit 3).`,
 	f.IntVar(&o.Top, "top", 10, "allocation sites to list")
 	f.StringVar(&o.Flame, "flame", "", "write a flame graph of the profile: .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the profile as folded stacks")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("jvm"))
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint (Spring Boot Actuator, Micrometer, Dropwizard, OpenTelemetry), summed over the window")
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
@@ -170,7 +170,7 @@ var jvmFlags = map[string]string{"body_file": "--body @FILE"}
 
 func (o *jvmOptions) validate() error {
 	var err error
-	if o.format, o.failOn, err = parseReportFlags(o.Output, o.FailOn); err != nil {
+	if o.format, o.failOn, err = parseReportFlags("jvm", o.Output, o.FailOn); err != nil {
 		return err
 	}
 	if o.Stop != 0 {

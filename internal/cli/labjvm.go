@@ -54,7 +54,7 @@ is stopped and its files removed at the end.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
+			if o.format, err = report.ParseFormat("lab jvm", o.Output); err != nil {
 				return asUsage(err)
 			}
 			if o.Requests <= 0 || o.Concurrency <= 0 || o.KB <= 0 || o.TargetRPS <= 0 {
@@ -70,7 +70,7 @@ is stopped and its files removed at the end.`,
 	f.Float64Var(&o.TargetRPS, "target-rps", 500, "request rate to predict young GCs at")
 	f.StringVar(&o.Heap, "heap", "256m", "the sample service's -Xmx")
 	f.StringVar(&o.AsyncProfiler, "async-profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"), "as for `perfscope jvm`")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("lab jvm"))
 	return cmd
 }
 

@@ -60,7 +60,7 @@ after its fix (or the tuned rig has a finding of severity warn or worse).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
+			if o.format, err = report.ParseFormat("lab udp", o.Output); err != nil {
 				return asUsage(err)
 			}
 			if o.Duration < time.Second || o.Duration > time.Minute {
@@ -82,7 +82,7 @@ after its fix (or the tuned rig has a finding of severity warn or worse).`,
 	f.BoolVar(&o.Keep, "keep", false, "keep each scenario's namespaces and JSON reports (servers are stopped)")
 	f.DurationVarP(&o.Duration, "duration", "d", 3*time.Second, "each perfscope udp measurement")
 	f.IntVar(&o.Freq, "freq", 499, "CPU profile samples per second per CPU")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("lab udp"))
 	return cmd
 }
 

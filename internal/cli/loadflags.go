@@ -41,9 +41,9 @@ func (l *loadFlags) checkHeaders() error {
 	return nil
 }
 
-// parseReportFlags reads -o (text, json or html) and --fail-on.
-func parseReportFlags(output, failOn string) (report.Format, diagnose.Severity, error) {
-	format, err := report.ParseFormat(output, report.PageFormats...)
+// parseReportFlags reads command's -o and --fail-on.
+func parseReportFlags(command, output, failOn string) (report.Format, diagnose.Severity, error) {
+	format, err := report.ParseFormat(command, output)
 	if err != nil {
 		return "", 0, asUsage(err)
 	}

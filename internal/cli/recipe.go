@@ -88,12 +88,13 @@ func newRecipeListCmd(g *Globals) *cobra.Command {
 // JSON; build's error, when the data is there too, comes after it.
 func dataCmd(g *Globals, use, short string, args cobra.PositionalArgs, build func(args []string) (any, error)) *cobra.Command {
 	var output string
+	name, _, _ := strings.Cut(use, " ")
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  args,
 		RunE: func(_ *cobra.Command, args []string) error {
-			f, err := report.ParseFormat(output)
+			f, err := report.ParseFormat("recipe "+name, output)
 			if err != nil {
 				return asUsage(err)
 			}
@@ -101,7 +102,6 @@ func dataCmd(g *Globals, use, short string, args cobra.PositionalArgs, build fun
 			if data == nil {
 				return buildErr
 			}
-			name, _, _ := strings.Cut(use, " ")
 			rep := report.New("recipe "+name, Version(), g.Started)
 			rep.Data = data
 			if err := report.Render(g.Out, rep, f); err != nil {
@@ -110,7 +110,7 @@ func dataCmd(g *Globals, use, short string, args cobra.PositionalArgs, build fun
 			return buildErr
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", report.FormatUsage("recipe "+name))
 	return cmd
 }
 
@@ -124,7 +124,7 @@ func newRecipeShowCmd(g *Globals) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeRecipes,
 		RunE: func(_ *cobra.Command, args []string) error {
-			f, err := report.ParseFormat(output, "yaml", report.JSON)
+			f, err := report.ParseFormat("recipe show", output)
 			if err != nil {
 				return asUsage(err)
 			}
@@ -141,7 +141,7 @@ func newRecipeShowCmd(g *Globals) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "yaml", report.FormatUsage("recipe show"))
 	return cmd
 }
 
@@ -238,8 +238,6 @@ func newRecipeRunCmd(g *Globals) *cobra.Command {
 	return recipeRunCmd(g, &recipeRunOptions{src: recipes.Live(), run: runRecipe})
 }
 
-var recipeFormats = append([]report.Format{report.Text, report.JSON}, report.GraphFormats...)
-
 func recipeRunCmd(g *Globals, o *recipeRunOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run NAME|FILE [--set NAME=VALUE]...",
@@ -269,7 +267,7 @@ each section, the joined timeline and the findings. A list parameter takes
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&o.Set, "set", nil, "give a parameter a value, NAME=VALUE (repeatable, a list parameter once per item; `perfscope recipe show NAME` lists them)")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, html (the report page), or (with stacks) folded, svg, pprof, speedscope")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("recipe run")+" (the graph formats when the recipe takes stacks)")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	o.Workload.register(f)
 	budgetFlags(f, &o.Budget, &o.Exact)
@@ -331,7 +329,7 @@ func (o *recipeRunOptions) parseBudget(f *pflag.FlagSet) error {
 
 func (o *recipeRunOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, recipeFormats...); err != nil {
+	if o.format, err = report.ParseFormat("recipe run", o.Output); err != nil {
 		return asUsage(err)
 	}
 	if o.FailOn != "" {

@@ -70,7 +70,7 @@ With --interval a line per interval is printed while it runs, like mpstat.`,
 	f.DurationVarP(&o.Duration, "duration", "d", 5*time.Second, "how long to measure")
 	f.DurationVarP(&o.Interval, "interval", "i", 0, "print a summary line every interval while measuring (e.g. 1s)")
 	f.StringVar(&o.CPUs, "cpus", "", "only these CPUs, as a list like 0-3,8")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("softirq"))
 	f.StringVar(&o.Method, "attach-method", "", "force tp_btf, raw_tp or tracepoint (default: the best the kernel accepts)")
 	budgetFlags(f, &o.Budget, &o.Exact)
 	return cmd
@@ -78,7 +78,7 @@ With --interval a line per interval is printed while it runs, like mpstat.`,
 
 func (o *softirqOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
+	if o.format, err = report.ParseFormat("softirq", o.Output); err != nil {
 		return asUsage(err)
 	}
 	if o.Duration <= 0 {

@@ -24,7 +24,7 @@ func newVersionCmd(g *Globals) *cobra.Command {
 		Short: "Print perfscope's version and the async-profiler it carries",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f, err := report.ParseFormat(o.Output)
+			f, err := report.ParseFormat("version", o.Output)
 			if err != nil {
 				return asUsage(err)
 			}
@@ -37,6 +37,6 @@ func newVersionCmd(g *Globals) *cobra.Command {
 			return report.WriteVersion(g.Out, report.VersionData{Version: Version(), Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, AsyncProfiler: ap}, f)
 		},
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("version"))
 	return cmd
 }

@@ -150,3 +150,11 @@ func (rs Results) WriteText(w io.Writer, r *report.Report) error {
 	WriteSummary(w, rs, time.Duration(r.Meta.DurationNs))
 	return nil
 }
+
+// Formats implements report.Formatted: the lab's results have their text,
+// their JSON and their page.
+func (Results) Formats() []report.Format { return report.PageFormats }
+
+func init() {
+	report.Register("lab udp", Results{})
+}
