@@ -56,6 +56,8 @@ var (
 		"go":              {GoData{}},
 		"gclog":           {GCLogData{}},
 		"lab jvm":         {LabJVMData{}},
+		"lab udp-server":  {LabUDPServerData{}},
+		"lab udp-flood":   {LabUDPFloodData{}},
 		"flame":           {FlameSummary{}},
 		"flame diff":      {FlameDiffSummary{}},
 		"doctor":          {DoctorData{}},
