@@ -1,13 +1,9 @@
 package cli
 
 import (
-	"bytes"
-	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/privilege"
@@ -138,22 +134,7 @@ func (o *doctorOptions) run(g *Globals) error {
 // printPod prints the least pod spec for the recipe, as YAML (text) or
 // JSON, for kubectl and for deploy/kubernetes' test.
 func (o *doctorOptions) printPod(g *Globals) error {
-	pod := privilege.Pod(o.recipeNeeds())
-	if o.format == report.JSON {
-		return report.WriteJSON(g.Out, pod)
-	}
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(pod); err != nil {
-		return err
-	}
-	apply := ""
-	if o.Apply {
-		apply = " --apply"
-	}
-	_, err := fmt.Fprintf(g.Out, "# perfscope doctor --recipe %s%s --kubernetes: the least a pod needs to run it\n%s", o.Recipe, apply, b.String())
-	return err
+	return report.WritePod(g.Out, privilege.Pod(o.recipeNeeds()), o.format, o.Recipe, o.Apply)
 }
 
 // doctorVerdict fails with exit 3 when perfscope cannot attach anything.

@@ -297,21 +297,10 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	return failOn(r.Findings, o.failOn)
 }
 
-// jsonError is the error member of a JSON report: a run that failed still
-// prints one JSON document, so scripts parsing -o json see why.
-type jsonError struct {
-	Message  string `json:"message"`
-	ExitCode int    `json:"exit_code"`
-}
-
+// writeJSONReport writes r as JSON with err, when the run failed, and
+// its exit code.
 func writeJSONReport(w io.Writer, r *report.Report, err error) error {
-	if err == nil {
-		return report.WriteJSON(w, r)
-	}
-	return report.WriteJSON(w, struct {
-		*report.Report
-		Error jsonError `json:"error"`
-	}{r, jsonError{Message: err.Error(), ExitCode: CodeOf(err)}})
+	return report.WriteJSONWithError(w, r, err, CodeOf(err))
 }
 
 // writeJSONError prints a failed run as JSON: the envelope with no data

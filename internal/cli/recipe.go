@@ -391,18 +391,15 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	}
 	hooks := recipes.Hooks{Started: g.Started}
 	progress := newProgress(g.Err, plan.Window().Duration)
-	if progress.enabled {
+	if progress.Enabled() {
 		hooks.OnStart = func() {
 			fmt.Fprintf(g.Err, "recipe %s: measuring for %v (Ctrl-C stops early and still reports)…\n", plan.Recipe.Name, plan.Window().Duration)
 		}
 		hooks.TickEvery = time.Second
-		hooks.OnTick = func(now time.Time, left time.Duration) {
-			fmt.Fprintf(g.Err, "\r\033[K%v left", left.Round(time.Second))
-			progress.drawn = true
-		}
+		hooks.OnTick = func(_ time.Time, left time.Duration) { progress.Left(left) }
 	}
 	res, err := plan.Run(ctx, o.src, hooks)
-	progress.clear()
+	progress.Clear()
 	var je *recipes.JVMError
 	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
 		return jvmError(je.PID, je.Err)

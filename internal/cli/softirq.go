@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -120,7 +118,7 @@ func runSoftirq(ctx context.Context, o *softirqOptions, g *Globals) error {
 	progress := newProgress(g.Err, o.Duration)
 	plan.SetBudget(o.budget)
 	hooks := recipes.Hooks{Started: g.Started}
-	if o.Interval == 0 && progress.enabled {
+	if o.Interval == 0 && progress.Enabled() {
 		hooks.TickEvery = time.Second // ticks for the progress line only
 	}
 	textIntervals := o.Interval > 0 && o.format == report.Text
@@ -129,45 +127,15 @@ func runSoftirq(ctx context.Context, o *softirqOptions, g *Globals) error {
 	}
 	hooks.OnSoftirqInterval = func(iv evidence.SoftirqInterval) {
 		if textIntervals {
-			progress.clear()
+			progress.Clear()
 			report.WriteSoftirqInterval(g.textOut(), iv)
 		}
-		progress.update(iv.End, iv.NetRXPerS)
+		progress.Update(iv.End, iv.NetRXPerS)
 	}
 	res, err := plan.Run(ctx, o.src, hooks)
-	progress.clear()
+	progress.Clear()
 	if err != nil {
 		return err
 	}
 	return renderRun(g.Out, g, res.Report("softirq", Version()), o.format)
-}
-
-// progress draws "time left, events/s" on a terminal's stderr and nothing
-// when stderr is a pipe or file.
-type progress struct {
-	w       io.Writer
-	enabled bool
-	end     time.Time
-	drawn   bool
-}
-
-func newProgress(w io.Writer, d time.Duration) *progress {
-	f, ok := w.(*os.File)
-	return &progress{w: w, enabled: ok && isTerminal(f), end: time.Now().Add(d)}
-}
-
-func (p *progress) update(now time.Time, ratePerS float64) {
-	if !p.enabled {
-		return
-	}
-	left := p.end.Sub(now).Round(time.Second)
-	fmt.Fprintf(p.w, "\r\033[K%v left, %s NET_RX/s", left, report.Count(ratePerS))
-	p.drawn = true
-}
-
-func (p *progress) clear() {
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.drawn = false
-	}
 }
