@@ -3,21 +3,14 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/base/httpload"
-	"github.com/perfscope/perfscope/base/safeio"
-	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/jvm"
-	"github.com/perfscope/perfscope/jvm/asprof"
-	"github.com/perfscope/perfscope/jvm/attach"
-	"github.com/perfscope/perfscope/lab/jvmapp"
+	"github.com/perfscope/perfscope/lab/jvmlab"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -76,69 +69,22 @@ is stopped and its files removed at the end.`,
 
 func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 	started := time.Now()
-	jdk, err := jvmapp.FindJDK()
-	if err != nil {
-		return unavailableError("%v", err)
+	var progress io.Writer
+	if o.format == report.Text && isTerminal(os.Stderr) {
+		progress = g.Err
 	}
-	dir, err := safeio.MkdirTemp("perfscope-lab-jvm-")
-	if err != nil {
+	data, err := jvmlab.Run(ctx, jvmlab.Options{Heap: o.Heap, Requests: o.Requests, Concurrency: o.Concurrency, KB: o.KB,
+		TargetRPS: o.TargetRPS, AsyncProfiler: o.AsyncProfiler, Progress: progress})
+	var noJDK *jvmlab.JDKError
+	var failed *jvmlab.MeasureError
+	switch {
+	case errors.As(err, &noJDK):
+		return unavailableError("%v", noJDK.Err)
+	case errors.As(err, &failed):
+		return jvmError(failed.PID, failed.Err)
+	case err != nil:
 		return err
 	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
-	if err := jdk.Build(ctx, dir); err != nil {
-		return err
-	}
-	logf, err := os.Create(dir + "/app.log")
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	app, err := jvmapp.Start(ctx, jvmapp.Config{Java: jdk.Java, ClassDir: dir, Log: logf,
-		JVMArgs: []string{"-Xmx" + o.Heap, "-Xms" + o.Heap, "-XX:+UseG1GC"}})
-	if err != nil {
-		return err
-	}
-	defer app.Stop()
-	if err := waitAttachable(ctx, app.PID); err != nil {
-		return err
-	}
-	progress := o.format == report.Text && isTerminal(os.Stderr)
-	data := report.LabJVMData{ExtraBytesExpected: float64(o.KB) * 1024,
-		Run: report.LabJVMRun{Heap: o.Heap, Requests: o.Requests, Concurrency: o.Concurrency, KB: o.KB, TargetRPS: o.TargetRPS}}
-	endpoints := []string{"/alloc?kb=0", "/alloc?kb=" + strconv.Itoa(o.KB), "/log"}
-	for _, ep := range endpoints {
-		if progress {
-			fmt.Fprintf(g.Err, "measuring %s with %d requests…\n", ep, o.Requests)
-		}
-		// A warm-up round lets the JIT compile the handler first, as in
-		// a service that has been running; its allocation is not counted.
-		if _, err := httpload.Run(ctx, httpload.Spec{URL: app.URL(ep), Requests: min(o.Requests, 1000), Concurrency: o.Concurrency}); err != nil {
-			return err
-		}
-		// The lab's windows are short (a few thousand requests in under a
-		// second) and it demonstrates accuracy on a lab app, so it samples
-		// allocations 4x more often than perfscope jvm's default.
-		res, err := jvm.Measure(ctx, jvm.Options{
-			PID:              app.PID,
-			FS:               hsperf.Default,
-			Load:             &httpload.Spec{URL: app.URL(ep), Requests: o.Requests, Concurrency: o.Concurrency},
-			Locator:          asprof.Locator{Explicit: o.AsyncProfiler},
-			Profile:          asprof.Options{Event: asprof.Alloc, AllocInterval: 128 << 10},
-			TopSites:         5,
-			TargetRPS:        o.TargetRPS,
-			TargetGCInterval: diagnose.DefaultTargetGCInterval,
-		})
-		if err != nil {
-			return jvmError(app.PID, err)
-		}
-		d := report.NewJVMData(res.Evidence, res.Load, res.Warnings)
-		data.Scenarios = append(data.Scenarios, report.LabJVMScenario{Endpoint: ep, Load: *res.Load, Data: d, Findings: diagnose.Run(diagnose.JVMRules, res.Evidence)})
-	}
-	base, _ := data.Scenarios[0].Data.PerRequest()
-	extra, _ := data.Scenarios[1].Data.PerRequest()
-	data.ExtraBytesMeasured = extra - base
-	data.ExtraError = data.ExtraBytesMeasured/data.ExtraBytesExpected - 1
 	r := report.New("lab jvm", Version(), started)
 	r.Meta.DurationNs = int64(time.Since(started))
 	r.Data = data
@@ -147,24 +93,4 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 	}
 	diagnose.Rank(r.Findings)
 	return report.Render(g.Out, r, o.format)
-}
-
-// waitAttachable waits (bounded) until the freshly started JVM passes the
-// attach preflight.
-func waitAttachable(ctx context.Context, pid int) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := attach.Preflight(hsperf.Default, pid)
-		if err == nil || !(errors.Is(err, attach.ErrNotReady) || errors.Is(err, hsperf.ErrNotFound) || errors.Is(err, attach.ErrNotJVM)) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("sample app pid %d not attachable after 30s: %w", pid, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
