@@ -3,6 +3,7 @@ package udplab
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/perfscope/perfscope/report"
@@ -138,6 +139,15 @@ func WriteSummary(w io.Writer, results []Result, took time.Duration) {
 			fmt.Fprintf(w, "  %s: %s\n", r.Scenario.Name, r.Problem)
 		}
 	}
+}
+
+// WriteKept says where --keep left the reports and the namespaces.
+func WriteKept(w io.Writer, dir string, results []Result) {
+	fmt.Fprintf(w, "Kept: reports in %s; namespaces:", dir)
+	for _, r := range results {
+		fmt.Fprintf(w, " %s", strings.Join(r.Namespaces, " "))
+	}
+	fmt.Fprintln(w, "\n(remove with: ip netns del NAME; look around with: ip netns exec NAME perfscope udp --iface vb)")
 }
 
 // Results are a lab run's scenarios, the data of `perfscope lab udp`'s
