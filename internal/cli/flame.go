@@ -348,12 +348,8 @@ func runFlame(ctx context.Context, o *flameOptions, g *Globals) error {
 			return usageError("%s: %v", path, err)
 		}
 	}
-	data := report.FlameSummary{Inputs: inputs, Unit: merged.Unit, Total: merged.Total(), Frames: merged.Frames(), Functions: merged.Functions(o.Top)}
-	if data.Functions == nil {
-		data.Functions = []flame.FunctionCost{}
-	}
 	r := report.New("flame", Version(), g.Started)
-	r.Data, r.Flame, r.Show = data, merged, o.show("Flame Graph")
+	r.Data, r.Flame, r.Show = report.NewFlameSummary(inputs, merged, o.Top), merged, o.show("Flame Graph")
 	return o.writeOutput(ctx, g, r)
 }
 
@@ -371,16 +367,8 @@ func runFlameDiff(ctx context.Context, d *flameDiffOptions, g *Globals) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	scale := 1.0
-	if !d.Absolute && ps[0].Total() > 0 {
-		scale = float64(ps[1].Total()) / float64(ps[0].Total())
-	}
-	data := report.FlameDiffSummary{Before: ins[0], After: ins[1], Unit: ps[1].Unit, Shape: d.shape,
-		Normalised: !d.Absolute, BeforeScale: scale, Changes: diff.Changes(d.Top)}
-	if data.Changes == nil {
-		data.Changes = []flame.FunctionChange{}
-	}
 	r := report.New("flame diff", Version(), g.Started)
-	r.Data, r.FlameDiff, r.Show = data, diff, d.show("Differential Flame Graph")
+	r.Data = report.NewFlameDiffSummary(ins, ps, diff, d.shape, d.Absolute, d.Top)
+	r.FlameDiff, r.Show = diff, d.show("Differential Flame Graph")
 	return d.writeOutput(ctx, g, r)
 }
