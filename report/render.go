@@ -38,8 +38,9 @@ var GraphFormats = func() []Format {
 // JSON and its HTML page.
 var PageFormats = []Format{Text, JSON, HTML}
 
-// Texter is report data that prints its own text: the commands whose
-// text lives with their data (jvm, gclog) rather than in this package.
+// Texter is report data that prints its own text: a data type with its
+// renderer in its own file (jvmtext.go, gclogtext.go, …), or one that
+// lives above this package (the lab's results).
 type Texter interface {
 	WriteText(w io.Writer, r *Report) error
 }
