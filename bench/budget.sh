@@ -134,7 +134,7 @@ while True:
 	python3 - "$w" "$tr" "$mode" "$round" "$out" "$SECS" "$((j1 - j0))" "$(getconf CLK_TCK)" <<'EOF'
 import json, os, sys
 w, tr, mode, rnd, out, secs, jiffies, hz = sys.argv[1:]
-received = json.load(open(out + ".srv"))["received"]
+received = json.load(open(out + ".srv"))["data"]["received"]
 cpu_s = int(jiffies) / int(hz)
 row = {"workload": w, "tracer": tr, "mode": mode, "round": int(rnd), "read_per_s": received / float(secs),
        "cpu_us_per_dgram": 1e6 * cpu_s / max(received, 1)}

@@ -299,9 +299,12 @@ func TestLabUDPFloodEndsWhenItsSendBufferFills(t *testing.T) {
 		t.Fatalf("udp-flood: %v\n%s", err, out)
 	}
 	var r struct {
-		Sent uint64 `json:"sent"`
+		Schema string `json:"schema"`
+		Data   struct {
+			Sent uint64 `json:"sent"`
+		} `json:"data"`
 	}
-	if err := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil || r.Sent == 0 {
+	if err := json.Unmarshal(bytes.TrimSpace(out), &r); err != nil || r.Data.Sent == 0 || r.Schema != report.Schema {
 		t.Errorf("udp-flood's result %q: %v", out, err)
 	}
 }

@@ -1,8 +1,11 @@
 package report
 
 import (
+	"bytes"
 	"fmt"
 	"io"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Doctor check statuses.
@@ -58,4 +61,24 @@ func writeDoctorText(w io.Writer, r *Report, d DoctorData) {
 		fmt.Fprintln(w, d.RunLine)
 		fmt.Fprintf(w, "Kubernetes: perfscope doctor --recipe %s --kubernetes prints the pod spec\n", d.Recipe)
 	}
+}
+
+// WritePod writes the least pod spec for a recipe (doctor --kubernetes):
+// JSON, or YAML under a comment saying what it is.
+func WritePod(w io.Writer, pod any, f Format, recipe string, apply bool) error {
+	if f == JSON {
+		return WriteJSON(w, pod)
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(pod); err != nil {
+		return err
+	}
+	flag := ""
+	if apply {
+		flag = " --apply"
+	}
+	_, err := fmt.Fprintf(w, "# perfscope doctor --recipe %s%s --kubernetes: the least a pod needs to run it\n%s", recipe, flag, b.String())
+	return err
 }

@@ -35,6 +35,32 @@ type FlameDiffSummary struct {
 	Changes     []flame.FunctionChange `json:"changes"`
 }
 
+// NewFlameSummary is the data of `perfscope flame`: the inputs, and the
+// merged profile's totals and top functions.
+func NewFlameSummary(inputs []FlameInput, merged *flame.Profile, top int) FlameSummary {
+	d := FlameSummary{Inputs: inputs, Unit: merged.Unit, Total: merged.Total(), Frames: merged.Frames(), Functions: merged.Functions(top)}
+	if d.Functions == nil {
+		d.Functions = []flame.FunctionCost{}
+	}
+	return d
+}
+
+// NewFlameDiffSummary is the data of `perfscope flame diff`: the two
+// inputs, how before was scaled to after (unless absolute), and the top
+// changes.
+func NewFlameDiffSummary(inputs [2]FlameInput, profiles [2]*flame.Profile, diff *flame.Diff, shape flame.Shape, absolute bool, top int) FlameDiffSummary {
+	scale := 1.0
+	if !absolute && profiles[0].Total() > 0 {
+		scale = float64(profiles[1].Total()) / float64(profiles[0].Total())
+	}
+	d := FlameDiffSummary{Before: inputs[0], After: inputs[1], Unit: profiles[1].Unit, Shape: shape,
+		Normalised: !absolute, BeforeScale: scale, Changes: diff.Changes(top)}
+	if d.Changes == nil {
+		d.Changes = []flame.FunctionChange{}
+	}
+	return d
+}
+
 func writeFlameText(w io.Writer, d FlameSummary) {
 	Heading(w, "Profile")
 	fmt.Fprintf(w, "%s %s in total, %s distinct frames, from %d input(s)\n", flameValue(d.Unit, d.Total), d.Unit, Count(float64(d.Frames)), len(d.Inputs))

@@ -10,11 +10,29 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 )
 
-// WriteGoText prints `perfscope go`'s report: the answer first (bytes
+// GoData is the JSON data section of `perfscope go`: evidence.Go, and the
+// load when perfscope drove one.
+type GoData struct {
+	evidence.Go
+	Load *httpload.Result `json:"load,omitempty"`
+}
+
+// WriteText implements Texter.
+func (d GoData) WriteText(w io.Writer, r *Report) error {
+	writeGoText(w, r, d.Go, d.Load)
+	return nil
+}
+
+// PageSections implements PageSectioner.
+func (d GoData) PageSections() []PageSection {
+	return goSections(d.Go)
+}
+
+// writeGoText prints `perfscope go`'s report: the answer first (bytes
 // per request with its bound, GC cycles), then where the bytes come from,
 // the pools, what could not be seen, the findings and perfscope's own
 // cost.
-func WriteGoText(w io.Writer, r *Report, e evidence.Go, load *httpload.Result) {
+func writeGoText(w io.Writer, r *Report, e evidence.Go, load *httpload.Result) {
 	fmt.Fprintf(w, "Go program pid %d (%s), %s, window %.1fs\n", e.PID, e.Executable, goBuild(e.Binary), float64(e.WindowNs)/1e9)
 	for _, warn := range e.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
@@ -241,9 +259,9 @@ func goDeref(v *float64) float64 {
 	return *v
 }
 
-// GoSections are a Go program's sections of the HTML page: bytes per
+// goSections are a Go program's sections of the HTML page: bytes per
 // request and GC, the allocation sites as a chart and a table, the pools.
-func GoSections(e evidence.Go) []PageSection {
+func goSections(e evidence.Go) []PageSection {
 	s := PageSection{ID: "go", Title: fmt.Sprintf("Go program pid %d (%s): allocation and GC", e.PID, goBuild(e.Binary))}
 	s.Notes = append(s.Notes, e.Warnings...)
 	t := PageTable{Caption: "Allocation and GC", Header: []string{"measure", "value"}}

@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
@@ -35,28 +34,13 @@ var GraphFormats = func() []Format {
 	return out
 }()
 
-// PageFormats are the formats of a measuring command's report: its text,
-// its JSON and its HTML page.
+// PageFormats are the formats of a measurement's data: its text, its
+// JSON and its HTML page.
 var PageFormats = []Format{Text, JSON, HTML}
 
-// ParseFormat checks -o against what a command supports (text and json
-// when allowed is empty).
-func ParseFormat(v string, allowed ...Format) (Format, error) {
-	if len(allowed) == 0 {
-		allowed = []Format{Text, JSON}
-	}
-	var names []string
-	for _, a := range allowed {
-		if string(a) == v {
-			return a, nil
-		}
-		names = append(names, string(a))
-	}
-	return "", fmt.Errorf("unknown output format %q (want %s)", v, strings.Join(names, " or "))
-}
-
-// Texter is report data that prints its own text: the commands whose
-// text lives with their data (jvm, gclog) rather than in this package.
+// Texter is report data that prints its own text: a data type with its
+// renderer in its own file (jvmtext.go, gclogtext.go, …), or one that
+// lives above this package (the lab's results).
 type Texter interface {
 	WriteText(w io.Writer, r *Report) error
 }

@@ -82,9 +82,11 @@ func undersampledLines(rows []evidence.ProfileCPU) []string {
 	return out
 }
 
-func deref(p *uint64) uint64 {
+// deref is *p, or zero when p is nil.
+func deref[T any](p *T) T {
+	var zero T
 	if p == nil {
-		return 0
+		return zero
 	}
 	return *p
 }

@@ -95,10 +95,10 @@ func TestExitCodes(t *testing.T) {
 
 func TestDoctorJSONAndVerdict(t *testing.T) {
 	g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
-	cmd := doctorCmd(g, &doctorOptions{checks: func(procfs.FS) []DoctorCheck {
-		return []DoctorCheck{
-			{Category: "program types", Name: "raw_tp", Status: statusOK},
-			{Category: "privileges", Name: "CAP_BPF + CAP_PERFMON", Status: statusMissing},
+	cmd := doctorCmd(g, &doctorOptions{checks: func(procfs.FS) []report.DoctorCheck {
+		return []report.DoctorCheck{
+			{Category: "program types", Name: "raw_tp", Status: report.StatusOK},
+			{Category: "privileges", Name: "CAP_BPF + CAP_PERFMON", Status: report.StatusMissing},
 		}
 	}, inspect: hostEnvironment})
 	cmd.SetArgs([]string{"-o", "json"})
@@ -109,7 +109,7 @@ func TestDoctorJSONAndVerdict(t *testing.T) {
 	var r struct {
 		Schema string `json:"schema"`
 		Data   struct {
-			Checks []DoctorCheck `json:"checks"`
+			Checks []report.DoctorCheck `json:"checks"`
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(g.Out.(*bytes.Buffer).Bytes(), &r); err != nil {
@@ -118,7 +118,7 @@ func TestDoctorJSONAndVerdict(t *testing.T) {
 	if r.Schema != report.Schema || len(r.Data.Checks) != 3 {
 		t.Errorf("json = %+v", r)
 	}
-	if doctorVerdict([]DoctorCheck{{Category: "program types", Name: "tp_btf", Status: statusOK}}) != nil {
+	if doctorVerdict([]report.DoctorCheck{{Category: "program types", Name: "tp_btf", Status: report.StatusOK}}) != nil {
 		t.Error("attachable kernel with privileges must pass")
 	}
 }
@@ -138,8 +138,8 @@ func hostEnvironment(procfs.FS) (privilege.Environment, error) {
 // doctor --recipe in the recorded observe container: the recipe's lines,
 // the run line, the pod spec; exit 3 when a required grant is missing.
 func TestDoctorRecipe(t *testing.T) {
-	ok := func(procfs.FS) []DoctorCheck {
-		return []DoctorCheck{{Category: "program types", Name: "tp_btf", Status: statusOK}}
+	ok := func(procfs.FS) []report.DoctorCheck {
+		return []report.DoctorCheck{{Category: "program types", Name: "tp_btf", Status: report.StatusOK}}
 	}
 	observe := func(procfs.FS) (privilege.Environment, error) {
 		return privilege.Inspect(procfs.FS{Root: "../../privilege/testdata/observe"}, "6.18.0")
@@ -204,13 +204,13 @@ func TestDoctorRecipe(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
-	var tracefs DoctorCheck
+	var tracefs report.DoctorCheck
 	for _, c := range r.Data.Checks {
 		if c.Category == "recipe udp-rx" && c.Name == "/sys/kernel/tracing" {
 			tracefs = c
 		}
 	}
-	if tracefs.Status != statusWarn || !strings.Contains(tracefs.Detail, "the host has no tracefs") ||
+	if tracefs.Status != report.StatusWarn || !strings.Contains(tracefs.Detail, "the host has no tracefs") ||
 		!strings.HasPrefix(tracefs.Affects, "nothing while tp_btf attaches") || !strings.Contains(tracefs.Affects, "classic-tracepoint fallback") ||
 		!strings.HasPrefix(tracefs.Fix, "on the host: mount -t tracefs") {
 		t.Errorf("tracefs line on a host without tracefs: %+v", tracefs)

@@ -99,7 +99,7 @@ Go (blue), other native code (red-yellow).`,
 		},
 	}
 	f := cmd.Flags()
-	o.bind(cmd, "svg")
+	o.bind(cmd, "flame", "svg")
 	f.BoolVar(&o.PerCPU, "per-cpu", false, "put a [cpu N] root frame under each stack (perf script, pprof with a cpu label)")
 	f.BoolVar(&o.PerProcess, "per-process", false, "put a comm-pid root frame under each stack (perf script, pprof with pid labels)")
 	f.BoolVar(&o.PerThread, "per-thread", false, "put a comm-pid/tid root frame under each stack (perf script, pprof with tid labels)")
@@ -132,16 +132,16 @@ values); -o text and -o json list the functions whose self value moved most.`,
 			return d.run(cmd.Context(), d, g)
 		},
 	}
-	d.bind(cmd, "svg")
+	d.bind(cmd, "flame diff", "svg")
 	f := cmd.Flags()
 	f.StringVar(&d.Shape, "shape", "after", "draw the graph in the shape of after or before (before shows frames that shrank away)")
 	f.BoolVar(&d.Absolute, "absolute", false, "compare raw values instead of scaling before to after's total")
 	return cmd
 }
 
-func (o *flameGraphOptions) bind(cmd *cobra.Command, defaultOutput string) {
+func (o *flameGraphOptions) bind(cmd *cobra.Command, command, defaultOutput string) {
 	f := cmd.Flags()
-	f.StringVarP(&o.Output, "output", "o", defaultOutput, "output format: svg, html, pprof, speedscope, folded, text or json")
+	f.StringVarP(&o.Output, "output", "o", defaultOutput, report.FormatUsage(command))
 	f.StringVar(&o.Out, "out", "", "write to this file instead of standard output")
 	f.StringVar(&o.Title, "title", "", "graph title (default: \"Flame Graph\" or \"Differential Flame Graph\")")
 	f.IntVar(&o.Width, "width", 1200, "image width in pixels")
@@ -155,9 +155,9 @@ func (o *flameGraphOptions) bind(cmd *cobra.Command, defaultOutput string) {
 	f.IntVar(&o.MaxMemory, "max-memory", int(flame.MaxBytes>>20), "MiB of memory one profile may take (16-1048576); an input needing more fails instead of being drawn in part")
 }
 
-func (o *flameGraphOptions) validate(allowed ...report.Format) error {
+func (o *flameGraphOptions) validate(command string) error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, allowed...); err != nil {
+	if o.format, err = report.ParseFormat(command, o.Output); err != nil {
 		return asUsage(err)
 	}
 	if o.inputFmt, err = flame.ParseFormat(o.Format); err != nil {
@@ -210,7 +210,7 @@ func parseMinWidth(s string, width int) (float64, error) {
 }
 
 func (o *flameOptions) validate() error {
-	if err := o.flameGraphOptions.validate(append(report.GraphFormats, report.Text, report.JSON)...); err != nil {
+	if err := o.flameGraphOptions.validate("flame"); err != nil {
 		return err
 	}
 	stdin := 0
@@ -226,7 +226,7 @@ func (o *flameOptions) validate() error {
 }
 
 func (d *flameDiffOptions) validate() error {
-	if err := d.flameGraphOptions.validate(report.SVG, report.HTML, report.Folded, report.Text, report.JSON); err != nil {
+	if err := d.flameGraphOptions.validate("flame diff"); err != nil {
 		return err
 	}
 	var err error
@@ -348,12 +348,8 @@ func runFlame(ctx context.Context, o *flameOptions, g *Globals) error {
 			return usageError("%s: %v", path, err)
 		}
 	}
-	data := report.FlameSummary{Inputs: inputs, Unit: merged.Unit, Total: merged.Total(), Frames: merged.Frames(), Functions: merged.Functions(o.Top)}
-	if data.Functions == nil {
-		data.Functions = []flame.FunctionCost{}
-	}
 	r := report.New("flame", Version(), g.Started)
-	r.Data, r.Flame, r.Show = data, merged, o.show("Flame Graph")
+	r.Data, r.Flame, r.Show = report.NewFlameSummary(inputs, merged, o.Top), merged, o.show("Flame Graph")
 	return o.writeOutput(ctx, g, r)
 }
 
@@ -371,16 +367,8 @@ func runFlameDiff(ctx context.Context, d *flameDiffOptions, g *Globals) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	scale := 1.0
-	if !d.Absolute && ps[0].Total() > 0 {
-		scale = float64(ps[1].Total()) / float64(ps[0].Total())
-	}
-	data := report.FlameDiffSummary{Before: ins[0], After: ins[1], Unit: ps[1].Unit, Shape: d.shape,
-		Normalised: !d.Absolute, BeforeScale: scale, Changes: diff.Changes(d.Top)}
-	if data.Changes == nil {
-		data.Changes = []flame.FunctionChange{}
-	}
 	r := report.New("flame diff", Version(), g.Started)
-	r.Data, r.FlameDiff, r.Show = data, diff, d.show("Differential Flame Graph")
+	r.Data = report.NewFlameDiffSummary(ins, ps, diff, d.shape, d.Absolute, d.Top)
+	r.FlameDiff, r.Show = diff, d.show("Differential Flame Graph")
 	return d.writeOutput(ctx, g, r)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -118,7 +117,7 @@ was measured until then is reported with a warning.`,
 	f.IntVar(&o.Top, "top", golang.DefaultTopSites, "allocation sites to keep")
 	f.StringVar(&o.Flame, "flame", "", "write an allocation flame graph (bytes): .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the allocation stacks as folded stacks (bytes)")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("go"))
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	return cmd
 }
@@ -127,7 +126,7 @@ was measured until then is reported with a warning.`,
 // one sentence and exit 2, before anything is attached.
 func (o *goOptions) validate() error {
 	var err error
-	if o.format, o.failOn, err = parseReportFlags(o.Output, o.FailOn); err != nil {
+	if o.format, o.failOn, err = parseReportFlags("go", o.Output, o.FailOn); err != nil {
 		return err
 	}
 	if o.Workload.given() {
@@ -272,24 +271,6 @@ func selectGo(workload string, pids []int, fs golang.FS) (int, error) {
 	return 0, usageError("%s holds %d Go programs (pids %s): pass --pid to choose one", workload, len(found), strings.Join(list, ", "))
 }
 
-// goData is the JSON data section of `perfscope go`: evidence.Go, and the
-// load when perfscope drove one.
-type goData struct {
-	evidence.Go
-	Load *httpload.Result `json:"load,omitempty"`
-}
-
-// WriteText implements report.Texter.
-func (d goData) WriteText(w io.Writer, r *report.Report) error {
-	report.WriteGoText(w, r, d.Go, d.Load)
-	return nil
-}
-
-// PageSections implements report.PageSectioner.
-func (d goData) PageSections() []report.PageSection {
-	return report.GoSections(d.Go)
-}
-
 func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	opts := o.opts
 	if o.format == report.Text && isTerminal(os.Stderr) {
@@ -311,7 +292,7 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 		fmt.Fprintf(g.Err, "perfscope: warning: %s\n", w)
 	}
 	r := report.New("go", Version(), g.Started)
-	r.Data = goData{Go: e, Load: res.Load}
+	r.Data = report.GoData{Go: e, Load: res.Load}
 	r.Findings = diagnose.Run(diagnose.GoRules, e)
 	r.Overhead = goOverhead(res)
 	r.Show.Top = o.Top

@@ -16,6 +16,7 @@ import (
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/report"
 )
 
 // runGoCmd runs `perfscope go args` with measure standing in for
@@ -128,9 +129,9 @@ func TestGoExitCodes(t *testing.T) {
 		// -o json prints one JSON document also when the run failed.
 		stdout, _, code = runGoCmd(t, measure, "--pid", "42", "-o", "json")
 		var doc struct {
-			Command string          `json:"command"`
-			Data    json.RawMessage `json:"data"`
-			Error   *jsonError      `json:"error"`
+			Command string           `json:"command"`
+			Data    json.RawMessage  `json:"data"`
+			Error   *report.RunError `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(stdout), &doc); err != nil || doc.Command != "go" || code != tc.code {
 			t.Errorf("%s: -o json exit %d: %v\n%s", tc.name, code, err, stdout)

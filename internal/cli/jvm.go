@@ -13,10 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
@@ -153,7 +151,7 @@ perfscope still runs is left alone (exit 3).`,
 	f.IntVar(&o.Top, "top", 10, "allocation sites to list")
 	f.StringVar(&o.Flame, "flame", "", "write a flame graph of the profile: .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the profile as folded stacks")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("jvm"))
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint (Spring Boot Actuator, Micrometer, Dropwizard, OpenTelemetry), summed over the window")
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
@@ -173,7 +171,7 @@ var jvmFlags = map[string]string{"body_file": "--body @FILE"}
 
 func (o *jvmOptions) validate() error {
 	var err error
-	if o.format, o.failOn, err = parseReportFlags(o.Output, o.FailOn); err != nil {
+	if o.format, o.failOn, err = parseReportFlags("jvm", o.Output, o.FailOn); err != nil {
 		return err
 	}
 	if o.Stop != 0 {
@@ -245,36 +243,6 @@ func (o *jvmOptions) validateStop() error {
 	return nil
 }
 
-// jvmData is the JSON data section of `perfscope jvm`.
-type jvmData struct {
-	evidence.JVM
-	Load *httpload.Result `json:"load,omitempty"`
-	// Model is the allocation → young-GC prediction at the planning rate
-	// (--target-rps, else the observed rate); Observed is the same model
-	// at the window's own rate, to hold against the GCs it counted.
-	// Model is null when no rate or no bytes per request is known.
-	Model    *diagnose.YoungGCPrediction `json:"model"`
-	Observed *diagnose.YoungGCPrediction `json:"model_observed,omitempty"`
-	// Warnings are what the report must say beside the numbers.
-	Warnings []string `json:"warnings"`
-	// profile is how async-profiler ran, for the text's overhead line.
-	profile asprof.Options
-}
-
-func newJVMData(res *jvm.Result) jvmData {
-	d := jvmData{JVM: res.Evidence, Load: res.Load, Warnings: res.Warnings}
-	if m := diagnose.PredictYoungGC(res.Evidence); m.RPS > 0 {
-		d.Model = &m
-	}
-	if d.Warnings == nil {
-		d.Warnings = []string{}
-	}
-	if p, ok := diagnose.PredictYoungGCObserved(res.Evidence); ok {
-		d.Observed = &p
-	}
-	return d
-}
-
 func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	hooks := recipes.Hooks{Started: time.Now()}
 	if o.format == report.Text && isTerminal(os.Stderr) {
@@ -301,8 +269,8 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	// The recipe's envelope (which names it and its values, its overhead
 	// and findings) with the jvm command's own data and text.
 	r := res.Report("jvm", Version())
-	data := newJVMData(j.Result)
-	data.profile = j.ProfileOptions
+	data := report.NewJVMData(j.Evidence, j.Load, j.Warnings)
+	data.ProfileOptions = j.ProfileOptions
 	r.Data = data
 	if j.Profile != nil {
 		if werr := writeProfileFiles(o, r, j); werr != nil {
@@ -330,21 +298,10 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	return failOn(r.Findings, o.failOn)
 }
 
-// jsonError is the error member of a JSON report: a run that failed still
-// prints one JSON document, so scripts parsing -o json see why.
-type jsonError struct {
-	Message  string `json:"message"`
-	ExitCode int    `json:"exit_code"`
-}
-
+// writeJSONReport writes r as JSON with err, when the run failed, and
+// its exit code.
 func writeJSONReport(w io.Writer, r *report.Report, err error) error {
-	if err == nil {
-		return report.WriteJSON(w, r)
-	}
-	return report.WriteJSON(w, struct {
-		*report.Report
-		Error jsonError `json:"error"`
-	}{r, jsonError{Message: err.Error(), ExitCode: CodeOf(err)}})
+	return report.WriteJSONWithError(w, r, err, CodeOf(err))
 }
 
 // writeJSONError prints a failed run as JSON: the envelope with no data
@@ -352,20 +309,6 @@ func writeJSONReport(w io.Writer, r *report.Report, err error) error {
 func writeJSONError(w io.Writer, command string, err error) {
 	r := report.New(command, Version(), time.Now())
 	writeJSONReport(w, r, err)
-}
-
-// WriteText implements report.Texter.
-func (d jvmData) WriteText(w io.Writer, r *report.Report) error {
-	writeJVMText(w, r, d, d.profile)
-	return nil
-}
-
-// PageSections are the JVM's sections of the HTML page: what it
-// allocated and collected, and the warnings the text prints first.
-func (d jvmData) PageSections() []report.PageSection {
-	s := report.JVMSection(d.JVM)
-	s.Notes = append(s.Notes, d.Warnings...)
-	return []report.PageSection{s}
 }
 
 func writeProfileFiles(o *jvmOptions, r *report.Report, j *measure.JVMResult) error {

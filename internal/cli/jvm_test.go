@@ -178,27 +178,3 @@ func TestJVMBusyErrors(t *testing.T) {
 		}
 	}
 }
-
-// The text of --stop says what was stopped and removed, or that there was
-// nothing to stop, and names async-profilers that are not perfscope's.
-func TestJVMStopText(t *testing.T) {
-	for _, tc := range []struct {
-		d    jvmStopData
-		want []string
-	}{
-		{jvmStopData{PID: 42, Stopped: true, RanForNs: int64(83 * time.Second), OwnerPIDs: []int{777}, Removed: []string{"/tmp/.perfscope-asprof-0123456789ab"}},
-			[]string{"pid 42: stopped the async-profiler session perfscope pid 777 left running (it had run for 1m23s); removed /tmp/.perfscope-asprof-0123456789ab."}},
-		{jvmStopData{PID: 42, OwnerPIDs: []int{777}, Removed: []string{"/tmp/.perfscope-asprof-0123456789ab"}},
-			[]string{"async-profiler was not running for perfscope pid 777; removed"}},
-		{jvmStopData{PID: 42, ForeignLibraries: []string{"/opt/ap/libasyncProfiler.so"}},
-			[]string{"nothing to stop", "/opt/ap/libasyncProfiler.so is not perfscope's", "asprof stop 42"}},
-	} {
-		var b bytes.Buffer
-		tc.d.WriteText(&b, nil)
-		for _, w := range tc.want {
-			if !strings.Contains(b.String(), w) {
-				t.Errorf("%q lacks %q", b.String(), w)
-			}
-		}
-	}
-}

@@ -3,22 +3,14 @@ package cli
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/base/httpload"
-	"github.com/perfscope/perfscope/base/safeio"
-	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/jvm"
-	"github.com/perfscope/perfscope/jvm/asprof"
-	"github.com/perfscope/perfscope/jvm/attach"
-	"github.com/perfscope/perfscope/lab/jvmapp"
+	"github.com/perfscope/perfscope/lab/jvmlab"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -55,7 +47,7 @@ is stopped and its files removed at the end.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
+			if o.format, err = report.ParseFormat("lab jvm", o.Output); err != nil {
 				return asUsage(err)
 			}
 			if o.Requests <= 0 || o.Concurrency <= 0 || o.KB <= 0 || o.TargetRPS <= 0 {
@@ -71,92 +63,28 @@ is stopped and its files removed at the end.`,
 	f.Float64Var(&o.TargetRPS, "target-rps", 500, "request rate to predict young GCs at")
 	f.StringVar(&o.Heap, "heap", "256m", "the sample service's -Xmx")
 	f.StringVar(&o.AsyncProfiler, "async-profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"), "as for `perfscope jvm`")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("lab jvm"))
 	return cmd
-}
-
-// labScenario is one endpoint's row of the table.
-type labScenario struct {
-	Endpoint string             `json:"endpoint"`
-	Load     httpload.Result    `json:"load"`
-	Data     jvmData            `json:"measurement"`
-	Findings []diagnose.Finding `json:"findings"`
-}
-
-type labJVMData struct {
-	Scenarios []labScenario `json:"scenarios"`
-	// ExtraBytesExpected is --kb in bytes; ExtraBytesMeasured the
-	// difference in bytes per request between /alloc?kb=KB and
-	// /alloc?kb=0; ExtraError their relative difference.
-	ExtraBytesExpected float64 `json:"extra_bytes_expected"`
-	ExtraBytesMeasured float64 `json:"extra_bytes_measured"`
-	ExtraError         float64 `json:"extra_error"`
 }
 
 func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 	started := time.Now()
-	jdk, err := jvmapp.FindJDK()
-	if err != nil {
-		return unavailableError("%v", err)
+	var progress io.Writer
+	if o.format == report.Text && isTerminal(os.Stderr) {
+		progress = g.Err
 	}
-	dir, err := safeio.MkdirTemp("perfscope-lab-jvm-")
-	if err != nil {
+	data, err := jvmlab.Run(ctx, jvmlab.Options{Heap: o.Heap, Requests: o.Requests, Concurrency: o.Concurrency, KB: o.KB,
+		TargetRPS: o.TargetRPS, AsyncProfiler: o.AsyncProfiler, Progress: progress})
+	var noJDK *jvmlab.JDKError
+	var failed *jvmlab.MeasureError
+	switch {
+	case errors.As(err, &noJDK):
+		return unavailableError("%v", noJDK.Err)
+	case errors.As(err, &failed):
+		return jvmError(failed.PID, failed.Err)
+	case err != nil:
 		return err
 	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755)
-	if err := jdk.Build(ctx, dir); err != nil {
-		return err
-	}
-	logf, err := os.Create(dir + "/app.log")
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	app, err := jvmapp.Start(ctx, jvmapp.Config{Java: jdk.Java, ClassDir: dir, Log: logf,
-		JVMArgs: []string{"-Xmx" + o.Heap, "-Xms" + o.Heap, "-XX:+UseG1GC"}})
-	if err != nil {
-		return err
-	}
-	defer app.Stop()
-	if err := waitAttachable(ctx, app.PID); err != nil {
-		return err
-	}
-	progress := o.format == report.Text && isTerminal(os.Stderr)
-	data := labJVMData{ExtraBytesExpected: float64(o.KB) * 1024}
-	endpoints := []string{"/alloc?kb=0", "/alloc?kb=" + strconv.Itoa(o.KB), "/log"}
-	for _, ep := range endpoints {
-		if progress {
-			fmt.Fprintf(g.Err, "measuring %s with %d requests…\n", ep, o.Requests)
-		}
-		// A warm-up round lets the JIT compile the handler first, as in
-		// a service that has been running; its allocation is not counted.
-		if _, err := httpload.Run(ctx, httpload.Spec{URL: app.URL(ep), Requests: min(o.Requests, 1000), Concurrency: o.Concurrency}); err != nil {
-			return err
-		}
-		// The lab's windows are short (a few thousand requests in under a
-		// second) and it demonstrates accuracy on a lab app, so it samples
-		// allocations 4x more often than perfscope jvm's default.
-		res, err := jvm.Measure(ctx, jvm.Options{
-			PID:              app.PID,
-			FS:               hsperf.Default,
-			Load:             &httpload.Spec{URL: app.URL(ep), Requests: o.Requests, Concurrency: o.Concurrency},
-			Locator:          asprof.Locator{Explicit: o.AsyncProfiler},
-			Profile:          asprof.Options{Event: asprof.Alloc, AllocInterval: 128 << 10},
-			TopSites:         5,
-			TargetRPS:        o.TargetRPS,
-			TargetGCInterval: diagnose.DefaultTargetGCInterval,
-		})
-		if err != nil {
-			return jvmError(app.PID, err)
-		}
-		d := newJVMData(res)
-		data.Scenarios = append(data.Scenarios, labScenario{Endpoint: ep, Load: *res.Load, Data: d, Findings: diagnose.Run(diagnose.JVMRules, res.Evidence)})
-	}
-	base, _ := data.Scenarios[0].Data.PerRequest()
-	extra, _ := data.Scenarios[1].Data.PerRequest()
-	data.ExtraBytesMeasured = extra - base
-	data.ExtraError = data.ExtraBytesMeasured/data.ExtraBytesExpected - 1
 	r := report.New("lab jvm", Version(), started)
 	r.Meta.DurationNs = int64(time.Since(started))
 	r.Data = data
@@ -164,62 +92,5 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 		r.Findings = append(r.Findings, s.Findings...)
 	}
 	diagnose.Rank(r.Findings)
-	if o.format == report.JSON {
-		return report.WriteJSON(g.Out, r)
-	}
-	writeLabJVMText(g.textOut(), o, data)
-	return nil
-}
-
-// waitAttachable waits (bounded) until the freshly started JVM passes the
-// attach preflight.
-func waitAttachable(ctx context.Context, pid int) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := attach.Preflight(hsperf.Default, pid)
-		if err == nil || !(errors.Is(err, attach.ErrNotReady) || errors.Is(err, hsperf.ErrNotFound) || errors.Is(err, attach.ErrNotJVM)) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("sample app pid %d not attachable after 30s: %w", pid, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func writeLabJVMText(w io.Writer, o *labJVMOptions, d labJVMData) {
-	fmt.Fprintf(w, "Sample service, G1, -Xmx%s; %d requests per endpoint, %d connections\n", o.Heap, o.Requests, o.Concurrency)
-	report.Heading(w, fmt.Sprintf("Bytes per request and young GCs at %.0f requests/s (the allocation → young-GC model)", o.TargetRPS))
-	t := report.Table{Header: []string{"endpoint", "req/s", "p99", "per request", "per request (Eden)", "logging/request", "Eden", "young GCs/min", "Eden for 1 GC/10s"}}
-	for _, s := range d.Scenarios {
-		e, m := s.Data.JVM, s.Data.Model
-		if m == nil {
-			m = &diagnose.YoungGCPrediction{}
-		}
-		logging := "-"
-		if e.Logging.BytesPerRequest > 0 {
-			logging = report.Bytes(e.Logging.BytesPerRequest)
-		}
-		perReq, _ := e.PerRequest()
-		t.Add(s.Endpoint, fmt.Sprintf("%.0f", s.Load.RPS), report.Nanos(float64(s.Load.P99Ns)), report.Bytes(perReq), report.Bytes(deref(e.BytesPerRequestEden)),
-			logging, report.Bytes(float64(e.EdenCapacity)), fmt.Sprintf("%.1f", m.YoungGCsPerMinute), report.Bytes(m.EdenForTarget))
-	}
-	t.Write(w)
-	fmt.Fprintf(w, "\n/alloc?kb=%d minus /alloc?kb=0: %s per request (expected %s, error %s)\n", o.KB,
-		report.Bytes(d.ExtraBytesMeasured), report.Bytes(d.ExtraBytesExpected), report.Percent(d.ExtraError))
-	if len(d.Scenarios) > 2 {
-		l := d.Scenarios[2].Data.Logging
-		fmt.Fprintf(w, "/log: logging costs %s per request (%s of its allocation)\n", report.Bytes(l.BytesPerRequest), report.Percent(l.Share))
-	}
-}
-
-func deref(v *float64) float64 {
-	if v == nil {
-		return 0
-	}
-	return *v
+	return report.Render(g.Out, r, o.format)
 }

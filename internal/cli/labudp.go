@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"slices"
 	"strings"
 	"time"
 
@@ -60,7 +58,7 @@ after its fix (or the tuned rig has a finding of severity warn or worse).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
+			if o.format, err = report.ParseFormat("lab udp", o.Output); err != nil {
 				return asUsage(err)
 			}
 			if o.Duration < time.Second || o.Duration > time.Minute {
@@ -82,37 +80,17 @@ after its fix (or the tuned rig has a finding of severity warn or worse).`,
 	f.BoolVar(&o.Keep, "keep", false, "keep each scenario's namespaces and JSON reports (servers are stopped)")
 	f.DurationVarP(&o.Duration, "duration", "d", 3*time.Second, "each perfscope udp measurement")
 	f.IntVar(&o.Freq, "freq", 499, "CPU profile samples per second per CPU")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("lab udp"))
 	return cmd
 }
 
-// labUDPTools are the commands the lab runs; nft and iptables-legacy only
-// for the netfilter scenarios.
+// labUDPTools fails with exit 3 naming what the lab needs and is missing.
 func labUDPTools(scenarios []udplab.Scenario) error {
-	need := map[string]string{"ip": "iproute2", "ethtool": "ethtool", "taskset": "util-linux", "sysctl": "procps"}
-	for _, s := range scenarios {
-		for _, c := range s.Setup {
-			switch c[0] {
-			case "nft":
-				need["nft"] = "nftables"
-			case "iptables-legacy":
-				need["iptables-legacy"] = "iptables"
-			}
-		}
-	}
-	var missing, pkgs []string
-	for tool, pkg := range need {
-		if _, err := exec.LookPath(tool); err != nil {
-			missing = append(missing, tool)
-			pkgs = append(pkgs, pkg)
-		}
-	}
+	missing, pkgs := udplab.MissingTools(scenarios)
 	if len(missing) == 0 {
 		return nil
 	}
-	slices.Sort(missing)
-	slices.Sort(pkgs)
-	return unavailableError("lab udp needs %s: apt-get install %s", strings.Join(missing, ", "), strings.Join(slices.Compact(pkgs), " "))
+	return unavailableError("lab udp needs %s: apt-get install %s", strings.Join(missing, ", "), strings.Join(pkgs, " "))
 }
 
 func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
@@ -163,29 +141,21 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 	}
 	opts := udplab.Options{Binary: bin, Duration: o.Duration, Freq: o.Freq, Dir: dir, Keep: o.Keep, Log: g.Err}
 	started := time.Now()
-	var results []udplab.Result
 	// interrupted ends the run with exit 130, after the scenarios that
 	// finished are reported: an interrupted lab has not proved the fixes it
 	// did not get to, so it never exits 0.
 	var interrupted error
-	for i, sc := range scenarios {
-		res, err := udplab.Run(ctx, opts, sc)
-		if err != nil {
-			if ctx.Err() != nil {
-				var notRun []string
-				for _, s := range scenarios[i:] {
-					notRun = append(notRun, s.Name)
-				}
-				interrupted = &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("lab udp interrupted during %s, whose namespaces were removed; %d of %d scenarios finished, not run: %s",
-					sc.Name, len(results), len(scenarios), strings.Join(notRun, ", "))}
-				break
-			}
-			return err
-		}
-		results = append(results, res)
+	results, stop, err := udplab.RunAll(ctx, opts, scenarios, func(res udplab.Result) {
 		if o.format == report.Text {
 			udplab.WriteScenario(g.textOut(), res)
 		}
+	})
+	if err != nil {
+		return err
+	}
+	if stop != nil {
+		interrupted = &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("lab udp interrupted during %s, whose namespaces were removed; %d of %d scenarios finished, not run: %s",
+			stop.During, len(results), len(scenarios), strings.Join(stop.NotRun, ", "))}
 	}
 	if interrupted != nil && len(results) == 0 {
 		return interrupted
@@ -196,14 +166,8 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 	if err := report.Render(g.Out, r, o.format); err != nil {
 		return err
 	}
-	if o.format == report.Text {
-		if o.Keep {
-			fmt.Fprintf(g.Out, "Kept: reports in %s; namespaces:", dir)
-			for _, r := range results {
-				fmt.Fprintf(g.Out, " %s", strings.Join(r.Namespaces, " "))
-			}
-			fmt.Fprintln(g.Out, "\n(remove with: ip netns del NAME; look around with: ip netns exec NAME perfscope udp --iface vb)")
-		}
+	if o.format == report.Text && o.Keep {
+		udplab.WriteKept(g.Out, dir, results)
 	}
 	if interrupted != nil {
 		return interrupted

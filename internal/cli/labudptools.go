@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/lab/udpflood"
 	"github.com/perfscope/perfscope/lab/udpserver"
+	"github.com/perfscope/perfscope/report"
 )
 
 // The UDP lab's two halves run as processes inside the lab's network
@@ -36,7 +36,8 @@ func newLabUDPServerCmd(g *Globals) *cobra.Command {
 		Use:   "udp-server --listen ADDR:PORT",
 		Short: "The lab's UDP server: one socket, SO_REUSEPORT sockets, or reuseport steered by CPU",
 		Long: `udp-server receives UDP datagrams until interrupted (or --for elapses) and
-prints how many each mode received as JSON. Modes: single (one socket read by
+prints how many it received as JSON (the perfscope/v2 envelope, command
+"lab udp-server"). Modes: single (one socket read by
 --threads threads), reuseport (one SO_REUSEPORT socket per thread, chosen by
 flow hash), reuseport-cpu (the same, steered by the receiving CPU with
 SO_ATTACH_REUSEPORT_CBPF).`,
@@ -73,6 +74,7 @@ SO_ATTACH_REUSEPORT_CBPF).`,
 				ctx, cancel = context.WithTimeout(ctx, o.For)
 				defer cancel()
 			}
+			started := time.Now()
 			s, err := udpserver.Start(cfg)
 			if err != nil {
 				return err
@@ -82,7 +84,10 @@ SO_ATTACH_REUSEPORT_CBPF).`,
 			serverProgress(ctx, g, s, o.Progress)
 			sockets := s.Sockets() // Stop closes them
 			s.Stop()
-			return json.NewEncoder(g.Out).Encode(map[string]any{"received": s.Received(), "sockets": sockets, "mode": mode})
+			r := report.New("lab udp-server", Version(), started)
+			r.Meta.DurationNs = int64(time.Since(started))
+			r.Data = report.LabUDPServerData{Received: s.Received(), Sockets: sockets, Mode: string(mode)}
+			return report.Render(g.Out, r, report.JSON)
 		},
 	}
 	f := cmd.Flags()
@@ -163,11 +168,15 @@ func newLabUDPFloodCmd(g *Globals) *cobra.Command {
 			if err := udpflood.CheckLocalRoute(target.Addr()); err != nil {
 				return asUsage(err)
 			}
+			started := time.Now()
 			res, err := udpflood.Send(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
-			return json.NewEncoder(g.Out).Encode(map[string]any{"sent": res.Sent, "errors": res.Errors, "elapsed_ns": res.Elapsed})
+			r := report.New("lab udp-flood", Version(), started)
+			r.Meta.DurationNs = int64(res.Elapsed)
+			r.Data = report.LabUDPFloodData{Sent: res.Sent, Errors: res.Errors, ElapsedNs: int64(res.Elapsed)}
+			return report.Render(g.Out, r, report.JSON)
 		},
 	}
 	f := cmd.Flags()

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"context"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -41,9 +39,9 @@ func (l *loadFlags) checkHeaders() error {
 	return nil
 }
 
-// parseReportFlags reads -o (text, json or html) and --fail-on.
-func parseReportFlags(output, failOn string) (report.Format, diagnose.Severity, error) {
-	format, err := report.ParseFormat(output, report.PageFormats...)
+// parseReportFlags reads command's -o and --fail-on.
+func parseReportFlags(command, output, failOn string) (report.Format, diagnose.Severity, error) {
+	format, err := report.ParseFormat(command, output)
 	if err != nil {
 		return "", 0, asUsage(err)
 	}
@@ -73,29 +71,12 @@ func checkFlameFlags(flamePath, folded string) error {
 	return nil
 }
 
-// writeFlameFlags writes a run's stacks to --folded and --flame and lists
-// the files in the report's artifacts.
+// writeFlameFlags writes a run's stacks to --folded and --flame
+// (report.WriteFlameFiles); a file that cannot be written is bad input.
 func writeFlameFlags(r *report.Report, fp *flame.Profile, flamePath, folded string, opts flame.Options) error {
-	write := func(path, kind string, out flame.Output, opts flame.Options) error {
-		err := flame.WriteFile(context.Background(), path, fp, out, opts)
-		if isBadInputFile(err) {
-			return asUsage(err)
-		}
-		if err != nil {
-			return err
-		}
-		abs, _ := filepath.Abs(path)
-		r.Artifacts = append(r.Artifacts, report.Artifact{Kind: kind, Path: abs})
-		return nil
+	err := report.WriteFlameFiles(r, fp, flamePath, folded, opts)
+	if isBadInputFile(err) {
+		return asUsage(err)
 	}
-	if folded != "" {
-		if err := write(folded, "folded", flame.OutputFolded, flame.Options{}); err != nil {
-			return err
-		}
-	}
-	if flamePath != "" {
-		out, _ := flame.OutputOf(flamePath) // checkFlameFlags allowed .svg and .html only
-		return write(flamePath, "flamegraph", out, opts)
-	}
-	return nil
+	return err
 }

@@ -46,10 +46,6 @@ type offcpuOptions struct {
 	run func(ctx context.Context, o *offcpuOptions, g *Globals) error
 }
 
-// offcpuFormats: the report's text, JSON and page, and every format flame
-// writes (folded stacks in microseconds off CPU).
-var offcpuFormats = profileFormats
-
 func newOffCPUCmd(g *Globals) *cobra.Command {
 	return offcpuCmd(g, &offcpuOptions{src: measure.Live(), run: runOffCPU})
 }
@@ -100,7 +96,7 @@ what share of the run they covered; --exact keeps them attached.`,
 	f.IntVar(&o.Top, "top", 20, "waits listed by stack")
 	f.StringVar(&o.Method, "attach-method", "", "force tp_btf, raw_tp or tracepoint (default: the best the kernel accepts)")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, html (the report page, flame graph included), folded (microseconds), svg, pprof or speedscope")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("offcpu")+" (folded in microseconds)")
 	f.StringVar(&o.OutFile, "out", "", "write the output to this file instead of standard output")
 	budgetFlags(f, &o.Budget, &o.Exact)
 	return cmd
@@ -108,7 +104,7 @@ what share of the run they covered; --exact keeps them attached.`,
 
 func (o *offcpuOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, offcpuFormats...); err != nil {
+	if o.format, err = report.ParseFormat("offcpu", o.Output); err != nil {
 		return asUsage(err)
 	}
 	if o.PID != 0 && o.All {

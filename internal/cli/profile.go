@@ -19,8 +19,6 @@ import (
 	"github.com/perfscope/perfscope/report"
 )
 
-var profileFormats = append([]report.Format{report.Text, report.JSON}, report.GraphFormats...)
-
 // The cpu-profile recipe's names of the stacks and root-frame choices.
 var (
 	stackNames = map[cpuprofile.Stacks]string{cpuprofile.KernelAndUser: "kernel+user", cpuprofile.KernelOnly: "kernel", cpuprofile.UserOnly: "user"}
@@ -122,14 +120,14 @@ map (Compiler.perfmap) when the window ends; other runtimes must have written
 	f.IntVar(&o.Top, "top", 20, "functions listed in text output")
 	f.IntVar(&o.StackMap, "stack-map-size", cpuprofile.DefaultStackEntries, "stack map entries, one per distinct stack (~1 KiB each): raise it when samples are lost with the stack map full")
 	f.StringVar(&o.Title, "title", "", "flame graph title (svg, html, speedscope)")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, html (the report page, flame graph included), folded, svg, pprof or speedscope")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("profile"))
 	f.StringVar(&o.OutFile, "out", "", "write the output to this file instead of standard output")
 	return cmd
 }
 
 func (o *profileOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, profileFormats...); err != nil {
+	if o.format, err = report.ParseFormat("profile", o.Output); err != nil {
 		return asUsage(err)
 	}
 	if o.PID != 0 && o.All {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -59,29 +58,10 @@ func completeRecipes(_ *cobra.Command, args []string, _ string) ([]string, cobra
 
 // --- list ------------------------------------------------------------------
 
-type recipeInfo struct {
-	Name        string          `json:"name"`
-	Source      string          `json:"source"`
-	Summary     string          `json:"summary"`
-	Description string          `json:"description"`
-	Parameters  []parameterInfo `json:"parameters"`
-	Probes      []string        `json:"probes"`
-	Collectors  []string        `json:"collectors"`
-}
-
-type parameterInfo struct {
-	Name        string   `json:"name"`
-	Type        string   `json:"type"`
-	Default     *string  `json:"default,omitempty"`
-	Required    bool     `json:"required,omitempty"`
-	Values      []string `json:"values,omitempty"`
-	Description string   `json:"description,omitempty"`
-}
-
-func infoOf(r *recipes.Recipe) recipeInfo {
-	ri := recipeInfo{Name: r.Name, Source: r.Source, Summary: r.Summary(), Description: r.Description, Parameters: []parameterInfo{}, Probes: []string{}, Collectors: []string{}}
+func infoOf(r *recipes.Recipe) report.RecipeInfo {
+	ri := report.RecipeInfo{Name: r.Name, Source: r.Source, Summary: r.Summary(), Description: r.Description, Parameters: []report.RecipeParameter{}, Probes: []string{}, Collectors: []string{}}
 	for _, p := range r.Parameters {
-		pi := parameterInfo{Name: p.Name, Type: string(p.Kind), Required: p.Required, Values: p.Values, Description: p.Description}
+		pi := report.RecipeParameter{Name: p.Name, Type: string(p.Kind), Required: p.Required, Values: p.Values, Description: p.Description}
 		if d, ok := p.DefaultText(); ok {
 			pi.Default = &d
 		}
@@ -96,32 +76,9 @@ func infoOf(r *recipes.Recipe) recipeInfo {
 	return ri
 }
 
-// recipeList is `perfscope recipe list`'s data.
-type recipeList struct {
-	Recipes []recipeInfo `json:"recipes"`
-}
-
-func (l recipeList) WriteText(w io.Writer, _ *report.Report) error {
-	t := report.Table{Header: []string{"recipe", "what it measures", "parameters"}}
-	for _, r := range l.Recipes {
-		var ps []string
-		for _, p := range r.Parameters {
-			n := p.Name
-			if p.Required {
-				n += "*"
-			}
-			ps = append(ps, n)
-		}
-		t.Add(r.Name, r.Summary, strings.Join(ps, " "))
-	}
-	t.Write(w)
-	fmt.Fprintln(w, "\n* required. `perfscope recipe show NAME` prints a recipe; `perfscope recipe run NAME --set name=value` runs it.")
-	return nil
-}
-
 func newRecipeListCmd(g *Globals) *cobra.Command {
 	return dataCmd(g, "list", "List the built-in recipes", cobra.NoArgs, func([]string) (any, error) {
-		var l recipeList
+		var l report.RecipeList
 		for _, r := range recipes.Builtins() {
 			l.Recipes = append(l.Recipes, infoOf(r))
 		}
@@ -133,12 +90,13 @@ func newRecipeListCmd(g *Globals) *cobra.Command {
 // JSON; build's error, when the data is there too, comes after it.
 func dataCmd(g *Globals, use, short string, args cobra.PositionalArgs, build func(args []string) (any, error)) *cobra.Command {
 	var output string
+	name, _, _ := strings.Cut(use, " ")
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  args,
 		RunE: func(_ *cobra.Command, args []string) error {
-			f, err := report.ParseFormat(output)
+			f, err := report.ParseFormat("recipe "+name, output)
 			if err != nil {
 				return asUsage(err)
 			}
@@ -146,7 +104,6 @@ func dataCmd(g *Globals, use, short string, args cobra.PositionalArgs, build fun
 			if data == nil {
 				return buildErr
 			}
-			name, _, _ := strings.Cut(use, " ")
 			rep := report.New("recipe "+name, Version(), g.Started)
 			rep.Data = data
 			if err := report.Render(g.Out, rep, f); err != nil {
@@ -155,7 +112,7 @@ func dataCmd(g *Globals, use, short string, args cobra.PositionalArgs, build fun
 			return buildErr
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", report.FormatUsage("recipe "+name))
 	return cmd
 }
 
@@ -169,7 +126,7 @@ func newRecipeShowCmd(g *Globals) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: completeRecipes,
 		RunE: func(_ *cobra.Command, args []string) error {
-			f, err := report.ParseFormat(output, "yaml", report.JSON)
+			f, err := report.ParseFormat("recipe show", output)
 			if err != nil {
 				return asUsage(err)
 			}
@@ -186,57 +143,28 @@ func newRecipeShowCmd(g *Globals) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "yaml", report.FormatUsage("recipe show"))
 	return cmd
 }
 
 // --- validate --------------------------------------------------------------
 
-type validation struct {
-	Files []validatedFile `json:"files"`
-}
-
-type validatedFile struct {
-	File   string          `json:"file"`
-	Recipe string          `json:"recipe,omitempty"`
-	Errors []validateError `json:"errors"`
-}
-
-type validateError struct {
-	Line    int    `json:"line"`
-	Path    string `json:"path"`
-	Message string `json:"message"`
-}
-
-func (v validation) WriteText(w io.Writer, _ *report.Report) error {
-	for _, f := range v.Files {
-		if len(f.Errors) == 0 {
-			fmt.Fprintf(w, "%s: ok (recipe %s)\n", f.File, f.Recipe)
-			continue
-		}
-		for _, e := range f.Errors {
-			fmt.Fprintln(w, recipes.FieldError{File: f.File, Line: e.Line, Path: e.Path, Msg: e.Message}.Error())
-		}
-	}
-	return nil
-}
-
 func newRecipeValidateCmd(g *Globals) *cobra.Command {
 	return dataCmd(g, "validate FILE...", "Check recipe files: every error with its line, field and what was expected (exit 2 when any)",
 		cobra.MinimumNArgs(1), func(args []string) (any, error) {
-			var v validation
+			var v report.RecipeValidation
 			bad := 0
 			for _, file := range args {
-				vf := validatedFile{File: file, Errors: []validateError{}}
+				vf := report.RecipeFileCheck{File: file, Errors: []report.RecipeError{}}
 				r, err := recipes.ReadFile(file)
 				var fes recipes.Errors
 				switch {
 				case errors.As(err, &fes):
 					for _, e := range fes {
-						vf.Errors = append(vf.Errors, validateError{Line: e.Line, Path: e.Path, Message: e.Msg})
+						vf.Errors = append(vf.Errors, report.RecipeError{Line: e.Line, Path: e.Path, Message: e.Msg, Text: recipes.FieldError{File: file, Line: e.Line, Path: e.Path, Msg: e.Msg}.Error()})
 					}
 				case err != nil:
-					vf.Errors = append(vf.Errors, validateError{Message: err.Error()})
+					vf.Errors = append(vf.Errors, report.RecipeError{Message: err.Error(), Text: recipes.FieldError{File: file, Msg: err.Error()}.Error()})
 				default:
 					vf.Recipe = r.Name
 				}
@@ -254,96 +182,26 @@ func newRecipeValidateCmd(g *Globals) *cobra.Command {
 
 // --- catalog ---------------------------------------------------------------
 
-type catalog struct {
-	Probes     []componentInfo `json:"probes"`
-	Collectors []componentInfo `json:"collectors"`
-	Rules      []ruleInfo      `json:"rules"`
-	Types      []string        `json:"parameter_types"`
-}
-
-type componentInfo struct {
-	Name    string       `json:"name"`
-	Doc     string       `json:"description"`
-	Options []optionInfo `json:"options"`
-}
-
-type optionInfo struct {
-	Name     string `json:"name"`
-	Want     string `json:"want"`
-	Default  string `json:"default,omitempty"`
-	Required bool   `json:"required,omitempty"`
-	Doc      string `json:"description"`
-}
-
-type ruleInfo struct {
-	ID         string          `json:"id"`
-	Family     string          `json:"family"`
-	Judges     string          `json:"judges"`
-	Thresholds []thresholdInfo `json:"thresholds,omitempty"`
-}
-
-type thresholdInfo struct {
-	Name    string  `json:"name"`
-	Default float64 `json:"default"`
-	Min     float64 `json:"min"`
-	Max     float64 `json:"max"`
-	Doc     string  `json:"description"`
-}
-
-func (c catalog) WriteText(w io.Writer, _ *report.Report) error {
-	for _, group := range []struct {
-		title string
-		list  []componentInfo
-	}{{"Probes", c.Probes}, {"Collectors", c.Collectors}} {
-		report.Heading(w, group.title)
-		for _, comp := range group.list {
-			fmt.Fprintf(w, "%s — %s\n", comp.Name, comp.Doc)
-			for _, o := range comp.Options {
-				def := ""
-				switch {
-				case o.Required:
-					def = " (required)"
-				case o.Default != "":
-					def = " (default " + o.Default + ")"
-				}
-				fmt.Fprintf(w, "    %-18s %s%s: %s\n", o.Name, o.Want, def, o.Doc)
-			}
-		}
-	}
-	report.Heading(w, "Rules (select by id or family)")
-	t := report.Table{Header: []string{"id", "judges", "thresholds"}}
-	for _, r := range c.Rules {
-		var th []string
-		for _, x := range r.Thresholds {
-			th = append(th, fmt.Sprintf("%s=%g", x.Name, x.Default))
-		}
-		t.Add(r.ID, r.Judges, strings.Join(th, " "))
-	}
-	t.Write(w)
-	fmt.Fprintf(w, "\nParameter types: %s\n", strings.Join(c.Types, ", "))
-	return nil
-}
-
 func newRecipeCatalogCmd(g *Globals) *cobra.Command {
 	return dataCmd(g, "catalog", "What a recipe can name: probes and collectors with their options, rules with their thresholds",
 		cobra.NoArgs, func([]string) (any, error) {
-			var c catalog
+			var c report.RecipeCatalog
 			for _, group := range []struct {
 				list []recipes.Component
-				out  *[]componentInfo
+				out  *[]report.RecipePart
 			}{{recipes.Probes, &c.Probes}, {recipes.Collectors, &c.Collectors}} {
 				for _, comp := range group.list {
-					ci := componentInfo{Name: comp.Name, Doc: comp.Doc, Options: []optionInfo{}}
+					ci := report.RecipePart{Name: comp.Name, Doc: comp.Doc, Options: []report.RecipeOption{}}
 					for _, o := range comp.Options {
-						ci.Options = append(ci.Options, optionInfo{Name: o.Name, Want: o.Want(), Default: o.DefaultText(), Required: o.Required, Doc: o.Doc})
+						ci.Options = append(ci.Options, report.RecipeOption{Name: o.Name, Want: o.Want(), Default: o.DefaultText(), Required: o.Required, Doc: o.Doc})
 					}
 					*group.out = append(*group.out, ci)
 				}
 			}
 			for _, r := range recipes.Rules() {
-				ri := ruleInfo{ID: r.ID, Family: r.Family, Judges: r.Judges}
+				ri := report.RecipeRule{ID: r.ID, Family: r.Family, Judges: r.Judges}
 				for _, t := range r.Thresholds {
-					ri.Thresholds = append(ri.Thresholds, thresholdInfo{Name: t.Name, Default: t.Default, Min: t.Min, Max: t.Max, Doc: t.Doc})
+					ri.Thresholds = append(ri.Thresholds, report.RecipeThreshold{Name: t.Name, Default: t.Default, Min: t.Min, Max: t.Max, Doc: t.Doc})
 				}
 				c.Rules = append(c.Rules, ri)
 			}
@@ -382,8 +240,6 @@ func newRecipeRunCmd(g *Globals) *cobra.Command {
 	return recipeRunCmd(g, &recipeRunOptions{src: measure.Live(), run: runRecipe})
 }
 
-var recipeFormats = append([]report.Format{report.Text, report.JSON}, report.GraphFormats...)
-
 func recipeRunCmd(g *Globals, o *recipeRunOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run NAME|FILE [--set NAME=VALUE]...",
@@ -413,7 +269,7 @@ each section, the joined timeline and the findings. A list parameter takes
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&o.Set, "set", nil, "give a parameter a value, NAME=VALUE (repeatable, a list parameter once per item; `perfscope recipe show NAME` lists them)")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json, html (the report page), or (with stacks) folded, svg, pprof, speedscope")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("recipe run")+" (the graph formats when the recipe takes stacks)")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	o.Workload.register(f)
 	budgetFlags(f, &o.Budget, &o.Exact)
@@ -475,7 +331,7 @@ func (o *recipeRunOptions) parseBudget(f *pflag.FlagSet) error {
 
 func (o *recipeRunOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, recipeFormats...); err != nil {
+	if o.format, err = report.ParseFormat("recipe run", o.Output); err != nil {
 		return asUsage(err)
 	}
 	if o.FailOn != "" {
@@ -537,18 +393,15 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	}
 	hooks := recipes.Hooks{Started: g.Started}
 	progress := newProgress(g.Err, plan.Window().Duration)
-	if progress.enabled {
+	if progress.Enabled() {
 		hooks.OnStart = func() {
 			fmt.Fprintf(g.Err, "recipe %s: measuring for %v (Ctrl-C stops early and still reports)…\n", plan.Recipe.Name, plan.Window().Duration)
 		}
 		hooks.TickEvery = time.Second
-		hooks.OnTick = func(now time.Time, left time.Duration) {
-			fmt.Fprintf(g.Err, "\r\033[K%v left", left.Round(time.Second))
-			progress.drawn = true
-		}
+		hooks.OnTick = func(_ time.Time, left time.Duration) { progress.Left(left) }
 	}
 	res, err := plan.Run(ctx, o.src, hooks)
-	progress.clear()
+	progress.Clear()
 	var je *recipes.JVMError
 	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
 		return jvmError(je.PID, je.Err)

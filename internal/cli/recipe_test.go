@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/report"
 )
 
 func TestRecipeListAndShow(t *testing.T) {
@@ -22,7 +23,7 @@ func TestRecipeListAndShow(t *testing.T) {
 	}
 	out, _, _ = execute(t, "recipe", "list", "-o", "json")
 	var l struct {
-		Data recipeList `json:"data"`
+		Data report.RecipeList `json:"data"`
 	}
 	if err := json.Unmarshal([]byte(out), &l); err != nil || len(l.Data.Recipes) != len(recipes.BuiltinNames()) {
 		t.Fatalf("list -o json: %v (%d recipes)", err, len(l.Data.Recipes))
@@ -34,7 +35,7 @@ func TestRecipeListAndShow(t *testing.T) {
 	}
 	out, _, _ = execute(t, "recipe", "show", "jvm-net", "-o", "json")
 	var s struct {
-		Data recipeInfo `json:"data"`
+		Data report.RecipeInfo `json:"data"`
 	}
 	if err := json.Unmarshal([]byte(out), &s); err != nil || len(s.Data.Parameters) == 0 || s.Data.Parameters[0].Name != "pid" || !s.Data.Parameters[0].Required {
 		t.Errorf("show -o json: %v %+v", err, s.Data)
@@ -67,10 +68,10 @@ func TestRecipeValidate(t *testing.T) {
 	}
 	out, _, _ = execute(t, "recipe", "validate", "-o", "json", bad)
 	var v struct {
-		Data validation `json:"data"`
+		Data report.RecipeValidation `json:"data"`
 	}
 	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v.Data.Files) != 1 || len(v.Data.Files[0].Errors) != 2 ||
-		v.Data.Files[0].Errors[1] != (validateError{Line: 5, Path: "bogus", Message: "unknown field (want one of: version, name, description, parameters, probes, collectors, rules, window, outputs)"}) {
+		v.Data.Files[0].Errors[1] != (report.RecipeError{Line: 5, Path: "bogus", Message: "unknown field (want one of: version, name, description, parameters, probes, collectors, rules, window, outputs)"}) {
 		t.Errorf("validate -o json: %v %+v", err, v.Data)
 	}
 }

@@ -83,7 +83,7 @@ afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), 
 			if err := o.validate(); err != nil {
 				return err
 			}
-			if w := exposedWarning(o.Listen, o.web); w != "" {
+			if w := serve.ExposedWarning(o.Listen, o.web); w != "" {
 				io.WriteString(g.Err, w)
 			}
 			return o.run(cmd.Context(), o, g)
@@ -138,40 +138,6 @@ func (o *serveOptions) validate() error {
 		o.params[k] = v
 	}
 	return nil
-}
-
-// exposedWarning says what a --listen beyond loopback exposes, or "" on
-// loopback and when web makes scrapers authenticate over TLS: serve's
-// metrics name the host's ports, processes and findings.
-func exposedWarning(listen string, web *serve.WebConfig) string {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return ""
-	}
-	if host == "localhost" {
-		return ""
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
-		return ""
-	}
-	where := "on " + host
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		where = "on every address of this host"
-	}
-	exposes := "anyone who can reach port " + port + " reads this host's ports, drops, lock wait, processes and findings"
-	switch {
-	case web == nil:
-		return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without TLS or authentication: %s; "+
-			"pass --web.config.file with tls_server_config and basic_auth_users (the exporter toolkit's format), "+
-			"or --listen 127.0.0.1:%s behind an authenticating proxy\n", listen, where, exposes, port)
-	case !web.Authenticated():
-		return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without authentication: --web.config.file %s "+
-			"lists no basic_auth_users and requires no client certificate, so %s; add basic_auth_users\n", listen, where, web.Path, exposes)
-	case !web.TLS:
-		return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without TLS: --web.config.file %s "+
-			"has basic_auth_users but no tls_server_config, so passwords cross the network in clear text; add tls_server_config\n", listen, where, web.Path)
-	}
-	return ""
 }
 
 func runServe(ctx context.Context, o *serveOptions, g *Globals) error {

@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -72,7 +70,7 @@ With --interval a line per interval is printed while it runs, like mpstat.`,
 	f.DurationVarP(&o.Duration, "duration", "d", 5*time.Second, "how long to measure")
 	f.DurationVarP(&o.Interval, "interval", "i", 0, "print a summary line every interval while measuring (e.g. 1s)")
 	f.StringVar(&o.CPUs, "cpus", "", "only these CPUs, as a list like 0-3,8")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("softirq"))
 	f.StringVar(&o.Method, "attach-method", "", "force tp_btf, raw_tp or tracepoint (default: the best the kernel accepts)")
 	budgetFlags(f, &o.Budget, &o.Exact)
 	return cmd
@@ -80,7 +78,7 @@ With --interval a line per interval is printed while it runs, like mpstat.`,
 
 func (o *softirqOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
+	if o.format, err = report.ParseFormat("softirq", o.Output); err != nil {
 		return asUsage(err)
 	}
 	if o.Duration <= 0 {
@@ -122,7 +120,7 @@ func runSoftirq(ctx context.Context, o *softirqOptions, g *Globals) error {
 	progress := newProgress(g.Err, o.Duration)
 	plan.SetBudget(o.budget)
 	hooks := recipes.Hooks{Started: g.Started}
-	if o.Interval == 0 && progress.enabled {
+	if o.Interval == 0 && progress.Enabled() {
 		hooks.TickEvery = time.Second // ticks for the progress line only
 	}
 	textIntervals := o.Interval > 0 && o.format == report.Text
@@ -131,45 +129,15 @@ func runSoftirq(ctx context.Context, o *softirqOptions, g *Globals) error {
 	}
 	hooks.OnSoftirqInterval = func(iv evidence.SoftirqInterval) {
 		if textIntervals {
-			progress.clear()
+			progress.Clear()
 			report.WriteSoftirqInterval(g.textOut(), iv)
 		}
-		progress.update(iv.End, iv.NetRXPerS)
+		progress.Update(iv.End, iv.NetRXPerS)
 	}
 	res, err := plan.Run(ctx, o.src, hooks)
-	progress.clear()
+	progress.Clear()
 	if err != nil {
 		return err
 	}
 	return renderRun(g.Out, g, res.Report("softirq", Version()), o.format)
-}
-
-// progress draws "time left, events/s" on a terminal's stderr and nothing
-// when stderr is a pipe or file.
-type progress struct {
-	w       io.Writer
-	enabled bool
-	end     time.Time
-	drawn   bool
-}
-
-func newProgress(w io.Writer, d time.Duration) *progress {
-	f, ok := w.(*os.File)
-	return &progress{w: w, enabled: ok && isTerminal(f), end: time.Now().Add(d)}
-}
-
-func (p *progress) update(now time.Time, ratePerS float64) {
-	if !p.enabled {
-		return
-	}
-	left := p.end.Sub(now).Round(time.Second)
-	fmt.Fprintf(p.w, "\r\033[K%v left, %s NET_RX/s", left, report.Count(ratePerS))
-	p.drawn = true
-}
-
-func (p *progress) clear() {
-	if p.drawn {
-		fmt.Fprint(p.w, "\r\033[K")
-		p.drawn = false
-	}
 }

@@ -128,7 +128,7 @@ func netCmd(g *Globals, o *udpOptions, cmd *cobra.Command) *cobra.Command {
 	f.IntVar(&o.Port, "port", 0, "local "+strings.ToUpper(o.proto)+" port of the server to inspect")
 	f.IntVar(&o.PID, "pid", 0, "pid of the server to inspect (its sockets and threads)")
 	f.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "how long to measure")
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html (one self-contained page)")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage(o.proto))
 	f.StringVar(&o.FlameDir, "flame", "", "write folded stacks and flame graphs (NET_RX CPUs, other CPUs, all) to this directory")
 	f.IntVar(&o.Freq, "freq", cpuprofile.DefaultFrequency, "CPU profile samples per second per CPU")
 	eventFlag(f, &o.Event)
@@ -147,7 +147,7 @@ func netCmd(g *Globals, o *udpOptions, cmd *cobra.Command) *cobra.Command {
 
 func (o *udpOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat(o.Output, report.PageFormats...); err != nil {
+	if o.format, err = report.ParseFormat(o.proto, o.Output); err != nil {
 		return asUsage(err)
 	}
 	if o.method, err = probes.ParseMethod(o.Method); err != nil {
@@ -323,7 +323,7 @@ func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 	if len(o.Compare) != 2 {
 		return usageError("--compare takes two saved runs: --compare before.json,after.json")
 	}
-	f, err := report.ParseFormat(o.Output, report.PageFormats...)
+	f, err := report.ParseFormat(o.proto+" compare", o.Output)
 	if err != nil {
 		return asUsage(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 
@@ -95,3 +96,37 @@ func (l toolkitLog) Handle(_ context.Context, r slog.Record) error {
 
 func (l toolkitLog) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l toolkitLog) WithGroup(string) slog.Handler      { return l }
+
+// ExposedWarning says what a --listen beyond loopback exposes, or "" on
+// loopback and when web makes scrapers authenticate over TLS: serve's
+// metrics name the host's ports, processes and findings.
+func ExposedWarning(listen string, web *WebConfig) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	if host == "localhost" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	where := "on " + host
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		where = "on every address of this host"
+	}
+	exposes := "anyone who can reach port " + port + " reads this host's ports, drops, lock wait, processes and findings"
+	switch {
+	case web == nil:
+		return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without TLS or authentication: %s; "+
+			"pass --web.config.file with tls_server_config and basic_auth_users (the exporter toolkit's format), "+
+			"or --listen 127.0.0.1:%s behind an authenticating proxy\n", listen, where, exposes, port)
+	case !web.Authenticated():
+		return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without authentication: --web.config.file %s "+
+			"lists no basic_auth_users and requires no client certificate, so %s; add basic_auth_users\n", listen, where, web.Path, exposes)
+	case !web.TLS:
+		return fmt.Sprintf("perfscope serve: warning: --listen %s serves /metrics %s without TLS: --web.config.file %s "+
+			"has basic_auth_users but no tls_server_config, so passwords cross the network in clear text; add tls_server_config\n", listen, where, web.Path)
+	}
+	return ""
+}

@@ -3,6 +3,7 @@ package udplab
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/perfscope/perfscope/report"
@@ -140,6 +141,15 @@ func WriteSummary(w io.Writer, results []Result, took time.Duration) {
 	}
 }
 
+// WriteKept says where --keep left the reports and the namespaces.
+func WriteKept(w io.Writer, dir string, results []Result) {
+	fmt.Fprintf(w, "Kept: reports in %s; namespaces:", dir)
+	for _, r := range results {
+		fmt.Fprintf(w, " %s", strings.Join(r.Namespaces, " "))
+	}
+	fmt.Fprintln(w, "\n(remove with: ip netns del NAME; look around with: ip netns exec NAME perfscope udp --iface vb)")
+}
+
 // Results are a lab run's scenarios, the data of `perfscope lab udp`'s
 // report (a JSON array, as it always was).
 type Results []Result
@@ -149,4 +159,12 @@ type Results []Result
 func (rs Results) WriteText(w io.Writer, r *report.Report) error {
 	WriteSummary(w, rs, time.Duration(r.Meta.DurationNs))
 	return nil
+}
+
+// Formats implements report.Formatted: the lab's results have their text,
+// their JSON and their page.
+func (Results) Formats() []report.Format { return report.PageFormats }
+
+func init() {
+	report.Register("lab udp", Results{})
 }

@@ -78,7 +78,8 @@ type Result struct {
 	DurationNs int64  `json:"duration_ns"`
 }
 
-// ServerCount is what `lab udp-server` printed when it stopped.
+// ServerCount is what `lab udp-server` printed when it stopped (the data
+// of its JSON).
 type ServerCount struct {
 	Received uint64 `json:"received"`
 	Sockets  int    `json:"sockets"`
@@ -244,11 +245,13 @@ func (o Options) phase(ctx context.Context, lab *netlab.Lab, sc Scenario, srv Se
 	stopServer := func() *ServerCount {
 		server.Cancel()
 		server.Wait()
-		var c ServerCount
-		if json.Unmarshal([]byte(srvOut.String()), &c) != nil {
+		var printed struct {
+			Data ServerCount `json:"data"`
+		}
+		if json.Unmarshal([]byte(srvOut.String()), &printed) != nil {
 			return nil
 		}
-		return &c
+		return &printed.Data
 	}
 	if err := waitFor(ctx, &srvErr, "listening", 5*time.Second); err != nil {
 		stopServer()

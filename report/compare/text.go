@@ -117,3 +117,12 @@ func obtained(e *evidence.Estimate, v *float64) string {
 	}
 	return fmt.Sprintf(" ±%.0f%%", 100**e.RelError)
 }
+
+// Formats implements report.Formatted: a comparison has its text, its
+// JSON and its page.
+func (Comparison) Formats() []report.Format { return report.PageFormats }
+
+func init() {
+	// udp --compare prints a Comparison (tcp has no comparison yet).
+	report.Register("udp compare", Comparison{})
+}

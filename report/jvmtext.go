@@ -1,4 +1,4 @@
-package cli
+package report
 
 import (
 	"fmt"
@@ -8,16 +8,65 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perfscope/perfscope/base/httpload"
+	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/jvm/asprof"
-	"github.com/perfscope/perfscope/report"
 )
+
+// JVMData is the JSON data section of `perfscope jvm`.
+type JVMData struct {
+	evidence.JVM
+	Load *httpload.Result `json:"load,omitempty"`
+	// Model is the allocation → young-GC prediction at the planning rate
+	// (--target-rps, else the observed rate); Observed is the same model
+	// at the window's own rate, to hold against the GCs it counted.
+	// Model is null when no rate or no bytes per request is known.
+	Model    *diagnose.YoungGCPrediction `json:"model"`
+	Observed *diagnose.YoungGCPrediction `json:"model_observed,omitempty"`
+	// Warnings are what the report must say beside the numbers.
+	Warnings []string `json:"warnings"`
+	// ProfileOptions are how async-profiler ran, for the text's overhead
+	// line; not part of the JSON.
+	ProfileOptions asprof.Options `json:"-"`
+}
+
+// NewJVMData is the data of a JVM measurement: its evidence, the load
+// perfscope drove, the warnings, and the young-GC model at the planning
+// and the observed rate.
+func NewJVMData(e evidence.JVM, load *httpload.Result, warnings []string) JVMData {
+	d := JVMData{JVM: e, Load: load, Warnings: warnings}
+	if m := diagnose.PredictYoungGC(e); m.RPS > 0 {
+		d.Model = &m
+	}
+	if d.Warnings == nil {
+		d.Warnings = []string{}
+	}
+	if p, ok := diagnose.PredictYoungGCObserved(e); ok {
+		d.Observed = &p
+	}
+	return d
+}
+
+// WriteText implements Texter.
+func (d JVMData) WriteText(w io.Writer, r *Report) error {
+	writeJVMText(w, r, d, d.ProfileOptions)
+	return nil
+}
+
+// PageSections are the JVM's sections of the HTML page: what it
+// allocated and collected, and the warnings the text prints first.
+func (d JVMData) PageSections() []PageSection {
+	s := JVMSection(d.JVM)
+	s.Notes = append(s.Notes, d.Warnings...)
+	return []PageSection{s}
+}
 
 // writeJVMText prints the production report: the answer first (bytes per
 // request, per endpoint and by thread; young GCs now and at the target
 // rate; where the bytes come from and the fixes ranked by bytes saved per
 // request; what the measurement cost), then the details.
-func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options) {
+func writeJVMText(w io.Writer, r *Report, d JVMData, prof asprof.Options) {
 	e := d.JVM
 	event := e.ProfileEvent
 	if event == "" {
@@ -32,28 +81,28 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 	}
 	writeRequestsLine(w, e)
 
-	report.Heading(w, "Bytes per request")
+	Heading(w, "Bytes per request")
 	if perReq, ok := e.PerRequest(); ok {
-		t := report.Table{Header: []string{"", "per request", ""}}
-		t.Add("whole process (what the GC sees)", report.Bytes(perReq)+plusMinus(e.BytesPerRequestError), bytesSource(e))
+		t := Table{Header: []string{"", "per request", ""}}
+		t.Add("whole process (what the GC sees)", Bytes(perReq)+plusMinus(e.BytesPerRequestError), bytesSource(e))
 		if th := e.Threads; th != nil && th.Request.BytesPerRequest != nil {
-			t.Add("request threads (what code changes)", report.Bytes(*th.Request.BytesPerRequest)+plusMinus(th.Request.BytesPerRequestError), fmt.Sprintf("%s of the allocation, %d threads", report.Percent(th.Request.Share), th.Request.Threads))
-			t.Add("background threads", report.Bytes(*th.Background.BytesPerRequest), fmt.Sprintf("%s: %s", report.Percent(th.Background.Share), topPools(th, false, 3)))
+			t.Add("request threads (what code changes)", Bytes(*th.Request.BytesPerRequest)+plusMinus(th.Request.BytesPerRequestError), fmt.Sprintf("%s of the allocation, %d threads", Percent(th.Request.Share), th.Request.Threads))
+			t.Add("background threads", Bytes(*th.Background.BytesPerRequest), fmt.Sprintf("%s: %s", Percent(th.Background.Share), topPools(th, false, 3)))
 		}
 		if e.Logging.BytesPerRequest > 0 {
-			t.Add("of which logging", report.Bytes(e.Logging.BytesPerRequest), report.Percent(e.Logging.Share))
+			t.Add("of which logging", Bytes(e.Logging.BytesPerRequest), Percent(e.Logging.Share))
 		}
 		t.Write(w)
 	} else {
 		fmt.Fprintf(w, "unknown: %s\n", e.BytesPerRequestUnknown)
 		if th := e.Threads; th != nil {
-			fmt.Fprintf(w, "allocation by thread: request threads %s, background %s (%s)\n", report.Percent(th.Request.Share), report.Percent(th.Background.Share), topPools(th, false, 3))
+			fmt.Fprintf(w, "allocation by thread: request threads %s, background %s (%s)\n", Percent(th.Request.Share), Percent(th.Background.Share), topPools(th, false, 3))
 		}
 	}
 	writeEndpoints(w, e)
 
-	report.Heading(w, "Young GCs")
-	fmt.Fprintf(w, "now: %.1f per minute (%d in %.1fs, mean pause %s, GC time %s)", e.YoungGCsPerMinute, e.YoungGCs, float64(e.WindowNs)/1e9, report.Nanos(e.MeanYoungPauseNs), report.Percent(e.GCTimeShare))
+	Heading(w, "Young GCs")
+	fmt.Fprintf(w, "now: %.1f per minute (%d in %.1fs, mean pause %s, GC time %s)", e.YoungGCsPerMinute, e.YoungGCs, float64(e.WindowNs)/1e9, Nanos(e.MeanYoungPauseNs), Percent(e.GCTimeShare))
 	if o := d.Observed; o != nil {
 		fmt.Fprintf(w, "; the model at the observed %.0f requests/s predicts %.1f", o.RPS, o.YoungGCsPerMinute)
 	}
@@ -61,7 +110,7 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 	if m := d.Model; m != nil {
 		label := map[string]string{"target": "--target-rps", "observed": "the observed rate", "saturation": "the saturation rate of perfscope's load (a capacity, not your traffic: pass --target-rps to plan)"}[m.RPSSource]
 		fmt.Fprintf(w, "at %.0f requests/s (%s): %.1f per minute, %s/s allocated into %s of Eden (%s); an Eden of %s gives one per %v\n",
-			m.RPS, label, m.YoungGCsPerMinute, report.Bytes(m.AllocRate), report.Bytes(m.Eden), edenLabel(m.EdenSource), report.Bytes(m.EdenForTarget), time.Duration(e.TargetGCIntervalNs))
+			m.RPS, label, m.YoungGCsPerMinute, Bytes(m.AllocRate), Bytes(m.Eden), edenLabel(m.EdenSource), Bytes(m.EdenForTarget), time.Duration(e.TargetGCIntervalNs))
 		fmt.Fprintln(w, "(the prediction uses the whole process's bytes per request: background threads fill Eden too)")
 	} else if _, ok := e.PerRequest(); !ok {
 		fmt.Fprintln(w, "no prediction: bytes per request are unknown")
@@ -72,8 +121,8 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 		if e.ProfileEvent != string(asprof.Alloc) {
 			unit = "weight"
 		}
-		report.Heading(w, "Top allocating sites by "+unit)
-		st := report.Table{Header: []string{"share", unit, "per request", "frame"}}
+		Heading(w, "Top allocating sites by "+unit)
+		st := Table{Header: []string{"share", unit, "per request", "frame"}}
 		for _, s := range e.Sites {
 			name := s.Frame
 			if s.Type != "" {
@@ -81,23 +130,23 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 			}
 			per := "-"
 			if s.BytesPerRequest > 0 {
-				per = report.Bytes(s.BytesPerRequest)
+				per = Bytes(s.BytesPerRequest)
 			}
-			val := report.Bytes(float64(s.Bytes))
+			val := Bytes(float64(s.Bytes))
 			if unit != "bytes" {
-				val = report.Count(float64(s.Bytes))
+				val = Count(float64(s.Bytes))
 			}
-			st.Add(report.Percent(s.Share), val, per, name)
+			st.Add(Percent(s.Share), val, per, name)
 		}
 		st.Write(w)
 	}
 	if len(e.Fixes) > 0 {
-		report.Heading(w, "Fixes, ranked by bytes saved per request")
-		t := report.Table{Header: []string{"#", "saves", "share", "where", "allocates"}}
+		Heading(w, "Fixes, ranked by bytes saved per request")
+		t := Table{Header: []string{"#", "saves", "share", "where", "allocates"}}
 		for i, f := range e.Fixes {
 			per := "-"
 			if f.BytesPerRequest != nil {
-				per = report.Bytes(*f.BytesPerRequest)
+				per = Bytes(*f.BytesPerRequest)
 			}
 			where := f.Where
 			switch f.Kind {
@@ -106,45 +155,45 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 			case "framework":
 				where = "framework: " + f.Where
 			}
-			t.Add(strconv.Itoa(i+1), per, report.Percent(f.Share), where, strings.Join(f.Types, ", "))
+			t.Add(strconv.Itoa(i+1), per, Percent(f.Share), where, strings.Join(f.Types, ", "))
 		}
 		t.Write(w)
 	}
 	writeOverheadLine(w, e, r, prof)
 
-	report.WriteLoad(w, d.Load)
-	report.Heading(w, "Allocation and GC")
-	t := report.Table{Header: []string{"measure", "value"}}
+	WriteLoad(w, d.Load)
+	Heading(w, "Allocation and GC")
+	t := Table{Header: []string{"measure", "value"}}
 	if e.ProfileEvent == string(asprof.Alloc) {
-		t.Add("allocated (async-profiler)", report.Bytes(float64(e.AllocBytesProfiler)))
+		t.Add("allocated (async-profiler)", Bytes(float64(e.AllocBytesProfiler)))
 	}
-	t.Add("allocated (hsperfdata Eden)", report.Bytes(float64(e.AllocBytesEden)))
+	t.Add("allocated (hsperfdata Eden)", Bytes(float64(e.AllocBytesEden)))
 	if a := e.AllocSampling; a != nil {
-		t.Add("allocation samples", fmt.Sprintf("%d, one per %s on average: totals ±%s (2σ); async-profiler's own weighting said %s", a.Samples, report.Bytes(float64(a.IntervalBytes)), report.Percent(a.RelativeError), report.Bytes(float64(a.ProfilerBytes))))
+		t.Add("allocation samples", fmt.Sprintf("%d, one per %s on average: totals ±%s (2σ); async-profiler's own weighting said %s", a.Samples, Bytes(float64(a.IntervalBytes)), Percent(a.RelativeError), Bytes(float64(a.ProfilerBytes))))
 		if a.IntervalNote != "" {
 			t.Add("sampling interval", a.IntervalNote)
 		}
 	}
 	if e.ProfileEvent == string(asprof.Alloc) {
-		t.Add("disagreement", report.Percent(e.Disagreement))
-		t.Add("allocation rate (async-profiler)", report.Bytes(e.AllocRateProfiler)+"/s")
+		t.Add("disagreement", Percent(e.Disagreement))
+		t.Add("allocation rate (async-profiler)", Bytes(e.AllocRateProfiler)+"/s")
 	}
-	t.Add("allocation rate (Eden)", report.Bytes(e.AllocRateEden)+"/s")
+	t.Add("allocation rate (Eden)", Bytes(e.AllocRateEden)+"/s")
 	if e.BytesPerRequestEden != nil {
-		t.Add("bytes per request (Eden)", report.Bytes(*e.BytesPerRequestEden))
+		t.Add("bytes per request (Eden)", Bytes(*e.BytesPerRequestEden))
 	}
-	t.Add("young GCs", fmt.Sprintf("%d (%.1f/min, mean pause %s)", e.YoungGCs, e.YoungGCsPerMinute, report.Nanos(e.MeanYoungPauseNs)))
+	t.Add("young GCs", fmt.Sprintf("%d (%.1f/min, mean pause %s)", e.YoungGCs, e.YoungGCsPerMinute, Nanos(e.MeanYoungPauseNs)))
 	t.Add("full/old GCs", strconv.FormatInt(e.OldGCs, 10))
-	t.Add("GC time share", report.Percent(e.GCTimeShare))
-	t.Add("Eden capacity", report.Bytes(float64(e.EdenCapacity)))
-	t.Add("Eden at young GC", fmt.Sprintf("%s (%s)", report.Bytes(float64(e.EdenAtCollection)), edenLabel(e.EdenAtCollectionSource)))
+	t.Add("GC time share", Percent(e.GCTimeShare))
+	t.Add("Eden capacity", Bytes(float64(e.EdenCapacity)))
+	t.Add("Eden at young GC", fmt.Sprintf("%s (%s)", Bytes(float64(e.EdenAtCollection)), edenLabel(e.EdenAtCollectionSource)))
 	if e.RegionSize > 0 {
-		t.Add("G1 region size", report.Bytes(float64(e.RegionSize)))
+		t.Add("G1 region size", Bytes(float64(e.RegionSize)))
 	}
 	t.Write(w)
 	if th := e.Threads; th != nil && len(th.Pools) > 0 {
-		report.Heading(w, "Threads")
-		pt := report.Table{Header: []string{"pool", "kind", "threads", "share", "why"}}
+		Heading(w, "Threads")
+		pt := Table{Header: []string{"pool", "kind", "threads", "share", "why"}}
 		for i, p := range th.Pools {
 			if i == 10 {
 				break
@@ -153,15 +202,15 @@ func writeJVMText(w io.Writer, r *report.Report, d jvmData, prof asprof.Options)
 			if p.Request {
 				kind = "request"
 			}
-			pt.Add(p.Pool, kind, strconv.Itoa(p.Threads), report.Percent(p.Share), p.Why)
+			pt.Add(p.Pool, kind, strconv.Itoa(p.Threads), Percent(p.Share), p.Why)
 		}
 		pt.Write(w)
 	}
 	for _, a := range r.Artifacts {
 		fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
 	}
-	report.Heading(w, "Findings")
-	report.WriteFindings(w, r.Findings)
+	Heading(w, "Findings")
+	WriteFindings(w, r.Findings)
 }
 
 func writeRequestsLine(w io.Writer, e evidence.JVM) {
@@ -178,7 +227,7 @@ func writeRequestsLine(w io.Writer, e evidence.JVM) {
 			rate += " (saturation: perfscope's load as fast as the service answered)"
 		}
 	}
-	fmt.Fprintf(w, "requests: %d%s, counted by %s, ±%s", n, rate, src, report.Percent(e.RequestsUncertainty))
+	fmt.Fprintf(w, "requests: %d%s, counted by %s, ±%s", n, rate, src, Percent(e.RequestsUncertainty))
 	if len(e.StatusClasses) > 0 {
 		var parts []string
 		for c, k := range e.StatusClasses {
@@ -201,12 +250,12 @@ func writeEndpoints(w io.Writer, e evidence.JVM) {
 		return
 	}
 	fmt.Fprintln(w, "\nper endpoint (handler = outermost application frame under the framework's dispatcher):")
-	t := report.Table{Header: []string{"endpoint", "requests", "per request", "in handler", "logging", "share", "handler"}}
+	t := Table{Header: []string{"endpoint", "requests", "per request", "in handler", "logging", "share", "handler"}}
 	opt := func(v *float64) string {
 		if v == nil {
 			return "-"
 		}
-		return report.Bytes(*v)
+		return Bytes(*v)
 	}
 	for i, ep := range e.Endpoints {
 		if i == 12 {
@@ -224,11 +273,11 @@ func writeEndpoints(w io.Writer, e evidence.JVM) {
 		if ep.LoggingBytesPerRequest != nil && *ep.LoggingBytesPerRequest > 0 {
 			logging = "+" + logging
 		}
-		t.Add(name, reqs, opt(ep.BytesPerRequest), opt(ep.HandlerBytesPerRequest), logging, report.Percent(ep.Share), ep.Handler)
+		t.Add(name, reqs, opt(ep.BytesPerRequest), opt(ep.HandlerBytesPerRequest), logging, Percent(ep.Share), ep.Handler)
 	}
 	t.Write(w)
 	if n, ok := e.RequestCount(); ok && n > 0 && e.FrameworkBytes > 0 {
-		fmt.Fprintf(w, "framework work outside the handlers (dispatch, message conversion, serialisation): %s per request of every endpoint, included in \"per request\"\n", report.Bytes(float64(e.FrameworkBytes)/float64(n)))
+		fmt.Fprintf(w, "framework work outside the handlers (dispatch, message conversion, serialisation): %s per request of every endpoint, included in \"per request\"\n", Bytes(float64(e.FrameworkBytes)/float64(n)))
 	}
 }
 
@@ -238,7 +287,7 @@ func topPools(th *evidence.ThreadSplit, request bool, n int) string {
 		if p.Request != request {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %s", p.Pool, report.Percent(p.Share)))
+		parts = append(parts, fmt.Sprintf("%s %s", p.Pool, Percent(p.Share)))
 		if len(parts) == n {
 			break
 		}
@@ -253,7 +302,7 @@ func bytesSource(e evidence.JVM) string {
 	if e.ProfileEvent == string(asprof.Alloc) {
 		s := "async-profiler's allocation total"
 		if e.BytesPerRequestEden != nil {
-			s += fmt.Sprintf("; hsperfdata Eden says %s (%+.1f%%)", report.Bytes(*e.BytesPerRequestEden), -e.Disagreement/(1+e.Disagreement)*100)
+			s += fmt.Sprintf("; hsperfdata Eden says %s (%+.1f%%)", Bytes(*e.BytesPerRequestEden), -e.Disagreement/(1+e.Disagreement)*100)
 		}
 		return s
 	}
@@ -278,8 +327,8 @@ const (
 	sampleCostHighNs = 30e3
 )
 
-func writeOverheadLine(w io.Writer, e evidence.JVM, r *report.Report, prof asprof.Options) {
-	report.Heading(w, "What the measurement cost")
+func writeOverheadLine(w io.Writer, e evidence.JVM, r *Report, prof asprof.Options) {
+	Heading(w, "What the measurement cost")
 	// The interval the session ran with: the one given, or the one chosen
 	// from the allocation rate.
 	interval := prof.AllocInterval
@@ -289,7 +338,7 @@ func writeOverheadLine(w io.Writer, e evidence.JVM, r *report.Report, prof aspro
 	if e.ProfileEvent == string(asprof.Alloc) && interval > 0 && e.WindowNs > 0 {
 		samples := e.AllocRateProfiler / float64(interval)
 		fmt.Fprintf(w, "async-profiler, one allocation sample per %s: %.0f samples/s × 15–30 µs = %.1f–%.1f ms of the JVM's CPU per second (%s–%s of a core) while the window ran; see BENCHMARKS.md for throughput and latency at 500–2000 req/s\n",
-			report.Bytes(float64(interval)), samples, samples*sampleCostLowNs/1e6, samples*sampleCostHighNs/1e6, report.Percent(samples*sampleCostLowNs/1e9), report.Percent(samples*sampleCostHighNs/1e9))
+			Bytes(float64(interval)), samples, samples*sampleCostLowNs/1e6, samples*sampleCostHighNs/1e6, Percent(samples*sampleCostLowNs/1e9), Percent(samples*sampleCostHighNs/1e9))
 	}
 	if r.Overhead != nil && len(r.Overhead.Programs) > 0 {
 		var runs, ns uint64
@@ -297,10 +346,10 @@ func writeOverheadLine(w io.Writer, e evidence.JVM, r *report.Report, prof aspro
 			runs += p.RunCount
 			ns += p.RunTimeNs
 		}
-		fmt.Fprintf(w, "passive request count (eBPF, raw_syscalls): %d program runs, %s in total (%s of one CPU over the window)\n", runs, report.Nanos(float64(ns)), report.Percent(float64(ns)/float64(max(e.WindowNs, 1))))
+		fmt.Fprintf(w, "passive request count (eBPF, raw_syscalls): %d program runs, %s in total (%s of one CPU over the window)\n", runs, Nanos(float64(ns)), Percent(float64(ns)/float64(max(e.WindowNs, 1))))
 	}
 	if r.Overhead != nil {
-		report.WriteRunCost(w, r.Overhead)
+		WriteRunCost(w, r.Overhead)
 	}
 }
 
@@ -309,5 +358,5 @@ func plusMinus(err *float64) string {
 	if err == nil {
 		return ""
 	}
-	return " ±" + report.Bytes(*err)
+	return " ±" + Bytes(*err)
 }
