@@ -37,6 +37,7 @@ type goOptions struct {
 	Count          string
 	HTTPPorts      []uint
 	NoPools        bool
+	ExactPools     bool
 	Top            int
 	Flame          string
 	Folded         string
@@ -114,7 +115,8 @@ was measured until then is reported with a warning.`,
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
 	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off")
 	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the program's)")
-	f.BoolVar(&o.NoPools, "no-pools", false, "leave sync.Pool's Get and Put unprobed (each probed call costs about a microsecond: on a program calling pools millions of times a second, the dominant cost)")
+	f.BoolVar(&o.NoPools, "no-pools", false, "leave sync.Pool's Get and Put unprobed")
+	f.BoolVar(&o.ExactPools, "exact-pools", false, "keep the sync.Pool hooks attached the whole window whatever they cost (default: over 0.5 % of the program's CPU they are attached for part of it and the counts are estimated, with bounds)")
 	f.IntVar(&o.Top, "top", golang.DefaultTopSites, "allocation sites to keep")
 	f.StringVar(&o.Flame, "flame", "", "write an allocation flame graph (bytes): .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the allocation stacks as folded stacks (bytes)")
@@ -149,6 +151,9 @@ func (o *goOptions) validate() error {
 	case o.PID == 0:
 		return usageError("--pid is required: pass the pid of a running Go program (`pgrep NAME` finds it), or its --container or --pod")
 	}
+	if o.NoPools && o.ExactPools {
+		return usageError("--no-pools and --exact-pools exclude each other: give one")
+	}
 	if o.Duration <= 0 && o.LoadURL == "" {
 		return usageError("--duration %v: the window must be longer than zero", o.Duration)
 	}
@@ -161,7 +166,7 @@ func (o *goOptions) validate() error {
 	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
 		return err
 	}
-	opts := golang.Options{PID: o.PID, Duration: o.Duration, NoPools: o.NoPools, TopSites: o.Top}
+	opts := golang.Options{PID: o.PID, Duration: o.Duration, NoPools: o.NoPools, ExactPools: o.ExactPools, TopSites: o.Top}
 	switch o.Count {
 	case "auto":
 		opts.Passive = jvm.PassiveAuto

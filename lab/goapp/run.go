@@ -34,6 +34,8 @@ type Config struct {
 	MemProfileRate int
 	// Env is added to the service's environment (GOGC=...).
 	Env []string
+	// Pprof serves net/http/pprof's handlers under /debug/pprof/.
+	Pprof bool
 }
 
 // Start runs the service at path on a loopback port and waits until it
@@ -45,6 +47,9 @@ func Start(ctx context.Context, path string, c Config) (*Server, error) {
 	args := []string{"-mode", c.Mode, "-count", strconv.Itoa(c.Count), "-size", strconv.Itoa(c.Size)}
 	if c.MemProfileRate > 0 {
 		args = append(args, "-memprofilerate", strconv.Itoa(c.MemProfileRate))
+	}
+	if c.Pprof {
+		args = append(args, "-pprof")
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(cleanEnv(), c.Env...)
@@ -102,6 +107,11 @@ type Truth struct {
 	GCCycles       uint64 `json:"gc_cycles"`
 	GoVersion      string `json:"go_version"`
 	MemProfileRate int    `json:"mem_profile_rate"`
+	// PoolGets, PoolPuts and PoolNews count the service's own pool's
+	// calls (modes pooled and leaky) and its New function's.
+	PoolGets int64 `json:"pool_gets"`
+	PoolPuts int64 `json:"pool_puts"`
+	PoolNews int64 `json:"pool_news"`
 }
 
 // Truth reads /truth.
