@@ -8,6 +8,9 @@ package evidence
 // it, never a zero.
 type Go struct {
 	PID int `json:"pid"`
+	// Workload is what the program belongs to (cgroup, container, pod);
+	// absent when unread.
+	Workload *Workload `json:"workload,omitempty"`
 	// Executable is the program's path as it sees it (inside its
 	// container).
 	Executable string   `json:"executable"`

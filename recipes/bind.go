@@ -14,6 +14,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/netdev"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/probes"
@@ -41,6 +42,8 @@ type Plan struct {
 	flags map[string]string
 	// jvmOptions are the async-profiler collector's, checked by Prepare.
 	jvmOptions *jvm.Options
+	// goOptions are the goalloc collector's (goalloc.go).
+	goOptions *golang.Options
 	// workload is the --cgroup, --container or --pod selection the
 	// sockets, drops, lock waits and profile samples are kept by
 	// (SetWorkload); nil: all.
@@ -162,6 +165,11 @@ func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
 	errs = append(errs, p.bindWindow()...)
 	if u, ok := p.use("async-profiler"); ok && len(errs) == 0 {
 		if err := p.bindJVM(u); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if u, ok := p.use("goalloc"); ok && len(errs) == 0 {
+		if err := p.bindGo(u); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -452,6 +460,9 @@ func (p *Plan) Prepare(src Sources) error {
 		if err := p.readJVMBody(u); err != nil {
 			return err
 		}
+	}
+	if err := p.readGoBody(); err != nil {
+		return err
 	}
 	for _, o := range p.outputs {
 		if o.dir == "" || p.outDirs[o.dir] != nil {

@@ -278,6 +278,7 @@ type Result struct {
 	JVM       *JVMResult
 	GC        *GCResult
 	OffCPU    *evidence.OffCPU
+	Go        *GoResult
 	Timeline  *evidence.Timeline
 	Findings  []diagnose.Finding
 }
@@ -336,6 +337,9 @@ func (p *Plan) Run(ctx context.Context, src Sources, h Hooks) (*Result, error) {
 		if err := p.Prepare(src); err != nil {
 			return nil, err
 		}
+	}
+	if _, ok := p.use("goalloc"); ok {
+		return p.runGo(ctx, src, h)
 	}
 	m := p.NewMeasurement(h)
 	var res *Result
@@ -426,7 +430,7 @@ func (p *Plan) runGC(ctx context.Context, u boundUse) (GCResult, error) {
 // once. A served recipe writes no files, so an output directory is
 // refused rather than ignored.
 func (p *Plan) Continuous() error {
-	for _, name := range []string{"async-profiler", "gclog", "offcpu"} {
+	for _, name := range []string{"async-profiler", "gclog", "offcpu", "goalloc"} {
 		if u, ok := p.use(name); ok {
 			// offcpu names its stacks once, after its probe is closed.
 			return badInput("recipe %s uses %s (%s), which measures once: run it with perfscope recipe run", p.Recipe.Name, name, u.Path)

@@ -322,3 +322,21 @@ func goPoolSampling(s *evidence.GoPoolSampling) string {
 		return fmt.Sprintf("pool counts exact: the hooks were attached the whole window, costing %s of the program's CPU (budget %s)", Percent(s.CostShare), Percent(s.BudgetShare))
 	}
 }
+
+// GoData is the JSON data section of `perfscope go` and the go-alloc
+// recipe: evidence.Go, and the load when perfscope drove one.
+type GoData struct {
+	evidence.Go
+	Load *httpload.Result `json:"load,omitempty"`
+}
+
+// WriteText implements Texter.
+func (d GoData) WriteText(w io.Writer, r *Report) error {
+	WriteGoText(w, r, d.Go, d.Load)
+	return nil
+}
+
+// PageSections implements PageSectioner.
+func (d GoData) PageSections() []PageSection {
+	return GoSections(d.Go)
+}
