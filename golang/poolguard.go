@@ -37,11 +37,11 @@ const (
 	// (BENCHMARKS.md, "go: overhead on the Go lab service").
 	UprobeTrapNs = 1700
 	// poolCalibration is the first stretch with the hooks attached, after
-	// which the guard first decides.
+	// which the guard first decides, and how often it decides again while
+	// they cost less than the budget.
 	poolCalibration = 200 * time.Millisecond
-	// poolPeriod is how often the guard decides again, and, once it
-	// samples, the length of one on+off period (longer when the on part
-	// would be shorter than minPoolOn).
+	// poolPeriod is, once the guard samples, the length of one on+off
+	// period (longer when the on part would be shorter than minPoolOn).
 	poolPeriod = time.Second
 	minPoolOn  = 20 * time.Millisecond
 )
@@ -126,7 +126,9 @@ func (g *poolGuard) run(ctx context.Context) error {
 		}
 		share := g.costShare()
 		if g.exact || (share <= g.budget && g.detached == 0) {
-			on = g.period
+			// Checked as often as at first: a program idle so far can
+			// take load at any moment, at the hooks' full cost.
+			on = g.calibration
 			continue
 		}
 		g.fraction = math.Min(1, g.budget/share)
