@@ -195,6 +195,9 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	selfFirst, _ := probe.SelfCosts()
+	if !o.NoPools && !o.ExactPools {
+		trapCost() // measured once, before the window: the guard's cost model
+	}
 	if o.Started != nil {
 		o.Started()
 	}
@@ -210,6 +213,9 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	if probe.Attached(goalloc.HookPoolGet) || probe.Attached(goalloc.HookPoolPut) {
 		guard = &poolGuard{hooks: probe, budget: o.PoolBudget, trapNs: UprobeTrapNs, exact: o.ExactPools,
 			cpu: func() (time.Duration, error) { return threadCPU(o.FS.Root, o.PID) }}
+		if !o.ExactPools {
+			guard.setTrap()
+		}
 		if guard.budget <= 0 {
 			guard.budget = DefaultPoolBudget
 		}

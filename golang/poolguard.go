@@ -2,12 +2,14 @@ package golang
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/perfscope/perfscope/evidence"
@@ -31,11 +33,12 @@ const (
 	DefaultPoolBudget = 0.005
 	// UprobeTrapNs is what one uprobe hit costs the program outside the
 	// BPF program (the breakpoint trap, the kernel's uprobe dispatch and
-	// the single-step back), which the programs cannot time themselves:
-	// measured on the project's 2-vCPU KVM guest as a sampled allocation's
-	// cost with the probe (3.9 µs) minus its programs' self-timed 2.2 µs
-	// (BENCHMARKS.md, "go: overhead on the Go lab service").
-	UprobeTrapNs = 1700
+	// the single-step back), which the programs cannot time themselves,
+	// when it cannot be measured on the machine (measureUprobeTrap): what
+	// the lab service lost per pool call with the hooks always attached
+	// on the project's 2-vCPU KVM guest (BENCHMARKS.md, "go: requests/s
+	// lost under a fixed-rate load").
+	UprobeTrapNs = 6000
 	// poolCalibration is the first stretch with the hooks attached, after
 	// which the guard first decides, and how often it decides again while
 	// they cost less than the budget.
@@ -67,6 +70,8 @@ type poolGuard struct {
 	cpu    func() (time.Duration, error) // the program's CPU time so far
 	budget float64
 	trapNs float64
+	// trapNote says where trapNs came from.
+	trapNote string
 	// exact keeps the hooks attached whatever they cost (--exact-pools).
 	exact bool
 	// calibration, period and minOn: poolCalibration, poolPeriod and
@@ -229,8 +234,8 @@ type PoolEstimate struct {
 // EstimatePools scales the periods' counts to the window with the ratio
 // estimator (counts per second attached × the window), each with a 95 %
 // bound: the spread of the periods' rates (finite-population corrected
-// for the share attached) or the counts' Poisson error, whichever is
-// larger. sampled false: the periods cover the window and the counts are
+// for the share attached, Student's t for their number) or the counts'
+// Poisson error, whichever is larger. sampled false: the periods cover the window and the counts are
 // summed as they are.
 func estimatePools(periods []poolPeriodCounts, window time.Duration, sampled bool) map[uint64]PoolEstimate {
 	out := map[uint64]PoolEstimate{}
@@ -283,9 +288,23 @@ func ratioEstimate(periods []poolPeriodCounts, addr uint64, count func(goalloc.P
 		}
 		mean := t / n
 		v := fpc * ss / (n - 1) / (n * mean * mean)
-		bound = math.Max(bound, 1.96*math.Sqrt(v)*w)
+		bound = math.Max(bound, studentT975(len(periods)-1)*math.Sqrt(v)*w)
 	}
 	return rate * w, bound
+}
+
+// studentT975 is Student's t distribution's 97.5 % quantile for df
+// degrees of freedom: the spread of a few periods says little about its
+// own size. Exact for 1; else the Cornish–Fisher expansion around the
+// normal's 1.96 (within 1 % from 2 on).
+func studentT975(df int) float64 {
+	if df <= 1 {
+		return 12.706
+	}
+	z, v := 1.959964, float64(df)
+	z3, z5, z7, z9 := z*z*z, math.Pow(z, 5), math.Pow(z, 7), math.Pow(z, 9)
+	return z + (z3+z)/(4*v) + (5*z5+16*z3+3*z)/(96*v*v) + (3*z7+19*z5+17*z3-15*z)/(384*v*v*v) +
+		(79*z9+776*z7+1482*z5-1920*z3-945*z)/(92160*v*v*v*v)
 }
 
 // poolSampling is what the evidence says of how the hooks ran.
@@ -309,6 +328,9 @@ func (g *poolGuard) sampling(window time.Duration) *evidence.GoPoolSampling {
 		s.Mode = "sampled"
 		s.Note = fmt.Sprintf("the pool hooks cost %.1f %% of the program's CPU while attached (%d calls, %.0f ns each), over the %.1f %% budget: attached %.1f %% of the window in %d stretches, counts scaled to the window with 95 %% bounds",
 			100*s.CostShare, g.calls, s.CostPerCallNs, 100*g.budget, 100*s.OnFraction, len(g.periods))
+	}
+	if g.trapNote != "" {
+		s.Note = strings.TrimPrefix(s.Note+"; "+g.trapNote, "; ")
 	}
 	if g.cpuErr != nil {
 		s.Note = strings.TrimPrefix(s.Note+"; "+g.cpuErr.Error(), "; ")
@@ -341,4 +363,61 @@ func threadCPU(root string, pid int) (time.Duration, error) {
 		sum += ns
 	}
 	return time.Duration(sum), nil
+}
+
+// setTrap sets the uprobe trap's cost per hit: measured on this machine
+// once per process, else UprobeTrapNs.
+func (g *poolGuard) setTrap() {
+	ns, err := trapCost()
+	switch {
+	case err != nil:
+		g.trapNs, g.trapNote = UprobeTrapNs, fmt.Sprintf("the uprobe trap's cost could not be measured here (%v): %.1f µs assumed", err, UprobeTrapNs/1e3)
+	case ns <= 0:
+		g.trapNs, g.trapNote = UprobeTrapNs, fmt.Sprintf("the uprobe trap timed at nothing here: %.1f µs assumed", UprobeTrapNs/1e3)
+	default:
+		g.trapNs, g.trapNote = ns, fmt.Sprintf("a uprobe trap measured at %.1f µs on this machine", ns/1e3)
+	}
+}
+
+// trapTarget is the function MeasureUprobeTrap hooks in perfscope itself.
+//
+//go:noinline
+func trapTarget(x int) int { return x ^ 1 }
+
+var trapSink int
+
+// trapCost is MeasureUprobeTrap's result, measured once per process.
+var trapCost = sync.OnceValues(measureUprobeTrap)
+
+// measureUprobeTrap times what a uprobe hit costs on this machine (a
+// virtual machine's trap can cost several times a bare host's): a uprobe
+// on trapTarget in perfscope's own binary, found through its function
+// table as any Go program's, 5,000 calls with and without it (best of 3).
+func measureUprobeTrap() (float64, error) {
+	proc, err := OpenProcess(FS{}, os.Getpid())
+	if err != nil {
+		return 0, err
+	}
+	defer proc.Close()
+	f, ok := proc.Binary.Func("github.com/perfscope/perfscope/golang.trapTarget")
+	if !ok {
+		return 0, errors.New("golang.trapTarget is not in perfscope's function table")
+	}
+	at, err := proc.Binary.BodyStart(f)
+	if err != nil {
+		return 0, err
+	}
+	off, err := proc.Binary.FileOffset(at)
+	if err != nil {
+		return 0, err
+	}
+	d, err := goalloc.MeasureTrap(proc.Exe, off, func(n int) {
+		for i := 0; i < n; i++ {
+			trapSink = trapTarget(trapSink)
+		}
+	}, 5000, 3)
+	if err != nil {
+		return 0, err
+	}
+	return float64(d), nil
 }

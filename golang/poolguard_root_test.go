@@ -93,3 +93,19 @@ func hasWarning(ws []string, prefix string) bool {
 	}
 	return false
 }
+
+// The uprobe trap's cost is measured on the machine: a uprobe in
+// perfscope's own (here the test's) binary, found through its function
+// table, fires and costs something.
+func TestMeasureUprobeTrap(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	ns, err := measureUprobeTrap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns <= 0 {
+		t.Fatalf("a uprobe hit timed at %.0f ns: the probe did not fire", ns)
+	}
+	t.Logf("a uprobe hit costs %.2f µs here", ns/1e3)
+}

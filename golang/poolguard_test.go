@@ -92,8 +92,8 @@ func runGuard(t *testing.T, f *fakePoolHooks, exact bool, w time.Duration) (*poo
 }
 
 func TestPoolGuardSamplesHooksOverBudget(t *testing.T) {
-	// 50,000 Gets and as many Puts a second at ~2 µs each against one CPU
-	// of program: 20 % of its CPU, forty times the budget.
+	// 50,000 Gets and as many Puts a second at ~6 µs each against one CPU
+	// of program: 60 % of its CPU, over a hundred times the budget.
 	f := newFakePoolHooks(50000, 1)
 	g, window := runGuard(t, f, false, 1500*time.Millisecond)
 	if f.detaches == 0 || g.detached == 0 {
@@ -103,8 +103,8 @@ func TestPoolGuardSamplesHooksOverBudget(t *testing.T) {
 	if s.Mode != "sampled" || s.OnFraction >= 1 || s.Note == "" {
 		t.Fatalf("sampling = %+v, want sampled with a note", s)
 	}
-	if math.Abs(s.CostShare-0.2) > 0.05 {
-		t.Errorf("cost share %.3f, want ~0.2 (2 × 50,000 calls/s × 2 µs over 1 CPU)", s.CostShare)
+	if want := 2 * 50000 * (300 + UprobeTrapNs) / 1e9; math.Abs(s.CostShare-want) > 0.25*want {
+		t.Errorf("cost share %.3f, want ~%.3f (2 × 50,000 calls/s × (0.3 µs + the trap) over 1 CPU)", s.CostShare, want)
 	}
 	est := estimatePools(g.periods, window, true)[0xc000]
 	truth := 50000 * window.Seconds()
@@ -139,6 +139,14 @@ func TestPoolGuardExactPoolsNeverDetaches(t *testing.T) {
 	}
 }
 
+func TestStudentT975(t *testing.T) {
+	for df, want := range map[int]float64{1: 12.706, 2: 4.303, 3: 3.182, 5: 2.571, 9: 2.262, 30: 2.042, 1000: 1.962} {
+		if got := studentT975(df); math.Abs(got-want)/want > 0.01 {
+			t.Errorf("t(0.975, %d) = %.3f, want %.3f", df, got, want)
+		}
+	}
+}
+
 func TestEstimatePools(t *testing.T) {
 	const pool = 0x10
 	mk := func(on time.Duration, gets uint64) poolPeriodCounts {
@@ -154,11 +162,11 @@ func TestEstimatePools(t *testing.T) {
 	if math.Abs(e.Gets-100000) > 1 || math.Abs(e.Puts-50000) > 1 {
 		t.Fatalf("estimate %+v, want 100,000 Gets and 50,000 Puts", e)
 	}
-	// The periods' spread: s = 105.4 Gets, s/√10/(0.1 s) × 10 s × 1.96
-	// × √(1 − 0.1) = 6,198; the counts' own (Poisson) bound,
-	// 1.96·√(10,000·0.9)·10 = 1,859, is smaller.
-	if math.Abs(e.GetsErr-6198) > 5 {
-		t.Errorf("gets bound %.0f, want 6,198 (the periods' spread)", e.GetsErr)
+	// The periods' spread: s = 105.4 Gets, s/√10/(0.1 s) × 10 s × √(1 −
+	// 0.1) = 3,162, × t(0.975, 9 df) = 2.262: 7,153; the counts' own
+	// (Poisson) bound, 1.96·√(10,000·0.9)·10 = 1,859, is smaller.
+	if math.Abs(e.GetsErr-7153) > 10 {
+		t.Errorf("gets bound %.0f, want 7,153 (the periods' spread)", e.GetsErr)
 	}
 	// Steady periods: the counts' own noise is the bound.
 	steady := []poolPeriodCounts{}
