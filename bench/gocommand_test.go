@@ -46,6 +46,8 @@ type goSpan struct {
 //   - perfscope: `perfscope go --pid PID -d …` (default settings: the pool
 //     hooks under their cost guard, the passive request count);
 //   - perfscope-no-pools: the same with --no-pools;
+//   - perfscope-no-pools-no-count: and --count off (no passive request
+//     count);
 //   - pprof: a `net/http/pprof` allocation profile over the span
 //     (/debug/pprof/allocs?seconds=N, the delta a user would fetch);
 //   - bpftrace: a uprobe on runtime.mProf_Malloc counting user stacks;
@@ -60,7 +62,8 @@ type goSpan struct {
 //	go test -run '^$' -bench GoCommandOverhead -benchtime 1x -timeout 60m ./bench/
 //
 // PERFSCOPE_GO_BENCH_ROUNDS (default 5) and PERFSCOPE_GO_BENCH_SPAN
-// (default 6s) size it.
+// (default 6s) size it; PERFSCOPE_GO_BENCH_RATES=saturated (or
+// half-capacity) runs one rate only.
 func BenchmarkGoCommandOverhead(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
@@ -88,6 +91,9 @@ func BenchmarkGoCommandOverhead(b *testing.B) {
 		{name: "none", start: func(*testing.B, int, string, time.Duration) func() string { return func() string { return "" } }},
 		{name: "perfscope", start: perfscopeGo(bin)},
 		{name: "perfscope-no-pools", start: perfscopeGo(bin, "--no-pools")},
+		// Without the passive request count either (its syscall
+		// tracepoints run for every task: the load generator's too).
+		{name: "perfscope-no-pools-no-count", start: perfscopeGo(bin, "--no-pools", "--count", "off")},
 		{name: "pprof", start: pprofAllocs},
 	}
 	if bt, err := exec.LookPath("bpftrace"); err == nil {
@@ -112,6 +118,9 @@ func BenchmarkGoCommandOverhead(b *testing.B) {
 		name string
 		rate float64
 	}{{"half-capacity", capacity / 2}, {"saturated", capacity * 1.5}} {
+		if only := os.Getenv("PERFSCOPE_GO_BENCH_RATES"); only != "" && !strings.Contains(","+only+",", ","+offered.name+",") {
+			continue
+		}
 		spans := map[string][]goSpan{}
 		for r := 0; r < rounds; r++ {
 			// Rotate the order from round to round.
