@@ -8,6 +8,9 @@ package evidence
 // it, never a zero.
 type Go struct {
 	PID int `json:"pid"`
+	// Workload is what the program belongs to (cgroup, container, pod);
+	// absent when unread.
+	Workload *Workload `json:"workload,omitempty"`
 	// Executable is the program's path as it sees it (inside its
 	// container).
 	Executable string   `json:"executable"`
@@ -66,6 +69,10 @@ type Go struct {
 	Pools []GoPool `json:"pools"`
 	// PoolsUnknown says why pools were not measured (or only in part).
 	PoolsUnknown string `json:"pools_unknown,omitempty"`
+	// PoolSampling says how long the pool hooks were attached: the whole
+	// window (counts exact) or part of it (counts estimated, with
+	// bounds). Nil when pools were not probed.
+	PoolSampling *GoPoolSampling `json:"pool_sampling,omitempty"`
 
 	Lost     GoLost   `json:"lost"`
 	Warnings []string `json:"warnings,omitempty"`
@@ -167,6 +174,34 @@ type GoPool struct {
 	HasNew *bool `json:"has_new"`
 	// GetsPerRequest: nil without a request count.
 	GetsPerRequest *float64 `json:"gets_per_request"`
+	// GetsError, PutsError and NewsError are the 95 % bounds (±) of the
+	// counts when the hooks were attached for part of the window only
+	// (PoolSampling.Mode "sampled"): the counts are then estimates
+	// scaled to the window. Nil when exact.
+	GetsError *float64 `json:"gets_error"`
+	PutsError *float64 `json:"puts_error"`
+	NewsError *float64 `json:"news_error"`
+}
+
+// GoPoolSampling is how the sync.Pool hooks ran in the window. Each call
+// of Get or Put traps into the kernel, so a cost guard keeps them
+// attached only while they cost the program less than BudgetShare of its
+// CPU time.
+type GoPoolSampling struct {
+	// Mode: "exact" (attached the whole window), "sampled" (attached for
+	// OnFraction of it in Periods stretches; counts scaled to the window).
+	Mode       string  `json:"mode"`
+	OnFraction float64 `json:"on_fraction"`
+	OnNs       int64   `json:"on_ns"`
+	Periods    int     `json:"periods"`
+	// BudgetShare is the share of the program's CPU the hooks may take;
+	// CostShare what they took while attached: calls × CostPerCallNs (the
+	// programs' self-timed run plus the uprobe trap, assumed) over the
+	// program's CPU time.
+	BudgetShare   float64 `json:"budget_share"`
+	CostShare     float64 `json:"cost_share"`
+	CostPerCallNs float64 `json:"cost_per_call_ns"`
+	Note          string  `json:"note,omitempty"`
 }
 
 // GoLost counts what the probe could not record in the window.

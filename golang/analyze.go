@@ -212,6 +212,9 @@ type PoolUse struct {
 	// HasNew: the pool's New field, read from the running program (nil:
 	// not readable).
 	HasNew *bool
+	// Bounds, when the counts are estimates (the hooks were attached
+	// for part of the window): their 95 % bounds.
+	Bounds *[3]float64
 }
 
 // AnalyzePools turns pool counts into evidence, most Gets first.
@@ -220,6 +223,9 @@ func AnalyzePools(pools []PoolUse, requests int64) []evidence.GoPool {
 	for _, p := range pools {
 		e := evidence.GoPool{Address: fmt.Sprintf("%#x", p.Address), Name: p.Name, Gets: int64(p.Gets), Puts: int64(p.Puts), News: int64(p.News)}
 		e.HasNew = p.HasNew
+		if p.Bounds != nil {
+			e.GetsError, e.PutsError, e.NewsError = evidence.Float(p.Bounds[0]), evidence.Float(p.Bounds[1]), evidence.Float(p.Bounds[2])
+		}
 		// Without reading New, a pool whose Gets never reached it either
 		// hit every time or has no New function: only News > 0 proves
 		// it has one. A pool without New returns nil on a miss, unseen.

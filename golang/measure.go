@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 	"time"
 
+	"github.com/perfscope/perfscope/base/gosafe"
 	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/base/procwatch"
 	"github.com/perfscope/perfscope/evidence"
@@ -33,10 +35,14 @@ type Options struct {
 	// never (PassiveOff); HTTPPorts limits it to those listening ports.
 	Passive   jvm.PassiveMode
 	HTTPPorts []uint16
-	// NoPools leaves sync.Pool's methods unprobed: on a program that
-	// calls them millions of times a second each uprobe costs about a
-	// microsecond.
+	// NoPools leaves sync.Pool's methods unprobed.
 	NoPools bool
+	// PoolBudget is the share of the program's CPU time the pool hooks
+	// may take (0: DefaultPoolBudget): over it they are attached for part
+	// of the window only and the counts are estimated (poolguard.go).
+	// ExactPools keeps them attached whatever they cost.
+	PoolBudget float64
+	ExactPools bool
 	// TopSites limits the allocation sites (0: DefaultTopSites).
 	TopSites int
 	// PollEvery is how often the program is checked to be alive
@@ -190,6 +196,9 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	selfFirst, _ := probe.SelfCosts()
+	if !o.NoPools && !o.ExactPools {
+		trapCost() // measured once, before the window: the guard's cost model
+	}
 	if o.Started != nil {
 		o.Started()
 	}
@@ -199,6 +208,25 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	windowStart := time.Now()
+	var guard *poolGuard
+	var guardErr error
+	var guardDone sync.WaitGroup
+	if probe.Attached(goalloc.HookPoolGet) || probe.Attached(goalloc.HookPoolPut) {
+		guard = &poolGuard{hooks: probe, budget: o.PoolBudget, trapNs: UprobeTrapNs, exact: o.ExactPools,
+			cpu: func() (time.Duration, error) { return threadCPU(o.FS.Root, o.PID) }}
+		if !o.ExactPools {
+			guard.setTrap()
+		}
+		if guard.budget <= 0 {
+			guard.budget = DefaultPoolBudget
+		}
+		guardDone.Add(1)
+		go func() {
+			defer guardDone.Done()
+			defer gosafe.Recover(&guardErr)
+			guardErr = guard.run(winCtx)
+		}()
+	}
 	watch := procwatch.Start(winCtx, o.PollEvery, proc.Alive, nil, endWindow)
 	var runErr error
 	if o.Load != nil {
@@ -214,8 +242,12 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	}
 	endWindow()
 	exited, watchErr := watch.Wait()
+	guardDone.Wait()
 	if watchErr != nil {
 		return nil, watchErr
+	}
+	if guardErr != nil && !exited && proc.Alive() {
+		return nil, fmt.Errorf("sync.Pool hooks: %w", guardErr)
 	}
 	window := time.Since(windowStart)
 	last, err := probe.Snapshot()
@@ -243,7 +275,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	}
 	d := last.Sub(first)
 	res.Costs = selfCosts(selfLast, selfFirst)
-	res.Evidence = buildEvidence(proc, targets, probe, d, rate, window, reqs, reqWhy, o.TopSites, exited || proc.Alive())
+	res.Evidence = buildEvidence(proc, targets, probe, d, rate, window, reqs, reqWhy, o.TopSites, exited || proc.Alive(), guard)
 	if o.NoPools {
 		res.Evidence.PoolsUnknown = "sync.Pool was not probed (--no-pools)"
 	}
@@ -282,7 +314,7 @@ func selfCosts(last, first probes.SelfCosts) []evidence.ProgramCost {
 
 // buildEvidence turns the window's counts into evidence. alive says
 // whether the program's memory can still be read (pool fields).
-func buildEvidence(proc *Process, t Targets, probe *goalloc.Probe, d goalloc.Snapshot, rate RateReading, window time.Duration, reqs *jvm.RequestCounts, reqWhy string, top int, alive bool) evidence.Go {
+func buildEvidence(proc *Process, t Targets, probe *goalloc.Probe, d goalloc.Snapshot, rate RateReading, window time.Duration, reqs *jvm.RequestCounts, reqWhy string, top int, alive bool, guard *poolGuard) evidence.Go {
 	b := proc.Binary
 	e := evidence.Go{
 		PID: proc.PID, Executable: proc.ExeName, WindowNs: int64(window),
@@ -403,8 +435,20 @@ func buildEvidence(proc *Process, t Targets, probe *goalloc.Probe, d goalloc.Sna
 	}
 	newSeen := probe != nil && probe.Attached(goalloc.HookPoolNew)
 	var pools []PoolUse
+	var estimates map[uint64]PoolEstimate
+	if guard != nil {
+		e.PoolSampling = guard.sampling(window)
+		if e.PoolSampling.Mode == "sampled" {
+			estimates = estimatePools(guard.periods, window, true)
+			e.Warnings = append(e.Warnings, "sync.Pool counts are estimates: "+e.PoolSampling.Note)
+		}
+	}
 	for addr, c := range d.Pools {
 		u := PoolUse{Address: addr, Gets: c.Gets, Puts: c.Puts, News: c.News, NewSeen: newSeen}
+		if est, ok := estimates[addr]; ok {
+			u.Gets, u.Puts, u.News = uint64(math.Round(est.Gets)), uint64(math.Round(est.Puts)), uint64(math.Round(est.News))
+			u.Bounds = &[3]float64{est.GetsErr, est.PutsErr, est.NewsErr}
+		}
 		if addr >= proc.Bias {
 			u.Name = b.DataSymbolAt(addr - proc.Bias)
 		}

@@ -155,7 +155,8 @@ func TestMeasureAtDefaultRate(t *testing.T) {
 	}
 }
 
-// Pools, counted exactly: a pool used well (every Get put back), and one
+// Pools, counted exactly (--exact-pools: the hooks stay attached whatever
+// they cost; TestPoolGuardOnTheLabService has the guard): a pool used well (every Get put back), and one
 // leaking its objects (Gets without Puts: every Get misses and calls New).
 func TestMeasurePools(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -173,8 +174,11 @@ func TestMeasurePools(t *testing.T) {
 		for _, mode := range []string{"pooled", "leaky"} {
 			t.Run(tc.tc.Version+"/"+tc.v.String()+"/"+mode, func(t *testing.T) {
 				path := buildFixture(t, tc.tc, tc.v)
-				res, _ := measured(t, path, goapp.Config{Mode: mode, Count: count, Size: 8192, MemProfileRate: 8192}, n, 5*time.Second, Options{})
+				res, _ := measured(t, path, goapp.Config{Mode: mode, Count: count, Size: 8192, MemProfileRate: 8192}, n, 5*time.Second, Options{ExactPools: true})
 				e := res.Evidence
+				if e.PoolSampling == nil || e.PoolSampling.Mode != "exact" {
+					t.Errorf("pool sampling %+v, want exact", e.PoolSampling)
+				}
 				var pool *evidence.GoPool
 				for i := range e.Pools {
 					if e.Pools[i].Gets == n*count {

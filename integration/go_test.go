@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -233,4 +235,69 @@ func TestGoCommandInterrupted(t *testing.T) {
 	if !srv.Alive() {
 		t.Error("the service died")
 	}
+}
+
+// The go-alloc built-in recipe, run as `perfscope recipe run`: the same
+// measurement as `perfscope go` (bytes per request within 5 % of the
+// service's runtime, GC cycles exact) with perfscope driving the load, the
+// go rules judging it, the program's workload named, the sync.Pool counts
+// said exact or estimated, and the recipe's outputs (the allocation flame
+// graph and folded stacks) written.
+func TestGoRecipeRun(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	srv := startGoService(t, goapp.Config{Mode: "plain", Count: 4, Size: 4096, MemProfileRate: 4096})
+	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	before, err := srv.Truth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	const n = 3000
+	r, _ := runRecipe(t, "go-alloc", "--set", fmt.Sprintf("pid=%d", srv.PID), "--set", "load="+srv.URL("/work"),
+		"--set", fmt.Sprintf("requests=%d", n), "--set", "out="+out)
+	after, err := srv.Truth()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		PID             int      `json:"pid"`
+		Requests        *int64   `json:"requests"`
+		RequestsSource  string   `json:"requests_source"`
+		BytesPerRequest *float64 `json:"bytes_per_request"`
+		GCCycles        uint64   `json:"gc_cycles"`
+		Workload        *struct {
+			CgroupPath *string `json:"cgroup_path"`
+		} `json:"workload"`
+		PoolSampling *struct {
+			Mode string `json:"mode"`
+		} `json:"pool_sampling"`
+		Load *struct {
+			Completed int64 `json:"completed"`
+		} `json:"load"`
+	}
+	decodeData(t, r, &d)
+	if r.Recipe.Name != "go-alloc" || d.PID != srv.PID || d.Requests == nil || *d.Requests != n || d.RequestsSource != "load" || d.Load == nil {
+		t.Fatalf("recipe %+v, data %s", r.Recipe, r.Data)
+	}
+	want := float64(after.AllocBytes-before.AllocBytes) / float64(after.Requests-before.Requests)
+	if d.BytesPerRequest == nil || math.Abs(*d.BytesPerRequest-want)/want > 0.05 {
+		t.Errorf("bytes per request %v, the runtime says %.0f", d.BytesPerRequest, want)
+	}
+	if d.GCCycles != after.GCCycles-before.GCCycles {
+		t.Errorf("GC cycles %d, the runtime counted %d", d.GCCycles, after.GCCycles-before.GCCycles)
+	}
+	if d.Workload == nil || d.Workload.CgroupPath == nil {
+		t.Errorf("no workload named: %s", r.Data)
+	}
+	if d.PoolSampling == nil || (d.PoolSampling.Mode != "exact" && d.PoolSampling.Mode != "sampled") {
+		t.Errorf("pool sampling not said: %s", r.Data)
+	}
+	for _, f := range []string{"alloc.html", "alloc.folded"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || !bytes.Contains(b, []byte("main.work")) {
+			t.Errorf("%s: %v (main.work in it: %v)", f, err, bytes.Contains(b, []byte("main.work")))
+		}
+	}
+	testutil.AssertNoNewBPF(t, progs, maps)
 }

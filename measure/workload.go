@@ -25,6 +25,10 @@ func liveWorkloads() *cgroup.Index {
 	return cgroup.NewIndex(cgroup.Default, namer)
 }
 
+// Workload names the cgroup, container and pod of pid (nil when it has
+// none to name), as the parts name the processes they measure.
+func (s Sources) Workload(pid int) *evidence.Workload { return s.workload(pid) }
+
 // workload is what pid belongs to; nil without attribution (a replayed
 // recording) or when the process is gone.
 func (s Sources) workload(pid int) *evidence.Workload {

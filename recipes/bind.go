@@ -132,6 +132,11 @@ func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
 			errs = append(errs, err)
 		}
 	}
+	if u, ok := p.use("goalloc"); ok && len(errs) == 0 {
+		if err := p.bindGo(u); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, rc := range r.Rules {
 		br := boundRule{RuleChoice: rc}
 		if len(rc.Thresholds) > 0 {
@@ -419,6 +424,9 @@ func (p *Plan) Prepare(src measure.Sources) error {
 		if err := p.readJVMBody(u); err != nil {
 			return err
 		}
+	}
+	if err := p.readGoBody(); err != nil {
+		return err
 	}
 	for _, o := range p.outputs {
 		if o.dir == "" || p.outDirs[o.dir] != nil {

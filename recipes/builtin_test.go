@@ -4,7 +4,7 @@ import "testing"
 
 func TestBuiltinsParse(t *testing.T) {
 	names := BuiltinNames()
-	want := []string{"cpu-profile", "gc-pressure", "jvm-alloc", "jvm-net", "lock-contention", "offcpu", "softirq-balance", "tcp-rx", "udp-rx", "udp-tx"}
+	want := []string{"cpu-profile", "gc-pressure", "go-alloc", "jvm-alloc", "jvm-net", "lock-contention", "offcpu", "softirq-balance", "tcp-rx", "udp-rx", "udp-tx"}
 	if len(names) != len(want) {
 		t.Fatalf("built-ins %v, want %v", names, want)
 	}

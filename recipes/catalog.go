@@ -138,6 +138,7 @@ var Probes = []Component{
 			{Name: "stack_entries", Domain: Domain{Kind: KindInt, Min: bound(1024), Max: bound(1 << 20)}, Default: int64(cpuprofile.DefaultStackEntries), Doc: "stack map entries, one per distinct stack (~1 KiB each)"},
 			{Name: "jit_map", Domain: Domain{Kind: KindBool}, Default: false, Doc: "name JIT-compiled frames from the process's perf map (a HotSpot JVM is asked to write it; needs pid)"},
 		}},
+	goallocComponent,
 }
 
 // Collectors are the readers of /proc, /sys, hsperfdata, GC logs and

@@ -51,7 +51,7 @@ func TestValidateBrokenRecipes(t *testing.T) {
 		{"an unknown option", strings.Replace(goodRecipe, "stacks_every:", "stack_every:", 1),
 			[]string{`my.yaml:10: probes[1].lockstat.stack_every: unknown field (want one of: enabled, stacks_every, tcp)`}},
 		{"an unknown probe", strings.Replace(goodRecipe, "  - softirq\n", "  - kprobe\n", 1),
-			[]string{`my.yaml:8: probes[0]: want one of softirq, netqueue, lockstat, udpdrop, udpsock, tcp, offcpu, cpuprofile, got "kprobe"`}},
+			[]string{`my.yaml:8: probes[0]: want one of softirq, netqueue, lockstat, udpdrop, udpsock, tcp, offcpu, cpuprofile, goalloc, got "kprobe"`}},
 		{"a collector under probes", strings.Replace(goodRecipe, "  - softirq\n", "  - gclog\n", 1),
 			[]string{`my.yaml:8: probes[0]: gclog is one of the collectors: list it there`}},
 		{"a probe twice", strings.Replace(goodRecipe, "  - softirq\n", "  - softirq\n  - softirq\n", 1),
@@ -117,7 +117,7 @@ func TestValidateBrokenRecipes(t *testing.T) {
 			[]string{
 				`my.yaml:2: name: want a name of lower-case letters, digits and dashes (at most 40), got "Bad_Name"`,
 				`my.yaml:4: probes[0].lockstat.stacks_every: want an integer 1–1024, got "eight"`,
-				`my.yaml:5: probes[1]: want one of softirq, netqueue, lockstat, udpdrop, udpsock, tcp, offcpu, cpuprofile, got "nosuch"`,
+				`my.yaml:5: probes[1]: want one of softirq, netqueue, lockstat, udpdrop, udpsock, tcp, offcpu, cpuprofile, goalloc, got "nosuch"`,
 				`my.yaml:6: window.duration: want a duration 10ms–24h, got "forever"`,
 			}},
 	}

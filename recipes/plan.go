@@ -10,6 +10,7 @@ import (
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/collectors/netdev"
+	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/measure"
@@ -39,6 +40,8 @@ type Plan struct {
 	flags map[string]string
 	// jvmOptions are the async-profiler collector's, checked by Prepare.
 	jvmOptions *jvm.Options
+	// goOptions are the goalloc collector's (goalloc.go).
+	goOptions *golang.Options
 	// workload is the --cgroup, --container or --pod selection the
 	// sockets, drops, lock waits and profile samples are kept by
 	// (SetWorkload); nil: all.
@@ -79,6 +82,9 @@ func (p *Plan) Run(ctx context.Context, src measure.Sources, h Hooks) (*Result, 
 		if err := p.Prepare(src); err != nil {
 			return nil, err
 		}
+	}
+	if _, ok := p.use("goalloc"); ok {
+		return p.runGo(ctx, src, h)
 	}
 	m := p.NewMeasurement(h)
 	var res *Result
@@ -166,7 +172,7 @@ func (p *Plan) runGC(ctx context.Context, u boundUse) (measure.GCResult, error) 
 // once. A served recipe writes no files, so an output directory is
 // refused rather than ignored.
 func (p *Plan) Continuous() error {
-	for _, name := range []string{"async-profiler", "gclog", "offcpu"} {
+	for _, name := range []string{"async-profiler", "gclog", "offcpu", "goalloc"} {
 		if u, ok := p.use(name); ok {
 			// offcpu names its stacks once, after its probe is closed.
 			return measure.BadInput("recipe %s uses %s (%s), which measures once: run it with perfscope recipe run", p.Recipe.Name, name, u.Path)

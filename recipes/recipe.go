@@ -115,7 +115,7 @@ type OutputSpec struct {
 
 // hasStacks says whether a run of the recipe can have stacks to draw.
 func (r *Recipe) hasStacks() bool {
-	return r.uses("cpuprofile") || r.uses("async-profiler") || r.uses("offcpu")
+	return r.uses("cpuprofile") || r.uses("async-profiler") || r.uses("offcpu") || r.uses("goalloc")
 }
 
 // isNet says whether the recipe measures the network: its network probes

@@ -28,6 +28,7 @@ type Result struct {
 	measure.Sections
 	JVM      *measure.JVMResult
 	GC       *measure.GCResult
+	Go       *GoResult
 	Findings []diagnose.Finding
 }
 
@@ -74,6 +75,9 @@ func (p *Plan) judge(r *Result, src measure.Sources) []diagnose.Finding {
 	}
 	if r.OffCPU != nil {
 		all = append(all, diagnose.RunTuned(diagnose.OffCPURules, *r.OffCPU, th)...)
+	}
+	if r.Go != nil {
+		all = append(all, diagnose.RunTuned(diagnose.GoRules, r.Go.Evidence, th)...)
 	}
 	return p.choose(all)
 }
@@ -157,6 +161,11 @@ func (r *Result) Report(command, version string) *report.Report {
 		rep.Findings = []diagnose.Finding{}
 	}
 	rep.Recipe = r.Plan.ref()
+	if r.Go != nil {
+		// goalloc measures alone (bindGo).
+		r.Go.fill(rep)
+		return rep
+	}
 	if r.Net != nil && r.Net.Flames != nil {
 		// The HTML page draws the NET_RX CPUs' stacks apart from the
 		// others', as the flame output does.

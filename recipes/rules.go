@@ -30,6 +30,7 @@ const (
 	needPauseTimeline
 	needTCP
 	needOffCPU
+	needGo
 )
 
 var judges = map[ruleNeed]string{
@@ -37,6 +38,7 @@ var judges = map[ruleNeed]string{
 	needSoftirq:       "softirq per CPU",
 	needLocks:         "kernel lock contention",
 	needJVM:           "a JVM's allocation (async-profiler)",
+	needGo:            "a Go program's allocation, GC cycles and sync.Pools (goalloc)",
 	needGC:            "GC logs",
 	needPauseTimeline: "a port's drops next to a JVM's pauses, interval by interval",
 	needTCP:           "a TCP run (the tcp probe)",
@@ -69,6 +71,7 @@ var Rules = sync.OnceValue(func() []RuleInfo {
 	out = append(out, rulesOf(diagnose.TCPRules, func(string) ruleNeed { return needTCP })...)
 	out = append(out, rulesOf(diagnose.LockRules, func(string) ruleNeed { return needLocks })...)
 	out = append(out, rulesOf(diagnose.JVMRules, func(string) ruleNeed { return needJVM })...)
+	out = append(out, rulesOf(diagnose.GoRules, func(string) ruleNeed { return needGo })...)
 	out = append(out, rulesOf(diagnose.GCRules, func(string) ruleNeed { return needGC })...)
 	out = append(out, rulesOf(diagnose.TimelineRules, func(string) ruleNeed { return needPauseTimeline })...)
 	out = append(out, rulesOf(diagnose.OffCPURules, func(string) ruleNeed { return needOffCPU })...)
@@ -148,6 +151,10 @@ func (ri RuleInfo) missing(r *Recipe) string {
 	case needJVM:
 		if !r.uses("async-profiler") {
 			return "judges a JVM's allocation: add the async-profiler collector"
+		}
+	case needGo:
+		if !r.uses("goalloc") {
+			return "judges a Go program's allocation: add the goalloc probe"
 		}
 	case needGC:
 		if !r.uses("gclog") {

@@ -10,8 +10,8 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 )
 
-// GoData is the JSON data section of `perfscope go`: evidence.Go, and the
-// load when perfscope drove one.
+// GoData is the JSON data section of `perfscope go` and the go-alloc
+// recipe: evidence.Go, and the load when perfscope drove one.
 type GoData struct {
 	evidence.Go
 	Load *httpload.Result `json:"load,omitempty"`
@@ -82,11 +82,14 @@ func writeGoText(w io.Writer, r *Report, e evidence.Go, load *httpload.Result) {
 			if p.HitRate != nil {
 				hit = Percent(*p.HitRate)
 			}
-			t.Add(goPoolName(p), fmt.Sprint(p.Gets), fmt.Sprint(p.Puts), fmt.Sprint(p.News), hit, goFloat(p.GetsPerRequest, "%.2f"))
+			t.Add(goPoolName(p), goCount(p.Gets, p.GetsError), goCount(p.Puts, p.PutsError), goCount(p.News, p.NewsError), hit, goFloat(p.GetsPerRequest, "%.2f"))
 		}
 		t.Write(w)
 	} else if e.PoolsUnknown == "" {
 		fmt.Fprintln(w, "no sync.Pool was used in the window")
+	}
+	if line := goPoolSampling(e.PoolSampling); line != "" {
+		fmt.Fprintln(w, line)
 	}
 	if e.PoolsUnknown != "" {
 		fmt.Fprintf(w, "not measured: %s\n", e.PoolsUnknown)
@@ -303,13 +306,37 @@ func goSections(e evidence.Go) []PageSection {
 		if p.HitRate != nil {
 			hit = Percent(*p.HitRate)
 		}
-		pt.Add(goPoolName(p), fmt.Sprint(p.Gets), fmt.Sprint(p.Puts), fmt.Sprint(p.News), hit, goFloat(p.GetsPerRequest, "%.2f"))
+		pt.Add(goPoolName(p), goCount(p.Gets, p.GetsError), goCount(p.Puts, p.PutsError), goCount(p.News, p.NewsError), hit, goFloat(p.GetsPerRequest, "%.2f"))
 	}
 	if len(pt.Rows) > 0 {
 		s.Tables = append(s.Tables, pt)
+	}
+	if line := goPoolSampling(e.PoolSampling); line != "" {
+		s.Notes = append(s.Notes, line)
 	}
 	if e.PoolsUnknown != "" {
 		s.Notes = append(s.Notes, "sync.Pool: "+e.PoolsUnknown)
 	}
 	return []PageSection{s}
+}
+
+// goCount is a pool count, with its 95 % bound when it is an estimate.
+func goCount(n int64, bound *float64) string {
+	if bound == nil {
+		return fmt.Sprint(n)
+	}
+	return fmt.Sprintf("%d ± %.0f", n, *bound)
+}
+
+// goPoolSampling says whether the pool counts are exact or estimated.
+func goPoolSampling(s *evidence.GoPoolSampling) string {
+	switch {
+	case s == nil:
+		return ""
+	case s.Mode == "sampled":
+		return fmt.Sprintf("pool counts estimated (± 95 %% bound): the hooks were attached %s of the window in %d stretches, not the rest — attached they cost %s of the program's CPU (%.1f µs a call), over the %s budget",
+			Percent(s.OnFraction), s.Periods, Percent(s.CostShare), s.CostPerCallNs/1e3, Percent(s.BudgetShare))
+	default:
+		return fmt.Sprintf("pool counts exact: the hooks were attached the whole window, costing %s of the program's CPU (budget %s)", Percent(s.CostShare), Percent(s.BudgetShare))
+	}
 }

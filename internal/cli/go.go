@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
-	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,12 +16,10 @@ import (
 	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/evidence"
-	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/measure"
-	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -36,6 +34,7 @@ type goOptions struct {
 	Count          string
 	HTTPPorts      []uint
 	NoPools        bool
+	ExactPools     bool
 	Top            int
 	Flame          string
 	Folded         string
@@ -54,7 +53,14 @@ type goOptions struct {
 	// stand-in to check flag handling and exit codes.
 	measure func(ctx context.Context, o golang.Options) (*golang.Result, error)
 	opts    golang.Options
+	// plan is the go-alloc recipe bound to the flags: its options are
+	// what measure runs with, its rules and report are the command's.
+	plan *recipes.Plan
 }
+
+// goFlags name the go-alloc recipe's parameters that are not
+// --name-with-dashes as the go command's flags.
+var goFlags = map[string]string{"body_file": "--body @FILE", "pools": "--no-pools or --exact-pools", "http_port": "--http-port"}
 
 func newGoCmd(g *Globals) *cobra.Command {
 	return goCmd(g, &goOptions{measure: golang.Measure, src: measure.Live()})
@@ -71,7 +77,10 @@ own allocation samples, taken in runtime.mProf_Malloc and weighted the way
 pprof weights them, with a 95 % bound), per request, by allocation site; the
 GC cycles it completed (counted where the runtime counts them: exact), with
 GOGC and GOMEMLIMIT from its environment; and, unless --no-pools, each
-sync.Pool's Gets, Puts and misses (calls of its New function).
+sync.Pool's Gets, Puts and misses (calls of its New function) — exact while
+their hooks cost the program under 0.5 % of its CPU, else estimated from part
+of the window with bounds (--exact-pools keeps them attached). It follows the
+built-in recipe go-alloc (perfscope recipe run go-alloc --set pid=PID).
 
 The window is --duration, or a fixed-count HTTP load perfscope drives itself
 with --load. Without --load the requests are counted from --requests N (what
@@ -113,7 +122,8 @@ was measured until then is reported with a warning.`,
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
 	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off")
 	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the program's)")
-	f.BoolVar(&o.NoPools, "no-pools", false, "leave sync.Pool's Get and Put unprobed (each probed call costs about a microsecond: on a program calling pools millions of times a second, the dominant cost)")
+	f.BoolVar(&o.NoPools, "no-pools", false, "leave sync.Pool's Get and Put unprobed")
+	f.BoolVar(&o.ExactPools, "exact-pools", false, "keep the sync.Pool hooks attached the whole window whatever they cost (default: over 0.5 % of the program's CPU they are attached for part of it and the counts are estimated, with bounds)")
 	f.IntVar(&o.Top, "top", golang.DefaultTopSites, "allocation sites to keep")
 	f.StringVar(&o.Flame, "flame", "", "write an allocation flame graph (bytes): .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the allocation stacks as folded stacks (bytes)")
@@ -148,6 +158,9 @@ func (o *goOptions) validate() error {
 	case o.PID == 0:
 		return usageError("--pid is required: pass the pid of a running Go program (`pgrep NAME` finds it), or its --container or --pod")
 	}
+	if o.NoPools && o.ExactPools {
+		return usageError("--no-pools and --exact-pools exclude each other: give one")
+	}
 	if o.Duration <= 0 && o.LoadURL == "" {
 		return usageError("--duration %v: the window must be longer than zero", o.Duration)
 	}
@@ -160,7 +173,7 @@ func (o *goOptions) validate() error {
 	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
 		return err
 	}
-	opts := golang.Options{PID: o.PID, Duration: o.Duration, NoPools: o.NoPools, TopSites: o.Top}
+	opts := golang.Options{PID: o.PID, Duration: o.Duration, NoPools: o.NoPools, ExactPools: o.ExactPools, TopSites: o.Top}
 	switch o.Count {
 	case "auto":
 		opts.Passive = jvm.PassiveAuto
@@ -180,7 +193,50 @@ func (o *goOptions) validate() error {
 	if err := o.bindSources(&opts); err != nil {
 		return err
 	}
-	o.opts = opts
+	return o.bindRecipe(opts)
+}
+
+// bindRecipe binds the go-alloc recipe to the flags — the recipe checks
+// them again, in sentences naming the flags — and takes its options,
+// with the body the command read (the recipe reads a body file only when
+// prepared).
+func (o *goOptions) bindRecipe(checked golang.Options) error {
+	pools := "auto"
+	switch {
+	case o.NoPools:
+		pools = "off"
+	case o.ExactPools:
+		pools = "exact"
+	}
+	set := recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(), "requests", strconv.FormatInt(o.Requests, 10),
+		"load", o.LoadURL, "method", strings.ToUpper(o.Method), "concurrency", strconv.Itoa(o.Concurrency),
+		"count", o.Count, "pools", pools, "top", strconv.Itoa(o.Top), "header", recipes.KindList.JoinItems(o.Headers))
+	if checked.RequestsFrom != nil {
+		set["requests_from"], set["requests_metric"] = checked.RequestsFrom.URL, checked.RequestsFrom.Metric
+	}
+	if checked.Load != nil && len(checked.Load.Body) > 0 && !strings.HasPrefix(o.Body, "@") {
+		set["body"] = o.Body
+	}
+	ports := make([]string, len(o.HTTPPorts))
+	for i, p := range o.HTTPPorts {
+		ports[i] = strconv.FormatUint(uint64(p), 10)
+	}
+	set["http_port"] = recipes.KindPorts.JoinItems(ports)
+	r, err := recipes.Find("go-alloc")
+	if err != nil {
+		return err
+	}
+	if o.plan, err = r.BindFlags(set, goFlags); err != nil {
+		return err
+	}
+	opts := o.plan.GoOptions()
+	if opts == nil {
+		return fmt.Errorf("recipe go-alloc does not use the goalloc probe")
+	}
+	if opts.Load != nil && checked.Load != nil {
+		opts.Load.Body = checked.Load.Body
+	}
+	o.opts = *opts
 	return nil
 }
 
@@ -291,16 +347,13 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	for _, w := range e.Warnings {
 		fmt.Fprintf(g.Err, "perfscope: warning: %s\n", w)
 	}
-	r := report.New("go", Version(), g.Started)
-	r.Data = report.GoData{Go: e, Load: res.Load}
-	r.Findings = diagnose.Run(diagnose.GoRules, e)
-	r.Overhead = goOverhead(res)
+	// The recipe's envelope (which names it and its values), findings,
+	// overhead and flame graph.
+	r := o.plan.GoRun(o.src, res, g.Started, time.Now()).Report("go", Version())
+	e = res.Evidence
 	r.Show.Top = o.Top
-	if fp := goFlame(e); fp != nil && fp.Total() > 0 {
-		r.Flame = fp
-		r.Show.Title = fmt.Sprintf("pid %d: bytes allocated", o.PID)
-		r.Show.Subtitle = fmt.Sprintf("%s, %s sampled allocations weighted to %s", e.Binary.GoVersion, report.Count(float64(e.Sampling.Samples)), report.Bytes(float64(fp.Total())))
-		if err := writeFlameFlags(r, fp, o.Flame, o.Folded, r.Show.FlameOptions()); err != nil {
+	if r.Flame != nil {
+		if err := writeFlameFlags(r, r.Flame, o.Flame, o.Folded, r.Show.FlameOptions()); err != nil {
 			return err
 		}
 	}
@@ -325,55 +378,12 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	return failOn(r.Findings, o.failOn)
 }
 
-// goOverhead is perfscope's cost in the window: the uprobes' runs and
-// their own timing (the kernel's uprobe trap, a few microseconds per hit,
-// is not in it), their share of all CPU time, and how long attaching took.
-func goOverhead(res *golang.Result) *evidence.Overhead {
-	ov := &evidence.Overhead{AttachMethod: "uprobes", AttachNs: res.AttachNs, Programs: res.Costs}
-	var ns uint64
-	for _, c := range res.Costs {
-		ns += c.RunTimeNs
-	}
-	if w := res.Evidence.WindowNs; w > 0 {
-		ov.BPFTimeShare = float64(ns) / (float64(w) * float64(max(runtime.NumCPU(), 1)))
-	}
-	return ov
-}
-
-// goFlame is the allocation flame graph: the sampled stacks, root first,
-// weighted to estimated bytes.
-func goFlame(e evidence.Go) *flame.Profile {
-	if len(e.Stacks) == 0 {
-		return nil
-	}
-	fp := flame.New(flame.Bytes)
-	fp.SampleType = "alloc_space"
-	for _, s := range e.Stacks {
-		fp.Add(s.Frames, int64(s.Bytes+0.5))
-	}
-	return fp
-}
-
-// goError turns what went wrong into one sentence with the way out.
-// Everything attached was detached before Measure returned.
+// goError turns what went wrong into one sentence with the way out (the
+// go-alloc recipe's, recipes.GoError). Everything attached was detached
+// before Measure returned.
 func goError(pid int, err error) error {
-	switch {
-	case errors.Is(err, golang.ErrNoProcess):
-		return usageError("pid %d is not running: pass the pid of a running Go program", pid)
-	case errors.Is(err, golang.ErrNotGo):
-		return usageError("pid %d is not a Go program (%v): pass the pid of a program built by the Go toolchain", pid, err)
-	case errors.Is(err, golang.ErrUnsupportedGo):
-		return unavailableError("%v; perfscope go reads Go 1.19 and later on amd64 and measured nothing rather than guess", err)
-	case errors.Is(err, jvm.ErrBadSource):
-		return usageError("%v; nothing was attached to pid %d", err, pid)
-	case errors.Is(err, probes.ErrPermission):
-		return unavailableError("pid %d: %v; run as root (or with CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE)", pid, err)
-	case errors.Is(err, probes.ErrNotSupported):
-		return unavailableError("pid %d: %v; `perfscope doctor` shows which kernel features this machine has", pid, err)
-	case errors.Is(err, os.ErrPermission):
-		return unavailableError("pid %d: %v; run as root or as the program's user", pid, err)
-	case errors.Is(err, context.Canceled):
+	if errors.Is(err, context.Canceled) {
 		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted before the window opened; nothing is left attached to pid %d", pid)}
 	}
-	return err
+	return recipes.GoError(pid, err)
 }

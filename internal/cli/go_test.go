@@ -56,6 +56,8 @@ func TestGoFlags(t *testing.T) {
 			return o.RequestsFrom != nil && o.RequestsFrom.URL == "http://127.0.0.1:9090/metrics" && o.RequestsFrom.Metric == "http_requests_total" &&
 				len(o.HTTPPorts) == 1 && o.HTTPPorts[0] == 8080 && o.Passive == jvm.PassiveRequired
 		}},
+		{[]string{"--pid", "42", "--exact-pools"}, ExitOK, func(o golang.Options) bool { return o.ExactPools && !o.NoPools }},
+		{[]string{"--pid", "42", "--exact-pools", "--no-pools"}, ExitUsage, nil},
 		{[]string{}, ExitUsage, nil},
 		{[]string{"--pid", "0"}, ExitUsage, nil},
 		{[]string{"--pid", "-3"}, ExitUsage, nil},

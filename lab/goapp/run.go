@@ -36,6 +36,8 @@ type Config struct {
 	MemProfileRate int
 	// Env is added to the service's environment (GOGC=...).
 	Env []string
+	// Pprof serves net/http/pprof's handlers under /debug/pprof/.
+	Pprof bool
 }
 
 // Start runs the service at path on a loopback port and waits until it
@@ -47,6 +49,9 @@ func Start(ctx context.Context, path string, c Config) (*Server, error) {
 	args := []string{"-mode", c.Mode, "-count", strconv.Itoa(c.Count), "-size", strconv.Itoa(c.Size)}
 	if c.MemProfileRate > 0 {
 		args = append(args, "-memprofilerate", strconv.Itoa(c.MemProfileRate))
+	}
+	if c.Pprof {
+		args = append(args, "-pprof")
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(cleanEnv(), c.Env...)
@@ -118,6 +123,11 @@ type Truth struct {
 	GCCycles       uint64 `json:"gc_cycles"`
 	GoVersion      string `json:"go_version"`
 	MemProfileRate int    `json:"mem_profile_rate"`
+	// PoolGets, PoolPuts and PoolNews count the service's own pool's
+	// calls (modes pooled and leaky) and its New function's.
+	PoolGets int64 `json:"pool_gets"`
+	PoolPuts int64 `json:"pool_puts"`
+	PoolNews int64 `json:"pool_news"`
 }
 
 // Sub is what the runtime counted between prev and t.

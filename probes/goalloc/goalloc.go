@@ -95,6 +95,13 @@ type Probe struct {
 	links   map[string]link.Link
 	progs   map[string]*ebpf.Program
 	missing map[string]error
+	// attached lists every hook attached at Open, also while DetachPools
+	// has the pool hooks off; ex, pid and offsets re-attach them.
+	attached map[string]bool
+	ex       *link.Executable
+	exePath  string
+	pid      int
+	offsets  map[string]uint64
 }
 
 type probeObjects struct {
@@ -194,7 +201,8 @@ func Open(opts Options) (*Probe, error) {
 	if err := spec.LoadAndAssign(objs, nil); err != nil {
 		return nil, probes.Classify("load goalloc BPF programs", err)
 	}
-	p := &Probe{objs: objs, links: map[string]link.Link{}, missing: map[string]error{}}
+	p := &Probe{objs: objs, links: map[string]link.Link{}, missing: map[string]error{}, attached: map[string]bool{},
+		pid: opts.PID, offsets: map[string]uint64{}}
 	p.progs = map[string]*ebpf.Program{
 		HookMalloc: objs.UprobeMalloc, HookGC: objs.UprobeGc,
 		HookPoolGet: objs.UprobePoolGet, HookPoolPut: objs.UprobePoolPut, HookPoolNew: objs.UprobePoolNew,
@@ -204,12 +212,13 @@ func Open(opts Options) (*Probe, error) {
 		p.Close()
 		return nil, fmt.Errorf("goalloc: open %s: %w", opts.Executable, err)
 	}
+	p.ex, p.exePath = ex, opts.Executable
 	attach := func(hook string, off uint64) error {
-		l, err := ex.Uprobe("", p.progs[hook], &link.UprobeOptions{Address: off, PID: opts.PID})
-		if err != nil {
-			return probes.Classify(fmt.Sprintf("attach %s at file offset %#x of %s", hook, off, opts.Executable), err)
+		p.offsets[hook] = off
+		if err := p.attach(hook); err != nil {
+			return err
 		}
-		p.links[hook] = l
+		p.attached[hook] = true
 		return nil
 	}
 	for _, h := range []struct {
@@ -241,14 +250,85 @@ func Open(opts Options) (*Probe, error) {
 	return p, nil
 }
 
+func (p *Probe) attach(hook string) error {
+	off := p.offsets[hook]
+	l, err := p.ex.Uprobe("", p.progs[hook], &link.UprobeOptions{Address: off, PID: p.pid})
+	if err != nil {
+		return probes.Classify(fmt.Sprintf("attach %s at file offset %#x of %s", hook, off, p.exePath), err)
+	}
+	p.links[hook] = l
+	return nil
+}
+
+// poolHooks in the order DetachPools takes them off: New first, so that
+// a New call is never joined to a Get the probe did not see (Get records
+// the goroutine's pool); AttachPools puts them back in reverse.
+var poolHooks = []string{HookPoolNew, HookPoolGet, HookPoolPut}
+
+// DetachPools takes the sync.Pool hooks off the program (each call of Get
+// or Put costs it a uprobe trap) until AttachPools puts them back; the
+// pool counts keep what was counted. The allocation and GC hooks stay.
+func (p *Probe) DetachPools() error {
+	var errs []error
+	for _, hook := range poolHooks {
+		if l := p.links[hook]; l != nil {
+			errs = append(errs, l.Close())
+			delete(p.links, hook)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AttachPools re-attaches the pool hooks DetachPools took off (those
+// attached at Open). On error the ones attached stay; DetachPools or
+// Close takes them off.
+func (p *Probe) AttachPools() error {
+	if p.objs == nil {
+		return errors.New("goalloc: attach after Close")
+	}
+	for i := len(poolHooks) - 1; i >= 0; i-- {
+		hook := poolHooks[i]
+		if p.attached[hook] && p.links[hook] == nil {
+			if err := p.attach(hook); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// PoolCounts reads the cumulative per-pool counts only (cheaper than
+// Snapshot, which also reads the samples and their stacks).
+func (p *Probe) PoolCounts() (map[uint64]PoolCounts, error) {
+	out := map[uint64]PoolCounts{}
+	if p.objs == nil {
+		return out, errors.New("goalloc: pool counts after Close")
+	}
+	pools, err := probes.ReadPerCPUHash[uint64, goallocPoolCounts](p.objs.Pools)
+	if err != nil {
+		return out, err
+	}
+	for addr, perCPU := range pools {
+		var pc PoolCounts
+		for _, v := range perCPU {
+			pc.Gets += v.Gets
+			pc.Puts += v.Puts
+			pc.News += v.News
+		}
+		out[addr] = pc
+	}
+	return out, nil
+}
+
 // Method is how the programs are attached.
 func (p *Probe) Method() probes.AttachMethod { return "uprobe" }
 
 // Missing lists the optional pool hooks that are not attached, with why.
 func (p *Probe) Missing() map[string]error { return p.missing }
 
-// Attached says whether hook (HookMalloc, ...) is attached.
-func (p *Probe) Attached(hook string) bool { return p.links[hook] != nil }
+// Attached says whether hook (HookMalloc, ...) was attached at Open (a
+// pool hook may be off for now: DetachPools).
+func (p *Probe) Attached(hook string) bool { return p.attached[hook] }
 
 // Costs is each attached program's bpf_stats run count and time.
 func (p *Probe) Costs() []probes.ProgramCost {
@@ -256,7 +336,7 @@ func (p *Probe) Costs() []probes.ProgramCost {
 		return nil
 	}
 	progs := map[string]*ebpf.Program{}
-	for hook := range p.links {
+	for hook := range p.attached {
 		progs[hook] = p.progs[hook]
 	}
 	return probes.Costs(progs)
@@ -275,7 +355,7 @@ func (p *Probe) SelfCosts() (probes.SelfCosts, error) {
 		HookPoolNew: uint32(goallocGoallocHookGOALLOC_HOOK_POOL_NEW),
 	}
 	slots := map[string]uint32{}
-	for hook := range p.links {
+	for hook := range p.attached {
 		slots[hook] = all[hook]
 	}
 	return probes.SelfCostReader(p.objs.SelfCosts, slots, func(v goallocSelfCost) probes.SelfRuns {
@@ -321,18 +401,8 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		PoolsFull:       c[goallocGoallocCounterGOALLOC_LOST_POOLS_FULL],
 		PoolNewUnjoined: c[goallocGoallocCounterGOALLOC_LOST_POOL_NEW],
 	}
-	pools, err := probes.ReadPerCPUHash[uint64, goallocPoolCounts](p.objs.Pools)
-	if err != nil {
+	if s.Pools, err = p.PoolCounts(); err != nil {
 		return s, err
-	}
-	for addr, perCPU := range pools {
-		var pc PoolCounts
-		for _, v := range perCPU {
-			pc.Gets += v.Gets
-			pc.Puts += v.Puts
-			pc.News += v.News
-		}
-		s.Pools[addr] = pc
 	}
 	counts, err := probes.ReadHash[goallocAllocKey, uint64](p.objs.AllocSamples)
 	if err != nil {

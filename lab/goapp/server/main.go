@@ -28,10 +28,13 @@ import (
 
 var (
 	requests atomic.Int64
+	// The pool's calls as the program made them, for tests to compare
+	// perfscope's pool counts with.
+	poolGets, poolPuts, poolNews atomic.Int64
 	// sink keeps each buffer reachable past its handler so that the
 	// compiler cannot put it on the stack.
 	sink atomic.Value
-	pool = sync.Pool{New: func() any { b := make([]byte, size); return &b }}
+	pool = sync.Pool{New: func() any { poolNews.Add(1); b := make([]byte, size); return &b }}
 	size int
 )
 
@@ -39,10 +42,13 @@ func work(mode string, count int) {
 	for i := 0; i < count; i++ {
 		switch mode {
 		case "pooled":
+			poolGets.Add(1)
 			b := pool.Get().(*[]byte)
 			touch(*b)
+			poolPuts.Add(1)
 			pool.Put(b)
 		case "leaky":
+			poolGets.Add(1)
 			b := pool.Get().(*[]byte)
 			touch(*b)
 			sink.Store(b)
@@ -71,6 +77,9 @@ type truth struct {
 	GCCycles         uint64 `json:"gc_cycles"`
 	GOVersion        string `json:"go_version"`
 	MemProfile       int    `json:"mem_profile_rate"`
+	PoolGets         int64  `json:"pool_gets"`
+	PoolPuts         int64  `json:"pool_puts"`
+	PoolNews         int64  `json:"pool_news"`
 }
 
 var (
@@ -110,6 +119,9 @@ func readTruth() truth {
 		TinyAllocs:       s[3].Value.Uint64(),
 		GOVersion:        runtime.Version(),
 		MemProfile:       runtime.MemProfileRate,
+		PoolGets:         poolGets.Load(),
+		PoolPuts:         poolPuts.Load(),
+		PoolNews:         poolNews.Load(),
 	}
 }
 
@@ -119,6 +131,7 @@ func main() {
 	count := flag.Int("count", 4, "buffers per request")
 	flag.IntVar(&size, "size", 4096, "bytes per buffer")
 	rate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate to set (0: keep the runtime's)")
+	pprofOn := flag.Bool("pprof", false, "serve net/http/pprof's handlers under /debug/pprof/ (not with -tags noprofile)")
 	flag.Parse()
 	if *rate > 0 {
 		runtime.MemProfileRate = *rate
@@ -138,7 +151,7 @@ func main() {
 	mux.HandleFunc("/truth", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(readTruth())
 	})
-	registerProfile(mux)
+	registerProfile(mux, *pprofOn)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

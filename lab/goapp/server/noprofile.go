@@ -4,4 +4,4 @@ package main
 
 import "net/http"
 
-func registerProfile(*http.ServeMux) {}
+func registerProfile(*http.ServeMux, bool) {}

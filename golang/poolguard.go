@@ -1,0 +1,423 @@
+package golang
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/goalloc"
+)
+
+// The sync.Pool hooks' cost guard. Get and Put trap into the kernel on
+// every call — net/http alone calls each ~3 times a request — so on a busy
+// service they would cost far more than the rest of the probe (8 % of the
+// lab service's requests/s, BENCHMARKS.md). The guard measures what the
+// hooks cost the program while attached: calls × (the programs' own time
+// per run + the uprobe trap) over the program's CPU time. Under the budget
+// they stay attached for the whole window and the counts are exact; over
+// it they are attached for a fraction of each period (budget / cost) and
+// the counts are scaled up to the window, each with a 95 % bound.
+const (
+	// DefaultPoolBudget is the share of the program's CPU time the pool
+	// hooks may take: half of the < 1 % requests/s target, the rest left
+	// to the allocation and GC hooks.
+	DefaultPoolBudget = 0.005
+	// UprobeTrapNs is what one uprobe hit costs the program outside the
+	// BPF program (the breakpoint trap, the kernel's uprobe dispatch and
+	// the single-step back), which the programs cannot time themselves,
+	// when it cannot be measured on the machine (measureUprobeTrap): what
+	// the lab service lost per pool call with the hooks always attached
+	// on the project's 2-vCPU KVM guest (BENCHMARKS.md, "go: requests/s
+	// lost under a fixed-rate load").
+	UprobeTrapNs = 6000
+	// poolCalibration is the first stretch with the hooks attached, after
+	// which the guard first decides, and how often it decides again while
+	// they cost less than the budget.
+	poolCalibration = 200 * time.Millisecond
+	// poolPeriod is, once the guard samples, the length of one on+off
+	// period (longer when the on part would be shorter than minPoolOn).
+	poolPeriod = time.Second
+	minPoolOn  = 20 * time.Millisecond
+)
+
+// poolPeriodCounts is one stretch with the pool hooks attached and what
+// they counted in it.
+type poolPeriodCounts struct {
+	on     time.Duration
+	counts map[uint64]goalloc.PoolCounts
+}
+
+// poolHooks are the probe's methods the guard uses (a fake in tests).
+type poolHooks interface {
+	DetachPools() error
+	AttachPools() error
+	PoolCounts() (map[uint64]goalloc.PoolCounts, error)
+	SelfCosts() (probes.SelfCosts, error)
+}
+
+// poolGuard attaches and detaches the pool hooks over one window.
+type poolGuard struct {
+	hooks  poolHooks
+	cpu    func() (time.Duration, error) // the program's CPU time so far
+	budget float64
+	trapNs float64
+	// trapNote says where trapNs came from.
+	trapNote string
+	// exact keeps the hooks attached whatever they cost (--exact-pools).
+	exact bool
+	// calibration, period and minOn: poolCalibration, poolPeriod and
+	// minPoolOn unless set (tests).
+	calibration, period, minOn time.Duration
+
+	periods  []poolPeriodCounts
+	detached int // times the guard took the hooks off
+	calls    uint64
+	cpuOn    time.Duration
+	costNs   float64 // the programs' own time per hit, self-timed
+	fraction float64 // the current share of time attached
+	cpuErr   error
+}
+
+// run drives the hooks until ctx ends (the window's end). The hooks are
+// attached when it starts; it returns with them attached or not (Close
+// takes them off).
+func (g *poolGuard) run(ctx context.Context) error {
+	g.fraction = 1
+	if g.calibration <= 0 {
+		g.calibration, g.period, g.minOn = poolCalibration, poolPeriod, minPoolOn
+	}
+	on := g.calibration
+	for {
+		start := time.Now()
+		c0, err := g.hooks.PoolCounts()
+		if err != nil {
+			return err
+		}
+		cpu0, cpuErr := g.cpu()
+		self0, _ := g.hooks.SelfCosts()
+		ended := sleep(ctx, on)
+		c1, err := g.hooks.PoolCounts()
+		if err != nil {
+			return err
+		}
+		cpu1, cpuErr1 := g.cpu()
+		self1, _ := g.hooks.SelfCosts()
+		span := time.Since(start)
+		d := subPools(c1, c0)
+		g.periods = append(g.periods, poolPeriodCounts{on: span, counts: d})
+		for _, c := range d {
+			g.calls += c.Gets + c.Puts + c.News
+		}
+		if cpuErr == nil && cpuErr1 == nil {
+			g.cpuOn += cpu1 - cpu0
+		} else {
+			g.cpuErr = fmt.Errorf("the program's CPU time could not be read (%v): its wall time on one CPU stands for it", firstErr(cpuErr, cpuErr1))
+			g.cpuOn += span
+		}
+		if ns := poolSelfNs(self1.Sub(self0)); ns > 0 {
+			g.costNs = ns
+		}
+		if ended {
+			return nil
+		}
+		share := g.costShare()
+		if g.exact || (share <= g.budget && g.detached == 0) {
+			// Checked as often as at first: a program idle so far can
+			// take load at any moment, at the hooks' full cost.
+			on = g.calibration
+			continue
+		}
+		g.fraction = math.Min(1, g.budget/share)
+		on = time.Duration(g.fraction * float64(g.period))
+		if on < g.minOn {
+			on = g.minOn
+		}
+		if g.fraction >= 1 {
+			continue
+		}
+		off := time.Duration(float64(on) * (1 - g.fraction) / g.fraction)
+		if err := g.hooks.DetachPools(); err != nil {
+			return err
+		}
+		g.detached++
+		ended = sleep(ctx, off)
+		if ended {
+			return nil
+		}
+		if err := g.hooks.AttachPools(); err != nil {
+			return err
+		}
+	}
+}
+
+// costShare is what the hooks cost the program while attached: hits ×
+// (self-timed time per run + the trap) over its CPU time then.
+func (g *poolGuard) costShare() float64 {
+	if g.calls == 0 {
+		return 0
+	}
+	cost := float64(g.calls) * (g.costNs + g.trapNs)
+	if g.cpuOn <= 0 {
+		return math.Inf(1)
+	}
+	return cost / float64(g.cpuOn)
+}
+
+// sleep waits d or until ctx ends, and says whether ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poolSelfNs is the pool hooks' mean self-timed time per run.
+func poolSelfNs(s probes.SelfCosts) float64 {
+	var timed, ns uint64
+	for _, hook := range []string{goalloc.HookPoolGet, goalloc.HookPoolPut, goalloc.HookPoolNew} {
+		for _, v := range s[hook] {
+			timed += v.TimedRuns
+			ns += v.TimedNs
+		}
+	}
+	if timed == 0 {
+		return 0
+	}
+	return float64(ns) / float64(timed)
+}
+
+// subPools is the counts between two readings.
+func subPools(now, before map[uint64]goalloc.PoolCounts) map[uint64]goalloc.PoolCounts {
+	out := map[uint64]goalloc.PoolCounts{}
+	for addr, c := range now {
+		p := before[addr]
+		if c.Gets < p.Gets || c.Puts < p.Puts || c.News < p.News {
+			p = goalloc.PoolCounts{}
+		}
+		if d := (goalloc.PoolCounts{Gets: c.Gets - p.Gets, Puts: c.Puts - p.Puts, News: c.News - p.News}); d != (goalloc.PoolCounts{}) {
+			out[addr] = d
+		}
+	}
+	return out
+}
+
+// PoolEstimate is one pool's counts over the window: exact when the hooks
+// stayed attached (errors zero), else scaled from the periods they were.
+type PoolEstimate struct {
+	Gets, Puts, News             float64
+	GetsErr, PutsErr, NewsErr    float64
+	getsSeen, putsSeen, newsSeen uint64
+}
+
+// EstimatePools scales the periods' counts to the window with the ratio
+// estimator (counts per second attached × the window), each with a 95 %
+// bound: the spread of the periods' rates (finite-population corrected
+// for the share attached, Student's t for their number) or the counts'
+// Poisson error, whichever is larger. sampled false: the periods cover the window and the counts are
+// summed as they are.
+func estimatePools(periods []poolPeriodCounts, window time.Duration, sampled bool) map[uint64]PoolEstimate {
+	out := map[uint64]PoolEstimate{}
+	var on time.Duration
+	for _, p := range periods {
+		on += p.on
+		for addr, c := range p.counts {
+			e := out[addr]
+			e.getsSeen += c.Gets
+			e.putsSeen += c.Puts
+			e.newsSeen += c.News
+			out[addr] = e
+		}
+	}
+	for addr, e := range out {
+		e.Gets, e.Puts, e.News = float64(e.getsSeen), float64(e.putsSeen), float64(e.newsSeen)
+		if sampled && on > 0 {
+			pick := []func(goalloc.PoolCounts) uint64{
+				func(c goalloc.PoolCounts) uint64 { return c.Gets },
+				func(c goalloc.PoolCounts) uint64 { return c.Puts },
+				func(c goalloc.PoolCounts) uint64 { return c.News },
+			}
+			vals := []*float64{&e.Gets, &e.Puts, &e.News}
+			errs := []*float64{&e.GetsErr, &e.PutsErr, &e.NewsErr}
+			for i, f := range pick {
+				*vals[i], *errs[i] = ratioEstimate(periods, addr, f, on, window)
+			}
+		}
+		out[addr] = e
+	}
+	return out
+}
+
+// ratioEstimate is one count's total over the window and its 95 % bound.
+func ratioEstimate(periods []poolPeriodCounts, addr uint64, count func(goalloc.PoolCounts) uint64, on, window time.Duration) (float64, float64) {
+	var seen float64
+	for _, p := range periods {
+		seen += float64(count(p.counts[addr]))
+	}
+	w, t := window.Seconds(), on.Seconds()
+	rate := seen / t
+	fpc := math.Max(0, 1-t/w) // the share of the window not seen
+	// Poisson: the seen count's own noise, scaled.
+	bound := 1.96 * math.Sqrt(seen*fpc) * w / t
+	if n := float64(len(periods)); n >= 2 {
+		var ss float64
+		for _, p := range periods {
+			r := float64(count(p.counts[addr])) - rate*p.on.Seconds()
+			ss += r * r
+		}
+		mean := t / n
+		v := fpc * ss / (n - 1) / (n * mean * mean)
+		bound = math.Max(bound, studentT975(len(periods)-1)*math.Sqrt(v)*w)
+	}
+	return rate * w, bound
+}
+
+// studentT975 is Student's t distribution's 97.5 % quantile for df
+// degrees of freedom: the spread of a few periods says little about its
+// own size. Exact for 1; else the Cornish–Fisher expansion around the
+// normal's 1.96 (within 1 % from 2 on).
+func studentT975(df int) float64 {
+	if df <= 1 {
+		return 12.706
+	}
+	z, v := 1.959964, float64(df)
+	z3, z5, z7, z9 := z*z*z, math.Pow(z, 5), math.Pow(z, 7), math.Pow(z, 9)
+	return z + (z3+z)/(4*v) + (5*z5+16*z3+3*z)/(96*v*v) + (3*z7+19*z5+17*z3-15*z)/(384*v*v*v) +
+		(79*z9+776*z7+1482*z5-1920*z3-945*z)/(92160*v*v*v*v)
+}
+
+// poolSampling is what the evidence says of how the hooks ran.
+func (g *poolGuard) sampling(window time.Duration) *evidence.GoPoolSampling {
+	var on time.Duration
+	for _, p := range g.periods {
+		on += p.on
+	}
+	s := &evidence.GoPoolSampling{Mode: "exact", OnNs: int64(on), Periods: len(g.periods),
+		BudgetShare: g.budget, CostShare: g.costShare(), CostPerCallNs: g.costNs + g.trapNs}
+	if math.IsInf(s.CostShare, 0) {
+		s.CostShare = 0
+	}
+	if window > 0 {
+		s.OnFraction = math.Min(1, float64(on)/float64(window))
+	}
+	switch {
+	case g.exact:
+		s.Note = "--exact-pools: attached the whole window whatever they cost"
+	case g.detached > 0:
+		s.Mode = "sampled"
+		s.Note = fmt.Sprintf("the pool hooks cost %.1f %% of the program's CPU while attached (%d calls, %.0f ns each), over the %.1f %% budget: attached %.1f %% of the window in %d stretches, counts scaled to the window with 95 %% bounds",
+			100*s.CostShare, g.calls, s.CostPerCallNs, 100*g.budget, 100*s.OnFraction, len(g.periods))
+	}
+	if g.trapNote != "" {
+		s.Note = strings.TrimPrefix(s.Note+"; "+g.trapNote, "; ")
+	}
+	if g.cpuErr != nil {
+		s.Note = strings.TrimPrefix(s.Note+"; "+g.cpuErr.Error(), "; ")
+	}
+	return s
+}
+
+// threadCPU is the CPU time all of pid's threads have run, from their
+// schedstat (nanoseconds; /proc/PID/stat's ticks are 10 ms).
+func threadCPU(root string, pid int) (time.Duration, error) {
+	dir := filepath.Join(root, "proc", strconv.Itoa(pid), "task")
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	for _, t := range tasks {
+		raw, err := os.ReadFile(filepath.Join(dir, t.Name(), "schedstat"))
+		if err != nil {
+			continue // the thread exited
+		}
+		f := strings.Fields(string(raw))
+		if len(f) == 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", filepath.Join(dir, t.Name(), "schedstat"), err)
+		}
+		sum += ns
+	}
+	return time.Duration(sum), nil
+}
+
+// setTrap sets the uprobe trap's cost per hit: measured on this machine
+// once per process, else UprobeTrapNs.
+func (g *poolGuard) setTrap() {
+	ns, err := trapCost()
+	switch {
+	case err != nil:
+		g.trapNs, g.trapNote = UprobeTrapNs, fmt.Sprintf("the uprobe trap's cost could not be measured here (%v): %.1f µs assumed", err, UprobeTrapNs/1e3)
+	case ns <= 0:
+		g.trapNs, g.trapNote = UprobeTrapNs, fmt.Sprintf("the uprobe trap timed at nothing here: %.1f µs assumed", UprobeTrapNs/1e3)
+	default:
+		g.trapNs, g.trapNote = ns, fmt.Sprintf("a uprobe trap measured at %.1f µs on this machine", ns/1e3)
+	}
+}
+
+// trapTarget is the function MeasureUprobeTrap hooks in perfscope itself.
+//
+//go:noinline
+func trapTarget(x int) int { return x ^ 1 }
+
+var trapSink int
+
+// trapCost is MeasureUprobeTrap's result, measured once per process.
+var trapCost = sync.OnceValues(measureUprobeTrap)
+
+// measureUprobeTrap times what a uprobe hit costs on this machine (a
+// virtual machine's trap can cost several times a bare host's): a uprobe
+// on trapTarget in perfscope's own binary, found through its function
+// table as any Go program's, 5,000 calls with and without it (best of 3).
+func measureUprobeTrap() (float64, error) {
+	proc, err := OpenProcess(FS{}, os.Getpid())
+	if err != nil {
+		return 0, err
+	}
+	defer proc.Close()
+	f, ok := proc.Binary.Func("github.com/perfscope/perfscope/golang.trapTarget")
+	if !ok {
+		return 0, errors.New("golang.trapTarget is not in perfscope's function table")
+	}
+	at, err := proc.Binary.BodyStart(f)
+	if err != nil {
+		return 0, err
+	}
+	off, err := proc.Binary.FileOffset(at)
+	if err != nil {
+		return 0, err
+	}
+	d, err := goalloc.MeasureTrap(proc.Exe, off, func(n int) {
+		for i := 0; i < n; i++ {
+			trapSink = trapTarget(trapSink)
+		}
+	}, 5000, 3)
+	if err != nil {
+		return 0, err
+	}
+	return float64(d), nil
+}

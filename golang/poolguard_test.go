@@ -1,0 +1,194 @@
+package golang
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/goalloc"
+)
+
+// fakePoolHooks is a program calling one pool at a steady rate: its
+// counts grow with the time the hooks are attached, its CPU time with the
+// wall clock.
+type fakePoolHooks struct {
+	mu        sync.Mutex
+	attached  bool
+	since     time.Time
+	onTime    time.Duration
+	start     time.Time
+	callsPerS float64 // Gets per second (Puts the same, News a tenth)
+	cpuPerS   float64 // the program's CPU seconds per second
+	selfNs    uint64  // the programs' own time per run
+	detaches  int
+}
+
+func newFakePoolHooks(callsPerS, cpuPerS float64) *fakePoolHooks {
+	now := time.Now()
+	return &fakePoolHooks{attached: true, since: now, start: now, callsPerS: callsPerS, cpuPerS: cpuPerS, selfNs: 300}
+}
+
+func (f *fakePoolHooks) on() time.Duration {
+	d := f.onTime
+	if f.attached {
+		d += time.Since(f.since)
+	}
+	return d
+}
+
+func (f *fakePoolHooks) DetachPools() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.attached {
+		f.onTime += time.Since(f.since)
+		f.attached = false
+		f.detaches++
+	}
+	return nil
+}
+
+func (f *fakePoolHooks) AttachPools() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.attached {
+		f.attached, f.since = true, time.Now()
+	}
+	return nil
+}
+
+func (f *fakePoolHooks) PoolCounts() (map[uint64]goalloc.PoolCounts, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := uint64(f.on().Seconds() * f.callsPerS)
+	return map[uint64]goalloc.PoolCounts{0xc000: {Gets: n, Puts: n, News: n / 10}}, nil
+}
+
+func (f *fakePoolHooks) SelfCosts() (probes.SelfCosts, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := uint64(f.on().Seconds() * f.callsPerS)
+	return probes.SelfCosts{goalloc.HookPoolGet: {{Runs: n, TimedRuns: n / 64, TimedNs: n / 64 * f.selfNs}}}, nil
+}
+
+func (f *fakePoolHooks) cpu() (time.Duration, error) {
+	return time.Duration(time.Since(f.start).Seconds() * f.cpuPerS * 1e9), nil
+}
+
+// runGuard runs a guard over a window of w on f.
+func runGuard(t *testing.T, f *fakePoolHooks, exact bool, w time.Duration) (*poolGuard, time.Duration) {
+	t.Helper()
+	g := &poolGuard{hooks: f, cpu: f.cpu, budget: DefaultPoolBudget, trapNs: UprobeTrapNs, exact: exact,
+		calibration: 20 * time.Millisecond, period: 100 * time.Millisecond, minOn: 5 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), w)
+	defer cancel()
+	start := time.Now()
+	if err := g.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return g, time.Since(start)
+}
+
+func TestPoolGuardSamplesHooksOverBudget(t *testing.T) {
+	// 50,000 Gets and as many Puts a second at ~6 µs each against one CPU
+	// of program: 60 % of its CPU, over a hundred times the budget.
+	f := newFakePoolHooks(50000, 1)
+	g, window := runGuard(t, f, false, 1500*time.Millisecond)
+	if f.detaches == 0 || g.detached == 0 {
+		t.Fatalf("the guard never took the hooks off (cost share %.3f, budget %.3f)", g.costShare(), g.budget)
+	}
+	s := g.sampling(window)
+	if s.Mode != "sampled" || s.OnFraction >= 1 || s.Note == "" {
+		t.Fatalf("sampling = %+v, want sampled with a note", s)
+	}
+	if want := 2 * 50000 * (300 + UprobeTrapNs) / 1e9; math.Abs(s.CostShare-want) > 0.25*want {
+		t.Errorf("cost share %.3f, want ~%.3f (2 × 50,000 calls/s × (0.3 µs + the trap) over 1 CPU)", s.CostShare, want)
+	}
+	est := estimatePools(g.periods, window, true)[0xc000]
+	truth := 50000 * window.Seconds()
+	if est.GetsErr <= 0 || math.Abs(est.Gets-truth) > est.GetsErr+0.02*truth {
+		t.Errorf("gets %.0f ± %.0f, the program made %.0f", est.Gets, est.GetsErr, truth)
+	}
+	if seen := float64(est.getsSeen); seen >= 0.9*truth {
+		t.Errorf("the hooks saw %.0f of %.0f Gets: they were not off for most of the window", seen, truth)
+	}
+}
+
+func TestPoolGuardKeepsCheapHooksAttached(t *testing.T) {
+	// 100 calls a second: 0.02 % of one CPU.
+	f := newFakePoolHooks(100, 1)
+	g, window := runGuard(t, f, false, 400*time.Millisecond)
+	if f.detaches != 0 {
+		t.Fatalf("the guard took hooks costing %.4f of the CPU off (budget %.3f)", g.costShare(), g.budget)
+	}
+	if s := g.sampling(window); s.Mode != "exact" {
+		t.Fatalf("sampling = %+v, want exact", s)
+	}
+}
+
+func TestPoolGuardExactPoolsNeverDetaches(t *testing.T) {
+	f := newFakePoolHooks(50000, 1)
+	g, window := runGuard(t, f, true, 400*time.Millisecond)
+	if f.detaches != 0 {
+		t.Fatal("--exact-pools: the guard took the hooks off")
+	}
+	if s := g.sampling(window); s.Mode != "exact" || s.CostShare < 0.1 {
+		t.Fatalf("sampling = %+v, want exact with the cost it measured", s)
+	}
+}
+
+func TestStudentT975(t *testing.T) {
+	for df, want := range map[int]float64{1: 12.706, 2: 4.303, 3: 3.182, 5: 2.571, 9: 2.262, 30: 2.042, 1000: 1.962} {
+		if got := studentT975(df); math.Abs(got-want)/want > 0.01 {
+			t.Errorf("t(0.975, %d) = %.3f, want %.3f", df, got, want)
+		}
+	}
+}
+
+func TestEstimatePools(t *testing.T) {
+	const pool = 0x10
+	mk := func(on time.Duration, gets uint64) poolPeriodCounts {
+		return poolPeriodCounts{on: on, counts: map[uint64]goalloc.PoolCounts{pool: {Gets: gets, Puts: gets / 2}}}
+	}
+	// Ten 100 ms stretches of a 10 s window, 1,000 Gets each give or
+	// take 100: 10,000 seen at 10,000/s, 100,000 in the window.
+	var periods []poolPeriodCounts
+	for i := 0; i < 10; i++ {
+		periods = append(periods, mk(100*time.Millisecond, uint64(900+200*(i%2))))
+	}
+	e := estimatePools(periods, 10*time.Second, true)[pool]
+	if math.Abs(e.Gets-100000) > 1 || math.Abs(e.Puts-50000) > 1 {
+		t.Fatalf("estimate %+v, want 100,000 Gets and 50,000 Puts", e)
+	}
+	// The periods' spread: s = 105.4 Gets, s/√10/(0.1 s) × 10 s × √(1 −
+	// 0.1) = 3,162, × t(0.975, 9 df) = 2.262: 7,153; the counts' own
+	// (Poisson) bound, 1.96·√(10,000·0.9)·10 = 1,859, is smaller.
+	if math.Abs(e.GetsErr-7153) > 10 {
+		t.Errorf("gets bound %.0f, want 7,153 (the periods' spread)", e.GetsErr)
+	}
+	// Steady periods: the counts' own noise is the bound.
+	steady := []poolPeriodCounts{}
+	for i := 0; i < 10; i++ {
+		steady = append(steady, mk(100*time.Millisecond, 1000))
+	}
+	if e := estimatePools(steady, 10*time.Second, true)[pool]; math.Abs(e.GetsErr-1859) > 2 {
+		t.Errorf("steady: gets bound %.0f, want 1,859 (Poisson)", e.GetsErr)
+	}
+	// Unsampled: summed as they are, no bound.
+	e = estimatePools(periods, 10*time.Second, false)[pool]
+	if e.Gets != 10000 || e.GetsErr != 0 {
+		t.Errorf("unsampled %+v, want 10,000 exact", e)
+	}
+	// A bursty program: the spread wins over the counts' own noise.
+	periods = periods[:0]
+	for i := 0; i < 10; i++ {
+		periods = append(periods, mk(100*time.Millisecond, uint64(20000*(i%2))))
+	}
+	e = estimatePools(periods, 10*time.Second, true)[pool]
+	poisson := 1.96 * math.Sqrt(100000*0.9) * 100
+	if e.GetsErr <= poisson {
+		t.Errorf("bursty: bound %.0f not above the Poisson %.0f", e.GetsErr, poisson)
+	}
+}
