@@ -23,10 +23,13 @@ var LoadThresholds = struct {
 		Doc: "throughput gain from one level to the next, as a share of the concurrency added, below which throughput stopped rising (0.1: 10 % for a doubling)"},
 	P99Rise: Threshold{Name: "knee_p99_rise", Default: 0.2, Min: 0, Max: 100,
 		Doc: "rise of p99 latency at that level (0.2: 20 %) that makes it a knee rather than a client-bound plateau"},
-	Busy: Threshold{Name: "knee_busy_share", Default: 0.9, Min: 0, Max: 1,
+	// 80 %: a queue served at 80 % utilization waits on average four
+	// service times (M/M/1: ρ/(1−ρ)); over seconds, on a few CPUs, that is
+	// saturation.
+	Busy: Threshold{Name: "knee_busy_share", Default: 0.8, Min: 0, Max: 1,
 		Doc: "the CPUs' mean busy share from which they count as saturated"},
-	Runnable: Threshold{Name: "knee_runnable_share", Default: 0.2, Min: 0, Max: 1,
-		Doc: "share of the service's threads' time runnable (waiting for a CPU) that makes the CPUs the cause"},
+	Runnable: Threshold{Name: "knee_cpu_wait_share", Default: 0.3, Min: 0, Max: 1,
+		Doc: "share of the time the service's threads wanted a CPU that they waited for one (runnable over on CPU + runnable) that makes the CPUs the cause"},
 	PoolOnCPU: Threshold{Name: "knee_pool_on_cpu_share", Default: 0.9, Min: 0, Max: 1,
 		Doc: "on-CPU share of the service's busiest pool from which its threads are the limit (a single-threaded event loop)"},
 	Growth: Threshold{Name: "knee_growth_threads", Default: 0.5, Min: 0, Max: 1e6,
@@ -125,14 +128,16 @@ func kneeCause(k, f evidence.LoadLevel, t Thresholds) (reason, site, why string)
 	}
 	switch {
 	case busy:
-		return KneeCPU, "", fmt.Sprintf("the CPUs were %s busy at concurrency %d (the service used %s CPUs)", pct(f.CPUBusy), f.Concurrency, cpus(f.ServiceCPU))
-	case th.RunnableShare >= t.Get(LoadThresholds.Runnable):
-		return KneeCPU, "", fmt.Sprintf("the service's threads waited for a CPU %s of their time (run-queue p99 %s)", pct(th.RunnableShare), dur(float64(th.RunQueueP99Ns)))
+		return KneeCPU, "", fmt.Sprintf("the CPUs were %s busy at concurrency %d (the service used %s CPUs, perfscope's load generator %s)",
+			pct(f.CPUBusy), f.Concurrency, cpus(f.ServiceCPU), cpus(f.LoadGeneratorCPU))
+	case th.CPUWaitShare >= t.Get(LoadThresholds.Runnable):
+		return KneeCPU, "", fmt.Sprintf("of the time the service's threads wanted a CPU they waited for one %s (run-queue p99 %s; CPUs %s busy)",
+			pct(th.CPUWaitShare), dur(float64(th.RunQueueP99Ns)), busyText(f.CPUBusy))
 	case th.BusiestPool != nil && th.BusiestPool.OnCPUShare >= t.Get(LoadThresholds.PoolOnCPU):
 		p := th.BusiestPool
 		return KneeCPU, "", fmt.Sprintf("the service's %s pool (%d threads) was on CPU %s of its time: its threads are the limit, not the machine's CPUs (%s busy)",
 			p.Name, p.Threads, pct(p.OnCPUShare), busyText(f.CPUBusy))
-	case th.RunnableShare < t.Get(LoadThresholds.Runnable)/2 && th.OnCPUShare < t.Get(LoadThresholds.PoolOnCPU):
+	case th.CPUWaitShare < t.Get(LoadThresholds.Runnable)/2 && th.OnCPUShare < t.Get(LoadThresholds.PoolOnCPU):
 		return KneePool, "", fmt.Sprintf("no wait of the service's threads grew by %.1f threads or more and few were runnable (%s): the added requests "+
 			"queued before a thread took them — a bounded worker pool or connection limit (the threads were on CPU %s, blocked %s of their time)",
 			t.Get(LoadThresholds.Growth), pct(th.RunnableShare), pct(th.OnCPUShare), pct(th.BlockedShare))
@@ -207,7 +212,7 @@ func checkKnee(ev evidence.Load, t Thresholds) *Finding {
 	case KneeCPU:
 		f.Severity = Info
 		if flat.Threads != nil {
-			f.Impact = min(flat.Threads.RunnableShare, 1)
+			f.Impact = min(flat.Threads.CPUWaitShare, 1)
 		}
 		rec.Why = "The service is CPU-bound at this concurrency: more concurrent requests only queue for the CPUs, adding latency."
 		rec.Apply = []string{

@@ -14,7 +14,7 @@ func level(c int, rps, p99ms, busy float64, th *evidence.LoadThreads) evidence.L
 }
 
 func threads(runnable float64, waits ...evidence.LoadWait) *evidence.LoadThreads {
-	return &evidence.LoadThreads{Threads: 4, RunnableThreads: runnable, RunnableShare: runnable / 4, OnCPUShare: 0.05, BlockedShare: 0.9, Waits: waits}
+	return &evidence.LoadThreads{Threads: 4, RunnableThreads: runnable, RunnableShare: runnable / 4, CPUWaitShare: runnable / (runnable + 0.2), OnCPUShare: 0.05, BlockedShare: 0.9, Waits: waits}
 }
 
 func wait(reason, site string, n float64) evidence.LoadWait {

@@ -51,6 +51,10 @@ type LoadLevel struct {
 	// CPUBusy is the machine's CPUs' mean busy share over the level
 	// (/proc/stat: everything but idle and iowait); -1 when unknown.
 	CPUBusy float64 `json:"cpu_busy"`
+	// LoadGeneratorCPU is the CPU perfscope itself used over the level (the
+	// load generator and the probe's reader), in CPUs: on the service's
+	// machine it competes with the service for the same CPUs.
+	LoadGeneratorCPU float64 `json:"load_generator_cpu"`
 	// Threads (nil when the off-CPU probe did not run) is where the
 	// service's threads spent the level.
 	Threads *LoadThreads `json:"threads"`
@@ -69,6 +73,9 @@ type LoadThreads struct {
 	BlockedShare    float64 `json:"blocked_share"`
 	OnCPUThreads    float64 `json:"on_cpu_threads"`
 	RunnableThreads float64 `json:"runnable_threads"`
+	// CPUWaitShare is runnable over on CPU + runnable: of the time the
+	// threads wanted a CPU, the share they waited for one.
+	CPUWaitShare float64 `json:"cpu_wait_share"`
 	// RunQueueP99Ns is the service's run-queue latency p99 (wakeup or
 	// preemption to running) over the level.
 	RunQueueP99Ns int64 `json:"run_queue_p99_ns"`

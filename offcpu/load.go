@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"time"
 
@@ -66,7 +67,13 @@ func MeasureLoad(ctx context.Context, o LoadOptions) (*evidence.Load, error) {
 	if len(o.PIDs) == 1 {
 		pid = o.PIDs[0] // filtered in the kernel
 	}
-	s, err := Open(Options{PID: pid, Probe: o.Probe, Proc: o.Proc, Symbols: o.Symbols, Open: o.Open, KernelNamer: o.KernelNamer})
+	// One probe for every level: its wait and stack maps hold the whole
+	// run's (a busy server's waits with their wakers filled the default
+	// wait map in two levels).
+	po := o.Probe
+	po.WaitEntries = max(po.WaitEntries, 4*probe.DefaultWaitEntries)
+	po.StackEntries = max(po.StackEntries, 2*probe.DefaultStackEntries)
+	s, err := Open(Options{PID: pid, Probe: po, Proc: o.Proc, Symbols: o.Symbols, Open: o.Open, KernelNamer: o.KernelNamer})
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +92,9 @@ func MeasureLoad(ctx context.Context, o LoadOptions) (*evidence.Load, error) {
 		return nil, err
 	}
 	marks := []Mark{mark}
+	self := []int{os.Getpid()}
 	cpuStart, cpuErr := serviceCPU(o.Proc, o.PIDs)
+	selfStart, selfErr := serviceCPU(o.Proc, self)
 	if o.Started != nil {
 		o.Started()
 	}
@@ -106,13 +115,18 @@ func MeasureLoad(ctx context.Context, o LoadOptions) (*evidence.Load, error) {
 			return nil, err
 		}
 		cpuEnd, err := serviceCPU(o.Proc, o.PIDs)
+		selfEnd, selfEndErr := serviceCPU(o.Proc, self)
 		lv := evidence.LoadLevel{Concurrency: c, DurationNs: int64(m.snap.Mono - marks[len(marks)-1].snap.Mono),
 			Requests: res.Completed + res.Failures, Completed: res.Completed, Errors: res.Failures + res.Non2xx,
-			FirstError: res.FirstError, RPS: res.RPS, P50Ns: res.P50Ns, P99Ns: res.P99Ns, MeanNs: res.MeanNs, ServiceCPU: -1, CPUBusy: -1}
+			FirstError: res.FirstError, RPS: res.RPS, P50Ns: res.P50Ns, P99Ns: res.P99Ns, MeanNs: res.MeanNs, ServiceCPU: -1, CPUBusy: -1,
+			LoadGeneratorCPU: -1}
 		if err == nil && cpuErr == nil && lv.DurationNs > 0 {
 			lv.ServiceCPU = float64(cpuEnd-cpuStart) / float64(lv.DurationNs)
 		}
-		cpuStart, cpuErr = cpuEnd, err
+		if selfEndErr == nil && selfErr == nil && lv.DurationNs > 0 {
+			lv.LoadGeneratorCPU = float64(selfEnd-selfStart) / float64(lv.DurationNs)
+		}
+		cpuStart, cpuErr, selfStart, selfErr = cpuEnd, err, selfEnd, selfEndErr
 		marks = append(marks, m)
 		levels = append(levels, lv)
 		if i == 0 && res.Completed == 0 {
@@ -135,7 +149,7 @@ func MeasureLoad(ctx context.Context, o LoadOptions) (*evidence.Load, error) {
 			ev.CPUs = w.CPUs
 		}
 		for _, warn := range w.Warnings {
-			ev.Warnings = appendOnce(ev.Warnings, warn)
+			ev.Warnings = append(ev.Warnings, fmt.Sprintf("at concurrency %d: %s", levels[i].Concurrency, warn))
 		}
 	}
 	ev.Levels = levels
@@ -176,15 +190,6 @@ func meanBusy(b []evidence.CPUBusy) float64 {
 	return sum / float64(len(b))
 }
 
-func appendOnce(list []string, s string) []string {
-	for _, l := range list {
-		if l == s {
-			return list
-		}
-	}
-	return append(list, s)
-}
-
 // loadThreads sums where the service's threads spent one level.
 // manyProcesses: the run-queue p99 is the worst process's.
 func loadThreads(w evidence.OffCPU, manyProcesses bool) *evidence.LoadThreads {
@@ -197,6 +202,9 @@ func loadThreads(w evidence.OffCPU, manyProcesses bool) *evidence.LoadThreads {
 	}
 	if dur > 0 {
 		lt.OnCPUThreads, lt.RunnableThreads = float64(t.OnCPUNs)/dur, float64(t.RunnableNs)/dur
+	}
+	if active := t.OnCPUNs + t.RunnableNs; active > 0 {
+		lt.CPUWaitShare = float64(t.RunnableNs) / float64(active)
 	}
 	if manyProcesses {
 		lt.RunQueueP99Ns = 0

@@ -32,7 +32,7 @@ func (d LoadData) WriteText(w io.Writer, r *Report) error {
 	Heading(w, "Levels")
 	t := loadTable(ev)
 	t.Write(w)
-	fmt.Fprintln(w, "svc CPU: CPUs the service used (/proc/PID/stat); busy: the machine's CPUs (/proc/stat); on/run/blocked: shares of the service's threads' time; top wait: the largest wait by reason and call site, with the threads waiting there on average (idle workers left out)")
+	fmt.Fprintln(w, "svc CPU: CPUs the service used (/proc/PID/stat); gen CPU: CPUs perfscope used (the load and the probe's reading); busy: the machine's CPUs (/proc/stat); on/run/blocked: shares of the service's threads' time; top wait: the largest wait by reason and call site, with the threads waiting there on average (idle workers left out)")
 	Heading(w, "Knee")
 	if k := ev.Knee; k != nil {
 		fmt.Fprintf(w, "throughput stopped rising at concurrency %d: %.0f requests/s, p99 %s; at %d: %.0f requests/s (%.0f %% of the gain the added concurrency would give), p99 %s\n",
@@ -73,17 +73,20 @@ func loadBounds(ev evidence.Load) string {
 
 // loadTable is the levels, one row each, for the text and the page.
 func loadTable(ev evidence.Load) Table {
-	t := Table{Header: []string{"concurrency", "req/s", "p50", "p99", "errors", "svc CPU", "busy", "on", "run", "blocked", "runq p99", "top wait"}}
+	t := Table{Header: []string{"concurrency", "req/s", "p50", "p99", "errors", "svc CPU", "gen CPU", "busy", "on", "run", "blocked", "runq p99", "top wait"}}
 	for _, l := range ev.Levels {
-		cpu, busy := "-", "-"
+		cpu, gen, busy := "-", "-", "-"
 		if l.ServiceCPU >= 0 {
 			cpu = fmt.Sprintf("%.2f", l.ServiceCPU)
+		}
+		if l.LoadGeneratorCPU >= 0 {
+			gen = fmt.Sprintf("%.2f", l.LoadGeneratorCPU)
 		}
 		if l.CPUBusy >= 0 {
 			busy = Percent(l.CPUBusy)
 		}
 		row := []string{fmt.Sprint(l.Concurrency), fmt.Sprintf("%.1f", l.RPS), Nanos(float64(l.P50Ns)), Nanos(float64(l.P99Ns)),
-			fmt.Sprint(l.Errors), cpu, busy}
+			fmt.Sprint(l.Errors), cpu, gen, busy}
 		if th := l.Threads; th != nil {
 			top := "-"
 			if tw := th.TopWait; tw != nil {
