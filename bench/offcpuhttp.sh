@@ -7,6 +7,7 @@
 #   cmd-budget `perfscope offcpu --pid NGINX` at its defaults (the overhead
 #              budget, 1.5 %: the sched hooks in sampling windows);
 #   cmd-exact  `perfscope offcpu --pid NGINX --exact` (every switch);
+#   cmd-every16 the same with stacks at 1 in 16 switches (--stack-every 16);
 #   cmd-all    `perfscope offcpu -a --exact` (every process, every switch:
 #              what bpftrace does);
 #   bpftrace   bench/offcpu.bt: the same tracepoints and maps, every process.
@@ -101,9 +102,10 @@ measure() {
 		for _ in $(seq 300); do grep -q Attaching "$out.bt" 2>/dev/null && break; sleep 0.1; done
 		sleep 1
 		;;
-	cmd-budget | cmd-exact | cmd-all)
+	cmd-budget | cmd-exact | cmd-every16 | cmd-all)
 		local cargs=(offcpu --pid "$NGINX" -d 10m -o json)
 		[ "$tr" = cmd-exact ] && cargs+=(--exact)
+		[ "$tr" = cmd-every16 ] && cargs+=(--exact --stack-every 16)
 		[ "$tr" = cmd-all ] && cargs=(offcpu -a --exact -d 10m -o json)
 		"$WORK/perfscope" "${cargs[@]}" >"$out.json" 2>"$out.err" &
 		tpid=$!
@@ -118,6 +120,11 @@ measure() {
 		kill -INT "$tpid" 2>/dev/null || true
 		wait "$tpid" 2>/dev/null || true
 	fi
+	# What the command's own report says it covered and cost.
+	if [ -s "$out.json" ]; then
+		python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); c=r["data"].get("coverage"); o=r.get("overhead") or {}; cc=o.get("cpu_cost") or {}
+print("round %s %s report coverage %s cpu_cost_max_share %s" % (sys.argv[2], sys.argv[3], c["coverage"] if c else "whole", cc.get("max_share")))' "$out.json" "$round" "$tr" || true
+	fi
 }
 
 "$WORK/httprate" -url "$URL" -c 16 -d 2s >/dev/null # warm up
@@ -131,7 +138,7 @@ done | tee "$WORK/lines"
 echo
 for mode in fixed max; do
 	echo "$mode: median requests/s, p99 µs and nginx µs CPU per request per tracer (against none):"
-	awk -v m="$mode" '$4==m {r[$3]=r[$3]" "$6; p[$3]=p[$3]" "$10; c[$3]=c[$3]" "$14} END {for (t in r) print t "|" r[t] "|" p[t] "|" c[t]}' "$WORK/lines" |
+	awk -v m="$mode" '$4==m && $5=="rps" {r[$3]=r[$3]" "$6; p[$3]=p[$3]" "$10; c[$3]=c[$3]" "$14} END {for (t in r) print t "|" r[t] "|" p[t] "|" c[t]}' "$WORK/lines" |
 		while IFS='|' read -r tr rs ps cs; do
 			med() { echo "$1" | tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 			echo "$tr $(med "$rs") $(med "$ps") $(med "$cs")"
