@@ -222,6 +222,7 @@ var ruleTables = map[string][]string{
 	"TimelineRules": ruleIDs(diagnose.TimelineRules),
 	"OffCPURules":   ruleIDs(diagnose.OffCPURules),
 	"GoRules":       ruleIDs(diagnose.GoRules),
+	"LoadRules":     ruleIDs(diagnose.LoadRules),
 }
 
 func ruleIDs[E any](rules []diagnose.Rule[E]) []string {

@@ -54,6 +54,7 @@ var (
 		"offcpu":          {evidence.OffCPU{}},
 		"jvm":             {JVMData{}, JVMStopData{}},
 		"go":              {GoData{}},
+		"load":            {LoadData{}},
 		"gclog":           {GCLogData{}},
 		"lab jvm":         {LabJVMData{}},
 		"lab udp-server":  {LabUDPServerData{}},
@@ -146,6 +147,9 @@ func (JVMStopData) Formats() []Format { return textFormats }
 
 // Formats implements Formatted.
 func (GoData) Formats() []Format { return PageFormats }
+
+// Formats implements Formatted: the levels as text, JSON or a page.
+func (LoadData) Formats() []Format { return PageFormats }
 
 // Formats implements Formatted.
 func (GCLogData) Formats() []Format { return PageFormats }

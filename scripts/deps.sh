@@ -51,7 +51,7 @@ test)
 	[ -x /usr/lib/go-1.19/bin/go ] || need+=(golang-go)
 	pkg_for caddy caddy
 	pkg_for ab apache2-utils
-	pkg_for nginx nginx-light    # perfscope tcp's accept-queue test (integration/tcp_test.go)
+	pkg_for nginx nginx-light    # perfscope tcp's accept-queue test (integration/tcp_test.go), perfscope load's (load_test.go), bench/offcpuhttp.sh
 	;;
 bench)
 	# bench/budget.sh and BenchmarkUDPCommandOverhead: the rigs, and

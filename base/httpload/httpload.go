@@ -1,5 +1,5 @@
-// Package httpload drives a fixed number of HTTP requests at a service and
-// reports like ab: requests per second, latency percentiles and failures.
+// Package httpload drives a fixed number of HTTP requests (or requests for
+// a fixed time) at a service and reports like ab: requests per second, latency percentiles and failures.
 // perfscope uses it so that "bytes allocated per request" has an exact
 // request count (the Spring Boot allocation study did it by hand with JMeter), and the benchmark
 // uses its fixed-rate mode to judge perfscope's own overhead (the APM-agent overhead study).
@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -24,11 +25,15 @@ import (
 
 // Spec is one load run.
 type Spec struct {
-	URL         string
-	Method      string
-	Body        []byte
-	Header      http.Header
+	URL    string
+	Method string
+	Body   []byte
+	Header http.Header
+	// Requests bounds the run's requests; Duration, when set, bounds its
+	// time: no request starts after it (the ones in flight finish). A
+	// run needs at least one bound; with both, the first reached ends it.
 	Requests    int
+	Duration    time.Duration
 	Concurrency int
 	// Rate sends requests on a fixed schedule, request i at start +
 	// i/Rate, across all workers (0: as fast as the service answers).
@@ -46,8 +51,11 @@ func (s *Spec) Validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("load URL %q is not an http(s) URL", s.URL)
 	}
-	if s.Requests <= 0 {
+	if s.Requests < 0 || s.Requests == 0 && s.Duration <= 0 {
 		return errors.New("the load needs --requests N > 0")
+	}
+	if s.Duration < 0 {
+		return fmt.Errorf("load duration %v is negative", s.Duration)
 	}
 	if s.Concurrency <= 0 || s.Concurrency > 10000 {
 		return fmt.Errorf("--concurrency %d is outside 1..10000", s.Concurrency)
@@ -116,16 +124,26 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	client := &http.Client{Transport: tr, Timeout: spec.Timeout}
 
 	var next atomic.Int64
-	latencies := make([]int64, spec.Requests)
+	limit := int64(spec.Requests)
+	if limit == 0 {
+		limit = math.MaxInt64 // bounded by Duration (Validate)
+	}
+	// Each worker keeps its own latencies (and lags): a time-bounded run
+	// does not know its count in advance.
+	latencies := make([][]int64, spec.Concurrency)
 	var failures, non2xx atomic.Int64
 	var classes [6]atomic.Int64 // 0: outside 100-599
 	var firstErr sync.Once
 	var firstMsg string
-	var lags []int64
+	var lags [][]int64
 	if spec.Rate > 0 {
-		lags = make([]int64, spec.Requests)
+		lags = make([][]int64, spec.Concurrency)
 	}
 	start := time.Now()
+	var deadline time.Time
+	if spec.Duration > 0 {
+		deadline = start.Add(spec.Duration)
+	}
 	// slot is when request i is due. A ticker cannot do this: Go's timers
 	// fire about 1 ms late on an idle runtime and a ticker drops the ticks
 	// it missed, which held a 2000/s schedule to ~1000/s.
@@ -142,7 +160,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			var timer *time.Timer
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(spec.Requests) || ctx.Err() != nil {
+				if i >= limit || ctx.Err() != nil || !deadline.IsZero() && !time.Now().Before(deadline) {
 					return
 				}
 				if lags != nil {
@@ -160,11 +178,14 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 							return
 						}
 					}
-					lags[i] = int64(time.Since(due))
+					if !deadline.IsZero() && !due.Before(deadline) {
+						return
+					}
+					lags[w] = append(lags[w], int64(time.Since(due)))
 				}
 				t0 := time.Now()
 				status, err := do(ctx, client, spec)
-				latencies[i] = int64(time.Since(t0))
+				latencies[w] = append(latencies[w], int64(time.Since(t0)))
 				if err == nil {
 					class := status / 100
 					if class < 1 || class > 5 {
@@ -188,8 +209,12 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		return Result{}, err
 	}
 	elapsed := time.Since(start)
-	sent := min(next.Load(), int64(spec.Requests))
+	lat := slices.Concat(latencies...)
+	sent := int64(len(lat))
 	r := Result{Requests: int64(spec.Requests), Failures: failures.Load(), Non2xx: non2xx.Load(), Seconds: elapsed.Seconds(), FirstError: firstMsg}
+	if spec.Requests == 0 {
+		r.Requests = sent
+	}
 	r.Completed = sent - r.Failures
 	r.StatusClasses = map[string]int64{}
 	for c := range classes {
@@ -201,7 +226,6 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 			r.StatusClasses[name] = n
 		}
 	}
-	lat := slices.Clone(latencies[:sent])
 	slices.Sort(lat)
 	if n := len(lat); n > 0 {
 		var sum int64
@@ -211,8 +235,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		r.MeanNs = sum / int64(n)
 		r.P50Ns, r.P90Ns, r.P99Ns, r.MaxNs = percentile(lat, 0.50), percentile(lat, 0.90), percentile(lat, 0.99), lat[n-1]
 	}
-	if lags != nil && sent > 0 {
-		lag := slices.Clone(lags[:sent])
+	if lag := slices.Concat(lags...); len(lag) > 0 {
 		slices.Sort(lag)
 		r.ScheduleLagP99Ns, r.ScheduleLagMaxNs = percentile(lag, 0.99), lag[len(lag)-1]
 	}

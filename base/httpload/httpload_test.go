@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestRunCountsEveryRequest(t *testing.T) {
@@ -103,5 +104,31 @@ func TestRunKeepsFixedRate(t *testing.T) {
 	}
 	if r.ScheduleLagMaxNs < r.ScheduleLagP99Ns || r.ScheduleLagMaxNs <= 0 {
 		t.Errorf("schedule lag p99 %d max %d", r.ScheduleLagP99Ns, r.ScheduleLagMaxNs)
+	}
+}
+
+// A time-bounded run starts no request after its duration and counts
+// every one it sent, however many that was.
+func TestRunStopsAtDuration(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		time.Sleep(2 * time.Millisecond)
+	}))
+	defer srv.Close()
+	r, err := Run(context.Background(), Spec{URL: srv.URL, Duration: 150 * time.Millisecond, Concurrency: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Completed == 0 || r.Completed != served.Load() || r.Requests != r.Completed || r.Failures != 0 {
+		t.Errorf("completed %d requests %d failures %d, the server served %d", r.Completed, r.Requests, r.Failures, served.Load())
+	}
+	// Both bounds: the count ends it first.
+	r, err = Run(context.Background(), Spec{URL: srv.URL, Duration: time.Minute, Requests: 5, Concurrency: 2})
+	if err != nil || r.Completed != 5 {
+		t.Errorf("count bound: %+v %v", r, err)
+	}
+	if err := (&Spec{URL: srv.URL, Concurrency: 1}).Validate(); err == nil {
+		t.Error("a spec with neither a count nor a duration validated")
 	}
 }

@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/base/httpload"
+	"github.com/perfscope/perfscope/base/safeio"
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/collectors/sockets"
+	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/offcpu"
+	probe "github.com/perfscope/perfscope/probes/offcpu"
+	"github.com/perfscope/perfscope/report"
+)
+
+// The bounds of `perfscope load`: a stepped load is bounded in count and
+// time, and so in what it sends.
+const (
+	maxLoadLevels       = 32
+	maxLevelDuration    = 10 * time.Minute
+	maxRequestsPerLevel = 10_000_000
+)
+
+type loadOptions struct {
+	URL              string
+	Concurrency      string
+	DurationPerLevel time.Duration
+	RequestsPerLevel int
+	Method           string
+	Body             string
+	Headers          []string
+	Timeout          time.Duration
+	PIDs             []int
+	StackEvery       int
+	Output           string
+	FailOn           string
+
+	levels []int
+	spec   httpload.Spec
+	format report.Format
+	failOn diagnose.Severity
+	proc   procfs.FS
+	// run is the measurement; tests replace it to check flag handling.
+	run func(ctx context.Context, o *loadOptions, g *Globals) error
+}
+
+func newLoadCmd(g *Globals) *cobra.Command {
+	return loadCmd(g, &loadOptions{proc: procfs.Default, run: runLoad})
+}
+
+// loadCmd binds flags to o; tests pass options with a fake run.
+func loadCmd(g *Globals, o *loadOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "load",
+		Short: "Step an HTTP load through rising concurrency and name the knee: where throughput stops rising, and why",
+		Long: `load drives HTTP requests at --url (and nowhere else) at each --concurrency
+level in turn, for --duration-per-level (or --requests-per-level requests,
+whichever comes first), and prints per level the requests/s, p50/p99
+latency and errors the client saw, the CPU the service used, and where its
+threads spent the level: on CPU, runnable (waiting for a CPU), blocked, and
+the top wait by reason and call site — from one off-CPU probe attached to
+the service for the whole run (as perfscope offcpu --exact).
+
+It then names the knee: the last level whose throughput still rose, before
+one that gained less than 10 % of what its added concurrency would give
+while p99 climbed 20 % or more; and why: the CPUs (runnable threads grew,
+or the CPUs or the service's threads were saturated), a lock (the threads
+waiting at a futex call site grew), a pool (nothing grew: the requests
+queued before a thread took them), or the network (socket waits grew).
+
+The service is --pid, or the local processes listening on the URL's port.`,
+		Example: `  perfscope load --url http://127.0.0.1:8080/api --concurrency 1,2,4,8,16
+  perfscope load --url http://127.0.0.1:8080/ --concurrency 4,8,16,32 --duration-per-level 10s -o json
+  perfscope load --url http://127.0.0.1:8080/orders --method POST --body @order.json -H 'Content-Type: application/json' --pid 4242`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return o.run(cmd.Context(), o, g)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.URL, "url", "", "the URL to load (required); requests go nowhere else")
+	f.StringVarP(&o.Concurrency, "concurrency", "c", "1,2,4,8,16,32", "the concurrency levels, rising, comma-separated (at most 32, each 1-10000)")
+	f.DurationVar(&o.DurationPerLevel, "duration-per-level", 5*time.Second, "how long each level runs (100ms-10m)")
+	f.IntVar(&o.RequestsPerLevel, "requests-per-level", 0, "end a level after this many requests if its duration has not passed (0: by time only)")
+	f.StringVar(&o.Method, "method", "GET", "HTTP method")
+	f.StringVar(&o.Body, "body", "", "request body; @FILE reads it from a file")
+	f.StringArrayVarP(&o.Headers, "header", "H", nil, "request header, Name:value (repeatable)")
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "one request's time limit (a request past it counts as an error)")
+	f.IntSliceVarP(&o.PIDs, "pid", "p", nil, "the service's process(es) (default: the local processes listening on the URL's port)")
+	f.IntVar(&o.StackEvery, "stack-every", 1, fmt.Sprintf("take wait stacks at 1 in N switch-outs (1-%d): less cost, per-site times estimated", probe.MaxStackEvery))
+	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html")
+	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	return cmd
+}
+
+func (o *loadOptions) validate() error {
+	var err error
+	if o.format, o.failOn, err = parseReportFlags("load", o.Output, o.FailOn); err != nil {
+		return err
+	}
+	if o.URL == "" {
+		return usageError("--url is required: the service's URL to load")
+	}
+	if o.levels, err = parseLevels(o.Concurrency); err != nil {
+		return err
+	}
+	if o.DurationPerLevel < 100*time.Millisecond || o.DurationPerLevel > maxLevelDuration {
+		return usageError("--duration-per-level must be between 100ms and %v, got %v: every level is bounded in time", maxLevelDuration, o.DurationPerLevel)
+	}
+	if o.RequestsPerLevel < 0 || o.RequestsPerLevel > maxRequestsPerLevel {
+		return usageError("--requests-per-level must be between 0 and %d, got %d", maxRequestsPerLevel, o.RequestsPerLevel)
+	}
+	if o.Timeout <= 0 {
+		return usageError("--timeout must be positive, got %v", o.Timeout)
+	}
+	if o.StackEvery < 1 || o.StackEvery > probe.MaxStackEvery {
+		return usageError("--stack-every must be between 1 and %d, got %d", probe.MaxStackEvery, o.StackEvery)
+	}
+	for _, h := range o.Headers {
+		if strings.ContainsAny(h, "\r\n") {
+			return usageError("--header %q: a header is one line", h)
+		}
+	}
+	o.spec = httpload.Spec{URL: o.URL, Method: strings.ToUpper(o.Method), Header: http.Header{}, Timeout: o.Timeout,
+		Concurrency: o.levels[0], Duration: o.DurationPerLevel}
+	for _, h := range o.Headers {
+		if err := httpload.ParseHeader(o.spec.Header, h); err != nil {
+			return usageError("--header: %v", err)
+		}
+	}
+	if file, ok := strings.CutPrefix(o.Body, "@"); ok {
+		b, err := safeio.ReadFile(context.Background(), file, 64<<20)
+		if err != nil {
+			return usageError("--body @%s: %v", file, err)
+		}
+		o.spec.Body = b
+	} else if o.Body != "" {
+		o.spec.Body = []byte(o.Body)
+	}
+	if err := o.spec.Validate(); err != nil {
+		return usageError("--url: %v", err)
+	}
+	for _, pid := range o.PIDs {
+		if err := measure.CheckProcess(o.proc, "--pid", pid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseLevels reads --concurrency: rising levels, each within httpload's
+// bounds, at most maxLoadLevels.
+func parseLevels(v string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 10000 {
+			return nil, usageError("--concurrency %q: each level is a number from 1 to 10000", v)
+		}
+		if len(out) > 0 && n <= out[len(out)-1] {
+			return nil, usageError("--concurrency %q: the levels must rise (%d after %d)", v, n, out[len(out)-1])
+		}
+		out = append(out, n)
+	}
+	if len(out) > maxLoadLevels {
+		return nil, usageError("--concurrency %q: at most %d levels, got %d", v, maxLoadLevels, len(out))
+	}
+	return out, nil
+}
+
+func runLoad(ctx context.Context, o *loadOptions, g *Globals) error {
+	pids, from := o.PIDs, "flag"
+	if len(pids) == 0 {
+		var err error
+		if pids, err = offcpu.ServiceOf(o.URL, sockets.NewFS("/")); err != nil {
+			if errors.Is(err, offcpu.ErrNotLocal) || errors.Is(err, offcpu.ErrNoListener) {
+				return usageError("--url %s: %v: pass the service's --pid", o.URL, err)
+			}
+			return fmt.Errorf("find the service behind %s: %w (pass its --pid)", o.URL, err)
+		}
+		from = "port"
+	}
+	lo := offcpu.LoadOptions{Spec: o.spec, Levels: o.levels, PerLevel: o.DurationPerLevel, RequestsPerLevel: o.RequestsPerLevel,
+		PIDs: pids, PIDFrom: from, Probe: probe.Options{StackEvery: o.StackEvery}, Proc: o.proc}
+	if isTerminal(os.Stderr) {
+		lo.Started = func() {
+			fmt.Fprintf(g.Err, "loading %s at %d levels of %v (Ctrl-C stops early)…\n", o.URL, len(o.levels), o.DurationPerLevel)
+		}
+		lo.Level = func(l evidence.LoadLevel) {
+			fmt.Fprintf(g.Err, "  concurrency %d: %.0f requests/s, p99 %s, %d errors\n", l.Concurrency, l.RPS, report.Nanos(float64(l.P99Ns)), l.Errors)
+		}
+	}
+	ev, err := offcpu.MeasureLoad(ctx, lo)
+	if errors.Is(err, offcpu.ErrNoAnswer) {
+		return asUsage(err)
+	}
+	if err != nil {
+		return err
+	}
+	ev.Knee = diagnose.LoadKnee(*ev, nil)
+	r := report.New("load", Version(), g.Started)
+	r.Data = report.LoadData{Load: *ev}
+	r.Findings = diagnose.Run(diagnose.LoadRules, *ev)
+	for _, l := range ev.Levels {
+		r.Meta.DurationNs += l.DurationNs
+	}
+	if err := renderRun(g.Out, g, r, o.format); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		// As lab udp: the levels that did not run proved nothing.
+		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted: %d of %d levels ran", len(ev.Levels), len(o.levels))}
+	}
+	return failOn(r.Findings, o.failOn)
+}
