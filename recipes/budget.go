@@ -479,12 +479,12 @@ func (g *governor) loop(begin time.Time) {
 		g.mu.Lock()
 		g.periodStart = start
 		duty, period := g.plan()
-		g.applyModes(start)
 		// A period whose windows the budget did not shorten was planned
 		// from quiet history: a flood starting in it is what the guard is
 		// for, and it stops the window at the plain allowance. Windows the
 		// budget did shorten keep guardSlack, so steady ones run whole.
 		whole := duty >= attachAllAbove
+		g.applyModes(start, whole)
 		slack := guardSlack
 		if whole {
 			slack = 1
@@ -897,11 +897,16 @@ func (g *governor) setReferences(packets, udpReads, softirqs func() (uint64, err
 }
 
 // applyModes attaches the groups that are to stay attached this period
-// and detaches demoted ones (g.mu held).
-func (g *governor) applyModes(now time.Time) {
+// and detaches demoted ones (g.mu held). whole says the period's sampling
+// windows last all of it: a sampled group attached across the boundary
+// then stays attached (closePeriod split its span there) instead of being
+// detached and attached again at once. Each switch patches the
+// tracepoints' call sites on every CPU: on an idle machine, where every
+// window is whole, those pairs were a tenth of a 4 s run's CPU.
+func (g *governor) applyModes(now time.Time, whole bool) {
 	for _, gg := range g.groups {
 		if gg.sampled() {
-			if gg.hg.IsAttached() {
+			if gg.hg.IsAttached() && !whole {
 				t, _ := gg.hg.Detach()
 				gg.closeSpan(t, gg.edgeRef().count())
 				gg.detached = true
