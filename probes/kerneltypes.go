@@ -75,26 +75,6 @@ func allocateOnInsert(spec *ebpf.CollectionSpec) {
 	}
 }
 
-// AllocateOnInsert makes the named hash maps of spec allocate an element
-// when a key is inserted rather than all of them when the map is created,
-// where the kernel allocates safely from any context (see
-// allocateOnInsert). For tables whose size bounds the worst case while a
-// run fills a small part of them: creating the CPU profile's stack table
-// preallocated (16,384 stacks of 127 frames, 17 MB zeroed) took 4.5 ms of
-// CPU, allocating on insert 0.5 ms. A full table fails an insert either
-// way (the programs count it lost); allocating on insert can also fail
-// when the kernel is out of memory, which the programs count the same.
-func AllocateOnInsert(spec *ebpf.CollectionSpec, maps ...string) {
-	if !allocatesSafely() {
-		return
-	}
-	for _, name := range maps {
-		if m := spec.Maps[name]; m != nil && (m.Type == ebpf.Hash || m.Type == ebpf.PerCPUHash) {
-			m.Flags |= unix.BPF_F_NO_PREALLOC
-		}
-	}
-}
-
 // allocatesSafely reports whether the kernel allocates hash map elements
 // with bpf_mem_alloc, from its BTF.
 var allocatesSafely = sync.OnceValue(func() bool {

@@ -287,9 +287,6 @@ func Open(opts Options) (*Profiler, error) {
 		spec.Maps[cpuprofileMapStackTraces1].MaxEntries = 1
 		spec.Maps[cpuprofileMapSampleCounts1].MaxEntries = 1
 	}
-	// A short profile fills a small part of its tables: they allocate as
-	// it does (the programs count a failed insert lost).
-	probes.AllocateOnInsert(spec, cpuprofileMapStackTraces, cpuprofileMapSampleCounts, cpuprofileMapStackTraces1, cpuprofileMapSampleCounts1)
 	vars := map[string]any{
 		cpuprofileVarTargetTgid:         uint32(opts.PID),
 		cpuprofileVarCollectKernel:      opts.Stacks != UserOnly,
