@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,52 +23,67 @@ import (
 //go:embed builtin/*.yaml
 var builtinFS embed.FS
 
-// Builtins are the built-in recipes, by name. A built-in that does not
-// parse is a bug the tests catch; it panics here rather than ship.
-var Builtins = sync.OnceValue(func() []*Recipe {
+// builtinNames are the built-ins' names, from their files' names (a
+// built-in is named after its file: Builtin checks), in order.
+var builtinNames = sync.OnceValue(func() []string {
 	entries, err := fs.ReadDir(builtinFS, "builtin")
 	if err != nil {
 		panic(err)
 	}
-	var out []*Recipe
+	var out []string
 	for _, e := range entries {
-		file := path.Join("builtin", e.Name())
-		data, err := builtinFS.ReadFile(file)
-		if err != nil {
-			panic(err)
+		if name, ok := strings.CutSuffix(e.Name(), ".yaml"); ok {
+			out = append(out, name)
 		}
-		r, err := Parse(file, data)
-		if err != nil {
-			panic(fmt.Sprintf("built-in recipe %s: %v", file, err))
-		}
-		if r.Name+".yaml" != e.Name() {
-			panic(fmt.Sprintf("built-in recipe %s is named %s", file, r.Name))
-		}
-		r.Source = "builtin"
-		out = append(out, r)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Strings(out)
 	return out
 })
 
-// Builtin is the built-in recipe of that name.
-func Builtin(name string) (*Recipe, bool) {
-	for _, r := range Builtins() {
-		if r.Name == name {
-			return r, true
-		}
-	}
-	return nil, false
-}
+// builtins caches each built-in once parsed: a command parses the one
+// recipe it runs, not all of them (a tenth of the CPU a short
+// `perfscope udp` spent before its probes loaded went to parsing every
+// built-in for the doctor command's help text).
+var builtins sync.Map // name → *Recipe
 
-// BuiltinNames lists the built-ins' names.
-func BuiltinNames() []string {
-	var out []string
-	for _, r := range Builtins() {
-		out = append(out, r.Name)
+// Builtins are the built-in recipes, by name. A built-in that does not
+// parse is a bug the tests catch; it panics here rather than ship.
+func Builtins() []*Recipe {
+	var out []*Recipe
+	for _, name := range builtinNames() {
+		r, _ := Builtin(name)
+		out = append(out, r)
 	}
 	return out
 }
+
+// Builtin is the built-in recipe of that name, parsed on first use.
+func Builtin(name string) (*Recipe, bool) {
+	if r, ok := builtins.Load(name); ok {
+		return r.(*Recipe), true
+	}
+	if !slices.Contains(builtinNames(), name) {
+		return nil, false
+	}
+	file := path.Join("builtin", name+".yaml")
+	data, err := builtinFS.ReadFile(file)
+	if err != nil {
+		panic(err)
+	}
+	r, err := Parse(file, data)
+	if err != nil {
+		panic(fmt.Sprintf("built-in recipe %s: %v", file, err))
+	}
+	if r.Name != name {
+		panic(fmt.Sprintf("built-in recipe %s is named %s", file, r.Name))
+	}
+	r.Source = "builtin"
+	got, _ := builtins.LoadOrStore(name, r)
+	return got.(*Recipe), true
+}
+
+// BuiltinNames lists the built-ins' names.
+func BuiltinNames() []string { return slices.Clone(builtinNames()) }
 
 // Find is the built-in recipe of that name, else the recipe in that file.
 func Find(nameOrFile string) (*Recipe, error) {

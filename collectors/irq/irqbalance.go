@@ -2,6 +2,7 @@ package irq
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,31 +43,21 @@ type Irqbalance struct {
 	BannedCPUs string `json:"banned_cpus,omitempty"`
 }
 
-// maxProcScan bounds the process scan: irqbalance is a system daemon with a
-// low pid, and hosts with many containers run tens of thousands of
-// processes.
-const maxProcScan = 8192
-
 // Irqbalance looks for a running irqbalance and reads its configuration.
 func (fs FS) Irqbalance() (Irqbalance, error) {
-	var ib Irqbalance
-	entries, err := os.ReadDir(fs.Path("/proc"))
+	running, err := fs.FS.Running("irqbalance")
 	if err != nil {
-		return ib, err
+		return Irqbalance{}, err
 	}
-	scanned := 0
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if scanned++; scanned > maxProcScan {
-			break
-		}
-		comm, err := fs.ReadString(fmt.Sprintf("/proc/%d/comm", pid))
-		if err != nil || strings.TrimSpace(comm) != "irqbalance" {
-			continue
-		}
+	return fs.IrqbalanceOf(running["irqbalance"])
+}
+
+// IrqbalanceOf reads irqbalance's configuration, and the arguments of the
+// running daemon pid (0: none runs) a scan of the processes found
+// (procfs.FS.Running), for a caller that scanned for other daemons too.
+func (fs FS) IrqbalanceOf(pid int) (Irqbalance, error) {
+	var ib Irqbalance
+	if pid > 0 {
 		ib.Running, ib.PID = true, pid
 		if raw, err := fs.ReadString(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil {
 			args := strings.Split(strings.TrimRight(raw, "\x00"), "\x00")
@@ -74,7 +65,6 @@ func (fs FS) Irqbalance() (Irqbalance, error) {
 				ib.Args = args[1:]
 			}
 		}
-		break
 	}
 	for _, path := range []string{"/etc/default/irqbalance", "/etc/sysconfig/irqbalance"} {
 		f, err := fs.Open(path)
@@ -115,7 +105,38 @@ func (fs FS) Irqbalance() (Irqbalance, error) {
 
 // dpkgVersion returns the upstream version of an installed package from
 // dpkg's status file ("Version: 1.9.3-2" → "1.9.3"; an epoch goes too).
+// The file lists every package installed (700 KB on a desktop): the
+// package's own stanzas are found with a byte search and only they are
+// parsed.
 func dpkgVersion(r io.Reader, pkg string) string {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return ""
+	}
+	needle := []byte("Package: " + pkg + "\n")
+	for off := 0; off < len(data); {
+		i := bytes.Index(data[off:], needle)
+		if i < 0 {
+			return ""
+		}
+		start := off + i
+		off = start + len(needle)
+		if start > 0 && data[start-1] != '\n' {
+			continue // the words inside another field
+		}
+		stanza := data[start:]
+		if end := bytes.Index(stanza, []byte("\n\n")); end >= 0 {
+			stanza = stanza[:end+1]
+		}
+		if v := stanzaVersion(bytes.NewReader(stanza), pkg); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// stanzaVersion parses dpkg status stanzas for pkg's installed version.
+func stanzaVersion(r io.Reader, pkg string) string {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	in, installed, version := false, false, ""

@@ -1,10 +1,6 @@
 package netconfig
 
 import (
-	"os"
-	"strconv"
-	"strings"
-
 	"github.com/perfscope/perfscope/base/auditnetlink"
 )
 
@@ -25,9 +21,11 @@ type Audit struct {
 	AuditdRunning bool   `json:"auditd_running"`
 }
 
-func (s Sources) audit(c *NetConfig) Audit {
+// audit reads the kernel's audit status; auditdRunning is what the
+// snapshot's scan of the processes found.
+func (s Sources) audit(c *NetConfig, auditdRunning bool) Audit {
 	var a Audit
-	a.AuditdRunning = s.processRunning("auditd")
+	a.AuditdRunning = auditdRunning
 	if s.Audit == nil {
 		c.Unavailable["audit"] = "audit status not requested"
 		return a
@@ -39,27 +37,6 @@ func (s Sources) audit(c *NetConfig) Audit {
 	}
 	a.Enabled, a.DaemonPID = &st.Enabled, st.PID
 	return a
-}
-
-// processRunning scans /proc/*/comm, bounded like the other process scans.
-func (s Sources) processRunning(comm string) bool {
-	entries, err := os.ReadDir(s.FS.Path("/proc"))
-	if err != nil {
-		return false
-	}
-	scanned := 0
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		if scanned++; scanned > 8192 {
-			return false
-		}
-		if c, err := s.FS.ReadString("/proc/" + e.Name() + "/comm"); err == nil && strings.TrimSpace(c) == comm {
-			return true
-		}
-	}
-	return false
 }
 
 // auditStatusNetlink sends AUDIT_GET over NETLINK_AUDIT. It needs

@@ -137,10 +137,13 @@ func (s Sources) Snapshot(iface string) (NetConfig, error) {
 		return c, fmt.Errorf("cpu topology: %w", err)
 	}
 	s.ethtoolSections(&c, iface)
-	s.irqSections(&c, nd, iface)
+	// The daemons the diagnosis asks about, found in one scan of every
+	// process's comm.
+	running, runningErr := s.FS.Running("irqbalance", "auditd")
+	s.irqSections(&c, nd, iface, running, runningErr)
 	c.Netfilter = s.netfilter(&c)
 	c.RPFilter = s.sourceValidation(iface)
-	c.Audit = s.audit(&c)
+	c.Audit = s.audit(&c, running["auditd"] > 0)
 	c.Core = CoreSysctls{
 		RmemMax: s.sysctl("net.core.rmem_max"), RmemDefault: s.sysctl("net.core.rmem_default"),
 		NetdevMaxBacklog: s.sysctl("net.core.netdev_max_backlog"), NetdevBudget: s.sysctl("net.core.netdev_budget"),
@@ -218,10 +221,12 @@ func (s Sources) ethtoolSections(c *NetConfig, iface string) {
 	}
 }
 
-func (s Sources) irqSections(c *NetConfig, nd netdev.FS, iface string) {
+func (s Sources) irqSections(c *NetConfig, nd netdev.FS, iface string, running map[string]int, runningErr error) {
 	ifs := irq.FS{FS: s.FS}
 	var err error
-	if c.Irqbalance, err = ifs.Irqbalance(); err != nil {
+	if runningErr != nil {
+		c.Unavailable["irqbalance"] = runningErr.Error()
+	} else if c.Irqbalance, err = ifs.IrqbalanceOf(running["irqbalance"]); err != nil {
 		c.Unavailable["irqbalance"] = err.Error()
 	}
 	if c.Interface.Virtual {

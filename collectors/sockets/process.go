@@ -42,8 +42,12 @@ func (fs FS) SocketInodes(pid int) (map[uint64]bool, error) {
 
 // Owners finds, for each inode, the pids whose /proc/PID/fd holds it, in
 // increasing order. Processes that exit meanwhile, or whose fds cannot be
-// read, are skipped; inodes nobody holds are absent.
+// read, are skipped; inodes nobody holds are absent. With no inodes to
+// find it reads nothing: the walk reads every descriptor of every process.
 func (fs FS) Owners(inodes map[uint64]bool) (map[uint64][]int, error) {
+	if len(inodes) == 0 {
+		return map[uint64][]int{}, nil
+	}
 	entries, err := os.ReadDir(fs.Path("/proc"))
 	if err != nil {
 		return nil, err

@@ -174,3 +174,16 @@ func TestOwners(t *testing.T) {
 		t.Errorf("Owners = %v, want %v", got, want)
 	}
 }
+
+// With no socket to find, Owners reads no process's descriptors: here a
+// root whose /proc cannot be listed, which a walk would fail on.
+func TestOwnersNothingToFind(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "proc"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewFS(root).Owners(nil)
+	if err != nil || len(got) != 0 {
+		t.Errorf("Owners(nil) = %v, %v; want nothing read", got, err)
+	}
+}

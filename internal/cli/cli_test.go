@@ -351,3 +351,19 @@ func TestServeRefusesDuration(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want %d, %q", code, errb.String(), ExitUsage, want)
 	}
 }
+
+// serve's help names the built-ins it serves although building the command
+// tree no longer parses them.
+func TestServeHelpNamesServedRecipes(t *testing.T) {
+	out, _, code := execute(t, "serve", "--help")
+	if code != 0 {
+		t.Fatalf("serve --help exited %d", code)
+	}
+	names := strings.Join(serve.Names(), ", ")
+	if !strings.Contains(out, "Built-ins served: "+names+".") || !strings.Contains(out, "a built-in or a file: "+names) {
+		t.Errorf("serve --help does not name the served built-ins (%s):\n%s", names, out)
+	}
+	if strings.Contains(out, servedPlaceholder) {
+		t.Errorf("serve --help shows the placeholder:\n%s", out)
+	}
+}

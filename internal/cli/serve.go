@@ -73,7 +73,7 @@ HTTP server and detaches every probe.
 the same --set parameters; --interval replaces the recipe's duration (setting
 the duration with --set is refused). A recipe that measures once is refused:
 async-profiler (its window is inside the JVM), gclog (it reads files
-afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), ", ") + `.`,
+afterwards) and output files. Built-ins served: ` + servedPlaceholder + `.`,
 		Example: `  perfscope serve --recipe udp-rx --set iface=eth0 --set port=9000
   perfscope serve --recipe softirq-balance --listen 0.0.0.0:9742 --interval 15s
   perfscope serve --recipe udp-rx --set iface=eth0 --listen 0.0.0.0:9742 --web.config.file /etc/perfscope/web.yml
@@ -90,7 +90,7 @@ afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), 
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Recipe, "recipe", "", "the recipe to run, a built-in or a file: "+strings.Join(serve.Names(), ", "))
+	f.StringVar(&o.Recipe, "recipe", "", "the recipe to run, a built-in or a file: "+servedPlaceholder)
 	f.StringVar(&o.Listen, "listen", DefaultListen, "address to serve /metrics on (host:port)")
 	f.StringVar(&o.WebConfigFile, "web.config.file", "", "the exporter toolkit's web configuration file: TLS and basic auth (as node_exporter's)")
 	f.DurationVar(&o.Interval, "interval", 30*time.Second, "length of each measurement window (1s to 1h)")
@@ -99,7 +99,33 @@ afterwards) and output files. Built-ins served: ` + strings.Join(serve.Names(), 
 	_ = cmd.RegisterFlagCompletionFunc("recipe", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return serve.Names(), cobra.ShellCompDirectiveNoFileComp
 	})
+	// The served built-ins are named only when help or usage is shown:
+	// finding them parses every built-in, which every other command
+	// (a short perfscope udp among them) would otherwise pay at start.
+	help, usage := cmd.HelpFunc(), cmd.UsageFunc()
+	cmd.SetHelpFunc(func(c *cobra.Command, args []string) {
+		nameServed(c)
+		help(c, args)
+	})
+	cmd.SetUsageFunc(func(c *cobra.Command) error {
+		nameServed(c)
+		return usage(c)
+	})
 	return cmd
+}
+
+// servedPlaceholder stands for the served built-ins in serve's help text
+// until nameServed names them.
+const servedPlaceholder = "<served built-ins>"
+
+// nameServed puts the served built-ins into serve's help text and its
+// --recipe flag's usage.
+func nameServed(c *cobra.Command) {
+	names := strings.Join(serve.Names(), ", ")
+	c.Long = strings.ReplaceAll(c.Long, servedPlaceholder, names)
+	if f := c.Flags().Lookup("recipe"); f != nil {
+		f.Usage = strings.ReplaceAll(f.Usage, servedPlaceholder, names)
+	}
 }
 
 func (o *serveOptions) validate() error {

@@ -349,12 +349,12 @@ func (g *Governor) loop(begin time.Time) {
 		g.mu.Lock()
 		g.periodStart = start
 		duty, period := g.plan()
-		g.applyModes(start)
 		// A period whose windows the budget did not shorten was planned
 		// from quiet history: a flood starting in it is what the guard is
 		// for, and it stops the window at the plain allowance. Windows the
 		// budget did shorten keep guardSlack, so steady ones run whole.
 		whole := duty >= attachAllAbove
+		g.applyModes(start, whole)
 		slack := guardSlack
 		if whole {
 			slack = 1

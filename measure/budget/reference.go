@@ -90,11 +90,16 @@ func (g *Governor) SetReferences(packets, udpReads, softirqs func() (uint64, err
 }
 
 // applyModes attaches the groups that are to stay attached this period
-// and detaches demoted ones (g.mu held).
-func (g *Governor) applyModes(now time.Time) {
+// and detaches demoted ones (g.mu held). whole says the period's sampling
+// windows last all of it: a sampled group attached across the boundary
+// then stays attached (closePeriod split its span there) instead of being
+// detached and attached again at once. Each switch patches the
+// tracepoints' call sites on every CPU: on an idle machine, where every
+// window is whole, those pairs were a tenth of a 4 s run's CPU.
+func (g *Governor) applyModes(now time.Time, whole bool) {
 	for _, gg := range g.groups {
 		if gg.sampled() {
-			if gg.hg.IsAttached() {
+			if gg.hg.IsAttached() && !whole {
 				t, _ := gg.hg.Detach()
 				gg.closeSpan(t, gg.edgeRef().count())
 				gg.detached = true

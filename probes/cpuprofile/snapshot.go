@@ -1,8 +1,10 @@
 package cpuprofile
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -41,9 +43,12 @@ func (p *Profiler) read(counts, stacks *ebpf.Map) (Profile, []cpuprofileSampleKe
 	if prof.CPUs, err = p.readCounts(); err != nil {
 		return prof, nil, err
 	}
-	// The value is CPUPROFILE_MAX_DEPTH addresses; its size comes from the
-	// map rather than a Go copy of the C constant.
-	ips := make([]uint64, stacks.ValueSize()/8)
+	// Both tables in batches: a few system calls where looking up each
+	// count and stack took two or more each.
+	read, err := probes.ReadHash[uint64, cpuprofileStackFrames](stacks)
+	if err != nil {
+		return prof, nil, fmt.Errorf("read stacks: %w", err)
+	}
 	cache := map[uint64][]uint64{}
 	stack := func(hash uint64, present bool) ([]uint64, error) {
 		if !present {
@@ -52,21 +57,31 @@ func (p *Profiler) read(counts, stacks *ebpf.Map) (Profile, []cpuprofileSampleKe
 		if s, ok := cache[hash]; ok {
 			return s, nil
 		}
-		if err := stacks.Lookup(hash, ips); err != nil {
-			return nil, fmt.Errorf("read stack %#x: %w", hash, err)
+		f, ok := read[hash]
+		if !ok {
+			// Stored after the batch read, with its count (stacks are
+			// stored before the count that names them).
+			if err := stacks.Lookup(hash, &f); err != nil {
+				return nil, fmt.Errorf("read stack %#x: %w", hash, err)
+			}
 		}
-		s := trimStack(ips)
+		s := trimStack(f.Ips[:])
 		cache[hash] = s
 		return s, nil
 	}
 
-	var keys []cpuprofileSampleKey
-	var key cpuprofileSampleKey
-	var count uint64
-	it := counts.Iterate()
-	for it.Next(&key, &count) {
+	counted, err := probes.ReadHash[cpuprofileSampleKey, uint64](counts)
+	if err != nil {
+		return prof, nil, fmt.Errorf("read sample counts: %w", err)
+	}
+	keys := make([]cpuprofileSampleKey, 0, len(counted))
+	for key := range counted {
 		keys = append(keys, key)
-		s := Sample{PID: int(key.Tgid), TID: int(key.Pid), CPU: int(key.Cpu), Comm: probes.CommString(key.Comm), Count: count}
+	}
+	// In a stable order (the keys' fields), not the hash's.
+	slices.SortFunc(keys, compareSampleKeys)
+	for _, key := range keys {
+		s := Sample{PID: int(key.Tgid), TID: int(key.Pid), CPU: int(key.Cpu), Comm: probes.CommString(key.Comm), Count: counted[key]}
 		if s.KernelStack, err = stack(key.KernelStack, key.Halves&halfKernel != 0); err != nil {
 			return prof, keys, err
 		}
@@ -75,10 +90,14 @@ func (p *Profiler) read(counts, stacks *ebpf.Map) (Profile, []cpuprofileSampleKe
 		}
 		prof.Samples = append(prof.Samples, s)
 	}
-	if err := it.Err(); err != nil {
-		return prof, keys, fmt.Errorf("read sample counts: %w", err)
-	}
 	return prof, keys, nil
+}
+
+// compareSampleKeys orders sample keys by process, thread, CPU and stacks.
+func compareSampleKeys(a, b cpuprofileSampleKey) int {
+	return cmp.Or(cmp.Compare(a.Tgid, b.Tgid), cmp.Compare(a.Pid, b.Pid), cmp.Compare(a.Cpu, b.Cpu),
+		cmp.Compare(a.KernelStack, b.KernelStack), cmp.Compare(a.UserStack, b.UserStack), cmp.Compare(a.Halves, b.Halves),
+		slices.Compare(a.Comm[:], b.Comm[:]))
 }
 
 // drainWait bounds the wait for programs still writing to the generation
