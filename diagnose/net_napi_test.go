@@ -11,7 +11,6 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 )
 
-
 // napiOff sets the device's NAPI deferral to the kernel's defaults (off)
 // and lists n instances as netlink would on 6.13+.
 func napiOff(n int) func(*NetInput) {
