@@ -20,7 +20,7 @@ type NetInput struct {
 	Config   *netconfig.NetConfig
 }
 
-// Thresholds of the network rules (documented in docs/readme/netrules.md).
+// Thresholds of the network rules (documented in docs/rules.md).
 const (
 	// NetRXBusyShare: a CPU spending this much of its time in NET_RX does
 	// receive work; NetRXIdleShare: below this it is idle for the receive

@@ -18,7 +18,9 @@ import (
 //   - -l/--policyscript=SCRIPT printing "ban=true": 1.0.6 and later
 //     (irqbalance.1); a directory of scripts since the policy-script
 //     expansion (pull request #70, 2018). Upstream's answer to "honour
-//     affinity_hint" since the hint policy was removed (issues #68, #311).
+//     affinity_hint" since the hint policy was removed
+//     (https://github.com/Irqbalance/irqbalance/issues/68 and
+//     https://github.com/Irqbalance/irqbalance/issues/311).
 //   - -h/--hintpolicy=exact: up to 1.1 only (1.1.0's irqbalance.1 has it,
 //     1.3.0's does not).
 //   - IRQBALANCE_BANNED_CPULIST (a CPU list kept free of balanced IRQs):
