@@ -30,6 +30,8 @@ var sysfsTargets = []sysfsTarget{
 	{regexp.MustCompile(`^/sys/class/net/([^/]+)/queues/rx-([0-9]{1,5})/rps_flow_cnt$`), "count"},
 	{regexp.MustCompile(`^/proc/irq/([0-9]{1,7})/smp_affinity$`), "cpumask"},
 	{regexp.MustCompile(`^/sys/devices/system/cpu/smt/control$`), "smt"},
+	{regexp.MustCompile(`^/sys/class/net/([^/]+)/napi_defer_hard_irqs$`), "count"},
+	{regexp.MustCompile(`^/sys/class/net/([^/]+)/gro_flush_timeout$`), "count"},
 }
 
 // SysfsFormat is how the values of a sysfs path read ("cpumask", "count",
@@ -48,7 +50,7 @@ func SysfsFormat(path string) (format, iface string, err error) {
 		}
 		return t.format, iface, nil
 	}
-	return "", "", fmt.Errorf("%w: perfscope does not write %q (only rps_cpus, xps_cpus, rps_flow_cnt, smp_affinity and smt/control)", ErrInvalidChange, path)
+	return "", "", fmt.Errorf("%w: perfscope does not write %q (only rps_cpus, xps_cpus, rps_flow_cnt, napi_defer_hard_irqs, gro_flush_timeout, smp_affinity and smt/control)", ErrInvalidChange, path)
 }
 
 // ValidIfaceName applies the kernel's dev_valid_name: 1-15 bytes, not "."

@@ -145,6 +145,9 @@ var NetRules = []Rule[NetInput]{
 	{ID: "net.irq-coalescing", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkIRQCoalescing, Changes: coalescingChanges},
 	{ID: "net.rfs-off", Check: checkRFSOff, Changes: rfsChanges},
 	{ID: "net.udp-mem-pressure", Check: checkUDPMemPressure, Changes: udpMemChanges},
+	{ID: "net.napi-defer-irqs", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkNAPIDeferIRQs, Changes: napiDeferChanges},
+	{ID: "net.napi-threads-unpinned", Check: checkNAPIThreadsUnpinned, Changes: napiThreadChanges},
+	{ID: "net.busy-poll-nothing-to-poll", Check: checkBusyPollNothingToPoll},
 }
 
 // NetChangeShapes are the shapes of the changes the network rule id can

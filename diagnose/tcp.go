@@ -81,6 +81,11 @@ func (in TCPInput) perSecond(n uint64) string {
 }
 
 func listenerLine(l evidence.TCPListener) string {
+	return fmt.Sprintf("listener %s%s: accept queue backlog %d, peak %d, full at %d of %d samples", l.Local, listenerOwner(l), l.Backlog, l.QueuePeak, l.FullSamples, l.Samples)
+}
+
+// listenerOwner is " (nginx pid [812])", or " (owner unknown)".
+func listenerOwner(l evidence.TCPListener) string {
 	who := "owner unknown"
 	if len(l.PIDs) > 0 {
 		who = fmt.Sprintf("pid %v", l.PIDs)
@@ -88,7 +93,7 @@ func listenerLine(l evidence.TCPListener) string {
 			who = l.Comm + " " + who
 		}
 	}
-	return fmt.Sprintf("listener %s (%s): accept queue backlog %d, peak %d, full at %d of %d samples", l.Local, who, l.Backlog, l.QueuePeak, l.FullSamples, l.Samples)
+	return " (" + who + ")"
 }
 
 // --- accept queue -----------------------------------------------------------
@@ -195,6 +200,22 @@ func checkSYNQueueOverflow(in TCPInput) *Finding {
 	}
 	f.Evidence = append(f.Evidence, fmt.Sprintf("TcpExt TCPReqQFullDrop %d, TCPReqQFullDoCookies %d, SyncookiesSent %s, SyncookiesRecv %d, SyncookiesFailed %d",
 		w.TCPReqQFullDrop, w.TCPReqQFullDoCookies, in.perSecond(w.SyncookiesSent), w.SyncookiesRecv, w.SyncookiesFailed))
+	var syn []evidence.TCPListener
+	for _, l := range e.Listeners.Rows {
+		if l.SynQueuePeak > 0 {
+			syn = append(syn, l)
+		}
+	}
+	sort.Slice(syn, func(i, j int) bool {
+		if syn[i].SynFullSamples != syn[j].SynFullSamples {
+			return syn[i].SynFullSamples > syn[j].SynFullSamples
+		}
+		return syn[i].SynQueuePeak > syn[j].SynQueuePeak
+	})
+	for _, l := range syn[:min(len(syn), 5)] {
+		f.Evidence = append(f.Evidence, fmt.Sprintf("listener %s%s: SYN queue peaked at %d half-open of backlog %d, full at %d of %d samples",
+			l.Local, listenerOwner(l), l.SynQueuePeak, l.Backlog, l.SynFullSamples, l.Samples))
+	}
 	if s := e.Settings.MaxSynBacklog; s != nil {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("net.ipv4.tcp_max_syn_backlog %d", *s))
 	}

@@ -142,9 +142,19 @@ func TestSYNQueueOverflow(t *testing.T) {
 		t.Fatalf("cookies: %+v", f)
 	}
 	in.Evidence.Counters.Window.TCPReqQFullDrop = 500
+	// The listener whose SYN queue the samples saw full is named; one
+	// that never held a half-open connection is not.
+	in.Evidence.Listeners.Rows = []evidence.TCPListener{
+		{Local: netip.MustParseAddrPort("0.0.0.0:8080"), PIDs: []int{812}, Comm: "nginx", Backlog: 511, SynQueuePeak: 511, SynFullSamples: 7, Samples: 40},
+		{Local: netip.MustParseAddrPort("0.0.0.0:22"), Backlog: 128, Samples: 40},
+	}
 	f = runTCPRule(t, "tcp.syn-queue-overflow", in)
 	if f == nil || f.Severity != Warn || !f.Recommendation.Applicable() || f.Recommendation.Changes[0].New != "8192" {
 		t.Fatalf("drops: %+v", f)
+	}
+	contains(t, "evidence", f.Evidence, "listener 0.0.0.0:8080 (nginx pid [812]): SYN queue peaked at 511 half-open of backlog 511, full at 7 of 40 samples")
+	if strings.Contains(strings.Join(f.Evidence, "\n"), "0.0.0.0:22") {
+		t.Errorf("a listener without half-open connections is named: %q", f.Evidence)
 	}
 }
 

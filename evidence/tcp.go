@@ -147,6 +147,14 @@ type TCPListener struct {
 	// ReusePort is the number of listeners on the same address and port
 	// (an SO_REUSEPORT group when > 1).
 	ReusePort int `json:"reuseport_group"`
+	// SynQueueLast and SynQueuePeak are the half-open connections (SYN
+	// received, handshake not completed) at the last sample and the
+	// fullest, and SynFullSamples the samples at which they reached
+	// Backlog, the SYN queue's bound; for an SO_REUSEPORT group, the
+	// group's.
+	SynQueueLast   uint32 `json:"syn_queue_last"`
+	SynQueuePeak   uint32 `json:"syn_queue_peak"`
+	SynFullSamples int    `json:"syn_full_samples"`
 }
 
 // Full reports whether the listener's accept queue was seen full.

@@ -42,6 +42,37 @@ http {
 `, dir, addr, tcpLabPort)
 }
 
+// startNginx runs nginx (nginxConf) in the lab's receiver namespace and
+// waits until it listens; the caller stops it (srv.Cancel, srv.Wait).
+func startNginx(t *testing.T, ctx context.Context, lab *netlab.Lab, nginx string) (*exec.Cmd, int) {
+	t.Helper()
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, []byte(nginxConf(dir, lab.ReceiverAddr.String())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := lab.Command(ctx, lab.ReceiverNS, nginx, "-c", conf, "-p", dir)
+	var srvOut bytes.Buffer
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := lab.Start(srv); err != nil {
+		t.Fatal(err)
+	}
+	listening := false
+	for i := 0; i < 100 && !listening; i++ {
+		out, _ := lab.Run(ctx, lab.ReceiverNS, "ss", "-Hltn", fmt.Sprintf("sport = :%d", tcpLabPort))
+		listening = strings.Contains(out, fmt.Sprintf(":%d", tcpLabPort))
+		if !listening {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if !listening {
+		srv.Cancel()
+		srv.Wait()
+		t.Fatalf("nginx did not listen: %s", srvOut.String())
+	}
+	return srv, srv.Process.Pid // ip netns exec execs nginx
+}
+
 // listenOverflows reads TcpExtListenOverflows of the lab namespace ns
 // with nstat (iproute2), the kernel's own counter as users read it.
 func listenOverflows(t *testing.T, ctx context.Context, lab *netlab.Lab, ns string) uint64 {
@@ -89,18 +120,7 @@ func TestTCPAcceptOverflowOnNginx(t *testing.T) {
 	defer lab.Close()
 	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, []byte(nginxConf(dir, lab.ReceiverAddr.String())), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srv := lab.Command(ctx, lab.ReceiverNS, nginx, "-c", conf, "-p", dir)
-	var srvOut bytes.Buffer
-	srv.Stdout, srv.Stderr = &srvOut, &srvOut
-	if err := lab.Start(srv); err != nil {
-		t.Fatal(err)
-	}
-	pid := srv.Process.Pid // ip netns exec execs nginx
+	srv, pid := startNginx(t, ctx, lab, nginx)
 	stopped := false
 	defer func() {
 		if stopped {
@@ -109,17 +129,6 @@ func TestTCPAcceptOverflowOnNginx(t *testing.T) {
 		srv.Cancel()
 		srv.Wait()
 	}()
-	listening := false
-	for i := 0; i < 100 && !listening; i++ {
-		out, _ := lab.Run(ctx, lab.ReceiverNS, "ss", "-Hltn", fmt.Sprintf("sport = :%d", tcpLabPort))
-		listening = strings.Contains(out, fmt.Sprintf(":%d", tcpLabPort))
-		if !listening {
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	if !listening {
-		t.Fatalf("nginx did not listen: %s", srvOut.String())
-	}
 
 	before := listenOverflows(t, ctx, lab, lab.ReceiverNS)
 	var out, stderr bytes.Buffer
@@ -238,4 +247,96 @@ func TestTCPAcceptOverflowOnNginx(t *testing.T) {
 	srv.Wait()
 	lab.Close()
 	testutil.AssertNoNewBPF(t, progs, maps)
+}
+
+// perfscope tcp names nginx's half-open connections: the sender's
+// namespace lets only SYNs through to the port (nftables), so each of six
+// clients gets a SYN-ACK, its handshake's last ACK never arrives and the
+// connection waits in nginx's SYN queue (the kernel retransmits the
+// SYN-ACK for a minute). The report's SYN queue peak for the listener
+// equals what ss counts in state SYN-RECV in the same window.
+func TestTCPSynQueueOnNginx(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		t.Skip("nginx is not installed (scripts/deps.sh test installs nginx-light)")
+	}
+	bin := Perfscope(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lab, err := netlab.New(ctx, netlab.Config{Queues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	srv, pid := startNginx(t, ctx, lab, nginx)
+	defer func() {
+		srv.Cancel()
+		srv.Wait()
+	}()
+	for _, rule := range [][]string{
+		{"add", "table", "inet", "synonly"},
+		{"add", "chain", "inet", "synonly", "out", "{ type filter hook output priority 0 ; }"},
+		{"add", "rule", "inet", "synonly", "out", "tcp", "dport", strconv.Itoa(tcpLabPort), "tcp", "flags", "!=", "syn", "drop"},
+	} {
+		if out, err := lab.Run(ctx, lab.SenderNS, append([]string{"nft"}, rule...)...); err != nil {
+			t.Fatalf("nft %v: %v\n%s", rule, err, out)
+		}
+	}
+
+	var out, stderr bytes.Buffer
+	ps := lab.Command(ctx, lab.ReceiverNS, bin, "tcp", "--iface", lab.ReceiverIf, "--port", strconv.Itoa(tcpLabPort),
+		"--duration", "6s", "--no-profile", "-o", "json")
+	ps.Stdout, ps.Stderr = &out, &stderr
+	if err := lab.Start(ps); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	const clients = 6
+	script := fmt.Sprintf("for i in $(seq %d); do timeout 8 bash -c 'exec 3<>/dev/tcp/%s/%d; sleep 7' & done; wait",
+		clients, lab.ReceiverAddr, tcpLabPort)
+	load := lab.Command(ctx, lab.SenderNS, "bash", "-c", script)
+	if err := lab.Start(load); err != nil {
+		t.Fatal(err)
+	}
+	defer load.Wait()
+	var ssCount int
+	for i := 0; i < 40 && ssCount < clients; i++ {
+		time.Sleep(50 * time.Millisecond)
+		o, _ := lab.Run(ctx, lab.ReceiverNS, "ss", "-Htn", "state", "syn-recv", fmt.Sprintf("sport = :%d", tcpLabPort))
+		if strings.TrimSpace(o) == "" {
+			ssCount = 0
+		} else {
+			ssCount = strings.Count(strings.TrimSpace(o), "\n") + 1
+		}
+	}
+	if ssCount != clients {
+		t.Fatalf("ss counts %d connections in SYN-RECV, want %d: the test set nothing up", ssCount, clients)
+	}
+	if err := ps.Wait(); err != nil {
+		t.Fatalf("perfscope tcp: %v\n%s", err, stderr.String())
+	}
+	var rep struct {
+		Data evidence.NetEvidence `json:"data"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("json: %v\n%s", err, out.String())
+	}
+	if rep.Data.TCP == nil {
+		t.Fatalf("no data.tcp: %s", out.String())
+	}
+	var l *evidence.TCPListener
+	for i, row := range rep.Data.TCP.Listeners.Rows {
+		if row.Local.Port() == tcpLabPort {
+			l = &rep.Data.TCP.Listeners.Rows[i]
+		}
+	}
+	if l == nil {
+		t.Fatalf("no listener on port %d: %+v", tcpLabPort, rep.Data.TCP.Listeners)
+	}
+	t.Logf("listener %+v; ss: %d in SYN-RECV", *l, ssCount)
+	if l.SynQueuePeak != clients || l.SynQueueLast != clients || l.SynFullSamples != 0 || l.Comm != "nginx" || !slices.Contains(l.PIDs, pid) {
+		t.Errorf("listener %+v: want a SYN queue of %d at its peak and at the end (backlog 8: never full), nginx pid %d", *l, clients, pid)
+	}
 }

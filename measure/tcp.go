@@ -74,11 +74,15 @@ type TCP struct {
 	connsErr error
 }
 
-// listenerSamples is one listener's accept queue over the window.
+// listenerSamples is one listener's accept queue over the window, and
+// its SYN queue: the half-open connections (request sockets in SYN_RECV)
+// to its address and port.
 type listenerSamples struct {
-	sock       tcpdiag.Socket
-	last, peak uint32
-	full, seen int
+	sock             tcpdiag.Socket
+	last, peak       uint32
+	full, seen       int
+	synLast, synPeak uint32
+	synFull          int
 }
 
 // NewTCP returns the tcp part.
@@ -153,9 +157,9 @@ func (p *TCP) sampler(ctx context.Context) {
 	}
 }
 
-// sample reads every listener's accept queue once.
+// sample reads every listener's accept queue and SYN queue once.
 func (p *TCP) sample() {
-	socks, err := p.diag(tcpdiag.StatesOf(tcpdiag.Listen))
+	socks, err := p.diag(tcpdiag.StatesOf(tcpdiag.Listen, tcpdiag.SynRecv))
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -165,7 +169,15 @@ func (p *TCP) sample() {
 		return
 	}
 	p.samples++
+	var listening, halfOpen []tcpdiag.Socket
 	for _, s := range socks {
+		if s.Listening() {
+			listening = append(listening, s)
+		} else {
+			halfOpen = append(halfOpen, s)
+		}
+	}
+	for _, s := range listening {
 		l := p.listeners[s.Cookie]
 		if l == nil {
 			l = &listenerSamples{sock: s}
@@ -181,7 +193,32 @@ func (p *TCP) sample() {
 		if s.RecvQ > s.SendQ {
 			l.full++
 		}
+		syn := synQueue(s, halfOpen)
+		l.synLast = syn
+		l.synPeak = max(l.synPeak, syn)
+		// inet_csk_reqsk_queue_is_full: the SYN queue holds at most the
+		// listen backlog.
+		if s.SendQ > 0 && syn >= s.SendQ {
+			l.synFull++
+		}
 	}
+}
+
+// synQueue counts the half-open connections of listener l: request
+// sockets to its port and address (any address of its family when it
+// listens on the wildcard). sock_diag does not say which socket of an
+// SO_REUSEPORT group holds a request, so each member counts the group's.
+func synQueue(l tcpdiag.Socket, halfOpen []tcpdiag.Socket) uint32 {
+	var n uint32
+	for _, h := range halfOpen {
+		if h.Local.Port() != l.Local.Port() || h.Family != l.Family {
+			continue
+		}
+		if l.Local.Addr().IsUnspecified() || l.Local.Addr() == h.Local.Addr() {
+			n++
+		}
+	}
+	return n
 }
 
 // End implements Part.
@@ -267,7 +304,8 @@ func (p *TCP) listenerEvidence() evidence.ListenerSection {
 			continue
 		}
 		row := evidence.TCPListener{Local: sock.Local, Inode: sock.Inode, PIDs: sock.PIDs, Backlog: l.sock.SendQ,
-			QueueLast: l.last, QueuePeak: l.peak, FullSamples: l.full, Samples: l.seen, ReusePort: group[sock.Local]}
+			QueueLast: l.last, QueuePeak: l.peak, FullSamples: l.full, Samples: l.seen, ReusePort: group[sock.Local],
+			SynQueueLast: l.synLast, SynQueuePeak: l.synPeak, SynFullSamples: l.synFull}
 		if len(sock.PIDs) > 0 {
 			row.Comm = p.comm(sock.PIDs[0])
 		}

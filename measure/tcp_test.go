@@ -103,17 +103,25 @@ func TestTCPPartJoinsListenersConnectionsAndEvents(t *testing.T) {
 	listener := netip.MustParseAddrPort("10.0.0.1:8080")
 	client := netip.MustParseAddrPort("10.0.0.2:40000")
 	// The accept queue: empty, then 5 waiting of a backlog of 4 (full),
-	// then 2.
+	// then 2; the SYN queue: empty, then 4 half-open (full), then 1.
 	queues := []uint32{0, 5, 2}
+	syns := []int{0, 4, 1}
 	var listenCalls int
 	diag := func(q tcpdiag.Query) ([]tcpdiag.Socket, error) {
 		if q.Port != 8080 {
 			t.Errorf("query port %d, want 8080", q.Port)
 		}
-		if q.States == tcpdiag.StatesOf(tcpdiag.Listen) {
-			n := queues[min(listenCalls, len(queues)-1)]
+		if q.States == tcpdiag.StatesOf(tcpdiag.Listen, tcpdiag.SynRecv) {
+			i := min(listenCalls, len(queues)-1)
 			listenCalls++
-			return []tcpdiag.Socket{{State: tcpdiag.Listen, Local: listener, RecvQ: n, SendQ: 4, Inode: 1001, Cookie: 1}}, nil
+			out := []tcpdiag.Socket{{State: tcpdiag.Listen, Local: listener, RecvQ: queues[i], SendQ: 4, Inode: 1001, Cookie: 1}}
+			for k := range syns[i] {
+				out = append(out, tcpdiag.Socket{State: tcpdiag.SynRecv, Local: listener, Remote: netip.AddrPortFrom(client.Addr(), uint16(50000+k)), Cookie: uint64(100 + k)})
+			}
+			// A half-open connection to another address of the port is
+			// not this listener's.
+			out = append(out, tcpdiag.Socket{State: tcpdiag.SynRecv, Local: netip.MustParseAddrPort("10.0.0.9:8080"), Remote: client, Cookie: 99})
+			return out, nil
 		}
 		conn := tcpdiag.Socket{State: tcpdiag.Established, Local: listener, Remote: client, Inode: 1001, Cookie: 7,
 			Info: &tcpdiag.Info{RTTUs: 250, SndCwnd: 10, BytesReceived: u64(1000), BytesAcked: u64(0)}}
@@ -165,7 +173,8 @@ func TestTCPPartJoinsListenersConnectionsAndEvents(t *testing.T) {
 	}
 	l := ev.Listeners.Rows[0]
 	if l.Local != listener || l.Backlog != 4 || l.QueuePeak != 5 || l.QueueLast != 2 || l.FullSamples != 1 || l.Samples != 3 ||
-		l.Comm != "toyserver" || len(l.PIDs) != 1 || l.PIDs[0] != 4242 || l.ReusePort != 1 {
+		l.Comm != "toyserver" || len(l.PIDs) != 1 || l.PIDs[0] != 4242 || l.ReusePort != 1 ||
+		l.SynQueuePeak != 4 || l.SynQueueLast != 1 || l.SynFullSamples != 1 {
 		t.Errorf("listener %+v", l)
 	}
 	c := ev.Connections

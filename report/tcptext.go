@@ -75,14 +75,14 @@ func writeListeners(w io.Writer, s evidence.ListenerSection) {
 	if unavailable(w, s.Section) {
 		return
 	}
-	lt := Table{Header: []string{"listener", "process", "backlog", "queue now", "peak", "full (samples)", "reuseport"}}
+	lt := Table{Header: []string{"listener", "process", "backlog", "queue now", "peak", "full (samples)", "SYN queue peak", "SYN full", "reuseport"}}
 	for _, l := range s.Rows {
 		who := "-"
 		if len(l.PIDs) > 0 {
 			who = strings.TrimSpace(l.Comm + " " + joinPIDs(l.PIDs))
 		}
 		lt.Add(l.Local.String(), who, fmt.Sprint(l.Backlog), fmt.Sprint(l.QueueLast), fmt.Sprint(l.QueuePeak),
-			fmt.Sprintf("%d of %d", l.FullSamples, l.Samples), fmt.Sprint(l.ReusePort))
+			fmt.Sprintf("%d of %d", l.FullSamples, l.Samples), fmt.Sprint(l.SynQueuePeak), fmt.Sprint(l.SynFullSamples), fmt.Sprint(l.ReusePort))
 	}
 	lt.Write(w)
 }

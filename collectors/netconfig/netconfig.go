@@ -1,7 +1,8 @@
 // Package netconfig gathers, in one call, the network configuration that
 // the network rules judge: queues and their RPS/XPS, channels, RSS, offload
 // features, IRQ placement and irqbalance, CPU topology, netfilter, source
-// validation, audit and the net.core buffers and budgets. Every optional
+// validation, audit, the net.core buffers, budgets and busy polling, and
+// the NAPI settings. Every optional
 // source is either present or explicitly unknown (nil pointer or a Known
 // flag, with the reason in Unavailable) — never a silent zero — so that the
 // rules can be pure functions of a NetConfig.
@@ -18,6 +19,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/ethtool"
 	"github.com/perfscope/perfscope/collectors/irq"
 	"github.com/perfscope/perfscope/collectors/netdev"
+	"github.com/perfscope/perfscope/collectors/netlinkq"
 	"github.com/perfscope/perfscope/collectors/procfs"
 )
 
@@ -43,6 +45,7 @@ type NetConfig struct {
 	RPFilter   SourceValidation `json:"source_validation"`
 	Audit      Audit            `json:"audit"`
 	Core       CoreSysctls      `json:"net_core"`
+	NAPI       NAPIConfig       `json:"napi"`
 	// Unavailable maps a section name ("rss", "channels", "audit", ...) to
 	// why it could not be read.
 	Unavailable map[string]string `json:"unavailable"`
@@ -82,6 +85,12 @@ type CoreSysctls struct {
 	// (RFS's global flow table, 0 when RFS is off). Nil when absent.
 	FlowLimitCPUBitmap *string `json:"flow_limit_cpu_bitmap"`
 	RPSSockFlowEntries *int64  `json:"rps_sock_flow_entries"`
+	// BusyRead and BusyPoll are net.core.busy_read and busy_poll (µs a
+	// socket read, or poll/select/epoll, spins on the device's queue
+	// before sleeping; 0: off). Nil when absent (CONFIG_NET_RX_BUSY_POLL
+	// off).
+	BusyRead *int64 `json:"busy_read_us"`
+	BusyPoll *int64 `json:"busy_poll_us"`
 	// UDPMem is net.ipv4.udp_mem: min, pressure and max, in pages, for
 	// all UDP sockets together; nil when absent.
 	UDPMem *[3]int64 `json:"udp_mem_pages"`
@@ -113,11 +122,14 @@ type Sources struct {
 	Audit func() (AuditStatus, error)
 	// Rules counts netfilter rules; nil reports counts as unknown.
 	Rules RuleCounter
+	// NAPIs lists an interface's NAPI instances (netdev netlink); nil
+	// leaves them unavailable.
+	NAPIs func(ifindex int) ([]netlinkq.NAPI, error)
 }
 
 // Live reads the running system.
 func Live() Sources {
-	s := Sources{FS: procfs.Default, Ethtool: ethtool.Ioctl{}, Audit: auditStatusNetlink}
+	s := Sources{FS: procfs.Default, Ethtool: ethtool.Ioctl{}, Audit: auditStatusNetlink, NAPIs: netlinkq.NAPIs}
 	s.Rules = NativeRuleCounter{Sources: s}
 	return s
 }
@@ -152,7 +164,10 @@ func (s Sources) Snapshot(iface string) (NetConfig, error) {
 		RPSSockFlowEntries: s.sysctl("net.core.rps_sock_flow_entries"),
 		FlowLimitCPUBitmap: s.sysctlString("net.core.flow_limit_cpu_bitmap"),
 		UDPMem:             s.udpMem(),
+		BusyRead:           s.sysctl("net.core.busy_read"),
+		BusyPoll:           s.sysctl("net.core.busy_poll"),
 	}
+	c.NAPI = s.napi(iface, c.Interface.Index)
 	// rmem_max is per namespace, netdev_budget only in the initial one.
 	if c.Core.NetdevBudget == nil && c.Core.RmemMax != nil {
 		c.Core.HostOnly = true

@@ -1,7 +1,11 @@
 // Package netlinkq reads, from the kernel's "netdev" generic-netlink family
-// (Linux 6.8+), which NAPI instance serves each RX and TX queue of a device
-// and which IRQ each NAPI instance runs on. perfscope uses it to name the
-// queue behind each napi:napi_poll it counts. It speaks netlink directly
+// (Linux 6.8+), which NAPI instance serves each RX and TX queue of a device,
+// which IRQ or kernel thread each NAPI instance runs on and its settings
+// (napi_defer_hard_irqs, gro_flush_timeout, irq_suspend_timeout, threaded),
+// and the per-queue statistics drivers report (qstats-get: packets, bytes,
+// allocation failures, hardware drops, hardware GRO, …). perfscope uses it
+// to name the queue behind each napi:napi_poll it counts and to judge the
+// receive path's NAPI settings. It speaks netlink directly
 // through golang.org/x/sys/unix: the family needs a handful of attributes,
 // and the parser is a pure function tested on recorded replies.
 package netlinkq
@@ -22,8 +26,9 @@ import (
 const (
 	familyName = "netdev"
 
-	cmdQueueGet = 10 // NETDEV_CMD_QUEUE_GET, 6.8+
-	cmdNAPIGet  = 11 // NETDEV_CMD_NAPI_GET, 6.8+
+	cmdQueueGet  = 10 // NETDEV_CMD_QUEUE_GET, 6.8+
+	cmdNAPIGet   = 11 // NETDEV_CMD_NAPI_GET, 6.8+
+	cmdQStatsGet = 12 // NETDEV_CMD_QSTATS_GET, 6.10+
 
 	attrQueueID      = 1 // NETDEV_A_QUEUE_ID
 	attrQueueIfindex = 2 // NETDEV_A_QUEUE_IFINDEX
@@ -34,12 +39,37 @@ const (
 	attrNAPIID      = 2 // NETDEV_A_NAPI_ID
 	attrNAPIIRQ     = 3 // NETDEV_A_NAPI_IRQ
 	attrNAPIPID     = 4 // NETDEV_A_NAPI_PID
+	// Settings, Linux 6.13+ (irq-suspend-timeout 6.14+, threaded 6.17+).
+	attrNAPIDeferHardIRQs     = 5 // NETDEV_A_NAPI_DEFER_HARD_IRQS
+	attrNAPIGROFlushTimeout   = 6 // NETDEV_A_NAPI_GRO_FLUSH_TIMEOUT (ns)
+	attrNAPIIRQSuspendTimeout = 7 // NETDEV_A_NAPI_IRQ_SUSPEND_TIMEOUT (ns)
+	attrNAPIThreaded          = 8 // NETDEV_A_NAPI_THREADED
+
+	attrQStatsIfindex   = 1 // NETDEV_A_QSTATS_IFINDEX
+	attrQStatsQueueType = 2 // NETDEV_A_QSTATS_QUEUE_TYPE
+	attrQStatsQueueID   = 3 // NETDEV_A_QSTATS_QUEUE_ID
+	attrQStatsScope     = 4 // NETDEV_A_QSTATS_SCOPE
+	qstatsScopeQueue    = 1 // NETDEV_QSTATS_SCOPE_QUEUE
 )
+
+// qstatNames are the counters of a qstats-get reply by attribute, named as
+// the kernel's netlink spec (Documentation/netlink/specs/netdev.yaml) and
+// `ynl --dump qstats-get` name them.
+var qstatNames = map[uint16]string{
+	8: "rx-packets", 9: "rx-bytes", 10: "tx-packets", 11: "tx-bytes",
+	12: "rx-alloc-fail", 13: "rx-hw-drops", 14: "rx-hw-drop-overruns",
+	15: "rx-csum-complete", 16: "rx-csum-unnecessary", 17: "rx-csum-none", 18: "rx-csum-bad",
+	19: "rx-hw-gro-packets", 20: "rx-hw-gro-bytes", 21: "rx-hw-gro-wire-packets", 22: "rx-hw-gro-wire-bytes",
+	23: "rx-hw-drop-ratelimits", 24: "tx-hw-drops", 25: "tx-hw-drop-errors",
+	26: "tx-csum-none", 27: "tx-needs-csum", 28: "tx-hw-gso-packets", 29: "tx-hw-gso-bytes",
+	30: "tx-hw-gso-wire-packets", 31: "tx-hw-gso-wire-bytes", 32: "tx-hw-drop-ratelimits",
+	33: "tx-stop", 34: "tx-wake",
+}
 
 // ErrUnavailable means this kernel's netdev family cannot list queues
 // (older than 6.8, or built without it). Callers fall back to measuring the
 // NAPI → queue mapping (netqueue.Snapshot.NAPIQueueMap).
-var ErrUnavailable = errors.New("netdev netlink family cannot list queues (needs Linux 6.8+)")
+var ErrUnavailable = errors.New("the kernel's netdev netlink family cannot answer this (queues and NAPI need Linux 6.8+, per-queue statistics 6.10+)")
 
 // QueueType is "rx" or "tx".
 type QueueType string
@@ -69,6 +99,28 @@ type NAPI struct {
 	IRQ int `json:"irq"`
 	// PID is the kernel thread polling it under threaded NAPI, 0 otherwise.
 	PID int `json:"pid"`
+	// The instance's settings; nil where the kernel does not report them
+	// (before Linux 6.13; irq_suspend_timeout 6.14, threaded 6.17).
+	// DeferHardIRQs is napi_defer_hard_irqs: how many empty polls may pass
+	// with the device's IRQ kept masked; GROFlushTimeoutNs holds it masked
+	// that long between polls (both 0: an IRQ per poll cycle).
+	DeferHardIRQs       *uint32 `json:"defer_hard_irqs"`
+	GROFlushTimeoutNs   *uint64 `json:"gro_flush_timeout_ns"`
+	IRQSuspendTimeoutNs *uint64 `json:"irq_suspend_timeout_ns"`
+	// Threaded is "enabled", "disabled" or, on kernels that have it,
+	// "busy-poll" (a kthread busy-polling the instance).
+	Threaded string `json:"threaded,omitempty"`
+}
+
+// QueueStats are one queue's counters as its driver reports them through
+// qstats-get (since boot or the driver's last reset); only the counters
+// the driver fills are present, keyed by the kernel's names ("rx-packets",
+// "rx-alloc-fail", "rx-hw-drops", …).
+type QueueStats struct {
+	Ifindex  int               `json:"ifindex"`
+	Type     QueueType         `json:"type"`
+	ID       int               `json:"id"`
+	Counters map[string]uint64 `json:"counters"`
 }
 
 // Queues lists the queues of ifindex (every device when 0) in the caller's
@@ -98,6 +150,39 @@ func NAPIs(ifindex int) ([]NAPI, error) {
 	return filterIfindex(ns, ifindex, func(n NAPI) int { return n.Ifindex }), nil
 }
 
+// QStats lists the per-queue statistics of ifindex (every device when 0)
+// that their drivers report; ErrUnavailable where the kernel has no
+// qstats-get (before 6.10), and an empty list where no driver reports any
+// (veth, loopback).
+func QStats(ifindex int) ([]QueueStats, error) {
+	body := u32Attr(attrQStatsScope, qstatsScopeQueue)
+	if ifindex > 0 {
+		body = append(u32Attr(attrQStatsIfindex, uint32(ifindex)), body...)
+	}
+	msgs, err := dumpBody(cmdQStatsGet, body)
+	if err != nil {
+		return nil, err
+	}
+	qs, err := parseQStats(msgs)
+	if err != nil {
+		return nil, err
+	}
+	return filterIfindex(qs, ifindex, func(q QueueStats) int { return q.Ifindex }), nil
+}
+
+// Sub is the counters' growth since prev (the same queue, read earlier);
+// a counter absent from either, or that went backwards (a driver reset),
+// is left out.
+func (q QueueStats) Sub(prev QueueStats) QueueStats {
+	out := QueueStats{Ifindex: q.Ifindex, Type: q.Type, ID: q.ID, Counters: map[string]uint64{}}
+	for k, v := range q.Counters {
+		if p, ok := prev.Counters[k]; ok && v >= p {
+			out.Counters[k] = v - p
+		}
+	}
+	return out
+}
+
 // QueueNAPI maps each NAPI id serving an RX queue of the list to that
 // queue.
 func QueueNAPI(queues []Queue) map[uint32]int {
@@ -125,6 +210,21 @@ func filterIfindex[T any](in []T, ifindex int, of func(T) int) []T {
 
 // attrs is one message's attributes by type (last one wins).
 type attrs map[uint16][]byte
+
+// uint reads a netlink "uint" attribute, which the kernel sends in 4 or 8
+// bytes depending on the value.
+func (a attrs) uint(t uint16) (uint64, bool) {
+	v, ok := a[t]
+	switch {
+	case !ok:
+		return 0, false
+	case len(v) >= 8:
+		return binary.NativeEndian.Uint64(v), true
+	case len(v) >= 4:
+		return uint64(binary.NativeEndian.Uint32(v)), true
+	}
+	return 0, false
+}
 
 func (a attrs) u32(t uint16) (uint32, bool) {
 	v, ok := a[t]
@@ -222,9 +322,78 @@ func parseNAPIs(payloads [][]byte) ([]NAPI, error) {
 		if pid, ok := a.u32(attrNAPIPID); ok {
 			n.PID = int(pid)
 		}
+		if v, ok := a.u32(attrNAPIDeferHardIRQs); ok {
+			n.DeferHardIRQs = &v
+		}
+		if v, ok := a.uint(attrNAPIGROFlushTimeout); ok {
+			n.GROFlushTimeoutNs = &v
+		}
+		if v, ok := a.uint(attrNAPIIRQSuspendTimeout); ok {
+			n.IRQSuspendTimeoutNs = &v
+		}
+		if v, ok := a.u32(attrNAPIThreaded); ok {
+			n.Threaded = threadedName(v)
+		}
 		out = append(out, n)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// threadedName names NETDEV_A_NAPI_THREADED's values (enum
+// netdev_napi_threaded).
+func threadedName(v uint32) string {
+	switch v {
+	case 0:
+		return "disabled"
+	case 1:
+		return "enabled"
+	case 2:
+		return "busy-poll"
+	}
+	return fmt.Sprintf("unknown (%d)", v)
+}
+
+// parseQStats reads the payloads of a NETDEV_CMD_QSTATS_GET dump with
+// queue scope.
+func parseQStats(payloads [][]byte) ([]QueueStats, error) {
+	var out []QueueStats
+	for i, p := range payloads {
+		if len(p) < genlHeaderLen {
+			return nil, fmt.Errorf("qstats message %d: %d bytes, shorter than the genl header", i, len(p))
+		}
+		a, err := parseAttrs(p[genlHeaderLen:])
+		if err != nil {
+			return nil, fmt.Errorf("qstats message %d: %w", i, err)
+		}
+		ifindex, okIf := a.u32(attrQStatsIfindex)
+		typ, okType := a.u32(attrQStatsQueueType)
+		id, okID := a.u32(attrQStatsQueueID)
+		if !okIf || !okType || !okID {
+			return nil, fmt.Errorf("qstats message %d lacks ifindex, queue type or queue id", i)
+		}
+		q := QueueStats{Ifindex: int(ifindex), ID: int(id), Type: RX, Counters: map[string]uint64{}}
+		if typ == 1 {
+			q.Type = TX
+		} else if typ != 0 {
+			continue
+		}
+		for t, name := range qstatNames {
+			if v, ok := a.uint(t); ok {
+				q.Counters[name] = v
+			}
+		}
+		out = append(out, q)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Ifindex != out[j].Ifindex {
+			return out[i].Ifindex < out[j].Ifindex
+		}
+		if out[i].Type != out[j].Type {
+			return out[i].Type < out[j].Type
+		}
+		return out[i].ID < out[j].ID
+	})
 	return out, nil
 }
 
@@ -380,6 +549,15 @@ func parseAttrsList(b []byte) ([][]byte, error) {
 // dump runs a netdev dump command, filtered by ifindex where the kernel
 // supports it (the result is filtered again by the caller either way).
 func dump(cmd uint8, ifindexAttr uint16, ifindex int) ([][]byte, error) {
+	var body []byte
+	if ifindex > 0 {
+		body = u32Attr(ifindexAttr, uint32(ifindex))
+	}
+	return dumpBody(cmd, body)
+}
+
+// dumpBody runs a netdev dump command with the request attributes body.
+func dumpBody(cmd uint8, body []byte) ([][]byte, error) {
 	c, err := dial()
 	if err != nil {
 		return nil, err
@@ -389,16 +567,12 @@ func dump(cmd uint8, ifindexAttr uint16, ifindex int) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var body []byte
-	if ifindex > 0 {
-		body = u32Attr(ifindexAttr, uint32(ifindex))
-	}
 	msgs, err := c.roundTrip(family, unix.NLM_F_DUMP, cmd, body)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EINVAL) {
 		return nil, fmt.Errorf("netdev command %d: %w (%w)", cmd, ErrUnavailable, err)
 	}
 	if errors.Is(err, unix.ENODEV) {
-		return nil, fmt.Errorf("no device with ifindex %d in this network namespace: %w", ifindex, os.ErrNotExist)
+		return nil, fmt.Errorf("no such device in this network namespace: %w", os.ErrNotExist)
 	}
 	return msgs, err
 }
