@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
-	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
@@ -98,26 +97,9 @@ func (p *Plan) bindGo(u boundUse) error {
 		p.goOptions = &o
 		return nil
 	}
-	if from != "" {
-		return measure.BadInput("%s counts requests perfscope does not drive: drop it with %s, which counts its own", name("requests_from"), name("load"))
-	}
-	if o.Requests == 0 {
-		return measure.BadInput("%s needs %s N: the fixed request count is what bytes per request divide by", name("load"), name("requests"))
-	}
-	spec := &httpload.Spec{URL: load, Method: opt("method").(string), Header: http.Header{}, Requests: int(o.Requests), Concurrency: int(opt("concurrency").(int64))}
-	for _, h := range headers {
-		if err := httpload.ParseHeader(spec.Header, h); err != nil {
-			return measure.BadInput("%s: %v", name("header"), err)
-		}
-	}
-	switch {
-	case body != "" && bodyFile != "":
-		return measure.BadInput("give %s or %s, not both", name("body"), name("body_file"))
-	case body != "":
-		spec.Body = []byte(body)
-	}
-	if err := spec.Validate(); err != nil {
-		return measure.BadInput("%s: %v", name("load"), err)
+	spec, err := p.loadSpec(u, o.Requests)
+	if err != nil {
+		return err
 	}
 	o.Load, o.Requests = spec, 0
 	p.goOptions = &o
@@ -202,6 +184,9 @@ func GoError(pid int, err error) error {
 	case errors.Is(err, probes.ErrNotSupported):
 		return measure.Unavailable("pid %d: %v; `perfscope doctor` shows which kernel features this machine has", pid, err)
 	case errors.Is(err, os.ErrPermission):
+		if prefix := fmt.Sprintf("pid %d: ", pid); strings.HasPrefix(err.Error(), prefix) {
+			return measure.Unavailable("%v; run as root or as the program's user", err)
+		}
 		return measure.Unavailable("pid %d: %v; run as root or as the program's user", pid, err)
 	}
 	return err

@@ -76,26 +76,9 @@ func (p *Plan) bindJVM(u boundUse) error {
 		p.jvmOptions = &o
 		return nil
 	}
-	if from != "" {
-		return measure.BadInput("%s counts requests perfscope does not drive: drop it with %s, which counts its own", name("requests_from"), name("load"))
-	}
-	if o.Requests == 0 {
-		return measure.BadInput("%s needs %s N: the fixed request count is what bytes per request divide by", name("load"), name("requests"))
-	}
-	spec := &httpload.Spec{URL: load, Method: opt("method").(string), Header: http.Header{}, Requests: int(o.Requests), Concurrency: int(opt("concurrency").(int64))}
-	for _, h := range headers {
-		if err := httpload.ParseHeader(spec.Header, h); err != nil {
-			return measure.BadInput("%s: %v", name("header"), err)
-		}
-	}
-	switch {
-	case body != "" && bodyFile != "":
-		return measure.BadInput("give %s or %s, not both", name("body"), name("body_file"))
-	case body != "":
-		spec.Body = []byte(body)
-	}
-	if err := spec.Validate(); err != nil {
-		return measure.BadInput("%s: %v", name("load"), err)
+	spec, err := p.loadSpec(u, o.Requests)
+	if err != nil {
+		return err
 	}
 	o.Load, o.Requests = spec, 0
 	p.jvmOptions = &o
@@ -160,4 +143,36 @@ func readBody(path string) ([]byte, error) {
 		return nil, pathReason(err)
 	}
 	return b, nil
+}
+
+// loadSpec is the HTTP load a runtime collector's options describe (load,
+// method, header, body or body_file, concurrency), requests long: the
+// async-profiler and goalloc collectors drive the same load, checked the
+// same way.
+func (p *Plan) loadSpec(u boundUse, requests int64) (*httpload.Spec, error) {
+	opt := func(name string) any { return u.opts[name] }
+	name := func(option string) string { return p.useOptionName(u, option) }
+	body, bodyFile := opt("body").(string), opt("body_file").(string)
+	if opt("requests_from").(string) != "" {
+		return nil, measure.BadInput("%s counts requests perfscope does not drive: drop it with %s, which counts its own", name("requests_from"), name("load"))
+	}
+	if requests == 0 {
+		return nil, measure.BadInput("%s needs %s N: the fixed request count is what bytes per request divide by", name("load"), name("requests"))
+	}
+	spec := &httpload.Spec{URL: opt("load").(string), Method: opt("method").(string), Header: http.Header{}, Requests: int(requests), Concurrency: int(opt("concurrency").(int64))}
+	for _, h := range opt("header").([]string) {
+		if err := httpload.ParseHeader(spec.Header, h); err != nil {
+			return nil, measure.BadInput("%s: %v", name("header"), err)
+		}
+	}
+	switch {
+	case body != "" && bodyFile != "":
+		return nil, measure.BadInput("give %s or %s, not both", name("body"), name("body_file"))
+	case body != "":
+		spec.Body = []byte(body)
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, measure.BadInput("%s: %v", name("load"), err)
+	}
+	return spec, nil
 }

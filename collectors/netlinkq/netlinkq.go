@@ -260,6 +260,17 @@ func parseAttrs(b []byte) (attrs, error) {
 
 const genlHeaderLen = 4 // struct genlmsghdr: cmd, version, reserved
 
+// queueBefore orders queues by device, type (rx before tx) and id.
+func queueBefore(ifA int, typeA QueueType, idA int, ifB int, typeB QueueType, idB int) bool {
+	if ifA != ifB {
+		return ifA < ifB
+	}
+	if typeA != typeB {
+		return typeA < typeB
+	}
+	return idA < idB
+}
+
 // parseQueues reads the payloads (generic-netlink header included) of a
 // NETDEV_CMD_QUEUE_GET dump.
 func parseQueues(payloads [][]byte) ([]Queue, error) {
@@ -288,13 +299,7 @@ func parseQueues(payloads [][]byte) ([]Queue, error) {
 		out = append(out, q)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].Ifindex != out[j].Ifindex {
-			return out[i].Ifindex < out[j].Ifindex
-		}
-		if out[i].Type != out[j].Type {
-			return out[i].Type < out[j].Type
-		}
-		return out[i].ID < out[j].ID
+		return queueBefore(out[i].Ifindex, out[i].Type, out[i].ID, out[j].Ifindex, out[j].Type, out[j].ID)
 	})
 	return out, nil
 }
@@ -386,13 +391,7 @@ func parseQStats(payloads [][]byte) ([]QueueStats, error) {
 		out = append(out, q)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].Ifindex != out[j].Ifindex {
-			return out[i].Ifindex < out[j].Ifindex
-		}
-		if out[i].Type != out[j].Type {
-			return out[i].Type < out[j].Type
-		}
-		return out[i].ID < out[j].ID
+		return queueBefore(out[i].Ifindex, out[i].Type, out[i].ID, out[j].Ifindex, out[j].Type, out[j].ID)
 	})
 	return out, nil
 }
