@@ -148,6 +148,7 @@ var NetRules = []Rule[NetInput]{
 	{ID: "net.napi-defer-irqs", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkNAPIDeferIRQs, Changes: napiDeferChanges},
 	{ID: "net.napi-threads-unpinned", Check: checkNAPIThreadsUnpinned, Changes: napiThreadChanges},
 	{ID: "net.busy-poll-nothing-to-poll", Check: checkBusyPollNothingToPoll},
+	{ID: "net.rx-alloc-fail", Check: checkRXAllocFail},
 }
 
 // NetChangeShapes are the shapes of the changes the network rule id can

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -255,5 +256,44 @@ func checkBusyPollNothingToPoll(in NetInput) *Finding {
 	r.Apply = []string{"Busy-poll where the packets enter: on the physical NIC's traffic, or give veth NAPI (`" + shellquote.Join("ethtool", "-K", iface, "gro", "on") + "` on the receiving side)."}
 	r.Expected = "Nothing changes on this interface either way; the finding explains a latency setting that is not taking effect."
 	r.Reference = NAPIDocs
+	return f
+}
+
+// RXAllocFailShare: RX buffer allocation failures at or above this share
+// of the packets received make the finding a warning.
+const RXAllocFailShare = 0.001
+
+func checkRXAllocFail(in NetInput) *Finding {
+	e := in.Evidence
+	fails, ok := e.Queues.QStatsSum("rx", "rx-alloc-fail")
+	if !ok || fails == 0 {
+		return nil
+	}
+	rx, _ := e.Queues.QStatsSum("rx", "rx-packets")
+	iface := ifaceName(in)
+	f := &Finding{
+		Severity: Info,
+		Title:    fmt.Sprintf("%s's driver failed %d times to allocate RX buffers in the window", iface, fails),
+		Impact:   0.02,
+	}
+	var per []string
+	for _, q := range e.Queues.QStats {
+		if n := q.Counters["rx-alloc-fail"]; q.Type == "rx" && n > 0 && len(per) < 8 {
+			per = append(per, fmt.Sprintf("rx-%d %d", q.Queue, n))
+		}
+	}
+	f.Evidence = append(f.Evidence, fmt.Sprintf("netdev netlink qstats: rx-alloc-fail %d against rx-packets %d in %.1f s (%s)", fails, rx, seconds(e.DurationNs), strings.Join(per, ", ")))
+	if rx > 0 && float64(fails)/float64(rx) >= RXAllocFailShare {
+		f.Severity, f.Impact = Warn, math.Min(1, 0.05+float64(fails)/float64(rx))
+	}
+	r := &f.Recommendation
+	r.Kind = KindAdvice
+	r.Why = "When NAPI refills the RX ring, the driver allocates a buffer (a page or an skb) per descriptor; an allocation that fails leaves the descriptor empty, and depending on the driver the packet is dropped or the ring runs short until a later poll retries. Failures mean the kernel's free memory for atomic allocations ran low at softirq time."
+	r.Apply = []string{
+		"# memory the kernel keeps free for atomic allocations (raise with care: it is taken from applications): " + shellquote.Join("sysctl", "vm.min_free_kbytes"),
+		"# the pressure behind it: " + shellquote.Join("grep", "-E", "MemFree|MemAvailable", "/proc/meminfo") + "; " + shellquote.Join("cat", "/proc/buddyinfo"),
+	}
+	r.Expected = "No rx-alloc-fail at the same load once atomic allocations find free pages."
+	r.Reference = "Linux kernel netlink spec, Documentation/netlink/specs/netdev.yaml (qstats: rx-alloc-fail); Documentation/admin-guide/sysctl/vm.rst (min_free_kbytes)"
 	return f
 }

@@ -137,3 +137,30 @@ func TestBusyPollNothingToPoll(t *testing.T) {
 		}},
 	})
 }
+
+func TestRXAllocFail(t *testing.T) {
+	qstats := func(fails uint64) func(*NetInput) {
+		return func(in *NetInput) {
+			in.Evidence.Queues.QStats = []evidence.QueueStats{
+				{Type: "rx", Queue: 0, Counters: map[string]uint64{"rx-packets": 500_000, "rx-alloc-fail": fails}},
+				{Type: "rx", Queue: 1, Counters: map[string]uint64{"rx-packets": 500_000, "rx-alloc-fail": 0}},
+				{Type: "tx", Queue: 0, Counters: map[string]uint64{"tx-packets": 9}},
+			}
+		}
+	}
+	runNetCases(t, "net.rx-alloc-fail", []netCase{
+		{name: "2,000 failures in a million packets", edit: qstats(2000), want: func(t *testing.T, f *Finding) {
+			if f.Severity != Warn || f.Recommendation.Kind != KindAdvice {
+				t.Errorf("severity %v kind %v", f.Severity, f.Recommendation.Kind)
+			}
+			contains(t, "evidence", f.Evidence, "rx-alloc-fail 2000 against rx-packets 1000000", "rx-0 2000")
+		}},
+		{name: "a few failures", edit: qstats(3), want: func(t *testing.T, f *Finding) {
+			if f.Severity != Info {
+				t.Errorf("severity %v", f.Severity)
+			}
+		}},
+		{name: "none", silent: true, edit: qstats(0)},
+		{name: "a driver without the counter", silent: true},
+	})
+}

@@ -107,9 +107,37 @@ type QueueSection struct {
 	// counters; NICMissedCounters names the ones summed.
 	NICMissed         *uint64  `json:"nic_missed,omitempty"`
 	NICMissedCounters []string `json:"nic_missed_counters,omitempty"`
+	// QStats are the driver's own per-queue statistics over the window,
+	// from the kernel's netdev netlink family (qstats-get, Linux 6.10+):
+	// only the counters the driver fills, named as the kernel names them
+	// ("rx-packets", "rx-alloc-fail", "rx-hw-drops",
+	// "rx-hw-drop-overruns", …). QStatsUnavailable says why there are
+	// none (a kernel without qstats-get, a driver that reports none).
+	QStats            []QueueStats `json:"qstats,omitempty"`
+	QStatsUnavailable string       `json:"qstats_unavailable,omitempty"`
 	// Intervals are the kernel's packet counts per tick, when the run
 	// keeps a timeline.
 	Intervals []QueueInterval `json:"intervals,omitempty"`
+}
+
+// QueueStats is one queue's driver statistics over the window.
+type QueueStats struct {
+	Type     string            `json:"type"` // "rx" or "tx"
+	Queue    int               `json:"queue"`
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// QStatsSum is counter summed over the queues of type typ ("rx", "tx"),
+// and whether any queue reports it.
+func (s QueueSection) QStatsSum(typ, counter string) (uint64, bool) {
+	var n uint64
+	var seen bool
+	for _, q := range s.QStats {
+		if v, ok := q.Counters[counter]; ok && q.Type == typ {
+			n, seen = n+v, true
+		}
+	}
+	return n, seen
 }
 
 // QueueCPUCell is the NAPI work of one queue on one CPU.

@@ -16,6 +16,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/irq"
 	"github.com/perfscope/perfscope/collectors/netconfig"
 	"github.com/perfscope/perfscope/collectors/netdev"
+	"github.com/perfscope/perfscope/collectors/netlinkq"
 	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/evidence"
@@ -27,6 +28,8 @@ type NetCounterOptions struct {
 	// Iface is the interface whose driver counters are read ("" for none)
 	// and whose configuration is read at the start.
 	Iface string
+	// Ifindex is Iface's index, which the netdev netlink family asks for.
+	Ifindex int
 	// Port and PID, with Timeline, choose the sockets whose receive
 	// queues and drop counters are read at every tick.
 	Port, PID int
@@ -75,6 +78,9 @@ type netReading struct {
 	// sockstat is the UDP memory in use (host-wide pages).
 	sockstat    netstat.UDPSockstat
 	sockstatErr error
+	// qstats are the driver's per-queue statistics from netlink.
+	qstats    []netlinkq.QueueStats
+	qstatsErr error
 }
 
 // Open implements Part.
@@ -210,7 +216,72 @@ func (c *NetCounters) read() netReading {
 	r.snmp, r.snmpErr = c.src.netstat().UDPSNMP()
 	r.softnet, r.softnetErr = c.src.netstat().Softnet()
 	r.sockstat, r.sockstatErr = c.src.netstat().UDPSockstat()
+	r.qstats, r.qstatsErr = c.readQStats()
 	return r
+}
+
+// readQStats reads the interface's per-queue statistics from netlink.
+func (c *NetCounters) readQStats() ([]netlinkq.QueueStats, error) {
+	if c.opts.Iface == "" || c.opts.Ifindex <= 0 {
+		return nil, errors.New("no interface index")
+	}
+	q, ok := c.src.Netlink.(QStatser)
+	if !ok {
+		return nil, fmt.Errorf("netdev netlink qstats-get: %w", probes.ErrNotSupported)
+	}
+	return q.QStats(c.opts.Ifindex)
+}
+
+// qstatsDelta is the driver's per-queue statistics over the window, or
+// why there are none.
+func (c *NetCounters) qstatsDelta() ([]evidence.QueueStats, string) {
+	return QStatsDelta(c.first.qstats, c.first.qstatsErr, c.last.qstats, c.last.qstatsErr)
+}
+
+// MissedFromQStats fills the NIC's missed packets from qstats'
+// rx-hw-drop-overruns (the ring was full) where the driver has no ethtool
+// counter of them.
+func MissedFromQStats(s *evidence.QueueSection) {
+	if s.NICMissed != nil {
+		return
+	}
+	if n, ok := s.QStatsSum("rx", "rx-hw-drop-overruns"); ok {
+		s.NICMissed, s.NICMissedCounters = &n, []string{"qstats rx-hw-drop-overruns"}
+	}
+}
+
+// QStatsDelta is the growth of each queue's counters from first to last
+// (a queue read once, or a counter that went backwards, is left out), or
+// why there is none.
+func QStatsDelta(first []netlinkq.QueueStats, firstErr error, last []netlinkq.QueueStats, lastErr error) ([]evidence.QueueStats, string) {
+	switch {
+	case errors.Is(firstErr, netlinkq.ErrUnavailable) || errors.Is(firstErr, probes.ErrNotSupported):
+		return nil, "this kernel has no per-queue statistics over netlink (qstats-get, Linux 6.10+)"
+	case firstErr != nil:
+		return nil, fmt.Sprintf("qstats-get: %v", firstErr)
+	case lastErr != nil:
+		return nil, fmt.Sprintf("qstats-get at the end of the window: %v", lastErr)
+	case len(last) == 0:
+		return nil, "the driver reports no per-queue statistics (qstats-get lists none)"
+	}
+	type key struct {
+		typ netlinkq.QueueType
+		id  int
+	}
+	before := map[key]netlinkq.QueueStats{}
+	for _, q := range first {
+		before[key{q.Type, q.ID}] = q
+	}
+	var out []evidence.QueueStats
+	for _, q := range last {
+		p, ok := before[key{q.Type, q.ID}]
+		if !ok {
+			continue
+		}
+		d := q.Sub(p)
+		out = append(out, evidence.QueueStats{Type: string(q.Type), Queue: q.ID, Counters: d.Counters})
+	}
+	return out, ""
 }
 
 // nicMissed is the packets the NIC dropped for want of a free RX

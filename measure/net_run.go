@@ -131,7 +131,7 @@ func NewNetParts(o NetOptions) *NetParts {
 		Locks:     NewLocks(LockOptions{Method: o.Method, StackEvery: o.LockStacks}),
 		Drops:     NewDrops(DropOptions{Method: o.Method, Port: o.Port}),
 		Sockets:   NewSocketReads(SocketOptions{Method: o.Method, Port: o.Port, PID: o.PID}),
-		Counters:  NewNetCounters(NetCounterOptions{Iface: o.Iface.Name}),
+		Counters:  NewNetCounters(NetCounterOptions{Iface: o.Iface.Name, Ifindex: o.Iface.Index}),
 		NoProfile: "on-CPU profile: disabled with --no-profile",
 	}
 	if o.Profile {
@@ -203,6 +203,8 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 		}
 		ev.Queues = BuildQueues(o.Iface, c.driverDelta(), c.driverErr(), kernel, window)
 		ev.Queues.NICMissed, ev.Queues.NICMissedCounters = c.nicMissed()
+		ev.Queues.QStats, ev.Queues.QStatsUnavailable = c.qstatsDelta()
+		MissedFromQStats(&ev.Queues)
 		ev.IRQs = c.irqs(src, o.Iface, drvInfo, drvErr, netRX)
 		ev.TX = BuildTX(o.Iface, txByCPU, qdisc)
 		if n.Queues != nil {

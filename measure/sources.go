@@ -135,7 +135,17 @@ type Netlink interface {
 	Queues(ifindex int) ([]netlinkq.Queue, error)
 }
 
+// QStatser reads the drivers' per-queue statistics (qstats-get, Linux
+// 6.10+); a Netlink without it reports none.
+type QStatser interface {
+	QStats(ifindex int) ([]netlinkq.QueueStats, error)
+}
+
 type liveNetlink struct{}
+
+func (liveNetlink) QStats(ifindex int) ([]netlinkq.QueueStats, error) {
+	return netlinkq.QStats(ifindex)
+}
 
 func (liveNetlink) NAPIs(ifindex int) ([]netlinkq.NAPI, error)   { return netlinkq.NAPIs(ifindex) }
 func (liveNetlink) Queues(ifindex int) ([]netlinkq.Queue, error) { return netlinkq.Queues(ifindex) }

@@ -127,7 +127,7 @@ func (p *Plan) netParts(m *Measurement, timeline bool) *measure.NetParts {
 	}
 	m.NetOptions = o
 	n := &measure.NetParts{Softirq: m.Softirq, Locks: m.Locks, Profile: m.Profile,
-		Counters:  measure.NewNetCounters(measure.NetCounterOptions{Iface: o.Iface.Name, Port: o.Port, PID: o.PID, Timeline: timeline}),
+		Counters:  measure.NewNetCounters(measure.NetCounterOptions{Iface: o.Iface.Name, Ifindex: o.Iface.Index, Port: o.Port, PID: o.PID, Timeline: timeline}),
 		NoProfile: "on-CPU profile: " + p.disabledWhy("cpuprofile")}
 	if _, ok := p.use("netqueue"); ok {
 		n.Queues = measure.NewQueues(measure.QueueOptions{Method: p.method, Iface: o.Iface, Timeline: timeline})

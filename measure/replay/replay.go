@@ -227,6 +227,9 @@ type Loopback struct{ NAPIList []netlinkq.NAPI }
 func (l Loopback) NAPIs(int) ([]netlinkq.NAPI, error)   { return l.NAPIList, nil }
 func (l Loopback) Queues(int) ([]netlinkq.Queue, error) { return nil, nil }
 
+// QStats: loopback's driver reports no per-queue statistics.
+func (l Loopback) QStats(int) ([]netlinkq.QueueStats, error) { return nil, nil }
+
 // PhasedRoot is a /proc and /sys root that reads the fixture's start/
 // directory until flip, and its end/ directory after: a symlink, so every
 // collector resolves its paths at read time and the fixture's counters
