@@ -152,6 +152,13 @@ var Parts = map[string][]Need{
 	"offcpu": {needBPF, needPerfmon, needBTF, needTracefs, needSyslog, needPtrace, needHostPID,
 		Need{Kind: Mount, Name: "/results", Why: "the off-CPU flame graph and folded stacks a recipe writes (its output directory parameter)",
 			Without: "outputs cannot be written (the report on stdout is unaffected)"}},
+	// goalloc: uprobes on the Go program's runtime (perf events of the
+	// uprobe PMU), its binary and memory read through /proc/PID (exe,
+	// maps, root, mem: MemProfileRate), the passive request count on the
+	// syscall tracepoints (tp_btf), its workload, and the outputs.
+	"goalloc": withAttribution(needBPF, needPerfmon, needBTF, needPtrace, needHostPID,
+		Need{Kind: Mount, Name: "/results", Why: "the allocation flame graph and folded stacks a recipe writes (its output directory parameter)",
+			Without: "outputs cannot be written (the report on stdout is unaffected)"}),
 	"netcounters": withAttribution(needNetAdmin, needPtrace, needHostPID, needHostNet),
 	"hsperfdata":  withAttribution(needPtrace, needHostPID, needDACRead),
 	"async-profiler": {needHostPID,

@@ -48,8 +48,19 @@ func TestServeUDPRXOnLoopback(t *testing.T) {
 	go func() { done <- srv.Run(ctx) }()
 	base := "http://" + <-addr
 	awaitWindows(t, windows, done, 3, nil)
-	fams := scrape(t, srv.Handler(), "application/openmetrics-text; version=1.0.0")
 	p := strconv.Itoa(port)
+	// Socket lock contention needs both senders' packets on the socket at
+	// once; while other tests keep a CPU busy a window can see none, so
+	// the counter may start later: up to 10 more windows for it to appear
+	// (the flood lasts 20 s). It must then be above 0, as before.
+	fams := scrape(t, srv.Handler(), "application/openmetrics-text; version=1.0.0")
+	for extra := 0; extra < 10; extra++ {
+		if v, ok := value(fams["perfscope_socket_lock_wait_seconds_total"], "port", p, "protocol", "udp"); ok && v > 0 {
+			break
+		}
+		awaitWindows(t, windows, done, 1, nil)
+		fams = scrape(t, srv.Handler(), "application/openmetrics-text; version=1.0.0")
+	}
 	if v, ok := value(fams["perfscope_udp_drops_total"], "port", p, "reason", "kfree_skb:SOCKET_RCVBUFF"); !ok || v == 0 {
 		t.Errorf("drops on port %s: %v %v", p, v, ok)
 	}
