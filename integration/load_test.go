@@ -112,10 +112,7 @@ func freePort(t *testing.T) int {
 func TestLoadNginx(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		t.Skip("nginx is not installed (scripts/deps.sh test installs nginx-light)")
-	}
+	nginx := testutil.RequireTool(t, "nginx", "scripts/deps.sh test installs nginx-light")
 	dir := t.TempDir()
 	port := freePort(t)
 	conf := fmt.Sprintf(`daemon off;

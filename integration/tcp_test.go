@@ -102,14 +102,8 @@ func listenOverflows(t *testing.T, ctx context.Context, lab *netlab.Lab, ns stri
 func TestTCPAcceptOverflowOnNginx(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		t.Skip("nginx is not installed (scripts/deps.sh test installs nginx-light)")
-	}
-	ab, err := exec.LookPath("ab")
-	if err != nil {
-		t.Skip("ab is not installed (scripts/deps.sh test installs apache2-utils)")
-	}
+	nginx := testutil.RequireTool(t, "nginx", "scripts/deps.sh test installs nginx-light")
+	ab := testutil.RequireTool(t, "ab", "scripts/deps.sh test installs apache2-utils")
 	bin := Perfscope(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -258,10 +252,7 @@ func TestTCPAcceptOverflowOnNginx(t *testing.T) {
 func TestTCPSynQueueOnNginx(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		t.Skip("nginx is not installed (scripts/deps.sh test installs nginx-light)")
-	}
+	nginx := testutil.RequireTool(t, "nginx", "scripts/deps.sh test installs nginx-light")
 	bin := Perfscope(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -3,6 +3,7 @@ package testutil
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -25,6 +26,23 @@ func RequireRoot(t testing.TB) {
 		t.Fatal("root test cannot run: not root, and PERFSCOPE_REQUIRE_ROOT_TESTS=1")
 	}
 	t.Skip("needs root")
+}
+
+// RequireTool is the path of a program a root test drives (a server or a
+// load tool from the distribution's packages), installed by
+// scripts/deps.sh: missing, t skips with how to install it, or fails with
+// PERFSCOPE_REQUIRE_ROOT_TESTS=1 (CI), where the test must run.
+func RequireTool(t testing.TB, name, install string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	if os.Getenv("PERFSCOPE_REQUIRE_ROOT_TESTS") == "1" {
+		t.Fatalf("%s is needed (%s): %v", name, install, err)
+	}
+	t.Skipf("%s is not installed (%s)", name, install)
+	return ""
 }
 
 // GCLogCorpus is the directory of the GC log corpus tier:
