@@ -47,6 +47,10 @@ var floors = []struct {
 	{"diagnose", []string{"diagnose"}},
 	{"runtimes", []string{"jvm", "golang", "offcpu"}}, // a target measured whole: a JVM, a Go service, threads off CPU
 	{"probes", []string{"probes"}},
+	// spec is the vocabulary of one spec per part (options and their
+	// domains, hooks, container needs, budget references, rules' inputs):
+	// the probes declare theirs with it, everything above reads them.
+	{"spec", []string{"spec"}},
 	{"collectors", []string{"collectors"}},
 	// evidence sits under collectors: it is the vocabulary of a run that
 	// every floor above speaks, collectors included (cgroup attribution

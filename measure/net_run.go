@@ -16,6 +16,10 @@ import (
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/probes/lockstat"
+	"github.com/perfscope/perfscope/probes/netqueue"
+	"github.com/perfscope/perfscope/probes/udpdrop"
+	"github.com/perfscope/perfscope/probes/udpsock"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -199,7 +203,7 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 		if n.Queues != nil {
 			kernel, txByCPU, qdisc = n.Queues.Evidence(src, ev.Interface.Driver, &ev.QueueCPU)
 		} else {
-			ev.QueueCPU.Unavailable = notInRecipe("NAPI polls per queue and CPU", "netqueue")
+			ev.QueueCPU.Unavailable = notInRecipe("NAPI polls per queue and CPU", netqueue.Spec.Name)
 		}
 		ev.Queues = BuildQueues(o.Iface, c.driverDelta(), c.driverErr(), kernel, window)
 		ev.Queues.NICMissed, ev.Queues.NICMissedCounters = c.nicMissed()
@@ -215,19 +219,19 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 				ev.TX.Unavailable = fmt.Sprintf("per-CPU TX queues and qdisc activity: queue probe unavailable: %v (XPS configuration shown)", err)
 			}
 		} else {
-			ev.Queues.Notes = append(ev.Queues.Notes, notInRecipe("kernel per-queue counts", "netqueue"))
+			ev.Queues.Notes = append(ev.Queues.Notes, notInRecipe("kernel per-queue counts", netqueue.Spec.Name))
 		}
 	}
 	if n.Locks != nil {
 		ev.Locks = n.Locks.Evidence()
 	} else {
-		ev.Locks.Unavailable = notInRecipe("lock contention", "lockstat")
+		ev.Locks.Unavailable = notInRecipe("lock contention", lockstat.Spec.Name)
 	}
 	ev.Drops = c.drops()
 	if n.Drops != nil {
 		n.Drops.Add(&ev.Drops)
 	} else {
-		ev.Drops.Notes = append(ev.Drops.Notes, notInRecipe("drop reasons", "udpdrop")+"; socket drop counters shown")
+		ev.Drops.Notes = append(ev.Drops.Notes, notInRecipe("drop reasons", udpdrop.Spec.Name)+"; socket drop counters shown")
 	}
 	ev.Sockets = c.socketSection(src, o.Port, o.PID, o.Select)
 	if ev.Sockets.Unavailable == "" {
@@ -236,7 +240,7 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 			n.Sockets.Add(&ev.Sockets, window)
 			reads = n.Sockets.ticks
 		} else {
-			ev.Sockets.ReceivedUnavailable = notInRecipe("datagrams read", "udpsock")
+			ev.Sockets.ReceivedUnavailable = notInRecipe("datagrams read", udpsock.Spec.Name)
 		}
 		c.socketIntervals(&ev.Sockets, reads)
 	}

@@ -394,7 +394,7 @@ func (s *Session) governor(b budget.Budget, length time.Duration, all []probes.P
 		if sc, err := s.openCounter(s.src.Softirqs); err == nil {
 			softirqs = sc.Packets
 		}
-		s.gov.SetReferences(packets, udpReads, softirqs)
+		s.gov.SetReferences(packets, udpReads, softirqs, referenceOf)
 	}
 	s.gov.SetWindow(b, length)
 	return s.gov, s.gov.Prepare()

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -143,7 +144,7 @@ func HostChecks(fs procfs.FS) []report.DoctorCheck {
 			Fix:     "perfscope mounts it when it falls back to classic tracepoints and unmounts it after; or: mount -t tracefs nodev /sys/kernel/tracing"})
 	}
 
-	tps, btfErr := probes.CheckTracepoints()
+	tps, btfErr := probes.CheckTracepoints(measure.CatalogHooks())
 	for _, tp := range tps {
 		c := report.DoctorCheck{Category: "tracepoints", Name: tp.Hook.String(), Affects: tp.UsedFor}
 		switch {

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/spec"
 )
 
 // Environment is what the process perfscope runs in grants: its
@@ -222,7 +223,7 @@ func (env Environment) checkMount(n Need) (bool, string, string) {
 }
 
 // TracefsPath is where perfscope looks for tracefs and mounts it.
-const TracefsPath = "/sys/kernel/tracing"
+const TracefsPath = spec.TracefsPath
 
 // checkTracefs judges tracefs, which only the classic-tracepoint fallback
 // reads. On the host, root mounts it itself in a private mount namespace

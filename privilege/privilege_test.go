@@ -11,6 +11,7 @@ import (
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
+	"github.com/perfscope/perfscope/spec"
 )
 
 // Every probe and collector of the recipes' catalog — so every part a
@@ -134,7 +135,7 @@ func TestInspectObserveContainer(t *testing.T) {
 	for _, s := range env.Check(needs) {
 		// Recorded before the cgroup hierarchy was a need (optional: it
 		// names cgroup ids); the run line then had no such mount.
-		if !s.Met && s.Need.Name != "/results" && s.Need.Name != needCgroupFS.Name {
+		if !s.Met && s.Need.Name != "/results" && s.Need.Name != spec.NeedCgroupFS.Name {
 			t.Errorf("%s not met: %s", s.Need.Name, s.Detail)
 		}
 	}

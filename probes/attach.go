@@ -11,24 +11,18 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/perfscope/perfscope/spec"
 )
 
 // Hook is one tracepoint a probe handles. The probe's BPF object carries one
 // program per attach method for it, named by convention btf_<Name>,
 // raw_<Name> and tp_<Name>, so the loader can pick a method without any
 // per-probe code.
-type Hook struct {
-	Group string // tracefs group, e.g. "irq"
-	Name  string // tracepoint name, e.g. "softirq_entry"
-	// Optional hooks may be missing on older kernels: the rest of the probe
-	// still runs and Attached.Missing says which hooks could not attach.
-	Optional bool
-}
+type Hook = spec.Hook
 
-// String is the "group:name" form perf and bpftrace use.
-func (h Hook) String() string { return h.Group + ":" + h.Name }
-
-func (h Hook) program(m AttachMethod) string {
+// hookProgram names the program of hook h for attach method m.
+func hookProgram(h Hook, m AttachMethod) string {
 	switch m {
 	case MethodBTF:
 		return "btf_" + h.Name
@@ -46,7 +40,7 @@ func (h Hook) program(m AttachMethod) string {
 func RemoveHookPrograms(spec *ebpf.CollectionSpec, hooks ...Hook) {
 	for _, h := range hooks {
 		for _, m := range Methods {
-			delete(spec.Programs, h.program(m))
+			delete(spec.Programs, hookProgram(h, m))
 		}
 	}
 }
@@ -199,12 +193,12 @@ func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, co
 	hookProgs := map[string]bool{}
 	for _, h := range hooks {
 		for _, other := range Methods {
-			hookProgs[h.program(other)] = true
+			hookProgs[hookProgram(h, other)] = true
 		}
 	}
 	keep := map[string]Hook{}
 	for _, h := range hooks {
-		keep[h.program(m)] = h
+		keep[hookProgram(h, m)] = h
 	}
 	for name := range spec.Programs {
 		if _, ok := keep[name]; hookProgs[name] && !ok {
@@ -228,7 +222,7 @@ func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, co
 					return nil, fmt.Errorf("tracepoint %s: %w", h, ErrNotSupported)
 				}
 				a.Missing[h.String()] = fmt.Errorf("tracepoint %s not in kernel BTF: %w", h, ErrNotSupported)
-				delete(spec.Programs, h.program(m))
+				delete(spec.Programs, hookProgram(h, m))
 			}
 		}
 	case MethodTracepoint:
@@ -239,7 +233,7 @@ func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, co
 					return nil, fmt.Errorf("tracepoint %s: %w", h, ErrNotSupported)
 				}
 				a.Missing[h.String()] = fmt.Errorf("tracepoint %s not in tracefs: %w", h, ErrNotSupported)
-				delete(spec.Programs, h.program(m))
+				delete(spec.Programs, hookProgram(h, m))
 			}
 		}
 	}
@@ -259,7 +253,7 @@ func loadWithTracefs(full *ebpf.CollectionSpec, hooks []Hook, m AttachMethod, co
 	a.Collection = coll
 
 	for _, h := range hooks {
-		name := h.program(m)
+		name := hookProgram(h, m)
 		prog := coll.Programs[name]
 		if prog == nil {
 			continue // dropped above as missing

@@ -180,9 +180,9 @@ type TracepointCheck struct {
 	InTracefs *bool // nil when tracefs is not mounted
 }
 
-// CheckTracepoints looks up every catalog tracepoint. It does not mount
+// CheckTracepoints looks up every tracepoint of entries. It does not mount
 // tracefs: doctor reports on the system as it is.
-func CheckTracepoints() ([]TracepointCheck, error) {
+func CheckTracepoints(entries []CatalogEntry) ([]TracepointCheck, error) {
 	kernel, btfErr := KernelTypes()
 	var tracefs string
 	for _, d := range []string{"/sys/kernel/tracing", "/sys/kernel/debug/tracing"} {
@@ -192,7 +192,7 @@ func CheckTracepoints() ([]TracepointCheck, error) {
 		}
 	}
 	var out []TracepointCheck
-	for _, e := range Catalog {
+	for _, e := range entries {
 		c := TracepointCheck{CatalogEntry: e}
 		if btfErr == nil {
 			var t *btf.Typedef

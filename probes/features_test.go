@@ -32,19 +32,6 @@ func TestProgramTypesOnThisKernel(t *testing.T) {
 	testutil.AssertNoNewBPF(t, progs, maps)
 }
 
-func TestCatalogTracepointsExist(t *testing.T) {
-	testutil.RequireRoot(t)
-	checks, err := probes.CheckTracepoints()
-	if err != nil {
-		t.Fatalf("kernel BTF: %v", err)
-	}
-	for _, c := range checks {
-		if !c.InBTF {
-			t.Errorf("%s not in kernel BTF", c.Hook)
-		}
-	}
-}
-
 // AttachEmpty attaches one program per tracepoint, detaches all of them on
 // Close, and names the tracepoint it cannot attach to.
 func TestAttachEmpty(t *testing.T) {

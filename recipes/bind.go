@@ -12,9 +12,14 @@ import (
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/probes/netqueue"
+	"github.com/perfscope/perfscope/probes/softirq"
+	"github.com/perfscope/perfscope/spec"
 )
 
 // boundUse is an enabled component with every option's value.
@@ -74,7 +79,7 @@ func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
 			errs = append(errs, measure.BadInput("--set %s=%s: recipe %s has no parameter %s%s", n, text, r.Name, n, r.paramNames()))
 			continue
 		}
-		v, err := param.parse(text)
+		v, err := param.Parse(text)
 		if err != nil {
 			errs = append(errs, measure.BadInput("%s: %v", p.given(n, text), err))
 			refused[n] = true
@@ -88,9 +93,9 @@ func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
 		}
 		switch {
 		case param.Required && flags != nil:
-			errs = append(errs, measure.BadInput("%s is required: %s (%s)", p.name(param.Name), param.doc(), param.want()))
+			errs = append(errs, measure.BadInput("%s is required: %s (%s)", p.name(param.Name), param.doc(), param.Want()))
 		case param.Required:
-			errs = append(errs, measure.BadInput("recipe %s needs --set %s=VALUE: %s (%s)", r.Name, param.Name, param.doc(), param.want()))
+			errs = append(errs, measure.BadInput("recipe %s needs --set %s=VALUE: %s (%s)", r.Name, param.Name, param.doc(), param.Want()))
 		case param.Default != nil:
 			p.Values[param.Name] = param.Default
 		default:
@@ -127,12 +132,12 @@ func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
 		errs = append(errs, measure.BadInput("recipe %s measures nothing with these parameters: every probe and collector is disabled", r.Name))
 	}
 	errs = append(errs, p.bindWindow()...)
-	if u, ok := p.use("async-profiler"); ok && len(errs) == 0 {
+	if u, ok := p.use(measure.AsyncProfilerSpec.Name); ok && len(errs) == 0 {
 		if err := p.bindJVM(u); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if u, ok := p.use("goalloc"); ok && len(errs) == 0 {
+	if u, ok := p.use(golang.Spec.Name); ok && len(errs) == 0 {
 		if err := p.bindGo(u); err != nil {
 			errs = append(errs, err)
 		}
@@ -218,8 +223,8 @@ func (p *Plan) value(r Ref, dom Domain) (any, error) {
 	if r.Param == "" {
 		return r.Value, nil
 	}
-	v := dom.convert(p.Values[r.Param])
-	if err := dom.check(v); err != nil {
+	v := dom.Convert(p.Values[r.Param])
+	if err := dom.Check(v); err != nil {
 		return nil, p.placed(r, err)
 	}
 	return v, nil
@@ -234,7 +239,7 @@ func (p *Plan) placed(r Ref, err error) error {
 	given, ok := p.Set[r.Param]
 	if !ok {
 		param, _ := p.Recipe.Parameter(r.Param)
-		given = param.format(p.Values[r.Param])
+		given = param.Format(p.Values[r.Param])
 	}
 	if p.flags != nil {
 		return measure.BadInput("%s: %v", p.given(r.Param, given), err)
@@ -341,13 +346,18 @@ func (p *Plan) use(name string) (boundUse, bool) {
 // HasStacks says whether a run of the plan has stacks to draw (its
 // profile or async-profiler is on).
 func (p *Plan) HasStacks() bool {
-	_, cpu := p.use("cpuprofile")
-	_, jvm := p.use("async-profiler")
+	_, cpu := p.use(cpuprofile.Spec.Name)
+	_, jvm := p.use(measure.AsyncProfilerSpec.Name)
 	return cpu || jvm
 }
 
 // Window is the plan's measurement window.
 func (p *Plan) Window() measure.Window { return p.window }
+
+func optionRequired(c Component, name string) bool {
+	o, _ := optionOf(c, name)
+	return o.Required
+}
 
 // Prepare checks the plan against the system before anything is loaded:
 // interfaces exist and are up, processes run, CPUs are online, the
@@ -355,14 +365,14 @@ func (p *Plan) Window() measure.Window { return p.window }
 // are one sentence each, marked ErrBadInput or ErrUnavailable.
 func (p *Plan) Prepare(src measure.Sources) error {
 	var iface string
-	for _, name := range []string{"netqueue", "netcounters"} {
-		u, ok := p.use(name)
+	for _, part := range []*spec.Part{&netqueue.Spec, &measure.NetCountersSpec} {
+		u, ok := p.use(part.Name)
 		if !ok {
 			continue
 		}
 		n := u.opts["interface"].(string)
 		switch {
-		case n == "" && name == "netqueue":
+		case n == "" && optionRequired(u.Component, "interface"):
 			return p.missingOption(u, "interface")
 		case n != "" && iface != "" && n != iface:
 			return measure.BadInput("%s counts interface %s but another part of recipe %s measures %s: one interface per run", u.Path, n, p.Recipe.Name, iface)
@@ -381,16 +391,16 @@ func (p *Plan) Prepare(src measure.Sources) error {
 			if err := measure.CheckProcess(src.Root, p.useOptionName(u, "pid"), int(pid)); err != nil {
 				return err
 			}
-		} else if ok && u.Name == "hsperfdata" || ok && u.Name == "async-profiler" {
+		} else if ok && u.Name == measure.HSPerfSpec.Name || ok && u.Name == measure.AsyncProfilerSpec.Name {
 			return p.missingOption(u, "pid")
 		}
 	}
-	if u, ok := p.use("softirq"); ok {
+	if u, ok := p.use(softirq.Spec.Name); ok {
 		if err := checkOnline(src, u.opts["cpus"].(cpuset.Set)); err != nil {
 			return err
 		}
 	}
-	if u, ok := p.use("cpuprofile"); ok {
+	if u, ok := p.use(cpuprofile.Spec.Name); ok {
 		freq := u.opts["frequency"].(int64)
 		if max, ok, _ := src.Root.SysctlInt("kernel.perf_event_max_sample_rate"); ok && freq > max {
 			return measure.BadInput("the profile's frequency %d is above kernel.perf_event_max_sample_rate (%d): lower it", freq, max)
@@ -406,7 +416,7 @@ func (p *Plan) Prepare(src measure.Sources) error {
 			}
 		}
 	}
-	if u, ok := p.use("gclog"); ok {
+	if u, ok := p.use(measure.GCLogSpec.Name); ok {
 		files := u.opts["files"].([]string)
 		if len(files) == 0 {
 			return p.missingOption(u, "files")
@@ -415,7 +425,7 @@ func (p *Plan) Prepare(src measure.Sources) error {
 			return err
 		}
 	}
-	if u, ok := p.use("async-profiler"); ok {
+	if u, ok := p.use(measure.AsyncProfilerSpec.Name); ok {
 		if lib := u.opts["library"].(string); lib != "" {
 			if _, err := os.Stat(lib); err != nil {
 				return measure.BadInput("%s %s: %v", p.useOptionName(u, "library"), lib, errors.Unwrap(err))

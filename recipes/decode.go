@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/perfscope/perfscope/report"
+	"github.com/perfscope/perfscope/spec"
 )
 
 var (
@@ -157,8 +158,8 @@ func (d *decoder) recipe(data []byte) *Recipe {
 	}
 	if n, ok := fields["description"]; ok {
 		if s, ok := d.scalar(n, "description", "a text"); ok {
-			if len(s) > maxText || hasControl(strings.ReplaceAll(s, "\n", " ")) {
-				d.wantGot(n, "description", fmt.Sprintf("a text of at most %d bytes", maxText))
+			if len(s) > spec.MaxText || hasControl(strings.ReplaceAll(s, "\n", " ")) {
+				d.wantGot(n, "description", fmt.Sprintf("a text of at most %d bytes", spec.MaxText))
 			}
 			r.Description = s
 		}
@@ -291,20 +292,20 @@ func (d *decoder) literal(n *yaml.Node, path string, dom Domain) (any, bool) {
 			}
 			items = append(items, s)
 		}
-		v, err := dom.parse(dom.Kind.JoinItems(items))
+		v, err := dom.Parse(dom.Kind.JoinItems(items))
 		if err != nil {
 			d.errorf(n.Line, path, "%v", err)
 			return nil, false
 		}
 		return v, true
 	}
-	s, ok := d.scalar(n, path, dom.want())
+	s, ok := d.scalar(n, path, dom.Want())
 	if !ok {
 		return nil, false
 	}
-	v, err := dom.parse(s)
+	v, err := dom.Parse(s)
 	if err != nil {
-		d.errorf(n.Line, path, "%v", wantGot(dom.want(), describe(n)))
+		d.errorf(n.Line, path, "%v", wantGot(dom.Want(), describe(n)))
 		return nil, false
 	}
 	return v, true
@@ -320,13 +321,13 @@ func (d *decoder) ref(n *yaml.Node, path string, dom Domain) (Ref, bool) {
 			case d.broken[m[1]]:
 				return r, false // its declaration was reported
 			case !ok:
-				d.errorf(n.Line, path, "want %s, got ${%s}, which is not a parameter of this recipe%s", dom.want(), m[1], d.paramList())
+				d.errorf(n.Line, path, "want %s, got ${%s}, which is not a parameter of this recipe%s", dom.Want(), m[1], d.paramList())
 				return r, false
-			case !dom.accepts(p.Kind):
-				d.errorf(n.Line, path, "want %s, got ${%s}, %s parameter", dom.want(), m[1], article(string(p.Kind)))
+			case !dom.Accepts(p.Kind):
+				d.errorf(n.Line, path, "want %s, got ${%s}, %s parameter", dom.Want(), m[1], article(string(p.Kind)))
 				return r, false
 			case p.Default != nil:
-				if err := dom.check(dom.convert(p.Default)); err != nil {
+				if err := dom.Check(dom.Convert(p.Default)); err != nil {
 					d.errorf(n.Line, path, "parameter %s's default: %v", p.Name, err)
 					return r, false
 				}
@@ -335,11 +336,11 @@ func (d *decoder) ref(n *yaml.Node, path string, dom Domain) (Ref, bool) {
 			return r, true
 		}
 		if strings.Contains(n.Value, "${") {
-			d.errorf(n.Line, path, "want %s or a whole ${parameter}, got %s", dom.want(), describe(n))
+			d.errorf(n.Line, path, "want %s or a whole ${parameter}, got %s", dom.Want(), describe(n))
 			return r, false
 		}
 	}
-	if dom.Kind.namesFile() {
+	if dom.Kind.NamesFile() {
 		d.errorf(n.Line, path, "want a ${parameter}: a recipe names files only through parameters the user sets, got %s", describe(n))
 		return r, false
 	}

@@ -111,7 +111,7 @@ func (d *decoder) parameter(name string, n *yaml.Node, path string) (Parameter, 
 	}
 	if v, ok := f["default"]; ok {
 		switch {
-		case p.Kind.namesFile() || p.Kind == KindURL:
+		case p.Kind.NamesFile() || p.Kind == KindURL:
 			d.errorf(v.Line, path+".default", "a %s parameter has no default: a recipe reads, writes and contacts only what the user names", p.Kind)
 			good = false
 		case p.Required:
@@ -119,7 +119,7 @@ func (d *decoder) parameter(name string, n *yaml.Node, path string) (Parameter, 
 			good = false
 		default:
 			if v.Kind == yaml.ScalarNode && strings.Contains(v.Value, "${") {
-				d.errorf(v.Line, path+".default", "want %s, got %s: defaults are values, not references", p.Domain.want(), describe(v))
+				d.errorf(v.Line, path+".default", "want %s, got %s: defaults are values, not references", p.Domain.Want(), describe(v))
 				good = false
 			} else if x, ok := d.literal(v, path+".default", p.Domain); ok {
 				p.Default = x

@@ -56,7 +56,7 @@ func (d *decoder) uses(n *yaml.Node, path string, catalog, other []Component, ot
 					}
 					continue
 				}
-				o, _ := c.option(v.key)
+				o, _ := optionOf(c, v.key)
 				given[v.key] = true
 				if r, ok := d.ref(v.node, op, o.Domain); ok {
 					u.Options[v.key] = r

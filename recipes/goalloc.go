@@ -19,28 +19,6 @@ import (
 	"github.com/perfscope/perfscope/report"
 )
 
-// goallocComponent is the catalog's goalloc probe: golang.Measure on one
-// running Go program (uprobes on its runtime's allocation samples, GC
-// cycles and sync.Pools). It measures alone, over its own window.
-var goallocComponent = Component{Name: "goalloc", Probe: true, Section: "go",
-	Doc: "a running Go program's allocation (its runtime's own samples, weighted as pprof does), GC cycles and sync.Pools, through uprobes: bytes per request",
-	Options: []Option{
-		{Name: "pid", Domain: Domain{Kind: KindPID, Min: bound(1)}, Required: true, Doc: "the Go program"},
-		{Name: "requests", Domain: Domain{Kind: KindInt, Min: bound(0)}, Doc: "requests served in the window (sent by you, or by perfscope with load)"},
-		{Name: "load", Domain: Domain{Kind: KindURL}, Doc: "drive `requests` HTTP requests at this URL and measure while they run"},
-		{Name: "method", Domain: Domain{Kind: KindEnum, Values: httpMethods}, Default: "GET", Doc: "HTTP method of the load"},
-		{Name: "body", Domain: Domain{Kind: KindString}, Doc: "request body of the load"},
-		{Name: "body_file", Domain: Domain{Kind: KindFile}, Doc: "read the load's request body from this file"},
-		{Name: "header", Domain: Domain{Kind: KindList}, Doc: "request headers of the load, Name:value each"},
-		{Name: "concurrency", Domain: Domain{Kind: KindInt, Min: bound(1), Max: bound(1024)}, Default: int64(4), Doc: "concurrent connections of the load"},
-		{Name: "requests_from", Domain: Domain{Kind: KindURL}, Doc: "count requests from this Prometheus/OpenMetrics endpoint, summed over the window (URL#metric names the counter)"},
-		{Name: "requests_metric", Domain: Domain{Kind: KindString}, Doc: "the request counter of requests_from (empty: the known ones in order)"},
-		{Name: "count", Domain: Domain{Kind: KindEnum, Values: passiveModes}, Default: "auto", Doc: "passive HTTP/1.x request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off"},
-		{Name: "http_ports", Domain: Domain{Kind: KindPorts}, Doc: "listening TCP ports the passive count watches (empty: all of the program's)"},
-		{Name: "pools", Domain: Domain{Kind: KindEnum, Values: []string{"auto", "exact", "off"}}, Default: "auto", Doc: "sync.Pool hooks: auto (attached for part of the window when they cost the program over 0.5 % of its CPU; counts then estimated, with bounds), exact (attached the whole window) or off"},
-		{Name: "top", Domain: Domain{Kind: KindInt, Min: bound(1), Max: bound(1000)}, Default: int64(golang.DefaultTopSites), Doc: "allocation sites to keep"},
-	}}
-
 // GoResult is one measurement of a Go program and its findings.
 type GoResult struct {
 	*golang.Result
@@ -108,7 +86,7 @@ func (p *Plan) bindGo(u boundUse) error {
 
 // readGoBody reads the load's body file, if the recipe names one.
 func (p *Plan) readGoBody() error {
-	u, ok := p.use("goalloc")
+	u, ok := p.use(golang.Spec.Name)
 	if !ok || p.goOptions == nil || p.goOptions.Load == nil {
 		return nil
 	}

@@ -10,7 +10,13 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/probes/lockstat"
+	"github.com/perfscope/perfscope/probes/netqueue"
 	offcpuprobe "github.com/perfscope/perfscope/probes/offcpu"
+	"github.com/perfscope/perfscope/probes/softirq"
+	"github.com/perfscope/perfscope/probes/udpdrop"
+	"github.com/perfscope/perfscope/probes/udpsock"
+	"github.com/perfscope/perfscope/spec"
 )
 
 // Hooks tell a user what a run is doing; none changes what is measured.
@@ -50,15 +56,15 @@ func (p *Plan) NewMeasurement(h Hooks) *Measurement {
 	m := &Measurement{plan: p}
 	m.Interval = p.window.Interval
 	timeline := p.window.Interval > 0
-	if u, ok := p.use("softirq"); ok {
+	if u, ok := p.use(softirq.Spec.Name); ok {
 		m.Softirq = measure.NewSoftirq(measure.SoftirqOptions{Method: p.method, CPUs: u.opts["cpus"].(cpuset.Set),
 			NoLatency: !u.opts["latency"].(bool), Timeline: timeline, OnInterval: h.OnSoftirqInterval})
 	}
-	if u, ok := p.use("lockstat"); ok {
+	if u, ok := p.use(lockstat.Spec.Name); ok {
 		m.Locks = measure.NewLocks(measure.LockOptions{Method: p.method, StackEvery: int(u.opts["stacks_every"].(int64)),
 			TCP: u.opts["tcp"].(bool), Timeline: timeline})
 	}
-	if u, ok := p.use("cpuprofile"); ok {
+	if u, ok := p.use(cpuprofile.Spec.Name); ok {
 		o := p.profileOptions(u)
 		// NET_RX on a real NIC runs mostly from irq_exit on idle CPUs: a
 		// network run's profile keeps those samples of the idle task and
@@ -73,10 +79,10 @@ func (p *Plan) NewMeasurement(h Hooks) *Measurement {
 		}
 		m.Profile = measure.NewProfile(o)
 	}
-	if u, ok := p.use("hsperfdata"); ok {
+	if u, ok := p.use(measure.HSPerfSpec.Name); ok {
 		m.Pauses = measure.NewJVMPauses(measure.JVMPauseOptions{PID: int(u.opts["pid"].(int64)), Timeline: timeline})
 	}
-	if u, ok := p.use("offcpu"); ok {
+	if u, ok := p.use(offcpuprobe.Spec.Name); ok {
 		m.OffCPU = measure.NewOffCPU(p.offCPUOptions(u))
 	}
 	if p.measuresNet() {
@@ -101,8 +107,8 @@ func (p *Plan) offCPUOptions(u boundUse) measure.OffCPUOptions {
 }
 
 func (p *Plan) measuresNet() bool {
-	for _, n := range []string{"netqueue", "udpdrop", "udpsock", "tcp", "netcounters"} {
-		if _, ok := p.use(n); ok {
+	for _, u := range p.uses {
+		if u.Has(spec.InputNet) {
 			return true
 		}
 	}
@@ -115,8 +121,8 @@ func (p *Plan) netParts(m *Measurement, timeline bool) *measure.NetParts {
 	o := measure.NetOptions{Iface: p.iface, Method: p.method, Select: p.workload}
 	// The sockets section's port and process: the counters' own, else the
 	// probes'.
-	for _, name := range []string{"netcounters", "udpsock", "tcp", "udpdrop"} {
-		if u, ok := p.use(name); ok {
+	for _, part := range []*spec.Part{&measure.NetCountersSpec, &udpsock.Spec, &measure.TCPSpec, &udpdrop.Spec} {
+		if u, ok := p.use(part.Name); ok {
 			if v, ok := u.opts["port"].(int64); ok && o.Port == 0 {
 				o.Port = int(v)
 			}
@@ -128,17 +134,17 @@ func (p *Plan) netParts(m *Measurement, timeline bool) *measure.NetParts {
 	m.NetOptions = o
 	n := &measure.NetParts{Softirq: m.Softirq, Locks: m.Locks, Profile: m.Profile,
 		Counters:  measure.NewNetCounters(measure.NetCounterOptions{Iface: o.Iface.Name, Ifindex: o.Iface.Index, Port: o.Port, PID: o.PID, Timeline: timeline}),
-		NoProfile: "on-CPU profile: " + p.disabledWhy("cpuprofile")}
-	if _, ok := p.use("netqueue"); ok {
+		NoProfile: "on-CPU profile: " + p.disabledWhy(cpuprofile.Spec.Name)}
+	if _, ok := p.use(netqueue.Spec.Name); ok {
 		n.Queues = measure.NewQueues(measure.QueueOptions{Method: p.method, Iface: o.Iface, Timeline: timeline})
 	}
-	if u, ok := p.use("udpdrop"); ok {
+	if u, ok := p.use(udpdrop.Spec.Name); ok {
 		n.Drops = measure.NewDrops(measure.DropOptions{Method: p.method, Port: int(u.opts["port"].(int64)), Timeline: timeline})
 	}
-	if u, ok := p.use("udpsock"); ok {
+	if u, ok := p.use(udpsock.Spec.Name); ok {
 		n.Sockets = measure.NewSocketReads(measure.SocketOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)), Timeline: timeline})
 	}
-	if u, ok := p.use("tcp"); ok {
+	if u, ok := p.use(measure.TCPSpec.Name); ok {
 		n.TCP = measure.NewTCP(measure.TCPOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)),
 			Top: int(u.opts["top"].(int64)), SampleEvery: u.opts["sample_interval"].(time.Duration)})
 	}
@@ -166,7 +172,7 @@ func (p *Plan) profileOptions(u boundUse) measure.ProfileOptions {
 	case "user":
 		o.Stacks = cpuprofile.UserOnly
 	}
-	for i, name := range rootFrames {
+	for i, name := range cpuprofile.RootFrameNames {
 		if name == u.opts["root"].(string) {
 			o.Root = cpuprofile.RootFrame(i)
 		}

@@ -83,7 +83,7 @@ func (p *Plan) Run(ctx context.Context, src measure.Sources, h Hooks) (*Result, 
 			return nil, err
 		}
 	}
-	if _, ok := p.use("goalloc"); ok {
+	if _, ok := p.use(golang.Spec.Name); ok {
 		return p.runGo(ctx, src, h)
 	}
 	m := p.NewMeasurement(h)
@@ -100,7 +100,7 @@ func (p *Plan) Run(ctx context.Context, src measure.Sources, h Hooks) (*Result, 
 			return nil, err
 		}
 		var wg sync.WaitGroup
-		if _, ok := p.use("async-profiler"); ok {
+		if _, ok := p.use(measure.AsyncProfilerSpec.Name); ok {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -118,7 +118,7 @@ func (p *Plan) Run(ctx context.Context, src measure.Sources, h Hooks) (*Result, 
 	} else {
 		// No parts: the JVM's window is the run's.
 		res = &Result{Plan: p, Sections: measure.Sections{Run: measure.Run{Begin: time.Now()}}}
-		if _, ok := p.use("async-profiler"); ok {
+		if _, ok := p.use(measure.AsyncProfilerSpec.Name); ok {
 			if h.OnStart != nil {
 				h.OnStart()
 			}
@@ -130,7 +130,7 @@ func (p *Plan) Run(ctx context.Context, src measure.Sources, h Hooks) (*Result, 
 		return nil, jvmErr
 	}
 	res.JVM = jvmRes
-	if u, ok := p.use("gclog"); ok {
+	if u, ok := p.use(measure.GCLogSpec.Name); ok {
 		gc, err := p.runGC(ctx, u)
 		if err != nil {
 			return nil, err
@@ -172,10 +172,9 @@ func (p *Plan) runGC(ctx context.Context, u boundUse) (measure.GCResult, error) 
 // once. A served recipe writes no files, so an output directory is
 // refused rather than ignored.
 func (p *Plan) Continuous() error {
-	for _, name := range []string{"async-profiler", "gclog", "offcpu", "goalloc"} {
-		if u, ok := p.use(name); ok {
-			// offcpu names its stacks once, after its probe is closed.
-			return measure.BadInput("recipe %s uses %s (%s), which measures once: run it with perfscope recipe run", p.Recipe.Name, name, u.Path)
+	for _, u := range p.uses {
+		if u.Once {
+			return measure.BadInput("recipe %s uses %s (%s), which measures once: run it with perfscope recipe run", p.Recipe.Name, u.Name, u.Path)
 		}
 	}
 	for _, o := range p.outputs {

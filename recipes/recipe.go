@@ -7,6 +7,7 @@ import (
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/report"
+	"github.com/perfscope/perfscope/spec"
 )
 
 // FormatVersion is the recipe format this perfscope reads (the `version`
@@ -114,19 +115,16 @@ type OutputSpec struct {
 }
 
 // hasStacks says whether a run of the recipe can have stacks to draw.
-func (r *Recipe) hasStacks() bool {
-	return r.uses("cpuprofile") || r.uses("async-profiler") || r.uses("offcpu") || r.uses("goalloc")
-}
+func (r *Recipe) hasStacks() bool { return r.gives(spec.InputStacks) }
 
 // isNet says whether the recipe measures the network: its network probes
 // and counters are then joined into one network section.
-func (r *Recipe) isNet() bool {
-	return r.uses("netqueue") || r.uses("udpdrop") || r.uses("udpsock") || r.uses("tcp") || r.uses("netcounters")
-}
+func (r *Recipe) isNet() bool { return r.gives(spec.InputNet) }
 
-func (r *Recipe) uses(name string) bool {
+// gives says whether a part the recipe names gives in (enabled or not).
+func (r *Recipe) gives(in spec.Input) bool {
 	for _, u := range append(append([]Use{}, r.Probes...), r.Collectors...) {
-		if u.Name == name {
+		if u.Has(in) {
 			return true
 		}
 	}
@@ -149,7 +147,7 @@ func (p Parameter) DefaultText() (string, bool) {
 	if p.Default == nil {
 		return "", false
 	}
-	return p.format(p.Default), true
+	return p.Format(p.Default), true
 }
 
 // Summary is the description's first clause, up to its first colon,

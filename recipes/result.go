@@ -16,6 +16,7 @@ import (
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/offcpu"
+	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -44,7 +45,7 @@ func (p *Plan) judge(r *Result, src measure.Sources) []diagnose.Finding {
 		if t := r.Net.Evidence.TCP; t != nil {
 			all = append(all, diagnose.RunTuned(diagnose.TCPRules, diagnose.TCPInput{Evidence: *t, Config: r.Net.Config}, th)...)
 		}
-		if _, ok := p.use("lockstat"); ok {
+		if _, ok := p.use(lockstat.Spec.Name); ok {
 			locks = &r.Net.Evidence.Locks
 		}
 	case r.Softirq != nil:
@@ -245,7 +246,7 @@ func (r *Result) started() time.Time {
 func (p *Plan) ref() *report.RecipeRef {
 	ref := &report.RecipeRef{Name: p.Recipe.Name, Source: p.Recipe.Source, Parameters: map[string]string{}}
 	for _, param := range p.Recipe.Parameters {
-		ref.Parameters[param.Name] = param.format(p.Values[param.Name])
+		ref.Parameters[param.Name] = param.Format(p.Values[param.Name])
 	}
 	return ref
 }

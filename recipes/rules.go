@@ -6,6 +6,9 @@ import (
 	"sync"
 
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/golang"
+	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/spec"
 )
 
 // RuleInfo is one rule a recipe can select: its ID, its family (the ID's
@@ -37,11 +40,11 @@ var judges = map[ruleNeed]string{
 	needNet:           "a network run",
 	needSoftirq:       "softirq per CPU",
 	needLocks:         "kernel lock contention",
-	needJVM:           "a JVM's allocation (async-profiler)",
-	needGo:            "a Go program's allocation, GC cycles and sync.Pools (goalloc)",
+	needJVM:           "a JVM's allocation (" + measure.AsyncProfilerSpec.Name + ")",
+	needGo:            "a Go program's allocation, GC cycles and sync.Pools (" + golang.Spec.Name + ")",
 	needGC:            "GC logs",
 	needPauseTimeline: "a port's drops next to a JVM's pauses, interval by interval",
-	needTCP:           "a TCP run (the tcp probe)",
+	needTCP:           "a TCP run (" + partsGiving(spec.InputTCP, "") + ")",
 	needOffCPU:        "threads off CPU and run-queue latency",
 }
 
@@ -129,52 +132,73 @@ func familyThresholds(family string) []diagnose.Threshold {
 }
 
 // missing says what the recipe lacks for the rule to judge anything ("" when
-// nothing).
+// nothing): the parts that give the rule's inputs, by their specs.
 func (ri RuleInfo) missing(r *Recipe) string {
+	judges := func(what string, in spec.Input, adjective string) string {
+		if r.gives(in) {
+			return ""
+		}
+		return "judges " + what + ": add " + partsGiving(in, adjective)
+	}
 	switch ri.needs {
 	case needNet:
-		if !r.isNet() {
-			return "judges a network run: add a network probe (netqueue, udpdrop, udpsock, tcp) or the netcounters collector"
-		}
+		return judges("a network run", spec.InputNet, "network ")
 	case needTCP:
-		if !r.uses("tcp") {
-			return "judges a TCP run: add the tcp probe"
-		}
+		return judges("a TCP run", spec.InputTCP, "")
 	case needSoftirq:
-		if !r.uses("softirq") {
-			return "judges softirq per CPU: add the softirq probe"
-		}
+		return judges("softirq per CPU", spec.InputSoftirq, "")
 	case needLocks:
-		if !r.uses("lockstat") {
-			return "judges kernel lock contention: add the lockstat probe"
-		}
+		return judges("kernel lock contention", spec.InputLocks, "")
 	case needJVM:
-		if !r.uses("async-profiler") {
-			return "judges a JVM's allocation: add the async-profiler collector"
-		}
+		return judges("a JVM's allocation", spec.InputJVM, "")
 	case needGo:
-		if !r.uses("goalloc") {
-			return "judges a Go program's allocation: add the goalloc probe"
-		}
+		return judges("a Go program's allocation", spec.InputGo, "")
 	case needGC:
-		if !r.uses("gclog") {
-			return "judges GC logs: add the gclog collector"
-		}
+		return judges("GC logs", spec.InputGC, "")
 	case needOffCPU:
-		if !r.uses("offcpu") {
-			return "judges threads off CPU: add the offcpu probe"
-		}
+		return judges("threads off CPU", spec.InputOffCPU, "")
 	case needPauseTimeline:
+		const what = "compares a JVM's pauses with a port's drops: add "
 		switch {
-		case !r.uses("hsperfdata"):
-			return "compares a JVM's pauses with a port's drops: add the hsperfdata collector"
-		case !r.uses("udpdrop") && !r.uses("netcounters"):
-			return "compares a JVM's pauses with a port's drops: add the udpdrop probe or the netcounters collector with the port"
+		case !r.gives(spec.InputPauses):
+			return what + partsGiving(spec.InputPauses, "")
+		case !r.gives(spec.InputPortDrop):
+			return what + partsGiving(spec.InputPortDrop, "") + " with the port"
 		case r.Window.Interval == nil:
 			return "compares intervals: give window.interval"
 		}
 	}
 	return ""
+}
+
+// partsGiving names the catalog's parts that give in, for a message: "the
+// tcp probe", "the udpdrop probe or the netcounters collector", "a network
+// probe (netqueue, udpdrop, udpsock, tcp) or the netcounters collector".
+func partsGiving(in spec.Input, adjective string) string {
+	var probes, collectors []string
+	for _, p := range measure.Catalog {
+		switch {
+		case !p.Recipe || !p.Has(in):
+		case p.Probe:
+			probes = append(probes, p.Name)
+		default:
+			collectors = append(collectors, p.Name)
+		}
+	}
+	var alts []string
+	for _, k := range []struct {
+		names []string
+		kind  string
+	}{{probes, "probe"}, {collectors, "collector"}} {
+		switch len(k.names) {
+		case 0:
+		case 1:
+			alts = append(alts, "the "+k.names[0]+" "+k.kind)
+		default:
+			alts = append(alts, "a "+adjective+k.kind+" ("+strings.Join(k.names, ", ")+")")
+		}
+	}
+	return strings.Join(alts, " or ")
 }
 
 // familyApplies says whether any rule of the family can judge the recipe.

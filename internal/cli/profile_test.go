@@ -112,7 +112,7 @@ func otherThreadOf(t *testing.T) string {
 func TestProfileCommandFindsBusyLoop(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
-	spinner := testutil.StartSpinner(t, 3)
+	spinner := testutil.StartSpinner(t, 60) // killed at cleanup: two profiles run against it, however slow the machine
 	time.Sleep(100 * time.Millisecond)
 	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 

@@ -7,6 +7,11 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/probes/cpuprofile"
+	"github.com/perfscope/perfscope/probes/lockstat"
+	"github.com/perfscope/perfscope/probes/netqueue"
+	"github.com/perfscope/perfscope/probes/softirq"
+	"github.com/perfscope/perfscope/probes/udpdrop"
 	"github.com/perfscope/perfscope/recipes"
 )
 
@@ -88,11 +93,11 @@ func (r *Recipe) Collect(ctx context.Context, src measure.Sources, run measure.R
 		// exported as unavailable.
 		ev := n.Evidence
 		for name, set := range map[string]func(){
-			"softirq":  func() { w.Softirq = &ev.Softirq },
-			"netqueue": func() { w.Queues = &ev.Queues },
-			"lockstat": func() { w.Locks = &ev.Locks },
-			"udpdrop":  func() { w.Drops = &ev.Drops },
-			"cpuprofile": func() {
+			softirq.Spec.Name:  func() { w.Softirq = &ev.Softirq },
+			netqueue.Spec.Name: func() { w.Queues = &ev.Queues },
+			lockstat.Spec.Name: func() { w.Locks = &ev.Locks },
+			udpdrop.Spec.Name:  func() { w.Drops = &ev.Drops },
+			cpuprofile.Spec.Name: func() {
 				if ev.Profile.Unavailable == "" {
 					w.Profile = &WindowProfile{ProfileSampling: ev.Profile.ProfileSampling, CPUs: ev.Profile.CPUs}
 				}
@@ -115,9 +120,10 @@ func hasComponent(p *recipes.Plan, name string) bool {
 	return false
 }
 
-// Names are the built-ins that can be served: those using neither
-// async-profiler nor gclog (recipes.Plan.Continuous checks a bound plan,
-// this the recipe as written, for help and completion).
+// Names are the built-ins that can be served: those using no part that
+// measures once (async-profiler, gclog, offcpu, goalloc: their specs say
+// Once; recipes.Plan.Continuous checks a bound plan, this the recipe as
+// written, for help and completion).
 func Names() []string {
 	var out []string
 	for _, name := range recipes.BuiltinNames() {
@@ -127,7 +133,7 @@ func Names() []string {
 		}
 		once := false
 		for _, u := range append(append([]recipes.Use{}, r.Probes...), r.Collectors...) {
-			once = once || u.Name == "async-profiler" || u.Name == "gclog"
+			once = once || u.Once
 		}
 		if !once {
 			out = append(out, name)

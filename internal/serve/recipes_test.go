@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/perfscope/perfscope/measure"
+	"github.com/perfscope/perfscope/recipes"
 )
 
 // A served window lasts --interval: a recipe's duration parameter set
@@ -41,5 +43,26 @@ window:
 	}
 	if _, err := LoadRecipe(measure.Live(), file, nil); err != nil {
 		t.Errorf("the file without --set: %v", err)
+	}
+}
+
+// Only built-ins whose every part can be measured window after window
+// are offered: the parts that measure once (their specs say so) are not.
+func TestNamesLeaveOutPartsThatMeasureOnce(t *testing.T) {
+	for _, name := range Names() {
+		r, ok := recipes.Builtin(name)
+		if !ok {
+			t.Fatalf("Names lists %s, which is not a built-in", name)
+		}
+		for _, u := range append(append([]recipes.Use{}, r.Probes...), r.Collectors...) {
+			if u.Once {
+				t.Errorf("Names lists %s, whose %s measures once", name, u.Name)
+			}
+		}
+	}
+	for _, once := range []string{"jvm-alloc", "gc-pressure", "offcpu", "go-alloc"} {
+		if slices.Contains(Names(), once) {
+			t.Errorf("Names lists %s, which measures once", once)
+		}
 	}
 }

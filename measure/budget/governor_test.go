@@ -8,8 +8,22 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/netqueue"
+	"github.com/perfscope/perfscope/probes/softirq"
 	"github.com/perfscope/perfscope/probes/udpsock"
+	"github.com/perfscope/perfscope/spec"
 )
+
+// specReferences is the references the probes' specs declare, as
+// measure's catalog gives them to a session's governor.
+func specReferences(group string) spec.Reference {
+	for _, p := range []*spec.Part{&udpsock.Spec, &softirq.Spec, &netqueue.Spec} {
+		if r, ok := p.References[group]; ok {
+			return r
+		}
+	}
+	return spec.RefPackets
+}
 
 // fakeHooks is a probe with one hook group whose programs "run" at a
 // fixed rate on one CPU while attached: what a per-packet tracepoint does
@@ -450,18 +464,18 @@ func TestGovernorReferences(t *testing.T) {
 	packets := func() (uint64, error) { return 100, nil }
 	reads := func() (uint64, error) { return 7, nil }
 	g := mk()
-	g.SetReferences(packets, reads, nil)
+	g.SetReferences(packets, reads, nil, specReferences)
 	if g.groups[0].ref.name != UDPReadsReference || g.groups[0].ref.count() != 7 ||
 		g.groups[1].ref.name != PacketsReference || g.groups[1].ref.count() != 100 || len(g.refs) != 2 {
 		t.Errorf("references: sockets %+v, queues %+v", g.groups[0].ref, g.groups[1].ref)
 	}
 	g = mk()
-	g.SetReferences(packets, nil, nil)
+	g.SetReferences(packets, nil, nil, specReferences)
 	if g.groups[0].ref.name != PacketsReference || g.groups[1].ref.name != PacketsReference {
 		t.Errorf("without UDP reads: sockets %+v, queues %+v", g.groups[0].ref, g.groups[1].ref)
 	}
 	g = mk()
-	g.SetReferences(nil, nil, nil)
+	g.SetReferences(nil, nil, nil, specReferences)
 	if g.groups[0].ref != nil || g.groups[1].ref != nil || g.groups[0].ref.count() != 0 {
 		t.Error("references without counters")
 	}
@@ -546,7 +560,7 @@ func TestGovernorScalesByWhatTheProgramsCounted(t *testing.T) {
 	reads := &wallCounter{since: time.Now(), rate: rate}
 	b := Budget{CPUShare: 0.015, Period: 100 * time.Millisecond}
 	g := newFakeGovernor(t, b, 50*time.Nanosecond, sock)
-	g.SetReferences(nil, reads.Packets, nil)
+	g.SetReferences(nil, reads.Packets, nil, specReferences)
 	part := measureWindow(t, g, b, 1500*time.Millisecond, sock.fakeHooks)
 	e := part.cov.Estimate(udpsock.Group)
 	if e == nil || e.Reference != UDPReadsReference || e.Windows < 5 {

@@ -5,9 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/perfscope/perfscope/probes/netqueue"
-	"github.com/perfscope/perfscope/probes/softirq"
-	"github.com/perfscope/perfscope/probes/udpsock"
+	"github.com/perfscope/perfscope/spec"
 )
 
 // reference is an exact, always-counting kernel counter that a sampled
@@ -56,11 +54,12 @@ const (
 	SoftirqsReference = "softirqs the kernel ran (/proc/softirqs)"
 )
 
-// setReferences gives every group the reference its events follow: the
-// socket group the UDP reads when there is such a counter, the softirq
-// group the softirqs when it counts them itself, every group the packets
-// otherwise (any may be nil: scaled by time then).
-func (g *Governor) SetReferences(packets, udpReads, softirqs func() (uint64, error)) {
+// SetReferences gives every group the reference its events follow, as
+// the spec of the probe that declares the group says (refOf): the socket
+// group the UDP reads when there is such a counter, the softirq group the
+// softirqs when it counts them itself, every group the packets otherwise
+// (any may be nil: scaled by time then).
+func (g *Governor) SetReferences(packets, udpReads, softirqs func() (uint64, error), refOf func(group string) spec.Reference) {
 	var pk, ur, sr *reference
 	if packets != nil {
 		pk = &reference{name: PacketsReference, read: packets}
@@ -75,13 +74,14 @@ func (g *Governor) SetReferences(packets, udpReads, softirqs func() (uint64, err
 		g.refs = append(g.refs, sr)
 	}
 	for _, gg := range g.groups {
-		gg.ref, gg.ownRef, gg.follows = pk, false, gg.hg.Name == netqueue.GroupNAPI
+		ref := refOf(gg.hg.Name)
+		gg.ref, gg.ownRef, gg.follows = pk, false, ref == spec.RefFollows
 		switch {
-		case gg.hg.Name == udpsock.Group && ur != nil:
+		case ref == spec.RefUDPReads && ur != nil:
 			// The socket probe counts every UDP read of the namespace
 			// itself: the windows' share of this reference is exact.
 			gg.ref, gg.ownRef = ur, gg.hg.Counts != nil
-		case gg.hg.Name == softirq.Group && sr != nil && gg.hg.Counts != nil:
+		case ref == spec.RefSoftirqs && sr != nil && gg.hg.Counts != nil:
 			// It counts the softirqs it timed: its time per run, times
 			// the kernel's count.
 			gg.ref, gg.ownRef = sr, true

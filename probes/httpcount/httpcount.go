@@ -19,7 +19,7 @@ import (
 )
 
 // Hooks are the tracepoints this probe attaches to.
-var Hooks = probes.CatalogHooks("httpcount")
+var Hooks = Spec.Hooks
 
 // Options configure a probe.
 type Options struct {

@@ -21,7 +21,7 @@ import (
 // Hooks are the tracepoints this probe attaches to (Linux 5.19+). They are
 // the probe's whole purpose, so they are required: Open fails with
 // probes.ErrNotSupported where they are missing.
-var Hooks = probes.CatalogHooks("lockstat")
+var Hooks = Spec.Hooks
 
 // Lock flags (LCB_F_* in include/trace/events/lock.h), stable since 5.19.
 const (

@@ -28,7 +28,7 @@ const Unrecorded = -1
 // Hooks are the tracepoints this probe attaches to. napi:napi_poll and the
 // qdisc tracepoints are younger or configurable, so they are optional: the
 // probe still counts per-queue packets without them.
-var Hooks = probes.CatalogHooks("netqueue")
+var Hooks = Spec.Hooks
 
 // Options configure a probe.
 type Options struct {

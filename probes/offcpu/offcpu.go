@@ -20,10 +20,10 @@ import (
 	"github.com/perfscope/perfscope/probes"
 )
 
-// Hooks are the tracepoints this probe attaches to (probes.Catalog). All
+// Hooks are the tracepoints this probe attaches to . All
 // four are required: without a wakeup there is no run-queue latency and
 // no waker, and every kernel since 4.3 has them.
-var Hooks = probes.CatalogHooks("offcpu")
+var Hooks = Spec.Hooks
 
 // Group is the probe's one hook group. A context switch is, for the
 // overhead budget, what a packet is to the network probes: an event that

@@ -27,9 +27,9 @@ const (
 // holds waits in [2^i, 2^(i+1)) ns.
 const LatencySlots = 32
 
-// Hooks are the tracepoints this probe attaches to (probes.Catalog):
+// Hooks are the tracepoints this probe attaches to :
 // softirq_raise first, since Options.NoLatency leaves it out.
-var Hooks = probes.CatalogHooks("softirq")
+var Hooks = Spec.Hooks
 
 // Options configure a probe.
 type Options struct {

@@ -20,8 +20,8 @@ import (
 	"github.com/perfscope/perfscope/probes"
 )
 
-// Hooks are the tracepoints this probe attaches to (probes.Catalog).
-var Hooks = probes.CatalogHooks("tcpevents")
+// Hooks are the tracepoints this probe attaches to .
+var Hooks = Spec.Hooks
 
 // Event is what happened on a connection.
 type Event uint32
@@ -187,7 +187,7 @@ func Open(opts Options) (*Probe, error) {
 	return &Probe{Loaded: loaded, resetReasons: reasons}, nil
 }
 
-func hook(name string) string { return probes.CatalogHook("tcpevents", name).String() }
+func hook(name string) string { return Spec.Hook(name).String() }
 
 func selfRuns(v tcpeventsSelfCost) probes.SelfRuns {
 	return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}

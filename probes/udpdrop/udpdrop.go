@@ -23,8 +23,8 @@ import (
 // in 5.x and kfree_skb's reason in 5.17, so both are optional: the probe
 // reports what the kernel offers and Missing says what it lacks.
 var (
-	failQueueHook = probes.CatalogHook("udpdrop", "udp_fail_queue_rcv_skb")
-	kfreeSkbHook  = probes.CatalogHook("udpdrop", "kfree_skb")
+	failQueueHook = Spec.Hook("udp_fail_queue_rcv_skb")
+	kfreeSkbHook  = Spec.Hook("kfree_skb")
 )
 
 // HooksFor are the hooks attached on a kernel: kfree_skb alone when it

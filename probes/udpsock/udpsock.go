@@ -17,7 +17,7 @@ import (
 // Hooks are the tracepoints this probe attaches to. sock_recv_length
 // appeared in 6.6, sk_data_ready in 6.7 (optional: without it the socket
 // counts stay and the CPU feeding each socket is unknown).
-var Hooks = probes.CatalogHooks("udpsock")
+var Hooks = Spec.Hooks
 
 // Options configure a probe.
 type Options struct {
