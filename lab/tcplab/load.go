@@ -229,14 +229,19 @@ func (l *Load) serve(ctx context.Context, lfd int, s Server, w Workload) {
 		if err != nil {
 			return // the listener was shut down
 		}
-		f := os.NewFile(uintptr(fd), "lab-conn")
-		if !l.track(f) {
-			f.Close()
-			return
-		}
 		if w.Bulk {
+			f := os.NewFile(uintptr(fd), "lab-conn")
+			if !l.track(f) {
+				f.Close()
+				return
+			}
 			l.goFn(func() { l.drain(f) })
 			continue
+		}
+		c := rawConn{fd: fd}
+		if !l.track(c) {
+			unix.Close(fd)
+			return
 		}
 		busy(s.AcceptWork)
 		tv := unix.Timeval{Sec: 2}
@@ -245,9 +250,18 @@ func (l *Load) serve(ctx context.Context, lfd int, s Server, w Workload) {
 		if n, err := unix.Read(fd, b[:]); err == nil && n == 1 {
 			unix.Write(fd, b[:])
 		}
-		l.untrack(f)
+		l.untrack(c) // out of Stop's reach before the number is freed
+		unix.Close(fd)
 	}
 }
+
+// rawConn is an accepted connection its accepting thread serves and
+// closes itself. Close only shuts it down, which wakes the thread if it
+// is blocked reading: closing the descriptor under it could hand its
+// number to another socket while the thread still uses it.
+type rawConn struct{ fd int }
+
+func (c rawConn) Close() error { return unix.Shutdown(c.fd, unix.SHUT_RDWR) }
 
 // drain reads a bulk connection until it ends.
 func (l *Load) drain(f *os.File) {
