@@ -282,7 +282,8 @@ func (rf RevertFile) Validate() error {
 		return errors.New("no valid host name")
 	case !netnsName.MatchString(rf.NetNS):
 		return fmt.Errorf("network namespace %q", rf.NetNS)
-	case rf.Run.Command != "udp":
+	case rf.Run.Command != "udp" && rf.Run.Command != "tcp":
+		// The commands whose --apply writes revert files.
 		return fmt.Errorf("run command %q", rf.Run.Command)
 	case !versionText.MatchString(rf.Run.Version):
 		return errors.New("run version is not a printable word")

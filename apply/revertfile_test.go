@@ -75,6 +75,7 @@ func TestRevertFileRefusesTampering(t *testing.T) {
 			m["changes"].([]any)[14].(map[string]any)["saved"].(map[string]any)["module"].(map[string]any)["path"] = "/tmp/evil.ko"
 		}},
 		{"other format", "format", func(m map[string]any) { m["format"] = "perfscope revert script v1" }},
+		{"a command that applies nothing", "run command", func(m map[string]any) { m["run"].(map[string]any)["command"] = "jvm" }},
 		{"finding not in the run", "is not one of the run's", func(m map[string]any) {
 			m["changes"].([]any)[0].(map[string]any)["finding"] = "net.other"
 		}},
@@ -318,4 +319,25 @@ func FuzzParseRevertFile(f *testing.F) {
 			t.Fatal("round trip changed the changes")
 		}
 	})
+}
+
+// TestRevertFileOfATCPRun: `perfscope tcp --apply` writes its revert file
+// with run command "tcp"; it must read back (the file is validated before
+// any change is made, so a refused one made --apply fail with nothing
+// changed) and revert.
+func TestRevertFileOfATCPRun(t *testing.T) {
+	sys, dir := fakeSystem(t), t.TempDir()
+	p, err := NewPlan(everyKind(), allIDs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := testRun(p.IDs())
+	run.Command = "tcp"
+	res, err := Apply(context.Background(), p, ApplyOptions{Dir: dir, System: sys, Run: run, Identity: testIdentity})
+	if err != nil {
+		t.Fatalf("apply of a tcp run: %v", err)
+	}
+	if _, err := Revert(context.Background(), res.RevertFile, sys, testIdentity); err != nil {
+		t.Fatalf("revert of a tcp run's file: %v", err)
+	}
 }

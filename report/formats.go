@@ -59,6 +59,7 @@ var (
 		"lab jvm":         {LabJVMData{}},
 		"lab udp-server":  {LabUDPServerData{}},
 		"lab udp-flood":   {LabUDPFloodData{}},
+		"lab tcp":         {LabTCPData{}},
 		"flame":           {FlameSummary{}},
 		"flame diff":      {FlameDiffSummary{}},
 		"doctor":          {DoctorData{}},

@@ -10,6 +10,6 @@ func newLabCmd(g *Globals) *cobra.Command {
 		Short: "Reproduce a known problem on this machine and measure it end to end",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newLabUDPCmd(g), newLabJVMCmd(g), newLabUDPServerCmd(g), newLabUDPFloodCmd(g))
+	cmd.AddCommand(newLabUDPCmd(g), newLabJVMCmd(g), newLabUDPServerCmd(g), newLabUDPFloodCmd(g), newLabTCPCmd(g))
 	return cmd
 }

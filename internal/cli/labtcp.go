@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/perfscope/perfscope/base/safeio"
+	"github.com/perfscope/perfscope/collectors/procfs"
+	"github.com/perfscope/perfscope/lab/netlab"
+	"github.com/perfscope/perfscope/lab/tcplab"
+	"github.com/perfscope/perfscope/report"
+)
+
+type labTCPOptions struct {
+	Scenarios []string
+	Keep      bool
+	Duration  time.Duration
+	Output    string
+
+	format report.Format
+	run    func(ctx context.Context, o *labTCPOptions, g *Globals) error
+}
+
+func newLabTCPCmd(g *Globals) *cobra.Command {
+	return labTCPCmd(g, &labTCPOptions{run: runLabTCP})
+}
+
+func labTCPCmd(g *Globals, o *labTCPOptions) *cobra.Command {
+	var list strings.Builder
+	for _, s := range tcplab.Scenarios {
+		fmt.Fprintf(&list, "  %-18s %s\n", s.Name, s.Fault)
+		if s.Skip != "" {
+			fmt.Fprintf(&list, "  %-18s (skipped here: %s)\n", "", s.Skip)
+		}
+	}
+	cmd := &cobra.Command{
+		Use:   "tcp",
+		Short: "TCP faults end to end: plant each one in the lab's namespaces, let perfscope tcp find it, apply its fix, measure again",
+		Long: `lab tcp builds two network namespaces joined by a veth pair (nothing outside
+them is touched), and for each scenario plants one TCP fault inside them,
+runs a TCP server and its clients (goroutines of this process, their sockets
+in the namespaces), runs ` + "`perfscope tcp --apply FINDING`" + ` in the receiver's
+namespace, restarts the server, measures again, and prints the before/after
+table. The namespaces, goroutines and files of each scenario are removed when
+it ends, also on Ctrl-C (--keep leaves the namespaces and the JSON reports).
+
+Scenarios:
+` + list.String() + `
+Exit status 1 when a scenario's finding did not appear, or did not go away
+after its fix.`,
+		Example: `  perfscope lab tcp
+  perfscope lab tcp --scenario backlog-overflow
+  perfscope lab tcp --scenario gro-off --keep -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.format, err = report.ParseFormat("lab tcp", o.Output); err != nil {
+				return asUsage(err)
+			}
+			if o.Duration < time.Second || o.Duration > time.Minute {
+				return usageError("--duration must be between 1s and 1m, got %v", o.Duration)
+			}
+			for _, name := range o.Scenarios {
+				if _, ok := tcplab.Lookup(name); !ok {
+					return usageError("--scenario %q: unknown; the scenarios are %s", name, strings.Join(tcplab.Names(), ", "))
+				}
+			}
+			return o.run(cmd.Context(), o, g)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&o.Scenarios, "scenario", nil, "run only these scenarios (comma-separated; default all)")
+	f.BoolVar(&o.Keep, "keep", false, "keep each scenario's namespaces and JSON reports (load stopped)")
+	f.DurationVarP(&o.Duration, "duration", "d", 3*time.Second, "each perfscope tcp measurement")
+	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("lab tcp"))
+	return cmd
+}
+
+func runLabTCP(ctx context.Context, o *labTCPOptions, g *Globals) error {
+	if os.Geteuid() != 0 {
+		return unavailableError("lab tcp needs root: it creates network namespaces and loads eBPF probes (run it with sudo)")
+	}
+	if st, err := procfs.Default.Status(os.Getpid()); err == nil && (!st.Capable(procfs.CapSysAdmin) || !st.Capable(procfs.CapNetAdmin)) {
+		return unavailableError("lab tcp creates network namespaces and loads BPF probes: it needs CAP_SYS_ADMIN and CAP_NET_ADMIN (run as root)")
+	}
+	if missing, pkgs := tcplab.MissingTools(); len(missing) > 0 {
+		return unavailableError("lab tcp needs %s: apt-get install %s", strings.Join(missing, ", "), strings.Join(pkgs, " "))
+	}
+	scenarios := tcplab.Scenarios
+	if len(o.Scenarios) > 0 {
+		scenarios = nil
+		for _, name := range o.Scenarios {
+			s, _ := tcplab.Lookup(name)
+			scenarios = append(scenarios, s)
+		}
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("lab tcp: find the perfscope binary: %w", err)
+	}
+	stale, err := netlab.RemoveStale()
+	for _, s := range stale {
+		fmt.Fprintf(g.Err, "removed what lab process %d (no longer running) left: %s\n", s.OwnerPID, strings.Join(append(s.Namespaces, s.Dirs...), " "))
+	}
+	if err != nil {
+		fmt.Fprintf(g.Err, "warning: %v\n", err)
+	}
+	dir, err := safeio.MkdirTemp("perfscope-lab-tcp-")
+	if err != nil {
+		return err
+	}
+	claim, err := netlab.NewClaim(nil, []string{dir})
+	if err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
+	defer claim.Release()
+	if !o.Keep {
+		defer os.RemoveAll(dir)
+	}
+	opts := tcplab.Options{Binary: bin, Duration: o.Duration, Dir: dir, Keep: o.Keep, Log: g.Err}
+	started := time.Now()
+	data, stop, err := tcplab.RunAll(ctx, opts, scenarios, func(res report.LabTCPScenario) {
+		if o.format == report.Text {
+			report.WriteLabTCPScenario(g.textOut(), res)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	var interrupted error
+	if stop != nil {
+		interrupted = &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("lab tcp interrupted during %s, whose namespaces were removed; %d of %d scenarios finished, not run: %s",
+			stop.During, len(data.Scenarios), len(data.Scenarios)+len(stop.NotRun), strings.Join(stop.NotRun, ", "))}
+		if len(data.Scenarios) == 0 {
+			return interrupted
+		}
+	}
+	r := report.New("lab tcp", Version(), started)
+	r.Meta.DurationNs = int64(time.Since(started))
+	r.Data = data
+	if err := report.Render(g.Out, r, o.format); err != nil {
+		return err
+	}
+	if o.format == report.Text && o.Keep {
+		report.WriteLabTCPKept(g.Out, dir, data)
+	}
+	if interrupted != nil {
+		return interrupted
+	}
+	if n := data.Failed(); n > 0 {
+		return &ExitError{Code: ExitFindings, Err: fmt.Errorf("%d of %d scenarios did not prove their fix", n, len(data.Scenarios))}
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package tcplab
+
+import (
+	"slices"
+	"time"
+
+	"github.com/perfscope/perfscope/lab/netlab"
+)
+
+// Port is the lab server's TCP port.
+const Port = 9000
+
+// Server is the lab's TCP server in the receiver namespace. After the fix
+// the lab starts it again: a listener takes its backlog (capped by
+// somaxconn) when listen() is called, so a raised somaxconn reaches only
+// listeners created after it — the finding's own caveat.
+type Server struct {
+	// Listeners on the port (more than one: an SO_REUSEPORT group).
+	Listeners int `json:"listeners"`
+	// Threads are the OS threads accepting on each listener (blocking
+	// accept(), as a threaded server does).
+	Threads int `json:"threads"`
+	// Backlog is listen()'s argument (capped by net.core.somaxconn).
+	Backlog int `json:"backlog"`
+	// AcceptWork is the CPU a connection costs the accepting thread before
+	// it accepts the next (a storm needs a server slower than its clients).
+	AcceptWork time.Duration `json:"accept_work_ns"`
+}
+
+// Workload is the lab's clients in the sender namespace.
+type Workload struct {
+	// Clients are client threads, each dialing from the sender namespace.
+	Clients int `json:"clients"`
+	// Bulk: each client streams data on one connection; otherwise each
+	// opens connections back to back (connect, one byte each way, close).
+	Bulk bool `json:"bulk"`
+}
+
+// Row keys of the before/after table.
+const (
+	RowConnects     = "connects_per_s"
+	RowSlowConnects = "slow_connects_per_s"
+	RowOverflows    = "listen_overflows_per_s"
+	RowListenDrops  = "listen_drops_per_s"
+	RowPassiveOpens = "passive_opens_per_s"
+	RowQueuePeak    = "accept_queue_peak"
+	RowBacklog      = "accept_backlog"
+	RowFullSamples  = "accept_queue_full_samples"
+	RowBytes        = "bytes_per_s"
+	RowInSegs       = "in_segs_per_s"
+	RowNetRXPerMB   = "net_rx_ns_per_mb"
+	RowNetRXShare   = "net_rx_share"
+	RowPrune        = "prune_called_per_s"
+	RowCollapsed    = "rcv_collapsed_per_s"
+	RowRcvDropped   = "rcv_dropped_per_s"
+)
+
+// Scenario plants one TCP fault and names the finding perfscope must
+// report for it; the fix is always the finding's typed change, made by
+// `perfscope tcp --apply` inside the receiver namespace.
+type Scenario struct {
+	Name  string `json:"name"`
+	Fault string `json:"fault"`
+	// Finding must appear before the fix and be gone after it.
+	Finding string `json:"finding"`
+	// FixText says what the fix is.
+	FixText string `json:"fix"`
+	// Skip says why this machine cannot reproduce the scenario ("" runs).
+	Skip string `json:"-"`
+
+	Lab netlab.Config `json:"-"`
+	// Setup runs in the receiver namespace (the planted fault); SenderSetup
+	// in the sender's.
+	Setup       [][]string `json:"-"`
+	SenderSetup [][]string `json:"-"`
+	Server      Server     `json:"-"`
+	Workload    Workload   `json:"-"`
+	// Rows are the table's rows, by key.
+	Rows []string `json:"-"`
+}
+
+// noTSO makes the sender's veth hand the receiver wire-sized segments, as
+// a NIC receives them: with TSO/GSO on, veth passes 64 KiB super-packets
+// through and GRO on the receiver has nothing to merge.
+var noTSO = [][]string{{"ethtool", "-K", "va", "tso", "off", "gso", "off"}}
+
+// Scenarios are the lab's scenarios, in order; those with Skip set are
+// listed with their reason and not run.
+var Scenarios = []Scenario{
+	{
+		Name:     "backlog-overflow",
+		Fault:    "net.core.somaxconn 16: a listener asking for a backlog of 4096 gets 16, under a storm of 64 clients connecting back to back to an accept loop that spends 1 ms per connection",
+		Finding:  "tcp.accept-overflow",
+		FixText:  "perfscope tcp --apply tcp.accept-overflow (net.core.somaxconn raised in the receiver namespace), then the server's listener re-created so that listen(4096) takes the new cap",
+		Setup:    [][]string{{"sysctl", "-q", "-w", "net.core.somaxconn=16"}},
+		Server:   Server{Listeners: 1, Threads: 1, Backlog: 4096, AcceptWork: time.Millisecond},
+		Workload: Workload{Clients: 64},
+		Rows:     []string{RowConnects, RowSlowConnects, RowOverflows, RowListenDrops, RowPassiveOpens, RowBacklog, RowQueuePeak, RowFullSamples},
+	},
+	{
+		Name:        "gro-off",
+		Fault:       "GRO off on the receiver's veth while 2 clients stream TCP in wire-sized segments (the sender's TSO/GSO off, as a NIC's receive path sees them)",
+		Finding:     "tcp.gro-off",
+		FixText:     "perfscope tcp --apply tcp.gro-off (rx-gro on through the ethtool ioctl in the receiver namespace)",
+		Lab:         netlab.Config{NoGRO: true},
+		SenderSetup: noTSO,
+		Server:      Server{Listeners: 1, Threads: 1, Backlog: 128},
+		Workload:    Workload{Clients: 2, Bulk: true},
+		Rows:        []string{RowBytes, RowInSegs, RowNetRXShare, RowNetRXPerMB},
+	},
+	{
+		Name:  "accept-contention",
+		Fault: "one listener accepted by many threads vs SO_REUSEPORT listeners, one per thread",
+		Skip:  "not reproducible on 2 CPUs: 8 threads blocking in accept() on one listener under 64 clients connecting back to back (7,560 handshakes in 3 s) showed no lock wait on the listener at all in perfscope tcp's lock section (the waits on port 9000 were the accepted connections' sk_lock.slock, 0.1 ms in all), so there is no contention for SO_REUSEPORT listeners to remove: with 2 CPUs at most 2 accepting threads run at once",
+	},
+	{
+		Name:  "rmem-bdp",
+		Fault: "receive buffers too small for the bandwidth-delay product (window clamp, pruning)",
+		Skip:  "this kernel has no sch_netem (CONFIG_NET_SCH_NETEM is not set and modules cannot be loaded), so the lab cannot add delay inside its namespaces; without delay a veth's bandwidth-delay product is a few KiB, and tcp_rmem 4096 8192 16384 under 2 streaming clients (64 KiB writes, or 64-byte TCP_NODELAY writes in wire-sized segments to a reader pausing 2 ms) called PruneCalled twice at connection start and never in the measured window: the sender's window keeps the queue inside the buffer",
+	},
+	{
+		Name:  "rfs-off",
+		Fault: "RFS off with the serving threads on other CPUs than the receive softirq",
+		Skip:  "net.core.rps_sock_flow_entries, RFS's global table, exists only in the host's network namespace: the lab could neither plant nor apply it without changing a setting every workload on the machine shares",
+	},
+}
+
+// Lookup finds a scenario by name.
+func Lookup(name string) (Scenario, bool) {
+	i := slices.IndexFunc(Scenarios, func(s Scenario) bool { return s.Name == name })
+	if i < 0 {
+		return Scenario{}, false
+	}
+	return Scenarios[i], true
+}
+
+// Names lists the scenarios' names in order.
+func Names() []string {
+	var n []string
+	for _, s := range Scenarios {
+		n = append(n, s.Name)
+	}
+	return n
+}
