@@ -44,7 +44,8 @@ network namespace: run it inside a container's (nsenter -t PID -n).`,
   perfscope tcp --iface eth0 --pid 1234 -o json > run.json
   perfscope tcp --iface eth0 --port 8080 --apply tcp.accept-overflow   # writes a revert file first
   perfscope tcp --revert ./perfscope-revert-20261121T101500Z-1a2b3c4d.json
-  nsenter -t 1234 -n perfscope tcp --iface eth0 --pid 1234`,
+  nsenter -t 1234 -n perfscope tcp --iface eth0 --pid 1234
+  perfscope tcp --compare before.json,after.json`,
 	})
 }
 
