@@ -216,11 +216,6 @@ func (o *udpOptions) validate() error {
 		if o.SampleEvery < 10*time.Millisecond || o.SampleEvery > 10*time.Second {
 			return usageError("--sample-interval must be between 10ms and 10s, got %v", o.SampleEvery)
 		}
-		if o.PID > 0 {
-			if err := sameNetns(o.src, o.PID); err != nil {
-				return err
-			}
-		}
 	}
 	o.set = recipeSet("iface", o.Iface, "port", strconv.Itoa(o.Port), "pid", strconv.Itoa(o.PID), "duration", o.Duration.String(),
 		"profile", strconv.FormatBool(!o.NoProfile), "freq", strconv.Itoa(o.Freq), "event", o.Event, "lock_stacks", strconv.Itoa(o.LockStacks),
