@@ -81,6 +81,7 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 	for _, n := range ev.Queues.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+	writePagePools(w, ev.Queues)
 
 	Heading(w, "Top lock contention")
 	writeLockSites(w, ev.Locks, 5)
