@@ -115,6 +115,14 @@ type QueueSection struct {
 	// none (a kernel without qstats-get, a driver that reports none).
 	QStats            []QueueStats `json:"qstats,omitempty"`
 	QStatsUnavailable string       `json:"qstats_unavailable,omitempty"`
+	// PagePools are the interface's page pools (the pages its RX queues
+	// allocate from and recycle to), from the netdev netlink family
+	// (page-pool-get, page-pool-stats-get), with their counters over the
+	// window where the kernel has them. PagePoolUnavailable says what is
+	// missing and why: a kernel built without CONFIG_PAGE_POOL_STATS has
+	// no counters, a driver without page_pool no pools.
+	PagePools           []PagePool `json:"page_pools,omitempty"`
+	PagePoolUnavailable string     `json:"page_pool_unavailable,omitempty"`
 	// Intervals are the kernel's packet counts per tick, when the run
 	// keeps a timeline.
 	Intervals []QueueInterval `json:"intervals,omitempty"`
@@ -125,6 +133,23 @@ type QueueStats struct {
 	Type     string            `json:"type"` // "rx" or "tx"
 	Queue    int               `json:"queue"`
 	Counters map[string]uint64 `json:"counters"`
+}
+
+// PagePool is one page_pool of the interface.
+type PagePool struct {
+	ID uint64 `json:"id"`
+	// NAPIID is the NAPI instance it feeds (0: not reported).
+	NAPIID uint32 `json:"napi_id,omitempty"`
+	// Inflight and InflightMem are pages (and bytes) handed out and not
+	// returned at the end of the window; nil where not reported.
+	Inflight    *uint64 `json:"inflight"`
+	InflightMem *uint64 `json:"inflight_mem"`
+	// Detached: the device let go of it; it waits for in-flight pages.
+	Detached bool `json:"detached,omitempty"`
+	// Counters are its allocation and recycling counters over the window
+	// by the kernel's names ("alloc-fast", "alloc-slow", "recycle-ring",
+	// "recycle-ring-full", …); absent without page-pool-stats-get.
+	Counters map[string]uint64 `json:"counters,omitempty"`
 }
 
 // QStatsSum is counter summed over the queues of type typ ("rx", "tx"),

@@ -13,6 +13,14 @@ type TCPEvidence struct {
 	DurationNs int64 `json:"duration_ns"`
 	Port       int   `json:"port,omitempty"`
 	PID        int   `json:"pid,omitempty"`
+	// Netns names the network namespace the TCP layer was read in when
+	// it is --pid's, not perfscope's ("net:[4026532001]"): its sockets,
+	// counters, sysctls, sockstat and probe events; empty for
+	// perfscope's own.
+	Netns string `json:"netns,omitempty"`
+	// SettingsUnavailable says why Settings could not be read (all null
+	// then).
+	SettingsUnavailable string `json:"settings_unavailable,omitempty"`
 	// Counters are the Tcp and TcpExt counters over the window.
 	Counters TCPCounterSection `json:"counters"`
 	// Settings are read at the end of the window.
@@ -243,4 +251,9 @@ type TCPEventSection struct {
 	// LostConns counts events missing from Top's source because the
 	// per-connection map was full (they are in the totals).
 	LostConns uint64 `json:"lost_conns"`
+	// Unattributed counts, under --pid, --cgroup, --container or --pod,
+	// the events of sockets closed before the end of the window: their
+	// owner cannot be learned, so their rows are left out of Top (the
+	// totals, which are the namespace's, have them).
+	Unattributed uint64 `json:"unattributed_events,omitempty"`
 }

@@ -77,7 +77,13 @@ func startNginx(t *testing.T, ctx context.Context, lab *netlab.Lab, nginx string
 // with nstat (iproute2), the kernel's own counter as users read it.
 func listenOverflows(t *testing.T, ctx context.Context, lab *netlab.Lab, ns string) uint64 {
 	t.Helper()
-	out, err := lab.Run(ctx, ns, "nstat", "-az", "--json", "TcpExtListenOverflows")
+	return nstatCounter(t, ctx, lab, ns, "TcpExtListenOverflows")
+}
+
+// nstatCounter reads one counter of the lab namespace ns with nstat.
+func nstatCounter(t *testing.T, ctx context.Context, lab *netlab.Lab, ns, name string) uint64 {
+	t.Helper()
+	out, err := lab.Run(ctx, ns, "nstat", "-az", "--json", name)
 	if err != nil {
 		t.Fatalf("nstat: %v\n%s", err, out)
 	}
@@ -87,9 +93,9 @@ func listenOverflows(t *testing.T, ctx context.Context, lab *netlab.Lab, ns stri
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("nstat json: %v\n%s", err, out)
 	}
-	v, ok := doc.Kernel["TcpExtListenOverflows"]
+	v, ok := doc.Kernel[name]
 	if !ok {
-		t.Fatalf("nstat printed no TcpExtListenOverflows: %s", out)
+		t.Fatalf("nstat printed no %s: %s", name, out)
 	}
 	return v
 }

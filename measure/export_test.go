@@ -56,3 +56,15 @@ func copyTree(t *testing.T, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// WorkloadHost is workloadHost's processes for the external tests: 200
+// in pod PodA's container holding socket 1111, 300 nginx on the host
+// holding 2222, 400 in another pod (3333), 401 in a Docker container
+// (3334).
+func WorkloadHost(t *testing.T) Sources {
+	src, _ := workloadHost(t)
+	return src
+}
+
+// PodA is the pod of WorkloadHost's process 200.
+const PodA = podA

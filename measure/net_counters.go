@@ -81,6 +81,8 @@ type netReading struct {
 	// qstats are the driver's per-queue statistics from netlink.
 	qstats    []netlinkq.QueueStats
 	qstatsErr error
+	// pagePools are the interface's page pools and their counters.
+	pagePools pagePoolReading
 }
 
 // Open implements Part.
@@ -217,6 +219,7 @@ func (c *NetCounters) read() netReading {
 	r.softnet, r.softnetErr = c.src.netstat().Softnet()
 	r.sockstat, r.sockstatErr = c.src.netstat().UDPSockstat()
 	r.qstats, r.qstatsErr = c.readQStats()
+	r.pagePools = c.readPagePools()
 	return r
 }
 

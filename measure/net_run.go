@@ -209,6 +209,7 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 		ev.Queues.NICMissed, ev.Queues.NICMissedCounters = c.nicMissed()
 		ev.Queues.QStats, ev.Queues.QStatsUnavailable = c.qstatsDelta()
 		MissedFromQStats(&ev.Queues)
+		ev.Queues.PagePools, ev.Queues.PagePoolUnavailable = PagePoolDelta(o.Iface.Name, c.first.pagePools, c.last.pagePools)
 		ev.IRQs = c.irqs(src, o.Iface, drvInfo, drvErr, netRX)
 		ev.TX = BuildTX(o.Iface, txByCPU, qdisc)
 		if n.Queues != nil {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/perfscope/perfscope/collectors/cgroup"
+	"github.com/perfscope/perfscope/collectors/netdev"
 	"github.com/perfscope/perfscope/collectors/netstat"
 	"github.com/perfscope/perfscope/collectors/tcpdiag"
 	"github.com/perfscope/perfscope/evidence"
@@ -31,9 +34,13 @@ const (
 type TCPOptions struct {
 	Method probes.AttachMethod
 	// Port keeps the listeners, connections and events of this local port
-	// (0: every port); PID the listeners and connections this process
-	// holds (0: every process).
+	// (0: every port); PID the listeners, connections and event rows of
+	// the sockets this process holds (0: every process).
 	Port, PID int
+	// Select, from --cgroup, --container or --pod (SelectWorkload), keeps
+	// the listeners, connections and event rows of the sockets its
+	// processes hold; nil: every socket.
+	Select *cgroup.Selection
 	// Top is how many connections and event rows are listed.
 	Top int
 	// SampleEvery is the accept queues' sampling period.
@@ -49,6 +56,10 @@ type TCP struct {
 	snapshotPart[tcpevents.Snapshot, TCPEventsProbe]
 	opts TCPOptions
 	src  Sources
+	// netns is the network namespace the TCP layer is read in: empty for
+	// perfscope's own, else --pid's ("net:[4026532001]") at netnsPath
+	// (/proc/PID/ns/net), whose MIB files are in netDir (/proc/PID/net).
+	netns, netnsPath, netDir string
 
 	countersAt        [2]netstat.TCPCounters
 	firstErr, lastErr error
@@ -100,19 +111,51 @@ func NewTCP(opts TCPOptions) *TCP {
 // why it is missing); the counters and sock_diag are read at Begin.
 func (p *TCP) Open(src Sources) error {
 	p.src = src
+	p.findNetns()
 	if src.Probes.TCPEvents == nil {
 		p.open(nil, fmt.Errorf("no tcpevents probe in this run"))
 		return nil
 	}
-	p.open(src.Probes.TCPEvents(tcpevents.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}))
+	o := tcpevents.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}
+	if p.netns != "" {
+		ino, err := probes.NetnsInode(p.netnsPath)
+		if err != nil {
+			p.open(nil, fmt.Errorf("the network namespace of pid %d: %w", p.opts.PID, err))
+			return nil
+		}
+		o.Netns = ino
+	}
+	p.open(src.Probes.TCPEvents(o))
 	return nil
+}
+
+// findNetns reads the TCP layer in --pid's network namespace when it is
+// not perfscope's: sock_diag is asked there, the counters come from
+// /proc/PID/net, the sysctls are read by a thread inside it and the probe
+// counts its sockets. A root whose namespace links cannot be read (a
+// fixture without them) is read as one namespace.
+func (p *TCP) findNetns() {
+	p.netns, p.netnsPath, p.netDir = "", "", netstat.OwnNet
+	if p.opts.PID == 0 {
+		return
+	}
+	path := p.src.Root.Path("/proc/" + strconv.Itoa(p.opts.PID) + "/ns/net")
+	own, err := os.Readlink(p.src.Root.Path("/proc/self/ns/net"))
+	if err != nil {
+		return
+	}
+	theirs, err := os.Readlink(path)
+	if err != nil || theirs == own {
+		return
+	}
+	p.netns, p.netnsPath, p.netDir = theirs, path, "/proc/"+strconv.Itoa(p.opts.PID)+"/net"
 }
 
 func (p *TCP) diag(states tcpdiag.States) ([]tcpdiag.Socket, error) {
 	if p.src.TCPDiag == nil {
 		return nil, fmt.Errorf("sock_diag is not read in this run")
 	}
-	return p.src.TCPDiag(tcpdiag.Query{States: states, Port: uint16(p.opts.Port)})
+	return p.src.TCPDiag(tcpdiag.Query{States: states, Port: uint16(p.opts.Port), Netns: p.netnsPath})
 }
 
 // Begin implements Part.
@@ -120,7 +163,7 @@ func (p *TCP) Begin(ctx context.Context) error {
 	if err := p.snapshotPart.Begin(ctx); err != nil {
 		return err
 	}
-	p.countersAt[0], p.firstErr = p.src.netstat().TCPCounters()
+	p.countersAt[0], p.firstErr = p.src.netstat().TCPCountersIn(p.netDir)
 	p.startBytes, p.startErr = nil, nil
 	if socks, err := p.diag(tcpdiag.Connected); err != nil {
 		p.startErr = err
@@ -231,9 +274,18 @@ func (p *TCP) End(ctx context.Context) error {
 	p.sample()
 	err := p.snapshotPart.End(ctx)
 	fs := p.src.netstat()
-	p.countersAt[1], p.lastErr = fs.TCPCounters()
-	p.settings, p.settingsErr = fs.TCPSettings()
-	p.sockstat, p.sockstatErr = fs.TCPSockstat()
+	p.countersAt[1], p.lastErr = fs.TCPCountersIn(p.netDir)
+	if p.netns == "" {
+		p.settings, p.settingsErr = fs.TCPSettings()
+	} else {
+		// /proc/sys/net shows the namespace of the thread that opens it.
+		p.settingsErr = netdev.InNamespace(p.netnsPath, func() error {
+			var err error
+			p.settings, err = fs.TCPSettings()
+			return err
+		})
+	}
+	p.sockstat, p.sockstatErr = fs.TCPSockstatIn(p.netDir)
 	p.conns, p.connsErr = p.diag(tcpdiag.Connected)
 	if p.connsErr == nil {
 		p.connsErr = tcpdiag.AttachOwners(p.src.sockets(), p.conns)
@@ -258,9 +310,30 @@ func ownedBy(pids []int, pid int) bool {
 	return false
 }
 
+// filtered is true when the rows are kept to --pid or a workload.
+func (p *TCP) filtered() bool { return p.opts.PID != 0 || p.opts.Select != nil }
+
+// keeps says whether a socket held by pids is in the run's selection:
+// held by --pid, or by a process of the --cgroup, --container or --pod
+// (every socket without a filter; none without an owner under one).
+func (p *TCP) keeps(pids []int) bool {
+	if p.opts.PID != 0 && !ownedBy(pids, p.opts.PID) {
+		return false
+	}
+	if p.opts.Select == nil {
+		return true
+	}
+	for _, pid := range pids {
+		if p.src.covers(p.opts.Select, pid) {
+			return true
+		}
+	}
+	return false
+}
+
 // Evidence is the part's evidence for a window of length window.
 func (p *TCP) Evidence(window time.Duration) evidence.TCPEvidence {
-	ev := evidence.TCPEvidence{DurationNs: int64(window), Port: p.opts.Port, PID: p.opts.PID}
+	ev := evidence.TCPEvidence{DurationNs: int64(window), Port: p.opts.Port, PID: p.opts.PID, Netns: p.netns}
 	switch {
 	case p.firstErr != nil:
 		ev.Counters.Unavailable = fmt.Sprintf("TCP counters: %v", p.firstErr)
@@ -272,6 +345,8 @@ func (p *TCP) Evidence(window time.Duration) evidence.TCPEvidence {
 	}
 	if p.settingsErr == nil {
 		ev.Settings = evidence.TCPSettings(p.settings)
+	} else {
+		ev.SettingsUnavailable = fmt.Sprintf("TCP sysctls%s: %v", p.netnsText(), p.settingsErr)
 	}
 	if p.sockstatErr == nil {
 		s := evidence.TCPSockstat(p.sockstat)
@@ -300,7 +375,7 @@ func (p *TCP) listenerEvidence() evidence.ListenerSection {
 	}
 	for _, sock := range socks {
 		l := p.listeners[sock.Cookie]
-		if p.opts.PID != 0 && !ownedBy(sock.PIDs, p.opts.PID) {
+		if !p.keeps(sock.PIDs) {
 			continue
 		}
 		row := evidence.TCPListener{Local: sock.Local, Inode: sock.Inode, PIDs: sock.PIDs, Backlog: l.sock.SendQ,
@@ -329,6 +404,15 @@ func (p *TCP) listenerEvidence() evidence.ListenerSection {
 	return s
 }
 
+// netnsText is " in the network namespace of pid N (net:[…])" when the
+// TCP layer is read in --pid's namespace.
+func (p *TCP) netnsText() string {
+	if p.netns == "" {
+		return ""
+	}
+	return fmt.Sprintf(" in the network namespace of pid %d (%s)", p.opts.PID, p.netns)
+}
+
 // filterText is " on port P of pid N" for the filters given.
 func (p *TCP) filterText() string {
 	var b strings.Builder
@@ -337,6 +421,9 @@ func (p *TCP) filterText() string {
 	}
 	if p.opts.PID != 0 {
 		fmt.Fprintf(&b, " of pid %d", p.opts.PID)
+	}
+	if p.opts.Select != nil {
+		fmt.Fprintf(&b, " held by %s", p.opts.Select.Filter)
 	}
 	return b.String()
 }
@@ -357,7 +444,7 @@ func (p *TCP) connectionEvidence() evidence.ConnectionSection {
 	}
 	var rows []evidence.TCPConnection
 	for _, c := range p.conns {
-		if p.opts.PID != 0 && !ownedBy(c.PIDs, p.opts.PID) {
+		if !p.keeps(c.PIDs) {
 			continue
 		}
 		row := evidence.TCPConnection{Local: c.Local, Remote: c.Remote, State: c.State.String(), PIDs: c.PIDs, RecvQ: c.RecvQ, SendQ: c.SendQ}
@@ -407,6 +494,35 @@ func (p *TCP) connectionEvidence() evidence.ConnectionSection {
 	return s
 }
 
+// eventOwners finds the processes holding an event's socket: the
+// connection of the same four-tuple at the end of the window, else the
+// listener of its local address and port (SYN-ACKs, resets answered for
+// a listener). known is false when neither is open any more: a closed
+// connection's owner cannot be learned afterwards.
+func (p *TCP) eventOwners() func(local, remote netip.AddrPort) (pids []int, known bool) {
+	conns := map[[2]netip.AddrPort][]int{}
+	for _, c := range p.conns {
+		conns[[2]netip.AddrPort{c.Local, c.Remote}] = c.PIDs
+	}
+	var listening []tcpdiag.Socket
+	for _, l := range p.listeners {
+		listening = append(listening, l.sock)
+	}
+	// The listeners' owners, read once for every row.
+	_ = tcpdiag.AttachOwners(p.src.sockets(), listening)
+	return func(local, remote netip.AddrPort) ([]int, bool) {
+		if pids, ok := conns[[2]netip.AddrPort{local, remote}]; ok {
+			return pids, true
+		}
+		for _, l := range listening {
+			if l.Local.Port() == local.Port() && (l.Local.Addr() == local.Addr() || l.Local.Addr().IsUnspecified()) {
+				return l.PIDs, true
+			}
+		}
+		return nil, false
+	}
+}
+
 func (p *TCP) eventEvidence() evidence.TCPEventSection {
 	var s evidence.TCPEventSection
 	if !p.opened() {
@@ -424,7 +540,18 @@ func (p *TCP) eventEvidence() evidence.TCPEventSection {
 		s.RetransmitKinds[k.String()] = count(d.Kind(k))
 	}
 	s.LostConns = d.LostConns
+	owners := p.eventOwners()
 	for k, c := range d.Conns {
+		if p.filtered() {
+			pids, known := owners(k.Local, k.Remote)
+			if !known {
+				s.Unattributed += c.Events
+				continue
+			}
+			if !p.keeps(pids) {
+				continue
+			}
+		}
 		row := evidence.TCPConnEvents{Local: k.Local, Remote: k.Remote, Event: k.Event.String(), Events: c.Events, Segs: c.Segs}
 		if k.State != 0 {
 			row.State = tcpdiag.State(k.State).String()

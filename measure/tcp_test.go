@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -220,5 +221,60 @@ func TestTCPPartSaysWhatItCouldNotRead(t *testing.T) {
 		if s == "" {
 			t.Errorf("%s: no reason given", what)
 		}
+	}
+}
+
+// A --pid in another network namespace than perfscope's: the TCP layer
+// is read there — sock_diag is asked in /proc/PID/ns/net, the counters
+// and sockstat come from /proc/PID/net — and what cannot be entered (a
+// fixture's namespace link leads nowhere) says so rather than showing
+// perfscope's own namespace's sysctls.
+func TestTCPPartReadsThePidsNetns(t *testing.T) {
+	root := tcpFixture(t)
+	// perfscope in net:[1], pid 4242 in net:[2] with its own MIB files.
+	if err := os.MkdirAll(filepath.Join(root, "proc/self/ns"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "proc/4242/ns"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Symlink("net:[4026531840]", filepath.Join(root, "proc/self/ns/net"))
+	os.Symlink("net:[4026532999]", filepath.Join(root, "proc/4242/ns/net"))
+	measure.CopyTree(t, filepath.Join(root, "proc/net"), filepath.Join(root, "proc/4242/net"))
+	var asked []string
+	src := measure.Sources{Root: procfs.FS{Root: root}, TCPDiag: func(q tcpdiag.Query) ([]tcpdiag.Socket, error) {
+		asked = append(asked, q.Netns)
+		return nil, nil
+	}}
+	p := measure.NewTCP(measure.TCPOptions{PID: 4242, SampleEvery: time.Hour})
+	if err := p.Open(src); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Only the pid's namespace sees overflows; perfscope's does not.
+	bumpMIB(t, filepath.Join(root, "proc/4242/net/netstat"), "TcpExt", "ListenOverflows", 9)
+	bumpMIB(t, filepath.Join(root, "proc/net/netstat"), "TcpExt", "ListenOverflows", 1000)
+	if err := p.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev := p.Evidence(time.Second)
+	if ev.Netns != "net:[4026532999]" {
+		t.Errorf("netns %q", ev.Netns)
+	}
+	if w := ev.Counters.Window; w == nil || w.ListenOverflows != 9 {
+		t.Errorf("counters %+v (%s): want the pid's namespace's 9", w, ev.Counters.Unavailable)
+	}
+	want := filepath.Join(root, "proc/4242/ns/net")
+	if len(asked) == 0 || slices.ContainsFunc(asked, func(n string) bool { return n != want }) {
+		t.Errorf("sock_diag asked in %q, want %s", asked, want)
+	}
+	if ev.Settings.Somaxconn != nil || !strings.Contains(ev.SettingsUnavailable, "in the network namespace of pid 4242 (net:[4026532999])") {
+		t.Errorf("settings %+v, unavailable %q: perfscope's own sysctls shown as the pid's", ev.Settings, ev.SettingsUnavailable)
+	}
+	if ev.Sockstat == nil {
+		t.Errorf("no sockstat from /proc/4242/net")
 	}
 }

@@ -145,7 +145,7 @@ func (p *Plan) netParts(m *Measurement, timeline bool) *measure.NetParts {
 		n.Sockets = measure.NewSocketReads(measure.SocketOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)), Timeline: timeline})
 	}
 	if u, ok := p.use(measure.TCPSpec.Name); ok {
-		n.TCP = measure.NewTCP(measure.TCPOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)),
+		n.TCP = measure.NewTCP(measure.TCPOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)), Select: p.workload,
 			Top: int(u.opts["top"].(int64)), SampleEvery: u.opts["sample_interval"].(time.Duration)})
 	}
 	return n

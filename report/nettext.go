@@ -38,8 +38,11 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 	}
 
 	if ev.Filter != "" {
-		fmt.Fprintf(w, "kept to %s: the sockets of its processes (pids %s) with their lock waits and drops; the per-CPU, queue and profile sections are host-wide\n",
-			ev.Filter, joinPIDs(ev.FilterPIDs))
+		what := "the sockets of its processes (pids %s) with their lock waits and drops; the per-CPU, queue and profile sections are host-wide"
+		if ev.TCP != nil {
+			what = "the listeners, connections and retransmit/reset rows of its processes' sockets (pids %s) and their lock waits; the TCP counters and event totals are the namespace's, the per-CPU, queue and profile sections host-wide"
+		}
+		fmt.Fprintf(w, "kept to %s: "+what+"\n", ev.Filter, joinPIDs(ev.FilterPIDs))
 	}
 
 	Heading(w, "Softirq per CPU (share of wall time)")
@@ -78,6 +81,7 @@ func writeNetText(w io.Writer, r *Report, ev evidence.NetEvidence) {
 	for _, n := range ev.Queues.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
+	writePagePools(w, ev.Queues)
 
 	Heading(w, "Top lock contention")
 	writeLockSites(w, ev.Locks, 5)

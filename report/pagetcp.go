@@ -12,6 +12,15 @@ import (
 // busiest connections and the retransmits and resets per connection.
 func tcpSection(t evidence.TCPEvidence) PageSection {
 	s := PageSection{ID: "tcp", Title: "TCP: listeners, connections, retransmits"}
+	if t.Netns != "" {
+		s.Notes = append(s.Notes, fmt.Sprintf("Read in the network namespace of pid %d (%s): its listeners, connections, counters, sysctls and events; the interface's sections are perfscope's namespace's.", t.PID, t.Netns))
+	}
+	if t.SettingsUnavailable != "" {
+		s.Notes = append(s.Notes, "Settings: "+t.SettingsUnavailable)
+	}
+	if t.Events.Unattributed > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("%d events of connections closed before the end are left out of the rows: their owner is not known; the totals have them.", t.Events.Unattributed))
+	}
 	if t.Listeners.Unavailable != "" {
 		s.Notes = append(s.Notes, "Listeners: "+t.Listeners.Unavailable)
 	} else {

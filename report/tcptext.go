@@ -14,6 +14,9 @@ import (
 // writeTCPSummary prints the TCP layer's first screen: the accept queues
 // and the counters that say where connections were refused or dropped.
 func writeTCPSummary(w io.Writer, t *evidence.TCPEvidence) {
+	if t.Netns != "" {
+		fmt.Fprintf(w, "\nTCP read in the network namespace of pid %d (%s): its listeners, connections, counters, sysctls and events; --iface's sections are perfscope's namespace's\n", t.PID, t.Netns)
+	}
 	Heading(w, "TCP listeners (accept queues, sampled)")
 	writeListeners(w, t.Listeners)
 
@@ -117,9 +120,15 @@ func writeTCPDetails(w io.Writer, t *evidence.TCPEvidence) {
 		if ev.LostConns > 0 {
 			fmt.Fprintf(w, "%d events are missing from the rows above (the per-connection map was full); the totals have them\n", ev.LostConns)
 		}
+		if ev.Unattributed > 0 {
+			fmt.Fprintf(w, "%d events of connections closed before the end are left out of the rows above: their owner is not known; the totals have them\n", ev.Unattributed)
+		}
 	}
 
 	Heading(w, "TCP settings")
+	if t.SettingsUnavailable != "" {
+		fmt.Fprintf(w, "unavailable: %s\n", t.SettingsUnavailable)
+	}
 	s := t.Settings
 	var kv []string
 	add := func(name string, v *int64) {

@@ -92,3 +92,38 @@ func TestTCPPage(t *testing.T) {
 		t.Error("a TCP run's page shows the UDP sockets table")
 	}
 }
+
+// What a run could not see is said in the text and on the page: the
+// namespace the TCP layer was read in, sysctls not read, events with no
+// known owner, and page pools the kernel cannot count.
+func TestTCPTextSaysWhatWasNotSeen(t *testing.T) {
+	r := tcpReport()
+	d := r.Data.(NetData)
+	d.TCP.PID, d.TCP.Netns = 4242, "net:[4026532999]"
+	d.TCP.SettingsUnavailable = "TCP sysctls in the network namespace of pid 4242 (net:[4026532999]): permission denied"
+	d.TCP.Events.Unattributed = 7
+	inflight := uint64(3)
+	d.Queues.PagePools = []evidence.PagePool{{ID: 9, NAPIID: 8193, Inflight: &inflight, Counters: map[string]uint64{"alloc-slow": 5, "alloc-fast": 0}}}
+	d.Queues.PagePoolUnavailable = "no allocation or recycling counters: this kernel was built without CONFIG_PAGE_POOL_STATS"
+	r.Data = d
+	var b bytes.Buffer
+	if err := Render(&b, r, Text); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"TCP read in the network namespace of pid 4242 (net:[4026532999])",
+		"unavailable: TCP sysctls in the network namespace of pid 4242", "7 events of connections closed before the end are left out",
+		"page pool 9 (NAPI 8193): 3 pages in flight; over the window alloc-slow 5",
+		"page_pool_unavailable: no allocation or recycling counters: this kernel was built without CONFIG_PAGE_POOL_STATS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	if err := Render(&b, r, HTML); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "Read in the network namespace of pid 4242") {
+		t.Error("the page does not say which namespace the TCP layer was read in")
+	}
+}

@@ -180,50 +180,56 @@ func parseNetDev(r io.Reader) ([]string, error) {
 // fails the goroutine ends still locked and the runtime discards the thread
 // instead of reusing it for unrelated work.
 func interfacesInNamespace(path string) ([]string, error) {
-	type result struct {
-		names []string
-		err   error
-	}
-	done := make(chan result, 1)
+	var names []string
+	err := InNamespace(path, func() error {
+		var err error
+		names, err = readNetDev("/proc/thread-self/net/dev")
+		return err
+	})
+	return names, err
+}
+
+// InNamespace runs fn on an OS thread that has entered the network
+// namespace at path (/proc/PID/ns/net), and returns the thread to
+// perfscope's own namespace afterwards: what fn opens under /proc/sys/net
+// or /proc/thread-self/net, and the sockets it creates, are that
+// namespace's. If the return fails the goroutine ends still locked and
+// the runtime discards the thread instead of reusing it for unrelated
+// work; a panic in fn does the same.
+func InNamespace(path string, fn func() error) error {
+	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		var r result
-		// A panic leaves the thread locked, so discarded, whatever
-		// namespace it was in.
-		r.err = gosafe.Call(func() error {
-			var restored bool
-			var err error
-			r.names, restored, err = readInNamespace(path)
+		done <- gosafe.Call(func() error {
+			restored, err := runInNamespace(path, fn)
 			if restored {
 				runtime.UnlockOSThread()
 			}
 			return err
 		})
-		done <- r
 	}()
-	r := <-done
-	return r.names, r.err
+	return <-done
 }
 
-func readInNamespace(path string) (names []string, restored bool, err error) {
+func runInNamespace(path string, fn func() error) (restored bool, err error) {
 	target, err := os.Open(path)
 	if err != nil {
-		return nil, true, err
+		return true, err
 	}
 	defer target.Close()
 	orig, err := os.Open("/proc/thread-self/ns/net")
 	if err != nil {
-		return nil, true, err
+		return true, err
 	}
 	defer orig.Close()
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		return nil, true, fmt.Errorf("enter network namespace %s: %w", path, err)
+		return true, fmt.Errorf("enter network namespace %s: %w", path, err)
 	}
-	names, readErr := readNetDev("/proc/thread-self/net/dev")
+	fnErr := fn()
 	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		return nil, false, errors.Join(readErr, fmt.Errorf("return to own network namespace: %w", err))
+		return false, errors.Join(fnErr, fmt.Errorf("return to own network namespace: %w", err))
 	}
-	return names, true, readErr
+	return true, fnErr
 }
 
 func readNetDev(path string) ([]string, error) {

@@ -138,9 +138,17 @@ func (c TCPCounters) Counter(name string) (uint64, bool) {
 
 // TCPCounters reads the Tcp group of /proc/net/snmp and the TcpExt group
 // of /proc/net/netstat.
-func (fs FS) TCPCounters() (TCPCounters, error) {
+func (fs FS) TCPCounters() (TCPCounters, error) { return fs.TCPCountersIn(OwnNet) }
+
+// OwnNet is the directory of the reader's network namespace's MIB files;
+// "/proc/PID/net" holds those of PID's namespace.
+const OwnNet = "/proc/net"
+
+// TCPCountersIn reads the Tcp and TcpExt counters of dir/snmp and
+// dir/netstat: "/proc/PID/net" for the namespace PID lives in.
+func (fs FS) TCPCountersIn(dir string) (TCPCounters, error) {
 	groups := map[string]map[string]uint64{}
-	for _, p := range []string{"/proc/net/snmp", "/proc/net/netstat"} {
+	for _, p := range []string{dir + "/snmp", dir + "/netstat"} {
 		f, err := fs.Open(p)
 		if err != nil {
 			return TCPCounters{}, err
@@ -241,17 +249,21 @@ type TCPSockstat struct {
 }
 
 // TCPSockstat reads /proc/net/sockstat and sockstat6.
-func (fs FS) TCPSockstat() (TCPSockstat, error) {
-	f, err := fs.Open("/proc/net/sockstat")
+func (fs FS) TCPSockstat() (TCPSockstat, error) { return fs.TCPSockstatIn(OwnNet) }
+
+// TCPSockstatIn reads dir/sockstat and dir/sockstat6 ("/proc/PID/net":
+// PID's namespace's sockets).
+func (fs FS) TCPSockstatIn(dir string) (TCPSockstat, error) {
+	f, err := fs.Open(dir + "/sockstat")
 	if err != nil {
 		return TCPSockstat{}, err
 	}
 	s, err := parseTCPSockstat(f)
 	f.Close()
 	if err != nil {
-		return s, fmt.Errorf("/proc/net/sockstat: %w", err)
+		return s, fmt.Errorf("%s/sockstat: %w", dir, err)
 	}
-	f, err = fs.Open("/proc/net/sockstat6")
+	f, err = fs.Open(dir + "/sockstat6")
 	if errors.Is(err, os.ErrNotExist) {
 		return s, nil
 	}
@@ -261,7 +273,7 @@ func (fs FS) TCPSockstat() (TCPSockstat, error) {
 	defer f.Close()
 	v6, err := sockstatLine(f, "TCP6:")
 	if err != nil {
-		return s, fmt.Errorf("/proc/net/sockstat6: %w", err)
+		return s, fmt.Errorf("%s/sockstat6: %w", dir, err)
 	}
 	if n, ok := v6["inuse"]; ok {
 		s.InUse6 = &n

@@ -1,10 +1,6 @@
 package cli
 
 import (
-	"fmt"
-	"os"
-	"strconv"
-
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/measure"
@@ -38,31 +34,15 @@ tcpretrans show it by hand:
     kernel's reason) and received, per connection, counted exactly.
 
 Findings are the tcp.* rules beside the receive path's net.* ones; a TCP
-run never advises turning GRO off. perfscope reads the sockets of its own
-network namespace: run it inside a container's (nsenter -t PID -n).`,
+run never advises turning GRO off. perfscope reads the TCP layer of its
+own network namespace, or of --pid's when that process lives in another
+(a container's): its sockets, counters, sysctls and events are read there,
+while --iface is an interface of perfscope's namespace.`,
 		Example: `  perfscope tcp --iface eth0 --port 443 --duration 10s
   perfscope tcp --iface eth0 --pid 1234 -o json > run.json
   perfscope tcp --iface eth0 --port 8080 --apply tcp.accept-overflow   # writes a revert file first
   perfscope tcp --revert ./perfscope-revert-20261121T101500Z-1a2b3c4d.json
-  nsenter -t 1234 -n perfscope tcp --iface eth0 --pid 1234`,
+  perfscope tcp --iface veth1a2b --pid 1234   # a container's process: its namespace's sockets
+  perfscope tcp --compare before.json,after.json`,
 	})
-}
-
-// sameNetns refuses a --pid in another network namespace than perfscope's:
-// sock_diag, the counters and the sysctls tcp reads are its own
-// namespace's. A root whose namespace links cannot be read (a fixture)
-// is not checked.
-func sameNetns(src measure.Sources, pid int) error {
-	own, err := os.Readlink(src.Root.Path("/proc/self/ns/net"))
-	if err != nil {
-		return nil
-	}
-	theirs, err := os.Readlink(src.Root.Path("/proc/" + strconv.Itoa(pid) + "/ns/net"))
-	if err != nil {
-		return fmt.Errorf("--pid %d: read its network namespace: %w", pid, err)
-	}
-	if theirs != own {
-		return usageError("--pid %d lives in network namespace %s, perfscope in %s: its listeners and counters are not visible here; run perfscope inside it: nsenter -t %d -n perfscope tcp --iface IF --pid %d", pid, theirs, own, pid, pid)
-	}
-	return nil
 }

@@ -1,8 +1,18 @@
 package cli
 
 import (
+	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/perfscope/perfscope/internal/testutil"
+)
+
+// The recorded runs report/compare tests with.
+var (
+	udpRun = filepath.Join("..", "..", "report", "compare", "testdata", "before.json")
+	tcpRun = filepath.Join("..", "..", "report", "compare", "testdata", "tcp-before.json")
 )
 
 // perfscope tcp's bad input exits 2 with one sentence, as udp's does.
@@ -21,7 +31,9 @@ func TestTCPBadInput(t *testing.T) {
 		{[]string{"tcp", "--iface", "lo", "--sample-interval", "1ms"}, "--sample-interval must be between 10ms and 10s, got 1ms"},
 		{[]string{"tcp", "--iface", "lo", "--fail-on", "loud"}, "--fail-on: "},
 		{[]string{"tcp", "--iface", "lo", "--exact", "--overhead-budget", "5"}, "--exact counts every event: it takes no --overhead-budget"},
-		{[]string{"tcp", "--compare", "a.json,b.json"}, "unknown flag: --compare"},
+		{[]string{"tcp", "--compare", "a.json"}, "--compare takes two saved runs"},
+		{[]string{"tcp", "--compare", udpRun + "," + udpRun}, "is a perfscope udp run: compare it with perfscope udp --compare"},
+		{[]string{"udp", "--compare", tcpRun + "," + tcpRun}, "is a perfscope tcp run: compare it with perfscope tcp --compare"},
 		{[]string{"tcp", "--revert", "/nonexistent/perfscope-revert.json"}, "--revert"},
 	}
 	for _, c := range cases {
@@ -42,5 +54,35 @@ func TestTCPFlagsAreNotUDPs(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(stderr, "unknown flag: "+flag) {
 			t.Errorf("udp %s: exit %d, stderr %q", flag, code, stderr)
 		}
+	}
+}
+
+// tcp --compare prints the recorded runs' comparison in every format.
+func TestTCPCompare(t *testing.T) {
+	dir := filepath.Join(testutil.RepoRoot(), "report", "compare", "testdata")
+	runs := filepath.Join(dir, "tcp-before.json") + "," + filepath.Join(dir, "tcp-after.json")
+	stdout, stderr, code := execute(t, "tcp", "--compare", runs, "-o", "json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var r struct {
+		Command string
+		Data    struct {
+			Metrics []struct{ Key string }
+			TCP     struct {
+				Listeners []struct{ Local string }
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || r.Command != "tcp compare" || len(r.Data.TCP.Listeners) != 1 || r.Data.TCP.Listeners[0].Local != "127.0.0.1:18081" {
+		t.Fatalf("json %v: %+v", err, r)
+	}
+	stdout, _, code = execute(t, "tcp", "--compare", runs)
+	if code != ExitOK || !strings.Contains(stdout, "Listeners before and after") || !strings.Contains(stdout, "accept queue overflows (ListenOverflows)/s") {
+		t.Errorf("text (exit %d):\n%s", code, stdout)
+	}
+	stdout, _, code = execute(t, "tcp", "--compare", runs, "-o", "html")
+	if code != ExitOK || !strings.Contains(stdout, `id="compare-tcp"`) {
+		t.Errorf("html (exit %d) lacks the listeners section", code)
 	}
 }

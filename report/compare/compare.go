@@ -1,7 +1,9 @@
-// Package compare is `perfscope udp --compare before.json after.json`:
-// it reads two saved udp reports and says what changed between them —
-// packets per second reaching the socket, how NET_RX softirq work spread
-// over the CPUs, lock contention, drops, and which findings appeared or
+// Package compare is `perfscope udp --compare before.json after.json`
+// and `perfscope tcp --compare`: it reads two saved udp (or tcp) reports
+// and says what changed between them — packets per second reaching the
+// socket, how NET_RX softirq work spread over the CPUs, lock contention,
+// drops, for TCP the accept and SYN queues per listener, retransmits,
+// resets, pruning and memory pressure, and which findings appeared or
 // went away — so that a user can verify that a fix did what it promised.
 // Rates are per second of each run's own window, so runs of different
 // lengths compare.
@@ -30,11 +32,12 @@ import (
 // CPU counts as doing receive work in the spread metrics.
 const ActiveNetRXShare = 0.05
 
-// ErrNotUDPReport is returned for JSON that is not a `perfscope udp -o json`
-// report.
-var ErrNotUDPReport = errors.New("not a perfscope udp JSON report")
+// ErrNotUDPReport is returned for JSON that is not a `perfscope udp -o
+// json` or `perfscope tcp -o json` report.
+var ErrNotUDPReport = errors.New("not a perfscope udp or tcp JSON report")
 
-// Run is one saved `perfscope udp -o json` report.
+// Run is one saved `perfscope udp -o json` or `perfscope tcp -o json`
+// report (Command says which).
 type Run struct {
 	Schema   string               `json:"schema"`
 	Command  string               `json:"command"`
@@ -68,8 +71,8 @@ func Decode(r io.Reader) (Run, error) {
 	}
 	// v1 → v2 renamed fields of other commands only (one of lab udp's),
 	// so a udp report saved by v1 still compares.
-	if (run.Schema != report.Schema && run.Schema != "perfscope/v1") || run.Command != "udp" {
-		return Run{}, fmt.Errorf("%w: schema %q, command %q (want %q, \"udp\")", ErrNotUDPReport, run.Schema, run.Command, report.Schema)
+	if (run.Schema != report.Schema && run.Schema != "perfscope/v1") || (run.Command != "udp" && run.Command != "tcp") {
+		return Run{}, fmt.Errorf("%w: schema %q, command %q (want %q, \"udp\" or \"tcp\")", ErrNotUDPReport, run.Schema, run.Command, report.Schema)
 	}
 	return run, nil
 }
@@ -99,8 +102,8 @@ type RunInfo struct {
 	DurationNs int64     `json:"duration_ns"`
 	Interface  string    `json:"interface"`
 	// PacketSource says where packets/s came from: "sockets" (per-socket
-	// received counts), "snmp" (Udp InDatagrams), "queues" (RX queue
-	// rates) or "" (none).
+	// received counts), "snmp" (Udp InDatagrams), "tcp_in_segs" (a tcp
+	// run: Tcp InSegs), "queues" (RX queue rates) or "" (none).
 	PacketSource string `json:"packet_source"`
 }
 
@@ -151,6 +154,9 @@ type Comparison struct {
 	Gained  []FindingRef `json:"findings_gained"`
 	Lost    []FindingRef `json:"findings_lost"`
 	Kept    []FindingRef `json:"findings_kept"`
+	// TCP is the listeners and settings of two tcp runs (their counters
+	// and events are metrics "tcp.…"); absent when comparing udp runs.
+	TCP *TCPComparison `json:"tcp,omitempty"`
 }
 
 const (
@@ -178,7 +184,14 @@ func Compare(before, after Run) Comparison {
 		}
 		c.Metrics = append(c.Metrics, m)
 	}
-	add("packets_per_s", "packets/s received", "packets/s", higher, bs.packetsPerS, as.packetsPerS)
+	// Two tcp runs compare their TCP layer; a udp run, or a tcp run
+	// compared with a udp one, compares what udp runs have.
+	isTCP := bs.tcp != nil && as.tcp != nil
+	packets := "packets/s received"
+	if isTCP {
+		packets = "segments/s received (Tcp InSegs)"
+	}
+	add("packets_per_s", packets, "packets/s", higher, bs.packetsPerS, as.packetsPerS)
 	for _, port := range unionKeys(bs.portRecv, as.portRecv) {
 		add("packets_per_s.port."+strconv.Itoa(port), fmt.Sprintf("packets/s received, port %d", port), "packets/s", higher, lookup(bs.portRecv, port), lookup(as.portRecv, port))
 	}
@@ -192,16 +205,23 @@ func Compare(before, after Run) Comparison {
 		add("lock_wait_ns_per_s.class."+class, "lock wait, "+class, "ns/s", lower, lookup(bs.lockByClass, class), lookup(as.lockByClass, class))
 	}
 	add("tx.shared_queues", "TX queues used by several CPUs", "queues", lower, bs.sharedTXQueues, as.sharedTXQueues)
-	add("drops_per_s", "drops/s, all ports", "packets/s", lower, bs.dropsTotal, as.dropsTotal)
-	for _, port := range unionKeys(bs.portDrops, as.portDrops) {
-		add("drops_per_s.port."+strconv.Itoa(port), fmt.Sprintf("drops/s, port %d", port), "packets/s", lower, lookup(bs.portDrops, port), lookup(as.portDrops, port))
+	if !isTCP {
+		// A tcp run has no drops per UDP port and its Udp counters are
+		// not its traffic's.
+		add("drops_per_s", "drops/s, all ports", "packets/s", lower, bs.dropsTotal, as.dropsTotal)
+		for _, port := range unionKeys(bs.portDrops, as.portDrops) {
+			add("drops_per_s.port."+strconv.Itoa(port), fmt.Sprintf("drops/s, port %d", port), "packets/s", lower, lookup(bs.portDrops, port), lookup(as.portDrops, port))
+		}
+		add("snmp.rcvbuf_errors_per_s", "Udp RcvbufErrors/s", "packets/s", lower, bs.rcvbufErrors, as.rcvbufErrors)
 	}
-	add("snmp.rcvbuf_errors_per_s", "Udp RcvbufErrors/s", "packets/s", lower, bs.rcvbufErrors, as.rcvbufErrors)
 	for _, group := range unionKeys(bs.groupShare, as.groupShare) {
 		if bs.groupShare[group] == 0 && as.groupShare[group] == 0 {
 			continue // a group neither run spent CPU in is noise
 		}
 		add("profile.share."+group, "CPU share in "+group+" (NET_RX CPUs)", "fraction", lower, lookup(bs.groupShare, group), lookup(as.groupShare, group))
+	}
+	if isTCP {
+		c.addTCP(bs.tcp, as.tcp, add)
 	}
 	for _, cpu := range unionKeys(bs.cpuShare, as.cpuShare) {
 		c.NetRX = append(c.NetRX, CPUShare{CPU: cpu, Before: lookup(bs.cpuShare, cpu), After: lookup(as.cpuShare, cpu)})
@@ -275,6 +295,8 @@ type runSummary struct {
 	// sharedTXQueues counts TX queues that several CPUs transmitted on
 	// (what XPS removes); nil when the TX section is unavailable.
 	sharedTXQueues *float64
+	// tcp is a tcp run's TCP layer; nil in a udp run.
+	tcp *tcpRun
 }
 
 func ptr(v float64) *float64 { return &v }
@@ -318,7 +340,18 @@ func summarize(r Run) runSummary {
 			s.portRecv[sk.Port] += perS(*sk.ReceivedPkt)
 		}
 	}
-	if len(s.portRecv) > 0 {
+	if r.Command == "tcp" && e.TCP != nil {
+		s.tcp = summarizeTCP(e.TCP, secs)
+	}
+	if s.tcp != nil {
+		// A tcp run's traffic is segments: Udp InDatagrams would count
+		// another protocol's.
+		if n, ok := s.tcp.counters["in_segs"]; ok {
+			s.packetsPerS, s.info.PacketSource = ptr(n), "tcp_in_segs"
+		} else if n, ok := queueRate(e.Queues); ok {
+			s.packetsPerS, s.info.PacketSource = ptr(n), "queues"
+		}
+	} else if len(s.portRecv) > 0 {
 		var sum float64
 		for _, v := range s.portRecv {
 			sum += v
@@ -326,12 +359,8 @@ func summarize(r Run) runSummary {
 		s.packetsPerS, s.info.PacketSource = ptr(sum), "sockets"
 	} else if n, ok := e.Drops.InDatagrams(); ok {
 		s.packetsPerS, s.info.PacketSource = ptr(perS(n)), "snmp"
-	} else if len(e.Queues.RX) > 0 {
-		var sum float64
-		for _, q := range e.Queues.RX {
-			sum += q.PerS
-		}
-		s.packetsPerS, s.info.PacketSource = ptr(sum), "queues"
+	} else if n, ok := queueRate(e.Queues); ok {
+		s.packetsPerS, s.info.PacketSource = ptr(n), "queues"
 	}
 	s.estimates = map[string]*evidence.Estimate{"softirq": e.Softirq.Estimate, "locks": e.Locks.Estimate,
 		"tx": e.TX.Estimate, "drops": e.Drops.Estimate}
@@ -376,6 +405,16 @@ func summarize(r Run) runSummary {
 		s.rcvbufErrors = ptr(perS(n))
 	}
 	return s
+}
+
+// queueRate is the packets per second of the RX queues together (false
+// without queue rows).
+func queueRate(q evidence.QueueSection) (float64, bool) {
+	var sum float64
+	for _, r := range q.RX {
+		sum += r.PerS
+	}
+	return sum, len(q.RX) > 0
 }
 
 func (s *runSummary) spread(si evidence.SoftirqEvidence) {

@@ -14,7 +14,7 @@ import (
 //
 //	go test ./report/compare -run '^$' -fuzz '^FuzzDecode$' -fuzztime 60s
 func FuzzDecode(f *testing.F) {
-	for _, name := range []string{"testdata/before.json", "testdata/after.json"} {
+	for _, name := range []string{"testdata/before.json", "testdata/after.json", "testdata/tcp-before.json"} {
 		b, err := os.ReadFile(name)
 		if err != nil {
 			f.Fatal(err)

@@ -69,6 +69,10 @@ func (c Comparison) PageSections() []report.PageSection {
 		out = append(out, s)
 	}
 
+	if c.TCP != nil {
+		out = append(out, tcpPageSection(c.TCP))
+	}
+
 	f := report.PageSection{ID: "compare-findings", Title: "Findings fixed, new and kept"}
 	ft := report.PageTable{Caption: "Findings of the two runs", Header: []string{"", "id", "severity", "title"}}
 	for _, group := range []struct {

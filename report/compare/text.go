@@ -3,6 +3,7 @@ package compare
 import (
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/perfscope/perfscope/evidence"
@@ -46,6 +47,10 @@ func WriteText(w io.Writer, c Comparison) {
 			t.Add(fmt.Sprint(s.CPU), FormatValue("fraction", s.Before), bar(s.Before), FormatValue("fraction", s.After), bar(s.After))
 		}
 		t.Write(w)
+	}
+
+	if c.TCP != nil {
+		writeTCPText(w, c.TCP)
 	}
 
 	report.Heading(w, "Findings")
@@ -95,6 +100,11 @@ func FormatValue(unit string, v *float64) string {
 		return report.Nanos(*v) + "/s"
 	case "ns":
 		return report.Nanos(*v)
+	case "events/s":
+		// A few events in a window are fractions of one per second.
+		if *v != 0 && math.Abs(*v) < 10 {
+			return fmt.Sprintf("%.2f", *v)
+		}
 	}
 	return report.Count(*v)
 }
@@ -123,6 +133,7 @@ func obtained(e *evidence.Estimate, v *float64) string {
 func (Comparison) Formats() []report.Format { return report.PageFormats }
 
 func init() {
-	// udp --compare prints a Comparison (tcp has no comparison yet).
+	// udp --compare and tcp --compare print a Comparison.
 	report.Register("udp compare", Comparison{})
+	report.Register("tcp compare", Comparison{})
 }
