@@ -92,6 +92,7 @@ func (r *Recipe) Collect(ctx context.Context, src measure.Sources, run measure.R
 			"netqueue": func() { w.Queues = &ev.Queues },
 			"lockstat": func() { w.Locks = &ev.Locks },
 			"udpdrop":  func() { w.Drops = &ev.Drops },
+			"tcp":      func() { w.TCP = ev.TCP },
 			"cpuprofile": func() {
 				if ev.Profile.Unavailable == "" {
 					w.Profile = &WindowProfile{ProfileSampling: ev.Profile.ProfileSampling, CPUs: ev.Profile.CPUs}
