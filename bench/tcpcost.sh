@@ -14,8 +14,9 @@
 # a second between them:
 #
 #   none      nothing attached;
-#   default   `perfscope tcp --iface lo --port PORT` at its defaults (the
-#             1.5 % overhead budget: per-packet hooks in sampling windows);
+#   default   `perfscope tcp --iface lo --port PORT -d W+4s` at its defaults
+#             (the 1.5 % overhead budget: per-packet hooks in sampling
+#             windows), the load starting 1.5 s after it attached;
 #   exact     the same with --exact (every hook attached throughout);
 #   bpftrace  bench/tcp.bt: the same tracepoints, hash maps.
 #
@@ -43,6 +44,9 @@ bench_prepare tcpcost.sh "${TCPCOST_BIN:-}"
 for t in nginx wrk; do
 	command -v $t >/dev/null || { echo "tcpcost.sh: needs $t (bash scripts/deps.sh bench)" >&2; exit 3; }
 done
+# perfscope's window: the load's, the wait for its attach and calibration
+# (below), and a second to spare.
+PERFSCOPE_SECS=$(python3 -c "import sys; w=sys.argv[1]; print(int(float(w.rstrip('s')) + 4))" "$WINDOW")
 read -r -a TRACERS <<<"${TCPCOST_TRACERS:-none default exact bpftrace}"
 
 ip netns add "$NS"
@@ -115,7 +119,9 @@ measure() {
 		sleep 1.5
 		;;
 	default | exact)
-		local cargs=(tcp --iface lo --port "$PORT" -d 10m -o json)
+		# A run as users make it: a duration that holds the load, ending
+		# by itself after it (its report is built after the load ends).
+		local cargs=(tcp --iface lo --port "$PORT" -d "$PERFSCOPE_SECS"s -o json)
 		[ "$tr" = exact ] && cargs+=(--exact)
 		ip netns exec "$NS" "$BIN" "${cargs[@]}" >"$out.json" 2>"$out.err" &
 		tpid=$!
@@ -125,10 +131,10 @@ measure() {
 		;;
 	esac
 	echo "round $round $kind $tr $(load "$kind")"
-	if [ -n "$tpid" ]; then
+	if [ "$tr" = bpftrace ]; then
 		kill -INT "$tpid" 2>/dev/null || true
-		wait "$tpid" 2>/dev/null || true
 	fi
+	[ -n "$tpid" ] && { wait "$tpid" 2>/dev/null || true; }
 	if [ -s "$out.json" ]; then
 		python3 - "$out.json" "$round" "$kind" "$tr" <<'PY' || true
 import json, sys
