@@ -140,7 +140,7 @@ func (p *Plan) netParts(m *Measurement, timeline bool) *measure.NetParts {
 	}
 	if u, ok := p.use("tcp"); ok {
 		n.TCP = measure.NewTCP(measure.TCPOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)),
-			Top: int(u.opts["top"].(int64)), SampleEvery: u.opts["sample_interval"].(time.Duration)})
+			Top: int(u.opts["top"].(int64)), SampleEvery: u.opts["sample_interval"].(time.Duration), Timeline: timeline})
 	}
 	return n
 }
