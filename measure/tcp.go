@@ -55,6 +55,8 @@ type TCP struct {
 
 	countersAt        [2]netstat.TCPCounters
 	firstErr, lastErr error
+	// ended: a window ended on this part (countersAt[1] is its reading).
+	ended bool
 	settings          netstat.TCPSettings
 	settingsErr       error
 	sockstat          netstat.TCPSockstat
@@ -142,7 +144,14 @@ func (p *TCP) Begin(ctx context.Context) error {
 	if err := p.snapshotPart.Begin(ctx); err != nil {
 		return err
 	}
-	p.countersAt[0], p.firstErr = p.src.netstat().TCPCounters()
+	// Window after window on one session (perfscope serve), a window
+	// starts from the last one's closing reading: what the kernel counted
+	// between two windows belongs to the next, not to none.
+	if p.ended && p.lastErr == nil {
+		p.countersAt[0], p.firstErr = p.countersAt[1], nil
+	} else {
+		p.countersAt[0], p.firstErr = p.src.netstat().TCPCounters()
+	}
 	p.startBytes, p.startErr = nil, nil
 	if socks, err := p.diag(tcpdiag.Connected); err != nil {
 		p.startErr = err
@@ -288,6 +297,7 @@ func (p *TCP) End(ctx context.Context) error {
 	err := p.snapshotPart.End(ctx)
 	fs := p.src.netstat()
 	p.countersAt[1], p.lastErr = fs.TCPCounters()
+	p.ended = true
 	p.settings, p.settingsErr = fs.TCPSettings()
 	p.sockstat, p.sockstatErr = fs.TCPSockstat()
 	p.conns, p.connsErr = p.diag(tcpdiag.Connected)

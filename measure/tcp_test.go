@@ -297,3 +297,40 @@ func TestTCPPartTimeline(t *testing.T) {
 		t.Errorf("window counters %+v", w)
 	}
 }
+
+// Window after window on one part (perfscope serve), the counters of
+// consecutive windows add up to the kernel's: what it counted between
+// one window's end and the next one's start goes to the next.
+func TestTCPPartWindowsAddUp(t *testing.T) {
+	root := tcpFixture(t)
+	src := measure.Sources{Root: procfs.FS{Root: root}, TCPDiag: func(tcpdiag.Query) ([]tcpdiag.Socket, error) { return nil, nil }}
+	p := measure.NewTCP(measure.TCPOptions{SampleEvery: time.Hour})
+	if err := p.Open(src); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	netstat := filepath.Join(root, "proc/net/netstat")
+	var sum uint64
+	for _, n := range []uint64{3, 5} {
+		if err := p.Begin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		bumpMIB(t, netstat, "TcpExt", "ListenOverflows", n)
+		if err := p.End(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sum += p.Evidence(time.Second).Counters.Window.ListenOverflows
+		// Between the windows: the serve loop judging and rendering.
+		bumpMIB(t, netstat, "TcpExt", "ListenOverflows", 100)
+	}
+	if err := p.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sum += p.Evidence(time.Second).Counters.Window.ListenOverflows
+	if sum != 208 {
+		t.Errorf("three windows counted %d overflows, the kernel 208", sum)
+	}
+}
