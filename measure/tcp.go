@@ -56,11 +56,11 @@ type TCP struct {
 	countersAt        [2]netstat.TCPCounters
 	firstErr, lastErr error
 	// ended: a window ended on this part (countersAt[1] is its reading).
-	ended bool
-	settings          netstat.TCPSettings
-	settingsErr       error
-	sockstat          netstat.TCPSockstat
-	sockstatErr       error
+	ended       bool
+	settings    netstat.TCPSettings
+	settingsErr error
+	sockstat    netstat.TCPSockstat
+	sockstatErr error
 
 	// startBytes are each connection's bytes received plus acked at the
 	// start, by socket cookie; startErr why they could not be read.
