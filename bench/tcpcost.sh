@@ -132,7 +132,14 @@ measure() {
 	esac
 	echo "round $round $kind $tr $(load "$kind")"
 	if [ "$tr" = bpftrace ]; then
-		kill -INT "$tpid" 2>/dev/null || true
+		# bpftrace has been seen to miss a SIGINT: ask again each second,
+		# then end it.
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			kill -INT "$tpid" 2>/dev/null || break
+			sleep 1
+			case $(ps -o stat= -p "$tpid" 2>/dev/null) in "" | Z*) break ;; esac
+		done
+		case $(ps -o stat= -p "$tpid" 2>/dev/null) in "" | Z*) ;; *) kill -TERM "$tpid" 2>/dev/null || true ;; esac
 	fi
 	[ -n "$tpid" ] && { wait "$tpid" 2>/dev/null || true; }
 	if [ -s "$out.json" ]; then
