@@ -29,6 +29,7 @@ var TimelineThresholds = struct{ MinStopped, MinDrops, DropRise Threshold }{
 // numbers move together.
 var TimelineRules = []Rule[evidence.Timeline]{
 	{ID: "jvm-net.drops-during-pause", Tunables: []Threshold{TimelineThresholds.MinStopped, TimelineThresholds.MinDrops, TimelineThresholds.DropRise}, CheckTuned: checkDropsDuringPause},
+	{ID: "jvm-net.overflows-during-pause", Tunables: []Threshold{TimelineThresholds.MinStopped, TCPPauseThresholds.MinOverflows, TimelineThresholds.DropRise}, CheckTuned: checkOverflowsDuringPause},
 }
 
 // checkDropsDuringPause finds the pause during which the port's drops

@@ -1,6 +1,9 @@
 package evidence
 
-import "net/netip"
+import (
+	"net/netip"
+	"time"
+)
 
 // TCPEvidence is what one `perfscope tcp` window measured and read for the
 // TCP layer: the namespace's TCP counters over the window, the settings
@@ -31,6 +34,9 @@ type TCPEvidence struct {
 	Listeners   ListenerSection   `json:"listeners"`
 	Connections ConnectionSection `json:"connections"`
 	Events      TCPEventSection   `json:"events"`
+	// Intervals are the window's ticks when the run keeps a timeline
+	// (jvm-net): the counters and accept queues per interval.
+	Intervals []TCPInterval `json:"intervals,omitempty"`
 }
 
 // The TCP counters, settings and sockstat below mirror collectors/netstat's
@@ -256,4 +262,19 @@ type TCPEventSection struct {
 	// owner cannot be learned, so their rows are left out of Top (the
 	// totals, which are the namespace's, have them).
 	Unattributed uint64 `json:"unattributed_events,omitempty"`
+}
+
+// TCPInterval is one tick of a TCP timeline: the namespace's counters in
+// the interval (nil when they could not be read at its ends) and the
+// fullest accept queue of the run's listeners at its samples, with that
+// listener's backlog.
+type TCPInterval struct {
+	End             time.Time `json:"end"`
+	ListenOverflows *uint64   `json:"listen_overflows"`
+	ListenDrops     *uint64   `json:"listen_drops"`
+	BacklogDrops    *uint64   `json:"backlog_drop"`
+	PassiveOpens    *uint64   `json:"passive_opens"`
+	QueuePeak       uint32    `json:"queue_peak"`
+	Backlog         uint32    `json:"backlog"`
+	FullSamples     int       `json:"full_samples"`
 }

@@ -45,6 +45,9 @@ type Timeline struct {
 	// FeedingCPUs are the CPUs whose softirqs queued the port's
 	// datagrams over the window (the socket probe's wakeups).
 	FeedingCPUs []int `json:"feeding_cpus,omitempty"`
+	// TCPPort is the TCP port the TCP columns are about (0: every
+	// listener of the run's process, or of the namespace).
+	TCPPort int `json:"tcp_port,omitempty"`
 	// DropSource says where Drops come from: "probe" (the drop probe,
 	// every reason) or "socket" (the sockets' sk_drops counters).
 	DropSource string        `json:"drop_source,omitempty"`
@@ -82,6 +85,17 @@ type TimelineRow struct {
 	JVMGCTimeNs   *int64 `json:"jvm_gc_time_ns,omitempty"`
 	JVMSafepoints *int64 `json:"jvm_safepoints,omitempty"`
 	JVMStoppedNs  *int64 `json:"jvm_stopped_ns,omitempty"`
+	// TCP: the namespace's ListenOverflows, ListenDrops, TCPBacklogDrop
+	// and PassiveOpens in the interval (nstat's counters), and the
+	// fullest accept queue of the run's listeners at its samples.
+	ListenOverflows *uint64 `json:"listen_overflows,omitempty"`
+	ListenDrops     *uint64 `json:"listen_drops,omitempty"`
+	TCPBacklogDrops *uint64 `json:"tcp_backlog_drops,omitempty"`
+	PassiveOpens    *uint64 `json:"tcp_passive_opens,omitempty"`
+	AcceptQueuePeak *uint32 `json:"accept_queue_peak,omitempty"`
+	// AcceptBacklog is that listener's backlog (listen()'s, capped by
+	// somaxconn).
+	AcceptBacklog *uint32 `json:"accept_backlog,omitempty"`
 }
 
 // StoppedNs is how long the JVM was stopped in the row: its safepoint

@@ -45,6 +45,9 @@ type TCPOptions struct {
 	Top int
 	// SampleEvery is the accept queues' sampling period.
 	SampleEvery time.Duration
+	// Timeline reads the counters at every tick of the window and keeps
+	// each interval's accept-queue peaks (evidence.TCPEvidence.Intervals).
+	Timeline bool
 }
 
 // TCP is the tcp part: the namespace's TCP counters, settings and sockstat
@@ -63,10 +66,12 @@ type TCP struct {
 
 	countersAt        [2]netstat.TCPCounters
 	firstErr, lastErr error
-	settings          netstat.TCPSettings
-	settingsErr       error
-	sockstat          netstat.TCPSockstat
-	sockstatErr       error
+	// ended: a window ended on this part (countersAt[1] is its reading).
+	ended       bool
+	settings    netstat.TCPSettings
+	settingsErr error
+	sockstat    netstat.TCPSockstat
+	sockstatErr error
 
 	// startBytes are each connection's bytes received plus acked at the
 	// start, by socket cookie; startErr why they could not be read.
@@ -83,6 +88,25 @@ type TCP struct {
 
 	conns    []tcpdiag.Socket
 	connsErr error
+
+	// The timeline: the counters at the last tick, the intervals so far,
+	// and each listener's fullest queue and full samples since the last
+	// tick (under mu).
+	tickAt    netstat.TCPCounters
+	tickOK    bool
+	intervals []tcpInterval
+	ivPeak    map[uint64]uint32
+	ivFull    map[uint64]int
+}
+
+// tcpInterval is one tick's counters (ok: read at both ends) and the
+// listeners' accept queues between the ticks, by cookie.
+type tcpInterval struct {
+	end  time.Time
+	d    netstat.TCPCounters
+	ok   bool
+	peak map[uint64]uint32
+	full map[uint64]int
 }
 
 // listenerSamples is one listener's accept queue over the window, and
@@ -163,7 +187,14 @@ func (p *TCP) Begin(ctx context.Context) error {
 	if err := p.snapshotPart.Begin(ctx); err != nil {
 		return err
 	}
-	p.countersAt[0], p.firstErr = p.src.netstat().TCPCountersIn(p.netDir)
+	// Window after window on one session (perfscope serve), a window
+	// starts from the last one's closing reading: what the kernel counted
+	// between two windows belongs to the next, not to none.
+	if p.ended && p.lastErr == nil {
+		p.countersAt[0], p.firstErr = p.countersAt[1], nil
+	} else {
+		p.countersAt[0], p.firstErr = p.src.netstat().TCPCountersIn(p.netDir)
+	}
 	p.startBytes, p.startErr = nil, nil
 	if socks, err := p.diag(tcpdiag.Connected); err != nil {
 		p.startErr = err
@@ -176,6 +207,8 @@ func (p *TCP) Begin(ctx context.Context) error {
 		}
 	}
 	p.listeners, p.samples, p.diagErr = map[uint64]*listenerSamples{}, 0, nil
+	p.tickAt, p.tickOK = p.countersAt[0], p.firstErr == nil
+	p.intervals, p.ivPeak, p.ivFull = nil, map[uint64]uint32{}, map[uint64]int{}
 	p.sample()
 	p.stop, p.done = make(chan struct{}), make(chan struct{})
 	go p.sampler(ctx)
@@ -235,7 +268,9 @@ func (p *TCP) sample() {
 		// the backlog (sk_acceptq_is_full).
 		if s.RecvQ > s.SendQ {
 			l.full++
+			p.ivFull[s.Cookie]++
 		}
+		p.ivPeak[s.Cookie] = max(p.ivPeak[s.Cookie], s.RecvQ)
 		syn := synQueue(s, halfOpen)
 		l.synLast = syn
 		l.synPeak = max(l.synPeak, syn)
@@ -264,6 +299,36 @@ func synQueue(l tcpdiag.Socket, halfOpen []tcpdiag.Socket) uint32 {
 	return n
 }
 
+// Tick implements Ticker: the counters since the last tick and the
+// accept queues sampled in between make one interval.
+func (p *TCP) Tick(_ context.Context, now time.Time) error {
+	if !p.opts.Timeline {
+		return nil
+	}
+	c, err := p.src.netstat().TCPCounters()
+	p.interval(c, err == nil, now)
+	return nil
+}
+
+// Tail implements Tailer: the last interval ends with the window.
+func (p *TCP) Tail(now time.Time) {
+	if p.opts.Timeline {
+		p.interval(p.countersAt[1], p.lastErr == nil, now)
+	}
+}
+
+func (p *TCP) interval(c netstat.TCPCounters, ok bool, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	iv := tcpInterval{end: now, ok: ok && p.tickOK, peak: p.ivPeak, full: p.ivFull}
+	if iv.ok {
+		iv.d = c.Sub(p.tickAt)
+	}
+	p.intervals = append(p.intervals, iv)
+	p.tickAt, p.tickOK = c, ok
+	p.ivPeak, p.ivFull = map[uint64]uint32{}, map[uint64]int{}
+}
+
 // End implements Part.
 func (p *TCP) End(ctx context.Context) error {
 	if p.stop != nil {
@@ -275,6 +340,7 @@ func (p *TCP) End(ctx context.Context) error {
 	err := p.snapshotPart.End(ctx)
 	fs := p.src.netstat()
 	p.countersAt[1], p.lastErr = fs.TCPCountersIn(p.netDir)
+	p.ended = true
 	if p.netns == "" {
 		p.settings, p.settingsErr = fs.TCPSettings()
 	} else {
@@ -352,17 +418,50 @@ func (p *TCP) Evidence(window time.Duration) evidence.TCPEvidence {
 		s := evidence.TCPSockstat(p.sockstat)
 		ev.Sockstat = &s
 	}
-	ev.Listeners = p.listenerEvidence()
+	var kept map[uint64]bool
+	ev.Listeners, kept = p.listenerEvidence()
+	ev.Intervals = p.intervalEvidence(kept)
 	ev.Connections = p.connectionEvidence()
 	ev.Events = p.eventEvidence()
 	return ev
 }
 
-func (p *TCP) listenerEvidence() evidence.ListenerSection {
+// intervalEvidence is the timeline's intervals, their accept queues
+// those of the kept listeners.
+func (p *TCP) intervalEvidence(kept map[uint64]bool) []evidence.TCPInterval {
+	var out []evidence.TCPInterval
+	for _, iv := range p.intervals {
+		e := evidence.TCPInterval{End: iv.end}
+		if iv.ok {
+			e.ListenOverflows, e.ListenDrops = ptr(iv.d.ListenOverflows), ptr(iv.d.ListenDrops)
+			e.BacklogDrops, e.PassiveOpens = ptr(iv.d.TCPBacklogDrop), ptr(iv.d.PassiveOpens)
+		}
+		found := false
+		for cookie, peak := range iv.peak {
+			if !kept[cookie] {
+				continue
+			}
+			if full := iv.full[cookie]; !found || peak > e.QueuePeak || (peak == e.QueuePeak && full > e.FullSamples) {
+				found = true
+				e.QueuePeak, e.FullSamples = peak, full
+				if l := p.listeners[cookie]; l != nil {
+					e.Backlog = l.sock.SendQ
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// listenerEvidence is the listeners section, and the cookies of the
+// listeners it keeps.
+func (p *TCP) listenerEvidence() (evidence.ListenerSection, map[uint64]bool) {
 	var s evidence.ListenerSection
+	kept := map[uint64]bool{}
 	if p.diagErr != nil && p.samples == 0 {
 		s.Unavailable = fmt.Sprintf("listeners: %v", p.diagErr)
-		return s
+		return s, kept
 	}
 	var socks []tcpdiag.Socket
 	for _, l := range p.listeners {
@@ -378,6 +477,7 @@ func (p *TCP) listenerEvidence() evidence.ListenerSection {
 		if !p.keeps(sock.PIDs) {
 			continue
 		}
+		kept[sock.Cookie] = true
 		row := evidence.TCPListener{Local: sock.Local, Inode: sock.Inode, PIDs: sock.PIDs, Backlog: l.sock.SendQ,
 			QueueLast: l.last, QueuePeak: l.peak, FullSamples: l.full, Samples: l.seen, ReusePort: group[sock.Local],
 			SynQueueLast: l.synLast, SynQueuePeak: l.synPeak, SynFullSamples: l.synFull}
@@ -401,7 +501,7 @@ func (p *TCP) listenerEvidence() evidence.ListenerSection {
 	} else if len(s.Rows) == 0 {
 		s.Unavailable = "no listener" + p.filterText()
 	}
-	return s
+	return s, kept
 }
 
 // netnsText is " in the network namespace of pid N (net:[…])" when the

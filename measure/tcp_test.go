@@ -278,3 +278,115 @@ func TestTCPPartReadsThePidsNetns(t *testing.T) {
 		t.Errorf("no sockstat from /proc/4242/net")
 	}
 }
+
+// With a timeline, every tick closes an interval: the namespace's
+// overflows, backlog drops and new connections in it, and the fullest
+// accept queue of the kept listeners sampled in it; a listener of
+// another process is left out with --pid; the last interval ends with the
+// window and the intervals add up to the window's counters.
+func TestTCPPartTimeline(t *testing.T) {
+	root := tcpFixture(t)
+	mine, other := netip.MustParseAddrPort("10.0.0.1:8080"), netip.MustParseAddrPort("10.0.0.1:9090")
+	queue := uint32(0)
+	diag := func(q tcpdiag.Query) ([]tcpdiag.Socket, error) {
+		if q.States != tcpdiag.StatesOf(tcpdiag.Listen, tcpdiag.SynRecv) {
+			return nil, nil
+		}
+		// The other process's listener is always fuller.
+		return []tcpdiag.Socket{{State: tcpdiag.Listen, Local: mine, RecvQ: queue, SendQ: 4, Inode: 1001, Cookie: 1},
+			{State: tcpdiag.Listen, Local: other, RecvQ: 50, SendQ: 64, Inode: 2002, Cookie: 2}}, nil
+	}
+	src := measure.Sources{Root: procfs.FS{Root: root}, TCPDiag: diag}
+	p := measure.NewTCP(measure.TCPOptions{PID: 4242, SampleEvery: time.Hour, Timeline: true})
+	if err := p.Open(src); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	netstat, snmp := filepath.Join(root, "proc/net/netstat"), filepath.Join(root, "proc/net/snmp")
+	// Interval 1: quiet, 100 connections. Interval 2 (the pause): the
+	// queue fills (5 of 4), 30 refused, 2 backlog drops. Interval 3, the
+	// window's tail: drained, 50 connections.
+	bumpMIB(t, snmp, "Tcp", "PassiveOpens", 100)
+	p.SampleNow()
+	p.Tick(ctx, t0.Add(time.Second))
+	queue = 5
+	p.SampleNow()
+	bumpMIB(t, netstat, "TcpExt", "ListenOverflows", 30)
+	bumpMIB(t, netstat, "TcpExt", "ListenDrops", 30)
+	bumpMIB(t, netstat, "TcpExt", "TCPBacklogDrop", 2)
+	p.Tick(ctx, t0.Add(2*time.Second))
+	queue = 0
+	bumpMIB(t, snmp, "Tcp", "PassiveOpens", 50)
+	if err := p.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.Tail(t0.Add(2500 * time.Millisecond))
+	ev := p.Evidence(2500 * time.Millisecond)
+	iv := ev.Intervals
+	if len(iv) != 3 {
+		t.Fatalf("%d intervals, want 3: %+v", len(iv), iv)
+	}
+	type row struct {
+		overflows, drops, backlogDrops, opens uint64
+		peak, backlog                         uint32
+		full                                  int
+	}
+	want := []row{{0, 0, 0, 100, 0, 4, 0}, {30, 30, 2, 0, 5, 4, 1}, {0, 0, 0, 50, 0, 4, 0}}
+	for i, w := range want {
+		x := iv[i]
+		if x.ListenOverflows == nil || x.PassiveOpens == nil {
+			t.Fatalf("interval %d has no counters: %+v", i, x)
+		}
+		got := row{*x.ListenOverflows, *x.ListenDrops, *x.BacklogDrops, *x.PassiveOpens, x.QueuePeak, x.Backlog, x.FullSamples}
+		if got != w {
+			t.Errorf("interval %d: %+v, want %+v", i, got, w)
+		}
+	}
+	if !iv[2].End.Equal(t0.Add(2500 * time.Millisecond)) {
+		t.Errorf("the last interval ends %v", iv[2].End)
+	}
+	if w := ev.Counters.Window; w == nil || w.ListenOverflows != 30 || w.PassiveOpens != 150 {
+		t.Errorf("window counters %+v", w)
+	}
+}
+
+// Window after window on one part (perfscope serve), the counters of
+// consecutive windows add up to the kernel's: what it counted between
+// one window's end and the next one's start goes to the next.
+func TestTCPPartWindowsAddUp(t *testing.T) {
+	root := tcpFixture(t)
+	src := measure.Sources{Root: procfs.FS{Root: root}, TCPDiag: func(tcpdiag.Query) ([]tcpdiag.Socket, error) { return nil, nil }}
+	p := measure.NewTCP(measure.TCPOptions{SampleEvery: time.Hour})
+	if err := p.Open(src); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	netstat := filepath.Join(root, "proc/net/netstat")
+	var sum uint64
+	for _, n := range []uint64{3, 5} {
+		if err := p.Begin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		bumpMIB(t, netstat, "TcpExt", "ListenOverflows", n)
+		if err := p.End(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sum += p.Evidence(time.Second).Counters.Window.ListenOverflows
+		// Between the windows: the serve loop judging and rendering.
+		bumpMIB(t, netstat, "TcpExt", "ListenOverflows", 100)
+	}
+	if err := p.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sum += p.Evidence(time.Second).Counters.Window.ListenOverflows
+	if sum != 208 {
+		t.Errorf("three windows counted %d overflows, the kernel 208", sum)
+	}
+}

@@ -105,6 +105,17 @@ func (ps *Parts) timeline(r *Sections, run Run) *evidence.Timeline {
 			kinds++
 		}
 	}
+	if r.Net != nil && r.Net.Evidence.TCP != nil && len(r.Net.Evidence.TCP.Intervals) > 0 {
+		kinds++
+		tl.TCPPort = r.Net.Evidence.TCP.Port
+		for _, iv := range r.Net.Evidence.TCP.Intervals {
+			x := row(iv.End)
+			x.ListenOverflows, x.ListenDrops, x.TCPBacklogDrops, x.PassiveOpens = iv.ListenOverflows, iv.ListenDrops, iv.BacklogDrops, iv.PassiveOpens
+			if iv.Backlog > 0 {
+				x.AcceptQueuePeak, x.AcceptBacklog = ptr(iv.QueuePeak), ptr(iv.Backlog)
+			}
+		}
+	}
 	if p := r.JVMPauses; p != nil && len(p.Intervals) > 0 {
 		kinds++
 		tl.PID = p.PID

@@ -21,11 +21,20 @@ const (
 	// PerPacket hooks fire for every packet: attached in sampling windows
 	// when attaching them throughout would exceed the budget.
 	PerPacket
+	// Rare hooks fire only when something goes wrong on a connection (a
+	// retransmit, a reset): attached throughout and never sampled, even
+	// when the budget samples batch groups, because their counts are
+	// reported per connection as exact and a sampled window could miss
+	// every one of a handful. Their cost is a fixed cost to the budget.
+	Rare
 )
 
 func (c Class) String() string {
-	if c == PerPacket {
+	switch c {
+	case PerPacket:
 		return "per-packet"
+	case Rare:
+		return "rare"
 	}
 	return "batch"
 }

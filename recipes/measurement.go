@@ -146,7 +146,7 @@ func (p *Plan) netParts(m *Measurement, timeline bool) *measure.NetParts {
 	}
 	if u, ok := p.use(measure.TCPSpec.Name); ok {
 		n.TCP = measure.NewTCP(measure.TCPOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)), Select: p.workload,
-			Top: int(u.opts["top"].(int64)), SampleEvery: u.opts["sample_interval"].(time.Duration)})
+			Top: int(u.opts["top"].(int64)), SampleEvery: u.opts["sample_interval"].(time.Duration), Timeline: timeline})
 	}
 	return n
 }

@@ -66,6 +66,9 @@ bench)
 	# (CO-RE, no kernel headers needed) to compare with.
 	pkg_for perf linux-perf
 	pkg_for /usr/sbin/offcputime libbpf-tools
+	# bench/tcpcost.sh: nginx in a namespace under wrk's load.
+	pkg_for nginx nginx-light
+	pkg_for wrk wrk
 	;;
 esac
 

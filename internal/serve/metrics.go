@@ -26,6 +26,8 @@ type Window struct {
 	Locks      *evidence.LockSection
 	Drops      *evidence.DropSection
 	JVMPauses  *evidence.JVMPauses
+	// TCP is the tcp part's evidence (accept queues, counters, events).
+	TCP *evidence.TCPEvidence
 	// Profile is the CPU profile's sampling per CPU, when the recipe
 	// profiles.
 	Profile  *WindowProfile
@@ -119,6 +121,7 @@ type Metrics struct {
 	gcs, gcSeconds               *boundedFamily
 	safepoints, safepointSeconds *boundedFamily
 	profileTaken, profileExpect  *counterFamily
+	tcp                          *tcpMetrics
 
 	findings []diagnose.Finding
 	overhead *evidence.Overhead
@@ -220,12 +223,13 @@ func newMetrics(recipe string, topWorkloads int) *Metrics {
 		undersampledDesc:  prometheus.NewDesc(ns+"profile_cpu_undersampled", "1 for a CPU the last window's profile did not see: it took under half its expected samples (a virtual CPU's cpu-clock stops while it halts).", []string{"cpu"}, nil),
 		profileEventDesc:  prometheus.NewDesc(ns+"profile_event_info", "The perf event the CPU profile samples with, and the PMU state that chose it.", []string{"event", "pmu"}, nil),
 		sections:          map[string]string{},
+		tcp:               newTCPMetrics(),
 	}
 }
 
 func (m *Metrics) families() []*counterFamily {
-	return []*counterFamily{m.softirqs, m.softirqSeconds, m.queuePackets, m.queueDrops, m.lockWait, m.lockContentions,
-		m.profileTaken, m.profileExpect, m.bpfRuns, m.bpfSeconds, m.eventsLost, m.windows, m.failing}
+	return append([]*counterFamily{m.softirqs, m.softirqSeconds, m.queuePackets, m.queueDrops, m.lockWait, m.lockContentions,
+		m.profileTaken, m.profileExpect, m.bpfRuns, m.bpfSeconds, m.eventsLost, m.windows, m.failing}, m.tcp.families()...)
 }
 
 func (m *Metrics) boundedFamilies() []*boundedFamily {
@@ -305,6 +309,9 @@ func (m *Metrics) Add(w Window) {
 			m.safepointSeconds.add(float64(*j.SafepointTimeNs)/1e9, append([]string{pid}, wl...)...)
 		}
 	}
+	if t := w.TCP; t != nil {
+		m.tcp.add(t, m.section)
+	}
 	m.profile = w.Profile
 	if pr := w.Profile; pr != nil {
 		for _, c := range pr.CPUs {
@@ -364,6 +371,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		m.undersampledDesc, m.profileEventDesc} {
 		ch <- d
 	}
+	for _, d := range m.tcp.descs() {
+		ch <- d
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -399,6 +409,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for sev, n := range bySeverity {
 		ch <- prometheus.MustNewConstMetric(m.findingsCountDesc, prometheus.GaugeValue, n, sev)
 	}
+	m.tcp.collect(ch)
 	for name := range m.sections {
 		ch <- prometheus.MustNewConstMetric(m.sectionDesc, prometheus.GaugeValue, 1, name)
 	}

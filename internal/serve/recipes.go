@@ -93,10 +93,11 @@ func (r *Recipe) Collect(ctx context.Context, src measure.Sources, run measure.R
 		// exported as unavailable.
 		ev := n.Evidence
 		for name, set := range map[string]func(){
-			softirq.Spec.Name:  func() { w.Softirq = &ev.Softirq },
-			netqueue.Spec.Name: func() { w.Queues = &ev.Queues },
-			lockstat.Spec.Name: func() { w.Locks = &ev.Locks },
-			udpdrop.Spec.Name:  func() { w.Drops = &ev.Drops },
+			softirq.Spec.Name:    func() { w.Softirq = &ev.Softirq },
+			netqueue.Spec.Name:   func() { w.Queues = &ev.Queues },
+			lockstat.Spec.Name:   func() { w.Locks = &ev.Locks },
+			udpdrop.Spec.Name:    func() { w.Drops = &ev.Drops },
+			measure.TCPSpec.Name: func() { w.TCP = ev.TCP },
 			cpuprofile.Spec.Name: func() {
 				if ev.Profile.Unavailable == "" {
 					w.Profile = &WindowProfile{ProfileSampling: ev.Profile.ProfileSampling, CPUs: ev.Profile.CPUs}

@@ -1,7 +1,10 @@
+import java.io.IOException;
 import java.net.DatagramPacket;
 import java.net.DatagramSocket;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -15,8 +18,13 @@ import java.nio.file.StandardCopyOption;
  * (System.gc()), stopping every Java thread for a few hundred ms — the
  * pause during which the buffer overflows.
  *
- * Usage: java UDPSink RCVBUF LIVE_OBJECTS PORTFILE; the bound port is
- * written to PORTFILE once the socket receives.
+ * With TCP_BACKLOG and TCP_PORTFILE it also listens on a loopback TCP
+ * port with that listen backlog, one thread accepting and closing: during
+ * the pause nobody accepts, and connections beyond the backlog overflow.
+ *
+ * Usage: java UDPSink RCVBUF LIVE_OBJECTS PORTFILE [TCP_BACKLOG TCP_PORTFILE];
+ * the bound ports are written to the port files once the sockets receive
+ * (the TCP one first).
  */
 public final class UDPSink {
     private static final class Node {
@@ -44,6 +52,24 @@ public final class UDPSink {
             n = new Node(n, i);
         }
         live = n;
+        if (args.length >= 5) {
+            ServerSocket server = new ServerSocket();
+            server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), Integer.parseInt(args[3]));
+            Thread acceptor = new Thread(() -> {
+                while (true) {
+                    try (Socket s = server.accept()) {
+                        // accepted and closed: the queue is what matters
+                    } catch (IOException e) {
+                        return;
+                    }
+                }
+            }, "acceptor");
+            acceptor.setDaemon(true);
+            acceptor.start();
+            Path tcpTmp = Paths.get(args[4] + ".tmp");
+            Files.write(tcpTmp, Integer.toString(server.getLocalPort()).getBytes(StandardCharsets.US_ASCII));
+            Files.move(tcpTmp, Paths.get(args[4]), StandardCopyOption.ATOMIC_MOVE);
+        }
         Path tmp = Paths.get(args[2] + ".tmp");
         Files.write(tmp, Integer.toString(socket.getLocalPort()).getBytes(StandardCharsets.US_ASCII));
         Files.move(tmp, Paths.get(args[2]), StandardCopyOption.ATOMIC_MOVE);

@@ -643,3 +643,31 @@ func maxPeriod(ps []samplePeriod) time.Duration {
 	}
 	return m
 }
+
+// A rare group (TCP retransmits and resets, reported per connection as
+// exact) is never demoted, however the batch groups beside it are: a
+// new-connection load costs the exact groups more than their share, and
+// the budget samples softirq and lockstat while tcpevents stays attached.
+func TestGovernorNeverSamplesRare(t *testing.T) {
+	mk := func(name string, class probes.Class, prio int, r []float64) *governedGroup {
+		return &governedGroup{hg: &probes.HookGroup{Name: name, Class: class}, priority: prio, rate: r}
+	}
+	const s = 1e9
+	g := &Governor{budget: Budget{CPUShare: 0.015, Period: time.Second}, cpus: 2, fixRate: rates(0, 0)}
+	soft := mk("softirq", probes.Batch, 2, rates(0.004*s, 0.004*s))
+	lock := mk("lockstat", probes.Batch, 1, rates(0.002*s, 0.002*s))
+	tcp := mk("tcpevents", probes.Rare, 0, rates(0.004*s, 0.001*s))
+	g.groups = []*governedGroup{soft, lock, tcp}
+	g.plan()
+	if tcp.sampled() {
+		t.Fatal("the rare tcpevents group was demoted to sampling windows")
+	}
+	// 0.8 % of CPU 0 for softirq, 0.4 % for tcpevents: over half of
+	// 1.5 % together, so softirq is sampled; lockstat fits back in.
+	if !soft.demoted || lock.demoted {
+		t.Errorf("softirq demoted %v (want true), lockstat %v (want false)", soft.demoted, lock.demoted)
+	}
+	if got := probes.Rare.String(); got != "rare" {
+		t.Errorf("class %q", got)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/perfscope/perfscope/probes"
 )
 
 // plan decides, from the costs measured so far, which batch groups stay
@@ -25,7 +27,8 @@ func (g *Governor) plan() (duty float64, period time.Duration) {
 		return c
 	}
 	// Demote batch groups, lowest priority first, while the exact ones
-	// take more than their share on some CPU.
+	// take more than their share on some CPU. Rare groups are never
+	// demoted: their cost is fixed, as the profiler's is.
 	for {
 		c := exactCost()
 		if maxOf(c) <= exactShare*budget {
@@ -33,7 +36,7 @@ func (g *Governor) plan() (duty float64, period time.Duration) {
 		}
 		var worst *governedGroup
 		for _, gg := range g.groups {
-			if gg.sampled() || maxOf(gg.rate) == 0 {
+			if gg.sampled() || gg.hg.Class == probes.Rare || maxOf(gg.rate) == 0 {
 				continue
 			}
 			if worst == nil || gg.priority < worst.priority {

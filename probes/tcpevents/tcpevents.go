@@ -145,7 +145,8 @@ type Probe struct {
 var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
 
 // Group is the probe's one hook group. Its hooks fire on losses and
-// aborts, not per packet, so it stays attached and its counts are exact.
+// aborts, not per packet: class Rare, attached throughout even when the
+// budget samples the batch groups, so its counts are exact.
 const Group = "tcpevents"
 
 // Open loads the probe's BPF object and attaches it.
@@ -183,7 +184,7 @@ func Open(opts Options) (*Probe, error) {
 		hook("tcp_send_reset"):        uint32(tcpeventsTcpeventsHookTCPEV_HOOK_SEND_RESET),
 		hook("tcp_receive_reset"):     uint32(tcpeventsTcpeventsHookTCPEV_HOOK_RECEIVE_RESET),
 	}
-	loaded := probes.NewLoaded(att, slots, selfRuns, att.Group(Group, probes.Batch, Hooks, nil))
+	loaded := probes.NewLoaded(att, slots, selfRuns, att.Group(Group, probes.Rare, Hooks, nil))
 	return &Probe{Loaded: loaded, resetReasons: reasons}, nil
 }
 
