@@ -23,6 +23,10 @@ type TCPEvidence struct {
 	Listeners   ListenerSection   `json:"listeners"`
 	Connections ConnectionSection `json:"connections"`
 	Events      TCPEventSection   `json:"events"`
+	// SocketLocks are the listeners and connections whose socket lock was
+	// contended, split by side (the lock section's TCP sockets joined with
+	// sock_diag by inode).
+	SocketLocks TCPSocketLockSection `json:"socket_locks"`
 }
 
 // The TCP counters, settings and sockstat below mirror collectors/netstat's

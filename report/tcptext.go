@@ -119,6 +119,8 @@ func writeTCPDetails(w io.Writer, t *evidence.TCPEvidence) {
 		}
 	}
 
+	writeTCPSocketLocks(w, t.SocketLocks)
+
 	Heading(w, "TCP settings")
 	s := t.Settings
 	var kv []string

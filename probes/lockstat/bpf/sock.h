@@ -28,6 +28,7 @@ struct wait_queue_head___lockstat {
 
 struct socket_lock___lockstat {
 	struct spinlock___lockstat slock;
+	int owned; /* a process holds the socket (lock_sock) */
 } __attribute__((preserve_access_index));
 
 struct ns_common___lockstat {
@@ -82,6 +83,12 @@ struct inode___lockstat {
 struct socket_alloc___lockstat {
 	struct socket___lockstat socket;
 	struct inode___lockstat vfs_inode;
+} __attribute__((preserve_access_index));
+
+/* The current task, to tell a softirq from process context. */
+struct task_struct___lockstat {
+	void *stack;        /* its kernel stack, THREAD_SIZE bytes */
+	unsigned int flags; /* PF_* */
 } __attribute__((preserve_access_index));
 
 #endif
