@@ -58,3 +58,26 @@ type TCPSocketLockSection struct {
 	Section
 	Rows []TCPSocketLock `json:"rows"`
 }
+
+// TCPSteering is where one connection's data arrived and where it was
+// read, from the tcpevents probe's sampled hooks: shares, not counts (under
+// the overhead budget the hooks are attached in sampling windows only).
+type TCPSteering struct {
+	// FedByCPU are the receive path's deliveries (sock:sk_data_ready in
+	// softirq) per CPU: the CPU whose softirq fed the connection.
+	FedByCPU map[int]uint64 `json:"fed_by_cpu"`
+	// FedByBacklog are deliveries by the owner's release_sock (segments
+	// that waited in the backlog while a thread held the socket);
+	// FedUnknown those whose context the probe could not tell.
+	FedByBacklog uint64 `json:"fed_by_backlog"`
+	FedUnknown   uint64 `json:"fed_unknown"`
+	// ReadOnCPU are the reads that returned data (sock:sock_recv_length)
+	// per CPU: where the serving threads ran.
+	ReadOnCPU map[int]uint64 `json:"read_on_cpu"`
+	// FedCPU is the CPU with most of FedByCPU and FedShare its share;
+	// ReadCPU, ReadShare the same for ReadOnCPU (-1, 0: none counted).
+	FedCPU    int     `json:"fed_cpu"`
+	FedShare  float64 `json:"fed_share"`
+	ReadCPU   int     `json:"read_cpu"`
+	ReadShare float64 `json:"read_share"`
+}

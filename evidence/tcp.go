@@ -200,6 +200,10 @@ type TCPConnection struct {
 	Sndbuf  uint32  `json:"sndbuf"`
 	Drops   *uint32 `json:"drops"`
 	Backlog *uint32 `json:"backlog_bytes"`
+	// Steering is which CPUs fed the connection and which read it over
+	// the window; nil when the tcpevents probe's sk_data_ready and
+	// sock_recv_length hooks did not count it.
+	Steering *TCPSteering `json:"steering,omitempty"`
 }
 
 // ConnectionSection holds the busiest connections: Rows are the top

@@ -7,6 +7,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes/lockstat"
+	"github.com/perfscope/perfscope/probes/tcpevents"
 )
 
 func lockWaits(w lockstat.WaitStats) evidence.LockWaits {
@@ -123,4 +124,32 @@ func (p *TCP) socketsByInode() map[uint64]tcpdiag.Socket {
 // part's evidence.
 func (p *TCP) SocketLocks(locks evidence.LockSection) evidence.TCPSocketLockSection {
 	return tcpSocketLocks(locks, p.socketsByInode(), p.opts.PID)
+}
+
+// steering is a connection's feed from the tcpevents probe.
+func steering(f tcpevents.Feed) *evidence.TCPSteering {
+	s := &evidence.TCPSteering{FedByCPU: map[int]uint64{}, ReadOnCPU: map[int]uint64{}, FedByBacklog: f.Process, FedUnknown: f.Unknown}
+	s.FedCPU, s.FedShare = topCPU(f.Softirq, s.FedByCPU)
+	s.ReadCPU, s.ReadShare = topCPU(f.Reads, s.ReadOnCPU)
+	return s
+}
+
+// topCPU fills into with perCPU's non-zero counts and returns the CPU with
+// the most and its share (-1, 0 when all are 0).
+func topCPU(perCPU []uint64, into map[int]uint64) (int, float64) {
+	top, sum := -1, uint64(0)
+	for cpu, n := range perCPU {
+		if n == 0 {
+			continue
+		}
+		into[cpu] = n
+		sum += n
+		if top < 0 || n > perCPU[top] {
+			top = cpu
+		}
+	}
+	if top < 0 {
+		return -1, 0
+	}
+	return top, float64(perCPU[top]) / float64(sum)
 }

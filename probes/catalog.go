@@ -32,6 +32,10 @@ var Catalog = []CatalogEntry{
 	{"tcpevents", Hook{Group: "tcp", Name: "tcp_retransmit_synack", Optional: true}, "SYN-ACK retransmits per listener and client (tcp)"},
 	{"tcpevents", Hook{Group: "tcp", Name: "tcp_send_reset", Optional: true}, "TCP resets sent per connection and reason (tcp)"},
 	{"tcpevents", Hook{Group: "tcp", Name: "tcp_receive_reset", Optional: true}, "TCP resets received per connection (tcp)"},
+	// Per segment with data (6.7+), sampled under the budget: which CPUs'
+	// softirqs feed each TCP connection.
+	{"tcpevents", Hook{Group: "sock", Name: "sk_data_ready", Optional: true}, "which CPUs' softirqs feed each TCP connection (tcp)"},
+	{"tcpevents", Hook{Group: "sock", Name: "sock_recv_length", Optional: true}, "which CPUs the threads reading each TCP connection run on (tcp)"},
 	// The JVM's write-side syscalls, filtered in the kernel by its tgid.
 	{"httpcount", Hook{Group: "raw_syscalls", Name: "sys_enter"}, "HTTP/1.x requests a JVM served, counted from its socket writes (jvm)"},
 	{"httpcount", Hook{Group: "raw_syscalls", Name: "sys_exit"}, "HTTP/1.x requests a JVM served, counted from its socket writes (jvm)"},

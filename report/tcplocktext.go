@@ -53,3 +53,27 @@ func writeTCPSocketLocks(w io.Writer, s evidence.TCPSocketLockSection) {
 		fmt.Fprintln(w, "the waiter's context is not told on this kernel or attach method: those waits are under \"context unknown\"")
 	}
 }
+
+// writeTCPSteering prints, for the listed connections the feed hooks
+// counted, the CPU whose softirq fed each and the CPU it was read on.
+func writeTCPSteering(w io.Writer, rows []evidence.TCPConnection) {
+	t := Table{Header: []string{"local", "remote", "fed by CPU (softirq)", "via backlog", "read on CPU"}}
+	cpu := func(c int, share float64) string {
+		if c < 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%d (%s)", c, Percent(share))
+	}
+	for _, c := range rows {
+		s := c.Steering
+		if s == nil {
+			continue
+		}
+		t.Add(c.Local.String(), c.Remote.String(), cpu(s.FedCPU, s.FedShare), fmt.Sprint(s.FedByBacklog), cpu(s.ReadCPU, s.ReadShare))
+	}
+	if len(t.Rows) == 0 {
+		return
+	}
+	Heading(w, "TCP steering (which CPU's softirq fed each connection, which CPU read it; sampled shares)")
+	t.Write(w)
+}

@@ -199,7 +199,7 @@ func Open(opts Options) (*Probe, error) {
 	}
 	// bpf_get_stackid unwinds at most value_size/8 frames.
 	spec.Maps[lockstatMapStacks].ValueSize = uint32(8 * opts.StackDepth)
-	threadSize := kernelThreadSize()
+	threadSize := probes.KernelThreadSize()
 	if err := probes.SetVariables(spec, map[string]any{lockstatVarStackEvery: uint32(opts.StackEvery),
 		lockstatVarThreadSize: threadSize}); err != nil {
 		return nil, fmt.Errorf("lockstat: %w", err)

@@ -1,10 +1,7 @@
 package lockstat
 
 import (
-	"runtime"
-
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 
 	"github.com/perfscope/perfscope/probes"
 )
@@ -38,26 +35,6 @@ func sockWaitKindOf(k lockstatLockstatSockWait) SockWaitKind {
 		Owned:          k&lockstatLockstatSockWaitLOCKSTAT_SOCKWAIT_OWNED != 0,
 		ContextUnknown: k&lockstatLockstatSockWaitLOCKSTAT_SOCKWAIT_CONTEXT_UNKNOWN != 0,
 	}
-}
-
-// kernelThreadSize is the size of a task's kernel stack (THREAD_SIZE) on
-// kernels where the probe tells a softirq waiter by the stack it runs on:
-// x86-64 runs softirqs on the CPU's IRQ stack (or in ksoftirqd), and its
-// task stacks are 16 KiB, 32 KiB with KASAN (arch/x86/include/asm/page_64_types.h).
-// 0 elsewhere: the context is then reported unknown.
-func kernelThreadSize() uint32 {
-	if runtime.GOARCH != "amd64" {
-		return 0
-	}
-	types, err := probes.KernelTypes()
-	if err != nil {
-		return 0
-	}
-	var fn *btf.Func
-	if err := types.TypeByName("kasan_report", &fn); err == nil {
-		return 32 << 10
-	}
-	return 16 << 10
 }
 
 // readSockWaits reads the per-circumstance waits on TCP socket locks.

@@ -65,8 +65,7 @@ const volatile __u32 stack_every = 1;
  * loader nor the verifier (a BTF ksym's address comes from kallsyms) can
  * resolve it. */
 const volatile __u32 thread_size = 0;
-
-enum { PF_KTHREAD = 0x00200000 };
+#include "softirqctx.h"
 
 enum { AF_INET = 2, AF_INET6 = 10 };
 enum { IPPROTO_TCP = 6, IPPROTO_UDP = 17, IPPROTO_UDPLITE = 136 };
@@ -205,32 +204,6 @@ static __always_inline struct spin_waits *cpu_spinning(void)
 	return bpf_map_lookup_elem(&spinning, &zero);
 }
 
-/* Is this CPU serving a softirq? Either it runs on another stack than the
- * current task's (irq_exit and local_bh_enable switch to the IRQ stack to
- * run softirqs; a sock lock is never taken in a hard interrupt) or the task
- * is ksoftirqd. marker is an address on the kernel stack the waiter spins
- * on: a raw tracepoint's arguments, which bpf_trace_run keeps there. Not
- * the program's own stack: since 6.13 x86-64 may run tracing programs on a
- * per-CPU private stack. */
-static __always_inline bool serving_softirq(const void *marker)
-{
-	struct task_struct___lockstat *task = (void *)bpf_get_current_task();
-	__u64 base = (__u64)BPF_CORE_READ(task, stack);
-	__u64 sp = (__u64)marker;
-	if (sp < base || sp >= base + thread_size)
-		return true;
-	if (!(BPF_CORE_READ(task, flags) & PF_KTHREAD))
-		return false;
-	char comm[16];
-	if (bpf_get_current_comm(comm, sizeof(comm)))
-		return false;
-	const char want[] = "ksoftirqd/";
-	for (int i = 0; i < sizeof(want) - 1; i++)
-		if (comm[i] != want[i])
-			return false;
-	return true;
-}
-
 /* The bits a wait on a TCP socket's sk_lock.slock adds to its flags. The
  * lock is known to be one from the owner recorded at the end of its first
  * contention: the waits begun before that (one per CPU at most) are
@@ -240,11 +213,14 @@ static __always_inline __u32 tcp_sock_lock_bits(__u64 lock_addr, const void *sta
 	struct lock_owner *o = bpf_map_lookup_elem(&owners, &lock_addr);
 	if (!o || o->field != LOCKSTAT_FIELD_SOCK_LOCK || o->protocol != IPPROTO_TCP)
 		return 0;
-	if (!thread_size || !stack_marker)
-		return LOCKSTAT_WAIT_TCP_SOCK_LOCK | LOCKSTAT_WAIT_CONTEXT_UNKNOWN;
-	if (serving_softirq(stack_marker))
+	switch (waiter_context(stack_marker)) {
+	case CTX_SOFTIRQ:
 		return LOCKSTAT_WAIT_TCP_SOCK_LOCK | LOCKSTAT_WAIT_SOFTIRQ;
-	return LOCKSTAT_WAIT_TCP_SOCK_LOCK;
+	case CTX_PROCESS:
+		return LOCKSTAT_WAIT_TCP_SOCK_LOCK;
+	default:
+		return LOCKSTAT_WAIT_TCP_SOCK_LOCK | LOCKSTAT_WAIT_CONTEXT_UNKNOWN;
+	}
 }
 
 static __always_inline int begin_spin(void *ctx, __u64 lock_addr, __u32 flags)
@@ -271,7 +247,7 @@ static __always_inline int begin_spin(void *ctx, __u64 lock_addr, __u32 flags)
 }
 
 /* stack_marker: an address on the waiter's kernel stack, or 0 (a classic
- * tracepoint's context is a per-CPU buffer): see serving_softirq. */
+ * tracepoint's context is a per-CPU buffer): see softirqctx.h. */
 static __always_inline int on_begin(void *ctx, const void *stack_marker, __u64 lock_addr, __u32 flags)
 {
 	flags &= LOCKSTAT_LCB_MASK;

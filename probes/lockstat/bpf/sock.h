@@ -85,10 +85,4 @@ struct socket_alloc___lockstat {
 	struct inode___lockstat vfs_inode;
 } __attribute__((preserve_access_index));
 
-/* The current task, to tell a softirq from process context. */
-struct task_struct___lockstat {
-	void *stack;        /* its kernel stack, THREAD_SIZE bytes */
-	unsigned int flags; /* PF_* */
-} __attribute__((preserve_access_index));
-
 #endif
