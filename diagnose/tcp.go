@@ -50,6 +50,7 @@ var TCPRules = []Rule[TCPInput]{
 	{ID: "tcp.retransmits", Tunables: []Threshold{TCPThresholds.RetransWarn, TCPThresholds.RetransInfo}, CheckTuned: checkRetransmits},
 	{ID: "tcp.window-scaling-off", Check: checkWindowScalingOff, Changes: windowScalingChanges},
 	{ID: "tcp.gro-off", Check: checkTCPGROOff, Changes: groOnChanges},
+	{ID: "tcp.cross-cpu-steering", Tunables: []Threshold{TCPSteeringThresholds.FedShare, TCPSteeringThresholds.MinReads}, CheckTuned: checkTCPCrossCPU, Changes: rfsChanges},
 }
 
 var (

@@ -294,6 +294,9 @@ type SocketContention struct {
 	// RelError bounds Count and TotalNs at 95 % when the lock probe was
 	// sampled (LockSection.Estimate); nil when exact or unknown.
 	RelError *float64 `json:"rel_error,omitempty"`
+	// SockLock splits a TCP socket's sk_lock.slock waits by side; nil for
+	// other sockets.
+	SockLock *SockLockSplit `json:"sock_lock,omitempty"`
 }
 
 // SocketLockWait is the wait on one lock of a socket.

@@ -37,6 +37,10 @@ type TCPEvidence struct {
 	// Intervals are the window's ticks when the run keeps a timeline
 	// (jvm-net): the counters and accept queues per interval.
 	Intervals []TCPInterval `json:"intervals,omitempty"`
+	// SocketLocks are the listeners and connections whose socket lock was
+	// contended, split by side (the lock section's TCP sockets joined with
+	// sock_diag by inode).
+	SocketLocks TCPSocketLockSection `json:"socket_locks"`
 }
 
 // The TCP counters, settings and sockstat below mirror collectors/netstat's
@@ -210,6 +214,10 @@ type TCPConnection struct {
 	Sndbuf  uint32  `json:"sndbuf"`
 	Drops   *uint32 `json:"drops"`
 	Backlog *uint32 `json:"backlog_bytes"`
+	// Steering is which CPUs fed the connection and which read it over
+	// the window; nil when the tcpevents probe's sk_data_ready and
+	// sock_recv_length hooks did not count it.
+	Steering *TCPSteering `json:"steering,omitempty"`
 }
 
 // ConnectionSection holds the busiest connections: Rows are the top

@@ -180,6 +180,9 @@ func scaleLocks(sec *evidence.LockSection, e *evidence.Estimate) {
 		for j := range s.ByLock {
 			s.ByLock[j].Count, s.ByLock[j].TotalNs = budget.Scaled(s.ByLock[j].Count, k), budget.Scaled(s.ByLock[j].TotalNs, k)
 		}
+		if s.SockLock != nil {
+			scaleSockLock(s.SockLock, k)
+		}
 	}
 }
 
@@ -274,11 +277,13 @@ func (p *Locks) addSockets(sec *evidence.LockSection, d lockstat.Snapshot, udp s
 	fs := p.src.sockets()
 	netns, _ := fs.NetNS("self")
 	pids, _ := lockstat.SocketOwners(fs, d.Inodes())
+	splits := sockLockSplits(d)
 	for _, sw := range d.SocketWaits(lockstat.NewSocketDirectory(netns, udp, pids)) {
 		if sw.Socket.Protocol == "tcp" && !p.opts.TCP {
 			continue
 		}
 		sc := socketContention(sw, p.src.Root)
+		sc.SockLock = splits[sw.Socket.Inode]
 		// The socket's owner, not the task the softirq interrupted.
 		sc.Socket.Workload = p.src.workload(sc.Socket.PID)
 		sec.Sockets = append(sec.Sockets, sc)

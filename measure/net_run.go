@@ -252,6 +252,11 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 
 	if n.TCP != nil {
 		t := n.TCP.Evidence(window)
+		if n.Locks != nil {
+			t.SocketLocks = n.TCP.SocketLocks(ev.Locks)
+		} else {
+			t.SocketLocks.Unavailable = notInRecipe("socket lock waits", "lockstat")
+		}
 		ev.TCP = &t
 		if n.Sockets == nil {
 			// The UDP socket view has nothing to say about a TCP port.

@@ -542,6 +542,10 @@ func (p *TCP) connectionEvidence() evidence.ConnectionSection {
 		s.Unavailable = fmt.Sprintf("connections: %v", p.connsErr)
 		return s
 	}
+	var feeds map[uint64]tcpevents.Feed
+	if p.opened() {
+		feeds = p.last.Sub(p.first).Feeds
+	}
 	var rows []evidence.TCPConnection
 	for _, c := range p.conns {
 		if !p.keeps(c.PIDs) {
@@ -554,6 +558,9 @@ func (p *TCP) connectionEvidence() evidence.ConnectionSection {
 		}
 		if m := c.Memory; m != nil {
 			row.Rcvbuf, row.Sndbuf, row.Drops, row.Backlog = m.Rcvbuf, m.Sndbuf, m.Drops, m.Backlog
+		}
+		if f, ok := feeds[c.Inode]; ok {
+			row.Steering = steering(f)
 		}
 		if now, ok := connBytes(c); ok {
 			if before, seen := p.startBytes[c.Cookie]; seen && now >= before {

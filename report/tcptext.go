@@ -103,6 +103,7 @@ func writeTCPDetails(w io.Writer, t *evidence.TCPEvidence) {
 				fmt.Sprint(c.TotalRetrans), fmt.Sprint(c.RecvQ), fmt.Sprint(c.SendQ), Bytes(float64(c.Rcvbuf)), optU32(c.Drops))
 		}
 		ct.Write(w)
+		writeTCPSteering(w, t.Connections.Rows)
 	}
 
 	Heading(w, "TCP retransmits and resets per connection")
@@ -124,6 +125,8 @@ func writeTCPDetails(w io.Writer, t *evidence.TCPEvidence) {
 			fmt.Fprintf(w, "%d events of connections closed before the end are left out of the rows above: their owner is not known; the totals have them\n", ev.Unattributed)
 		}
 	}
+
+	writeTCPSocketLocks(w, t.SocketLocks)
 
 	Heading(w, "TCP settings")
 	if t.SettingsUnavailable != "" {

@@ -18,19 +18,7 @@ import (
 // reports no per-queue statistics) rather than an error.
 func TestLiveNAPISettingsOfVeth(t *testing.T) {
 	testutil.RequireRoot(t)
-	name := fmt.Sprintf("psnapi%d", os.Getpid())
-	exec.Command("ip", "netns", "del", name).Run()
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	for _, args := range [][]string{
-		{"netns", "add", name},
-		{"-n", name, "link", "add", "va", "numtxqueues", "2", "numrxqueues", "2", "type", "veth", "peer", "name", "vb", "numtxqueues", "2", "numrxqueues", "2"},
-		{"-n", name, "link", "set", "va", "up"},
-		{"-n", name, "link", "set", "vb", "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v %s", args, err, out)
-		}
-	}
+	name := vethNetns(t, "psnapi")
 	if out, err := exec.Command("ip", "netns", "exec", name, "ethtool", "-K", "vb", "gro", "on").CombinedOutput(); err != nil {
 		t.Fatalf("ethtool -K vb gro on: %v %s", err, out)
 	}
@@ -79,4 +67,105 @@ func TestLiveNAPISettingsOfVeth(t *testing.T) {
 	if len(qs) != 0 {
 		t.Errorf("veth reported queue statistics %v", qs)
 	}
+}
+
+// napi-set on one NAPI instance of a threaded veth in a namespace of the
+// test's own: napi-get reads the new settings back on that instance only,
+// writing the old ones restores it, and an unknown instance is an error
+// that says so.
+func TestLiveSetNAPIPerInstance(t *testing.T) {
+	testutil.RequireRoot(t)
+	name := vethNetns(t, "psnapiset")
+	out, err := exec.Command("ip", "netns", "exec", name, "sh", "-c",
+		"ethtool -K vb gro on && echo 1 > /sys/class/net/vb/threaded && cat /sys/class/net/vb/ifindex").CombinedOutput()
+	if err != nil {
+		t.Fatalf("threaded NAPI on vb: %v %s", err, out)
+	}
+	var ifindex int
+	fmt.Sscan(strings.TrimSpace(string(out)), &ifindex)
+	u32 := func(v uint32) *uint32 { return &v }
+	u64 := func(v uint64) *uint64 { return &v }
+	var before, during, after []NAPI
+	var unknownErr error
+	err = testutil.InNetns(name, func() error {
+		var err error
+		if before, err = NAPIs(ifindex); err != nil {
+			return err
+		}
+		if len(before) != 2 || before[0].DeferHardIRQs == nil || before[0].GROFlushTimeoutNs == nil {
+			return fmt.Errorf("vb's NAPI instances %s, want 2 with settings", napiText(before))
+		}
+		target := before[0]
+		if err := SetNAPI(target.ID, NAPISettings{DeferHardIRQs: u32(7), GROFlushTimeoutNs: u64(200_000), IRQSuspendTimeoutNs: u64(20_000_000)}); err != nil {
+			return err
+		}
+		if during, err = NAPIs(ifindex); err != nil {
+			return err
+		}
+		old := NAPISettings{DeferHardIRQs: target.DeferHardIRQs, GROFlushTimeoutNs: target.GROFlushTimeoutNs, IRQSuspendTimeoutNs: target.IRQSuspendTimeoutNs}
+		if old.IRQSuspendTimeoutNs == nil {
+			old.IRQSuspendTimeoutNs = u64(0)
+		}
+		if err := SetNAPI(target.ID, old); err != nil {
+			return err
+		}
+		if after, err = NAPIs(ifindex); err != nil {
+			return err
+		}
+		unknownErr = SetNAPI(1<<31-1, NAPISettings{DeferHardIRQs: u32(1)})
+		return nil
+	})
+	if errors.Is(err, ErrUnavailable) {
+		t.Skipf("kernel lacks napi-set: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("before %s; during %s; after %s", napiText(before), napiText(during), napiText(after))
+	byID := func(ns []NAPI, id uint32) NAPI {
+		for _, n := range ns {
+			if n.ID == id {
+				return n
+			}
+		}
+		t.Fatalf("NAPI %d gone: %s", id, napiText(ns))
+		return NAPI{}
+	}
+	set, other := byID(during, before[0].ID), byID(during, before[1].ID)
+	if *set.DeferHardIRQs != 7 || *set.GROFlushTimeoutNs != 200_000 || (set.IRQSuspendTimeoutNs != nil && *set.IRQSuspendTimeoutNs != 20_000_000) {
+		t.Errorf("instance %d after napi-set: %s", set.ID, napiText([]NAPI{set}))
+	}
+	if *other.DeferHardIRQs != *before[1].DeferHardIRQs || *other.GROFlushTimeoutNs != *before[1].GROFlushTimeoutNs {
+		t.Errorf("napi-set of instance %d changed instance %d: %s", set.ID, other.ID, napiText(during))
+	}
+	if set.PID == 0 {
+		t.Errorf("instance %d is not threaded: %s", set.ID, napiText([]NAPI{set}))
+	}
+	restored := byID(after, before[0].ID)
+	if *restored.DeferHardIRQs != *before[0].DeferHardIRQs || *restored.GROFlushTimeoutNs != *before[0].GROFlushTimeoutNs {
+		t.Errorf("restoring gave %s, want %s", napiText([]NAPI{restored}), napiText(before[:1]))
+	}
+	if !errors.Is(unknownErr, os.ErrNotExist) {
+		t.Errorf("napi-set of an unknown instance: %v, want not-exist", unknownErr)
+	}
+}
+
+// vethNetns makes a namespace named prefix+pid holding a 2-queue veth pair
+// va/vb, both up, deleted when the test ends.
+func vethNetns(t *testing.T, prefix string) string {
+	t.Helper()
+	name := fmt.Sprintf("%s%d", prefix, os.Getpid())
+	exec.Command("ip", "netns", "del", name).Run()
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	for _, args := range [][]string{
+		{"netns", "add", name},
+		{"-n", name, "link", "add", "va", "numtxqueues", "2", "numrxqueues", "2", "type", "veth", "peer", "name", "vb", "numtxqueues", "2", "numrxqueues", "2"},
+		{"-n", name, "link", "set", "va", "up"},
+		{"-n", name, "link", "set", "vb", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	return name
 }

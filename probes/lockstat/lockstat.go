@@ -91,6 +91,9 @@ func (w WaitStats) add(o WaitStats) WaitStats {
 	return WaitStats{Count: w.Count + o.Count, Total: w.Total + o.Total, Max: max(w.Max, o.Max)}
 }
 
+// Add is w and o together (the longer Max).
+func (w WaitStats) Add(o WaitStats) WaitStats { return w.add(o) }
+
 // Lost counts contentions not counted, or counted without a stack.
 type Lost struct {
 	InflightFull, SiteFull, LockFull uint64
@@ -121,6 +124,15 @@ type Snapshot struct {
 	// innermost first.
 	Stacks map[int32][]uint64
 	Lost   Lost
+	// SockWaits are the waits on TCP sockets' sk_lock.slock by lock address
+	// and circumstance (see SockWaitKind). A lock's first contentions,
+	// begun before the first one ended and recorded its owner (one per CPU
+	// at most), are counted in Locks only.
+	SockWaits map[SockWaitKey]WaitStats
+	// ContextReadable: the probe tells each TCP socket lock waiter's
+	// context (softirq or process) by the stack it runs on (x86-64); false:
+	// SockWaits are all ContextUnknown.
+	ContextReadable bool
 	// StackEvery is the probe's Options.StackEvery: Sites holds the stacks
 	// of about 1 in StackEvery contentions and the rest under Unsampled.
 	StackEvery int
@@ -161,7 +173,8 @@ type Options struct {
 // Probe is a loaded and attached lockstat probe.
 type Probe struct {
 	probes.Loaded
-	stackEvery int
+	stackEvery      int
+	contextReadable bool
 }
 
 var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
@@ -186,14 +199,16 @@ func Open(opts Options) (*Probe, error) {
 	}
 	// bpf_get_stackid unwinds at most value_size/8 frames.
 	spec.Maps[lockstatMapStacks].ValueSize = uint32(8 * opts.StackDepth)
-	if err := probes.SetVariables(spec, map[string]any{lockstatVarStackEvery: uint32(opts.StackEvery)}); err != nil {
+	threadSize := probes.KernelThreadSize()
+	if err := probes.SetVariables(spec, map[string]any{lockstatVarStackEvery: uint32(opts.StackEvery),
+		lockstatVarThreadSize: threadSize}); err != nil {
 		return nil, fmt.Errorf("lockstat: %w", err)
 	}
 	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, nil)
 	if err != nil {
 		return nil, fmt.Errorf("lockstat probe: %w", err)
 	}
-	return &Probe{Loaded: loaded(att), stackEvery: opts.StackEvery}, nil
+	return &Probe{Loaded: loaded(att), stackEvery: opts.StackEvery, contextReadable: threadSize != 0}, nil
 }
 
 // Group is the probe's one hook group: contention is a batch event in the
@@ -226,7 +241,9 @@ func sumWaits(perCPU []lockstatWaitStat) WaitStats {
 
 // Snapshot reads the cumulative counts and the stacks of every site.
 func (p *Probe) Snapshot() (Snapshot, error) {
-	return readSnapshot(p.Maps(), p.stackEvery)
+	s, err := readSnapshot(p.Maps(), p.stackEvery)
+	s.ContextReadable = p.contextReadable
+	return s, err
 }
 
 // readSnapshot reads the maps of a loaded lockstat object, attached or not.
@@ -268,6 +285,11 @@ func readSnapshot(maps map[string]*ebpf.Map, stackEvery int) (Snapshot, error) {
 	for addr, o := range owners {
 		s.Owners[addr] = ownerOf(o)
 	}
+	if m := maps[lockstatMapSockwaits]; m != nil {
+		if s.SockWaits, err = readSockWaits(m); err != nil {
+			return s, err
+		}
+	}
 	lost, err := probes.SumPerCPUCounters(maps["lost"], int(lockstatLockstatLostLOCKSTAT_LOST_REASONS))
 	if err != nil {
 		return s, err
@@ -297,7 +319,7 @@ func trimStack(ips []uint64) []uint64 {
 // counts).
 func (s Snapshot) Sub(prev Snapshot) Snapshot {
 	d := Snapshot{Taken: s.Taken, Sites: map[SiteKey]WaitStats{}, Locks: map[uint64]WaitStats{}, Owners: s.Owners, Stacks: s.Stacks,
-		StackEvery: s.StackEvery}
+		StackEvery: s.StackEvery, ContextReadable: s.ContextReadable, SockWaits: subWaits(s.SockWaits, prev.SockWaits)}
 	sub := func(cur, old WaitStats) (WaitStats, bool) {
 		if cur.Count <= old.Count {
 			return WaitStats{}, false

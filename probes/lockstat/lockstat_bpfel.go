@@ -67,6 +67,14 @@ const (
 	lockstatLockstatSockFieldLOCKSTAT_FIELD_WAIT_QUEUE    lockstatLockstatSockField = 4
 )
 
+type lockstatLockstatSockWait uint32
+
+const (
+	lockstatLockstatSockWaitLOCKSTAT_SOCKWAIT_SOFTIRQ         lockstatLockstatSockWait = 1
+	lockstatLockstatSockWaitLOCKSTAT_SOCKWAIT_OWNED           lockstatLockstatSockWait = 2
+	lockstatLockstatSockWaitLOCKSTAT_SOCKWAIT_CONTEXT_UNKNOWN lockstatLockstatSockWait = 4
+)
+
 type lockstatSelfCost struct {
 	_         structs.HostLayout
 	Runs      uint64
@@ -78,6 +86,13 @@ type lockstatSiteKey struct {
 	_       structs.HostLayout
 	StackId int32
 	Flags   uint32
+}
+
+type lockstatSockwaitKey struct {
+	_        structs.HostLayout
+	LockAddr uint64
+	Kind     lockstatLockstatSockWait
+	Pad      uint32
 }
 
 type lockstatSpinWaits struct {
@@ -108,6 +123,7 @@ const (
 	lockstatMapOwners              = "owners"
 	lockstatMapSelfCosts           = "self_costs"
 	lockstatMapSites               = "sites"
+	lockstatMapSockwaits           = "sockwaits"
 	lockstatMapSpinning            = "spinning"
 	lockstatMapStackCountdown      = "stack_countdown"
 	lockstatMapStacks              = "stacks"
@@ -118,6 +134,7 @@ const (
 	lockstatProgTpContentionBegin  = "tp_contention_begin"
 	lockstatProgTpContentionEnd    = "tp_contention_end"
 	lockstatVarStackEvery          = "stack_every"
+	lockstatVarThreadSize          = "thread_size"
 )
 
 // loadLockstat returns the embedded CollectionSpec for lockstat.
@@ -180,6 +197,7 @@ type lockstatMapSpecs struct {
 	Owners         *ebpf.MapSpec `ebpf:"owners"`
 	SelfCosts      *ebpf.MapSpec `ebpf:"self_costs"`
 	Sites          *ebpf.MapSpec `ebpf:"sites"`
+	Sockwaits      *ebpf.MapSpec `ebpf:"sockwaits"`
 	Spinning       *ebpf.MapSpec `ebpf:"spinning"`
 	StackCountdown *ebpf.MapSpec `ebpf:"stack_countdown"`
 	Stacks         *ebpf.MapSpec `ebpf:"stacks"`
@@ -190,6 +208,7 @@ type lockstatMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type lockstatVariableSpecs struct {
 	StackEvery *ebpf.VariableSpec `ebpf:"stack_every"`
+	ThreadSize *ebpf.VariableSpec `ebpf:"thread_size"`
 }
 
 // lockstatObjects contains all objects after they have been loaded into the kernel.
@@ -218,6 +237,7 @@ type lockstatMaps struct {
 	Owners         *ebpf.Map `ebpf:"owners"`
 	SelfCosts      *ebpf.Map `ebpf:"self_costs"`
 	Sites          *ebpf.Map `ebpf:"sites"`
+	Sockwaits      *ebpf.Map `ebpf:"sockwaits"`
 	Spinning       *ebpf.Map `ebpf:"spinning"`
 	StackCountdown *ebpf.Map `ebpf:"stack_countdown"`
 	Stacks         *ebpf.Map `ebpf:"stacks"`
@@ -231,6 +251,7 @@ func (m *lockstatMaps) Close() error {
 		m.Owners,
 		m.SelfCosts,
 		m.Sites,
+		m.Sockwaits,
 		m.Spinning,
 		m.StackCountdown,
 		m.Stacks,
@@ -242,6 +263,7 @@ func (m *lockstatMaps) Close() error {
 // It can be passed to loadLockstatObjects or ebpf.CollectionSpec.LoadAndAssign.
 type lockstatVariables struct {
 	StackEvery *ebpf.Variable `ebpf:"stack_every"`
+	ThreadSize *ebpf.Variable `ebpf:"thread_size"`
 }
 
 // lockstatPrograms contains all programs after they have been loaded into the kernel.

@@ -124,6 +124,11 @@ type Snapshot struct {
 	// LostConns counts events not in Conns because its map was full (they
 	// are in Totals).
 	LostConns uint64
+	// Feeds are, per TCP socket inode, the CPUs whose softirq queued data
+	// on it (sock:sk_data_ready, 6.7+; nil without it); LostFeeds counts
+	// deliveries not counted because the map was full.
+	Feeds     map[uint64]Feed
+	LostFeeds uint64
 }
 
 // Options configure a probe.
@@ -171,6 +176,7 @@ func Open(opts Options) (*Probe, error) {
 		"target_port": opts.Port, "target_netns": netns,
 		"retransmit_has_err":    tracepointArgs(kernel, "tcp_retransmit_skb") >= 3,
 		"send_reset_has_reason": tracepointArgs(kernel, "tcp_send_reset") >= 3,
+		"thread_size":           probes.KernelThreadSize(),
 	}
 	att, err := probes.LoadAndAttach(spec, Hooks, opts.Method, func(s *ebpf.CollectionSpec) error {
 		return probes.SetVariables(s, vars)
@@ -183,8 +189,19 @@ func Open(opts Options) (*Probe, error) {
 		hook("tcp_retransmit_synack"): uint32(tcpeventsTcpeventsHookTCPEV_HOOK_RETRANSMIT_SYNACK),
 		hook("tcp_send_reset"):        uint32(tcpeventsTcpeventsHookTCPEV_HOOK_SEND_RESET),
 		hook("tcp_receive_reset"):     uint32(tcpeventsTcpeventsHookTCPEV_HOOK_RECEIVE_RESET),
+		hook("sk_data_ready"):         uint32(tcpeventsTcpeventsHookTCPEV_HOOK_DATA_READY),
+		hook("sock_recv_length"):      uint32(tcpeventsTcpeventsHookTCPEV_HOOK_RECV_LENGTH),
 	}
-	loaded := probes.NewLoaded(att, slots, selfRuns, att.Group(Group, probes.Rare, Hooks, nil))
+	var events, feed []probes.Hook
+	for _, h := range Hooks {
+		if h.Name == "sk_data_ready" || h.Name == "sock_recv_length" {
+			feed = append(feed, h)
+		} else {
+			events = append(events, h)
+		}
+	}
+	loaded := probes.NewLoaded(att, slots, selfRuns, att.Group(Group, probes.Rare, events, nil),
+		att.Group(FeedGroup, probes.PerPacket, feed, nil))
 	return &Probe{Loaded: loaded, resetReasons: reasons}, nil
 }
 
@@ -275,6 +292,12 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		return s, err
 	}
 	s.LostConns = lost[tcpeventsTcpeventsLostTCPEV_LOST_CONN]
+	s.LostFeeds = lost[tcpeventsTcpeventsLostTCPEV_LOST_FEED]
+	if _, missing := p.Missing()[hook("sk_data_ready")]; !missing {
+		if s.Feeds, err = readFeeds(maps["feeds"]); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 
@@ -302,7 +325,11 @@ func sum(perCPU []tcpeventsTcpEventCount) Count {
 // Sub returns the counts accumulated between prev and s. Connections with
 // no new events are left out.
 func (s Snapshot) Sub(prev Snapshot) Snapshot {
-	d := Snapshot{Taken: s.Taken, Conns: map[Key]Count{}, LostConns: s.LostConns - prev.LostConns}
+	d := Snapshot{Taken: s.Taken, Conns: map[Key]Count{}, LostConns: s.LostConns - prev.LostConns,
+		LostFeeds: s.LostFeeds - prev.LostFeeds}
+	if s.Feeds != nil {
+		d.Feeds = subFeeds(s.Feeds, prev.Feeds)
+	}
 	for k, c := range s.Conns {
 		if c.Events > prev.Conns[k].Events {
 			d.Conns[k] = c.sub(prev.Conns[k])

@@ -39,6 +39,14 @@ type tcpeventsTcpEventKey struct {
 	Err    int32
 }
 
+type tcpeventsTcpFeed struct {
+	_       structs.HostLayout
+	Softirq uint64
+	Process uint64
+	Unknown uint64
+	Reads   uint64
+}
+
 type tcpeventsTcpeventsEvent uint32
 
 const (
@@ -56,13 +64,16 @@ const (
 	tcpeventsTcpeventsHookTCPEV_HOOK_RETRANSMIT_SYNACK tcpeventsTcpeventsHook = 1
 	tcpeventsTcpeventsHookTCPEV_HOOK_SEND_RESET        tcpeventsTcpeventsHook = 2
 	tcpeventsTcpeventsHookTCPEV_HOOK_RECEIVE_RESET     tcpeventsTcpeventsHook = 3
+	tcpeventsTcpeventsHookTCPEV_HOOK_DATA_READY        tcpeventsTcpeventsHook = 4
+	tcpeventsTcpeventsHookTCPEV_HOOK_RECV_LENGTH       tcpeventsTcpeventsHook = 5
 )
 
 type tcpeventsTcpeventsLost uint32
 
 const (
 	tcpeventsTcpeventsLostTCPEV_LOST_CONN tcpeventsTcpeventsLost = 0
-	tcpeventsTcpeventsLostTCPEV_LOSTS     tcpeventsTcpeventsLost = 1
+	tcpeventsTcpeventsLostTCPEV_LOST_FEED tcpeventsTcpeventsLost = 1
+	tcpeventsTcpeventsLostTCPEV_LOSTS     tcpeventsTcpeventsLost = 2
 )
 
 type tcpeventsTcpeventsRtxKind uint32
@@ -81,18 +92,25 @@ const (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	tcpeventsMapConnEvents              = "conn_events"
+	tcpeventsMapFeeds                   = "feeds"
 	tcpeventsMapLost                    = "lost"
 	tcpeventsMapRtxKinds                = "rtx_kinds"
 	tcpeventsMapSelfCosts               = "self_costs"
 	tcpeventsMapTotals                  = "totals"
+	tcpeventsProgBtfSkDataReady         = "btf_sk_data_ready"
+	tcpeventsProgBtfSockRecvLength      = "btf_sock_recv_length"
 	tcpeventsProgBtfTcpReceiveReset     = "btf_tcp_receive_reset"
 	tcpeventsProgBtfTcpRetransmitSkb    = "btf_tcp_retransmit_skb"
 	tcpeventsProgBtfTcpRetransmitSynack = "btf_tcp_retransmit_synack"
 	tcpeventsProgBtfTcpSendReset        = "btf_tcp_send_reset"
+	tcpeventsProgRawSkDataReady         = "raw_sk_data_ready"
+	tcpeventsProgRawSockRecvLength      = "raw_sock_recv_length"
 	tcpeventsProgRawTcpReceiveReset     = "raw_tcp_receive_reset"
 	tcpeventsProgRawTcpRetransmitSkb    = "raw_tcp_retransmit_skb"
 	tcpeventsProgRawTcpRetransmitSynack = "raw_tcp_retransmit_synack"
 	tcpeventsProgRawTcpSendReset        = "raw_tcp_send_reset"
+	tcpeventsProgTpSkDataReady          = "tp_sk_data_ready"
+	tcpeventsProgTpSockRecvLength       = "tp_sock_recv_length"
 	tcpeventsProgTpTcpReceiveReset      = "tp_tcp_receive_reset"
 	tcpeventsProgTpTcpRetransmitSkb     = "tp_tcp_retransmit_skb"
 	tcpeventsProgTpTcpRetransmitSynack  = "tp_tcp_retransmit_synack"
@@ -101,6 +119,7 @@ const (
 	tcpeventsVarSendResetHasReason      = "send_reset_has_reason"
 	tcpeventsVarTargetNetns             = "target_netns"
 	tcpeventsVarTargetPort              = "target_port"
+	tcpeventsVarThreadSize              = "thread_size"
 )
 
 // loadTcpevents returns the embedded CollectionSpec for tcpevents.
@@ -145,14 +164,20 @@ type tcpeventsSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcpeventsProgramSpecs struct {
+	BtfSkDataReady         *ebpf.ProgramSpec `ebpf:"btf_sk_data_ready"`
+	BtfSockRecvLength      *ebpf.ProgramSpec `ebpf:"btf_sock_recv_length"`
 	BtfTcpReceiveReset     *ebpf.ProgramSpec `ebpf:"btf_tcp_receive_reset"`
 	BtfTcpRetransmitSkb    *ebpf.ProgramSpec `ebpf:"btf_tcp_retransmit_skb"`
 	BtfTcpRetransmitSynack *ebpf.ProgramSpec `ebpf:"btf_tcp_retransmit_synack"`
 	BtfTcpSendReset        *ebpf.ProgramSpec `ebpf:"btf_tcp_send_reset"`
+	RawSkDataReady         *ebpf.ProgramSpec `ebpf:"raw_sk_data_ready"`
+	RawSockRecvLength      *ebpf.ProgramSpec `ebpf:"raw_sock_recv_length"`
 	RawTcpReceiveReset     *ebpf.ProgramSpec `ebpf:"raw_tcp_receive_reset"`
 	RawTcpRetransmitSkb    *ebpf.ProgramSpec `ebpf:"raw_tcp_retransmit_skb"`
 	RawTcpRetransmitSynack *ebpf.ProgramSpec `ebpf:"raw_tcp_retransmit_synack"`
 	RawTcpSendReset        *ebpf.ProgramSpec `ebpf:"raw_tcp_send_reset"`
+	TpSkDataReady          *ebpf.ProgramSpec `ebpf:"tp_sk_data_ready"`
+	TpSockRecvLength       *ebpf.ProgramSpec `ebpf:"tp_sock_recv_length"`
 	TpTcpReceiveReset      *ebpf.ProgramSpec `ebpf:"tp_tcp_receive_reset"`
 	TpTcpRetransmitSkb     *ebpf.ProgramSpec `ebpf:"tp_tcp_retransmit_skb"`
 	TpTcpRetransmitSynack  *ebpf.ProgramSpec `ebpf:"tp_tcp_retransmit_synack"`
@@ -164,6 +189,7 @@ type tcpeventsProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type tcpeventsMapSpecs struct {
 	ConnEvents *ebpf.MapSpec `ebpf:"conn_events"`
+	Feeds      *ebpf.MapSpec `ebpf:"feeds"`
 	Lost       *ebpf.MapSpec `ebpf:"lost"`
 	RtxKinds   *ebpf.MapSpec `ebpf:"rtx_kinds"`
 	SelfCosts  *ebpf.MapSpec `ebpf:"self_costs"`
@@ -178,6 +204,7 @@ type tcpeventsVariableSpecs struct {
 	SendResetHasReason *ebpf.VariableSpec `ebpf:"send_reset_has_reason"`
 	TargetNetns        *ebpf.VariableSpec `ebpf:"target_netns"`
 	TargetPort         *ebpf.VariableSpec `ebpf:"target_port"`
+	ThreadSize         *ebpf.VariableSpec `ebpf:"thread_size"`
 }
 
 // tcpeventsObjects contains all objects after they have been loaded into the kernel.
@@ -201,6 +228,7 @@ func (o *tcpeventsObjects) Close() error {
 // It can be passed to loadTcpeventsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcpeventsMaps struct {
 	ConnEvents *ebpf.Map `ebpf:"conn_events"`
+	Feeds      *ebpf.Map `ebpf:"feeds"`
 	Lost       *ebpf.Map `ebpf:"lost"`
 	RtxKinds   *ebpf.Map `ebpf:"rtx_kinds"`
 	SelfCosts  *ebpf.Map `ebpf:"self_costs"`
@@ -210,6 +238,7 @@ type tcpeventsMaps struct {
 func (m *tcpeventsMaps) Close() error {
 	return _TcpeventsClose(
 		m.ConnEvents,
+		m.Feeds,
 		m.Lost,
 		m.RtxKinds,
 		m.SelfCosts,
@@ -225,20 +254,27 @@ type tcpeventsVariables struct {
 	SendResetHasReason *ebpf.Variable `ebpf:"send_reset_has_reason"`
 	TargetNetns        *ebpf.Variable `ebpf:"target_netns"`
 	TargetPort         *ebpf.Variable `ebpf:"target_port"`
+	ThreadSize         *ebpf.Variable `ebpf:"thread_size"`
 }
 
 // tcpeventsPrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to loadTcpeventsObjects or ebpf.CollectionSpec.LoadAndAssign.
 type tcpeventsPrograms struct {
+	BtfSkDataReady         *ebpf.Program `ebpf:"btf_sk_data_ready"`
+	BtfSockRecvLength      *ebpf.Program `ebpf:"btf_sock_recv_length"`
 	BtfTcpReceiveReset     *ebpf.Program `ebpf:"btf_tcp_receive_reset"`
 	BtfTcpRetransmitSkb    *ebpf.Program `ebpf:"btf_tcp_retransmit_skb"`
 	BtfTcpRetransmitSynack *ebpf.Program `ebpf:"btf_tcp_retransmit_synack"`
 	BtfTcpSendReset        *ebpf.Program `ebpf:"btf_tcp_send_reset"`
+	RawSkDataReady         *ebpf.Program `ebpf:"raw_sk_data_ready"`
+	RawSockRecvLength      *ebpf.Program `ebpf:"raw_sock_recv_length"`
 	RawTcpReceiveReset     *ebpf.Program `ebpf:"raw_tcp_receive_reset"`
 	RawTcpRetransmitSkb    *ebpf.Program `ebpf:"raw_tcp_retransmit_skb"`
 	RawTcpRetransmitSynack *ebpf.Program `ebpf:"raw_tcp_retransmit_synack"`
 	RawTcpSendReset        *ebpf.Program `ebpf:"raw_tcp_send_reset"`
+	TpSkDataReady          *ebpf.Program `ebpf:"tp_sk_data_ready"`
+	TpSockRecvLength       *ebpf.Program `ebpf:"tp_sock_recv_length"`
 	TpTcpReceiveReset      *ebpf.Program `ebpf:"tp_tcp_receive_reset"`
 	TpTcpRetransmitSkb     *ebpf.Program `ebpf:"tp_tcp_retransmit_skb"`
 	TpTcpRetransmitSynack  *ebpf.Program `ebpf:"tp_tcp_retransmit_synack"`
@@ -247,14 +283,20 @@ type tcpeventsPrograms struct {
 
 func (p *tcpeventsPrograms) Close() error {
 	return _TcpeventsClose(
+		p.BtfSkDataReady,
+		p.BtfSockRecvLength,
 		p.BtfTcpReceiveReset,
 		p.BtfTcpRetransmitSkb,
 		p.BtfTcpRetransmitSynack,
 		p.BtfTcpSendReset,
+		p.RawSkDataReady,
+		p.RawSockRecvLength,
 		p.RawTcpReceiveReset,
 		p.RawTcpRetransmitSkb,
 		p.RawTcpRetransmitSynack,
 		p.RawTcpSendReset,
+		p.TpSkDataReady,
+		p.TpSockRecvLength,
 		p.TpTcpReceiveReset,
 		p.TpTcpRetransmitSkb,
 		p.TpTcpRetransmitSynack,

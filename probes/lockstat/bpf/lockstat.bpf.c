@@ -29,6 +29,16 @@
  * recorded: user space cannot do this from the address alone, because
  * /proc/net/udp shows socket addresses only with kernel.kptr_restrict=1.
  * Only aggregates cross to user space.
+ *
+ * A TCP socket's sk_lock.slock is taken from both sides of the socket: a
+ * process (lock_sock, lock_sock_fast, release_sock) and a softirq (the
+ * receive path's bh_lock_sock, the TCP timers). Its waits are counted a
+ * third time, per lock address by the waiter's context and by whether a
+ * process owned the socket (sk_lock.owned) once the waiter got the
+ * spinlock: read at end, under the spinlock, it is exactly what the waiter
+ * acts on next — a softirq queues the segment to the backlog, lock_sock
+ * sleeps for the owner. That sleep (__lock_sock, on sk_lock.wq) is no
+ * contention event, so only its start is seen here, never its length.
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
@@ -46,6 +56,16 @@ enum { E_FAULT = 14, E_EXIST = 17 };
 
 /* Take the stack of about 1 in stack_every contentions (1: every one). */
 const volatile __u32 stack_every = 1;
+
+/* The size of a task's kernel stack (THREAD_SIZE), set by user space where
+ * the waiter's context is told by the stack it runs on (x86-64: softirqs
+ * run on the CPU's IRQ stack, or in ksoftirqd); 0: not told, counted as
+ * unknown. The per-CPU preempt count would say it directly, but its
+ * address is a data symbol: without CONFIG_KALLSYMS_ALL neither the
+ * loader nor the verifier (a BTF ksym's address comes from kallsyms) can
+ * resolve it. */
+const volatile __u32 thread_size = 0;
+#include "softirqctx.h"
 
 enum { AF_INET = 2, AF_INET6 = 10 };
 enum { IPPROTO_TCP = 6, IPPROTO_UDP = 17, IPPROTO_UDPLITE = 136 };
@@ -89,6 +109,14 @@ struct {
 	__type(key, __u64);
 	__type(value, struct lock_owner);
 } owners SEC(".maps");
+
+/* Waits on TCP sockets' sk_lock.slock by circumstance (see the top). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct sockwait_key);
+	__type(value, struct wait_stat);
+} sockwaits SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -176,6 +204,25 @@ static __always_inline struct spin_waits *cpu_spinning(void)
 	return bpf_map_lookup_elem(&spinning, &zero);
 }
 
+/* The bits a wait on a TCP socket's sk_lock.slock adds to its flags. The
+ * lock is known to be one from the owner recorded at the end of its first
+ * contention: the waits begun before that (one per CPU at most) are
+ * counted in `locks` only. */
+static __always_inline __u32 tcp_sock_lock_bits(__u64 lock_addr, const void *stack_marker)
+{
+	struct lock_owner *o = bpf_map_lookup_elem(&owners, &lock_addr);
+	if (!o || o->field != LOCKSTAT_FIELD_SOCK_LOCK || o->protocol != IPPROTO_TCP)
+		return 0;
+	switch (waiter_context(stack_marker)) {
+	case CTX_SOFTIRQ:
+		return LOCKSTAT_WAIT_TCP_SOCK_LOCK | LOCKSTAT_WAIT_SOFTIRQ;
+	case CTX_PROCESS:
+		return LOCKSTAT_WAIT_TCP_SOCK_LOCK;
+	default:
+		return LOCKSTAT_WAIT_TCP_SOCK_LOCK | LOCKSTAT_WAIT_CONTEXT_UNKNOWN;
+	}
+}
+
 static __always_inline int begin_spin(void *ctx, __u64 lock_addr, __u32 flags)
 {
 	struct spin_waits *sw = cpu_spinning();
@@ -199,10 +246,13 @@ static __always_inline int begin_spin(void *ctx, __u64 lock_addr, __u32 flags)
 	return 0;
 }
 
-static __always_inline int on_begin(void *ctx, __u64 lock_addr, __u32 flags)
+/* stack_marker: an address on the waiter's kernel stack, or 0 (a classic
+ * tracepoint's context is a per-CPU buffer): see softirqctx.h. */
+static __always_inline int on_begin(void *ctx, const void *stack_marker, __u64 lock_addr, __u32 flags)
 {
+	flags &= LOCKSTAT_LCB_MASK;
 	if (spins_in_place(flags))
-		return begin_spin(ctx, lock_addr, flags);
+		return begin_spin(ctx, lock_addr, flags | tcp_sock_lock_bits(lock_addr, stack_marker));
 
 	struct inflight_key key = waiter_key(lock_addr);
 	struct inflight_wait *w = bpf_map_lookup_elem(&inflight, &key);
@@ -339,6 +389,33 @@ static __always_inline void note_owner(__u64 addr)
 		count_lost(LOCKSTAT_LOST_OWNER_FULL);
 }
 
+/* Counts a wait on a TCP socket's sk_lock.slock, which this CPU now holds:
+ * sk_lock.owned cannot change under it. */
+static __always_inline void count_sock_wait(__u64 lock_addr, __u32 flags, __u64 wait)
+{
+	struct sock___lockstat *sk =
+		(void *)(lock_addr - bpf_core_field_offset(struct sock___lockstat, sk_lock.slock));
+	int owned = 0;
+	struct sockwait_key key = { .lock_addr = lock_addr };
+	if (flags & LOCKSTAT_WAIT_SOFTIRQ)
+		key.kind |= LOCKSTAT_SOCKWAIT_SOFTIRQ;
+	if (flags & LOCKSTAT_WAIT_CONTEXT_UNKNOWN)
+		key.kind |= LOCKSTAT_SOCKWAIT_CONTEXT_UNKNOWN;
+	if (!bpf_core_read(&owned, sizeof(owned), &sk->sk_lock.owned) && owned)
+		key.kind |= LOCKSTAT_SOCKWAIT_OWNED;
+
+	struct wait_stat *s = bpf_map_lookup_elem(&sockwaits, &key);
+	if (!s) {
+		struct wait_stat zero = {};
+		bpf_map_update_elem(&sockwaits, &key, &zero, BPF_NOEXIST);
+		s = bpf_map_lookup_elem(&sockwaits, &key);
+	}
+	if (s)
+		add_wait(s, wait);
+	else
+		count_lost(LOCKSTAT_LOST_LOCK_FULL);
+}
+
 static __always_inline int on_end(__u64 lock_addr)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -352,7 +429,9 @@ static __always_inline int on_end(__u64 lock_addr)
 		bpf_map_delete_elem(&inflight, &key);
 	}
 	__u64 wait = now - began.start_ns;
-	struct site_key site = { .stack_id = began.stack_id, .flags = began.flags };
+	struct site_key site = { .stack_id = began.stack_id, .flags = began.flags & LOCKSTAT_LCB_MASK };
+	if (began.flags & LOCKSTAT_WAIT_TCP_SOCK_LOCK)
+		count_sock_wait(lock_addr, began.flags, wait);
 
 	struct wait_stat zero = {};
 	struct wait_stat *s = bpf_map_lookup_elem(&sites, &site);
@@ -381,17 +460,17 @@ static __always_inline int on_end(__u64 lock_addr)
 }
 
 SEC("tp_btf/contention_begin")
-int BPF_PROG(btf_contention_begin, void *lock, unsigned int flags) { return SELF_COSTED(LOCKSTAT_HOOK_BEGIN, on_begin(ctx, (__u64)lock, flags)); }
+int BPF_PROG(btf_contention_begin, void *lock, unsigned int flags) { return SELF_COSTED(LOCKSTAT_HOOK_BEGIN, on_begin(ctx, ctx, (__u64)lock, flags)); }
 SEC("tp_btf/contention_end")
 int BPF_PROG(btf_contention_end, void *lock, int ret) { return SELF_COSTED(LOCKSTAT_HOOK_END, on_end((__u64)lock)); }
 
 SEC("raw_tp/contention_begin")
-int raw_contention_begin(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(LOCKSTAT_HOOK_BEGIN, on_begin(ctx, ctx->args[0], (__u32)ctx->args[1])); }
+int raw_contention_begin(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(LOCKSTAT_HOOK_BEGIN, on_begin(ctx, ctx, ctx->args[0], (__u32)ctx->args[1])); }
 SEC("raw_tp/contention_end")
 int raw_contention_end(struct bpf_raw_tracepoint_args *ctx) { return SELF_COSTED(LOCKSTAT_HOOK_END, on_end(ctx->args[0])); }
 
 SEC("tracepoint/lock/contention_begin")
 int tp_contention_begin(struct trace_event_raw_contention_begin *ctx)
-{ return SELF_COSTED(LOCKSTAT_HOOK_BEGIN, on_begin(ctx, (__u64)ctx->lock_addr, ctx->flags)); }
+{ return SELF_COSTED(LOCKSTAT_HOOK_BEGIN, on_begin(ctx, 0, (__u64)ctx->lock_addr, ctx->flags)); }
 SEC("tracepoint/lock/contention_end")
 int tp_contention_end(struct trace_event_raw_contention_end *ctx) { return SELF_COSTED(LOCKSTAT_HOOK_END, on_end((__u64)ctx->lock_addr)); }

@@ -28,6 +28,7 @@ struct wait_queue_head___lockstat {
 
 struct socket_lock___lockstat {
 	struct spinlock___lockstat slock;
+	int owned; /* a process holds the socket (lock_sock) */
 } __attribute__((preserve_access_index));
 
 struct ns_common___lockstat {

@@ -33,6 +33,37 @@ enum lockstat_sock_field {
 	LOCKSTAT_FIELD_WAIT_QUEUE = 4,    /* socket.wq.wait.lock (sock_def_readable's wakeup) */
 };
 
+/* Bits lockstat.bpf.c adds to inflight_wait.flags above the kernel's
+ * LCB_F_* (which fit LOCKSTAT_LCB_MASK): the wait is on a TCP socket's
+ * sk_lock.slock, and the waiter was serving a softirq. Never in a site key. */
+enum {
+	LOCKSTAT_LCB_MASK = 0xffff,
+	LOCKSTAT_WAIT_TCP_SOCK_LOCK = 1 << 30,
+	LOCKSTAT_WAIT_SOFTIRQ = 1 << 29,
+	LOCKSTAT_WAIT_CONTEXT_UNKNOWN = 1 << 28,
+};
+
+/* The circumstances of one wait on a TCP socket's sk_lock.slock. */
+enum lockstat_sock_wait {
+	/* The waiter was serving a softirq (the receive path's
+	 * bh_lock_sock, the TCP timers); else it ran in process context
+	 * (lock_sock, lock_sock_fast, release_sock). */
+	LOCKSTAT_SOCKWAIT_SOFTIRQ = 1 << 0,
+	/* When the waiter got the spinlock, a process owned the socket
+	 * (sk_lock.owned): a softirq then queues the segment to the
+	 * socket's backlog; lock_sock sleeps until the owner's
+	 * release_sock (and release_sock itself runs as the owner). */
+	LOCKSTAT_SOCKWAIT_OWNED = 1 << 1,
+	/* The waiter's context could not be told (see thread_size). */
+	LOCKSTAT_SOCKWAIT_CONTEXT_UNKNOWN = 1 << 2,
+};
+
+struct sockwait_key {
+	__u64 lock_addr;
+	enum lockstat_sock_wait kind; /* its bits OR-ed */
+	__u32 _pad;
+};
+
 /* A contention waiting now: one waiter (thread, or the CPU for the idle
  * task) on one lock. Softirqs nest inside a thread's contention on another
  * lock, hence the lock address in the key. */

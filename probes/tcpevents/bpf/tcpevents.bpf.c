@@ -21,6 +21,19 @@
  * Segments are counted too (tcp_skb_pcount of the retransmitted skb), so
  * their sum is what Tcp RetransSegs counts.
  *
+ *   sock:sk_data_ready (6.7+)  data queued on a socket and its reader
+ *                              woken: which CPU's softirq fed each TCP
+ *                              socket (per-CPU counts by socket inode)
+ *
+ *   sock:sock_recv_length (6.6+) a thread read the socket: the CPU it runs on
+ *
+ * sk_data_ready and sock_recv_length are the exception to what follows: it fires per segment
+ * with data, so it is its own hook group, attached in sampling windows
+ * under the overhead budget, and its counts are read as shares per CPU.
+ * It tells the receive path's softirq from the socket owner's
+ * release_sock processing the backlog (softirqctx.h), since the latter
+ * runs on the owner's CPU whatever CPU the segment arrived on.
+ *
  * Why cost is no concern here: these are rare events (a retransmit is a
  * loss; a reset is an abort), not per-packet paths, so every field is read
  * with CO-RE probe reads in all three attach methods, which keeps one
@@ -167,6 +180,22 @@ struct {
 	__type(key, enum tcpevents_lost);
 	__type(value, __u64);
 } lost SEC(".maps");
+
+/* THREAD_SIZE for softirqctx.h, set by user space (0: context unknown). */
+const volatile __u32 thread_size = 0;
+#include "softirqctx.h"
+
+struct sock___tcpfeed {
+	__u16 sk_protocol;
+	struct socket *sk_socket;
+} __attribute__((preserve_access_index));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct tcp_feed);
+} feeds SEC(".maps");
 
 static __always_inline __u32 netns_of_sk(const struct sock_common___tcp *sk)
 {
@@ -359,6 +388,101 @@ static __always_inline int on_receive_reset(const void *skp)
 		count(&k, 1);
 	return 0;
 }
+
+enum { IPPROTO_TCP___tcpfeed = 6 };
+
+/* This CPU's feed counts of a TCP socket of the target namespace and
+ * port; 0 for any other socket or when the map is full. */
+static __always_inline struct tcp_feed *feed_of(const void *skp)
+{
+	const struct sock_common___tcp *sk = skp;
+	if (!sk || BPF_CORE_READ((const struct sock___tcpfeed *)skp, sk_protocol) != IPPROTO_TCP___tcpfeed)
+		return 0;
+	if (target_port && BPF_CORE_READ(sk, skc_num) != target_port)
+		return 0;
+	if (netns_of_sk(sk) != target_netns)
+		return 0;
+	struct socket *sock = BPF_CORE_READ((const struct sock___tcpfeed *)skp, sk_socket);
+	if (!sock)
+		return 0;
+	__u64 ino = BPF_CORE_READ(sock, file, f_inode, i_ino);
+	if (!ino)
+		return 0;
+	struct tcp_feed *f = bpf_map_lookup_elem(&feeds, &ino);
+	if (!f) {
+		struct tcp_feed zero = {};
+		bpf_map_update_elem(&feeds, &ino, &zero, BPF_NOEXIST);
+		f = bpf_map_lookup_elem(&feeds, &ino);
+		if (!f) {
+			enum tcpevents_lost why = TCPEV_LOST_FEED;
+			__u64 *l = bpf_map_lookup_elem(&lost, &why);
+			if (l)
+				(*l)++;
+			return 0;
+		}
+	}
+	return f;
+}
+
+static __always_inline int on_recv_length(const void *skp, int ret)
+{
+	if (ret <= 0)
+		return 0;
+	struct tcp_feed *f = feed_of(skp);
+	if (f)
+		f->reads++;
+	return 0;
+}
+
+static __always_inline int on_data_ready(const void *skp, const void *stack_marker)
+{
+	struct tcp_feed *f = feed_of(skp);
+	if (!f)
+		return 0;
+	switch (waiter_context(stack_marker)) {
+	case CTX_SOFTIRQ:
+		f->softirq++;
+		break;
+	case CTX_PROCESS:
+		f->process++;
+		break;
+	default:
+		f->unknown++;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sk_data_ready")
+int btf_sk_data_ready(unsigned long long *ctx)
+{ return SELF_COSTED(TCPEV_HOOK_DATA_READY, on_data_ready((void *)ctx[0], ctx)); }
+SEC("raw_tp/sk_data_ready")
+int raw_sk_data_ready(struct bpf_raw_tracepoint_args *ctx)
+{ return SELF_COSTED(TCPEV_HOOK_DATA_READY, on_data_ready((void *)ctx->args[0], ctx)); }
+static __always_inline int tp_data_ready(struct trace_event_raw_sk_data_ready *ctx)
+{
+	if (BPF_CORE_READ(ctx, protocol) != IPPROTO_TCP___tcpfeed)
+		return 0;
+	return on_data_ready(BPF_CORE_READ(ctx, skaddr), 0);
+}
+SEC("tracepoint/sock/sk_data_ready")
+int tp_sk_data_ready(struct trace_event_raw_sk_data_ready *ctx)
+{ return SELF_COSTED(TCPEV_HOOK_DATA_READY, tp_data_ready(ctx)); }
+
+SEC("tp_btf/sock_recv_length")
+int btf_sock_recv_length(unsigned long long *ctx)
+{ return SELF_COSTED(TCPEV_HOOK_RECV_LENGTH, on_recv_length((void *)ctx[0], (int)ctx[1])); }
+SEC("raw_tp/sock_recv_length")
+int raw_sock_recv_length(struct bpf_raw_tracepoint_args *ctx)
+{ return SELF_COSTED(TCPEV_HOOK_RECV_LENGTH, on_recv_length((void *)ctx->args[0], (int)ctx->args[1])); }
+static __always_inline int tp_recv_length(struct trace_event_raw_sock_msg_length *ctx)
+{
+	if (BPF_CORE_READ(ctx, protocol) != IPPROTO_TCP___tcpfeed)
+		return 0;
+	return on_recv_length(BPF_CORE_READ(ctx, sk), BPF_CORE_READ(ctx, ret));
+}
+SEC("tracepoint/sock/sock_recv_length")
+int tp_sock_recv_length(struct trace_event_raw_sock_msg_length *ctx)
+{ return SELF_COSTED(TCPEV_HOOK_RECV_LENGTH, tp_recv_length(ctx)); }
 
 /* tp_btf: the arguments from the raw context, so that the optional third
  * argument is only read where the prototype has it. */

@@ -27,7 +27,8 @@ enum tcpevents_rtx_kind {
  * still count them. */
 enum tcpevents_lost {
 	TCPEV_LOST_CONN = 0,
-	TCPEV_LOSTS = 1,
+	TCPEV_LOST_FEED = 1, /* a socket's sk_data_ready not counted: feeds full */
+	TCPEV_LOSTS = 2,
 };
 
 /* One connection's events of one kind. Addresses are in network order, an
@@ -58,6 +59,17 @@ enum tcpevents_hook {
 	TCPEV_HOOK_RETRANSMIT_SYNACK,
 	TCPEV_HOOK_SEND_RESET,
 	TCPEV_HOOK_RECEIVE_RESET,
+	TCPEV_HOOK_DATA_READY,
+	TCPEV_HOOK_RECV_LENGTH,
+};
+
+/* Per TCP socket (by inode) and CPU: the times sock:sk_data_ready fired,
+ * by the context that delivered the data. */
+struct tcp_feed {
+	__u64 softirq; /* the receive path's softirq on this CPU */
+	__u64 process; /* the owner's release_sock processing the backlog */
+	__u64 unknown; /* context not told (classic tracepoint, not x86-64) */
+	__u64 reads;   /* sock:sock_recv_length: a thread read it on this CPU */
 };
 
 #endif
