@@ -93,15 +93,17 @@ type offcpuThreadState struct {
 		Pad         uint32
 		Comm        [16]int8
 	}
-	Epoch   uint32
-	Tgid    uint32
-	State   uint8
-	Halves  uint8
-	Sampled uint8
-	Dead    uint8
-	Pad     uint32
-	Comm    [16]int8
-	Totals  struct {
+	Epoch           uint32
+	Tgid            uint32
+	State           uint8
+	Halves          uint8
+	Sampled         uint8
+	Dead            uint8
+	Pad             uint32
+	Comm            [16]int8
+	WalkedRegs      [5]uint64
+	WalkedUserStack uint64
+	Totals          struct {
 		_          structs.HostLayout
 		OnNs       uint64
 		RunqNs     [2]uint64

@@ -199,6 +199,43 @@ static __always_inline enum store_result store_stack(void *ctx, struct task_stru
 	return store_frames(&stacks, f, f->ips, n, hash);
 }
 
+/* The user registers the current task entered the kernel with. Only
+ * these are read; the flavour keeps the declaration apart from the
+ * kernel's, CO-RE finds the offsets (x86-64: other architectures name
+ * them differently, and the cache below is then off). */
+struct pt_regs___offcpu {
+	unsigned long bp;
+	unsigned long sp;
+	unsigned long ip;
+} __attribute__((preserve_access_index));
+
+/* user_regs_key reads what identifies the current task's user stack
+ * without walking it: the user instruction pointer (the return address
+ * of the system call), stack and frame pointers, and the two return
+ * addresses the frame pointer chain starts with. A thread that leaves
+ * the CPU again from the same call (an event loop's epoll_wait, a pool
+ * thread parked in getTask) has the same words and the same stack; a
+ * call reached another way at the same depth differs in a return
+ * address. Returns false when they cannot be read. */
+static __always_inline bool user_regs_key(__u64 key[OFFCPU_USER_KEY])
+{
+	struct pt_regs___offcpu *r = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!r || !bpf_core_field_exists(r->bp))
+		return false;
+	key[0] = BPF_CORE_READ(r, ip);
+	key[1] = BPF_CORE_READ(r, sp);
+	key[2] = BPF_CORE_READ(r, bp);
+	__u64 frame[2] = {};
+	key[3] = 0;
+	key[4] = 0;
+	if (key[2] && bpf_probe_read_user(frame, sizeof(frame), (void *)key[2]) == 0) {
+		key[3] = frame[1];
+		if (frame[0] && bpf_probe_read_user(frame, sizeof(frame), (void *)frame[0]) == 0)
+			key[4] = frame[1];
+	}
+	return true;
+}
+
 /* Counts a failed kernel stack of a wait (not a waker's). */
 static __always_inline __u8 kernel_half(enum store_result r, bool waker)
 {
@@ -217,10 +254,37 @@ static __always_inline __u8 kernel_half(enum store_result r, bool waker)
 	return 0;
 }
 
+/* user_stack_cached sets *user to the stack the thread's last walk
+ * found when it leaves the CPU with the same user registers (see
+ * user_regs_key), and otherwise notes the registers for the walk that
+ * follows. Walking the user stack (a read of user memory per frame) and
+ * hashing it was most of what a switch-out cost the leaving thread, and
+ * a server thread leaves the CPU from a handful of places. */
+static __always_inline bool user_stack_cached(struct thread_state *t, __u64 *user)
+{
+	__u64 key[OFFCPU_USER_KEY];
+	if (!user_regs_key(key)) {
+		t->walked_user_stack = 0;
+		return false;
+	}
+	bool same = t->walked_user_stack != 0;
+	for (int i = 0; i < OFFCPU_USER_KEY; i++) {
+		if (t->walked_regs[i] != key[i])
+			same = false;
+		t->walked_regs[i] = key[i];
+	}
+	if (same) {
+		*user = t->walked_user_stack;
+		return true;
+	}
+	t->walked_user_stack = 0;
+	return false;
+}
+
 /* Takes the current task's stacks into *kernel (unless kernel_too is
  * false: taken later, see switch_in) and *user; returns the OFFCPU_HALF_*
  * (or, for a waker, OFFCPU_WAKER_*) bits of those taken. */
-static __always_inline __u8 take_stacks(void *ctx, __u32 slot, __u64 *kernel, __u64 *user, bool waker, bool kernel_too)
+static __always_inline __u8 take_stacks(void *ctx, struct thread_state *t, __u32 slot, __u64 *kernel, __u64 *user, bool waker, bool kernel_too)
 {
 	__u8 halves = 0;
 	__u8 u = waker ? OFFCPU_WAKER_USER : OFFCPU_HALF_USER;
@@ -231,9 +295,17 @@ static __always_inline __u8 take_stacks(void *ctx, __u32 slot, __u64 *kernel, __
 		__u32 pid = (__u32)bpf_get_current_pid_tgid();
 		/* Kernel threads and the idle task have no user stack. */
 		if (pid != 0 && !(BPF_CORE_READ(task, flags) & PF_KTHREAD)) {
+			if (t && user_stack_cached(t, user)) {
+				halves |= u;
+				return halves;
+			}
 			switch (store_stack(ctx, 0, slot, BPF_F_USER_STACK, user)) {
 			case STORED:
 				halves |= u;
+				if (t) {
+					/* t->walked_regs was set by user_stack_cached. */
+					t->walked_user_stack = *user;
+				}
 				break;
 			case FULL:
 				count_lost(waker ? OFFCPU_LOST_WAKER_STACK : OFFCPU_LOST_USER_STACKS_FULL);
@@ -429,7 +501,7 @@ static __always_inline void switch_out(void *ctx, struct offcpu_config *c, __u64
 	t->halves = 0;
 	t->sampled = stack_every <= 1 || bpf_get_prandom_u32() % stack_every == 0;
 	if (t->sampled)
-		t->halves = take_stacks(ctx, 0, &t->kernel_stack, &t->user_stack, false, !defer_kernel);
+		t->halves = take_stacks(ctx, t, 0, &t->kernel_stack, &t->user_stack, false, !defer_kernel);
 }
 
 /* switch_in: thread pid (of process tgid, 0 when unknown) gets the CPU.
@@ -518,7 +590,7 @@ static __always_inline int on_waking(void *ctx, __u32 pid)
 	w.halves = OFFCPU_WAKER_KNOWN;
 	bpf_get_current_comm(&w.comm, sizeof(w.comm));
 	if (collect_wakers && t->sampled)
-		w.halves |= take_stacks(ctx, 1, &w.kernel_stack, &w.user_stack, true, true);
+		w.halves |= take_stacks(ctx, 0, 1, &w.kernel_stack, &w.user_stack, true, true);
 	t->waker = w;
 	return 0;
 }

@@ -34,6 +34,11 @@ enum offcpu_runq_kind {
 	OFFCPU_RUNQ_KINDS = 2,
 };
 
+/* Words of a thread's user registers that identify its user stack:
+ * the instruction and stack pointers it entered the kernel with, its frame
+ * pointer and the two return addresses above it. */
+enum { OFFCPU_USER_KEY = 5 };
+
 /* Bits of thread_state.halves and wait_key.halves. */
 enum offcpu_half {
 	OFFCPU_HALF_KERNEL = 1,        /* kernel_stack is set */
@@ -86,6 +91,10 @@ struct thread_state {
 	__u8 dead;    /* the thread exited */
 	__u32 _pad;
 	char comm[OFFCPU_COMM_LEN];
+	/* The user stack last walked at a switch-out and the user registers
+	 * it was walked at (see user_stack_cached). */
+	__u64 walked_regs[OFFCPU_USER_KEY];
+	__u64 walked_user_stack;
 	struct thread_totals totals;
 };
 
