@@ -10,7 +10,10 @@
 #   cmd-every16 the same with stacks at 1 in 16 switches (--stack-every 16);
 #   cmd-all    `perfscope offcpu -a --exact` (every process, every switch:
 #              what bpftrace does);
-#   bpftrace   bench/offcpu.bt: the same tracepoints and maps, every process.
+#   bpftrace   bench/offcpu.bt: the same tracepoints and maps, every process;
+#   base-budget, base-exact  cmd-budget and cmd-exact run by another build of
+#              perfscope, $OFFCPU_BASE_BIN (a before/after comparison in
+#              one run, alternating with the rest, so both see the same load).
 #
 # Each round runs two loads per tracer:
 #   fixed  RATE requests/s (default 4000, below the untraced capacity here)
@@ -68,7 +71,10 @@ URL="http://127.0.0.1:$PORT/"
 
 bpf_links() { find "/proc/$1/fd" -lname 'anon_inode:bpf_link' 2>/dev/null | wc -l; }
 busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
-cpu_ticks() { awk '{sub(/.*\) /, ""); print $12+$13}' "/proc/$1/stat"; }
+# nginx's CPU time in ns, from the scheduler's own account of every thread
+# (/proc/PID/task/*/schedstat: exact, where /proc/PID/stat counts 10 ms
+# ticks — ±1 tick was ±3 % of a 4 s load at 3,000 requests/s).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat | awk '{s+=$1} END {printf "%.0f", s}'; }
 
 # load MODE: one load, one line of results (after the tracer's name).
 load() {
@@ -76,19 +82,19 @@ load() {
 	[ "$mode" = fixed ] && rate=$RATE
 	l=$(cut -d' ' -f1 /proc/loadavg)
 	b0=$(busy_jiffies)
-	t0=$(cpu_ticks "$NGINX")
+	t0=$(cpu_ns "$NGINX")
 	local res
 	res=$("$WORK/httprate" -url "$URL" -rate "$rate" -c 16 -d "$WINDOW")
-	t1=$(cpu_ticks "$NGINX")
+	t1=$(cpu_ns "$NGINX")
 	b1=$(busy_jiffies)
 	echo "$res" | RATE_MODE=$mode T0=$t0 T1=$t1 B="$b0 $b1" L=$l python3 -c '
 import json, os, sys
 r = json.load(sys.stdin)
 b = [float(x) for x in os.environ["B"].split()]
-ticks = int(os.environ["T1"]) - int(os.environ["T0"])
+ns = int(os.environ["T1"]) - int(os.environ["T0"])
 n = max(1, r["completed"])
 print("%s rps %.1f p50_us %.1f p99_us %.1f errors %d nginx_us_per_req %.2f load %s busy %.2f" % (os.environ["RATE_MODE"], r["requests_per_second"],
-      r["p50_ns"] / 1e3, r["p99_ns"] / 1e3, r["failures"] + r["non_2xx"], ticks * 1e4 / n, os.environ["L"], (b[2] - b[0]) / (b[3] - b[1])))'
+      r["p50_ns"] / 1e3, r["p99_ns"] / 1e3, r["failures"] + r["non_2xx"], ns / 1e3 / n, os.environ["L"], (b[2] - b[0]) / (b[3] - b[1])))'
 }
 
 measure() {
@@ -102,12 +108,17 @@ measure() {
 		for _ in $(seq 300); do grep -q Attaching "$out.bt" 2>/dev/null && break; sleep 0.1; done
 		sleep 1
 		;;
-	cmd-budget | cmd-exact | cmd-every16 | cmd-all)
-		local cargs=(offcpu --pid "$NGINX" -d 10m -o json)
-		[ "$tr" = cmd-exact ] && cargs+=(--exact)
+	cmd-budget | cmd-exact | cmd-every16 | cmd-all | base-budget | base-exact)
+		local bin=$WORK/perfscope cargs=(offcpu --pid "$NGINX" -d 10m -o json)
+		case $tr in base-*)
+			[ -x "${OFFCPU_BASE_BIN:-}" ] || { echo "offcpuhttp.sh: $tr needs OFFCPU_BASE_BIN, a perfscope binary to compare with" >&2; exit 2; }
+			bin=$OFFCPU_BASE_BIN
+			;;
+		esac
+		[ "$tr" = cmd-exact ] || [ "$tr" = base-exact ] && cargs+=(--exact)
 		[ "$tr" = cmd-every16 ] && cargs+=(--exact --stack-every 16)
 		[ "$tr" = cmd-all ] && cargs=(offcpu -a --exact -d 10m -o json)
-		"$WORK/perfscope" "${cargs[@]}" >"$out.json" 2>"$out.err" &
+		"$bin" "${cargs[@]}" >"$out.json" 2>"$out.err" &
 		tpid=$!
 		for _ in $(seq 300); do [ "$(bpf_links "$tpid")" -ge 4 ] && break; sleep 0.1; done
 		sleep 1 # the budget's calibration

@@ -71,6 +71,10 @@ type Options struct {
 	TargetGCInterval time.Duration
 	// Started is called once the profiler runs (progress, tests).
 	Started func()
+	// WindowStarts and WindowEnds are called when the measured window
+	// (after the sampler settled; the load perfscope drives) begins and
+	// ends, for probes measuring the same window beside it.
+	WindowStarts, WindowEnds func()
 	// Settle is how long allocation sampling runs before the window
 	// begins (DefaultSamplerSettle when zero, none when negative).
 	Settle time.Duration
@@ -167,7 +171,13 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	}
 	o.settle(ctx, res)
 
+	if o.WindowStarts != nil {
+		o.WindowStarts()
+	}
 	win, err := o.runWindow(ctx, target, sess, cs, first, res)
+	if o.WindowEnds != nil {
+		o.WindowEnds()
+	}
 	if err != nil {
 		return nil, err
 	}

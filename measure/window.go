@@ -96,6 +96,12 @@ type Window struct {
 	// the zero Budget counts every event (--exact). Commands and recipes
 	// set budget.Default unless asked for exact counts.
 	Budget budget.Budget
+	// Begin, when set, holds the window's first readings until it is
+	// closed; Until, when set, ends the window when closed instead of
+	// after Duration. A recipe pairing probes with async-profiler runs
+	// them over the JVM's own window (which a load perfscope drives
+	// sets), so both views cover the same time.
+	Begin, Until <-chan struct{}
 }
 
 // Run is what the window itself measured.
@@ -280,6 +286,12 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	if gov != nil {
 		gov.OpenRefs()
 	}
+	if w.Begin != nil {
+		select {
+		case <-w.Begin:
+		case <-ctx.Done():
+		}
+	}
 	for i, p := range s.parts {
 		if err := p.Begin(read); err != nil {
 			s.abort(read, i)
@@ -422,6 +434,9 @@ func (s *Session) abort(ctx context.Context, begun int) {
 func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) (time.Time, error) {
 	deadline := time.NewTimer(w.Duration)
 	defer deadline.Stop()
+	if w.Until != nil {
+		deadline.Stop() // the window ends when Until closes
+	}
 	var ticks <-chan time.Time
 	if w.Interval > 0 {
 		t := time.NewTicker(w.Interval)
@@ -434,6 +449,8 @@ func (s *Session) wait(ctx, read context.Context, w Window, begin time.Time) (ti
 		case <-ctx.Done(): // Ctrl-C: report what was measured so far
 			return last, nil
 		case <-deadline.C:
+			return last, nil
+		case <-w.Until:
 			return last, nil
 		case now := <-ticks:
 			last = now

@@ -193,8 +193,8 @@ func TestNeedsForKernel(t *testing.T) {
 	if !Has(NeedsForKernel(needs, "5.10.0-28-amd64"), Capability, "CAP_SYS_RESOURCE") {
 		t.Error("5.10 needs CAP_SYS_RESOURCE for RLIMIT_MEMLOCK")
 	}
-	jvm, _ := ForRecipe("jvm-alloc")
-	if Has(NeedsForKernel(jvm, "5.4.0"), Capability, "CAP_SYS_RESOURCE") {
+	gc, _ := ForRecipe("gc-pressure")
+	if Has(NeedsForKernel(gc, "5.4.0"), Capability, "CAP_SYS_RESOURCE") {
 		t.Error("a recipe without probes needs no memlock")
 	}
 }

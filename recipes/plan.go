@@ -100,15 +100,25 @@ func (p *Plan) Run(ctx context.Context, src measure.Sources, h Hooks) (*Result, 
 			return nil, err
 		}
 		var wg sync.WaitGroup
+		window := m.Window(h)
 		if _, ok := p.use(measure.AsyncProfilerSpec.Name); ok {
+			// The probes measure the JVM's window: from when the
+			// profiler's window begins to when it ends (a load perfscope
+			// drives may make it longer or shorter than the duration).
+			begin, end := make(chan struct{}), make(chan struct{})
+			var beginOnce, endOnce sync.Once
+			opened := func() { beginOnce.Do(func() { close(begin) }) }
+			ended := func() { opened(); endOnce.Do(func() { close(end) }) }
+			window.Begin, window.Until = begin, end
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer ended() // also when the JVM could not be profiled
 				defer gosafe.Recover(&jvmErr)
-				jvmRes, jvmErr = p.runJVM(ctx, src, h)
+				jvmRes, jvmErr = p.runJVMWindow(ctx, src, h, opened, ended)
 			}()
 		}
-		run, err := s.Measure(ctx, m.Window(h))
+		run, err := s.Measure(ctx, window)
 		s.Close()
 		wg.Wait()
 		if err != nil {
@@ -142,8 +152,15 @@ func (p *Plan) Run(ctx context.Context, src measure.Sources, h Hooks) (*Result, 
 }
 
 func (p *Plan) runJVM(ctx context.Context, src measure.Sources, h Hooks) (*measure.JVMResult, error) {
+	return p.runJVMWindow(ctx, src, h, nil, nil)
+}
+
+// runJVMWindow is runJVM calling starts and ends when the JVM's window
+// begins and ends.
+func (p *Plan) runJVMWindow(ctx context.Context, src measure.Sources, h Hooks, starts, ends func()) (*measure.JVMResult, error) {
 	o := *p.jvmOptions
 	o.FS, o.Started = src.JVMs, h.JVMStarted
+	o.WindowStarts, o.WindowEnds = starts, ends
 	res, err := measure.RunJVM(ctx, src, o)
 	if res.Result == nil {
 		return nil, &JVMError{PID: o.PID, Err: err}

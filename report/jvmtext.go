@@ -29,6 +29,11 @@ type JVMData struct {
 	// ProfileOptions are how async-profiler ran, for the text's overhead
 	// line; not part of the JSON.
 	ProfileOptions asprof.Options `json:"-"`
+	// Wall is async-profiler's wall-clock view beside the off-CPU view,
+	// per thread pool (--event wall --off-cpu); OffCPU is the off-CPU
+	// view of the JVM over the same window (--off-cpu).
+	Wall   *evidence.JVMWall `json:"wall,omitempty"`
+	OffCPU *evidence.OffCPU  `json:"offcpu,omitempty"`
 }
 
 // NewJVMData is the data of a JVM measurement: its evidence, the load
@@ -51,6 +56,9 @@ func NewJVMData(e evidence.JVM, load *httpload.Result, warnings []string) JVMDat
 // WriteText implements Texter.
 func (d JVMData) WriteText(w io.Writer, r *Report) error {
 	writeJVMText(w, r, d, d.ProfileOptions)
+	if d.Wall != nil {
+		writeJVMWallText(w, *d.Wall)
+	}
 	return nil
 }
 

@@ -47,6 +47,8 @@ type jvmOptions struct {
 	HTTPPorts        []uint
 	RequestThreads   string
 	HandlerFrames    string
+	// OffCPU is --off-cpu: the offcpu probe on the JVM in the same window.
+	OffCPU bool
 	// Stop is --stop PID: stop what a perfscope that is gone left running
 	// in that JVM, instead of measuring.
 	Stop int
@@ -161,6 +163,7 @@ perfscope still runs is left alone (exit 3).`,
 	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the JVM's)")
 	f.StringVar(&o.RequestThreads, "request-threads", "", "thread names (regex) that serve requests, beside the known pools (http-nio-*, http-epoll-*, reactor-http-*, qtp*, XNIO-*)")
 	f.StringVar(&o.HandlerFrames, "handler-frames", "", "frames (regex on dotted names) that are request handlers, instead of the outermost application frame under a known dispatcher")
+	f.BoolVar(&o.OffCPU, "off-cpu", false, "also where the JVM's threads waited off CPU in the same window (the offcpu probe); with --event wall, async-profiler's wall clock and the kernel's off-CPU time side by side per thread pool")
 	f.IntVar(&o.Stop, "stop", 0, "instead of measuring: stop the async-profiler session a killed perfscope left in JVM `PID`, and remove its files")
 	return cmd
 }
@@ -208,7 +211,8 @@ func (o *jvmOptions) validate() error {
 		"alloc_interval", allocIntervalParam(o.AllocInterval), "async_profiler", o.AsyncProfiler, "target_rps", strconv.FormatFloat(o.TargetRPS, 'g', -1, 64),
 		"target_gc_interval", o.TargetGCInterval.String(), "top", strconv.Itoa(o.Top),
 		"requests_from", o.RequestsFrom, "requests_metric", o.RequestsMetric, "requests_match", recipes.KindList.JoinItems(o.RequestsMatch),
-		"mappings", o.Mappings, "count", o.Count, "request_threads", o.RequestThreads, "handler_frames", o.HandlerFrames)
+		"mappings", o.Mappings, "count", o.Count, "request_threads", o.RequestThreads, "handler_frames", o.HandlerFrames,
+		"off_cpu", strconv.FormatBool(o.OffCPU))
 	if file, ok := strings.CutPrefix(o.Body, "@"); ok {
 		set["body_file"] = file
 	} else {
@@ -271,6 +275,11 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	r := res.Report("jvm", Version())
 	data := report.NewJVMData(j.Evidence, j.Load, j.Warnings)
 	data.ProfileOptions = j.ProfileOptions
+	// The off-CPU section's findings are the recipe's already.
+	data.OffCPU = res.OffCPU
+	if o.OffCPU && j.ProfileOptions.Event == asprof.Wall {
+		data.Wall = jvm.Wall(j.Profile, res.OffCPU, j.Evidence.PID, 5)
+	}
 	r.Data = data
 	if j.Profile != nil {
 		if werr := writeProfileFiles(o, r, j); werr != nil {

@@ -21,6 +21,9 @@ import java.util.logging.SimpleFormatter;
  *   GET /alloc?kb=N  allocates N KiB on top of the server's own per-request cost
  *   GET /log         formats and logs one record through java.util.logging
  *   GET /health      answers "ok"
+ *   GET /contend?ms=N sleeps N ms holding one monitor every /contend shares:
+ *                    a known wait (the holder's sleep) and the pool threads
+ *                    blocked on the monitor behind it
  *
  * Usage: java SampleApp PORT [PORTFILE]; PORT 0 picks a free port, which is
  * written to PORTFILE once the server accepts requests.
@@ -45,6 +48,7 @@ public final class SampleApp {
         server.createContext("/alloc", SampleApp::alloc);
         server.createContext("/log", SampleApp::log);
         server.createContext("/health", ex -> reply(ex, "ok\n"));
+        server.createContext("/contend", SampleApp::contend);
         server.setExecutor(Executors.newFixedThreadPool(4));
         server.start();
         String bound = Integer.toString(server.getAddress().getPort());
@@ -85,6 +89,21 @@ public final class SampleApp {
             sum += chunks[i][i % CHUNK_PAYLOAD];
         }
         sink += sum;
+        REQUESTS.incrementAndGet();
+        reply(ex, "ok\n");
+    }
+
+    private static final Object CONTENDED = new Object();
+
+    private static void contend(HttpExchange ex) throws IOException {
+        int ms = intParam(ex.getRequestURI(), "ms", 10);
+        synchronized (CONTENDED) {
+            try {
+                Thread.sleep(ms);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }
         REQUESTS.incrementAndGet();
         reply(ex, "ok\n");
     }

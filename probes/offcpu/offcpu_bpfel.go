@@ -93,15 +93,21 @@ type offcpuThreadState struct {
 		Pad         uint32
 		Comm        [16]int8
 	}
-	Epoch   uint32
-	Tgid    uint32
-	State   uint8
-	Halves  uint8
-	Sampled uint8
-	Dead    uint8
-	Pad     uint32
-	Comm    [16]int8
-	Totals  struct {
+	Epoch             uint32
+	Tgid              uint32
+	State             uint8
+	Halves            uint8
+	Sampled           uint8
+	Dead              uint8
+	Pad               uint32
+	Comm              [16]int8
+	WalkedRegs        [7]uint64
+	WalkedUserStack   uint64
+	WalkedKernelStack uint64
+	WalkedKernelSp    uint64
+	Site              int32
+	Pad2              uint32
+	Totals            struct {
 		_          structs.HostLayout
 		OnNs       uint64
 		RunqNs     [2]uint64
@@ -139,19 +145,38 @@ type offcpuWaitStat struct {
 	MaxNs   uint64
 }
 
+type offcpuWakerCacheKey struct {
+	_        structs.HostLayout
+	WakerPid uint32
+	WakeePid uint32
+	Regs     [7]uint64
+}
+
+type offcpuWakerCacheVal struct {
+	_           structs.HostLayout
+	KernelStack uint64
+	UserStack   uint64
+	Halves      uint32
+	Pad         uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	offcpuMapConfig             = "config"
+	offcpuMapHistZero           = "hist_zero"
 	offcpuMapLost               = "lost"
 	offcpuMapRunqCpu            = "runq_cpu"
 	offcpuMapRunqProc           = "runq_proc"
 	offcpuMapSelfCosts          = "self_costs"
 	offcpuMapStackScratch       = "stack_scratch"
 	offcpuMapStacks             = "stacks"
+	offcpuMapThreadZero         = "thread_zero"
 	offcpuMapThreads            = "threads"
 	offcpuMapWaits              = "waits"
+	offcpuMapWakerCache         = "waker_cache"
+	offcpuMapWakerKeyScratch    = "waker_key_scratch"
 	offcpuProgBtfSchedSwitch    = "btf_sched_switch"
 	offcpuProgBtfSchedWakeup    = "btf_sched_wakeup"
 	offcpuProgBtfSchedWakeupNew = "btf_sched_wakeup_new"
@@ -232,15 +257,19 @@ type offcpuProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type offcpuMapSpecs struct {
-	Config       *ebpf.MapSpec `ebpf:"config"`
-	Lost         *ebpf.MapSpec `ebpf:"lost"`
-	RunqCpu      *ebpf.MapSpec `ebpf:"runq_cpu"`
-	RunqProc     *ebpf.MapSpec `ebpf:"runq_proc"`
-	SelfCosts    *ebpf.MapSpec `ebpf:"self_costs"`
-	StackScratch *ebpf.MapSpec `ebpf:"stack_scratch"`
-	Stacks       *ebpf.MapSpec `ebpf:"stacks"`
-	Threads      *ebpf.MapSpec `ebpf:"threads"`
-	Waits        *ebpf.MapSpec `ebpf:"waits"`
+	Config          *ebpf.MapSpec `ebpf:"config"`
+	HistZero        *ebpf.MapSpec `ebpf:"hist_zero"`
+	Lost            *ebpf.MapSpec `ebpf:"lost"`
+	RunqCpu         *ebpf.MapSpec `ebpf:"runq_cpu"`
+	RunqProc        *ebpf.MapSpec `ebpf:"runq_proc"`
+	SelfCosts       *ebpf.MapSpec `ebpf:"self_costs"`
+	StackScratch    *ebpf.MapSpec `ebpf:"stack_scratch"`
+	Stacks          *ebpf.MapSpec `ebpf:"stacks"`
+	ThreadZero      *ebpf.MapSpec `ebpf:"thread_zero"`
+	Threads         *ebpf.MapSpec `ebpf:"threads"`
+	Waits           *ebpf.MapSpec `ebpf:"waits"`
+	WakerCache      *ebpf.MapSpec `ebpf:"waker_cache"`
+	WakerKeyScratch *ebpf.MapSpec `ebpf:"waker_key_scratch"`
 }
 
 // offcpuVariableSpecs contains global variables before they are loaded into the kernel.
@@ -275,28 +304,36 @@ func (o *offcpuObjects) Close() error {
 //
 // It can be passed to loadOffcpuObjects or ebpf.CollectionSpec.LoadAndAssign.
 type offcpuMaps struct {
-	Config       *ebpf.Map `ebpf:"config"`
-	Lost         *ebpf.Map `ebpf:"lost"`
-	RunqCpu      *ebpf.Map `ebpf:"runq_cpu"`
-	RunqProc     *ebpf.Map `ebpf:"runq_proc"`
-	SelfCosts    *ebpf.Map `ebpf:"self_costs"`
-	StackScratch *ebpf.Map `ebpf:"stack_scratch"`
-	Stacks       *ebpf.Map `ebpf:"stacks"`
-	Threads      *ebpf.Map `ebpf:"threads"`
-	Waits        *ebpf.Map `ebpf:"waits"`
+	Config          *ebpf.Map `ebpf:"config"`
+	HistZero        *ebpf.Map `ebpf:"hist_zero"`
+	Lost            *ebpf.Map `ebpf:"lost"`
+	RunqCpu         *ebpf.Map `ebpf:"runq_cpu"`
+	RunqProc        *ebpf.Map `ebpf:"runq_proc"`
+	SelfCosts       *ebpf.Map `ebpf:"self_costs"`
+	StackScratch    *ebpf.Map `ebpf:"stack_scratch"`
+	Stacks          *ebpf.Map `ebpf:"stacks"`
+	ThreadZero      *ebpf.Map `ebpf:"thread_zero"`
+	Threads         *ebpf.Map `ebpf:"threads"`
+	Waits           *ebpf.Map `ebpf:"waits"`
+	WakerCache      *ebpf.Map `ebpf:"waker_cache"`
+	WakerKeyScratch *ebpf.Map `ebpf:"waker_key_scratch"`
 }
 
 func (m *offcpuMaps) Close() error {
 	return _OffcpuClose(
 		m.Config,
+		m.HistZero,
 		m.Lost,
 		m.RunqCpu,
 		m.RunqProc,
 		m.SelfCosts,
 		m.StackScratch,
 		m.Stacks,
+		m.ThreadZero,
 		m.Threads,
 		m.Waits,
+		m.WakerCache,
+		m.WakerKeyScratch,
 	)
 }
 

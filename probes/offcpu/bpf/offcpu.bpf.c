@@ -59,6 +59,39 @@ struct {
 	__type(value, struct thread_state);
 } threads SEC(".maps");
 
+/* Waker stacks by waker thread, woken thread and the waker's user
+ * registers (see waker_stacks); least recently used go first. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct waker_cache_key);
+	__type(value, struct waker_cache_val);
+} waker_cache SEC(".maps");
+
+/* Where a waker_cache key is built: too big for the BPF stack. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct waker_cache_key);
+} waker_key_scratch SEC(".maps");
+
+/* A histogram of zeroes, never written: what a process's starts from. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct hist);
+} hist_zero SEC(".maps");
+
+/* A thread_state of zeroes, never written: what a new thread starts from. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct thread_state);
+} thread_zero SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 8192);
@@ -199,6 +232,77 @@ static __always_inline enum store_result store_stack(void *ctx, struct task_stru
 	return store_frames(&stacks, f, f->ips, n, hash);
 }
 
+/* The user registers the current task entered the kernel with. Only
+ * these are read; the flavour keeps the declaration apart from the
+ * kernel's, CO-RE finds the offsets (x86-64: other architectures name
+ * them differently, and the cache below is then off). */
+struct pt_regs___offcpu {
+	unsigned long bp;
+	unsigned long di;
+	unsigned long orig_ax;
+	unsigned long sp;
+	unsigned long ip;
+} __attribute__((preserve_access_index));
+
+/* The kernel stack pointer a task that is not running was switched out
+ * at (x86-64's thread_struct). */
+struct thread_struct___offcpu {
+	unsigned long sp;
+} __attribute__((preserve_access_index));
+
+struct task_struct___offcpu_thread {
+	struct thread_struct___offcpu thread;
+} __attribute__((preserve_access_index));
+
+/* user_regs_update reads what identifies the current task's user stack
+ * without walking it, into key (a map value's: the BPF stack is too small
+ * for a copy), and says whether it is what key held: the user instruction
+ * pointer (the return address of the system call), stack and frame
+ * pointers, and the two return addresses the frame pointer chain starts
+ * with. A thread that leaves the CPU again from the same call (an event
+ * loop's epoll_wait, a pool thread parked in getTask) has the same words
+ * and the same stack; a call reached another way at the same depth
+ * differs in a return address. Returns -1 when they cannot be read (key
+ * is then cleared), 1 when they are key's, 0 when key changed. */
+static __always_inline int set_word(__u64 *key, int i, __u64 v)
+{
+	int same = key[i] == v;
+	key[i] = v;
+	return same;
+}
+
+/* user_regs_update's bits: every word is what key held (the user stack
+ * is the same), or the system call's (instruction and stack pointers,
+ * call and first argument: the kernel side is the same, frame pointers
+ * aside — a program built without them has anything in bp). */
+enum { SITE_SAME_STACK = 1, SITE_SAME_CALL = 2 };
+
+static __always_inline int user_regs_update(__u64 *key)
+{
+	struct pt_regs___offcpu *r = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!r || !bpf_core_field_exists(r->bp) || !bpf_core_field_exists(r->orig_ax)) {
+		for (int i = 0; i < OFFCPU_USER_KEY; i++)
+			key[i] = 0;
+		return -1;
+	}
+	__u64 bp = BPF_CORE_READ(r, bp);
+	int call = set_word(key, 0, BPF_CORE_READ(r, ip));
+	call &= set_word(key, 1, BPF_CORE_READ(r, sp));
+	call &= set_word(key, 5, BPF_CORE_READ(r, orig_ax));
+	call &= set_word(key, 6, BPF_CORE_READ(r, di));
+	int stack = set_word(key, 2, bp);
+	__u64 frame[2] = {};
+	__u64 ret1 = 0, ret2 = 0;
+	if (bp && bpf_probe_read_user(frame, sizeof(frame), (void *)bp) == 0) {
+		ret1 = frame[1];
+		if (frame[0] && bpf_probe_read_user(frame, sizeof(frame), (void *)frame[0]) == 0)
+			ret2 = frame[1];
+	}
+	stack &= set_word(key, 3, ret1);
+	stack &= set_word(key, 4, ret2);
+	return (call && stack ? SITE_SAME_STACK : 0) | (call ? SITE_SAME_CALL : 0);
+}
+
 /* Counts a failed kernel stack of a wait (not a waker's). */
 static __always_inline __u8 kernel_half(enum store_result r, bool waker)
 {
@@ -217,10 +321,26 @@ static __always_inline __u8 kernel_half(enum store_result r, bool waker)
 	return 0;
 }
 
+/* user_stack_cached sets *user to the stack the thread's last walk
+ * found when it leaves the CPU with the same user registers (see
+ * user_regs_key), and otherwise notes the registers for the walk that
+ * follows. Walking the user stack (a read of user memory per frame) and
+ * hashing it was most of what a switch-out cost the leaving thread, and
+ * a server thread leaves the CPU from a handful of places. */
+static __always_inline bool user_stack_cached(struct thread_state *t, __u64 *user)
+{
+	if (t->site > 0 && (t->site & SITE_SAME_STACK) && t->walked_user_stack) {
+		*user = t->walked_user_stack;
+		return true;
+	}
+	t->walked_user_stack = 0;
+	return false;
+}
+
 /* Takes the current task's stacks into *kernel (unless kernel_too is
  * false: taken later, see switch_in) and *user; returns the OFFCPU_HALF_*
  * (or, for a waker, OFFCPU_WAKER_*) bits of those taken. */
-static __always_inline __u8 take_stacks(void *ctx, __u32 slot, __u64 *kernel, __u64 *user, bool waker, bool kernel_too)
+static __always_inline __u8 take_stacks(void *ctx, struct thread_state *t, __u32 slot, __u64 *kernel, __u64 *user, bool waker, bool kernel_too)
 {
 	__u8 halves = 0;
 	__u8 u = waker ? OFFCPU_WAKER_USER : OFFCPU_HALF_USER;
@@ -231,9 +351,17 @@ static __always_inline __u8 take_stacks(void *ctx, __u32 slot, __u64 *kernel, __
 		__u32 pid = (__u32)bpf_get_current_pid_tgid();
 		/* Kernel threads and the idle task have no user stack. */
 		if (pid != 0 && !(BPF_CORE_READ(task, flags) & PF_KTHREAD)) {
+			if (t && user_stack_cached(t, user)) {
+				halves |= u;
+				return halves;
+			}
 			switch (store_stack(ctx, 0, slot, BPF_F_USER_STACK, user)) {
 			case STORED:
 				halves |= u;
+				if (t) {
+					/* t->walked_regs was set by user_stack_cached. */
+					t->walked_user_stack = *user;
+				}
 				break;
 			case FULL:
 				count_lost(waker ? OFFCPU_LOST_WAKER_STACK : OFFCPU_LOST_USER_STACKS_FULL);
@@ -282,14 +410,21 @@ static __always_inline struct thread_state *thread_of(__u32 pid, __u32 tgid, str
 	if (!t) {
 		if (!create || !tgid)
 			return 0;
-		struct thread_state zero = {};
-		zero.tgid = tgid;
-		zero.epoch = c->epoch;
-		bpf_map_update_elem(&threads, &pid, &zero, BPF_NOEXIST);
+		/* A zeroed entry from a map: one on the BPF stack would leave
+		 * too little of it for the stack walks. */
+		__u32 zero_key = 0;
+		struct thread_state *zero = bpf_map_lookup_elem(&thread_zero, &zero_key);
+		if (!zero)
+			return 0;
+		bpf_map_update_elem(&threads, &pid, zero, BPF_NOEXIST);
 		t = bpf_map_lookup_elem(&threads, &pid);
 		if (!t) {
 			count_lost(OFFCPU_LOST_THREADS_FULL);
 			return 0;
+		}
+		if (t->tgid == 0) {
+			t->tgid = tgid;
+			t->epoch = c->epoch;
 		}
 		*fresh = true;
 		return t;
@@ -331,8 +466,13 @@ static __always_inline void count_runq(__u32 kind, __u64 ns, __u32 tgid)
 	struct proc_key pk = { .tgid = tgid, .kind = kind };
 	h = bpf_map_lookup_elem(&runq_proc, &pk);
 	if (!h) {
-		struct hist zero = {};
-		bpf_map_update_elem(&runq_proc, &pk, &zero, BPF_NOEXIST);
+		/* Zeroes from a map: 336 bytes on the BPF stack would leave too
+		 * little of it for the stack walks. */
+		__u32 zero_key = 0;
+		struct hist *zero = bpf_map_lookup_elem(&hist_zero, &zero_key);
+		if (!zero)
+			return;
+		bpf_map_update_elem(&runq_proc, &pk, zero, BPF_NOEXIST);
 		h = bpf_map_lookup_elem(&runq_proc, &pk);
 		if (!h) {
 			count_lost(OFFCPU_LOST_PROCS_FULL);
@@ -428,8 +568,33 @@ static __always_inline void switch_out(void *ctx, struct offcpu_config *c, __u64
 	bpf_get_current_comm(&t->comm, sizeof(t->comm));
 	t->halves = 0;
 	t->sampled = stack_every <= 1 || bpf_get_prandom_u32() % stack_every == 0;
+	/* Where the thread waits, to reuse the stacks walked the last time it
+	 * waited there (user_stack_cached, switch_in). */
+	t->site = t->sampled && pid != 0 ? user_regs_update(t->walked_regs) : -1;
 	if (t->sampled)
-		t->halves = take_stacks(ctx, 0, &t->kernel_stack, &t->user_stack, false, !defer_kernel);
+		t->halves = take_stacks(ctx, t, 0, &t->kernel_stack, &t->user_stack, false, !defer_kernel);
+}
+
+/* deferred_kernel_stack takes the kernel stack of next, switched out
+ * since, or gives it the one its last walk found when it waited from the
+ * same user call (t->site) and was switched out at the same kernel stack
+ * pointer: the same system call on the same fd or futex blocking the same
+ * way. Unwinding a sleeping task's kernel stack was most of a switch-in's
+ * cost. */
+static __always_inline __u8 deferred_kernel_stack(struct thread_state *t, struct task_struct *next)
+{
+	struct task_struct___offcpu_thread *n = (void *)next;
+	__u64 ksp = 0;
+	if (bpf_core_field_exists(n->thread.sp))
+		ksp = BPF_CORE_READ(n, thread.sp);
+	if (ksp && t->site > 0 && (t->site & SITE_SAME_CALL) && t->walked_kernel_stack && t->walked_kernel_sp == ksp) {
+		t->kernel_stack = t->walked_kernel_stack;
+		return OFFCPU_HALF_KERNEL;
+	}
+	__u8 half = kernel_half(store_stack(0, next, 0, 0, &t->kernel_stack), false);
+	t->walked_kernel_stack = half && ksp && t->site >= 0 ? t->kernel_stack : 0;
+	t->walked_kernel_sp = ksp;
+	return half;
 }
 
 /* switch_in: thread pid (of process tgid, 0 when unknown) gets the CPU.
@@ -468,7 +633,7 @@ static __always_inline void switch_in(struct offcpu_config *c, __u64 now, __u32 
 			t->totals.short_ns += off;
 		} else if (t->sampled) {
 			if (next && collect_kernel)
-				t->halves |= kernel_half(store_stack(0, next, 0, 0, &t->kernel_stack), false);
+				t->halves |= deferred_kernel_stack(t, next);
 			aggregate(t, pid, off, runq);
 		}
 	} else if (t->runnable_ns && now >= t->runnable_ns) {
@@ -497,6 +662,38 @@ static __always_inline int on_switch(void *ctx, enum offcpu_state prev_state, __
 	return 0;
 }
 
+/* waker_stacks takes the waker's (the current task's) stacks into w, or
+ * gives it those walked at this thread's last wakeup when the same waker
+ * thread wakes it again from the same user call (user_regs_key): a
+ * server's request path wakes the same thread the same way request after
+ * request, and walking the waker's kernel stack (the network stack's
+ * softirq under a send, ~40 frames) was most of what a wakeup cost.
+ * Kernel threads and interrupts of the idle task are walked every time. */
+static __always_inline __u8 waker_stacks(void *ctx, __u32 wakee, struct waker *w)
+{
+	struct task_struct___offcpu *task = (void *)bpf_get_current_task();
+	__u32 zero = 0;
+	struct waker_cache_key *k = bpf_map_lookup_elem(&waker_key_scratch, &zero);
+	/* The whole key is the cache's: every word counts. */
+	bool keyed = k && w->pid != 0 && !(BPF_CORE_READ(task, flags) & PF_KTHREAD) && user_regs_update(k->regs) >= 0;
+	if (keyed) {
+		k->waker_pid = w->pid;
+		k->wakee_pid = wakee;
+		struct waker_cache_val *v = bpf_map_lookup_elem(&waker_cache, k);
+		if (v) {
+			w->kernel_stack = v->kernel_stack;
+			w->user_stack = v->user_stack;
+			return v->halves;
+		}
+	}
+	__u8 halves = take_stacks(ctx, 0, 1, &w->kernel_stack, &w->user_stack, true, true);
+	if (keyed && halves) {
+		struct waker_cache_val v = { .kernel_stack = w->kernel_stack, .user_stack = w->user_stack, .halves = halves };
+		bpf_map_update_elem(&waker_cache, k, &v, BPF_ANY);
+	}
+	return halves;
+}
+
 /* sched_waking, in the waker's context: note who wakes a thread that has
  * been blocked at least min_block_ns (a shorter wait's waker would not be
  * reported), with the waker's stacks. */
@@ -512,14 +709,17 @@ static __always_inline int on_waking(void *ctx, __u32 pid)
 	if (now < t->off_ns || now - t->off_ns < min_block_ns)
 		return 0;
 	__u64 id = bpf_get_current_pid_tgid();
-	struct waker w = {};
-	w.pid = (__u32)id;
-	w.tgid = id >> 32;
-	w.halves = OFFCPU_WAKER_KNOWN;
-	bpf_get_current_comm(&w.comm, sizeof(w.comm));
+	/* Written in place: a copy on the BPF stack leaves too little of it
+	 * for the stack walks. */
+	struct waker *w = &t->waker;
+	w->kernel_stack = 0;
+	w->user_stack = 0;
+	w->pid = (__u32)id;
+	w->tgid = id >> 32;
+	w->halves = OFFCPU_WAKER_KNOWN;
+	bpf_get_current_comm(&w->comm, sizeof(w->comm));
 	if (collect_wakers && t->sampled)
-		w.halves |= take_stacks(ctx, 1, &w.kernel_stack, &w.user_stack, true, true);
-	t->waker = w;
+		w->halves |= waker_stacks(ctx, pid, w);
 	return 0;
 }
 

@@ -34,6 +34,27 @@ enum offcpu_runq_kind {
 	OFFCPU_RUNQ_KINDS = 2,
 };
 
+/* Words of a thread's user registers that identify where it waits: the
+ * instruction and stack pointers it entered the kernel with, its frame
+ * pointer, the two return addresses above it, the system call and its
+ * first argument (the fd, the futex). */
+enum { OFFCPU_USER_KEY = 7 };
+
+/* The waker stacks walked for a waker thread waking a thread from one
+ * user call (waker_cache). */
+struct waker_cache_key {
+	__u32 waker_pid;
+	__u32 wakee_pid;
+	__u64 regs[OFFCPU_USER_KEY];
+};
+
+struct waker_cache_val {
+	__u64 kernel_stack;
+	__u64 user_stack;
+	__u32 halves;
+	__u32 _pad;
+};
+
 /* Bits of thread_state.halves and wait_key.halves. */
 enum offcpu_half {
 	OFFCPU_HALF_KERNEL = 1,        /* kernel_stack is set */
@@ -86,6 +107,17 @@ struct thread_state {
 	__u8 dead;    /* the thread exited */
 	__u32 _pad;
 	char comm[OFFCPU_COMM_LEN];
+	/* The user registers at the switch-out (see user_regs_update) and
+	 * whether they were those of the one before (site: 1 yes, 0 no, -1
+	 * unreadable); the user stack last walked, and the kernel stack last
+	 * walked at a switch-in with the kernel stack pointer it was taken
+	 * at (see switch_in). */
+	__u64 walked_regs[OFFCPU_USER_KEY];
+	__u64 walked_user_stack;
+	__u64 walked_kernel_stack;
+	__u64 walked_kernel_sp;
+	__s32 site;
+	__u32 _pad2;
 	struct thread_totals totals;
 };
 
