@@ -11,6 +11,7 @@ import (
 )
 
 func main() {
+	deferFirstGC()
 	// PERFSCOPE_CPUPROFILE=file writes a Go CPU profile of the whole
 	// process, start-up to exit (system time included: the profiling
 	// timer counts the process's CPU time), for finding what a run's
