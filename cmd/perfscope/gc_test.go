@@ -51,3 +51,32 @@ func TestDeferFirstGC(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A command's own soft limit (udp's) stays after the first collection.
+func TestDeferFirstGCKeepsACommandsLimit(t *testing.T) {
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	deferFirstGC()
+	const own = 40 << 20
+	debug.SetMemoryLimit(own)
+	for range 2 * own >> 10 {
+		sink = make([]byte, 1<<10)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		p := debug.SetGCPercent(-1)
+		debug.SetGCPercent(p)
+		if p == 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC %d after collecting past the command's limit, want 100", p)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := debug.SetMemoryLimit(-1); l != own {
+		t.Fatalf("memory limit %d after the first collection, want the command's %d", l, own)
+	}
+}
