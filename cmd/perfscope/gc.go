@@ -9,18 +9,19 @@ import (
 
 // startHeap is the heap the process grows to before its first garbage
 // collection.
-const startHeap = 64 << 20
+const startHeap = 32 << 20
 
-// deferFirstGC lets the heap grow to startHeap (or to a lower soft limit
-// a command sets, as udp's) before the first garbage collection, then
-// hands back to the runtime's defaults: GOGC=100, and no limit unless a
-// command set its own, which stays. The Go runtime collects from a 4 MB heap on: a 4 s `perfscope
-// udp` collected six times, ~30 ms of its ~250 ms of CPU, decoding the
-// kernel's BTF and building the report, while its heap never passed
-// ~12 MB (peak RSS 35 MB; ~40 MB without those collections). A run whose
-// heap reaches startHeap — a long serve, a large profile — collects there
-// and from then on exactly as before. GOGC or GOMEMLIMIT in the
-// environment is the user's choice and is left alone.
+// deferFirstGC lets the heap grow to startHeap (or to the soft limit a
+// command sets instead, udp's 40 MiB) before the first garbage
+// collection, then hands back to the runtime's defaults: GOGC=100, and no
+// limit unless a command set its own, which stays. The Go runtime
+// collects from a 4 MB heap on: a 4 s `perfscope udp` collected six
+// times, ~30 ms of its ~250 ms of CPU, decoding the kernel's BTF and
+// building the report, while its heap never passed ~12 MB (peak RSS 35
+// MB; ~40 MB without those collections). A run whose heap reaches the
+// limit — a long serve, a large profile — collects there and from then on
+// as before. GOGC or GOMEMLIMIT in the environment is the user's choice
+// and is left alone.
 func deferFirstGC() {
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return
