@@ -57,6 +57,23 @@ func matches(frame string, patterns []string) bool {
 	return false
 }
 
+// frameGroups are the groups (bit i: KernelGroups[i]) whose Functions and
+// whose Under lists one frame's name matches.
+type frameGroups struct{ functions, under uint64 }
+
+func matchGroups(frame string) frameGroups {
+	var m frameGroups
+	for gi, g := range KernelGroups {
+		if matches(frame, g.Functions) {
+			m.functions |= 1 << gi
+		}
+		if matches(frame, g.Under) {
+			m.under |= 1 << gi
+		}
+	}
+	return m
+}
+
 // GroupShares measures, for each KernelGroup, the samples whose stack
 // passes through it — inclusive time, as a flame graph shows it — as a share
 // of the samples on netRXCPUs (the CPUs that ran the receive softirq) and of
@@ -65,23 +82,29 @@ func matches(frame string, patterns []string) bool {
 func GroupShares(samples []ProfileSample, netRXCPUs map[int]bool) (groups []FunctionShare, total, netRXTotal uint64) {
 	counts := make([]uint64, len(KernelGroups))
 	netCounts := make([]uint64, len(KernelGroups))
+	// The same frames recur in most stacks: each distinct name is matched
+	// against the groups once (a profile holds thousands of frames and a
+	// few hundred names).
+	known := map[string]frameGroups{}
 	for _, s := range samples {
 		total += s.Count
 		onNet := netRXCPUs[s.CPU]
 		if onNet {
 			netRXTotal += s.Count
 		}
-		for gi, g := range KernelGroups {
-			hit, under := false, len(g.Under) == 0
-			for _, f := range s.Frames {
-				if !hit && matches(f, g.Functions) {
-					hit = true
-				}
-				if !under && matches(f, g.Under) {
-					under = true
-				}
+		var hit, under uint64
+		for _, f := range s.Frames {
+			m, ok := known[f]
+			if !ok {
+				m = matchGroups(f)
+				known[f] = m
 			}
-			if hit && under {
+			hit |= m.functions
+			under |= m.under
+		}
+		for gi, g := range KernelGroups {
+			bit := uint64(1) << gi
+			if hit&bit != 0 && (len(g.Under) == 0 || under&bit != 0) {
 				counts[gi] += s.Count
 				if onNet {
 					netCounts[gi] += s.Count

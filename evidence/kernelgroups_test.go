@@ -32,3 +32,10 @@ func TestGroupShares(t *testing.T) {
 		t.Error("prefix matching")
 	}
 }
+
+// GroupShares keeps each frame's groups in a 64-bit mask.
+func TestKernelGroupsFitFrameMask(t *testing.T) {
+	if len(KernelGroups) > 64 {
+		t.Fatalf("%d kernel groups: GroupShares' frameGroups masks hold 64", len(KernelGroups))
+	}
+}

@@ -30,6 +30,9 @@ type LockOptions struct {
 	// Timeline keeps the wait of every tick of the window
 	// (evidence.LockSection.Intervals).
 	Timeline bool
+	// MaxLocks sizes the per-lock table (lockstat.Options.MaxLocks; 0:
+	// lockstat.DefaultMaxLocks, for runs of unknown length).
+	MaxLocks int
 }
 
 // Locks is the lock part: kernel lock contention system-wide, per call
@@ -65,7 +68,7 @@ func NewLocks(opts LockOptions) *Locks {
 func (p *Locks) Open(src Sources) error {
 	p.src = src
 	p.sym = src.symbolizer()
-	p.probe, p.openErr = src.Probes.Lock(lockstat.Options{Method: p.opts.Method, StackEvery: p.opts.StackEvery})
+	p.probe, p.openErr = src.Probes.Lock(lockstat.Options{Method: p.opts.Method, StackEvery: p.opts.StackEvery, MaxLocks: p.opts.MaxLocks})
 	return nil
 }
 

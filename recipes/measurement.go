@@ -61,8 +61,14 @@ func (p *Plan) NewMeasurement(h Hooks) *Measurement {
 			NoLatency: !u.opts["latency"].(bool), Timeline: timeline, OnInterval: h.OnSoftirqInterval})
 	}
 	if u, ok := p.use(lockstat.Spec.Name); ok {
+		// A one-shot run's per-lock table is sized by its length; serve's
+		// keeps the largest, for windows after windows.
+		maxLocks := lockstat.DefaultMaxLocks
+		if !h.Continuous {
+			maxLocks = lockstat.LocksFor(p.window.Duration)
+		}
 		m.Locks = measure.NewLocks(measure.LockOptions{Method: p.method, StackEvery: int(u.opts["stacks_every"].(int64)),
-			TCP: u.opts["tcp"].(bool), Timeline: timeline})
+			TCP: u.opts["tcp"].(bool), Timeline: timeline, MaxLocks: maxLocks})
 	}
 	if u, ok := p.use(cpuprofile.Spec.Name); ok {
 		o := p.profileOptions(u)

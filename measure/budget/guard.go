@@ -99,8 +99,10 @@ func (g *Governor) guardedSleep(t time.Time, allow map[*governedGroup][]float64,
 		if g.sleepUntil(next) {
 			return true
 		}
+		// Groups of one probe share its counters: read once a tick.
+		read := map[probes.SelfCounted]selfReading{}
 		for _, gg := range attached {
-			cost, runs, ok := g.costInPeriod(gg)
+			cost, runs, ok := g.costInPeriod(gg, read)
 			if !ok {
 				continue
 			}
@@ -146,10 +148,22 @@ func overAny(cost, allow []float64) bool {
 	return false
 }
 
+// selfReading is one reading of a probe's counters.
+type selfReading struct {
+	costs probes.SelfCosts
+	err   error
+}
+
 // costInPeriod is what gg's runs since the period began cost each CPU,
 // in ns, and how many they were; false when its counters cannot be read.
-func (g *Governor) costInPeriod(gg *governedGroup) ([]float64, uint64, bool) {
-	cur, err := gg.counter.SelfCosts()
+// read keeps this tick's readings of each probe's counters.
+func (g *Governor) costInPeriod(gg *governedGroup, read map[probes.SelfCounted]selfReading) ([]float64, uint64, bool) {
+	r, ok := read[gg.counter]
+	if !ok {
+		r.costs, r.err = gg.counter.SelfCosts()
+		read[gg.counter] = r
+	}
+	cur, err := r.costs, r.err
 	if err != nil {
 		return nil, 0, false
 	}

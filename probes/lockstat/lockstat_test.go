@@ -403,3 +403,23 @@ func TestSpinningWaitsNest(t *testing.T) {
 	}
 	testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
 }
+
+// The per-lock table's size follows the run's length between 1,024 and
+// the object's own size, which serve (length unknown) keeps.
+func TestLocksFor(t *testing.T) {
+	spec, err := loadLockstat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := spec.Maps[lockstatMapLocks].MaxEntries; n != DefaultMaxLocks {
+		t.Fatalf("the object's locks table holds %d, DefaultMaxLocks is %d", n, DefaultMaxLocks)
+	}
+	for d, want := range map[time.Duration]int{0: DefaultMaxLocks, time.Second: 1024, 4 * time.Second: 2048, 10 * time.Second: 5120, time.Hour: DefaultMaxLocks} {
+		if got := LocksFor(d); got != want {
+			t.Errorf("LocksFor(%v) = %d, want %d", d, got, want)
+		}
+	}
+	if _, err := Open(Options{MaxLocks: DefaultMaxLocks + 1}); err == nil {
+		t.Error("a locks table larger than the object's opened")
+	}
+}
