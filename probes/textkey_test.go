@@ -19,7 +19,8 @@ func TestSnapshotsRoundTripJSON(t *testing.T) {
 		RXRaw:      map[netqueue.QueueKey][]netqueue.Traffic{{Ifindex: 4, Queue: netqueue.Unrecorded}: {{Packets: 7}}},
 		NAPIQueues: map[netqueue.NAPIQueueKey]uint64{{NAPIID: 8193, Ifindex: 4, RawQueue: 2}: 9},
 	}
-	l := lockstat.Snapshot{Sites: map[lockstat.SiteKey]lockstat.WaitStats{{StackID: lockstat.NoStack, Flags: 1}: {Count: 2}}}
+	l := lockstat.Snapshot{Sites: map[lockstat.SiteKey]lockstat.WaitStats{{StackID: lockstat.NoStack, Flags: 1}: {Count: 2}},
+		SockWaits: map[lockstat.SockWaitKey]lockstat.WaitStats{{Lock: 0xffff8881deadbeef, Kind: lockstat.SockWaitKind{Softirq: true, Owned: true}}: {Count: 3}}}
 	d := udpdrop.Snapshot{Ports: map[udpdrop.PortKey]uint64{{Port: 9000, Family: 2, Kind: udpdrop.KfreeSkb, Reason: 6}: 11}}
 	for _, v := range []any{&q, &l, &d} {
 		b, err := json.Marshal(v)
