@@ -43,18 +43,10 @@ var TimelineRules = []Rule[evidence.Timeline]{
 func checkDropsDuringPause(tl evidence.Timeline, t Thresholds) *Finding {
 	minStopped := int64(t.Get(TimelineThresholds.MinStopped) * float64(time.Millisecond))
 	rows, allDrops := pauseRows(tl)
-	episodes, inPause := pauseEpisodes(rows, minStopped)
+	episodes, running, baseline, arrival := pausesAndBaseline(rows, minStopped)
 	if len(episodes) == 0 {
 		return nil
 	}
-	var running []pauseRow
-	for i, r := range rows {
-		if !inPause[i] {
-			running = append(running, r)
-		}
-	}
-	baseline := median(running, func(r pauseRow) float64 { return r.dropsPS })
-	arrival := median(running, func(r pauseRow) float64 { return r.arrivePS })
 	worst, pauseDrops := worstPause(rows, episodes, baseline, t)
 	if worst == nil {
 		return nil
@@ -150,6 +142,21 @@ type pauseEpisode struct{ first, last int }
 // pauseEpisodes finds the pauses: an interval stopped at least minStopped,
 // with the one before when a collection began there and ended in it.
 // inPause marks the rows they hold.
+// pausesAndBaseline finds the pause episodes among rows and, over the
+// intervals outside them (running), the median rate of drops (the baseline a pause
+// is judged against) and of arrivals.
+func pausesAndBaseline(rows []pauseRow, minStopped int64) (episodes []pauseEpisode, running []pauseRow, baseline, arrival float64) {
+	episodes, inPause := pauseEpisodes(rows, minStopped)
+	for i, r := range rows {
+		if !inPause[i] {
+			running = append(running, r)
+		}
+	}
+	baseline = median(running, func(r pauseRow) float64 { return r.dropsPS })
+	arrival = median(running, func(r pauseRow) float64 { return r.arrivePS })
+	return episodes, running, baseline, arrival
+}
+
 func pauseEpisodes(rows []pauseRow, minStopped int64) (episodes []pauseEpisode, inPause []bool) {
 	inPause = make([]bool, len(rows))
 	for i, r := range rows {

@@ -26,18 +26,10 @@ var TCPPauseThresholds = struct{ MinOverflows Threshold }{
 func checkOverflowsDuringPause(tl evidence.Timeline, t Thresholds) *Finding {
 	minStopped := int64(t.Get(TimelineThresholds.MinStopped) * float64(time.Millisecond))
 	rows, all := overflowRows(tl)
-	episodes, inPause := pauseEpisodes(rows, minStopped)
+	episodes, running, baseline, arrival := pausesAndBaseline(rows, minStopped)
 	if len(episodes) == 0 {
 		return nil
 	}
-	var running []pauseRow
-	for i, r := range rows {
-		if !inPause[i] {
-			running = append(running, r)
-		}
-	}
-	baseline := median(running, func(r pauseRow) float64 { return r.dropsPS })
-	arrival := median(running, func(r pauseRow) float64 { return r.arrivePS })
 	th := Thresholds{TimelineThresholds.MinDrops.Name: t.Get(TCPPauseThresholds.MinOverflows), TimelineThresholds.DropRise.Name: t.Get(TimelineThresholds.DropRise)}
 	worst, inPauses := worstPause(rows, episodes, baseline, th)
 	if worst == nil {

@@ -10,22 +10,16 @@ import (
 // passive request count). It measures alone, over its own window.
 var Spec = spec.Part{Name: "goalloc", Probe: true, Recipe: true, Section: spec.SectionGo,
 	Doc: "a running Go program's allocation (its runtime's own samples, weighted as pprof does), GC cycles and sync.Pools, through uprobes: bytes per request",
-	Options: []spec.Option{
+	Options: spec.Options([]spec.Option{
 		{Name: "pid", Domain: spec.Domain{Kind: spec.KindPID, Min: spec.Bound(1)}, Required: true, Doc: "the Go program"},
-		{Name: "requests", Domain: spec.Domain{Kind: spec.KindInt, Min: spec.Bound(0)}, Doc: "requests served in the window (sent by you, or by perfscope with load)"},
-		{Name: "load", Domain: spec.Domain{Kind: spec.KindURL}, Doc: "drive `requests` HTTP requests at this URL and measure while they run"},
-		{Name: "method", Domain: spec.Domain{Kind: spec.KindEnum, Values: spec.HTTPMethods}, Default: "GET", Doc: "HTTP method of the load"},
-		{Name: "body", Domain: spec.Domain{Kind: spec.KindString}, Doc: "request body of the load"},
-		{Name: "body_file", Domain: spec.Domain{Kind: spec.KindFile}, Doc: "read the load's request body from this file"},
-		{Name: "header", Domain: spec.Domain{Kind: spec.KindList}, Doc: "request headers of the load, Name:value each"},
-		{Name: "concurrency", Domain: spec.Domain{Kind: spec.KindInt, Min: spec.Bound(1), Max: spec.Bound(1024)}, Default: int64(4), Doc: "concurrent connections of the load"},
+	}, spec.LoadOptions, []spec.Option{
 		{Name: "requests_from", Domain: spec.Domain{Kind: spec.KindURL}, Doc: "count requests from this Prometheus/OpenMetrics endpoint, summed over the window (URL#metric names the counter)"},
 		{Name: "requests_metric", Domain: spec.Domain{Kind: spec.KindString}, Doc: "the request counter of requests_from (empty: the known ones in order)"},
 		{Name: "count", Domain: spec.Domain{Kind: spec.KindEnum, Values: spec.PassiveModes}, Default: "auto", Doc: "passive HTTP/1.x request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off"},
 		{Name: "http_ports", Domain: spec.Domain{Kind: spec.KindPorts}, Doc: "listening TCP ports the passive count watches (empty: all of the program's)"},
 		{Name: "pools", Domain: spec.Domain{Kind: spec.KindEnum, Values: []string{"auto", "exact", "off"}}, Default: "auto", Doc: "sync.Pool hooks: auto (attached for part of the window when they cost the program over 0.5 % of its CPU; counts then estimated, with bounds), exact (attached the whole window) or off"},
 		{Name: "top", Domain: spec.Domain{Kind: spec.KindInt, Min: spec.Bound(1), Max: spec.Bound(1000)}, Default: int64(DefaultTopSites), Doc: "allocation sites to keep"},
-	},
+	}),
 	Uses: []*spec.Part{&httpcount.Spec},
 	// uprobes on the Go program's runtime (perf events of the uprobe
 	// PMU), its binary and memory read through /proc/PID (exe, maps, root,

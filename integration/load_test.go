@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -133,11 +134,14 @@ http {
 		t.Fatal(err)
 	}
 	srv := exec.Command(nginx, "-c", filepath.Join(dir, "nginx.conf"), "-p", dir)
+	// Its own process group: the workers go with the master. SIGKILL of
+	// the master alone left its two workers running after the test.
+	srv.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		srv.Process.Kill()
+		syscall.Kill(-srv.Process.Pid, syscall.SIGKILL)
 		srv.Wait()
 	})
 	url := "http://127.0.0.1:" + strconv.Itoa(port) + "/"

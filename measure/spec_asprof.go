@@ -12,17 +12,11 @@ import (
 // (or cpu, lock, wall) profile over its own window, and bytes per request.
 var AsyncProfilerSpec = spec.Part{Name: "async-profiler", Recipe: true, Section: spec.SectionJVM,
 	Doc: "allocation (or cpu, lock, wall) profile of a running JVM through async-profiler, with hsperfdata's Eden and GC counters: bytes per request",
-	Options: []spec.Option{
+	Options: spec.Options([]spec.Option{
 		{Name: "pid", Domain: spec.Domain{Kind: spec.KindPID, Min: spec.Bound(1)}, Required: true, Doc: "the JVM"},
 		{Name: "event", Domain: spec.Domain{Kind: spec.KindEnum, Values: asprofEvents}, Default: string(asprof.Alloc), Doc: "what async-profiler samples"},
 		{Name: "alloc_interval", Domain: spec.Domain{Kind: spec.KindSize, Min: spec.Bound(0)}, Default: int64(0), Doc: "sample one allocation per this many bytes; 0 chooses it from the allocation rate before the window (about 2500 samples: ±4 %; async-profiler's 512k under load)"},
-		{Name: "requests", Domain: spec.Domain{Kind: spec.KindInt, Min: spec.Bound(0)}, Doc: "requests served in the window (sent by you, or by perfscope with load)"},
-		{Name: "load", Domain: spec.Domain{Kind: spec.KindURL}, Doc: "drive `requests` HTTP requests at this URL and measure while they run"},
-		{Name: "method", Domain: spec.Domain{Kind: spec.KindEnum, Values: spec.HTTPMethods}, Default: "GET", Doc: "HTTP method of the load"},
-		{Name: "body", Domain: spec.Domain{Kind: spec.KindString}, Doc: "request body of the load"},
-		{Name: "body_file", Domain: spec.Domain{Kind: spec.KindFile}, Doc: "read the load's request body from this file"},
-		{Name: "header", Domain: spec.Domain{Kind: spec.KindList}, Doc: "request headers of the load, Name:value each"},
-		{Name: "concurrency", Domain: spec.Domain{Kind: spec.KindInt, Min: spec.Bound(1), Max: spec.Bound(1024)}, Default: int64(4), Doc: "concurrent connections of the load"},
+	}, spec.LoadOptions, []spec.Option{
 		{Name: "requests_from", Domain: spec.Domain{Kind: spec.KindURL}, Doc: "count requests from this Prometheus/OpenMetrics endpoint (Spring Boot Actuator, Micrometer, Dropwizard, OpenTelemetry), summed over the window"},
 		{Name: "requests_metric", Domain: spec.Domain{Kind: spec.KindString}, Doc: "the request counter of requests_from (empty: the known ones in order)"},
 		{Name: "requests_match", Domain: spec.Domain{Kind: spec.KindList}, Doc: "keep requests_from series whose LABEL=REGEX, or drop them with LABEL!=REGEX (default drops uri=/actuator.*)"},
@@ -35,7 +29,7 @@ var AsyncProfilerSpec = spec.Part{Name: "async-profiler", Recipe: true, Section:
 		{Name: "target_gc_interval", Domain: spec.Domain{Kind: spec.KindDuration, Min: spec.Bound(float64(time.Millisecond))}, Default: diagnose.DefaultTargetGCInterval, Doc: "young-GC interval to size Eden for"},
 		{Name: "top", Domain: spec.Domain{Kind: spec.KindInt, Min: spec.Bound(0), Max: spec.Bound(1000)}, Default: int64(10), Doc: "allocation sites to list"},
 		{Name: "library", Domain: spec.Domain{Kind: spec.KindFile}, Doc: "libasyncProfiler.so or an async-profiler directory (empty: $PERFSCOPE_ASYNC_PROFILER, asprof on PATH, else Maven)"},
-	},
+	}),
 	Needs: []spec.Need{spec.NeedHostPID,
 		{Kind: spec.Capability, Name: "CAP_SYS_PTRACE", Required: true,
 			Why:     "reach the JVM's /tmp through /proc/PID/root to stage the library and speak the attach protocol",

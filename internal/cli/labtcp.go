@@ -3,15 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/base/safeio"
-	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/lab/netlab"
 	"github.com/perfscope/perfscope/lab/tcplab"
 	"github.com/perfscope/perfscope/report"
 )
@@ -82,11 +78,8 @@ after its fix.`,
 }
 
 func runLabTCP(ctx context.Context, o *labTCPOptions, g *Globals) error {
-	if os.Geteuid() != 0 {
-		return unavailableError("lab tcp needs root: it creates network namespaces and loads eBPF probes (run it with sudo)")
-	}
-	if st, err := procfs.Default.Status(os.Getpid()); err == nil && (!st.Capable(procfs.CapSysAdmin) || !st.Capable(procfs.CapNetAdmin)) {
-		return unavailableError("lab tcp creates network namespaces and loads BPF probes: it needs CAP_SYS_ADMIN and CAP_NET_ADMIN (run as root)")
+	if err := labPrivileged("lab tcp"); err != nil {
+		return err
 	}
 	if missing, pkgs := tcplab.MissingTools(); len(missing) > 0 {
 		return unavailableError("lab tcp needs %s: apt-get install %s", strings.Join(missing, ", "), strings.Join(pkgs, " "))
@@ -99,30 +92,11 @@ func runLabTCP(ctx context.Context, o *labTCPOptions, g *Globals) error {
 			scenarios = append(scenarios, s)
 		}
 	}
-	bin, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("lab tcp: find the perfscope binary: %w", err)
-	}
-	stale, err := netlab.RemoveStale()
-	for _, s := range stale {
-		fmt.Fprintf(g.Err, "removed what lab process %d (no longer running) left: %s\n", s.OwnerPID, strings.Join(append(s.Namespaces, s.Dirs...), " "))
-	}
-	if err != nil {
-		fmt.Fprintf(g.Err, "warning: %v\n", err)
-	}
-	dir, err := safeio.MkdirTemp("perfscope-lab-tcp-")
+	bin, dir, done, err := labWorkspace(g, "lab tcp", o.Keep)
 	if err != nil {
 		return err
 	}
-	claim, err := netlab.NewClaim(nil, []string{dir})
-	if err != nil {
-		os.RemoveAll(dir)
-		return err
-	}
-	defer claim.Release()
-	if !o.Keep {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 	opts := tcplab.Options{Binary: bin, Duration: o.Duration, Dir: dir, Keep: o.Keep, Log: g.Err}
 	started := time.Now()
 	data, stop, err := tcplab.RunAll(ctx, opts, scenarios, func(res report.LabTCPScenario) {

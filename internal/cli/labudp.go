@@ -3,15 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/base/safeio"
-	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/lab/netlab"
 	"github.com/perfscope/perfscope/lab/udplab"
 	"github.com/perfscope/perfscope/report"
 )
@@ -94,8 +90,8 @@ func labUDPTools(scenarios []udplab.Scenario) error {
 }
 
 func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
-	if os.Geteuid() != 0 {
-		return unavailableError("lab udp needs root: it creates network namespaces and loads eBPF probes (run it with sudo)")
+	if err := labPrivileged("lab udp"); err != nil {
+		return err
 	}
 	scenarios := udplab.Scenarios
 	if len(o.Scenarios) > 0 {
@@ -105,40 +101,14 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 			scenarios = append(scenarios, s)
 		}
 	}
-	// Namespaces, veths and the probes need CAP_SYS_ADMIN and CAP_NET_ADMIN:
-	// say so up front (exit 3) rather than fail in `ip netns add` (exit 4).
-	if st, err := procfs.Default.Status(os.Getpid()); err == nil && (!st.Capable(procfs.CapSysAdmin) || !st.Capable(procfs.CapNetAdmin)) {
-		return unavailableError("lab udp creates network namespaces and loads BPF probes: it needs CAP_SYS_ADMIN and CAP_NET_ADMIN (run as root)")
-	}
 	if err := labUDPTools(scenarios); err != nil {
 		return err
 	}
-	bin, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("lab udp: find the perfscope binary: %w", err)
-	}
-	// What a killed lab left (namespaces, reports, its temporary
-	// directory) goes now; labs whose process still runs are left alone.
-	stale, err := netlab.RemoveStale()
-	for _, s := range stale {
-		fmt.Fprintf(g.Err, "removed what lab process %d (no longer running) left: %s\n", s.OwnerPID, strings.Join(append(s.Namespaces, s.Dirs...), " "))
-	}
-	if err != nil {
-		fmt.Fprintf(g.Err, "warning: %v\n", err)
-	}
-	dir, err := safeio.MkdirTemp("perfscope-lab-udp-")
+	bin, dir, done, err := labWorkspace(g, "lab udp", o.Keep)
 	if err != nil {
 		return err
 	}
-	claim, err := netlab.NewClaim(nil, []string{dir})
-	if err != nil {
-		os.RemoveAll(dir)
-		return err
-	}
-	defer claim.Release()
-	if !o.Keep {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 	opts := udplab.Options{Binary: bin, Duration: o.Duration, Freq: o.Freq, Dir: dir, Keep: o.Keep, Log: g.Err}
 	started := time.Now()
 	// interrupted ends the run with exit 130, after the scenarios that

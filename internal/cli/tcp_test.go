@@ -86,3 +86,12 @@ func TestTCPCompare(t *testing.T) {
 		t.Errorf("html (exit %d) lacks the listeners section", code)
 	}
 }
+
+// A run file that is not there is named in one sentence, exit 2.
+func TestCompareMissingFile(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "before.json")
+	_, stderr, code := execute(t, "tcp", "--compare", missing+","+missing)
+	if code != ExitUsage || !strings.Contains(stderr, "--compare "+missing+": no such file: give the -o json output of two perfscope tcp runs") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -324,6 +325,9 @@ func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 		if runs[i], err = compare.Load(ctx, path); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				return usageError("--compare %s: no such file: give the -o json output of two perfscope %s runs", path, o.proto)
 			}
 			return asUsage(err)
 		}

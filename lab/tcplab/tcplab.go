@@ -111,7 +111,7 @@ func Run(ctx context.Context, o Options, sc Scenario) (res report.LabTCPScenario
 		return res, nil
 	}
 	o.logf("%s: found %s (%s): %s", sc.Name, sc.Finding, res.Found.Severity, res.Found.Title)
-	res.Applied = appliedCommands(before.stderr)
+	res.Applied = netlab.AppliedCommands(before.stderr)
 	if len(res.Applied) == 0 {
 		res.Problem = fmt.Sprintf("perfscope tcp --apply %s applied nothing: %s", sc.Finding, strings.TrimSpace(before.stderr))
 		return res, nil
@@ -189,20 +189,6 @@ func findingOf(r run, id string) *diagnose.Finding {
 		}
 	}
 	return nil
-}
-
-// appliedCommands picks the "applied [ID]: command" lines `--apply`
-// writes to stderr.
-func appliedCommands(stderr string) []string {
-	var cmds []string
-	for _, line := range strings.Split(stderr, "\n") {
-		if _, rest, ok := strings.Cut(line, "applied ["); ok {
-			if _, cmd, ok := strings.Cut(rest, "]: "); ok {
-				cmds = append(cmds, cmd)
-			}
-		}
-	}
-	return cmds
 }
 
 func (o Options) logf(format string, args ...any) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/lab/netlab"
 )
 
 func TestScenariosAreComplete(t *testing.T) {
@@ -52,10 +53,10 @@ func TestScenariosAreComplete(t *testing.T) {
 func TestAppliedCommands(t *testing.T) {
 	stderr := "revert file: /tmp/x/perfscope-revert-1.json (undo with: perfscope tcp --revert /tmp/x/perfscope-revert-1.json)\n" +
 		"applied [tcp.accept-overflow]: sysctl -w net.core.somaxconn=4096\n"
-	if got := appliedCommands(stderr); !slices.Equal(got, []string{"sysctl -w net.core.somaxconn=4096"}) {
+	if got := netlab.AppliedCommands(stderr); !slices.Equal(got, []string{"sysctl -w net.core.somaxconn=4096"}) {
 		t.Errorf("appliedCommands = %q", got)
 	}
-	if got := appliedCommands("perfscope: --apply: \"tcp.x\" is not a finding of this run\n"); len(got) != 0 {
+	if got := netlab.AppliedCommands("perfscope: --apply: \"tcp.x\" is not a finding of this run\n"); len(got) != 0 {
 		t.Errorf("a refused --apply applied %q", got)
 	}
 }

@@ -164,7 +164,7 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 
 	switch sc.Fix {
 	case FixApply:
-		res.Applied = appliedCommands(applyOut)
+		res.Applied = netlab.AppliedCommands(applyOut)
 		if len(res.Applied) == 0 {
 			res.Problem = fmt.Sprintf("perfscope udp --apply %s applied nothing: %s", sc.Finding, strings.TrimSpace(applyOut))
 			return res, nil
@@ -328,20 +328,6 @@ func warnOrWorse(run compare.Run) []string {
 		}
 	}
 	return ids
-}
-
-// appliedCommands picks the "applied [ID]: command" lines `udp --apply`
-// writes to stderr.
-func appliedCommands(stderr string) []string {
-	var cmds []string
-	for _, line := range strings.Split(stderr, "\n") {
-		if _, rest, ok := strings.Cut(line, "applied ["); ok {
-			if _, cmd, ok := strings.Cut(rest, "]: "); ok {
-				cmds = append(cmds, cmd)
-			}
-		}
-	}
-	return cmds
 }
 
 func waitFor(ctx context.Context, b *syncBuffer, text string, limit time.Duration) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/lab/netlab"
 	"github.com/perfscope/perfscope/report/compare"
 )
 
@@ -74,12 +75,12 @@ func TestAppliedCommands(t *testing.T) {
 	stderr := "revert file: /tmp/x/perfscope-revert-1.json (undo with: perfscope udp --revert /tmp/x/perfscope-revert-1.json)\n" +
 		"applied [net.rp-filter]: sysctl -w net.ipv4.conf.all.rp_filter=0\n" +
 		"applied [net.rp-filter]: sysctl -w net.ipv4.conf.all.accept_local=1\n"
-	got := appliedCommands(stderr)
+	got := netlab.AppliedCommands(stderr)
 	want := []string{"sysctl -w net.ipv4.conf.all.rp_filter=0", "sysctl -w net.ipv4.conf.all.accept_local=1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("appliedCommands = %q, want %q", got, want)
 	}
-	if got := appliedCommands("perfscope: --apply: \"net.x\" is not a finding of this run\n"); len(got) != 0 {
+	if got := netlab.AppliedCommands("perfscope: --apply: \"net.x\" is not a finding of this run\n"); len(got) != 0 {
 		t.Errorf("a refused --apply applied %q", got)
 	}
 }
