@@ -18,7 +18,8 @@ var Spec = spec.Part{Name: "tcpevents", Probe: true,
 		{Group: "tcp", Name: "tcp_receive_reset", Optional: true, UsedFor: "TCP resets received per connection (tcp)"},
 		// Per segment with data (6.7+), sampled under the budget (FeedGroup):
 		// which CPUs' softirqs feed each TCP connection and which read it.
-		// udpsock attaches programs of its own to the same tracepoints.
+		// The UDP socket probe attaches programs of its own to the same
+		// tracepoints.
 		{Group: "sock", Name: "sk_data_ready", Optional: true, UsedFor: "which CPUs' softirqs feed each TCP connection (tcp)"},
 		{Group: "sock", Name: "sock_recv_length", Optional: true, UsedFor: "which CPUs the threads reading each TCP connection run on (tcp)"},
 	},
