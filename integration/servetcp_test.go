@@ -214,8 +214,11 @@ func TestServeTCPMetrics(t *testing.T) {
 	if v := m["perfscope_tcp_listener_backlog"+nginxListener]; v != 8 {
 		t.Errorf("nginx's backlog %v, want 8", v)
 	}
-	if got, want := sumOf("perfscope_tcp_retransmits_total"), kernel.Kernel["TcpRetransSegs"]; got != want || got == 0 {
-		t.Errorf("retransmits by kind add up to %v, the namespace's RetransSegs %v (want equal, above 0)", got, want)
+	// The probe counts retransmit events, the kernel segments: an event
+	// may carry more than one segment (32 segments in 30 events in one
+	// CI run); the segments themselves are compared just below.
+	if got, want := sumOf("perfscope_tcp_retransmits_total"), kernel.Kernel["TcpRetransSegs"]; got > want || got == 0 {
+		t.Errorf("retransmits by kind add up to %v events, the namespace's RetransSegs %v (want above 0, at most the segments)", got, want)
 	}
 	if got, want := m["perfscope_tcp_retransmitted_segments_total"], kernel.Kernel["TcpRetransSegs"]; got != want {
 		t.Errorf("retransmitted segments %v, nstat %v", got, want)

@@ -118,8 +118,12 @@ func TestFeedsByCPU(t *testing.T) {
 			other += n
 		}
 	}
-	if f.Softirq[sentOn] == 0 || other*10 > f.Softirq[sentOn] {
-		t.Errorf("softirq deliveries by CPU %v, want (nearly) all on CPU %d, the sender's", f.Softirq, sentOn)
+	// Most, not all: TCP small queues continue a throttled sender's
+	// transmits from the handler run where its segments were freed — on
+	// loopback, the reader's CPU — so a busy machine sees some deliveries
+	// there (80 against 36 in one CI run).
+	if f.Softirq[sentOn] == 0 || other >= f.Softirq[sentOn] {
+		t.Errorf("softirq deliveries by CPU %v, want most on CPU %d, the sender's", f.Softirq, sentOn)
 	}
 	var readElsewhere uint64
 	for cpu, n := range f.Reads {
