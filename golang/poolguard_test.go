@@ -153,28 +153,32 @@ func TestEstimatePools(t *testing.T) {
 		return poolPeriodCounts{on: on, counts: map[uint64]goalloc.PoolCounts{pool: {Gets: gets, Puts: gets / 2}}}
 	}
 	// Ten 100 ms stretches of a 10 s window, 1,000 Gets each give or
-	// take 100: 10,000 seen at 10,000/s, 100,000 in the window.
+	// take 100. The first (the calibration, at the window's start) is
+	// exact, 900; the other nine, 9,100 in 0.9 s, scale to the other
+	// 9.9 s: 100,100, 101,000 in the window.
 	var periods []poolPeriodCounts
 	for i := 0; i < 10; i++ {
 		periods = append(periods, mk(100*time.Millisecond, uint64(900+200*(i%2))))
 	}
 	e := estimatePools(periods, 10*time.Second, true)[pool]
-	if math.Abs(e.Gets-100000) > 1 || math.Abs(e.Puts-50000) > 1 {
-		t.Fatalf("estimate %+v, want 100,000 Gets and 50,000 Puts", e)
+	if math.Abs(e.Gets-101000) > 1 || math.Abs(e.Puts-50500) > 1 {
+		t.Fatalf("estimate %+v, want 101,000 Gets and 50,500 Puts", e)
 	}
-	// The periods' spread: s = 105.4 Gets, s/√10/(0.1 s) × 10 s × √(1 −
-	// 0.1) = 3,162, × t(0.975, 9 df) = 2.262: 7,153; the counts' own
-	// (Poisson) bound, 1.96·√(10,000·0.9)·10 = 1,859, is smaller.
-	if math.Abs(e.GetsErr-7153) > 10 {
-		t.Errorf("gets bound %.0f, want 7,153 (the periods' spread)", e.GetsErr)
+	// The nine periods' spread: residuals 88.9 (5) and −111.1 (4), v =
+	// (1 − 0.9/9.9)·88,889/8/(9·0.01) = 112,234, √v = 335.0, × t(0.975,
+	// 8 df) = 2.306 × 9.9 s: 7,648; the counts' own (Poisson) bound,
+	// 1.96·√(9,100·0.909)·11 = 1,961, is smaller.
+	if math.Abs(e.GetsErr-7648) > 10 {
+		t.Errorf("gets bound %.0f, want 7,648 (the periods' spread)", e.GetsErr)
 	}
 	// Steady periods: the counts' own noise is the bound.
 	steady := []poolPeriodCounts{}
 	for i := 0; i < 10; i++ {
 		steady = append(steady, mk(100*time.Millisecond, 1000))
 	}
-	if e := estimatePools(steady, 10*time.Second, true)[pool]; math.Abs(e.GetsErr-1859) > 2 {
-		t.Errorf("steady: gets bound %.0f, want 1,859 (Poisson)", e.GetsErr)
+	// Poisson over the nine scaled: 1.96·√(9,000·(1 − 0.9/9.9))·9.9/0.9.
+	if e := estimatePools(steady, 10*time.Second, true)[pool]; math.Abs(e.GetsErr-1950) > 2 {
+		t.Errorf("steady: gets bound %.0f, want 1,950 (Poisson)", e.GetsErr)
 	}
 	// Unsampled: summed as they are, no bound.
 	e = estimatePools(periods, 10*time.Second, false)[pool]
