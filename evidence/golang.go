@@ -201,7 +201,12 @@ type GoPoolSampling struct {
 	BudgetShare   float64 `json:"budget_share"`
 	CostShare     float64 `json:"cost_share"`
 	CostPerCallNs float64 `json:"cost_per_call_ns"`
-	Note          string  `json:"note,omitempty"`
+	// ScaledBy, when sampled, is what the counts seen were scaled to the
+	// window by: "allocation samples" (the runtime's, counted the whole
+	// window, so a load that changes is followed) or "time" (too few
+	// samples: the load is assumed steady).
+	ScaledBy string `json:"scaled_by,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 // GoLost counts what the probe could not record in the window.

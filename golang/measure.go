@@ -213,7 +213,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	var guardDone sync.WaitGroup
 	if probe.Attached(goalloc.HookPoolGet) || probe.Attached(goalloc.HookPoolPut) {
 		guard = &poolGuard{hooks: probe, budget: o.PoolBudget, trapNs: UprobeTrapNs, exact: o.ExactPools,
-			cpu: func() (time.Duration, error) { return threadCPU(o.FS.Root, o.PID) }}
+			cpu: func() (time.Duration, error) { return threadCPU(o.FS, o.PID) }}
 		if !o.ExactPools {
 			guard.setTrap()
 		}
@@ -439,7 +439,7 @@ func buildEvidence(proc *Process, t Targets, probe *goalloc.Probe, d goalloc.Sna
 	if guard != nil {
 		e.PoolSampling = guard.sampling(window)
 		if e.PoolSampling.Mode == "sampled" {
-			estimates = estimatePools(guard.periods, window, true)
+			estimates = estimatePools(guard.periods, window, guard.ref, true)
 			e.Warnings = append(e.Warnings, "sync.Pool counts are estimates: "+e.PoolSampling.Note)
 		}
 	}

@@ -66,8 +66,8 @@ func TestPoolGuardOnTheLabService(t *testing.T) {
 	if pool == nil || pool.GetsError == nil || pool.PutsError == nil {
 		t.Fatalf("no estimated pool in %+v (%s)", e.Pools, e.PoolsUnknown)
 	}
-	t.Logf("attached %.1f %% of %.1fs in %d stretches (cost %.1f %% of the program's CPU, %.0f ns a call); main.pool Gets %d ± %.0f, Puts %d ± %.0f; the service counted %d and %d",
-		100*s.OnFraction, float64(e.WindowNs)/1e9, s.Periods, 100*s.CostShare, s.CostPerCallNs, pool.Gets, *pool.GetsError, pool.Puts, *pool.PutsError, gets, puts)
+	t.Logf("attached %.1f %% of %.1fs in %d stretches (cost %.1f %% of the program's CPU, %.0f ns a call); main.pool Gets %d ± %.0f, Puts %d ± %.0f (scaled by %s); the service counted %d and %d",
+		100*s.OnFraction, float64(e.WindowNs)/1e9, s.Periods, 100*s.CostShare, s.CostPerCallNs, pool.Gets, *pool.GetsError, pool.Puts, *pool.PutsError, s.ScaledBy, gets, puts)
 	if math.Abs(float64(pool.Gets-gets)) > *pool.GetsError || math.Abs(float64(pool.Puts-puts)) > *pool.PutsError {
 		t.Errorf("the bounds do not cover the service's own counts")
 	}

@@ -73,6 +73,12 @@ func (f *fakePoolHooks) SelfCosts() (probes.SelfCosts, error) {
 	return probes.SelfCosts{goalloc.HookPoolGet: {{Runs: n, TimedRuns: n / 64, TimedNs: n / 64 * f.selfNs}}}, nil
 }
 
+// AllocSamples: one allocation sample per 10 Gets, whether or not the
+// hooks are attached.
+func (f *fakePoolHooks) AllocSamples() (uint64, error) {
+	return uint64(time.Since(f.start).Seconds() * f.callsPerS / 10), nil
+}
+
 func (f *fakePoolHooks) cpu() (time.Duration, error) {
 	return time.Duration(time.Since(f.start).Seconds() * f.cpuPerS * 1e9), nil
 }
@@ -106,10 +112,13 @@ func TestPoolGuardSamplesHooksOverBudget(t *testing.T) {
 	if want := 2 * 50000 * (300 + UprobeTrapNs) / 1e9; math.Abs(s.CostShare-want) > 0.25*want {
 		t.Errorf("cost share %.3f, want ~%.3f (2 × 50,000 calls/s × (0.3 µs + the trap) over 1 CPU)", s.CostShare, want)
 	}
-	est := estimatePools(g.periods, window, true)[0xc000]
+	est := estimatePools(g.periods, window, g.ref, true)[0xc000]
 	truth := 50000 * window.Seconds()
 	if est.GetsErr <= 0 || math.Abs(est.Gets-truth) > est.GetsErr+0.02*truth {
 		t.Errorf("gets %.0f ± %.0f, the program made %.0f", est.Gets, est.GetsErr, truth)
+	}
+	if s.ScaledBy != "allocation samples" {
+		t.Errorf("scaled by %q, want allocation samples (the fake takes %d)", s.ScaledBy, g.ref.total)
 	}
 	if seen := float64(est.getsSeen); seen >= 0.9*truth {
 		t.Errorf("the hooks saw %.0f of %.0f Gets: they were not off for most of the window", seen, truth)
@@ -160,7 +169,7 @@ func TestEstimatePools(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		periods = append(periods, mk(100*time.Millisecond, uint64(900+200*(i%2))))
 	}
-	e := estimatePools(periods, 10*time.Second, true)[pool]
+	e := estimatePools(periods, 10*time.Second, poolReference{}, true)[pool]
 	if math.Abs(e.Gets-101000) > 1 || math.Abs(e.Puts-50500) > 1 {
 		t.Fatalf("estimate %+v, want 101,000 Gets and 50,500 Puts", e)
 	}
@@ -177,11 +186,11 @@ func TestEstimatePools(t *testing.T) {
 		steady = append(steady, mk(100*time.Millisecond, 1000))
 	}
 	// Poisson over the nine scaled: 1.96·√(9,000·(1 − 0.9/9.9))·9.9/0.9.
-	if e := estimatePools(steady, 10*time.Second, true)[pool]; math.Abs(e.GetsErr-1950) > 2 {
+	if e := estimatePools(steady, 10*time.Second, poolReference{}, true)[pool]; math.Abs(e.GetsErr-1950) > 2 {
 		t.Errorf("steady: gets bound %.0f, want 1,950 (Poisson)", e.GetsErr)
 	}
 	// Unsampled: summed as they are, no bound.
-	e = estimatePools(periods, 10*time.Second, false)[pool]
+	e = estimatePools(periods, 10*time.Second, poolReference{}, false)[pool]
 	if e.Gets != 10000 || e.GetsErr != 0 {
 		t.Errorf("unsampled %+v, want 10,000 exact", e)
 	}
@@ -190,9 +199,49 @@ func TestEstimatePools(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		periods = append(periods, mk(100*time.Millisecond, uint64(20000*(i%2))))
 	}
-	e = estimatePools(periods, 10*time.Second, true)[pool]
+	e = estimatePools(periods, 10*time.Second, poolReference{}, true)[pool]
 	poisson := 1.96 * math.Sqrt(100000*0.9) * 100
 	if e.GetsErr <= poisson {
 		t.Errorf("bursty: bound %.0f not above the Poisson %.0f", e.GetsErr, poisson)
+	}
+}
+
+// A load that stops mid-window: scaled by time, the stretches that saw it
+// are extrapolated over the idle rest; scaled by the allocation samples,
+// which follow the load, the estimate keeps to what was made.
+func TestEstimatePoolsFollowsTheLoad(t *testing.T) {
+	const pool = 0x10
+	// Ten 100 ms stretches a second over 8 s. The program serves for the
+	// first 2 s: 1,000 Gets and 100 samples a stretch; then nothing.
+	// 20,000 Gets in 2 s, 2,000 samples.
+	var periods []poolPeriodCounts
+	for i := 0; i < 8; i++ {
+		var gets, samples uint64
+		if i < 2 {
+			gets, samples = 1000, 100
+		}
+		periods = append(periods, poolPeriodCounts{on: 100 * time.Millisecond, samples: samples,
+			counts: map[uint64]goalloc.PoolCounts{pool: {Gets: gets}}})
+	}
+	// Each stretch saw 1/10 of its second: the program made 10,000 Gets
+	// a second for 2 s.
+	const truth = 20000
+	byTime := estimatePools(periods, 8*time.Second, poolReference{}, true)[pool]
+	bySamples := estimatePools(periods, 8*time.Second, poolReference{total: 2000, ok: true}, true)[pool]
+	t.Logf("by time %.0f ± %.0f, by samples %.0f ± %.0f, truth %d", byTime.Gets, byTime.GetsErr, bySamples.Gets, bySamples.GetsErr, truth)
+	if math.Abs(bySamples.Gets-truth) > 1 {
+		t.Errorf("scaled by samples: %.0f Gets, want %d", bySamples.Gets, truth)
+	}
+	if math.Abs(byTime.Gets-truth) < 0.3*truth {
+		t.Errorf("scaled by time: %.0f Gets, want it far from %d (the fixture no longer tells the two apart)", byTime.Gets, truth)
+	}
+	// Too few samples to follow (20 in the stretches after the first):
+	// the time it is.
+	for i := range periods {
+		periods[i].samples /= 10
+	}
+	few := estimatePools(periods, 8*time.Second, poolReference{total: 200, ok: true}, true)[pool]
+	if few.Gets != byTime.Gets {
+		t.Errorf("20 samples: %.0f Gets, want the time's %.0f", few.Gets, byTime.Gets)
 	}
 }

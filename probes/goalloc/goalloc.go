@@ -477,3 +477,16 @@ func (s Snapshot) Sub(prev Snapshot) Snapshot {
 	}
 	return d
 }
+
+// AllocSamples is the allocation samples counted so far: one read of a
+// per-CPU counter, cheap enough to take at every turn of the pool guard.
+func (p *Probe) AllocSamples() (uint64, error) {
+	if p.objs == nil {
+		return 0, errors.New("goalloc: read after Close")
+	}
+	c, err := probes.SumPerCPUCounters(p.objs.Counters, int(goallocGoallocCounterGOALLOC_COUNTERS))
+	if err != nil {
+		return 0, err
+	}
+	return c[goallocGoallocCounterGOALLOC_SAMPLES], nil
+}
