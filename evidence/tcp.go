@@ -41,6 +41,24 @@ type TCPEvidence struct {
 	// contended, split by side (the lock section's TCP sockets joined with
 	// sock_diag by inode).
 	SocketLocks TCPSocketLockSection `json:"socket_locks"`
+	// Drops are the TCP packets the kernel freed with a drop reason
+	// (skb:kfree_skb) per local port and reason.
+	Drops TCPDropSection `json:"drops"`
+}
+
+// TCPDropSection counts dropped TCP packets by local port and drop reason
+// (skb:kfree_skb, reason names from the kernel's BTF). A SYN refused at a
+// full accept queue is not among them: the kernel frees it without a
+// reason, and ListenOverflows counts it.
+type TCPDropSection struct {
+	Section
+	// ByPort is sorted by count, largest first. Port 0: drops of the
+	// namespace not attributable to a local port (dropped before the TCP
+	// header was parsed, or sent by the kernel's control socket).
+	ByPort []PortDrops `json:"by_port"`
+	// Estimate is set when the drop probe was sampled (stats: sampled):
+	// counts are scaled from its sampling windows.
+	Estimate *Estimate `json:"estimate,omitempty"`
 }
 
 // The TCP counters, settings and sockstat below mirror collectors/netstat's

@@ -401,7 +401,7 @@ func (p *Drops) interval(d udpdrop.Snapshot, from, now time.Time) {
 	}
 	iv := evidence.DropInterval{End: now, ByReason: map[string]uint64{}}
 	for key, n := range d.Ports {
-		if n == 0 || (p.opts.Port != 0 && int(key.Port) != p.opts.Port) {
+		if n == 0 || key.Proto != udpdrop.ProtoUDP || (p.opts.Port != 0 && int(key.Port) != p.opts.Port) {
 			continue
 		}
 		n = budget.Scaled(n, k)
@@ -442,7 +442,7 @@ func (p *Drops) Add(sec *evidence.DropSection) {
 	}
 	agg := map[key]uint64{}
 	for k, n := range d.Ports {
-		if n == 0 {
+		if n == 0 || k.Proto != udpdrop.ProtoUDP {
 			continue
 		}
 		reason := k.Kind.String()
@@ -480,6 +480,32 @@ func (p *Drops) Add(sec *evidence.DropSection) {
 		}
 	}
 	sec.Intervals = p.intervals
+}
+
+// AddTCP fills the TCP drops per local port and reason (the probe's TCP
+// rows; with --port, that port's and those not attributable to a port),
+// scaled from the sampling windows under a budget.
+func (p *Drops) AddTCP(sec *evidence.TCPDropSection) {
+	if !p.opened() {
+		sec.Unavailable = fmt.Sprintf("TCP drops by reason: drop probe unavailable: %v", p.openErr)
+		return
+	}
+	d := p.last.Sub(p.first)
+	k, e := p.cov.Scale(udpdrop.Group), p.cov.Estimate(udpdrop.Group)
+	sec.Estimate = e
+	agg := map[evidence.PortDrops]uint64{}
+	for key, n := range d.Ports {
+		if n == 0 || key.Proto != udpdrop.ProtoTCP {
+			continue
+		}
+		agg[evidence.PortDrops{Port: int(key.Port), Reason: p.probe.ReasonName(key.Kind, key.Reason)}] += n
+	}
+	sec.ByPort = nil
+	for row, n := range agg {
+		row.Count, row.RelError = budget.Scaled(n, k), e.RowError(n)
+		sec.ByPort = append(sec.ByPort, row)
+	}
+	sortDrops(sec.ByPort)
 }
 
 // SocketOptions configure the socket-reads part.

@@ -257,6 +257,11 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 		} else {
 			t.SocketLocks.Unavailable = notInRecipe("socket lock waits", "lockstat")
 		}
+		if n.Drops != nil {
+			n.Drops.AddTCP(&t.Drops)
+		} else {
+			t.Drops.Unavailable = notInRecipe("TCP drops by reason", udpdrop.Spec.Name)
+		}
 		ev.TCP = &t
 		if n.Sockets == nil {
 			// The UDP socket view has nothing to say about a TCP port.

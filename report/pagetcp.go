@@ -75,5 +75,22 @@ func tcpSection(t evidence.TCPEvidence) PageSection {
 		}
 		s.Tables = append(s.Tables, et)
 	}
+	if d := t.Drops; d.Unavailable != "" {
+		s.Notes = append(s.Notes, "TCP drops by reason: "+d.Unavailable)
+	} else {
+		dt := PageTable{Caption: "TCP drops by local port and reason (skb:kfree_skb; port 0: not attributable to a port; SYNs refused at a full accept queue are ListenOverflows, not drops here)", Header: []string{"port", "reason", "drops"}}
+		for _, r := range d.ByPort {
+			dt.Add(fmt.Sprint(r.Port), r.Reason, dropCount(r))
+		}
+		s.Tables = append(s.Tables, dt)
+	}
 	return s
+}
+
+// dropCount is a drop row's count with its bound when sampled.
+func dropCount(r evidence.PortDrops) string {
+	if r.RelError != nil {
+		return fmt.Sprintf("%d ± %s", r.Count, Percent(*r.RelError))
+	}
+	return fmt.Sprint(r.Count)
 }

@@ -127,6 +127,7 @@ func writeTCPDetails(w io.Writer, t *evidence.TCPEvidence) {
 	}
 
 	writeTCPSocketLocks(w, t.SocketLocks)
+	writeTCPDrops(w, t.Drops)
 
 	Heading(w, "TCP settings")
 	if t.SettingsUnavailable != "" {
@@ -180,4 +181,29 @@ func addrText(a netip.AddrPort) string {
 		return "-"
 	}
 	return a.String()
+}
+
+// writeTCPDrops prints the dropped TCP packets by local port and reason.
+func writeTCPDrops(w io.Writer, s evidence.TCPDropSection) {
+	Heading(w, "TCP drops by local port and reason (skb:kfree_skb)")
+	if unavailable(w, s.Section) {
+		return
+	}
+	if len(s.ByPort) == 0 {
+		fmt.Fprintln(w, "none")
+	} else {
+		dt := Table{Header: []string{"port", "reason", "drops"}}
+		for _, r := range s.ByPort {
+			port := fmt.Sprint(r.Port)
+			if r.Port == 0 {
+				port = "unattributed"
+			}
+			dt.Add(port, r.Reason, dropCount(r))
+		}
+		dt.Write(w)
+	}
+	if s.Estimate != nil {
+		fmt.Fprintln(w, "scaled from the drop probe's sampling windows")
+	}
+	fmt.Fprintln(w, "SYNs refused at a full accept queue are not drops here (the kernel frees them without a reason): ListenOverflows counts them")
 }

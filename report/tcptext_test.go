@@ -24,6 +24,7 @@ func tcpReport() *Report {
 		Events: evidence.TCPEventSection{Retransmits: evidence.TCPEventCount{Events: 40, Segs: 40},
 			RetransmitKinds: map[string]evidence.TCPEventCount{"rto": {Events: 40, Segs: 40}},
 			Top:             []evidence.TCPConnEvents{{Local: netip.MustParseAddrPort("10.0.0.1:8080"), Remote: netip.MustParseAddrPort("10.0.0.2:40000"), Event: "retransmit", Kind: "rto", Events: 40, Segs: 40}}},
+		Drops: evidence.TCPDropSection{ByPort: []evidence.PortDrops{{Port: 8081, Reason: "NO_SOCKET", Count: 25}, {Port: 0, Reason: "IP_CSUM", Count: 2}}},
 	}
 	r := New("tcp", "v", time.Unix(0, 0))
 	r.Data = NetData{NetEvidence: ev}
@@ -40,7 +41,8 @@ func TestTCPText(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{"perfscope tcp — vb", "TCP listeners (accept queues, sampled)", "10.0.0.1:8080", "toyserver 4242", "12 of 20",
 		"accept queue full", "37 (18/s)", "40 (1.0% of segments out)", "retransmitted segments by kind: rto 40",
-		"TCP connections (busiest by bytes over the window)", "10.0.0.2:40000", "TCP retransmits and resets per connection"} {
+		"TCP connections (busiest by bytes over the window)", "10.0.0.2:40000", "TCP retransmits and resets per connection",
+		"TCP drops by local port and reason (skb:kfree_skb)", "8081  NO_SOCKET     25", "unattributed  IP_CSUM        2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}
@@ -65,7 +67,7 @@ func TestTCPJSONKeys(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"duration_ns", "port", "counters", "settings", "sockstat", "listeners", "connections", "events"} {
+	for _, k := range []string{"duration_ns", "port", "counters", "settings", "sockstat", "listeners", "connections", "events", "drops"} {
 		if _, ok := doc.Data.TCP[k]; !ok {
 			t.Errorf("data.tcp lacks %q: %s", k, b.String())
 		}
@@ -83,7 +85,7 @@ func TestTCPJSONKeys(t *testing.T) {
 // The page draws the TCP section instead of the UDP drops and sockets.
 func TestTCPPage(t *testing.T) {
 	page := renderPage(t, tcpReport())
-	for _, want := range []string{"TCP: listeners, connections, retransmits", "Accept queue per listener", "ListenOverflows", "Busiest connections (1 of 1)"} {
+	for _, want := range []string{"TCP: listeners, connections, retransmits", "Accept queue per listener", "ListenOverflows", "Busiest connections (1 of 1)", "TCP drops by local port and reason", "NO_SOCKET"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}

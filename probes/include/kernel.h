@@ -130,6 +130,7 @@ struct napi_struct {
 struct sock_common {
 	__u16 skc_num; /* local port, host order */
 	unsigned short skc_family;
+	volatile unsigned char skc_state;
 	possible_net_t skc_net;
 } __attribute__((preserve_access_index));
 
@@ -161,6 +162,11 @@ struct sk_buff {
 	/* Set by GRO (skb_mark_napi_id) to the NAPI instance that received the
 	 * packet; absent without CONFIG_NET_RX_BUSY_POLL. */
 	unsigned int napi_id;
+	/* The packet's headers: offsets from head, ~0 while unset. */
+	unsigned char *head;
+	__u16 transport_header;
+	__u16 network_header;
+	__u16 protocol; /* ETH_P_*, network order */
 } __attribute__((preserve_access_index));
 
 struct Qdisc;

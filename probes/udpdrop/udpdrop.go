@@ -59,13 +59,22 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint32(k))
 }
 
-// PortKey is one local port's drops of one kind and reason. Family 0 means
-// the tracepoint did not say (classic udp_fail_queue_rcv_skb before 6.10).
+// The protocols of PortKey.Proto.
+const (
+	ProtoUDP = unix.IPPROTO_UDP
+	ProtoTCP = unix.IPPROTO_TCP
+)
+
+// PortKey is one local port's drops of one protocol, kind and reason.
+// Family 0 means the tracepoint did not say (classic udp_fail_queue_rcv_skb
+// before 6.10). A TCP drop's Port is 0 when it could not be attributed to a
+// local port (the BPF file's header says which those are).
 type PortKey struct {
 	Port   uint16
 	Family uint16 // unix.AF_INET or unix.AF_INET6
 	Kind   Kind
 	Reason uint32
+	Proto  uint32 // ProtoUDP or ProtoTCP
 }
 
 // Lost counts drops not counted because a map was full.
@@ -220,7 +229,7 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		return s, err
 	}
 	for k, perCPU := range ports {
-		s.Ports[PortKey{Port: k.Port, Family: k.Family, Kind: Kind(k.Kind), Reason: k.Reason}] = sum(perCPU)
+		s.Ports[PortKey{Port: k.Port, Family: k.Family, Kind: Kind(k.Kind), Reason: k.Reason, Proto: k.Proto}] = sum(perCPU)
 	}
 	if p.port != 0 {
 		target, err := probes.ReadPerCPUArray[uint64](maps["target_port_drops"])
@@ -271,7 +280,7 @@ func targetPortKey(port uint16, idx int) PortKey {
 	if idx/(familySlots*reasonSlots) == 1 {
 		kind = KfreeSkb
 	}
-	return PortKey{Port: port, Family: slotFamilies[idx/reasonSlots%familySlots], Kind: kind, Reason: uint32(idx % reasonSlots)}
+	return PortKey{Port: port, Family: slotFamilies[idx/reasonSlots%familySlots], Kind: kind, Reason: uint32(idx % reasonSlots), Proto: unix.IPPROTO_UDP}
 }
 
 func sum(perCPU []uint64) (n uint64) {
@@ -299,12 +308,25 @@ func (s Snapshot) Sub(prev Snapshot) Snapshot {
 	return d
 }
 
-// PortTotal is the drops of one port and kind over every reason and family.
+// PortTotal is the UDP drops of one port and kind over every reason and
+// family.
 func (s Snapshot) PortTotal(port uint16, kind Kind) uint64 {
 	var n uint64
 	for k, v := range s.Ports {
-		if k.Port == port && k.Kind == kind {
+		if k.Port == port && k.Kind == kind && k.Proto == unix.IPPROTO_UDP {
 			n += v
+		}
+	}
+	return n
+}
+
+// TCPPortTotal is the TCP drops of one port (0: those not attributable to
+// a port) by reason, over both families.
+func (s Snapshot) TCPPortTotal(port uint16) map[uint32]uint64 {
+	n := map[uint32]uint64{}
+	for k, v := range s.Ports {
+		if k.Port == port && k.Proto == unix.IPPROTO_TCP {
+			n[k.Reason] += v
 		}
 	}
 	return n

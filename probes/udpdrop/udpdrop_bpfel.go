@@ -19,6 +19,7 @@ type udpdropPortDropKey struct {
 	Family uint16
 	Kind   udpdropUdpdropKind
 	Reason uint32
+	Proto  uint32
 }
 
 type udpdropSelfCost struct {

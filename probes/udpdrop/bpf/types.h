@@ -24,12 +24,14 @@ enum { UDPDROP_REASON_SLOTS = 512 };
 enum { UDPDROP_FAMILY_SLOTS = 3 };
 
 /* Drops of one local port. family 0: the tracepoint record did not say
- * (classic udp_fail_queue_rcv_skb before 6.10). */
+ * (classic udp_fail_queue_rcv_skb before 6.10). TCP port 0: a TCP drop of
+ * the measured namespace whose port could not be read (see on_tcp_skb). */
 struct port_drop_key {
 	__u16 port;   /* local port, host order */
 	__u16 family; /* AF_INET, AF_INET6 */
 	enum udpdrop_kind kind;
 	__u32 reason;
+	__u32 proto;  /* IPPROTO_UDP or IPPROTO_TCP */
 };
 
 /* Slots of self_cost (selfcost.h), one per hook. */

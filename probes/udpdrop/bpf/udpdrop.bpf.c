@@ -34,11 +34,27 @@
  * plain loads (access.h); raw_tp/tracepoint fall back to CO-RE reads.
  * Reason names come from the kernel's BTF (enum skb_drop_reason) in user
  * space, so no enum values are compiled in here.
+ *
+ * TCP drops per local port come from the same kfree_skb handler (a second
+ * program on kfree_skb would make every drop pay twice). The port is the
+ * socket's when the drop names one (rx_sk, else skb->sk: a listener, a full
+ * socket, or a request/TIME_WAIT socket, whose sock_common carries the
+ * port too). Without a socket (NO_SOCKET: a SYN to a port nobody listens
+ * on; drops before the socket lookup) the packet is taken as received and
+ * its TCP header's destination port, read through skb->head +
+ * transport_header, is the local port, and the namespace is the receiving
+ * device's. Not attributable, and said so: a TCP packet whose transport
+ * header is not set yet (dropped in IP before the TCP layer) is counted on
+ * port 0 of its namespace, as is one the kernel's per-CPU control socket
+ * (port 0) sends; a packet with no socket and no device (no namespace to
+ * filter by), or an IPv6 TCP packet behind extension headers (its next
+ * header is not TCP), is counted only in the system-wide reasons.
  */
 #include "kernel.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
 #include "access.h"
 #include "types.h"
 #include "selfcost.h"
@@ -48,6 +64,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 SELF_COST_MAP(enum udpdrop_hook);
 
 enum { AF_INET = 2, AF_INET6 = 10 };
+enum { IPPROTO_TCP = 6, ETH_P_IP = 0x0800, ETH_P_IPV6 = 0x86DD };
+/* Socket states whose struct is not a full sock: only TCP has them here. */
+enum { TCP_TIME_WAIT = 6, TCP_NEW_SYN_RECV = 12 };
 
 /* Only count this local port in the per-port map (0: every port). Reason
  * totals are always system-wide. */
@@ -124,9 +143,9 @@ static __always_inline void count(void *map, const void *key, enum udpdrop_lost 
 		count_lost(why);
 }
 
-static __always_inline void count_port(__u16 port, __u16 family, enum udpdrop_kind kind, __u32 reason)
+static __always_inline void count_port(__u16 port, __u16 family, enum udpdrop_kind kind, __u32 reason, __u32 proto)
 {
-	if (target_port && reason < UDPDROP_REASON_SLOTS) {
+	if (target_port && proto == PERFSCOPE_IPPROTO_UDP && reason < UDPDROP_REASON_SLOTS) {
 		__u32 fam = family == AF_INET ? 1 : family == AF_INET6 ? 2 : 0;
 		__u32 k = kind == UDPDROP_KFREE_SKB ? 1 : 0;
 		__u32 idx = (k * UDPDROP_FAMILY_SLOTS + fam) * UDPDROP_REASON_SLOTS + reason;
@@ -136,7 +155,7 @@ static __always_inline void count_port(__u16 port, __u16 family, enum udpdrop_ki
 			return;
 		}
 	}
-	struct port_drop_key key = { .port = port, .family = family, .kind = kind, .reason = reason };
+	struct port_drop_key key = { .port = port, .family = family, .kind = kind, .reason = reason, .proto = proto };
 	count(&port_drops, &key, UDPDROP_LOST_PORT);
 }
 
@@ -146,7 +165,71 @@ static __always_inline void count_sock(const struct sock *sk, enum udpdrop_kind 
 		return;
 	int port = udp_port_in(sk, target_netns, target_port, direct);
 	if (port >= 0)
-		count_port(port, READ(direct, sk, __sk_common.skc_family), kind, reason);
+		count_port(port, READ(direct, sk, __sk_common.skc_family), kind, reason, PERFSCOPE_IPPROTO_UDP);
+}
+
+/* A TCP drop on a local port (port 0: not attributable) of the measured
+ * namespace, unless --port names another. */
+static __always_inline void count_tcp(__u16 port, __u16 family, struct net *net, __u32 reason, const bool direct)
+{
+	if (target_port && port && port != target_port)
+		return;
+	if (!net || READ(direct, net, ns.inum) != target_netns)
+		return;
+	count_port(port, family, UDPDROP_KFREE_SKB, reason, IPPROTO_TCP);
+}
+
+/* A drop that names a socket: UDP as before, TCP by the socket's port. */
+static __always_inline void on_sock_drop(const struct sock *sk, __u32 reason, const bool direct)
+{
+	__u16 family = READ(direct, sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return;
+	__u8 state = READ(direct, sk, __sk_common.skc_state);
+	if (state != TCP_TIME_WAIT && state != TCP_NEW_SYN_RECV) {
+		__u16 proto = READ(direct, sk, sk_protocol);
+		if (proto == PERFSCOPE_IPPROTO_UDP) {
+			count_sock(sk, UDPDROP_KFREE_SKB, reason, direct);
+			return;
+		}
+		if (proto != IPPROTO_TCP)
+			return;
+	}
+	count_tcp(READ(direct, sk, __sk_common.skc_num), family, READ(direct, sk, __sk_common.skc_net.net), reason, direct);
+}
+
+/* A drop with no socket: a TCP packet's destination port, read from its
+ * headers (the packet bytes always through bpf_probe_read_kernel). */
+static __always_inline void on_skb_drop(const struct sk_buff *skb, __u32 reason, const bool direct)
+{
+	__u16 eth = bpf_ntohs(READ(direct, skb, protocol));
+	__u16 family;
+	__u32 proto_at;
+	if (eth == ETH_P_IP) {
+		family = AF_INET;
+		proto_at = 9; /* struct iphdr.protocol */
+	} else if (eth == ETH_P_IPV6) {
+		family = AF_INET6;
+		proto_at = 6; /* struct ipv6hdr.nexthdr */
+	} else {
+		return;
+	}
+	unsigned char *head = READ(direct, skb, head);
+	__u16 nh = READ(direct, skb, network_header);
+	__u8 proto = 0;
+	if (!head || nh == (__u16)~0 || bpf_probe_read_kernel(&proto, 1, head + nh + proto_at) || proto != IPPROTO_TCP)
+		return;
+	struct net_device *dev = READ(direct, skb, dev);
+	if (!dev)
+		return; /* no namespace to filter by: system-wide reasons only */
+	struct net *net = READ(direct, dev, nd_net.net);
+	__u16 th = READ(direct, skb, transport_header);
+	__u16 dport = 0;
+	if (th != (__u16)~0 && th > nh && bpf_probe_read_kernel(&dport, 2, head + th + 2) == 0)
+		dport = bpf_ntohs(dport); /* struct tcphdr.dest */
+	else
+		dport = 0;
+	count_tcp(dport, family, net, reason, direct);
 }
 
 static __always_inline int on_kfree_skb(const struct sk_buff *skb, __u32 reason, const struct sock *rx_sk, const bool direct)
@@ -159,7 +242,10 @@ static __always_inline int on_kfree_skb(const struct sk_buff *skb, __u32 reason,
 	const struct sock *sk = rx_sk;
 	if (!sk && skb)
 		sk = READ(direct, skb, sk);
-	count_sock(sk, UDPDROP_KFREE_SKB, reason, direct);
+	if (sk)
+		on_sock_drop(sk, reason, direct);
+	else if (skb)
+		on_skb_drop(skb, reason, direct);
 	return 0;
 }
 
@@ -213,7 +299,7 @@ static __always_inline int tp_fail_queue(struct trace_event_raw_udp_fail_queue_r
 		port = BPF_CORE_READ(ctx, lport);
 	}
 	if (!target_port || port == target_port)
-		count_port(port, family, UDPDROP_FAIL_QUEUE_RCV, (__u32)-ctx->rc);
+		count_port(port, family, UDPDROP_FAIL_QUEUE_RCV, (__u32)-ctx->rc, PERFSCOPE_IPPROTO_UDP);
 	return 0;
 }
 SEC("tracepoint/udp/udp_fail_queue_rcv_skb")
