@@ -164,3 +164,30 @@ func TestTCPDropsPerPortAndReason(t *testing.T) {
 		})
 	}
 }
+
+// A key's text form carries the protocol; a recording made before TCP
+// drops were counted (four fields) reads as UDP.
+func TestPortKeyTextKeepsTheProtocol(t *testing.T) {
+	k := PortKey{Port: 7, Family: unix.AF_INET6, Kind: KfreeSkb, Reason: 3, Proto: ProtoTCP}
+	b, err := k.MarshalText()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got PortKey
+	if err := got.UnmarshalText(b); err != nil || got != k {
+		t.Errorf("round trip of %+v: %+v, %v", k, got, err)
+	}
+	if err := got.UnmarshalText([]byte("53/2/2/6")); err != nil || got != (PortKey{Port: 53, Family: 2, Kind: KfreeSkb, Reason: 6, Proto: ProtoUDP}) {
+		t.Errorf("four-field key: %+v, %v", got, err)
+	}
+	if err := got.UnmarshalText([]byte("53/2")); err == nil {
+		t.Error("a two-field key was accepted")
+	}
+	s := Snapshot{Ports: map[PortKey]uint64{k: 4, {Port: 7, Kind: KfreeSkb, Reason: 3, Proto: ProtoUDP}: 9, {Port: 7, Family: unix.AF_INET, Kind: KfreeSkb, Reason: 3, Proto: ProtoTCP}: 1}}
+	if n := s.TCPPortTotal(7); len(n) != 1 || n[3] != 5 {
+		t.Errorf("TCPPortTotal(7) = %v, want 5 of reason 3", n)
+	}
+	if n := s.PortTotal(7, KfreeSkb); n != 9 {
+		t.Errorf("PortTotal(7) = %d, want the UDP 9", n)
+	}
+}

@@ -34,8 +34,8 @@ func TestReasonName(t *testing.T) {
 }
 
 func TestSubKeepsOnlyNewDrops(t *testing.T) {
-	k := PortKey{Port: 53, Family: unix.AF_INET, Kind: FailQueueRcv, Reason: uint32(unix.ENOMEM)}
-	idle := PortKey{Port: 54, Kind: KfreeSkb}
+	k := PortKey{Port: 53, Family: unix.AF_INET, Kind: FailQueueRcv, Reason: uint32(unix.ENOMEM), Proto: ProtoUDP}
+	idle := PortKey{Port: 54, Kind: KfreeSkb, Proto: ProtoUDP}
 	prev := Snapshot{Ports: map[PortKey]uint64{k: 10, idle: 4}, Reasons: map[uint32]uint64{7: 1}}
 	cur := Snapshot{Ports: map[PortKey]uint64{k: 25, idle: 4}, Reasons: map[uint32]uint64{7: 3, 2: 1}, Lost: Lost{Port: 2}}
 	d := cur.Sub(prev)
