@@ -1,0 +1,89 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/internal/testutil"
+	"github.com/perfscope/perfscope/lab/netlab"
+)
+
+// perfscope tcp --port P on a port nobody listens on, while the lab's
+// sender opens 30 connections to it: each SYN is refused (an RST back,
+// no retransmit) and dropped with NO_SOCKET, so data.tcp.drops has
+// exactly 30 NO_SOCKET drops on P (with --exact: counted, not scaled),
+// as many as the receiver namespace's resets sent (nstat TcpOutRsts).
+func TestTCPDropsNoSocketPerPort(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	bin := Perfscope(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lab, err := netlab.New(ctx, netlab.Config{Queues: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lab.Close()
+	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+
+	const port, syns = 9, 30
+	rstsBefore := nstatCounter(t, ctx, lab, lab.ReceiverNS, "TcpOutRsts")
+	var out, stderr bytes.Buffer
+	ps := lab.Command(ctx, lab.ReceiverNS, bin, "tcp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(port),
+		"--exact", "--duration", "8s", "--no-profile", "-o", "json")
+	ps.Stdout, ps.Stderr = &out, &stderr
+	if err := lab.Start(ps); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(4 * time.Second)
+	sentAt := time.Now()
+	script := fmt.Sprintf("for i in $(seq %d); do (exec 3<>/dev/tcp/%s/%d) 2>/dev/null && echo connected; done; true", syns, lab.ReceiverAddr, port)
+	if o, err := lab.Run(ctx, lab.SenderNS, "bash", "-c", script); err != nil || o != "" {
+		t.Fatalf("connects: %v %q", err, o)
+	}
+	sentDone := time.Now()
+	if err := ps.Wait(); err != nil {
+		t.Fatalf("perfscope tcp: %v\n%s", err, stderr.String())
+	}
+	rsts := nstatCounter(t, ctx, lab, lab.ReceiverNS, "TcpOutRsts") - rstsBefore
+
+	var rep struct {
+		Meta struct {
+			Started time.Time `json:"started"`
+		} `json:"meta"`
+		Data evidence.NetEvidence `json:"data"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("json: %v\n%s", err, out.String())
+	}
+	end := rep.Meta.Started.Add(time.Duration(rep.Data.DurationNs))
+	if rep.Meta.Started.After(sentAt) || end.Before(sentDone) {
+		t.Fatalf("the window %v–%v does not hold the connects %v–%v (a slow start on a busy machine): rerun", rep.Meta.Started, end, sentAt, sentDone)
+	}
+	if rep.Data.TCP == nil {
+		t.Fatalf("no data.tcp: %s", out.String())
+	}
+	d := rep.Data.TCP.Drops
+	t.Logf("drops %+v; TcpOutRsts %d", d, rsts)
+	if d.Unavailable != "" || d.Estimate != nil {
+		t.Fatalf("drops unavailable or scaled under --exact: %+v", d)
+	}
+	var noSocket uint64
+	for _, r := range d.ByPort {
+		if r.Port != port && r.Port != 0 {
+			t.Errorf("--port %d let through %+v", port, r)
+		}
+		if r.Port == port && r.Reason == "NO_SOCKET" {
+			noSocket = r.Count
+		}
+	}
+	if noSocket != syns || rsts != syns {
+		t.Errorf("port %d: %d NO_SOCKET drops, %d SYNs sent, %d resets sent (TcpOutRsts)", port, noSocket, syns, rsts)
+	}
+	testutil.AssertNoNewBPF(t, progs, maps)
+}
