@@ -257,9 +257,14 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 		} else {
 			t.SocketLocks.Unavailable = notInRecipe("socket lock waits", "lockstat")
 		}
-		if n.Drops != nil {
+		switch {
+		case n.Drops != nil && t.Netns != "":
+			// The drop probe counts perfscope's own namespace's sockets
+			// and devices; its TCP rows would not be --pid's.
+			t.Drops.Unavailable = fmt.Sprintf("TCP drops by reason: counted in perfscope's network namespace, not in the %s of pid %d", t.Netns, t.PID)
+		case n.Drops != nil:
 			n.Drops.AddTCP(&t.Drops)
-		} else {
+		default:
 			t.Drops.Unavailable = notInRecipe("TCP drops by reason", udpdrop.Spec.Name)
 		}
 		ev.TCP = &t
