@@ -51,6 +51,7 @@ var TCPRules = []Rule[TCPInput]{
 	{ID: "tcp.window-scaling-off", Check: checkWindowScalingOff, Changes: windowScalingChanges},
 	{ID: "tcp.gro-off", Check: checkTCPGROOff, Changes: groOnChanges},
 	{ID: "tcp.cross-cpu-steering", Tunables: []Threshold{TCPSteeringThresholds.FedShare, TCPSteeringThresholds.MinReads}, CheckTuned: checkTCPCrossCPU, Changes: rfsChanges},
+	{ID: "tcp.no-listener", Check: checkNoListener},
 }
 
 var (

@@ -275,3 +275,33 @@ func TestWindowScalingAndGRO(t *testing.T) {
 		t.Errorf("GRO unknown: %+v", f)
 	}
 }
+
+// NO_SOCKET drops on a port no listener holds fire; on a port with a
+// listener, below the minimum (a scan's knock), on port 0 or without the
+// drop section the rule is silent.
+func TestNoListener(t *testing.T) {
+	in := tcpBase()
+	in.Evidence.Drops.ByPort = []evidence.PortDrops{
+		{Port: 9090, Reason: "NO_SOCKET", Count: 400}, {Port: 8080, Reason: "NO_SOCKET", Count: 300},
+		{Port: 22, Reason: "NO_SOCKET", Count: 2}, {Port: 0, Reason: "NO_SOCKET", Count: 50}, {Port: 9090, Reason: "TCP_OFO_DROP", Count: 70},
+	}
+	f := runTCPRule(t, "tcp.no-listener", in)
+	if f == nil || f.Severity != Warn || len(f.Evidence) != 1 || !strings.Contains(f.Title, "400 TCP packets to port 9090") {
+		t.Fatalf("%+v", f)
+	}
+	contains(t, "evidence", f.Evidence, "port 9090: 400 in 10.0 s (40.0/s) dropped with NO_SOCKET (skb:kfree_skb), no listener on it over the window")
+
+	for name, change := range map[string]func(*TCPInput){
+		"listener":          func(in *TCPInput) { in.Evidence.Drops.ByPort = in.Evidence.Drops.ByPort[1:] },
+		"unavailable":       func(in *TCPInput) { in.Evidence.Drops.Unavailable = "drop probe unavailable" },
+		"listeners unknown": func(in *TCPInput) { in.Evidence.Listeners.Unavailable = "sock_diag refused" },
+		"scan":              func(in *TCPInput) { in.Evidence.Drops.ByPort[0].Count = 9 },
+	} {
+		in := tcpBase()
+		in.Evidence.Drops.ByPort = []evidence.PortDrops{{Port: 9090, Reason: "NO_SOCKET", Count: 400}, {Port: 8080, Reason: "NO_SOCKET", Count: 300}}
+		change(&in)
+		if f := runTCPRule(t, "tcp.no-listener", in); f != nil {
+			t.Errorf("%s: fired %+v", name, f)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +18,8 @@ import (
 // sender opens 30 connections to it: each SYN is refused (an RST back,
 // no retransmit) and dropped with NO_SOCKET, so data.tcp.drops has
 // exactly 30 NO_SOCKET drops on P (with --exact: counted, not scaled),
-// as many as the receiver namespace's resets sent (nstat TcpOutRsts).
+// as many as the receiver namespace's resets sent (nstat TcpOutRsts), and
+// tcp.no-listener names the port.
 func TestTCPDropsNoSocketPerPort(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
@@ -56,7 +58,11 @@ func TestTCPDropsNoSocketPerPort(t *testing.T) {
 		Meta struct {
 			Started time.Time `json:"started"`
 		} `json:"meta"`
-		Data evidence.NetEvidence `json:"data"`
+		Data     evidence.NetEvidence `json:"data"`
+		Findings []struct {
+			ID    string `json:"id"`
+			Title string `json:"title"`
+		} `json:"findings"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("json: %v\n%s", err, out.String())
@@ -84,6 +90,13 @@ func TestTCPDropsNoSocketPerPort(t *testing.T) {
 	}
 	if noSocket != syns || rsts != syns {
 		t.Errorf("port %d: %d NO_SOCKET drops, %d SYNs sent, %d resets sent (TcpOutRsts)", port, noSocket, syns, rsts)
+	}
+	fired := false
+	for _, f := range rep.Findings {
+		fired = fired || f.ID == "tcp.no-listener" && strings.Contains(f.Title, fmt.Sprintf("to port %d dropped", port))
+	}
+	if !fired {
+		t.Errorf("tcp.no-listener did not name port %d: %+v", port, rep.Findings)
 	}
 	testutil.AssertNoNewBPF(t, progs, maps)
 }

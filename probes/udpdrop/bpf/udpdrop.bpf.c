@@ -179,22 +179,23 @@ static __always_inline void count_tcp(__u16 port, __u16 family, struct net *net,
 	count_port(port, family, UDPDROP_KFREE_SKB, reason, IPPROTO_TCP);
 }
 
-/* A drop that names a socket: UDP as before, TCP by the socket's port. */
+/* A drop that names a socket: UDP as before (its test first, so a UDP
+ * buffer flood pays no more than it did), TCP by the socket's port. A
+ * request or TIME_WAIT socket is not a full sock: its sk_protocol is not
+ * read but implied by the state, only TCP has those. */
 static __always_inline void on_sock_drop(const struct sock *sk, __u32 reason, const bool direct)
 {
+	__u16 proto = READ(direct, sk, sk_protocol);
+	if (proto == PERFSCOPE_IPPROTO_UDP) {
+		count_sock(sk, UDPDROP_KFREE_SKB, reason, direct);
+		return;
+	}
 	__u16 family = READ(direct, sk, __sk_common.skc_family);
 	if (family != AF_INET && family != AF_INET6)
 		return;
 	__u8 state = READ(direct, sk, __sk_common.skc_state);
-	if (state != TCP_TIME_WAIT && state != TCP_NEW_SYN_RECV) {
-		__u16 proto = READ(direct, sk, sk_protocol);
-		if (proto == PERFSCOPE_IPPROTO_UDP) {
-			count_sock(sk, UDPDROP_KFREE_SKB, reason, direct);
-			return;
-		}
-		if (proto != IPPROTO_TCP)
-			return;
-	}
+	if (proto != IPPROTO_TCP && state != TCP_TIME_WAIT && state != TCP_NEW_SYN_RECV)
+		return;
 	count_tcp(READ(direct, sk, __sk_common.skc_num), family, READ(direct, sk, __sk_common.skc_net.net), reason, direct);
 }
 
