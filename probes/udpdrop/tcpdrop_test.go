@@ -18,7 +18,9 @@ import (
 
 // tcpNetns makes a network namespace with lo up for one test and returns
 // its name and inode.
-func tcpNetns(t *testing.T) (string, uint32) {
+func tcpNetns(t *testing.T) (string, uint32) { return tcpNetnsB(t) }
+
+func tcpNetnsB(t testing.TB) (string, uint32) {
 	t.Helper()
 	name := fmt.Sprintf("pstcpdrop%d", os.Getpid())
 	exec.Command("ip", "netns", "del", name).Run()
@@ -189,5 +191,59 @@ func TestPortKeyTextKeepsTheProtocol(t *testing.T) {
 	}
 	if n := s.PortTotal(7, KfreeSkb); n != 9 {
 		t.Errorf("PortTotal(7) = %d, want the UDP 9", n)
+	}
+}
+
+// BenchmarkTCPNoSocketDropCost is the kfree_skb handler's cost per event
+// on the TCP path that reads the packet's headers (no socket: SYNs to a
+// closed port in a namespace of its own), from bpf_stats:
+//
+//	go test -run '^$' -bench TCPNoSocketDropCost -benchtime 2000x ./probes/udpdrop/
+func BenchmarkTCPNoSocketDropCost(b *testing.B) {
+	testutil.RequireRoot(b)
+	testutil.LockBPF(b)
+	ns, ino := tcpNetnsB(b)
+	stats, err := probes.EnableStats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stats.Close()
+	p, err := Open(Options{Method: probes.MethodBTF, Netns: ino})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	first, err := p.Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	err = testutil.InNetns(ns, func() error {
+		for range b.N {
+			fd, err := connectTCP4(7)
+			if err != nil {
+				return err
+			}
+			unix.Close(fd)
+		}
+		return nil
+	})
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	last, err := p.Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var runs, ns64 uint64
+	for _, c := range p.Costs() {
+		runs += c.RunCount
+		ns64 += uint64(c.RunTime)
+	}
+	b.ReportMetric(float64(last.Sub(first).TCPPortTotal(7)[reasonValue(b, p, "NO_SOCKET")]), "no_socket_drops")
+	b.ReportMetric(float64(runs), "runs")
+	if runs > 0 {
+		b.ReportMetric(float64(ns64)/float64(runs), "ns/event")
 	}
 }

@@ -65,7 +65,7 @@ func TestDropReasonNamesFromKernelBTF(t *testing.T) {
 	}
 }
 
-func reasonValue(t *testing.T, p *Probe, name string) uint32 {
+func reasonValue(t testing.TB, p *Probe, name string) uint32 {
 	t.Helper()
 	for v, n := range p.reasons {
 		if n == name {
