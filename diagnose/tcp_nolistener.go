@@ -19,7 +19,9 @@ const tcpNoListenerMin = 10
 // or port.
 func checkNoListener(in TCPInput) *Finding {
 	ev := in.Evidence
-	if ev.Drops.Unavailable != "" || ev.Listeners.Unavailable != "" {
+	// "no listener" (on --port, or at all) is the listener section saying
+	// it found none: the case this rule is for, not a read that failed.
+	if ev.Drops.Unavailable != "" || (ev.Listeners.Unavailable != "" && !strings.HasPrefix(ev.Listeners.Unavailable, "no listener")) {
 		return nil
 	}
 	listening := map[int]bool{}

@@ -290,6 +290,12 @@ func TestNoListener(t *testing.T) {
 		t.Fatalf("%+v", f)
 	}
 	contains(t, "evidence", f.Evidence, "port 9090: 400 in 10.0 s (40.0/s) dropped with NO_SOCKET (skb:kfree_skb), no listener on it over the window")
+	// perfscope tcp --port 9090 with nothing listening: the listener
+	// section says "no listener", and the rule fires.
+	in.Evidence.Listeners = evidence.ListenerSection{Section: evidence.Section{Unavailable: "no listener on port 9090"}}
+	if f := runTCPRule(t, "tcp.no-listener", in); f == nil || !strings.Contains(f.Title, "port 9090, 8080") {
+		t.Errorf("no listener at all: %+v", f)
+	}
 
 	for name, change := range map[string]func(*TCPInput){
 		"listener":          func(in *TCPInput) { in.Evidence.Drops.ByPort = in.Evidence.Drops.ByPort[1:] },
