@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
+	"testing"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,4 +41,21 @@ func InNetns(name string, fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return fnErr
+}
+
+// NewNetns creates a network namespace for one test, named prefix plus
+// this process's pid, with lo up, and deletes it when the test ends (a
+// leftover of a killed run of the same name is deleted first). It
+// returns the name (for InNetns) and its path (/run/netns/NAME).
+func NewNetns(t testing.TB, prefix string) (name, path string) {
+	t.Helper()
+	name = fmt.Sprintf("%s%d", prefix, os.Getpid())
+	exec.Command("ip", "netns", "del", name).Run()
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	for _, args := range [][]string{{"netns", "add", name}, {"-n", name, "link", "set", "lo", "up"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v %s", args, err, out)
+		}
+	}
+	return name, "/run/netns/" + name
 }

@@ -2,9 +2,7 @@ package udpdrop
 
 import (
 	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,19 +16,10 @@ import (
 
 // tcpNetns makes a network namespace with lo up for one test and returns
 // its name and inode.
-func tcpNetns(t *testing.T) (string, uint32) { return tcpNetnsB(t) }
-
-func tcpNetnsB(t testing.TB) (string, uint32) {
+func tcpNetns(t testing.TB) (string, uint32) {
 	t.Helper()
-	name := fmt.Sprintf("pstcpdrop%d", os.Getpid())
-	exec.Command("ip", "netns", "del", name).Run()
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	for _, args := range [][]string{{"netns", "add", name}, {"-n", name, "link", "set", "lo", "up"}} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v %s", args, err, out)
-		}
-	}
-	ino, err := probes.NetnsInode("/run/netns/" + name)
+	name, path := testutil.NewNetns(t, "pstcpdrop")
+	ino, err := probes.NetnsInode(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +191,7 @@ func TestPortKeyTextKeepsTheProtocol(t *testing.T) {
 func BenchmarkTCPNoSocketDropCost(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
-	ns, ino := tcpNetnsB(b)
+	ns, ino := tcpNetns(b)
 	stats, err := probes.EnableStats()
 	if err != nil {
 		b.Fatal(err)
