@@ -71,10 +71,7 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 	}
 	res.Namespaces = []string{lab.SenderNS, lab.ReceiverNS}
 	defer func() {
-		if o.Keep {
-			lab.Stop()
-			lab.Disown()
-		} else if cerr := lab.Close(); cerr != nil && err == nil {
+		if cerr := lab.End(o.Keep); cerr != nil && err == nil {
 			err = cerr
 		}
 		res.DurationNs = int64(time.Since(started))
