@@ -149,9 +149,7 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 		}
 		res.Namespaces = append(res.Namespaces, fresh.SenderNS, fresh.ReceiverNS)
 		defer func() {
-			if o.Keep {
-				fresh.Stop()
-			} else if cerr := fresh.Close(); cerr != nil && err == nil {
+			if cerr := fresh.End(o.Keep); cerr != nil && err == nil {
 				err = cerr
 			}
 		}()
