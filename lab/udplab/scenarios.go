@@ -296,6 +296,10 @@ func checkIdleNetRX(cpu int, tolerance float64) func(compare.Run) ([]string, str
 			case c.Undersampled:
 				// The shares compared are then of a handful of ticks.
 				return lines, fmt.Sprintf("the profile did not see CPU %d (%s): its share cannot be compared", cpu, c.UndersampledReason)
+			case c.IdleInterruptSamples == 0 && 2*c.IdleLoopSamples < c.Samples:
+				// The premise failed, not the profile: other work kept
+				// the CPU busy, so NET_RX never ran from its idle task.
+				return lines, fmt.Sprintf("CPU %d was not idle (%d of %d ticks in the idle loop: other work ran there), so NET_RX never ran in its idle task; run the lab on a quiet machine", cpu, c.IdleLoopSamples, c.Samples+c.IdleLoopSamples)
 			case c.IdleInterruptSamples == 0:
 				return lines, "no softirq-on-idle samples kept"
 			case d > tolerance || d < -tolerance:

@@ -163,3 +163,21 @@ func TestFixKindRoundTrips(t *testing.T) {
 		}
 	}
 }
+
+// The idle-CPU check tells a busy CPU (the scenario's premise failed) from
+// a profile that dropped the idle task's interrupt samples.
+func TestIdleCheckSaysWhenTheCPUWasBusy(t *testing.T) {
+	run := func(idleLoop, idleIRQ uint64) string {
+		var r compare.Run
+		r.Data.Profile.NetRXCPUs = []int{0}
+		r.Data.Profile.CPUs = []evidence.ProfileCPU{{CPU: 0, Samples: 1491, IdleLoopSamples: idleLoop, IdleInterruptSamples: idleIRQ, NetRXSamples: 241, NetRXShare: 0.16}}
+		_, problem := checkIdleNetRX(0, 0.05)(r)
+		return problem
+	}
+	if p := run(1, 0); !strings.Contains(p, "CPU 0 was not idle (1 of 1492 ticks in the idle loop") {
+		t.Errorf("busy CPU: %q", p)
+	}
+	if p := run(1200, 0); p != "no softirq-on-idle samples kept" {
+		t.Errorf("idle CPU, no interrupt samples: %q", p)
+	}
+}
