@@ -50,6 +50,7 @@ const (
 	// ChangeIrqbalanceBan adds --banirq for IRQs to irqbalance's
 	// configuration file; the daemon reads it when restarted.
 	ChangeIrqbalanceBan ChangeKind = "irqbalance-ban"
+	// ChangeNAPI (change_napi.go) sets one NAPI instance's settings.
 )
 
 // Values of the presence-like kinds.
@@ -87,6 +88,11 @@ type Change struct {
 	Module string `json:"module,omitempty"`
 	// TID is the thread of a thread-affinity change.
 	TID int `json:"tid,omitempty"`
+	// NAPIID is the NAPI instance of a napi change, and Queue the RX
+	// queue of Iface it served when the run read it (absent when the run
+	// did not learn it).
+	NAPIID uint32 `json:"napi_id,omitempty"`
+	Queue  *int   `json:"queue,omitempty"`
 	// IRQs are the interrupts an irqbalance-ban change bans.
 	IRQs []int `json:"irqs,omitempty"`
 	// Args are the irqbalance arguments the configuration held when the
@@ -235,7 +241,11 @@ func IrqbalanceBanChange(configFile string, args []string, irqs []int) Change {
 func (c Change) Equal(o Change) bool {
 	return c.Kind == o.Kind && c.Key == o.Key && c.Path == o.Path && c.Iface == o.Iface && c.Feature == o.Feature &&
 		c.Family == o.Family && c.Table == o.Table && c.Module == o.Module && c.TID == o.TID &&
-		slices.Equal(c.IRQs, o.IRQs) && slices.Equal(c.Args, o.Args) && c.Old == o.Old && c.New == o.New
+		c.NAPIID == o.NAPIID && equalQueue(c.Queue, o.Queue) && slices.Equal(c.IRQs, o.IRQs) && slices.Equal(c.Args, o.Args) && c.Old == o.Old && c.New == o.New
+}
+
+func equalQueue(a, b *int) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // AddChanges appends typed changes to a setting recommendation and renders
