@@ -81,14 +81,14 @@ func ParseNAPIParams(text string) (map[string]uint64, error) {
 }
 
 // validateNAPI checks a napi change: a valid interface, a NAPI id (the
-// kernel numbers them from 8193, above the per-CPU sender ids), a queue
-// number if any, and the same settings named old and new.
+// kernel numbers them from NR_CPUS+1, which depends on its build), a
+// queue number if any, and the same settings named old and new.
 func (c Change) validateNAPI() error {
 	if err := ValidIfaceName(c.Iface); err != nil {
 		return err
 	}
-	if c.NAPIID <= 8192 {
-		return c.invalid("napi_id %d is not a NAPI instance's id (they start at 8193)", c.NAPIID)
+	if c.NAPIID == 0 {
+		return c.invalid("no napi_id")
 	}
 	if c.Queue != nil && (*c.Queue < 0 || *c.Queue >= 1<<16) {
 		return c.invalid("queue %d out of range", *c.Queue)

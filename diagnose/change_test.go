@@ -78,7 +78,7 @@ func TestValidateRefuses(t *testing.T) {
 		"params differ":           EthtoolRingChange("eth0", map[string]uint32{"rx": 1}, map[string]uint32{"tx": 2}),
 		"rss sizes differ":        EthtoolRSSChange("eth0", []uint32{0, 1}, []uint32{0, 1, 2}),
 		"unknown kind":            {Kind: "shell", Old: "a", New: "b"},
-		"napi id of a sender":     NAPISettingsChange("eth0", nil, 5, napiZero, napiSet),
+		"napi without an id":      NAPISettingsChange("eth0", nil, 0, napiZero, napiSet),
 		"napi defer over S32_MAX": NAPISettingsChange("eth0", nil, 8193, map[string]uint64{"defer-hard-irqs": 0}, map[string]uint64{"defer-hard-irqs": 1 << 31}),
 		"napi unknown setting":    {Kind: ChangeNAPI, Iface: "eth0", NAPIID: 8193, Old: "threaded=0", New: "threaded=1"},
 		"napi settings differ":    NAPISettingsChange("eth0", nil, 8193, map[string]uint64{"defer-hard-irqs": 0}, map[string]uint64{"gro-flush-timeout": 1}),
