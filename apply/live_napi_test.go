@@ -86,7 +86,9 @@ func TestLiveNAPIApplyRevert(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := read()
-	got := func(n netlinkq.NAPI) string { return fmt.Sprintf("defer %d flush %d", *n.DeferHardIRQs, *n.GROFlushTimeoutNs) }
+	got := func(n netlinkq.NAPI) string {
+		return fmt.Sprintf("defer %d flush %d", *n.DeferHardIRQs, *n.GROFlushTimeoutNs)
+	}
 	for _, n := range after {
 		switch n.ID {
 		case target.ID:
