@@ -35,7 +35,7 @@ type NAPIState struct {
 }
 
 // errNoNAPISet: the kernel reports no per-instance settings.
-var errNoNAPISet = errors.New("this kernel has no per-NAPI settings (netdev netlink napi-set needs Linux 6.13, irq-suspend-timeout 6.14); set the device-wide /sys/class/net/IF/napi_defer_hard_irqs and gro_flush_timeout instead")
+var errNoNAPISet = errors.New("this kernel does not report that per-NAPI setting (netdev netlink napi-set needs Linux 6.13, irq-suspend-timeout 6.14, threaded 6.17); set the device-wide /sys/class/net/IF/napi_defer_hard_irqs, gro_flush_timeout or threaded instead")
 
 type napiHandler struct{ noGuard }
 
@@ -129,6 +129,10 @@ func (netlinkNAPIs) Instance(id uint32) (NAPIState, bool, error) {
 	}
 	st.Settings["gro-flush-timeout"] = n.GROFlushTimeoutNs
 	st.Settings["irq-suspend-timeout"] = n.IRQSuspendTimeoutNs
+	if i := slices.Index(diagnose.NAPIThreadedNames, n.Threaded); i >= 0 {
+		v := uint64(i)
+		st.Settings["threaded"] = &v
+	}
 	return st, true, nil
 }
 
@@ -143,6 +147,10 @@ func (netlinkNAPIs) Set(id uint32, p map[string]uint64) error {
 	}
 	if v, ok := p["irq-suspend-timeout"]; ok {
 		s.IRQSuspendTimeoutNs = &v
+	}
+	if v, ok := p["threaded"]; ok {
+		t := uint32(v)
+		s.Threaded = &t
 	}
 	if err := netlinkq.SetNAPI(id, s); err != nil {
 		if errors.Is(err, os.ErrNotExist) {

@@ -71,6 +71,11 @@ func TestLiveNAPIApplyRevert(t *testing.T) {
 	}
 	t.Logf("NAPI %d serves RX queue %v (queues %+v)", target.ID, queue, queues)
 	f.Recommendation.AddChanges(diagnose.NAPISettingsChange("vb", queue, target.ID, old, set))
+	// threaded through napi-set (6.17+) on the sibling only.
+	if sibling.Threaded != "disabled" {
+		t.Fatalf("NAPI %d threaded %q before, want disabled", sibling.ID, sibling.Threaded)
+	}
+	f.Recommendation.AddChanges(diagnose.NAPISettingsChange("vb", nil, sibling.ID, map[string]uint64{"threaded": 0}, map[string]uint64{"threaded": 1}))
 	plan, err := NewPlan([]diagnose.Finding{f}, []string{f.ID})
 	if err != nil {
 		t.Fatal(err)
@@ -96,21 +101,27 @@ func TestLiveNAPIApplyRevert(t *testing.T) {
 				t.Errorf("NAPI %d after --apply: %s", n.ID, got(n))
 			}
 		case sibling.ID:
-			if got(n) != got(sibling) {
-				t.Errorf("sibling NAPI %d changed: %s, was %s", n.ID, got(n), got(sibling))
+			if got(n) != got(sibling) || n.Threaded != "enabled" || n.PID == 0 {
+				t.Errorf("sibling NAPI %d after --apply: %s threaded %s thread %d, was %s and unthreaded", n.ID, got(n), n.Threaded, n.PID, got(sibling))
 			}
+		}
+		if n.ID == target.ID && n.Threaded != "disabled" {
+			t.Errorf("NAPI %d threaded %q: the setting of its sibling reached it", n.ID, n.Threaded)
 		}
 	}
 	var rev RevertResult
 	if err := testutil.InNetns(ns, func() (err error) {
 		rev, err = Revert(context.Background(), res.RevertFile, LiveSystem(), id)
 		return err
-	}); err != nil || len(rev.Restored) != 1 {
+	}); err != nil || len(rev.Restored) != 2 {
 		t.Fatalf("revert: %+v %v", rev, err)
 	}
 	for _, n := range read() {
 		if n.ID == target.ID && got(n) != got(target) {
 			t.Errorf("NAPI %d after revert: %s, want %s", n.ID, got(n), got(target))
+		}
+		if n.ID == sibling.ID && (n.Threaded != "disabled" || n.PID != 0) {
+			t.Errorf("NAPI %d after revert: threaded %s thread %d, want disabled", n.ID, n.Threaded, n.PID)
 		}
 	}
 

@@ -12,7 +12,8 @@ import (
 )
 
 // ChangeNAPI sets one NAPI instance's settings through the netdev netlink
-// family's napi-set (Linux 6.13+; irq-suspend-timeout 6.14): Iface and
+// family's napi-set (Linux 6.13+; irq-suspend-timeout 6.14, threaded
+// 6.17): Iface and
 // Queue name the device and RX queue the instance served when the run read
 // it, NAPIID the instance. A NAPI id changes when its device is
 // reconfigured, so the executor checks the id still belongs to Iface (and
@@ -22,15 +23,21 @@ const ChangeNAPI ChangeKind = "napi"
 // NAPIParams are the settings a napi change may name, as the netdev
 // family spells its attributes; their values are "name=value" words like
 // the ethtool parameter kinds', 64-bit.
-var NAPIParams = []string{"defer-hard-irqs", "gro-flush-timeout", "irq-suspend-timeout"}
+var NAPIParams = []string{"defer-hard-irqs", "gro-flush-timeout", "irq-suspend-timeout", "threaded"}
+
+// NAPIThreadedNames are the values of the threaded setting, by number
+// (the netdev family's napi-threaded enum).
+var NAPIThreadedNames = []string{"disabled", "enabled", "busy-poll"}
 
 // napiParamMax is each setting's largest value the kernel accepts
 // (Documentation/netlink/specs/netdev.yaml: defer-hard-irqs is checked
-// against S32_MAX, the timeouts are any unsigned 64-bit value).
+// against S32_MAX, the timeouts are any unsigned 64-bit value, threaded
+// one of NAPIThreadedNames).
 var napiParamMax = map[string]uint64{
 	"defer-hard-irqs":     math.MaxInt32,
 	"gro-flush-timeout":   math.MaxUint64,
 	"irq-suspend-timeout": math.MaxUint64,
+	"threaded":            uint64(len(NAPIThreadedNames) - 1),
 }
 
 // NAPISettingsChange sets NAPI instance id of iface (serving RX queue
@@ -118,7 +125,12 @@ func (c Change) napiCommand(value string) string {
 	}
 	words := []string{fmt.Sprintf(`"id": %d`, c.NAPIID)}
 	for _, name := range NAPIParams {
-		if v, ok := p[name]; ok {
+		v, ok := p[name]
+		switch {
+		case !ok:
+		case name == "threaded":
+			words = append(words, fmt.Sprintf(`%q: %q`, name, NAPIThreadedNames[v]))
+		default:
 			words = append(words, fmt.Sprintf(`%q: %d`, name, v))
 		}
 	}

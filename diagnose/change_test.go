@@ -41,6 +41,9 @@ func TestConstructorsMakeValidChanges(t *testing.T) {
 			`ynl --family netdev --do napi-set --json '{"id": 8200, "defer-hard-irqs": 0, "gro-flush-timeout": 0}'   # NAPI instance of eth0 rx-3`},
 		{NAPISettingsChange("eth0", nil, 8193, map[string]uint64{"irq-suspend-timeout": 0}, map[string]uint64{"irq-suspend-timeout": 20000000}),
 			`ynl --family netdev --do napi-set --json '{"id": 8193, "irq-suspend-timeout": 20000000}'   # NAPI instance of eth0`, ""},
+		{NAPISettingsChange("eth0", nil, 8193, map[string]uint64{"threaded": 0}, map[string]uint64{"threaded": 1}),
+			`ynl --family netdev --do napi-set --json '{"id": 8193, "threaded": "enabled"}'   # NAPI instance of eth0`,
+			`ynl --family netdev --do napi-set --json '{"id": 8193, "threaded": "disabled"}'   # NAPI instance of eth0`},
 	} {
 		if err := tc.c.Validate(); err != nil {
 			t.Errorf("%+v: %v", tc.c, err)
@@ -80,7 +83,8 @@ func TestValidateRefuses(t *testing.T) {
 		"unknown kind":            {Kind: "shell", Old: "a", New: "b"},
 		"napi without an id":      NAPISettingsChange("eth0", nil, 0, napiZero, napiSet),
 		"napi defer over S32_MAX": NAPISettingsChange("eth0", nil, 8193, map[string]uint64{"defer-hard-irqs": 0}, map[string]uint64{"defer-hard-irqs": 1 << 31}),
-		"napi unknown setting":    {Kind: ChangeNAPI, Iface: "eth0", NAPIID: 8193, Old: "threaded=0", New: "threaded=1"},
+		"napi unknown setting":    {Kind: ChangeNAPI, Iface: "eth0", NAPIID: 8193, Old: "prefer-busy-poll=0", New: "prefer-busy-poll=1"},
+		"napi threaded 3":         {Kind: ChangeNAPI, Iface: "eth0", NAPIID: 8193, Old: "threaded=0", New: "threaded=3"},
 		"napi settings differ":    NAPISettingsChange("eth0", nil, 8193, map[string]uint64{"defer-hard-irqs": 0}, map[string]uint64{"gro-flush-timeout": 1}),
 		"napi setting twice":      {Kind: ChangeNAPI, Iface: "eth0", NAPIID: 8193, Old: "defer-hard-irqs=0 defer-hard-irqs=0", New: "defer-hard-irqs=1 defer-hard-irqs=1"},
 		"napi negative queue":     NAPISettingsChange("eth0", func() *int { q := -1; return &q }(), 8193, napiZero, napiSet),
