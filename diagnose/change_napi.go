@@ -1,10 +1,8 @@
 package diagnose
 
 import (
-	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -66,25 +64,7 @@ func FormatNAPIParams(p map[string]uint64) string {
 // ParseNAPIParams reads FormatNAPIParams' text: known names, each once,
 // each value within the kernel's range.
 func ParseNAPIParams(text string) (map[string]uint64, error) {
-	p := map[string]uint64{}
-	for _, w := range strings.Fields(text) {
-		k, v, ok := strings.Cut(w, "=")
-		if !ok || !slices.Contains(NAPIParams, k) {
-			return nil, fmt.Errorf("setting %q: want NAME=VALUE with NAME one of %s", w, strings.Join(NAPIParams, ", "))
-		}
-		if _, dup := p[k]; dup {
-			return nil, fmt.Errorf("setting %s given twice", k)
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || n > napiParamMax[k] {
-			return nil, fmt.Errorf("setting %s: %q is not a number from 0 to %d", k, v, napiParamMax[k])
-		}
-		p[k] = n
-	}
-	if len(p) == 0 {
-		return nil, errors.New("no settings")
-	}
-	return p, nil
+	return parseNamedValues(text, NAPIParams, "setting", func(name string) uint64 { return napiParamMax[name] })
 }
 
 // validateNAPI checks a napi change: a valid interface, a NAPI id (the
@@ -108,10 +88,8 @@ func (c Change) validateNAPI() error {
 	if err != nil {
 		return c.invalid("new value: %v", err)
 	}
-	for k := range new {
-		if _, ok := old[k]; !ok || len(old) != len(new) {
-			return c.invalid("old and new values must name the same settings")
-		}
+	if !sameNames(old, new) {
+		return c.invalid("old and new values must name the same settings")
 	}
 	return nil
 }

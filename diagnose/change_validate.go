@@ -301,10 +301,8 @@ func (c Change) validateEthtool() error {
 	if err != nil {
 		return c.invalid("new value: %v", err)
 	}
-	for k := range new {
-		if _, ok := old[k]; !ok || len(old) != len(new) {
-			return c.invalid("old and new values must name the same parameters")
-		}
+	if !sameNames(old, new) {
+		return c.invalid("old and new values must name the same parameters")
 	}
 	return nil
 }

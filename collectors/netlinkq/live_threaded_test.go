@@ -2,8 +2,6 @@ package netlinkq
 
 import (
 	"fmt"
-	"os/exec"
-	"strings"
 	"testing"
 
 	"github.com/perfscope/perfscope/internal/testutil"
@@ -15,17 +13,10 @@ import (
 // setting it back gives it a thread again.
 func TestLiveSetNAPIThreaded(t *testing.T) {
 	testutil.RequireRoot(t)
-	name := vethNetns(t, "psnapithr")
-	out, err := exec.Command("ip", "netns", "exec", name, "sh", "-c",
-		"ethtool -K vb gro on && echo 1 > /sys/class/net/vb/threaded && cat /sys/class/net/vb/ifindex").CombinedOutput()
-	if err != nil {
-		t.Fatalf("threaded NAPI on vb: %v %s", err, out)
-	}
-	var ifindex int
-	fmt.Sscan(strings.TrimSpace(string(out)), &ifindex)
+	name, ifindex := threadedVeth(t, "psnapithr")
 	off, on := uint32(0), uint32(1)
 	var before, during, after []NAPI
-	err = testutil.InNetns(name, func() (err error) {
+	err := testutil.InNetns(name, func() (err error) {
 		if before, err = NAPIs(ifindex); err != nil {
 			return err
 		}
