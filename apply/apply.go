@@ -222,7 +222,11 @@ func Apply(ctx context.Context, p Plan, o ApplyOptions) (ApplyResult, error) {
 				return res, refuse(err)
 			}
 			if st.gone {
-				return res, refuse(errors.New("its target no longer exists"))
+				why := "its target no longer exists"
+				if st.goneWhy != "" {
+					why = st.goneWhy
+				}
+				return res, refuse(errors.New(why))
 			}
 			if h.same(c, c.New, nil, st) {
 				res.Unchanged = append(res.Unchanged, Done{FindingID: step.FindingID, Change: c, Command: c.Command(c.New), Note: "already set"})
@@ -347,6 +351,9 @@ func Revert(ctx context.Context, path string, sys *System, id Identity) (RevertR
 		switch {
 		case st.gone || replaced(e.Saved, st):
 			d.Note = "no longer exists"
+			if st.goneWhy != "" {
+				d.Note = st.goneWhy
+			}
 			res.Gone = append(res.Gone, d)
 		case h.same(c, c.Old, e.Saved, st):
 			d.Note = "already at its old value"
@@ -412,6 +419,8 @@ func describe(c diagnose.Change) string {
 		return fmt.Sprintf("affinity of thread %d", c.TID)
 	case diagnose.ChangeAudit:
 		return "audit enabled"
+	case diagnose.ChangeNAPI:
+		return fmt.Sprintf("NAPI instance %d of %s", c.NAPIID, quoteWord(c.Iface))
 	}
 	return string(c.Kind)
 }

@@ -25,13 +25,14 @@ type System struct {
 	Threads    Threads
 	Audit      Audit
 	Namespaces Namespaces
+	NAPI       NAPIs
 }
 
 // LiveSystem is the host perfscope runs on, in the caller's network
 // namespace.
 func LiveSystem() *System {
 	return &System{Root: "/", Live: true, Ethtool: ioctlEthtool{}, Nft: netlinkNftables{}, Iptables: sockoptIptables{},
-		Modules: kernelModules{root: "/"}, Threads: kernelThreads{root: "/"}, Audit: netlinkAudit{}, Namespaces: procNamespaces{root: "/"}}
+		Modules: kernelModules{root: "/"}, Threads: kernelThreads{root: "/"}, Audit: netlinkAudit{}, Namespaces: procNamespaces{root: "/"}, NAPI: netlinkNAPIs{}}
 }
 
 // Ethtool reads and sets what `ethtool -K/-G/-C/-L/-X` do.
@@ -133,8 +134,10 @@ type FileCopy struct {
 type state struct {
 	value string
 	saved *Saved
-	// gone: the target no longer exists (a thread ended).
-	gone bool
+	// gone: the target no longer exists (a thread ended); goneWhy says
+	// so in a sentence where the kind knows more.
+	gone    bool
+	goneWhy string
 	// raw is kind-specific: the file contents of an irqbalance ban.
 	raw string
 }
@@ -172,6 +175,8 @@ func (s *System) handler(k diagnose.ChangeKind) (handler, error) {
 		return auditHandler{}, nil
 	case diagnose.ChangeIrqbalanceBan:
 		return irqbalanceHandler{}, nil
+	case diagnose.ChangeNAPI:
+		return napiHandler{}, nil
 	}
 	return nil, fmt.Errorf("%w: no executor for kind %q", diagnose.ErrInvalidChange, k)
 }

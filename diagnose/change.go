@@ -1,8 +1,8 @@
 package diagnose
 
 import (
-	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -50,6 +50,7 @@ const (
 	// ChangeIrqbalanceBan adds --banirq for IRQs to irqbalance's
 	// configuration file; the daemon reads it when restarted.
 	ChangeIrqbalanceBan ChangeKind = "irqbalance-ban"
+	// ChangeNAPI (change_napi.go) sets one NAPI instance's settings.
 )
 
 // Values of the presence-like kinds.
@@ -87,6 +88,11 @@ type Change struct {
 	Module string `json:"module,omitempty"`
 	// TID is the thread of a thread-affinity change.
 	TID int `json:"tid,omitempty"`
+	// NAPIID is the NAPI instance of a napi change, and Queue the RX
+	// queue of Iface it served when the run read it (absent when the run
+	// did not learn it).
+	NAPIID uint32 `json:"napi_id,omitempty"`
+	Queue  *int   `json:"queue,omitempty"`
 	// IRQs are the interrupts an irqbalance-ban change bans.
 	IRQs []int `json:"irqs,omitempty"`
 	// Args are the irqbalance arguments the configuration held when the
@@ -235,7 +241,11 @@ func IrqbalanceBanChange(configFile string, args []string, irqs []int) Change {
 func (c Change) Equal(o Change) bool {
 	return c.Kind == o.Kind && c.Key == o.Key && c.Path == o.Path && c.Iface == o.Iface && c.Feature == o.Feature &&
 		c.Family == o.Family && c.Table == o.Table && c.Module == o.Module && c.TID == o.TID &&
-		slices.Equal(c.IRQs, o.IRQs) && slices.Equal(c.Args, o.Args) && c.Old == o.Old && c.New == o.New
+		c.NAPIID == o.NAPIID && equalQueue(c.Queue, o.Queue) && slices.Equal(c.IRQs, o.IRQs) && slices.Equal(c.Args, o.Args) && c.Old == o.Old && c.New == o.New
+}
+
+func equalQueue(a, b *int) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
 }
 
 // AddChanges appends typed changes to a setting recommendation and renders
@@ -301,25 +311,53 @@ func FormatParams(p map[string]uint32) string {
 
 // ParseParams reads FormatParams' text, accepting only names.
 func ParseParams(text string, names []string) (map[string]uint32, error) {
-	p := map[string]uint32{}
+	wide, err := parseNamedValues(text, names, "parameter", func(string) uint64 { return math.MaxUint32 })
+	if err != nil {
+		return nil, err
+	}
+	p := make(map[string]uint32, len(wide))
+	for k, v := range wide {
+		p[k] = uint32(v)
+	}
+	return p, nil
+}
+
+// parseNamedValues reads "name=value" words: each name one of names and
+// given once, each value a decimal from 0 to max(name), at least one word.
+// what names a word in errors ("parameter", "setting").
+func parseNamedValues(text string, names []string, what string, max func(string) uint64) (map[string]uint64, error) {
+	p := map[string]uint64{}
 	for _, w := range strings.Fields(text) {
 		k, v, ok := strings.Cut(w, "=")
 		if !ok || !slices.Contains(names, k) {
-			return nil, fmt.Errorf("parameter %q: want NAME=VALUE with NAME one of %s", w, strings.Join(names, ", "))
+			return nil, fmt.Errorf("%s %q: want NAME=VALUE with NAME one of %s", what, w, strings.Join(names, ", "))
 		}
 		if _, dup := p[k]; dup {
-			return nil, fmt.Errorf("parameter %s given twice", k)
+			return nil, fmt.Errorf("%s %s given twice", what, k)
 		}
-		n, err := strconv.ParseUint(v, 10, 32)
-		if err != nil {
-			return nil, fmt.Errorf("parameter %s: %q is not a 32-bit unsigned number", k, v)
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n > max(k) {
+			return nil, fmt.Errorf("%s %s: %q is not a number from 0 to %d", what, k, v, max(k))
 		}
-		p[k] = uint32(n)
+		p[k] = n
 	}
 	if len(p) == 0 {
-		return nil, errors.New("no parameters")
+		return nil, fmt.Errorf("no %ss", what)
 	}
 	return p, nil
+}
+
+// sameNames reports whether old and new name the same keys.
+func sameNames[V any](old, new map[string]V) bool {
+	if len(old) != len(new) {
+		return false
+	}
+	for k := range new {
+		if _, ok := old[k]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 func formatTable(t []uint32) string {

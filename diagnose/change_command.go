@@ -63,6 +63,8 @@ func (c Change) Command(value string) string {
 		return shellquote.Join("taskset", "-p", "-c", value, strconv.Itoa(c.TID))
 	case ChangeAudit:
 		return shellquote.Join("auditctl", "-e", value)
+	case ChangeNAPI:
+		return c.napiCommand(value)
 	case ChangeIrqbalanceBan:
 		if value == ValueBanned {
 			return "printf '%s\\n' " + q(IrqbalanceBanLine(c)) + " >> " + q(c.Path) + "   # then: systemctl restart irqbalance"

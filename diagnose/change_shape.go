@@ -95,6 +95,8 @@ func (c Change) Target() string {
 		return c.Module
 	case ChangeThreadAffinity:
 		return strconv.Itoa(c.TID)
+	case ChangeNAPI:
+		return c.Iface + " " + strconv.FormatUint(uint64(c.NAPIID), 10)
 	}
 	return ""
 }

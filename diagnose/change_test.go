@@ -36,6 +36,14 @@ func TestConstructorsMakeValidChanges(t *testing.T) {
 		{AuditChange(1, 0), "auditctl -e 0", "auditctl -e 1"},
 		{IrqbalanceBanChange("/etc/default/irqbalance", []string{"--hintpolicy=subset"}, []int{66, 65, 66}),
 			`printf '%s\n' 'IRQBALANCE_ARGS="--hintpolicy=subset --banirq=65 --banirq=66"' >> /etc/default/irqbalance   # then: systemctl restart irqbalance`, ""},
+		{NAPISettingsChange("eth0", napiQueue3, 8200, map[string]uint64{"gro-flush-timeout": 0, "defer-hard-irqs": 0}, map[string]uint64{"defer-hard-irqs": 2, "gro-flush-timeout": 200000}),
+			`ynl --family netdev --do napi-set --json '{"id": 8200, "defer-hard-irqs": 2, "gro-flush-timeout": 200000}'   # NAPI instance of eth0 rx-3`,
+			`ynl --family netdev --do napi-set --json '{"id": 8200, "defer-hard-irqs": 0, "gro-flush-timeout": 0}'   # NAPI instance of eth0 rx-3`},
+		{NAPISettingsChange("eth0", nil, 8193, map[string]uint64{"irq-suspend-timeout": 0}, map[string]uint64{"irq-suspend-timeout": 20000000}),
+			`ynl --family netdev --do napi-set --json '{"id": 8193, "irq-suspend-timeout": 20000000}'   # NAPI instance of eth0`, ""},
+		{NAPISettingsChange("eth0", nil, 8193, map[string]uint64{"threaded": 0}, map[string]uint64{"threaded": 1}),
+			`ynl --family netdev --do napi-set --json '{"id": 8193, "threaded": "enabled"}'   # NAPI instance of eth0`,
+			`ynl --family netdev --do napi-set --json '{"id": 8193, "threaded": "disabled"}'   # NAPI instance of eth0`},
 	} {
 		if err := tc.c.Validate(); err != nil {
 			t.Errorf("%+v: %v", tc.c, err)
@@ -73,6 +81,15 @@ func TestValidateRefuses(t *testing.T) {
 		"params differ":           EthtoolRingChange("eth0", map[string]uint32{"rx": 1}, map[string]uint32{"tx": 2}),
 		"rss sizes differ":        EthtoolRSSChange("eth0", []uint32{0, 1}, []uint32{0, 1, 2}),
 		"unknown kind":            {Kind: "shell", Old: "a", New: "b"},
+		"napi without an id":      NAPISettingsChange("eth0", nil, 0, napiZero, napiSet),
+		"napi defer over S32_MAX": NAPISettingsChange("eth0", nil, 8193, map[string]uint64{"defer-hard-irqs": 0}, map[string]uint64{"defer-hard-irqs": 1 << 31}),
+		"napi unknown setting":    {Kind: ChangeNAPI, Iface: "eth0", NAPIID: 8193, Old: "prefer-busy-poll=0", New: "prefer-busy-poll=1"},
+		"napi threaded 3":         {Kind: ChangeNAPI, Iface: "eth0", NAPIID: 8193, Old: "threaded=0", New: "threaded=3"},
+		"napi settings differ":    NAPISettingsChange("eth0", nil, 8193, map[string]uint64{"defer-hard-irqs": 0}, map[string]uint64{"gro-flush-timeout": 1}),
+		"napi setting twice":      {Kind: ChangeNAPI, Iface: "eth0", NAPIID: 8193, Old: "defer-hard-irqs=0 defer-hard-irqs=0", New: "defer-hard-irqs=1 defer-hard-irqs=1"},
+		"napi negative queue":     NAPISettingsChange("eth0", func() *int { q := -1; return &q }(), 8193, napiZero, napiSet),
+		"napi bad iface":          NAPISettingsChange("a/b", nil, 8193, napiZero, napiSet),
+		"napi id on a sysctl":     func() Change { c := SysctlChange("net.core.netdev_budget", "300", "600"); c.NAPIID = 8193; return c }(),
 	} {
 		if err := c.Validate(); !errors.Is(err, ErrInvalidChange) {
 			t.Errorf("%s: %+v validated (%v)", name, c, err)
@@ -81,6 +98,12 @@ func TestValidateRefuses(t *testing.T) {
 }
 
 func (c Change) _withNew(v string) Change { c.New = v; return c }
+
+var (
+	napiQueue3 = func() *int { q := 3; return &q }()
+	napiZero   = map[string]uint64{"defer-hard-irqs": 0, "gro-flush-timeout": 0}
+	napiSet    = map[string]uint64{"defer-hard-irqs": 2, "gro-flush-timeout": 200000}
+)
 
 // TestCommandsQuoteHostileNames: every variable word of a rendered command
 // is one literal shell word.

@@ -134,6 +134,8 @@ func (c Change) Validate() error {
 		return c.both(oneOf("0", "1"))
 	case ChangeIrqbalanceBan:
 		return c.validateIrqbalanceBan()
+	case ChangeNAPI:
+		return c.validateNAPI()
 	}
 	return nil
 }
@@ -154,6 +156,7 @@ var fieldsOfKind = map[ChangeKind][]string{
 	ChangeThreadAffinity:  {"tid"},
 	ChangeAudit:           {},
 	ChangeIrqbalanceBan:   {"path", "irqs", "args"},
+	ChangeNAPI:            {"iface", "napi_id", "queue"},
 }
 
 // validateFields checks c's kind is known and sets no field of another
@@ -165,7 +168,8 @@ func (c Change) validateFields() error {
 	}
 	fields := []field{{"key", c.Key != ""}, {"path", c.Path != ""}, {"iface", c.Iface != ""}, {"feature", c.Feature != ""},
 		{"family", c.Family != ""}, {"table", c.Table != ""}, {"module", c.Module != ""}, {"tid", c.TID != 0},
-		{"irqs", c.IRQs != nil}, {"args", c.Args != nil}}
+		{"irqs", c.IRQs != nil}, {"args", c.Args != nil},
+		{"napi_id", c.NAPIID != 0}, {"queue", c.Queue != nil}}
 	names, known := fieldsOfKind[c.Kind]
 	if !known {
 		return fmt.Errorf("%w: unknown kind %q", ErrInvalidChange, c.Kind)
@@ -297,10 +301,8 @@ func (c Change) validateEthtool() error {
 	if err != nil {
 		return c.invalid("new value: %v", err)
 	}
-	for k := range new {
-		if _, ok := old[k]; !ok || len(old) != len(new) {
-			return c.invalid("old and new values must name the same parameters")
-		}
+	if !sameNames(old, new) {
+		return c.invalid("old and new values must name the same parameters")
 	}
 	return nil
 }

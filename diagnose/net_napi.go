@@ -65,13 +65,17 @@ func deviceIRQRate(in NetInput) (rate float64, irqs int) {
 }
 
 // napiDeferralOff is true when neither the device nor any of its NAPI
-// instances defers IRQs (both settings 0 where known), with the values it
-// read.
+// instances defers IRQs (every setting read is 0, and at least the
+// device's files or every instance's own settings were read), with the
+// device's values (0 where it has no files).
 func napiDeferralOff(n netconfig.NAPIConfig) (off bool, defer_, flush int64) {
-	if n.DeferHardIRQs == nil || n.GROFlushTimeoutNs == nil {
+	sysfs := n.DeferHardIRQs != nil && n.GROFlushTimeoutNs != nil
+	if !sysfs && !napiPerInstance(n) {
 		return false, 0, 0
 	}
-	defer_, flush = *n.DeferHardIRQs, *n.GROFlushTimeoutNs
+	if sysfs {
+		defer_, flush = *n.DeferHardIRQs, *n.GROFlushTimeoutNs
+	}
 	if defer_ != 0 || flush != 0 {
 		return false, defer_, flush
 	}
@@ -108,12 +112,18 @@ func checkNAPIDeferIRQs(in NetInput, t Thresholds) *Finding {
 		Title:    fmt.Sprintf("%s takes %.0f interrupts/s over %d queue IRQs with NAPI deferral off: defer hard IRQs so a busy queue is polled, not interrupted", iface, rate, irqs),
 		Impact:   0.05,
 		Evidence: []string{
-			fmt.Sprintf("/sys/class/net/%s: napi_defer_hard_irqs %d, gro_flush_timeout %d ns", iface, oldDefer, oldFlush),
 			fmt.Sprintf("%d queue IRQs: %.0f interrupts/s together; busiest CPU %s in NET_RX", irqs, rate, pct(top)),
 		},
 	}
-	if n := len(c.NAPI.Instances); n > 0 {
+	if c.NAPI.DeferHardIRQs != nil && c.NAPI.GROFlushTimeoutNs != nil {
+		f.Evidence = append([]string{fmt.Sprintf("/sys/class/net/%s: napi_defer_hard_irqs %d, gro_flush_timeout %d ns", iface, oldDefer, oldFlush)}, f.Evidence...)
+	}
+	if n := len(c.NAPI.Instances); n > 0 && napiPerInstance(c.NAPI) {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("netdev netlink: %d NAPI instances, every one with defer-hard-irqs 0 and gro-flush-timeout 0", n))
+	}
+	perInstance, note := napiGranularity(in)
+	if note != "" {
+		f.Evidence = append(f.Evidence, note)
 	}
 	if top >= t.Get(NetThresholds.NetRXSaturated) {
 		f.Severity, f.Impact = Warn, 0.1
@@ -121,13 +131,23 @@ func checkNAPIDeferIRQs(in NetInput, t Thresholds) *Finding {
 	r := &f.Recommendation
 	r.Kind = KindSetting
 	r.Why = "Each hard IRQ re-arms after a poll finds its queue empty, so a queue under steady load interrupts once per poll cycle. With napi_defer_hard_irqs N and gro_flush_timeout T the kernel keeps the IRQ masked through up to N empty polls and re-polls from a timer every T ns instead — fewer interrupts and larger batches on busy queues, the IRQ back when the queue stays empty."
-	r.AddChanges(NAPIDeferChange(iface, oldDefer, NAPIDeferHardIRQs), NAPIFlushTimeoutChange(iface, oldFlush, NAPIGROFlushTimeoutNs))
-	r.Expected = fmt.Sprintf("Fewer interrupts per packet on the busy queues (re-polls every %d µs while busy); up to %d µs more latency when a queue goes quiet.", NAPIGROFlushTimeoutNs/1000, NAPIGROFlushTimeoutNs/1000)
 	r.Reference = NAPIDocs + "; Eric Dumazet, \"net: napi: add hard irqs deferral feature\" (2020)"
-	r.Caveats = []string{
-		"The device-wide files set every NAPI instance of the device; kernels with per-instance settings (6.13+) take `" + shellquote.Join("ynl", "--family", "netdev", "--do", "napi-set") + "` for one queue.",
-		"Measure the tail latency before and after: a timer re-poll delays the first packet after a quiet spell by up to gro_flush_timeout.",
+	if perInstance != nil {
+		addNAPIInstanceChanges(in, r, perInstance)
+		r.Reference += "; " + NAPISetSource
+		r.Caveats = []string{
+			"napi-set writes the NAPI instances by id: a device reset or a change of its channel count gives its queues new NAPI instances, which start from the device-wide files' values — perfscope refuses the apply (and skips the revert) of an id that no longer belongs to " + iface + ".",
+		}
+	} else {
+		r.AddChanges(NAPIDeferChange(iface, oldDefer, NAPIDeferHardIRQs), NAPIFlushTimeoutChange(iface, oldFlush, NAPIGROFlushTimeoutNs))
+		if napiPerInstance(c.NAPI) {
+			r.Caveats = []string{"The device-wide files set every NAPI instance of the device; `" + shellquote.Join("ynl", "--family", "netdev", "--do", "napi-set") + "` sets one instance (" + NAPISetSource + ")."}
+		} else {
+			r.Caveats = []string{"The device-wide files set every NAPI instance of the device: this kernel has no per-instance settings (napi-set, Linux 6.13+)."}
+		}
 	}
+	r.Expected = fmt.Sprintf("Fewer interrupts per packet on the busy queues (re-polls every %d µs while busy); up to %d µs more latency when a queue goes quiet.", NAPIGROFlushTimeoutNs/1000, NAPIGROFlushTimeoutNs/1000)
+	r.Caveats = append(r.Caveats, "Measure the tail latency before and after: a timer re-poll delays the first packet after a quiet spell by up to gro_flush_timeout.")
 	r.Parameters = map[string]int64{"napi_defer_hard_irqs": NAPIDeferHardIRQs, "gro_flush_timeout_ns": NAPIGROFlushTimeoutNs}
 	return f
 }

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/perfscope/perfscope/collectors/cpuset"
@@ -69,7 +70,73 @@ func TestNAPIDeferIRQs(t *testing.T) {
 			napiOff(12)(in)
 			in.Evidence.IRQs.IRQs = []evidence.QueueIRQ{irqWithCount(65, 1000)}
 		}},
+		{name: "3 of 12 queues busy: napi-set on their NAPI instances only", edit: func(in *NetInput) { napiOff(12)(in); busy3(in) },
+			want: func(t *testing.T, f *Finding) {
+				r := f.Recommendation
+				zero := map[string]uint64{"defer-hard-irqs": 0, "gro-flush-timeout": 0}
+				set := map[string]uint64{"defer-hard-irqs": 2, "gro-flush-timeout": 200000}
+				q0 := 0
+				want := []Change{NAPISettingsChange("ens1f0", &q0, 8193, zero, set), NAPISettingsChange("ens1f0", nil, 8194, zero, set), NAPISettingsChange("ens1f0", nil, 8195, zero, set)}
+				if !slices.EqualFunc(r.Changes, want, Change.Equal) {
+					t.Errorf("changes %+v", r.Changes)
+				}
+				for _, c := range r.Changes {
+					if err := c.Validate(); err != nil {
+						t.Errorf("%+v: %v", c, err)
+					}
+				}
+				if r.Apply[0] != `ynl --family netdev --do napi-set --json '{"id": 8193, "defer-hard-irqs": 2, "gro-flush-timeout": 200000}'   # NAPI instance of ens1f0 rx-0` {
+					t.Errorf("apply %q", r.Apply[0])
+				}
+				contains(t, "evidence", f.Evidence, "3 of 12 NAPI instances are busy", "8193 (IRQ 65, 40000/s)", "napi-set defers those only")
+				contains(t, "reference", []string{r.Reference}, "napi.rst", "netdev-genl: Support setting per-NAPI config values")
+			}},
+		{name: "no device-wide files: napi-set on the busy instances", edit: func(in *NetInput) {
+			napiOff(12)(in)
+			busy3(in)
+			in.Config.NAPI.DeferHardIRQs, in.Config.NAPI.GROFlushTimeoutNs = nil, nil
+		},
+			want: func(t *testing.T, f *Finding) {
+				if n := len(f.Recommendation.Changes); n != 3 || f.Recommendation.Changes[0].Kind != ChangeNAPI {
+					t.Errorf("changes %+v", f.Recommendation.Changes)
+				}
+				for _, e := range f.Evidence {
+					if strings.Contains(e, "/sys/class/net/ens1f0:") {
+						t.Errorf("evidence names device-wide files the device lacks: %q", e)
+					}
+				}
+			}},
+		{name: "a kernel without napi-set: device-wide, said plainly", edit: func(in *NetInput) {
+			napiOff(12)(in)
+			busy3(in)
+			for i := range in.Config.NAPI.Instances {
+				in.Config.NAPI.Instances[i].DeferHardIRQs, in.Config.NAPI.Instances[i].GROFlushTimeoutNs = nil, nil
+			}
+		},
+			want: func(t *testing.T, f *Finding) {
+				want := []Change{NAPIDeferChange("ens1f0", 0, 2), NAPIFlushTimeoutChange("ens1f0", 0, 200000)}
+				if !slices.EqualFunc(f.Recommendation.Changes, want, Change.Equal) {
+					t.Errorf("changes %+v", f.Recommendation.Changes)
+				}
+				contains(t, "evidence", f.Evidence, "this kernel reports no per-NAPI settings (napi-set needs Linux 6.13)")
+				contains(t, "caveats", f.Recommendation.Caveats, "this kernel has no per-instance settings")
+			}},
 	})
+}
+
+// busy3 makes 3 of the device's 12 queue IRQs (those of NAPI 8193-8195)
+// fire 40k times a second and the others not at all; NAPI 8193 polled
+// rx-0 in the queue × CPU matrix.
+func busy3(in *NetInput) {
+	in.Evidence.IRQs.IRQs = nil
+	for q := range 12 {
+		n := uint64(0)
+		if q < 3 {
+			n = uint64(40_000 * seconds(in.Evidence.DurationNs))
+		}
+		in.Evidence.IRQs.IRQs = append(in.Evidence.IRQs.IRQs, irqWithCount(65+q, n))
+	}
+	in.Evidence.QueueCPU.Cells = []evidence.QueueCPUCell{{Queue: 0, NAPI: 8193, CPU: 0, Polls: 10, Work: 100}, {Queue: -1, NAPI: 8194, CPU: 1, Polls: 1, Work: 1}}
 }
 
 func TestNAPIThreadsUnpinned(t *testing.T) {

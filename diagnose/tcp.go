@@ -3,6 +3,7 @@ package diagnose
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,7 +51,7 @@ var TCPRules = []Rule[TCPInput]{
 	{ID: "tcp.retransmits", Tunables: []Threshold{TCPThresholds.RetransWarn, TCPThresholds.RetransInfo}, CheckTuned: checkRetransmits},
 	{ID: "tcp.window-scaling-off", Check: checkWindowScalingOff, Changes: windowScalingChanges},
 	{ID: "tcp.gro-off", Check: checkTCPGROOff, Changes: groOnChanges},
-	{ID: "tcp.cross-cpu-steering", Tunables: []Threshold{TCPSteeringThresholds.FedShare, TCPSteeringThresholds.MinReads}, CheckTuned: checkTCPCrossCPU, Changes: rfsChanges},
+	{ID: "tcp.cross-cpu-steering", Tunables: []Threshold{TCPSteeringThresholds.FedShare, TCPSteeringThresholds.MinReads}, CheckTuned: checkTCPCrossCPU, Changes: steeringChanges},
 	{ID: "tcp.no-listener", Check: checkNoListener},
 }
 
@@ -61,6 +62,10 @@ var (
 	tcpMemChanges        = []ChangeShape{{Kind: ChangeSysctl, Target: "net.ipv4.tcp_mem", Old: ThreeDecimals, New: ThreeDecimals}}
 	windowScalingChanges = []ChangeShape{{Kind: ChangeSysctl, Target: "net.ipv4.tcp_window_scaling", Old: Decimal, New: Decimal}}
 	groOnChanges         = []ChangeShape{{Kind: ChangeEthtoolFeature, Target: "<iface> rx-gro", Old: Values(ValueOff), New: Values(ValueOn)}}
+	// steeringChanges: RFS's tables, and what lets RFS move a flow (RPS
+	// or accelerated RFS's ntuple filters).
+	steeringChanges = slices.Concat(rfsChanges, rpsChanges,
+		[]ChangeShape{{Kind: ChangeEthtoolFeature, Target: "<iface> rx-ntuple-filter", Old: Values(ValueOff), New: Values(ValueOn)}})
 )
 
 // TCPSomaxconnFloor is the somaxconn perfscope proposes at least: the

@@ -2,8 +2,12 @@ package diagnose
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
+	"github.com/perfscope/perfscope/collectors/ethtool"
+	"github.com/perfscope/perfscope/collectors/netconfig"
 	"github.com/perfscope/perfscope/evidence"
 )
 
@@ -18,6 +22,9 @@ var TCPSteeringThresholds = struct {
 }
 
 const refScaling = "Linux kernel documentation, networking/scaling.rst (RFS, accelerated RFS); socket(7) SO_INCOMING_CPU; Cloudflare, \"Perfect locality and three epic SystemTap scripts\" (2017)"
+
+// reuseportSketch serves each connection on the CPU that receives it.
+var reuseportSketch = CodeSketch{Lang: "c", Code: "/* per CPU: a listener in an SO_REUSEPORT group, served by a thread pinned to that CPU */\nint one = 1, cpu = sched_getcpu();\nsetsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);\nsetsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, sizeof cpu); /* kernel picks the group member whose CPU received the SYN */\n/* or, for accepted connections: getsockopt(conn, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &len) and hand the connection to that CPU's thread */"}
 
 // crossCPUConn is a connection fed by one CPU's softirq and read on another.
 type crossCPUConn struct {
@@ -71,6 +78,39 @@ func rfsOn(in TCPInput) (on, known bool) {
 	return false, c.Core.RPSSockFlowEntries != nil
 }
 
+// rfsMoves says whether RFS can move a flow's softirq on the interface:
+// through RPS (a queue with rps_cpus set: RFS then picks the reader's CPU
+// whatever the mask holds) or through accelerated RFS (ntuple filters on).
+func rfsMoves(c *netconfig.NetConfig) bool {
+	for _, q := range c.Interface.RX {
+		if !q.RPSCPUs.IsEmpty() {
+			return true
+		}
+	}
+	return c.Offloads.NTuple != nil && *c.Offloads.NTuple
+}
+
+// reuseportGroups are the listeners of the connections' local ports that
+// are SO_REUSEPORT groups: "address (N listeners)", each once.
+func reuseportGroups(in TCPInput, conns []crossCPUConn) []string {
+	var out []string
+	for _, l := range in.Evidence.Listeners.Rows {
+		if l.ReusePort < 2 {
+			continue
+		}
+		for _, c := range conns {
+			if c.row.Local.Port() == l.Local.Port() {
+				g := fmt.Sprintf("%s (%d listeners)", l.Local, l.ReusePort)
+				if !slices.Contains(out, g) {
+					out = append(out, g)
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
 func checkTCPCrossCPU(in TCPInput, t Thresholds) *Finding {
 	conns := crossCPUConns(in.Evidence.Connections.Rows, t.Get(TCPSteeringThresholds.FedShare), uint64(t.Get(TCPSteeringThresholds.MinReads)))
 	if len(conns) == 0 {
@@ -78,17 +118,14 @@ func checkTCPCrossCPU(in TCPInput, t Thresholds) *Finding {
 	}
 	on, known := rfsOn(in)
 	if on {
-		return nil // RFS steers already: the softirq CPU follows the reader where RPS or aRFS can move it
+		if rfsMoves(in.Config) {
+			return nil // RFS steers already: the softirq CPU follows the reader through RPS or aRFS
+		}
+		return rfsStuck(in, conns)
 	}
 	f := &Finding{Severity: Info, Impact: 0.03}
 	f.Title = fmt.Sprintf("%d TCP connections are fed by one CPU's softirq and read by a thread on another, and RFS is off", len(conns))
-	for i, c := range conns {
-		if i == 3 {
-			break
-		}
-		f.Evidence = append(f.Evidence, fmt.Sprintf("%s → %s: %s of its segments delivered by CPU %d's softirq, %s of its reads on CPU %d",
-			c.row.Local, c.row.Remote, pct(c.fs), c.fed, pct(c.rs), c.rd))
-	}
+	crossCPUEvidence(f, conns)
 	c := in.Config
 	if !known {
 		f.Evidence = append(f.Evidence, "net.core.rps_sock_flow_entries: not visible in this network namespace (host-wide)")
@@ -103,9 +140,7 @@ func checkTCPCrossCPU(in TCPInput, t Thresholds) *Finding {
 		"RFS steers through RPS (rps_cpus on the RX queues) or, on NICs with ntuple filters, accelerated RFS (ethtool -K IF ntuple on); with neither, the flow table records CPUs but nothing moves.",
 		"A server with one listener per CPU (SO_REUSEPORT) whose threads are pinned gets the same locality without RFS by choosing the listener by SO_INCOMING_CPU (code sketch).",
 	}
-	r.Code = []CodeSketch{
-		{Lang: "c", Code: "/* per CPU: a listener in an SO_REUSEPORT group, served by a thread pinned to that CPU */\nint one = 1, cpu = sched_getcpu();\nsetsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);\nsetsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, sizeof cpu); /* kernel picks the group member whose CPU received the SYN */\n/* or, for accepted connections: getsockopt(conn, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &len) and hand the connection to that CPU's thread */"},
-	}
+	r.Code = []CodeSketch{reuseportSketch}
 	if c == nil {
 		r.Kind = KindCode
 		return f
@@ -132,5 +167,71 @@ func checkTCPCrossCPU(in TCPInput, t Thresholds) *Finding {
 		}
 	}
 	r.Parameters = map[string]int64{"rps_sock_flow_entries": global, "rps_flow_cnt": perQueue}
+	addReuseport(f, in, conns)
+	return f
+}
+
+// crossCPUEvidence lists up to three connections with their CPUs.
+func crossCPUEvidence(f *Finding, conns []crossCPUConn) {
+	for i, c := range conns {
+		if i == 3 {
+			break
+		}
+		f.Evidence = append(f.Evidence, fmt.Sprintf("%s → %s: %s of its segments delivered by CPU %d's softirq, %s of its reads on CPU %d",
+			c.row.Local, c.row.Remote, pct(c.fs), c.fed, pct(c.rs), c.rd))
+	}
+}
+
+// addReuseport says when the port is served by an SO_REUSEPORT group: the
+// group can keep each connection on its receiving CPU by itself.
+func addReuseport(f *Finding, in TCPInput, conns []crossCPUConn) {
+	groups := reuseportGroups(in, conns)
+	if len(groups) == 0 {
+		return
+	}
+	f.Evidence = append(f.Evidence, "SO_REUSEPORT group: "+strings.Join(groups, ", "))
+	f.Recommendation.Caveats = append([]string{"The port is served by an SO_REUSEPORT group: with a listener per CPU and its thread pinned there, SO_INCOMING_CPU on each listener (or a reuseport BPF program choosing by CPU, SO_ATTACH_REUSEPORT_EBPF) lands every connection on the CPU that receives it, without RFS (code sketch)."},
+		f.Recommendation.Caveats...)
+}
+
+// rfsStuck is the finding when RFS's tables are set but nothing can move
+// a flow: no queue has rps_cpus and ntuple filters (accelerated RFS) are
+// off. The flow table records readers' CPUs and steers nothing.
+func rfsStuck(in TCPInput, conns []crossCPUConn) *Finding {
+	c := in.Config
+	f := &Finding{Severity: Info, Impact: 0.03}
+	f.Title = fmt.Sprintf("%d TCP connections are fed by one CPU's softirq and read by a thread on another: RFS's tables are set but nothing steers by them (no RX queue has rps_cpus, ntuple filters are off)", len(conns))
+	crossCPUEvidence(f, conns)
+	nt := "not listed by the device"
+	if c.Offloads.NTuple != nil {
+		nt = "off"
+		if c.Offloads.NTupleFixed {
+			nt = "off, fixed (the device cannot turn it on)"
+		}
+	}
+	f.Evidence = append(f.Evidence, fmt.Sprintf("rps_flow_cnt set on %s's RX queues; rps_cpus empty on all of them; rx-ntuple-filter %s", c.Interface.Name, nt))
+	r := &f.Recommendation
+	r.Why = "RFS records the CPU each flow is read on, but moves a flow's protocol processing only through RPS (an RX queue with rps_cpus set: the packet is queued to the reader's CPU) or through the NIC (accelerated RFS, which programs ntuple filters so that the flow's packets arrive on a queue whose IRQ runs on the reader's CPU). With neither, every segment is processed where the NIC's IRQ runs."
+	r.Expected = "Each connection's softirq on the CPU of its reader: fewer cross-CPU wakeups and socket-lock waits from the softirq side (the socket_locks section's softirq column)."
+	r.Reference = refScaling
+	r.Code = []CodeSketch{reuseportSketch}
+	nr := c.Topology.NrCPUIDs()
+	switch {
+	case c.Offloads.NTuple != nil && !c.Offloads.NTupleFixed:
+		r.Kind = KindSetting
+		r.AddChanges(EthtoolFeatureChange(c.Interface.Name, ethtool.FeatureNTuple, false, true))
+		r.Caveats = append(r.Caveats, "Accelerated RFS also needs a driver that implements it (ndo_rx_flow_steer) and a kernel built with CONFIG_RFS_ACCEL; otherwise set rps_cpus on the RX queues so that RFS steers through RPS.")
+	case !c.Topology.Online.IsEmpty():
+		// RPS with every online CPU: RFS then queues each flow to its
+		// reader's CPU; a packet of a flow not yet read goes by the hash.
+		r.Kind = KindSetting
+		for _, q := range c.Interface.RX {
+			r.AddChanges(QueueMaskChange(c.Interface.Name, "rx", q.Index, q.RPSCPUs, c.Topology.Online, nr))
+		}
+		r.Caveats = append(r.Caveats, "RPS costs an inter-processor interrupt per batch of packets moved; on a NIC with as many queues as CPUs and IRQs spread, accelerated RFS (ntuple filters) moves flows without it where the device supports it.")
+	default:
+		r.Kind = KindCode
+	}
+	addReuseport(f, in, conns)
 	return f
 }

@@ -2,12 +2,14 @@ package probes_test
 
 import (
 	"encoding/json"
+	"net/netip"
 	"reflect"
 	"testing"
 
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
+	"github.com/perfscope/perfscope/probes/tcpevents"
 	"github.com/perfscope/perfscope/probes/udpdrop"
 )
 
@@ -22,7 +24,11 @@ func TestSnapshotsRoundTripJSON(t *testing.T) {
 	l := lockstat.Snapshot{Sites: map[lockstat.SiteKey]lockstat.WaitStats{{StackID: lockstat.NoStack, Flags: 1}: {Count: 2}},
 		SockWaits: map[lockstat.SockWaitKey]lockstat.WaitStats{{Lock: 0xffff8881deadbeef, Kind: lockstat.SockWaitKind{Softirq: true, Owned: true}}: {Count: 3}}}
 	d := udpdrop.Snapshot{Ports: map[udpdrop.PortKey]uint64{{Port: 9000, Family: 2, Kind: udpdrop.KfreeSkb, Reason: 6}: 11}}
-	for _, v := range []any{&q, &l, &d} {
+	tc := tcpevents.Snapshot{Conns: map[tcpevents.Key]tcpevents.Count{
+		{Local: netip.MustParseAddrPort("10.0.0.1:80"), Remote: netip.MustParseAddrPort("[2001:db8::7]:40000"), Event: tcpevents.Retransmit, State: 1, Detail: 2, Err: -11}: {Events: 3, Segs: 4},
+		{Event: tcpevents.ResetSent}: {Events: 1, Segs: 1}, // a reset no socket owned
+	}, Feeds: map[uint64]tcpevents.Feed{4242: {Softirq: []uint64{5, 0}, Process: 1, Reads: []uint64{0, 6}}}}
+	for _, v := range []any{&q, &l, &d, &tc} {
 		b, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)

@@ -105,6 +105,8 @@ const (
 	FeatureGROHW            = "rx-gro-hw"
 	FeatureGROList          = "rx-gro-list"
 	FeatureUDPGROForwarding = "rx-udp-gro-forwarding"
+	// FeatureNTuple is ntuple filters, which accelerated RFS steers with.
+	FeatureNTuple = "rx-ntuple-filter"
 )
 
 // Lookup finds a feature by kernel name.

@@ -60,6 +60,10 @@ type Offloads struct {
 	LRO              *bool `json:"lro"`
 	GROHW            *bool `json:"gro_hw"`
 	UDPGROForwarding *bool `json:"rx_udp_gro_forwarding"`
+	// NTuple is the ntuple filters (rx-ntuple-filter), which accelerated
+	// RFS programs; NTupleFixed says ethtool -K cannot change it.
+	NTuple      *bool `json:"rx_ntuple_filter"`
+	NTupleFixed bool  `json:"rx_ntuple_filter_fixed,omitempty"`
 }
 
 // QueueIRQ is one queue IRQ of the interface and where it may, does and
@@ -233,6 +237,10 @@ func (s Sources) ethtoolSections(c *NetConfig, iface string) {
 	c.Offloads = Offloads{
 		GRO: f.Active(ethtool.FeatureGRO), GSO: f.Active(ethtool.FeatureGSO), TSO: f.Active(ethtool.FeatureTSO),
 		LRO: f.Active(ethtool.FeatureLRO), GROHW: f.Active(ethtool.FeatureGROHW), UDPGROForwarding: f.Active(ethtool.FeatureUDPGROForwarding),
+		NTuple: f.Active(ethtool.FeatureNTuple),
+	}
+	if nt, ok := f.Lookup(ethtool.FeatureNTuple); ok {
+		c.Offloads.NTupleFixed = nt.Fixed
 	}
 }
 

@@ -75,19 +75,12 @@ func TestLiveNAPISettingsOfVeth(t *testing.T) {
 // that says so.
 func TestLiveSetNAPIPerInstance(t *testing.T) {
 	testutil.RequireRoot(t)
-	name := vethNetns(t, "psnapiset")
-	out, err := exec.Command("ip", "netns", "exec", name, "sh", "-c",
-		"ethtool -K vb gro on && echo 1 > /sys/class/net/vb/threaded && cat /sys/class/net/vb/ifindex").CombinedOutput()
-	if err != nil {
-		t.Fatalf("threaded NAPI on vb: %v %s", err, out)
-	}
-	var ifindex int
-	fmt.Sscan(strings.TrimSpace(string(out)), &ifindex)
+	name, ifindex := threadedVeth(t, "psnapiset")
 	u32 := func(v uint32) *uint32 { return &v }
 	u64 := func(v uint64) *uint64 { return &v }
 	var before, during, after []NAPI
 	var unknownErr error
-	err = testutil.InNetns(name, func() error {
+	err := testutil.InNetns(name, func() error {
 		var err error
 		if before, err = NAPIs(ifindex); err != nil {
 			return err
@@ -168,4 +161,18 @@ func vethNetns(t *testing.T, prefix string) string {
 		}
 	}
 	return name
+}
+
+// threadedVeth is vethNetns with GRO on vb (its NAPI instances) and
+// threaded NAPI, and vb's ifindex.
+func threadedVeth(t *testing.T, prefix string) (name string, ifindex int) {
+	t.Helper()
+	name = vethNetns(t, prefix)
+	out, err := exec.Command("ip", "netns", "exec", name, "sh", "-c",
+		"ethtool -K vb gro on && echo 1 > /sys/class/net/vb/threaded && cat /sys/class/net/vb/ifindex").CombinedOutput()
+	if err != nil {
+		t.Fatalf("threaded NAPI on vb: %v %s", err, out)
+	}
+	fmt.Sscan(strings.TrimSpace(string(out)), &ifindex)
+	return name, ifindex
 }

@@ -14,11 +14,13 @@ import (
 const cmdNAPISet = 14
 
 // NAPISettings are the per-instance settings napi-set writes; nil fields
-// are left as they are. IRQSuspendTimeoutNs needs Linux 6.14.
+// are left as they are. IRQSuspendTimeoutNs needs Linux 6.14, Threaded
+// (0 disabled, 1 enabled, 2 busy-poll) 6.17.
 type NAPISettings struct {
 	DeferHardIRQs       *uint32
 	GROFlushTimeoutNs   *uint64
 	IRQSuspendTimeoutNs *uint64
+	Threaded            *uint32
 }
 
 func u64Attr(t uint16, v uint64) []byte {
@@ -42,6 +44,9 @@ func SetNAPI(id uint32, s NAPISettings) error {
 	}
 	if s.IRQSuspendTimeoutNs != nil {
 		body = append(body, u64Attr(attrNAPIIRQSuspendTimeout, *s.IRQSuspendTimeoutNs)...)
+	}
+	if s.Threaded != nil {
+		body = append(body, u32Attr(attrNAPIThreaded, *s.Threaded)...)
 	}
 	c, err := dial()
 	if err != nil {

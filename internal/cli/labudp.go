@@ -10,6 +10,7 @@ import (
 
 	"github.com/perfscope/perfscope/lab/udplab"
 	"github.com/perfscope/perfscope/report"
+	"github.com/perfscope/perfscope/report/compare"
 )
 
 type labUDPOptions struct {
@@ -117,7 +118,7 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 	var interrupted error
 	results, stop, err := udplab.RunAll(ctx, opts, scenarios, func(res udplab.Result) {
 		if o.format == report.Text {
-			udplab.WriteScenario(g.textOut(), res)
+			compare.WriteLabUDPScenario(g.textOut(), res)
 		}
 	})
 	if err != nil {
@@ -132,12 +133,12 @@ func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 	}
 	r := report.New("lab udp", Version(), started)
 	r.Meta.DurationNs = int64(time.Since(started))
-	r.Data = udplab.Results(results)
+	r.Data = compare.LabUDPData(results)
 	if err := report.Render(g.Out, r, o.format); err != nil {
 		return err
 	}
 	if o.format == report.Text && o.Keep {
-		udplab.WriteKept(g.Out, dir, results)
+		compare.WriteLabUDPKept(g.Out, dir, results)
 	}
 	if interrupted != nil {
 		return interrupted

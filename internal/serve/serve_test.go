@@ -33,7 +33,11 @@ func TestServeUDPRXOnLoopback(t *testing.T) {
 	port := int(sink.AddrPort().Port())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 2, Duration: 20 * time.Second, Rate: 200000})
+	// The flood outlasts every window the test may wait for (3 + 10 + the
+	// page's): it ended at 20 s once, under the 25 s a busy CI machine
+	// took, and the latest window's page had no drops to show. cancel()
+	// stops it when the test ends.
+	go udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 2, Duration: 60 * time.Second, Rate: 200000})
 
 	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 	windows := make(chan Window, 16)
@@ -51,8 +55,8 @@ func TestServeUDPRXOnLoopback(t *testing.T) {
 	p := strconv.Itoa(port)
 	// Socket lock contention needs both senders' packets on the socket at
 	// once; while other tests keep a CPU busy a window can see none, so
-	// the counter may start later: up to 10 more windows for it to appear
-	// (the flood lasts 20 s). It must then be above 0, as before.
+	// the counter may start later: up to 10 more windows for it to appear.
+	// It must then be above 0, as before.
 	fams := scrape(t, srv.Handler(), "application/openmetrics-text; version=1.0.0")
 	for extra := 0; extra < 10; extra++ {
 		if v, ok := value(fams["perfscope_socket_lock_wait_seconds_total"], "port", p, "protocol", "udp"); ok && v > 0 {

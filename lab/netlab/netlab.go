@@ -184,12 +184,23 @@ func (l *Lab) Close() error {
 	return errors.Join(errs...)
 }
 
-// Stop stops every process the lab started (SIGINT, then SIGKILL after 10
-// s) and leaves the namespaces, for a user who wants to look around.
 // Disown hands the namespaces to the user (--keep): no later lab run
 // removes them as stale.
 func (l *Lab) Disown() { l.claim.Release() }
 
+// End ends a lab scenario's use of the lab: Close, or with keep (a lab
+// run's --keep) Stop and Disown, leaving the namespaces to the user.
+func (l *Lab) End(keep bool) error {
+	if keep {
+		l.Stop()
+		l.Disown()
+		return nil
+	}
+	return l.Close()
+}
+
+// Stop stops every process the lab started (SIGINT, then SIGKILL after 10
+// s) and leaves the namespaces, for a user who wants to look around.
 func (l *Lab) Stop() {
 	l.mu.Lock()
 	procs := l.procs

@@ -76,10 +76,7 @@ func Run(ctx context.Context, o Options, sc Scenario) (res report.LabTCPScenario
 	}
 	res.Namespaces = []string{lab.SenderNS, lab.ReceiverNS}
 	defer func() {
-		if o.Keep {
-			lab.Stop()
-			lab.Disown()
-		} else if cerr := lab.Close(); cerr != nil && err == nil {
+		if cerr := lab.End(o.Keep); cerr != nil && err == nil {
 			err = cerr
 		}
 		res.DurationNs = int64(time.Since(started))

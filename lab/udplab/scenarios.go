@@ -8,88 +8,21 @@ import (
 	"github.com/perfscope/perfscope/report/compare"
 )
 
-// Server is the lab server of one phase (`perfscope lab udp-server`).
-type Server struct {
-	Mode    string `json:"mode"` // single, reuseport or reuseport-cpu
-	Threads int    `json:"threads"`
-	// Pin pins thread i to the i-th CPU of this list ("" = unpinned).
-	Pin  string `json:"pin,omitempty"`
-	Echo bool   `json:"echo,omitempty"`
-	// RcvBuf is the sockets' SO_RCVBUF (0: the system default).
-	RcvBuf int `json:"rcvbuf,omitempty"`
-	// RcvBufFromFinding takes RcvBuf from the finding's so_rcvbuf_bytes
-	// parameter: the fix the finding computed.
-	RcvBufFromFinding bool `json:"rcvbuf_from_finding,omitempty"`
-}
-
-func (s Server) String() string {
-	text := fmt.Sprintf("%s, %d threads", s.Mode, s.Threads)
-	if s.Pin != "" {
-		text += " pinned to CPUs " + s.Pin
-	}
-	if s.Echo {
-		text += ", echoing"
-	}
-	if s.RcvBuf > 0 {
-		text += fmt.Sprintf(", SO_RCVBUF %d B", s.RcvBuf)
-	}
-	return text
-}
-
-// Flood is the lab's load (`perfscope lab udp-flood` in the sender
-// namespace).
-type Flood struct {
-	Senders int `json:"senders"`
-	// Rate is datagrams/s of all senders (0 = as fast as they can).
-	Rate int `json:"rate,omitempty"`
-	// CPUs confines the senders (taskset) so that the receive softirq,
-	// which veth runs on the sending CPU, lands where the scenario needs.
-	CPUs string `json:"cpus,omitempty"`
-}
-
-// Fix is how the lab applies the scenario's recommendation.
-type Fix int
-
-const (
-	// FixApply: perfscope's own `udp --apply FINDING` changes the system
-	// setting (inside the lab's receiver namespace) and writes its revert
-	// file into the lab's private directory.
-	FixApply Fix = iota
-	// FixServer: the recommendation is a code change; the lab restarts its
-	// server as the finding's code sketch would build it.
-	FixServer
-	// FixNone: a reference scenario without a fault.
-	FixNone
-	// FixNewNamespace: the fault cannot be undone in place (built-in
-	// legacy iptables tables live as long as their namespace); the after
-	// run is on a fresh namespace pair without the planted setup, which is
-	// the finding's advice.
-	FixNewNamespace
-	// FixCheck: no finding to fix; Check judges the one run (the profile
-	// of an idle CPU's NET_RX work).
-	FixCheck
+// The lab's server, load and fix kinds are report/compare's, which
+// renders them.
+type (
+	Server = compare.LabUDPServer
+	Flood  = compare.LabUDPFlood
+	Fix    = compare.LabUDPFix
 )
 
-var fixNames = []string{FixApply: "apply", FixServer: "server", FixNone: "none", FixNewNamespace: "new-namespace", FixCheck: "check"}
-
-// MarshalText names the kind in JSON: "apply", "server" or "none".
-func (f Fix) MarshalText() ([]byte, error) {
-	if int(f) < 0 || int(f) >= len(fixNames) {
-		return nil, fmt.Errorf("udplab: fix kind %d", int(f))
-	}
-	return []byte(fixNames[f]), nil
-}
-
-// UnmarshalText reads a kind MarshalText wrote.
-func (f *Fix) UnmarshalText(b []byte) error {
-	for i, n := range fixNames {
-		if n == string(b) {
-			*f = Fix(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("udplab: unknown fix kind %q", b)
-}
+const (
+	FixApply        = compare.LabFixApply
+	FixServer       = compare.LabFixServer
+	FixNone         = compare.LabFixNone
+	FixNewNamespace = compare.LabFixNewNamespace
+	FixCheck        = compare.LabFixCheck
+)
 
 // Scenario plants one of Makita's faults on the lab and names the finding
 // perfscope must produce for it.
@@ -127,6 +60,12 @@ type Scenario struct {
 	// lab unloads those that were not loaded before it and that nothing
 	// uses once the scenario is over.
 	Modules []string `json:"-"`
+}
+
+// Describe is the scenario as its report shows it.
+func (s Scenario) Describe() compare.LabUDPScenario {
+	return compare.LabUDPScenario{Name: s.Name, Fault: s.Fault, ReferenceStep: s.Step, Finding: s.Finding, FixText: s.FixText,
+		Fix: s.Fix, Setup: s.Setup, Before: s.Before, After: s.After, Flood: s.Flood, Metrics: s.Metrics}
 }
 
 // Addresses and port of the lab (netlab's RFC 2544 pair).
@@ -357,6 +296,10 @@ func checkIdleNetRX(cpu int, tolerance float64) func(compare.Run) ([]string, str
 			case c.Undersampled:
 				// The shares compared are then of a handful of ticks.
 				return lines, fmt.Sprintf("the profile did not see CPU %d (%s): its share cannot be compared", cpu, c.UndersampledReason)
+			case c.IdleInterruptSamples == 0 && 2*c.IdleLoopSamples < c.Samples:
+				// The premise failed, not the profile: other work kept
+				// the CPU busy, so NET_RX never ran from its idle task.
+				return lines, fmt.Sprintf("CPU %d was not idle (%d of %d ticks in the idle loop: other work ran there), so NET_RX never ran in its idle task; run the lab on a quiet machine", cpu, c.IdleLoopSamples, c.Samples+c.IdleLoopSamples)
 			case c.IdleInterruptSamples == 0:
 				return lines, "no softirq-on-idle samples kept"
 			case d > tolerance || d < -tolerance:

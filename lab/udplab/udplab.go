@@ -47,54 +47,20 @@ type Options struct {
 	Log io.Writer
 }
 
-// Result is one scenario's outcome.
-type Result struct {
-	Scenario Scenario `json:"scenario"`
-	// Namespaces are the lab's namespaces (deleted unless --keep).
-	Namespaces []string `json:"namespaces"`
-	// Found is the scenario's finding in the run before the fix (nil when
-	// perfscope did not report it).
-	Found *diagnose.Finding `json:"found"`
-	// Applied are the changes (as their shell renditions) or the server
-	// change that made the fix.
-	Applied []string `json:"applied"`
-	// Gone says the finding is absent after the fix.
-	Gone bool `json:"gone"`
-	// WarnOrWorse lists findings of severity warn or crit in the final
-	// run (the tuned scenario must have none).
-	WarnOrWorse []string `json:"warn_or_worse_after"`
-	// Reports are the paths of the saved runs (kept with --keep).
-	BeforeReport string `json:"before_report,omitempty"`
-	AfterReport  string `json:"after_report,omitempty"`
-	// Comparison is `perfscope udp --compare before after`.
-	Comparison *compare.Comparison `json:"comparison,omitempty"`
-	// Server counts: datagrams the lab's server read in each phase.
-	ServerBefore *ServerCount `json:"server_before_count,omitempty"`
-	ServerAfter  *ServerCount `json:"server_after_count,omitempty"`
-	// Checked are a FixCheck scenario's observations.
-	Checked []string `json:"checked,omitempty"`
-	// Problem says why the scenario did not prove its fix ("" when it did).
-	Problem    string `json:"problem,omitempty"`
-	DurationNs int64  `json:"duration_ns"`
-}
-
-// ServerCount is what `lab udp-server` printed when it stopped (the data
-// of its JSON).
-type ServerCount struct {
-	Received uint64 `json:"received"`
-	Sockets  int    `json:"sockets"`
-	Mode     string `json:"mode"`
-}
-
-// OK says the scenario proved what it set out to.
-func (r Result) OK() bool { return r.Problem == "" }
+// Result is one scenario's outcome, ServerCount what the lab's server
+// counted: the data of `perfscope lab udp`'s report, rendered by
+// report/compare.
+type (
+	Result      = compare.LabUDPResult
+	ServerCount = compare.LabUDPServerCount
+)
 
 // Run runs one scenario. An error means the lab itself failed (a tool
 // missing, a namespace not created); a scenario whose finding did not
 // appear or did not go away returns a Result with Problem set.
 func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 	started := time.Now()
-	res = Result{Scenario: sc, Applied: []string{}, WarnOrWorse: []string{}}
+	res = Result{Scenario: sc.Describe(), Applied: []string{}, WarnOrWorse: []string{}}
 	if sc.Fix == FixApply || sc.Fix == FixNone || sc.Fix == FixNewNamespace || sc.Fix == FixCheck {
 		sc.After = sc.Before
 	}
@@ -105,10 +71,7 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 	}
 	res.Namespaces = []string{lab.SenderNS, lab.ReceiverNS}
 	defer func() {
-		if o.Keep {
-			lab.Stop()
-			lab.Disown()
-		} else if cerr := lab.Close(); cerr != nil && err == nil {
+		if cerr := lab.End(o.Keep); cerr != nil && err == nil {
 			err = cerr
 		}
 		res.DurationNs = int64(time.Since(started))
@@ -186,9 +149,7 @@ func Run(ctx context.Context, o Options, sc Scenario) (res Result, err error) {
 		}
 		res.Namespaces = append(res.Namespaces, fresh.SenderNS, fresh.ReceiverNS)
 		defer func() {
-			if o.Keep {
-				fresh.Stop()
-			} else if cerr := fresh.Close(); cerr != nil && err == nil {
+			if cerr := fresh.End(o.Keep); cerr != nil && err == nil {
 				err = cerr
 			}
 		}()

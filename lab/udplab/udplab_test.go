@@ -11,6 +11,7 @@ import (
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/lab/netlab"
+	"github.com/perfscope/perfscope/report"
 	"github.com/perfscope/perfscope/report/compare"
 )
 
@@ -91,7 +92,7 @@ func TestTextShowsFindingFixAndNumbers(t *testing.T) {
 	sc, _ := Lookup("rp-filter")
 	ch := 0.25
 	res := Result{
-		Scenario: sc,
+		Scenario: sc.Describe(),
 		Found:    &diagnose.Finding{ID: "net.rp-filter", Severity: diagnose.Info, Title: "reverse-path filtering (rp_filter=1) validates every packet's source: 1.9% of the NET_RX CPUs"},
 		Applied:  []string{"sysctl -w net.ipv4.conf.all.rp_filter=0"},
 		Gone:     true,
@@ -102,10 +103,12 @@ func TestTextShowsFindingFixAndNumbers(t *testing.T) {
 		}},
 	}
 	tuned, _ := Lookup("tuned")
-	results := []Result{res, {Scenario: tuned, WarnOrWorse: []string{}}, {Scenario: sc, Problem: "perfscope did not report net.rp-filter for the planted fault"}}
+	results := compare.LabUDPData{res, {Scenario: tuned.Describe(), WarnOrWorse: []string{}}, {Scenario: sc.Describe(), Problem: "perfscope did not report net.rp-filter for the planted fault"}}
 	var b bytes.Buffer
-	WriteScenario(&b, res)
-	WriteSummary(&b, results, 95*time.Second)
+	compare.WriteLabUDPScenario(&b, res)
+	if err := results.WriteText(&b, &report.Report{Meta: report.Meta{DurationNs: int64(95 * time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
 	out := b.String()
 	for _, want := range []string{
 		"found:   net.rp-filter (info): reverse-path filtering",
@@ -127,6 +130,24 @@ func TestTextShowsFindingFixAndNumbers(t *testing.T) {
 	}
 }
 
+// The report's scenario is the JSON the scenario always wrote (its
+// description fields), whatever moved between packages.
+func TestDescribeKeepsTheJSON(t *testing.T) {
+	for _, sc := range Scenarios {
+		whole, err := json.Marshal(sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc, err := json.Marshal(sc.Describe())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(whole) != string(desc) {
+			t.Errorf("%s: the scenario writes\n%s\nits report\n%s", sc.Name, whole, desc)
+		}
+	}
+}
+
 func TestFixKindRoundTrips(t *testing.T) {
 	for _, sc := range Scenarios {
 		b, err := json.Marshal(sc)
@@ -140,5 +161,23 @@ func TestFixKindRoundTrips(t *testing.T) {
 		if back.Fix != sc.Fix || back.Name != sc.Name {
 			t.Errorf("%s: fix %v came back as %v", sc.Name, sc.Fix, back.Fix)
 		}
+	}
+}
+
+// The idle-CPU check tells a busy CPU (the scenario's premise failed) from
+// a profile that dropped the idle task's interrupt samples.
+func TestIdleCheckSaysWhenTheCPUWasBusy(t *testing.T) {
+	run := func(idleLoop, idleIRQ uint64) string {
+		var r compare.Run
+		r.Data.Profile.NetRXCPUs = []int{0}
+		r.Data.Profile.CPUs = []evidence.ProfileCPU{{CPU: 0, Samples: 1491, IdleLoopSamples: idleLoop, IdleInterruptSamples: idleIRQ, NetRXSamples: 241, NetRXShare: 0.16}}
+		_, problem := checkIdleNetRX(0, 0.05)(r)
+		return problem
+	}
+	if p := run(1, 0); !strings.Contains(p, "CPU 0 was not idle (1 of 1492 ticks in the idle loop") {
+		t.Errorf("busy CPU: %q", p)
+	}
+	if p := run(1200, 0); p != "no softirq-on-idle samples kept" {
+		t.Errorf("idle CPU, no interrupt samples: %q", p)
 	}
 }

@@ -136,4 +136,5 @@ func init() {
 	// udp --compare and tcp --compare print a Comparison.
 	report.Register("udp compare", Comparison{})
 	report.Register("tcp compare", Comparison{})
+	report.Register("lab udp", LabUDPData{})
 }
