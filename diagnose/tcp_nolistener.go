@@ -5,6 +5,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/perfscope/perfscope/evidence"
 )
 
 // tcpNoListenerMin is the NO_SOCKET drops on one port below which the rule
@@ -21,7 +23,7 @@ func checkNoListener(in TCPInput) *Finding {
 	ev := in.Evidence
 	// "no listener" (on --port, or at all) is the listener section saying
 	// it found none: the case this rule is for, not a read that failed.
-	if ev.Drops.Unavailable != "" || (ev.Listeners.Unavailable != "" && !strings.HasPrefix(ev.Listeners.Unavailable, "no listener")) {
+	if ev.Drops.Unavailable != "" || (ev.Listeners.Unavailable != "" && !strings.HasPrefix(ev.Listeners.Unavailable, evidence.NoListenerFound)) {
 		return nil
 	}
 	listening := map[int]bool{}

@@ -196,6 +196,10 @@ type TCPListener struct {
 // Full reports whether the listener's accept queue was seen full.
 func (l TCPListener) Full() bool { return l.FullSamples > 0 }
 
+// NoListenerFound begins a ListenerSection's Unavailable when the section
+// was read and found no listener (on --port, or at all): not a failed read.
+const NoListenerFound = "no listener"
+
 // ListenerSection lists the listeners (of Port, when set).
 type ListenerSection struct {
 	Section

@@ -499,7 +499,7 @@ func (p *TCP) listenerEvidence() (evidence.ListenerSection, map[uint64]bool) {
 	if ownerErr != nil {
 		s.Unavailable = fmt.Sprintf("listener owners: %v", ownerErr)
 	} else if len(s.Rows) == 0 {
-		s.Unavailable = "no listener" + p.filterText()
+		s.Unavailable = evidence.NoListenerFound + p.filterText()
 	}
 	return s, kept
 }
