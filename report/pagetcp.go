@@ -83,6 +83,13 @@ func tcpSection(t evidence.TCPEvidence) PageSection {
 			dt.Add(fmt.Sprint(r.Port), r.Reason, dropCount(r))
 		}
 		s.Tables = append(s.Tables, dt)
+		if d.Estimate != nil {
+			note := "TCP drops: " + d.Estimate.String()
+			if len(d.ByPort) == 0 {
+				note = fmt.Sprintf("TCP drops: none seen in the %d sampling windows (%.1f %% of the run) the drop probe was attached; rarer drops can be missed (--exact counts every one)", d.Estimate.Windows, 100*d.Estimate.Coverage)
+			}
+			s.Notes = append(s.Notes, note)
+		}
 	}
 	return s
 }

@@ -189,7 +189,11 @@ func writeTCPDrops(w io.Writer, s evidence.TCPDropSection) {
 	if unavailable(w, s.Section) {
 		return
 	}
-	if len(s.ByPort) == 0 {
+	if len(s.ByPort) == 0 && s.Estimate != nil {
+		// Nothing seen while the probe was attached is not none dropped.
+		fmt.Fprintf(w, "none seen in the %d sampling windows (%.1f %% of the run) the drop probe was attached: rarer drops can be missed; --exact counts every one\n",
+			s.Estimate.Windows, 100*s.Estimate.Coverage)
+	} else if len(s.ByPort) == 0 {
 		fmt.Fprintln(w, "none")
 	} else {
 		dt := Table{Header: []string{"port", "reason", "drops"}}
@@ -202,8 +206,8 @@ func writeTCPDrops(w io.Writer, s evidence.TCPDropSection) {
 		}
 		dt.Write(w)
 	}
-	if s.Estimate != nil {
-		fmt.Fprintln(w, "scaled from the drop probe's sampling windows")
+	if s.Estimate != nil && len(s.ByPort) > 0 {
+		estimateNote(w, "drops", s.Estimate)
 	}
 	fmt.Fprintln(w, "SYNs refused at a full accept queue are not drops here (the kernel frees them without a reason): ListenOverflows counts them")
 }

@@ -129,3 +129,17 @@ func TestTCPTextSaysWhatWasNotSeen(t *testing.T) {
 		t.Error("the page does not say which namespace the TCP layer was read in")
 	}
 }
+
+// A sampled drop probe that saw nothing does not say none were dropped.
+func TestTCPDropsNoneSeenWhileSampled(t *testing.T) {
+	var b strings.Builder
+	writeTCPDrops(&b, evidence.TCPDropSection{Estimate: &evidence.Estimate{Windows: 2, Coverage: 0.038}})
+	if out := b.String(); !strings.Contains(out, "none seen in the 2 sampling windows (3.8 % of the run) the drop probe was attached") || strings.Contains(out, "\nnone\n") {
+		t.Errorf("sampled, nothing seen:\n%s", out)
+	}
+	b.Reset()
+	writeTCPDrops(&b, evidence.TCPDropSection{})
+	if out := b.String(); !strings.Contains(out, "\nnone\n") {
+		t.Errorf("exact, nothing dropped:\n%s", out)
+	}
+}
