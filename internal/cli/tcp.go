@@ -31,7 +31,10 @@ tcpretrans show it by hand:
   - the busiest connections at the end (bytes over the window) with their
     RTT, cwnd, retransmits, windows and buffers, and their processes;
   - retransmits by kind (rto, fast, tlp, syn) and resets sent (with the
-    kernel's reason) and received, per connection, counted exactly.
+    kernel's reason) and received, per connection, counted exactly;
+  - packets dropped per local port and reason (skb:kfree_skb, the reasons
+    named as the kernel names them; the port from the socket or the TCP
+    header, NO_SOCKET for a port nobody listens on).
 
 Findings are the tcp.* rules beside the receive path's net.* ones; a TCP
 run never advises turning GRO off. perfscope reads the TCP layer of its
