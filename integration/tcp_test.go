@@ -100,6 +100,20 @@ func nstatCounter(t *testing.T, ctx context.Context, lab *netlab.Lab, ns, name s
 	return v
 }
 
+// tcpLab is a TCP test's lab of netlab's two namespaces with queues RX
+// queues, and a context of 2 minutes for the test: both end with it.
+func tcpLab(t *testing.T, queues int) (context.Context, *netlab.Lab) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	lab, err := netlab.New(ctx, netlab.Config{Queues: queues})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lab.Close() })
+	return ctx, lab
+}
+
 // perfscope tcp against nginx, whose listen backlog of 8 overflows while
 // the server is stopped and 24 ab clients connect at once: the report's
 // ListenOverflows equal the namespace's over the window (nstat before and
@@ -111,13 +125,7 @@ func TestTCPAcceptOverflowOnNginx(t *testing.T) {
 	nginx := testutil.RequireTool(t, "nginx", "scripts/deps.sh test installs nginx-light")
 	ab := testutil.RequireTool(t, "ab", "scripts/deps.sh test installs apache2-utils")
 	bin := Perfscope(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	lab, err := netlab.New(ctx, netlab.Config{Queues: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lab.Close()
+	ctx, lab := tcpLab(t, 2)
 	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 
 	srv, pid := startNginx(t, ctx, lab, nginx)
@@ -260,13 +268,7 @@ func TestTCPSynQueueOnNginx(t *testing.T) {
 	testutil.LockBPF(t)
 	nginx := testutil.RequireTool(t, "nginx", "scripts/deps.sh test installs nginx-light")
 	bin := Perfscope(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	lab, err := netlab.New(ctx, netlab.Config{Queues: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lab.Close()
+	ctx, lab := tcpLab(t, 2)
 	srv, pid := startNginx(t, ctx, lab, nginx)
 	defer func() {
 		srv.Cancel()

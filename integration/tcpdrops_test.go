@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/lab/netlab"
 )
 
 // perfscope tcp --port P on a port nobody listens on, while the lab's
@@ -24,13 +22,7 @@ func TestTCPDropsNoSocketPerPort(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
 	bin := Perfscope(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	lab, err := netlab.New(ctx, netlab.Config{Queues: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lab.Close()
+	ctx, lab := tcpLab(t, 1)
 	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 
 	const port, syns = 9, 30

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/internal/testutil"
-	"github.com/perfscope/perfscope/lab/netlab"
 )
 
 // perfscope tcp run in the host's namespace with --pid of nginx in a
@@ -29,13 +27,7 @@ func TestTCPPidInAnotherNetns(t *testing.T) {
 	nginx := testutil.RequireTool(t, "nginx", "scripts/deps.sh test installs nginx-light")
 	ab := testutil.RequireTool(t, "ab", "scripts/deps.sh test installs apache2-utils")
 	bin := Perfscope(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	lab, err := netlab.New(ctx, netlab.Config{Queues: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lab.Close()
+	ctx, lab := tcpLab(t, 2)
 	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 	if out, err := lab.Run(ctx, lab.ReceiverNS, "sysctl", "-qw", "net.core.somaxconn=777"); err != nil {
 		t.Fatalf("sysctl: %v\n%s", err, out)
