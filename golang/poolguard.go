@@ -73,9 +73,9 @@ type poolReference struct {
 	ok    bool
 }
 
-// minReferenceSamples is how many allocation samples the stretches after
-// the first must hold for the guard to scale by them rather than by time:
-// fewer say less about the load than the clock.
+// minReferenceSamples is how many allocation samples the stretches with
+// the hooks attached must hold for the guard to scale by them rather than
+// by time: fewer say less about the load than the clock.
 const minReferenceSamples = 30
 
 // poolHooks are the probe's methods the guard uses (a fake in tests).
