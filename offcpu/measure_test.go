@@ -165,7 +165,11 @@ func TestMeasureSleepers(t *testing.T) {
 	if d := sleepNs - want; d < -want/10 || d > want/10 {
 		t.Errorf("sleep at %s: %v, the program measured %v (more than 10 %% apart)", testutil.SleepFunction, time.Duration(sleepNs), time.Duration(want))
 	}
-	if sleepWaits != uint64(truth["sleeps"]) {
+	// Every sleep, or all but one a thread: a sleeper preempted between
+	// arming its timer and blocking finds the timer expired and never
+	// leaves the CPU asleep (its wait is a preemption), which a busy CI
+	// machine did once (89 of 90).
+	if n := uint64(truth["sleeps"]); sleepWaits > n || sleepWaits+threads < n {
 		t.Errorf("%d sleeps at %s, the program slept %d times", sleepWaits, testutil.SleepFunction, truth["sleeps"])
 	}
 	var byTimer, sleeping, seen int64

@@ -118,12 +118,14 @@ func TestFeedsByCPU(t *testing.T) {
 			other += n
 		}
 	}
-	// Most, not all: TCP small queues continue a throttled sender's
-	// transmits from the handler run where its segments were freed — on
-	// loopback, the reader's CPU — so a busy machine sees some deliveries
-	// there (80 against 36 in one CI run).
-	if f.Softirq[sentOn] == 0 || other >= f.Softirq[sentOn] {
-		t.Errorf("softirq deliveries by CPU %v, want most on CPU %d, the sender's", f.Softirq, sentOn)
+	// A good share, not all nor even most: TCP small queues continue a
+	// throttled sender's transmits from the handler run where its
+	// segments were freed — on loopback, the reader's CPU — so a busy
+	// machine sees many deliveries there (80 against 36 in one CI run,
+	// 44 against 47 in another). A probe that put every delivery on the
+	// reader's CPU, or lost the CPU, would show none on the sender's.
+	if f.Softirq[sentOn] == 0 || 3*f.Softirq[sentOn] < other {
+		t.Errorf("softirq deliveries by CPU %v, want at least a quarter on CPU %d, the sender's", f.Softirq, sentOn)
 	}
 	var readElsewhere uint64
 	for cpu, n := range f.Reads {
