@@ -23,6 +23,11 @@ type ProgramCost struct {
 	// program timed 1 in 64 of its runs; bpf_stats unavailable or idle
 	// while it ran). Empty: bpf_stats alone.
 	PerRunFrom string `json:"per_run_from,omitempty"`
+	// Missed counts the events the program did not see during the run
+	// because the kernel skipped it (bpf_prog_info recursion_misses): a
+	// tracepoint program while another tracing program ran on the same
+	// CPU. Its counts are short by that many events.
+	Missed uint64 `json:"missed,omitempty"`
 }
 
 // NewProgramCost fills PerRunNs.
@@ -41,7 +46,8 @@ type Overhead struct {
 	AttachNs int64         `json:"attach_ns,omitempty"`
 	Programs []ProgramCost `json:"programs,omitempty"`
 	// EventsLost counts ring-buffer events or samples the kernel could not
-	// deliver; it must be zero for a report to be complete.
+	// deliver, and events programs missed (Programs' Missed); it must be
+	// zero for a report to be complete.
 	EventsLost uint64 `json:"events_lost"`
 	// BPFTimeShare is total BPF run time over (duration × CPUs).
 	BPFTimeShare float64 `json:"bpf_time_share"`

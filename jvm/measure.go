@@ -363,7 +363,12 @@ func (o *Options) readCountersAtEnd(ctx context.Context, sess *asprof.Session, c
 		}
 		if pc, ok := cs.passive.(*passiveCounter); ok {
 			for _, c := range pc.probe.Costs() {
-				res.BPF = append(res.BPF, evidence.NewProgramCost(c.Program, c.RunCount, c.RunTime))
+				bc := evidence.NewProgramCost(c.Program, c.RunCount, c.RunTime)
+				bc.Missed = c.Missed
+				res.BPF = append(res.BPF, bc)
+				if c.Missed > 0 {
+					res.Warnings = append(res.Warnings, fmt.Sprintf("the passive HTTP count is short by %d events: the kernel skipped %s while another tracing program ran on that CPU", c.Missed, c.Program))
+				}
 			}
 		}
 	}

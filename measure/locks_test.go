@@ -69,6 +69,22 @@ func TestCostDeltaPerWindow(t *testing.T) {
 	}
 }
 
+// Runs the kernel skipped (recursion_misses) are the window's too, and
+// survive scaling from sampled bpf_stats: they are counted throughout.
+func TestCostDeltaCarriesMissedRuns(t *testing.T) {
+	before := [][]probes.ProgramCost{{{Program: "tcp:tcp_retransmit_skb", RunCount: 10, Missed: 4}}}
+	after := [][]probes.ProgramCost{{{Program: "tcp:tcp_retransmit_skb", RunCount: 40, Missed: 6}}}
+	ov := &evidence.Overhead{Programs: costDelta(after, before)}
+	if ov.Programs[0].Missed != 2 {
+		t.Fatalf("missed over the window = %d, want 2", ov.Programs[0].Missed)
+	}
+	scaleCosts(ov, probes.StatsSample{On: time.Second, Total: 2 * time.Second,
+		Costs: []probes.ProgramCost{{Program: "tcp:tcp_retransmit_skb", RunCount: 15}}})
+	if p := ov.Programs[0]; p.RunCount != 30 || p.Missed != 2 {
+		t.Errorf("scaled: %+v, want 30 runs and 2 missed", p)
+	}
+}
+
 // fakePart counts its readings; failBegin makes its Begin fail.
 type fakePart struct {
 	begins, ends int

@@ -358,6 +358,9 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 	if sample != nil {
 		scaleCosts(ov, *sample)
 	}
+	for _, p := range ov.Programs {
+		ov.EventsLost += p.Missed
+	}
 	cpus := s.onlineCPUs()
 	if len(counted) > 0 {
 		runs := selfDelta(selfBefore, readSelf(counted))
@@ -548,7 +551,11 @@ func costDelta(after, before [][]probes.ProgramCost) []evidence.ProgramCost {
 			if runs >= b.RunCount && t >= b.RunTime {
 				runs, t = runs-b.RunCount, t-b.RunTime
 			}
-			out = append(out, evidence.NewProgramCost(c.Program, runs, t))
+			pc := evidence.NewProgramCost(c.Program, runs, t)
+			if pc.Missed = c.Missed; c.Missed >= b.Missed {
+				pc.Missed -= b.Missed
+			}
+			out = append(out, pc)
 		}
 	}
 	return out
@@ -567,8 +574,9 @@ func scaleCosts(ov *evidence.Overhead, s probes.StatsSample) {
 	}
 	for i := range ov.Programs {
 		p := &ov.Programs[i]
-		c := sampled[p.Program]
+		c, missed := sampled[p.Program], p.Missed
 		*p = evidence.NewProgramCost(p.Program, uint64(math.Round(float64(c.RunCount)*k)), time.Duration(math.Round(float64(c.RunTime)*k)))
+		p.Missed = missed // counted over the whole window, not sampled
 	}
 }
 

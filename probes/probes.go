@@ -128,11 +128,19 @@ func WithTracefs(f func(dir string) error) error {
 }
 
 // ProgramCost is what one BPF program cost while it ran, from the kernel's
-// bpf_stats (run count and cumulative run time).
+// bpf_stats (run count and cumulative run time), and the runs the kernel
+// skipped.
 type ProgramCost struct {
 	Program  string        `json:"program"`
 	RunCount uint64        `json:"run_count"`
 	RunTime  time.Duration `json:"run_time_ns"`
+	// Missed is the program's recursion_misses: events it did not see
+	// because the kernel skipped it, counted whether or not bpf_stats
+	// are on. A tracepoint or kprobe program is skipped while another
+	// one runs on the same CPU (a softirq's event arriving while a
+	// process-context program runs; counted since Linux 6.7); a raw or
+	// BTF tracepoint program only when it would run inside itself.
+	Missed uint64 `json:"missed,omitempty"`
 }
 
 // PerRun is the mean cost of one run.
@@ -156,7 +164,8 @@ func EnableStats() (io.Closer, error) {
 	return c, nil
 }
 
-// Costs reads bpf_stats of the given programs, keyed by name.
+// Costs reads bpf_stats and recursion misses of the given programs, keyed
+// by name.
 func Costs(progs map[string]*ebpf.Program) []ProgramCost {
 	var out []ProgramCost
 	for name, p := range progs {
@@ -167,7 +176,7 @@ func Costs(progs map[string]*ebpf.Program) []ProgramCost {
 		if err != nil {
 			continue
 		}
-		out = append(out, ProgramCost{Program: name, RunCount: st.RunCount, RunTime: st.Runtime})
+		out = append(out, ProgramCost{Program: name, RunCount: st.RunCount, RunTime: st.Runtime, Missed: st.RecursionMisses})
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/perfscope/perfscope/evidence"
 )
@@ -27,6 +28,9 @@ func writeOverhead(w io.Writer, ov *evidence.Overhead) {
 		t.Add(p.Program, fmt.Sprint(p.RunCount), Nanos(float64(p.RunTimeNs)), Nanos(p.PerRunNs), p.PerRunFrom)
 	}
 	t.Write(w)
+	if missed := missedRuns(ov.Programs); missed != "" {
+		fmt.Fprintf(w, "missed: %s — events the kernel did not run the program for (another tracing program was running on that CPU; bpf_prog_info recursion_misses): the counts they feed are short by that many\n", missed)
+	}
 	if ov.Programs != nil && ov.Programs[0].PerRunFrom != "" {
 		fmt.Fprintln(w, "runs: counted by the programs themselves (exact); per run: bpf_stats where they timed the program, else its own timing of 1 in 64 runs")
 	}
@@ -101,4 +105,20 @@ func WriteRunCost(w io.Writer, ov *evidence.Overhead) {
 			Nanos(float64(ov.AttachCPUNs)), Nanos(float64(ov.ProcessCPUNs)), Nanos(float64(max(rest, 0))))
 	}
 	fmt.Fprintln(w, "; formatting the report is not counted")
+}
+
+// missedRuns lists the programs the kernel skipped during the run and how
+// many times ("tcp:tcp_retransmit_skb 2, …"), or "" when none were.
+func missedRuns(progs []evidence.ProgramCost) string {
+	var b strings.Builder
+	for _, p := range progs {
+		if p.Missed == 0 {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", p.Program, p.Missed)
+	}
+	return b.String()
 }

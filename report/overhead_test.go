@@ -50,3 +50,22 @@ func TestOverheadRunCostLine(t *testing.T) {
 		t.Errorf("whole-run line:\n%s\nwant it to end with:\n%s", b.String(), want)
 	}
 }
+
+// Runs the kernel skipped are named with their program: the counts they
+// feed are short by that many.
+func TestOverheadSaysWhatProgramsMissed(t *testing.T) {
+	ov := &evidence.Overhead{EventsLost: 2, Programs: []evidence.ProgramCost{
+		{Program: "tcp:tcp_retransmit_skb", RunCount: 27, Missed: 2}, {Program: "sock:sock_recv_length", RunCount: 900}}}
+	var b bytes.Buffer
+	writeOverhead(&b, ov)
+	if out := b.String(); !strings.Contains(out, "missed: tcp:tcp_retransmit_skb 2 — events the kernel did not run the program for") ||
+		strings.Contains(out, "sock_recv_length 0") || !strings.Contains(out, "events lost: 2") {
+		t.Errorf("missed runs:\n%s", out)
+	}
+	ov.Programs[0].Missed = 0
+	b.Reset()
+	writeOverhead(&b, ov)
+	if strings.Contains(b.String(), "missed:") {
+		t.Errorf("no program missed a run, yet:\n%s", b.String())
+	}
+}

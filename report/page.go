@@ -203,7 +203,11 @@ func pageCost(ov *evidence.Overhead) ([]pageRow, string) {
 	if ov.RunCPUNs > 0 {
 		rows = append(rows, pageRow{"whole run (overhead.run_cpu_ns)", fmt.Sprintf("%s CPU in %s (%s of one CPU)", Nanos(float64(ov.RunCPUNs)), Nanos(float64(ov.RunNs)), Percent(ov.RunCPUShare))})
 	}
-	rows = append(rows, pageRow{"events lost (overhead.events_lost)", fmt.Sprint(ov.EventsLost)})
+	lost := fmt.Sprint(ov.EventsLost)
+	if missed := missedRuns(ov.Programs); missed != "" {
+		lost += " (programs skipped by the kernel while another tracing program ran on the CPU: " + missed + ")"
+	}
+	rows = append(rows, pageRow{"events lost (overhead.events_lost)", lost})
 	var b bytes.Buffer
 	writeOverhead(TerminalSafe(&b), ov)
 	return rows, b.String()

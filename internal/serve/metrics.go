@@ -203,7 +203,7 @@ func newMetrics(recipe string, topWorkloads int) *Metrics {
 		safepointSeconds: bounded(ns+"jvm_safepoint_seconds_total", "Time the recipe's JVM was stopped at safepoints (hsperfdata), with its namespace, pod and container.", "pid"),
 		profileTaken:     newFamily(ns+"profile_samples_taken_total", "CPU profile samples the sampling event delivered per CPU (kept, left out or lost).", "cpu"),
 		profileExpect:    newFamily(ns+"profile_samples_expected_total", "CPU profile samples each CPU should have delivered: the frequency times its online time (cpu-clock) or busy time (cycles).", "cpu"),
-		eventsLost:       newFamily(ns+"events_lost_total", "Events perfscope's probes lost (full maps or ring buffers).", "recipe"),
+		eventsLost:       newFamily(ns+"events_lost_total", "Events perfscope's probes lost (full maps or ring buffers) or the kernel skipped their programs for (recursion misses).", "recipe"),
 		windows:          newFamily(ns+"windows_total", "Measurement windows completed.", "recipe"),
 		failing:          newFamily(ns+"window_errors_total", "Measurement windows that failed.", "recipe"),
 

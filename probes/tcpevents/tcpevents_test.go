@@ -265,6 +265,7 @@ func TestRetransmits(t *testing.T) {
 				t.Fatalf("nft: %v %s", err, out)
 			}
 			p := open(t, Options{Method: m, Netns: ns.inode(t)})
+			missedBefore := retransmitMisses(t, p)
 			first, err := p.Snapshot()
 			if err != nil {
 				t.Fatal(err)
@@ -318,8 +319,15 @@ func TestRetransmits(t *testing.T) {
 			d := snap.Sub(first)
 			tot := d.Total(Retransmit)
 			want := after.RetransSegs - before.RetransSegs
-			if want == 0 || tot.Segs != want {
-				t.Errorf("retransmitted segments: probe %d (%d events), Tcp RetransSegs +%d", tot.Segs, tot.Events, want)
+			// The kernel skips a classic tracepoint's program while
+			// another tracing program runs on that CPU (a softirq's
+			// retransmit arriving during this probe's sock_recv_length
+			// in process context) and counts it in recursion_misses:
+			// those events are reported lost, so the probe may be short
+			// by exactly them (CI once saw 27 against 29), never more.
+			missed := retransmitMisses(t, p) - missedBefore
+			if want == 0 || tot.Segs > want || want-tot.Segs < missed || (missed == 0 && tot.Segs != want) || (missed > 0 && tot.Events == tot.Segs && tot.Segs+missed != want) {
+				t.Errorf("retransmitted segments: probe %d (%d events), Tcp RetransSegs +%d, %d runs skipped by the kernel", tot.Segs, tot.Events, want, missed)
 			}
 			var byKind Count
 			for k := range numKinds {
@@ -343,8 +351,8 @@ func TestRetransmits(t *testing.T) {
 			t.Logf("kinds: rto %+v fast %+v tlp %+v syn %+v other %+v; kernel: RetransSegs +%d TCPFastRetrans +%d TCPLossProbes +%d TCPTimeouts +%d TCPSlowStartRetrans +%d",
 				d.Kind(KindRTO), d.Kind(KindFast), d.Kind(KindTLP), d.Kind(KindSYN), d.Kind(KindOther),
 				want, fast, after.TCPLossProbes-before.TCPLossProbes, after.TCPTimeouts-before.TCPTimeouts, after.TCPSlowStartRetrans-before.TCPSlowStartRetrans)
-			if d.Kind(KindFast).Segs == 0 || d.Kind(KindFast).Segs != fast {
-				t.Errorf("fast retransmits: probe %d segments, TCPFastRetrans +%d", d.Kind(KindFast).Segs, fast)
+			if got := d.Kind(KindFast).Segs; got == 0 || got > fast || fast-got > missed || (missed == 0 && got != fast) {
+				t.Errorf("fast retransmits: probe %d segments, TCPFastRetrans +%d, %d runs skipped by the kernel", got, fast, missed)
 			}
 		})
 	}
@@ -421,4 +429,17 @@ func TestRTOAndTLP(t *testing.T) {
 	if d.Total(Retransmit).Segs != after.RetransSegs-before.RetransSegs {
 		t.Errorf("retransmitted segments %d, RetransSegs +%d", d.Total(Retransmit).Segs, after.RetransSegs-before.RetransSegs)
 	}
+}
+
+// retransmitMisses is how many tcp_retransmit_skb events the kernel has
+// skipped the probe's program for since it loaded.
+func retransmitMisses(t *testing.T, p *Probe) uint64 {
+	t.Helper()
+	for _, c := range p.Costs() {
+		if strings.HasSuffix(c.Program, "tcp_retransmit_skb") {
+			return c.Missed
+		}
+	}
+	t.Fatalf("no tcp_retransmit_skb program in %+v", p.Costs())
+	return 0
 }
