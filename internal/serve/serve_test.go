@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"testing"
 	"time"
@@ -44,7 +45,7 @@ func TestServeUDPRXOnLoopback(t *testing.T) {
 	addr := make(chan string, 1)
 	srv, err := Open(measure.Live(), Options{Recipe: "udp-rx", Params: map[string]string{"iface": "lo", "port": strconv.Itoa(port)},
 		Listen: "127.0.0.1:0", Interval: time.Second,
-		OnListen: func(a string) { addr <- a }, OnWindow: func(w Window) { windows <- w }})
+		OnListen: func(a string) { addr <- a }, OnWindow: offer(windows)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,12 +99,16 @@ func TestServeUDPRXOnLoopback(t *testing.T) {
 		t.Errorf("/report: %d %s, %d bytes", resp.StatusCode, resp.Header.Get("Content-Type"), len(page))
 	}
 	cancel()
+	stopping := time.Now()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("shutdown: %v", err)
 		}
+		t.Logf("stopped %v after cancel", time.Since(stopping).Round(time.Millisecond))
 	case <-time.After(15 * time.Second):
+		// Where it waits is the defect to find: say it.
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 		t.Fatal("serve did not stop within 15s of cancel")
 	}
 	if _, err := http.Get(base + "/metrics"); err == nil {
@@ -148,7 +153,7 @@ window:
 	go udpflood.Send(ctx, udpflood.Config{Target: sink.AddrPort(), Senders: 2, Duration: 10 * time.Second, Rate: 50000})
 	windows := make(chan Window, 16)
 	srv, err := Open(measure.Live(), Options{Recipe: file, Listen: "127.0.0.1:0", Interval: time.Second,
-		OnWindow: func(w Window) { windows <- w }})
+		OnWindow: offer(windows)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +208,19 @@ func awaitWindows(t *testing.T, windows <-chan Window, done <-chan error, n int,
 			if !now[id] {
 				t.Fatalf("window %d: program %d was unloaded: probes must stay attached across windows", i, id)
 			}
+		}
+	}
+}
+
+// offer hands windows to the test without ever blocking serve: a full
+// channel drops the window (the test has plenty unread). A blocking send
+// once held serve's loop in OnWindow after the test had stopped reading,
+// and cancel could not stop it.
+func offer(windows chan<- Window) func(Window) {
+	return func(w Window) {
+		select {
+		case windows <- w:
+		default:
 		}
 	}
 }
