@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -17,11 +18,23 @@ import (
 // no retransmit) and dropped with NO_SOCKET, so data.tcp.drops has
 // exactly 30 NO_SOCKET drops on P (with --exact: counted, not scaled),
 // as many as the receiver namespace's resets sent (nstat TcpOutRsts), and
-// tcp.no-listener names the port.
+// tcp.no-listener names the port. Run inside the receiver's namespace,
+// and from the host's with --pid of a process in the receiver's: the
+// probe then counts that namespace's drops, not perfscope's own.
 func TestTCPDropsNoSocketPerPort(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
 	bin := Perfscope(t)
+	for _, fromHost := range []bool{false, true} {
+		name := "in-namespace"
+		if fromHost {
+			name = "pid-in-another-namespace"
+		}
+		t.Run(name, func(t *testing.T) { noSocketDrops(t, bin, fromHost) })
+	}
+}
+
+func noSocketDrops(t *testing.T, bin string, fromHost bool) {
 	ctx, lab := tcpLab(t, 1)
 	progs, maps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 
@@ -30,6 +43,17 @@ func TestTCPDropsNoSocketPerPort(t *testing.T) {
 	var out, stderr bytes.Buffer
 	ps := lab.Command(ctx, lab.ReceiverNS, bin, "tcp", "--iface", lab.ReceiverIf, "--port", fmt.Sprint(port),
 		"--exact", "--duration", "8s", "--no-profile", "-o", "json")
+	if fromHost {
+		// A process of the receiver's namespace for --pid; perfscope
+		// itself runs in the host's, on its loopback.
+		holder := lab.Command(ctx, lab.ReceiverNS, "sleep", "60")
+		if err := lab.Start(holder); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { holder.Process.Kill(); holder.Wait() }()
+		ps = exec.CommandContext(ctx, bin, "tcp", "--iface", "lo", "--port", fmt.Sprint(port), "--pid", fmt.Sprint(holder.Process.Pid),
+			"--exact", "--duration", "8s", "--no-profile", "-o", "json")
+	}
 	ps.Stdout, ps.Stderr = &out, &stderr
 	if err := lab.Start(ps); err != nil {
 		t.Fatal(err)

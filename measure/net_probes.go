@@ -363,6 +363,9 @@ type DropOptions struct {
 	// Timeline keeps the drops of every tick of the window
 	// (evidence.DropSection.Intervals).
 	Timeline bool
+	// PID, when its network namespace is not perfscope's, makes the
+	// probe count the sockets and devices of that namespace instead.
+	PID int
 }
 
 // Drops is the drop part: dropped packets per local UDP port and reason
@@ -382,7 +385,16 @@ func NewDrops(opts DropOptions) *Drops {
 
 // Open implements Part.
 func (p *Drops) Open(src Sources) error {
-	p.open(src.Probes.Drop(udpdrop.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}))
+	o := udpdrop.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}
+	if name, path := otherNetns(src.Root, p.opts.PID); name != "" {
+		ino, err := probes.NetnsInode(path)
+		if err != nil {
+			p.open(nil, fmt.Errorf("the network namespace of pid %d: %w", p.opts.PID, err))
+			return nil
+		}
+		o.Netns = ino
+	}
+	p.open(src.Probes.Drop(o))
 	return nil
 }
 

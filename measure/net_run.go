@@ -133,7 +133,7 @@ func NewNetParts(o NetOptions) *NetParts {
 		Softirq:   NewSoftirq(SoftirqOptions{Method: o.Method, NoLatency: true}),
 		Queues:    NewQueues(QueueOptions{Method: o.Method, Iface: o.Iface}),
 		Locks:     NewLocks(LockOptions{Method: o.Method, StackEvery: o.LockStacks}),
-		Drops:     NewDrops(DropOptions{Method: o.Method, Port: o.Port}),
+		Drops:     NewDrops(DropOptions{Method: o.Method, Port: o.Port, PID: o.PID}),
 		Sockets:   NewSocketReads(SocketOptions{Method: o.Method, Port: o.Port, PID: o.PID}),
 		Counters:  NewNetCounters(NetCounterOptions{Iface: o.Iface.Name, Ifindex: o.Iface.Index}),
 		NoProfile: "on-CPU profile: disabled with --no-profile",
@@ -258,11 +258,13 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 			t.SocketLocks.Unavailable = notInRecipe("socket lock waits", "lockstat")
 		}
 		switch {
-		case n.Drops != nil && t.Netns != "":
-			// The drop probe counts perfscope's own namespace's sockets
-			// and devices; its TCP rows would not be --pid's.
+		case n.Drops != nil && t.Netns != "" && n.Drops.opts.PID != t.PID:
+			// A recipe's drop part counts perfscope's own namespace's
+			// sockets and devices; its TCP rows would not be --pid's.
 			t.Drops.Unavailable = fmt.Sprintf("TCP drops by reason: counted in perfscope's network namespace, not in the %s of pid %d", t.Netns, t.PID)
 		case n.Drops != nil:
+			// With --pid in another namespace the probe counted that
+			// namespace's sockets and devices (Drops.Open).
 			n.Drops.AddTCP(&t.Drops)
 		default:
 			t.Drops.Unavailable = notInRecipe("TCP drops by reason", udpdrop.Spec.Name)

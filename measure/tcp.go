@@ -14,6 +14,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/collectors/netdev"
 	"github.com/perfscope/perfscope/collectors/netstat"
+	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/collectors/tcpdiag"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/probes"
@@ -160,19 +161,29 @@ func (p *TCP) Open(src Sources) error {
 // fixture without them) is read as one namespace.
 func (p *TCP) findNetns() {
 	p.netns, p.netnsPath, p.netDir = "", "", netstat.OwnNet
-	if p.opts.PID == 0 {
-		return
+	if p.netns, p.netnsPath = otherNetns(p.src.Root, p.opts.PID); p.netns != "" {
+		p.netDir = "/proc/" + strconv.Itoa(p.opts.PID) + "/net"
 	}
-	path := p.src.Root.Path("/proc/" + strconv.Itoa(p.opts.PID) + "/ns/net")
-	own, err := os.Readlink(p.src.Root.Path("/proc/self/ns/net"))
+}
+
+// otherNetns is pid's network namespace ("net:[4026532…]") and the path
+// of its link when it is not perfscope's; "", "" when it is, when pid is
+// 0, or when the links cannot be read (a fixture without them is read as
+// one namespace).
+func otherNetns(root procfs.FS, pid int) (name, path string) {
+	if pid == 0 {
+		return "", ""
+	}
+	path = root.Path("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	own, err := os.Readlink(root.Path("/proc/self/ns/net"))
 	if err != nil {
-		return
+		return "", ""
 	}
 	theirs, err := os.Readlink(path)
 	if err != nil || theirs == own {
-		return
+		return "", ""
 	}
-	p.netns, p.netnsPath, p.netDir = theirs, path, "/proc/"+strconv.Itoa(p.opts.PID)+"/net"
+	return theirs, path
 }
 
 func (p *TCP) diag(states tcpdiag.States) ([]tcpdiag.Socket, error) {

@@ -145,7 +145,7 @@ func (p *Plan) netParts(m *Measurement, timeline bool) *measure.NetParts {
 		n.Queues = measure.NewQueues(measure.QueueOptions{Method: p.method, Iface: o.Iface, Timeline: timeline})
 	}
 	if u, ok := p.use(udpdrop.Spec.Name); ok {
-		n.Drops = measure.NewDrops(measure.DropOptions{Method: p.method, Port: int(u.opts["port"].(int64)), Timeline: timeline})
+		n.Drops = measure.NewDrops(measure.DropOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: o.PID, Timeline: timeline})
 	}
 	if u, ok := p.use(udpsock.Spec.Name); ok {
 		n.Sockets = measure.NewSocketReads(measure.SocketOptions{Method: p.method, Port: int(u.opts["port"].(int64)), PID: int(u.opts["pid"].(int64)), Timeline: timeline})
