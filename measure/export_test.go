@@ -21,6 +21,10 @@ var (
 // SampleNow is one tick of the TCP part's sampler.
 func (p *TCP) SampleNow() { p.sample() }
 
+// SetSynBudget sets the share of a CPU the SYN-queue reads may take: a
+// huge one reads them at every sample, a tiny one at the first only.
+func (p *TCP) SetSynBudget(share float64) { p.synBudget = share }
+
 // Replace gives the profile part a symbolizer and a profile read.
 func (p *Profile) Replace(sym *symbols.Symbolizer, prof cpuprofile.Profile) {
 	p.sym, p.profile = sym, prof

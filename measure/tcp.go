@@ -27,6 +27,15 @@ const (
 	// sampled: a queue that fills and drains faster is seen only through
 	// ListenOverflows.
 	DefaultTCPSampleEvery = 100 * time.Millisecond
+	// synDumpBudget bounds the SYN-queue reads to this share of one CPU.
+	// The listeners are read from the listening table alone, but the
+	// half-open connections (SYN_RECV) only by walking the table of every
+	// connection, TIME_WAIT included: with 26,000 TIME_WAIT sockets in the
+	// namespace (a load of new connections) one walk took 7 ms, and every
+	// 100 ms they cost perfscope tcp 7 % of a CPU and nginx's clients 20 %
+	// of their requests/s (bench/tcpcost.sh). A read that took d waits at
+	// least d/synDumpBudget before the next.
+	synDumpBudget = 0.005
 	// DefaultTCPTop is the connections (and event rows) listed.
 	DefaultTCPTop = 20
 )
@@ -84,6 +93,10 @@ type TCP struct {
 	listeners map[uint64]*listenerSamples
 	samples   int
 	diagErr   error
+	// synNext is when the sampler next reads the SYN queues, spaced to
+	// keep them within synBudget of one CPU (synDumpBudget).
+	synNext   time.Time
+	synBudget float64
 	stop      chan struct{}
 	done      chan struct{}
 
@@ -118,7 +131,7 @@ type listenerSamples struct {
 	last, peak       uint32
 	full, seen       int
 	synLast, synPeak uint32
-	synFull          int
+	synFull, synSeen int
 }
 
 // NewTCP returns the tcp part.
@@ -129,7 +142,7 @@ func NewTCP(opts TCPOptions) *TCP {
 	if opts.Top <= 0 {
 		opts.Top = DefaultTCPTop
 	}
-	return &TCP{opts: opts, snapshotPart: snapshotPart[tcpevents.Snapshot, TCPEventsProbe]{what: "tcpevents probe"}}
+	return &TCP{opts: opts, synBudget: synDumpBudget, snapshotPart: snapshotPart[tcpevents.Snapshot, TCPEventsProbe]{what: "tcpevents probe"}}
 }
 
 // Open implements Part: the tcpevents probe is optional (its section says
@@ -217,7 +230,7 @@ func (p *TCP) Begin(ctx context.Context) error {
 			}
 		}
 	}
-	p.listeners, p.samples, p.diagErr = map[uint64]*listenerSamples{}, 0, nil
+	p.listeners, p.samples, p.diagErr, p.synNext = map[uint64]*listenerSamples{}, 0, nil, time.Time{}
 	p.tickAt, p.tickOK = p.countersAt[0], p.firstErr == nil
 	p.intervals, p.ivPeak, p.ivFull = nil, map[uint64]uint32{}, map[uint64]int{}
 	p.sample()
@@ -244,9 +257,19 @@ func (p *TCP) sampler(ctx context.Context) {
 	}
 }
 
-// sample reads every listener's accept queue and SYN queue once.
+// sample reads every listener's accept queue once, and their SYN queues
+// when synDumpBudget allows.
 func (p *TCP) sample() {
-	socks, err := p.diag(tcpdiag.StatesOf(tcpdiag.Listen, tcpdiag.SynRecv))
+	start := time.Now()
+	withSyn := !start.Before(p.synNext)
+	states := tcpdiag.StatesOf(tcpdiag.Listen)
+	if withSyn {
+		states = tcpdiag.StatesOf(tcpdiag.Listen, tcpdiag.SynRecv)
+	}
+	socks, err := p.diag(states)
+	if withSyn {
+		p.synNext = time.Now().Add(time.Duration(float64(time.Since(start)) / p.synBudget))
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -282,6 +305,10 @@ func (p *TCP) sample() {
 			p.ivFull[s.Cookie]++
 		}
 		p.ivPeak[s.Cookie] = max(p.ivPeak[s.Cookie], s.RecvQ)
+		if !withSyn {
+			continue
+		}
+		l.synSeen++
 		syn := synQueue(s, halfOpen)
 		l.synLast = syn
 		l.synPeak = max(l.synPeak, syn)
@@ -491,7 +518,7 @@ func (p *TCP) listenerEvidence() (evidence.ListenerSection, map[uint64]bool) {
 		kept[sock.Cookie] = true
 		row := evidence.TCPListener{Local: sock.Local, Inode: sock.Inode, PIDs: sock.PIDs, Backlog: l.sock.SendQ,
 			QueueLast: l.last, QueuePeak: l.peak, FullSamples: l.full, Samples: l.seen, ReusePort: group[sock.Local],
-			SynQueueLast: l.synLast, SynQueuePeak: l.synPeak, SynFullSamples: l.synFull}
+			SynQueueLast: l.synLast, SynQueuePeak: l.synPeak, SynFullSamples: l.synFull, SynSamples: l.synSeen}
 		if len(sock.PIDs) > 0 {
 			row.Comm = p.comm(sock.PIDs[0])
 		}

@@ -112,10 +112,13 @@ func TestTCPPartJoinsListenersConnectionsAndEvents(t *testing.T) {
 		if q.Port != 8080 {
 			t.Errorf("query port %d, want 8080", q.Port)
 		}
-		if q.States == tcpdiag.StatesOf(tcpdiag.Listen, tcpdiag.SynRecv) {
+		if q.States&tcpdiag.StatesOf(tcpdiag.Listen) != 0 {
 			i := min(listenCalls, len(queues)-1)
 			listenCalls++
 			out := []tcpdiag.Socket{{State: tcpdiag.Listen, Local: listener, RecvQ: queues[i], SendQ: 4, Inode: 1001, Cookie: 1}}
+			if q.States != tcpdiag.StatesOf(tcpdiag.Listen, tcpdiag.SynRecv) {
+				return out, nil // the listeners alone
+			}
 			for k := range syns[i] {
 				out = append(out, tcpdiag.Socket{State: tcpdiag.SynRecv, Local: listener, Remote: netip.AddrPortFrom(client.Addr(), uint16(50000+k)), Cookie: uint64(100 + k)})
 			}
@@ -146,6 +149,7 @@ func TestTCPPartJoinsListenersConnectionsAndEvents(t *testing.T) {
 		}}}
 
 	p := measure.NewTCP(measure.TCPOptions{Port: 8080, SampleEvery: time.Hour})
+	p.SetSynBudget(1e9) // the SYN queues at every sample
 	if err := p.Open(src); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +179,7 @@ func TestTCPPartJoinsListenersConnectionsAndEvents(t *testing.T) {
 	l := ev.Listeners.Rows[0]
 	if l.Local != listener || l.Backlog != 4 || l.QueuePeak != 5 || l.QueueLast != 2 || l.FullSamples != 1 || l.Samples != 3 ||
 		l.Comm != "toyserver" || len(l.PIDs) != 1 || l.PIDs[0] != 4242 || l.ReusePort != 1 ||
-		l.SynQueuePeak != 4 || l.SynQueueLast != 1 || l.SynFullSamples != 1 {
+		l.SynQueuePeak != 4 || l.SynQueueLast != 1 || l.SynFullSamples != 1 || l.SynSamples != 3 {
 		t.Errorf("listener %+v", l)
 	}
 	c := ev.Connections
@@ -388,5 +392,45 @@ func TestTCPPartWindowsAddUp(t *testing.T) {
 	sum += p.Evidence(time.Second).Counters.Window.ListenOverflows
 	if sum != 208 {
 		t.Errorf("three windows counted %d overflows, the kernel 208", sum)
+	}
+}
+
+// The SYN queues are read only as often as their cost allows (a walk of
+// every connection of the namespace): with a budget no read fits in, the
+// first sample reads them and the rest read the listeners alone, and the
+// listener says how many of its samples saw its SYN queue.
+func TestTCPSpacesTheSYNQueueReads(t *testing.T) {
+	root := tcpFixture(t)
+	listener := netip.MustParseAddrPort("10.0.0.1:8080")
+	var synReads, listenReads int
+	diag := func(q tcpdiag.Query) ([]tcpdiag.Socket, error) {
+		if q.States&tcpdiag.StatesOf(tcpdiag.Listen) == 0 {
+			return nil, nil // the connections at both ends
+		}
+		listenReads++
+		out := []tcpdiag.Socket{{State: tcpdiag.Listen, Local: listener, RecvQ: 1, SendQ: 4, Inode: 1001, Cookie: 1}}
+		if q.States&tcpdiag.StatesOf(tcpdiag.SynRecv) != 0 {
+			synReads++
+			out = append(out, tcpdiag.Socket{State: tcpdiag.SynRecv, Local: listener, Remote: netip.MustParseAddrPort("10.0.0.2:50000"), Cookie: 100})
+		}
+		return out, nil
+	}
+	p := measure.NewTCP(measure.TCPOptions{Port: 8080, SampleEvery: time.Hour})
+	p.SetSynBudget(1e-12)
+	if err := p.Open(measure.Sources{Root: procfs.FS{Root: root}, TCPDiag: diag}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Begin(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.SampleNow()
+	p.SampleNow()
+	if err := p.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows := p.Evidence(time.Second).Listeners.Rows
+	if len(rows) != 1 || rows[0].Samples != 4 || rows[0].SynSamples != 1 || rows[0].SynQueuePeak != 1 || synReads != 1 || listenReads != 4 {
+		t.Errorf("listeners %+v; %d reads, %d of them of the SYN queues: want 4 samples, 1 with the SYN queue", rows, listenReads, synReads)
 	}
 }

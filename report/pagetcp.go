@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/perfscope/perfscope/evidence"
@@ -25,13 +26,16 @@ func tcpSection(t evidence.TCPEvidence) PageSection {
 		s.Notes = append(s.Notes, "Listeners: "+t.Listeners.Unavailable)
 	} else {
 		chart := BarChart{Title: "Accept queue per listener", Desc: "The most connections found waiting for accept() in any sample, next to the listener's backlog (listen()'s argument capped by net.core.somaxconn): a peak above the backlog is a full queue, and the kernel refuses the next handshake."}
-		lt := PageTable{Caption: "Listeners", Header: []string{"listener", "process", "backlog", "queue now", "peak", "full samples", "samples", "SYN queue peak", "SYN full samples", "SO_REUSEPORT group"}}
+		lt := PageTable{Caption: "Listeners", Header: []string{"listener", "process", "backlog", "queue now", "peak", "full samples", "samples", "SYN queue peak", "SYN full samples", "SYN samples", "SO_REUSEPORT group"}}
 		for _, l := range t.Listeners.Rows {
 			label := shorten(l.Local.String(), 27)
 			chart.Bars = append(chart.Bars, ChartBar{Label: label, Value: float64(l.QueuePeak), Series: "peak"},
 				ChartBar{Label: label, Value: float64(l.Backlog), Series: "backlog"})
 			lt.Add(l.Local.String(), strings.TrimSpace(l.Comm+" "+joinPIDs(l.PIDs)), fmt.Sprint(l.Backlog), fmt.Sprint(l.QueueLast),
-				fmt.Sprint(l.QueuePeak), fmt.Sprint(l.FullSamples), fmt.Sprint(l.Samples), fmt.Sprint(l.SynQueuePeak), fmt.Sprint(l.SynFullSamples), fmt.Sprint(l.ReusePort))
+				fmt.Sprint(l.QueuePeak), fmt.Sprint(l.FullSamples), fmt.Sprint(l.Samples), fmt.Sprint(l.SynQueuePeak), fmt.Sprint(l.SynFullSamples), fmt.Sprint(l.SynSamples), fmt.Sprint(l.ReusePort))
+			if l.SynSamples > 0 && l.SynSamples < l.Samples && !slices.Contains(s.Notes, synSpacedNote) {
+				s.Notes = append(s.Notes, synSpacedNote)
+			}
 		}
 		s.Charts = append(s.Charts, chart)
 		s.Tables = append(s.Tables, lt)

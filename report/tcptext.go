@@ -78,17 +78,30 @@ func writeListeners(w io.Writer, s evidence.ListenerSection) {
 	if unavailable(w, s.Section) {
 		return
 	}
-	lt := Table{Header: []string{"listener", "process", "backlog", "queue now", "peak", "full (samples)", "SYN queue peak", "SYN full", "reuseport"}}
+	lt := Table{Header: []string{"listener", "process", "backlog", "queue now", "peak", "full (samples)", "SYN queue peak", "SYN full (samples)", "reuseport"}}
+	spaced := false
 	for _, l := range s.Rows {
 		who := "-"
 		if len(l.PIDs) > 0 {
 			who = strings.TrimSpace(l.Comm + " " + joinPIDs(l.PIDs))
 		}
+		synFull := fmt.Sprint(l.SynFullSamples) // a report from before syn_samples
+		if l.SynSamples > 0 {
+			synFull = fmt.Sprintf("%d of %d", l.SynFullSamples, l.SynSamples)
+			spaced = spaced || l.SynSamples < l.Samples
+		}
 		lt.Add(l.Local.String(), who, fmt.Sprint(l.Backlog), fmt.Sprint(l.QueueLast), fmt.Sprint(l.QueuePeak),
-			fmt.Sprintf("%d of %d", l.FullSamples, l.Samples), fmt.Sprint(l.SynQueuePeak), fmt.Sprint(l.SynFullSamples), fmt.Sprint(l.ReusePort))
+			fmt.Sprintf("%d of %d", l.FullSamples, l.Samples), fmt.Sprint(l.SynQueuePeak), synFull, fmt.Sprint(l.ReusePort))
 	}
 	lt.Write(w)
+	if spaced {
+		fmt.Fprintln(w, synSpacedNote)
+	}
 }
+
+// synSpacedNote says why a listener's SYN queue was read in fewer samples
+// than its accept queue.
+const synSpacedNote = "SYN queues read in fewer samples than the accept queues: each read walks every connection of the namespace (TIME_WAIT included), so the reads were spaced out to keep them under 0.5 % of a CPU; ListenDrops and TCPReqQFullDrop count every refused handshake"
 
 // writeTCPDetails prints the busiest connections, the events per
 // connection, the settings and sockstat.

@@ -18,7 +18,7 @@ func tcpReport() *Report {
 	ev.TCP = &evidence.TCPEvidence{DurationNs: int64(2 * time.Second), Port: 8080,
 		Counters: evidence.TCPCounterSection{Window: w},
 		Listeners: evidence.ListenerSection{Rows: []evidence.TCPListener{{Local: netip.MustParseAddrPort("10.0.0.1:8080"), PIDs: []int{4242}, Comm: "toyserver",
-			Backlog: 4, QueueLast: 5, QueuePeak: 5, FullSamples: 12, Samples: 20, ReusePort: 1}}},
+			Backlog: 4, QueueLast: 5, QueuePeak: 5, FullSamples: 12, Samples: 20, ReusePort: 1, SynQueuePeak: 3, SynFullSamples: 1, SynSamples: 4}}},
 		Connections: evidence.ConnectionSection{Total: 1, Rows: []evidence.TCPConnection{{Local: netip.MustParseAddrPort("10.0.0.1:8080"),
 			Remote: netip.MustParseAddrPort("10.0.0.2:40000"), State: "ESTABLISHED", RTTUs: 250, BytesWindow: &conns}}},
 		Events: evidence.TCPEventSection{Retransmits: evidence.TCPEventCount{Events: 40, Segs: 40},
@@ -39,7 +39,7 @@ func TestTCPText(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"perfscope tcp — vb", "TCP listeners (accept queues, sampled)", "10.0.0.1:8080", "toyserver 4242", "12 of 20",
+	for _, want := range []string{"perfscope tcp — vb", "TCP listeners (accept queues, sampled)", "10.0.0.1:8080", "toyserver 4242", "12 of 20", "1 of 4", synSpacedNote,
 		"accept queue full", "37 (18/s)", "40 (1.0% of segments out)", "retransmitted segments by kind: rto 40",
 		"TCP connections (busiest by bytes over the window)", "10.0.0.2:40000", "TCP retransmits and resets per connection",
 		"TCP drops by local port and reason (skb:kfree_skb)", "8081  NO_SOCKET     25", "unattributed  IP_CSUM        2"} {
@@ -85,7 +85,7 @@ func TestTCPJSONKeys(t *testing.T) {
 // The page draws the TCP section instead of the UDP drops and sockets.
 func TestTCPPage(t *testing.T) {
 	page := renderPage(t, tcpReport())
-	for _, want := range []string{"TCP: listeners, connections, retransmits", "Accept queue per listener", "ListenOverflows", "Busiest connections (1 of 1)", "TCP drops by local port and reason", "NO_SOCKET"} {
+	for _, want := range []string{"TCP: listeners, connections, retransmits", "Accept queue per listener", "ListenOverflows", "Busiest connections (1 of 1)", "TCP drops by local port and reason", "NO_SOCKET", "SYN samples", "SYN queues read in fewer samples"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %q", want)
 		}
