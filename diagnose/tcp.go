@@ -220,8 +220,12 @@ func checkSYNQueueOverflow(in TCPInput) *Finding {
 		return syn[i].SynQueuePeak > syn[j].SynQueuePeak
 	})
 	for _, l := range syn[:min(len(syn), 5)] {
+		samples := l.Samples
+		if l.SynSamples > 0 { // a report from before syn_samples has none
+			samples = l.SynSamples
+		}
 		f.Evidence = append(f.Evidence, fmt.Sprintf("listener %s%s: SYN queue peaked at %d half-open of backlog %d, full at %d of %d samples",
-			l.Local, listenerOwner(l), l.SynQueuePeak, l.Backlog, l.SynFullSamples, l.Samples))
+			l.Local, listenerOwner(l), l.SynQueuePeak, l.Backlog, l.SynFullSamples, samples))
 	}
 	if s := e.Settings.MaxSynBacklog; s != nil {
 		f.Evidence = append(f.Evidence, fmt.Sprintf("net.ipv4.tcp_max_syn_backlog %d", *s))

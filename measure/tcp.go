@@ -31,11 +31,15 @@ const (
 	// The listeners are read from the listening table alone, but the
 	// half-open connections (SYN_RECV) only by walking the table of every
 	// connection, TIME_WAIT included: with 26,000 TIME_WAIT sockets in the
-	// namespace (a load of new connections) one walk took 7 ms, and every
-	// 100 ms they cost perfscope tcp 7 % of a CPU and nginx's clients 20 %
-	// of their requests/s (bench/tcpcost.sh). A read that took d waits at
-	// least d/synDumpBudget before the next.
+	// namespace (after a load of new connections) one walk took 7 ms, and
+	// at every 100 ms sample they cost perfscope tcp 7 % of a CPU. A read
+	// that took d waits d/synDumpBudget before the next, but never more
+	// than synMaxEvery: a SYN queue is read at least once a second,
+	// whatever its cost (0.7 % of a CPU at 7 ms a read), and a read slowed
+	// by a busy machine's scheduling does not silence the rest of the
+	// window.
 	synDumpBudget = 0.005
+	synMaxEvery   = time.Second
 	// DefaultTCPTop is the connections (and event rows) listed.
 	DefaultTCPTop = 20
 )
@@ -268,7 +272,7 @@ func (p *TCP) sample() {
 	}
 	socks, err := p.diag(states)
 	if withSyn {
-		p.synNext = time.Now().Add(time.Duration(float64(time.Since(start)) / p.synBudget))
+		p.synNext = time.Now().Add(min(synMaxEvery, time.Duration(float64(time.Since(start))/p.synBudget)))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
