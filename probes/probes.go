@@ -138,7 +138,8 @@ type ProgramCost struct {
 	// because the kernel skipped it, counted whether or not bpf_stats
 	// are on. A tracepoint or kprobe program is skipped while another
 	// one runs on the same CPU (a softirq's event arriving while a
-	// process-context program runs; counted since Linux 6.7); a raw or
+	// process-context program runs; counted since Linux 6.7, commit
+	// dd8657894c11 "bpf: Count missed stats in trace_call_bpf"); a raw or
 	// BTF tracepoint program only when it would run inside itself.
 	Missed uint64 `json:"missed,omitempty"`
 }
