@@ -2,8 +2,11 @@ package udpdrop
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -234,5 +237,110 @@ func BenchmarkTCPNoSocketDropCost(b *testing.B) {
 	b.ReportMetric(float64(runs), "runs")
 	if runs > 0 {
 		b.ReportMetric(float64(ns64)/float64(runs), "ns/event")
+	}
+}
+
+// The other way an accept queue overflows: handshakes whose SYNs found room
+// but whose last ACKs find the queue full. A backlog-4 listener that never
+// accepts (its SYN queue and its accept queue each hold 5): five clients
+// from ports 40001-40005 get their SYN-ACKs, their ACKs dropped on the way
+// out (nftables), and wait in its SYN queue; five more, answered with SYN
+// cookies now that the SYN queue is full, fill the accept queue; the rule
+// goes, the listener's SYN-ACK retransmit (1 s) brings the first five's
+// ACKs, and tcp_check_req drops each with TCP_LISTEN_OVERFLOW. Each such
+// drop is a ListenOverflows, and no SYN overflowed, so the port's
+// TCP_LISTEN_OVERFLOW drops equal the namespace's ListenOverflows.
+func TestTCPListenOverflowAtTheHandshakeACK(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	testutil.RequireTool(t, "nft", "scripts/deps.sh test installs nftables")
+	for _, m := range []probes.AttachMethod{probes.MethodBTF, probes.MethodTracepoint} {
+		t.Run(string(m), func(t *testing.T) {
+			ns, ino := tcpNetns(t)
+			const port, backlog, waiting = 8081, 4, 5
+			nft := func(rules string) {
+				t.Helper()
+				cmd := exec.Command("ip", "netns", "exec", ns, "nft", "-f", "-")
+				cmd.Stdin = strings.NewReader(rules)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("nft: %v %s", err, out)
+				}
+			}
+			nft(fmt.Sprintf("table inet acks {\n chain out {\n type filter hook output priority 0; policy accept;\n tcp sport 40001-%d tcp dport %d tcp flags & (syn | ack) == ack drop\n }\n}\n", 40000+waiting, port))
+			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+			p, err := Open(Options{Method: m, Netns: ino})
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer func() {
+				if err := p.Close(); err != nil {
+					t.Errorf("close: %v", err)
+				}
+				testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+			}()
+			first, err := p.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			countersBefore := tcpCountersIn(t, ns)
+			listener := -1
+			var fds []int
+			defer func() {
+				for _, fd := range fds {
+					unix.Close(fd)
+				}
+				unix.Close(listener)
+			}()
+			err = testutil.InNetns(ns, func() error {
+				if listener, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
+					return err
+				}
+				if err := unix.Bind(listener, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+					return err
+				}
+				if err := unix.Listen(listener, backlog); err != nil {
+					return err
+				}
+				for i := range waiting * 2 {
+					fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+					if err != nil {
+						return err
+					}
+					fds = append(fds, fd)
+					if i < waiting { // the ones whose ACKs are dropped
+						if err := unix.Bind(fd, &unix.SockaddrInet4{Port: 40001 + i, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+							return err
+						}
+					}
+					err = unix.Connect(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}})
+					if err != nil && !errors.Is(err, unix.EINPROGRESS) {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(200 * time.Millisecond)
+			nft("delete table inet acks\n")
+			// The first SYN-ACK retransmit comes 1 s after the SYNs, the
+			// second 3 s after: read between them.
+			time.Sleep(1800 * time.Millisecond)
+			last, err := p.Snapshot()
+			if err != nil {
+				t.Fatal(err)
+			}
+			counters := tcpCountersIn(t, ns).Sub(countersBefore)
+			overflow := reasonValue(t, p, "TCP_LISTEN_OVERFLOW")
+			got := last.Sub(first).TCPPortTotal(port)
+			t.Logf("port %d: %v; ListenOverflows %d, ListenDrops %d", port, got, counters.ListenOverflows, counters.ListenDrops)
+			if counters.ListenOverflows < waiting {
+				t.Fatalf("ListenOverflows %d, want at least %d: the test did not overflow the accept queue at the ACKs", counters.ListenOverflows, waiting)
+			}
+			if got[overflow] != counters.ListenOverflows {
+				t.Errorf("port %d: %d TCP_LISTEN_OVERFLOW drops, ListenOverflows %d", port, got[overflow], counters.ListenOverflows)
+			}
+		})
 	}
 }
