@@ -22,7 +22,7 @@ const unattributed = "unattributed"
 type tcpMetrics struct {
 	listenOverflows, listenDrops    *counterFamily
 	listenerSamples, listenerFull   *counterFamily
-	listenerSynFull                 *counterFamily
+	listenerSynFull, listenerSynRds *counterFamily
 	synDrops, syncookies            *counterFamily
 	retransmits, retransSegs        *counterFamily
 	resets, backlogDrops, segments  *counterFamily
@@ -45,6 +45,7 @@ type listenerRow struct {
 	local                        string
 	last, peak, backlog, synPeak uint32
 	samples, full, synFull       int
+	synSamples                   int
 }
 
 func newTCPMetrics() *tcpMetrics {
@@ -55,6 +56,7 @@ func newTCPMetrics() *tcpMetrics {
 		listenerSamples: newFamily(ns+"listener_samples_total", "Reads of the listener's accept queue (sock_diag, every sample_interval).", "listener"),
 		listenerFull:    newFamily(ns+"listener_full_samples_total", "Reads that found the listener's accept queue fuller than its backlog: the kernel refuses the next handshake.", "listener"),
 		listenerSynFull: newFamily(ns+"listener_syn_full_samples_total", "Reads that found the listener's SYN queue (request sockets in SYN-RECV) at its backlog.", "listener"),
+		listenerSynRds:  newFamily(ns+"listener_syn_samples_total", "Reads of the listener's SYN queue: fewer than listener_samples_total when their cost (a walk of every connection of the namespace) spaced them out.", "listener"),
 		synDrops:        newFamily(ns+"syn_queue_drops_total", "SYNs dropped because the SYN queue was full and SYN cookies were off (TcpExt TCPReqQFullDrop)."),
 		syncookies:      newFamily(ns+"syncookies_total", "SYN cookies sent, received valid and failed (TcpExt SyncookiesSent, SyncookiesRecv, SyncookiesFailed).", "direction"),
 		retransmits:     newFamily(ns+"retransmits_total", "Retransmits by kind, counted exactly by the tcpevents probe (tcp:tcp_retransmit_skb): rto, fast, tlp, syn, other; synack from tcp:tcp_retransmit_synack.", "kind"),
@@ -76,7 +78,7 @@ func newTCPMetrics() *tcpMetrics {
 
 func (t *tcpMetrics) families() []*counterFamily {
 	return []*counterFamily{t.listenOverflows, t.listenDrops, t.listenerSamples, t.listenerFull, t.listenerSynFull,
-		t.synDrops, t.syncookies, t.retransmits, t.retransSegs, t.resets, t.backlogDrops, t.segments, t.rcvQueue,
+		t.listenerSynRds, t.synDrops, t.syncookies, t.retransmits, t.retransSegs, t.resets, t.backlogDrops, t.segments, t.rcvQueue,
 		t.memPressures, t.memPressureSecs}
 }
 
@@ -97,6 +99,7 @@ func (t *tcpMetrics) add(ev *evidence.TCPEvidence, section func(name, unavailabl
 		t.listenerSamples.add(float64(l.samples), l.local)
 		t.listenerFull.add(float64(l.full), l.local)
 		t.listenerSynFull.add(float64(l.synFull), l.local)
+		t.listenerSynRds.add(float64(l.synSamples), l.local)
 		if l.full > 0 {
 			fullOnes++
 			owner = l.local
@@ -160,6 +163,7 @@ func listenerRows(rows []evidence.TCPListener) []listenerRow {
 		l.full += r.FullSamples
 		l.synFull = max(l.synFull, r.SynFullSamples) // each member counts the group's SYN queue
 		l.samples = max(l.samples, r.Samples)
+		l.synSamples = max(l.synSamples, r.SynSamples)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].full > out[j].full })
 	rs := make([]listenerRow, len(out))

@@ -28,7 +28,7 @@ func tcpWindow(i int, fullA, fullB int) Window {
 		Settings: evidence.TCPSettings{Mem: &mem},
 		Sockstat: &evidence.TCPSockstat{MemPages: 42},
 		Listeners: evidence.ListenerSection{Rows: []evidence.TCPListener{
-			{Local: a, Backlog: 8, QueueLast: 9, QueuePeak: 9, FullSamples: fullA, Samples: 10, SynQueuePeak: 3, SynFullSamples: 1},
+			{Local: a, Backlog: 8, QueueLast: 9, QueuePeak: 9, FullSamples: fullA, Samples: 10, SynQueuePeak: 3, SynFullSamples: 1, SynSamples: 4},
 			{Local: b, Backlog: 128, QueueLast: 1, QueuePeak: 5, FullSamples: fullB, Samples: 10, SynQueuePeak: 2},
 			{Local: b, Backlog: 128, QueueLast: 2, QueuePeak: 4, FullSamples: 0, Samples: 10, SynQueuePeak: 2},
 		}},
@@ -62,6 +62,7 @@ func TestMetricsTCP(t *testing.T) {
 			{"perfscope_tcp_listener_full_samples_total", []string{"listener", "[::]:443"}, 1},
 			{"perfscope_tcp_listener_samples_total", []string{"listener", "[::]:443"}, 20},
 			{"perfscope_tcp_listener_syn_full_samples_total", []string{"listener", "127.0.0.1:8080"}, 2},
+			{"perfscope_tcp_listener_syn_samples_total", []string{"listener", "127.0.0.1:8080"}, 8},
 			{"perfscope_tcp_listener_accept_queue", []string{"listener", "[::]:443"}, 3},
 			{"perfscope_tcp_listener_accept_queue_peak", []string{"listener", "[::]:443"}, 5},
 			{"perfscope_tcp_listener_backlog", []string{"listener", "[::]:443"}, 256},
