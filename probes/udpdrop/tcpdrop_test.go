@@ -44,6 +44,29 @@ func tcpCountersIn(t *testing.T, ns string) netstat.TCPCounters {
 	return c
 }
 
+// openCounting opens the probe on namespace ino for one test, closed (and
+// checked to leave no BPF object behind) when the test ends, and takes its
+// first snapshot.
+func openCounting(t *testing.T, m probes.AttachMethod, ino uint32) (*Probe, Snapshot) {
+	t.Helper()
+	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
+	p, err := Open(Options{Method: m, Netns: ino})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+		testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
+	})
+	first, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, first
+}
+
 // connectTCP4 starts a non-blocking connect to 127.0.0.1:port and returns
 // the socket.
 func connectTCP4(port int) (int, error) {
@@ -70,25 +93,12 @@ func TestTCPDropsPerPortAndReason(t *testing.T) {
 	for _, m := range []probes.AttachMethod{probes.MethodBTF, probes.MethodRaw, probes.MethodTracepoint} {
 		t.Run(string(m), func(t *testing.T) {
 			ns, ino := tcpNetns(t)
-			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
-			p, err := Open(Options{Method: m, Netns: ino})
-			if err != nil {
-				t.Fatalf("open: %v", err)
-			}
-			defer func() {
-				if err := p.Close(); err != nil {
-					t.Errorf("close: %v", err)
-				}
-				testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
-			}()
-			first, err := p.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, first := openCounting(t, m, ino)
 			countersBefore := tcpCountersIn(t, ns)
 			const closedPort, listenPort, refused, clients = 7, 8080, 25, 12
 			var listener int
 			var fds []int
+			var err error
 			err = testutil.InNetns(ns, func() error {
 				for range refused {
 					fd, err := connectTCP4(closedPort)
@@ -267,21 +277,7 @@ func TestTCPListenOverflowAtTheHandshakeACK(t *testing.T) {
 				}
 			}
 			nft(fmt.Sprintf("table inet acks {\n chain out {\n type filter hook output priority 0; policy accept;\n tcp sport 40001-%d tcp dport %d tcp flags & (syn | ack) == ack drop\n }\n}\n", 40000+waiting, port))
-			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
-			p, err := Open(Options{Method: m, Netns: ino})
-			if err != nil {
-				t.Fatalf("open: %v", err)
-			}
-			defer func() {
-				if err := p.Close(); err != nil {
-					t.Errorf("close: %v", err)
-				}
-				testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
-			}()
-			first, err := p.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
+			p, first := openCounting(t, m, ino)
 			countersBefore := tcpCountersIn(t, ns)
 			listener := -1
 			var fds []int
@@ -291,6 +287,7 @@ func TestTCPListenOverflowAtTheHandshakeACK(t *testing.T) {
 				}
 				unix.Close(listener)
 			}()
+			var err error
 			err = testutil.InNetns(ns, func() error {
 				if listener, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0); err != nil {
 					return err
