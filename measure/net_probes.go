@@ -44,6 +44,9 @@ type snapshotPart[S delta[S], P probes.Snapshotter[S]] struct {
 	// prev is the last tick's reading, for a timeline, taken at prevAt.
 	prev   S
 	prevAt time.Time
+	// lastOK: last is the reading End took at lastAt (carryOver).
+	lastOK bool
+	lastAt time.Time
 }
 
 // SetCoverage implements Sampled.
@@ -66,6 +69,7 @@ func (p *snapshotPart[S, P]) Probes() []probes.Probe {
 // Begin implements Part.
 func (p *snapshotPart[S, P]) Begin(context.Context) error {
 	var err error
+	p.lastOK = false
 	if p.opened() {
 		if p.first, err = p.probe.Snapshot(); err != nil {
 			return fmt.Errorf("read %s: %w", p.what, err)
@@ -122,8 +126,23 @@ func (p *snapshotPart[S, P]) End(context.Context) error {
 		if p.last, err = p.probe.Snapshot(); err != nil {
 			return fmt.Errorf("read %s: %w", p.what, err)
 		}
+		p.lastOK, p.lastAt = true, time.Now()
 	}
 	return nil
+}
+
+// carryOver starts a window from the last one's closing reading, so that
+// nothing the probe counts falls between two windows of one session
+// (perfscope serve spends part of each second assembling the last
+// window). Only for a probe whose hooks stay attached between windows:
+// a sampled group's estimate covers its window's own time. False when
+// there is no such reading (the first window, or the last End failed).
+func (p *snapshotPart[S, P]) carryOver() bool {
+	if !p.opened() || !p.lastOK {
+		return false
+	}
+	p.first, p.prev, p.prevAt, p.lastOK = p.last, p.last, p.lastAt, false
+	return true
 }
 
 // OpenErr is why the part's probe could not be opened (nil when it was).

@@ -212,8 +212,14 @@ func (p *TCP) diag(states tcpdiag.States) ([]tcpdiag.Socket, error) {
 
 // Begin implements Part.
 func (p *TCP) Begin(ctx context.Context) error {
-	if err := p.snapshotPart.Begin(ctx); err != nil {
-		return err
+	// The tcpevents hooks are never detached (budget class rare), so a
+	// window of a session starts from the last one's closing reading, as
+	// the counters do below: a reset sent while perfscope serve assembled
+	// the last window was once counted by no window.
+	if !p.carryOver() {
+		if err := p.snapshotPart.Begin(ctx); err != nil {
+			return err
+		}
 	}
 	// Window after window on one session (perfscope serve), a window
 	// starts from the last one's closing reading: what the kernel counted

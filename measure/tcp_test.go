@@ -365,25 +365,32 @@ func TestTCPPartTimeline(t *testing.T) {
 // one window's end and the next one's start goes to the next.
 func TestTCPPartWindowsAddUp(t *testing.T) {
 	root := tcpFixture(t)
-	src := measure.Sources{Root: procfs.FS{Root: root}, TCPDiag: func(tcpdiag.Query) ([]tcpdiag.Socket, error) { return nil, nil }}
+	var resets uint64 // the probe's cumulative count of resets sent
+	probe := countingEvents{replayTCPEvents{replay.New("tcpevents", []tcpevents.Snapshot{{}}, replay.Recording{Method: "tp_btf"})}, &resets}
+	src := measure.Sources{Root: procfs.FS{Root: root}, TCPDiag: func(tcpdiag.Query) ([]tcpdiag.Socket, error) { return nil, nil },
+		Probes: measure.Opener{TCPEvents: func(tcpevents.Options) (measure.TCPEventsProbe, error) { return probe, nil }}}
 	p := measure.NewTCP(measure.TCPOptions{SampleEvery: time.Hour})
 	if err := p.Open(src); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	netstat := filepath.Join(root, "proc/net/netstat")
-	var sum uint64
+	var sum, resetSum uint64
 	for _, n := range []uint64{3, 5} {
 		if err := p.Begin(ctx); err != nil {
 			t.Fatal(err)
 		}
 		bumpMIB(t, netstat, "TcpExt", "ListenOverflows", n)
+		resets += n
 		if err := p.End(ctx); err != nil {
 			t.Fatal(err)
 		}
-		sum += p.Evidence(time.Second).Counters.Window.ListenOverflows
+		ev := p.Evidence(time.Second)
+		sum += ev.Counters.Window.ListenOverflows
+		resetSum += ev.Events.ResetsSent.Events
 		// Between the windows: the serve loop judging and rendering.
 		bumpMIB(t, netstat, "TcpExt", "ListenOverflows", 100)
+		resets += 100
 	}
 	if err := p.Begin(ctx); err != nil {
 		t.Fatal(err)
@@ -391,10 +398,24 @@ func TestTCPPartWindowsAddUp(t *testing.T) {
 	if err := p.End(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sum += p.Evidence(time.Second).Counters.Window.ListenOverflows
-	if sum != 208 {
-		t.Errorf("three windows counted %d overflows, the kernel 208", sum)
+	ev := p.Evidence(time.Second)
+	sum += ev.Counters.Window.ListenOverflows
+	resetSum += ev.Events.ResetsSent.Events
+	if sum != 208 || resetSum != 208 {
+		t.Errorf("three windows counted %d overflows and %d resets sent, the kernel and the probe 208", sum, resetSum)
 	}
+}
+
+// countingEvents is a tcpevents probe whose resets sent the test counts.
+type countingEvents struct {
+	replayTCPEvents
+	resets *uint64
+}
+
+func (c countingEvents) Snapshot() (tcpevents.Snapshot, error) {
+	var s tcpevents.Snapshot
+	s.Totals[tcpevents.ResetSent] = tcpevents.Count{Events: *c.resets}
+	return s, nil
 }
 
 // The SYN queues are read only as often as their cost allows (a walk of
