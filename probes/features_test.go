@@ -60,7 +60,23 @@ func TestMeasureEntryCost(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
 	before, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
-	c, err := probes.MeasureEntryCost()
+	// A machine too busy to see the cost makes the measurement fail in
+	// plain words (not a 0 that would under-count every event), and the
+	// next caller measures again: CI once saw 140 µs against 144 µs for
+	// 200 calls under a parallel test load. Up to five tries, a second
+	// apart; each failure must be that documented one.
+	var c time.Duration
+	var err error
+	for try := 0; try < 5; try++ {
+		if c, err = probes.MeasureEntryCost(); err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "too busy to see it") {
+			t.Fatal(err)
+		}
+		t.Logf("try %d: %v", try+1, err)
+		time.Sleep(time.Second)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
