@@ -46,6 +46,7 @@ type goSpan struct {
 //   - perfscope: `perfscope go --pid PID -d …` (default settings: the pool
 //     hooks under their cost guard, the passive request count);
 //   - perfscope-no-pools: the same with --no-pools;
+//   - perfscope-no-count: the pool hooks under their guard, --count off;
 //   - perfscope-no-pools-no-count: and --count off (no passive request
 //     count);
 //   - pprof: a `net/http/pprof` allocation profile over the span
@@ -91,6 +92,7 @@ func BenchmarkGoCommandOverhead(b *testing.B) {
 		{name: "none", start: func(*testing.B, int, string, time.Duration) func() string { return func() string { return "" } }},
 		{name: "perfscope", start: perfscopeGo(bin)},
 		{name: "perfscope-no-pools", start: perfscopeGo(bin, "--no-pools")},
+		{name: "perfscope-no-count", start: perfscopeGo(bin, "--count", "off")},
 		// Without the passive request count either (its syscall
 		// tracepoints run for every task: the load generator's too).
 		{name: "perfscope-no-pools-no-count", start: perfscopeGo(bin, "--no-pools", "--count", "off")},

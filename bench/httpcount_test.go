@@ -13,13 +13,16 @@ import (
 )
 
 // BenchmarkHTTPCountSyscallCost measures what the passive request count of
-// `perfscope jvm` costs every other process on the machine: its programs
-// run on every syscall entry and exit (raw_syscalls), and return after one
-// comparison unless the caller is the JVM. The benchmark times a tight loop
-// of cheap syscalls (getppid) in this process without and with the probe
-// attached for another process (a sleeping child standing in for the
-// JVM), for each attach method, and reports the added nanoseconds per
-// syscall next to the programs' own run time from bpf_stats.
+// `perfscope jvm` and `perfscope go` costs every other process on the
+// machine. On the syscall path (kernels before 6.3) its programs run on
+// every syscall entry and exit (raw_syscalls), and return after one
+// comparison unless the caller is the target; on the socket path
+// (sock:sock_send_length/sock_recv_length) they run only on socket sends
+// and receives. The benchmark times a tight loop of cheap syscalls
+// (getppid) in this process without and with the probe attached for
+// another process (a sleeping child standing in for the service), for each
+// path and attach method, and reports the added nanoseconds per syscall
+// next to the programs' own run time from bpf_stats.
 //
 //	go test -run '^$' -bench HTTPCountSyscallCost -benchtime 1x ./bench/   (root)
 func BenchmarkHTTPCountSyscallCost(b *testing.B) {
@@ -45,11 +48,19 @@ func BenchmarkHTTPCountSyscallCost(b *testing.B) {
 		}
 		return median(v)
 	}
-	for _, m := range probes.Methods {
-		b.Run(string(m), func(b *testing.B) {
+	for _, path := range []httpcount.Path{httpcount.PathSocket, httpcount.PathSyscall} {
+		for _, m := range probes.Methods {
+			httpCountSyscallCost(b, path, m, sleeper.Process.Pid, n, loop, perSyscall)
+		}
+	}
+}
+
+func httpCountSyscallCost(b *testing.B, path httpcount.Path, m probes.AttachMethod, pid, n int, loop func() time.Duration, perSyscall func() float64) {
+	{
+		b.Run(string(path)+"/"+string(m), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				without := perSyscall()
-				p, err := httpcount.Open(httpcount.Options{Method: m, TGID: sleeper.Process.Pid, Ports: []uint16{8080}})
+				p, err := httpcount.Open(httpcount.Options{Method: m, Path: path, TGID: pid, Ports: []uint16{8080}})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -79,7 +90,7 @@ func BenchmarkHTTPCountSyscallCost(b *testing.B) {
 				b.ReportMetric(with-without, "ns/syscall-added")
 				if runs > 0 {
 					b.ReportMetric(float64(ns)/float64(runs), "bpf-ns/run")
-					b.ReportMetric(float64(runs)/n, "runs/syscall")
+					b.ReportMetric(float64(runs)/float64(n), "runs/syscall")
 				}
 			}
 		})

@@ -350,11 +350,13 @@ func writeOverheadLine(w io.Writer, e evidence.JVM, r *Report, prof asprof.Optio
 	}
 	if r.Overhead != nil && len(r.Overhead.Programs) > 0 {
 		var runs, ns uint64
+		var hooks []string
 		for _, p := range r.Overhead.Programs {
 			runs += p.RunCount
 			ns += p.RunTimeNs
+			hooks = append(hooks, p.Program)
 		}
-		fmt.Fprintf(w, "passive request count (eBPF, raw_syscalls): %d program runs, %s in total (%s of one CPU over the window)\n", runs, Nanos(float64(ns)), Percent(float64(ns)/float64(max(e.WindowNs, 1))))
+		fmt.Fprintf(w, "passive request count (eBPF on %s): %d program runs, %s in total (%s of one CPU over the window)\n", strings.Join(hooks, ", "), runs, Nanos(float64(ns)), Percent(float64(ns)/float64(max(e.WindowNs, 1))))
 	}
 	if r.Overhead != nil {
 		WriteRunCost(w, r.Overhead)

@@ -7,6 +7,7 @@
 package httpcount
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -18,8 +19,43 @@ import (
 	"github.com/perfscope/perfscope/probes"
 )
 
-// Hooks are the tracepoints this probe attaches to.
+// Hooks are the tracepoints this probe may attach to: the socket path's
+// pair, else the syscall path's.
 var Hooks = Spec.Hooks
+
+// The two ways the probe counts. The socket path runs one program per
+// socket send or receive (sock:sock_send_length/sock_recv_length, Linux
+// 6.3); the syscall path runs two per syscall of every task and makes
+// every syscall on the machine take the kernel's slow tracing path while
+// attached, several times the cost on a busy service (BENCHMARKS.md, "go:
+// requests/s lost under a fixed-rate load").
+var (
+	sockHooks    = required(Hooks[0], Hooks[1])
+	syscallHooks = required(Hooks[2], Hooks[3])
+)
+
+// required copies hooks with Optional off: on the path chosen, each one
+// must attach.
+func required(hooks ...probes.Hook) []probes.Hook {
+	out := make([]probes.Hook, len(hooks))
+	for i, h := range hooks {
+		h.Optional = false
+		out[i] = h
+	}
+	return out
+}
+
+// Path is how the probe counts.
+type Path string
+
+// The paths.
+const (
+	// PathAuto is the socket path where the kernel has it, else the
+	// syscall path.
+	PathAuto    Path = ""
+	PathSocket  Path = "sock"
+	PathSyscall Path = "syscalls"
+)
 
 // Options configure a probe.
 type Options struct {
@@ -32,6 +68,8 @@ type Options struct {
 	// ResponsesOnly skips request lines (no per-endpoint counts, and no
 	// work on the process's reads).
 	ResponsesOnly bool
+	// Path forces one way of counting (tests); PathAuto picks.
+	Path Path
 }
 
 // MaxPorts is the size of the probe's port table.
@@ -40,6 +78,8 @@ const MaxPorts = 64
 // Probe is a loaded and attached httpcount probe.
 type Probe struct {
 	probes.Loaded
+	// Path is how this probe counts.
+	Path Path
 }
 
 var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
@@ -100,11 +140,53 @@ func Open(opts Options) (*Probe, error) {
 		}
 		method = probes.MethodTracepoint
 	}
+	var p *Probe
+	var err error
+	switch {
+	case opts.Path == PathSocket && runtime.GOARCH != "amd64":
+		return nil, fmt.Errorf("httpcount: the socket path reads x86-64 registers: %w", probes.ErrNotSupported)
+	case opts.Path != PathAuto:
+		p, err = open(opts, method, opts.Path)
+	case runtime.GOARCH != "amd64":
+		p, err = open(opts, method, PathSyscall)
+	default:
+		// The socket tracepoints are missing before Linux 6.3: count
+		// from the syscalls there.
+		p, err = open(opts, method, PathSocket)
+		if err != nil && errors.Is(err, probes.ErrNotSupported) {
+			p, err = open(opts, method, PathSyscall)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	ports := p.Maps()["ports"]
+	for _, port := range opts.Ports {
+		if err := ports.Put(port, uint8(1)); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("httpcount: set port %d: %w", port, err)
+		}
+	}
+	return p, nil
+}
+
+// open loads the probe's programs of one path and attaches them.
+func open(opts Options, method probes.AttachMethod, path Path) (*Probe, error) {
 	spec, err := loadHttpcount()
 	if err != nil {
 		return nil, fmt.Errorf("load httpcount BPF spec: %w", err)
 	}
-	att, err := probes.LoadAndAttach(spec, Hooks, method, func(s *ebpf.CollectionSpec) error {
+	hooks, other := sockHooks, syscallHooks
+	if path == PathSyscall {
+		hooks, other = syscallHooks, sockHooks
+	}
+	probes.RemoveHookPrograms(spec, other...)
+	if path == PathSocket && opts.ResponsesOnly {
+		// No request lines: the receive hook has nothing to do.
+		probes.RemoveHookPrograms(spec, hooks[1])
+		hooks = hooks[:1]
+	}
+	att, err := probes.LoadAndAttach(spec, hooks, method, func(s *ebpf.CollectionSpec) error {
 		return probes.SetVariables(s, map[string]any{
 			"target_tgid":    uint32(opts.TGID),
 			"count_requests": !opts.ResponsesOnly,
@@ -119,25 +201,19 @@ func Open(opts Options) (*Probe, error) {
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("httpcount probe: %w", err)
+		return nil, fmt.Errorf("httpcount probe (%s): %w", path, err)
 	}
 	// The passive count stays exact (no hook groups): it is what the
 	// jvm command divides allocation by.
 	slots := map[string]uint32{
-		Hooks[0].String(): uint32(httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_ENTER),
-		Hooks[1].String(): uint32(httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_EXIT),
+		Hooks[0].String(): uint32(httpcountHttpcountHookHTTPCOUNT_HOOK_SOCK_SEND),
+		Hooks[1].String(): uint32(httpcountHttpcountHookHTTPCOUNT_HOOK_SOCK_RECV),
+		Hooks[2].String(): uint32(httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_ENTER),
+		Hooks[3].String(): uint32(httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_EXIT),
 	}
-	p := &Probe{Loaded: probes.NewLoaded(att, slots, func(v httpcountSelfCost) probes.SelfRuns {
+	return &Probe{Path: path, Loaded: probes.NewLoaded(att, slots, func(v httpcountSelfCost) probes.SelfRuns {
 		return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
-	})}
-	ports := p.Maps()["ports"]
-	for _, port := range opts.Ports {
-		if err := ports.Put(port, uint8(1)); err != nil {
-			p.Close()
-			return nil, fmt.Errorf("httpcount: set port %d: %w", port, err)
-		}
-	}
-	return p, nil
+	})}, nil
 }
 
 // methods names enum http_method.

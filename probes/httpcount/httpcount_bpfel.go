@@ -37,6 +37,8 @@ type httpcountHttpcountHook uint32
 const (
 	httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_ENTER httpcountHttpcountHook = 0
 	httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_EXIT  httpcountHttpcountHook = 1
+	httpcountHttpcountHookHTTPCOUNT_HOOK_SOCK_SEND httpcountHttpcountHook = 2
+	httpcountHttpcountHookHTTPCOUNT_HOOK_SOCK_RECV httpcountHttpcountHook = 3
 )
 
 type httpcountHttpcountLost uint32
@@ -90,30 +92,36 @@ type httpcountSelfCost struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	httpcountMapCarries       = "carries"
-	httpcountMapInflight      = "inflight"
-	httpcountMapLineScratch   = "line_scratch"
-	httpcountMapLost          = "lost"
-	httpcountMapPorts         = "ports"
-	httpcountMapRequests      = "requests"
-	httpcountMapResponses     = "responses"
-	httpcountMapSelfCosts     = "self_costs"
-	httpcountProgBtfSysEnter  = "btf_sys_enter"
-	httpcountProgBtfSysExit   = "btf_sys_exit"
-	httpcountProgRawSysEnter  = "raw_sys_enter"
-	httpcountProgRawSysExit   = "raw_sys_exit"
-	httpcountProgTpSysEnter   = "tp_sys_enter"
-	httpcountProgTpSysExit    = "tp_sys_exit"
-	httpcountVarCountRequests = "count_requests"
-	httpcountVarNrRead        = "nr_read"
-	httpcountVarNrReadv       = "nr_readv"
-	httpcountVarNrRecvfrom    = "nr_recvfrom"
-	httpcountVarNrRecvmsg     = "nr_recvmsg"
-	httpcountVarNrSendmsg     = "nr_sendmsg"
-	httpcountVarNrSendto      = "nr_sendto"
-	httpcountVarNrWrite       = "nr_write"
-	httpcountVarNrWritev      = "nr_writev"
-	httpcountVarTargetTgid    = "target_tgid"
+	httpcountMapCarries            = "carries"
+	httpcountMapInflight           = "inflight"
+	httpcountMapLineScratch        = "line_scratch"
+	httpcountMapLost               = "lost"
+	httpcountMapPorts              = "ports"
+	httpcountMapRequests           = "requests"
+	httpcountMapResponses          = "responses"
+	httpcountMapSelfCosts          = "self_costs"
+	httpcountProgBtfSockRecvLength = "btf_sock_recv_length"
+	httpcountProgBtfSockSendLength = "btf_sock_send_length"
+	httpcountProgBtfSysEnter       = "btf_sys_enter"
+	httpcountProgBtfSysExit        = "btf_sys_exit"
+	httpcountProgRawSockRecvLength = "raw_sock_recv_length"
+	httpcountProgRawSockSendLength = "raw_sock_send_length"
+	httpcountProgRawSysEnter       = "raw_sys_enter"
+	httpcountProgRawSysExit        = "raw_sys_exit"
+	httpcountProgTpSockRecvLength  = "tp_sock_recv_length"
+	httpcountProgTpSockSendLength  = "tp_sock_send_length"
+	httpcountProgTpSysEnter        = "tp_sys_enter"
+	httpcountProgTpSysExit         = "tp_sys_exit"
+	httpcountVarCountRequests      = "count_requests"
+	httpcountVarNrRead             = "nr_read"
+	httpcountVarNrReadv            = "nr_readv"
+	httpcountVarNrRecvfrom         = "nr_recvfrom"
+	httpcountVarNrRecvmsg          = "nr_recvmsg"
+	httpcountVarNrSendmsg          = "nr_sendmsg"
+	httpcountVarNrSendto           = "nr_sendto"
+	httpcountVarNrWrite            = "nr_write"
+	httpcountVarNrWritev           = "nr_writev"
+	httpcountVarTargetTgid         = "target_tgid"
 )
 
 // loadHttpcount returns the embedded CollectionSpec for httpcount.
@@ -158,12 +166,18 @@ type httpcountSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type httpcountProgramSpecs struct {
-	BtfSysEnter *ebpf.ProgramSpec `ebpf:"btf_sys_enter"`
-	BtfSysExit  *ebpf.ProgramSpec `ebpf:"btf_sys_exit"`
-	RawSysEnter *ebpf.ProgramSpec `ebpf:"raw_sys_enter"`
-	RawSysExit  *ebpf.ProgramSpec `ebpf:"raw_sys_exit"`
-	TpSysEnter  *ebpf.ProgramSpec `ebpf:"tp_sys_enter"`
-	TpSysExit   *ebpf.ProgramSpec `ebpf:"tp_sys_exit"`
+	BtfSockRecvLength *ebpf.ProgramSpec `ebpf:"btf_sock_recv_length"`
+	BtfSockSendLength *ebpf.ProgramSpec `ebpf:"btf_sock_send_length"`
+	BtfSysEnter       *ebpf.ProgramSpec `ebpf:"btf_sys_enter"`
+	BtfSysExit        *ebpf.ProgramSpec `ebpf:"btf_sys_exit"`
+	RawSockRecvLength *ebpf.ProgramSpec `ebpf:"raw_sock_recv_length"`
+	RawSockSendLength *ebpf.ProgramSpec `ebpf:"raw_sock_send_length"`
+	RawSysEnter       *ebpf.ProgramSpec `ebpf:"raw_sys_enter"`
+	RawSysExit        *ebpf.ProgramSpec `ebpf:"raw_sys_exit"`
+	TpSockRecvLength  *ebpf.ProgramSpec `ebpf:"tp_sock_recv_length"`
+	TpSockSendLength  *ebpf.ProgramSpec `ebpf:"tp_sock_send_length"`
+	TpSysEnter        *ebpf.ProgramSpec `ebpf:"tp_sys_enter"`
+	TpSysExit         *ebpf.ProgramSpec `ebpf:"tp_sys_exit"`
 }
 
 // httpcountMapSpecs contains maps before they are loaded into the kernel.
@@ -259,20 +273,32 @@ type httpcountVariables struct {
 //
 // It can be passed to loadHttpcountObjects or ebpf.CollectionSpec.LoadAndAssign.
 type httpcountPrograms struct {
-	BtfSysEnter *ebpf.Program `ebpf:"btf_sys_enter"`
-	BtfSysExit  *ebpf.Program `ebpf:"btf_sys_exit"`
-	RawSysEnter *ebpf.Program `ebpf:"raw_sys_enter"`
-	RawSysExit  *ebpf.Program `ebpf:"raw_sys_exit"`
-	TpSysEnter  *ebpf.Program `ebpf:"tp_sys_enter"`
-	TpSysExit   *ebpf.Program `ebpf:"tp_sys_exit"`
+	BtfSockRecvLength *ebpf.Program `ebpf:"btf_sock_recv_length"`
+	BtfSockSendLength *ebpf.Program `ebpf:"btf_sock_send_length"`
+	BtfSysEnter       *ebpf.Program `ebpf:"btf_sys_enter"`
+	BtfSysExit        *ebpf.Program `ebpf:"btf_sys_exit"`
+	RawSockRecvLength *ebpf.Program `ebpf:"raw_sock_recv_length"`
+	RawSockSendLength *ebpf.Program `ebpf:"raw_sock_send_length"`
+	RawSysEnter       *ebpf.Program `ebpf:"raw_sys_enter"`
+	RawSysExit        *ebpf.Program `ebpf:"raw_sys_exit"`
+	TpSockRecvLength  *ebpf.Program `ebpf:"tp_sock_recv_length"`
+	TpSockSendLength  *ebpf.Program `ebpf:"tp_sock_send_length"`
+	TpSysEnter        *ebpf.Program `ebpf:"tp_sys_enter"`
+	TpSysExit         *ebpf.Program `ebpf:"tp_sys_exit"`
 }
 
 func (p *httpcountPrograms) Close() error {
 	return _HttpcountClose(
+		p.BtfSockRecvLength,
+		p.BtfSockSendLength,
 		p.BtfSysEnter,
 		p.BtfSysExit,
+		p.RawSockRecvLength,
+		p.RawSockSendLength,
 		p.RawSysEnter,
 		p.RawSysExit,
+		p.TpSockRecvLength,
+		p.TpSockSendLength,
 		p.TpSysEnter,
 		p.TpSysExit,
 	)

@@ -52,12 +52,39 @@ func TestProbeCountsServedRequests(t *testing.T) {
 	counted := serve(t, mux)
 	uncounted := serve(t, mux)
 
-	for _, m := range probes.Methods {
-		t.Run(string(m), func(t *testing.T) {
+	// Both ways of counting, each with every attach method: the socket
+	// tracepoints (the default) and the syscalls (kernels before 6.3).
+	for _, path := range []Path{PathSocket, PathSyscall} {
+		for _, m := range probes.Methods {
+			t.Run(string(path)+"/"+string(m), func(t *testing.T) {
+				countServed(t, Options{Method: m, Path: path, TGID: os.Getpid(), Ports: []uint16{counted.port}}, counted, uncounted)
+			})
+		}
+	}
+	t.Run("auto", func(t *testing.T) {
+		p, err := Open(Options{TGID: os.Getpid(), Ports: []uint16{counted.port}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if p.Path != PathSocket {
+			t.Errorf("path %q on Linux 6.3 or later, want %q", p.Path, PathSocket)
+		}
+	})
+}
+
+// countServed opens the probe with opts, serves known requests and checks
+// what it counted, then that closing it leaves nothing behind.
+func countServed(t *testing.T, opts Options, counted, uncounted *server) {
+	{
+		{
 			beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
-			p, err := Open(Options{Method: m, TGID: os.Getpid(), Ports: []uint16{counted.port}})
+			p, err := Open(opts)
 			if err != nil {
 				t.Fatalf("open: %v", err)
+			}
+			if p.Path != opts.Path {
+				t.Errorf("path %q, want %q", p.Path, opts.Path)
 			}
 			first, err := p.Snapshot()
 			if err != nil {
@@ -129,7 +156,7 @@ func TestProbeCountsServedRequests(t *testing.T) {
 				t.Error(err)
 			}
 			testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps)
-		})
+		}
 	}
 }
 

@@ -7,7 +7,16 @@
  * an accepted connection keeps its listener's local port, while the
  * process's own outbound connections use ephemeral ports and are ignored.
  *
+ *   sock:sock_send_length / sock_recv_length (Linux 6.3 and later), else
  *   raw_syscalls:sys_enter / sys_exit
+ *
+ * The socket tracepoints fire once per socket send or receive, after it,
+ * with the socket and what it returned; the buffer is the syscall's own
+ * argument, read from the task's saved user registers. The raw_syscalls
+ * pair fires for every syscall of every task on the machine and makes
+ * every syscall take the kernel's slow tracing path while attached, so it
+ * is only the fallback for kernels without the socket tracepoints (and
+ * for a caller that asks for it).
  *
  * Write side (write, writev, sendto, sendmsg): a buffer that starts with
  * "HTTP/1." is a response start; its three status digits are kept. It is
@@ -63,7 +72,7 @@ const volatile __s64 nr_sendmsg = 46;
 /* Parse request lines on the read side (per-endpoint counts). */
 const volatile bool count_requests = true;
 
-enum { IPPROTO_TCP_ = 6, S_IFMT_ = 0170000, S_IFSOCK_ = 0140000 };
+enum { IPPROTO_TCP_ = 6, S_IFMT_ = 0170000, S_IFSOCK_ = 0140000, MSG_PEEK_ = 2 };
 enum { KIND_RESPONSE = 1, KIND_REQUEST = 2 };
 /* Bytes of a read looked at for the request line: the longest method
  * ("OPTIONS ") plus the target and a terminator. */
@@ -113,6 +122,14 @@ struct trace_event_raw_sys_exit___httpcount {
 	struct trace_entry ent;
 	long id;
 	long ret;
+} __attribute__((preserve_access_index));
+
+/* The record of sock:sock_send_length and sock_recv_length. */
+struct trace_event_raw_sock_msg_length___httpcount {
+	struct trace_entry ent;
+	void *sk;
+	int ret;
+	int flags;
 } __attribute__((preserve_access_index));
 
 /* User-space ABI structs (not kernel layouts: no CO-RE). */
@@ -209,6 +226,17 @@ static __always_inline void count_lost(enum httpcount_lost why)
 		(*n)++;
 }
 
+/* The counted local port of sk when it is a TCP socket, -1 otherwise. */
+static __always_inline int sk_port(struct sock *sk)
+{
+	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP_)
+		return -1;
+	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	if (!bpf_map_lookup_elem(&ports, &port))
+		return -1;
+	return port;
+}
+
 /* The counted local port of fd when it is a TCP socket, -1 otherwise;
  * *skp is the socket. */
 static __always_inline int socket_port(long fd, __u64 *skp)
@@ -227,12 +255,9 @@ static __always_inline int socket_port(long fd, __u64 *skp)
 		return -1;
 	struct socket___httpcount *sock = BPF_CORE_READ(file, private_data);
 	struct sock *sk = BPF_CORE_READ(sock, sk);
-	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP_)
-		return -1;
-	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	if (!bpf_map_lookup_elem(&ports, &port))
-		return -1;
-	*skp = (__u64)sk;
+	int port = sk_port(sk);
+	if (port >= 0)
+		*skp = (__u64)sk;
 	return port;
 }
 
@@ -255,20 +280,31 @@ static __always_inline __u64 msg_first_iov(__u64 msg)
 
 static __always_inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static __always_inline int on_write(__u64 pid_tgid, long fd, __u64 buf)
+/* Whether buf starts a response ("HTTP/1."), and its status code (0 when
+ * the three digits do not parse). */
+static __always_inline bool response_start(__u64 buf, __u16 *status)
 {
 	char head[12];
 	if (!buf || bpf_probe_read_user(head, sizeof(head), (void *)buf))
-		return 0;
+		return false;
 	if (head[0] != 'H' || head[1] != 'T' || head[2] != 'T' || head[3] != 'P' || head[4] != '/' || head[5] != '1' || head[6] != '.')
+		return false;
+	*status = 0;
+	if (head[8] == ' ' && is_digit(head[9]) && is_digit(head[10]) && is_digit(head[11]))
+		*status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
+	return true;
+}
+
+static __always_inline int on_write(__u64 pid_tgid, long fd, __u64 buf)
+{
+	__u16 status = 0;
+	if (!response_start(buf, &status))
 		return 0;
 	__u64 sk = 0;
 	int port = socket_port(fd, &sk);
 	if (port < 0)
 		return 0;
-	struct inflight in = { .kind = KIND_RESPONSE, .port = port };
-	if (head[8] == ' ' && is_digit(head[9]) && is_digit(head[10]) && is_digit(head[11]))
-		in.status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
+	struct inflight in = { .kind = KIND_RESPONSE, .port = port, .status = status };
 	if (bpf_map_update_elem(&inflight, &pid_tgid, &in, BPF_ANY))
 		count_lost(HTTPCOUNT_LOST_INFLIGHT);
 	return 0;
@@ -416,6 +452,24 @@ static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long 
 		count_lost(HTTPCOUNT_LOST_REQUEST);
 }
 
+static __always_inline void count_response(__u16 port, __u16 status)
+{
+	struct response_key key = { .port = port, .status = status };
+	__u64 *v = bpf_map_lookup_elem(&responses, &key);
+	if (v) {
+		(*v)++;
+		return;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(&responses, &key, &one, BPF_NOEXIST) == 0)
+		return;
+	v = bpf_map_lookup_elem(&responses, &key);
+	if (v)
+		(*v)++;
+	else
+		count_lost(HTTPCOUNT_LOST_RESPONSE);
+}
+
 static __always_inline int on_exit(long ret)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -435,20 +489,7 @@ static __always_inline int on_exit(long ret)
 		count_request(in.port, in.sk, in.buf, ret);
 		return 0;
 	}
-	struct response_key key = { .port = in.port, .status = in.status };
-	__u64 *v = bpf_map_lookup_elem(&responses, &key);
-	if (v) {
-		(*v)++;
-		return 0;
-	}
-	__u64 one = 1;
-	if (bpf_map_update_elem(&responses, &key, &one, BPF_NOEXIST) == 0)
-		return 0;
-	v = bpf_map_lookup_elem(&responses, &key);
-	if (v)
-		(*v)++;
-	else
-		count_lost(HTTPCOUNT_LOST_RESPONSE);
+	count_response(in.port, in.status);
 	return 0;
 }
 
@@ -524,3 +565,99 @@ static __always_inline int tp_sys_exit_body(struct trace_event_raw_sys_exit___ht
 }
 SEC("tracepoint/raw_syscalls/sys_exit")
 int tp_sys_exit(struct trace_event_raw_sys_exit___httpcount *ctx) { return SELF_COSTED(HTTPCOUNT_HOOK_SYS_EXIT, tp_sys_exit_body(ctx)); }
+
+/* The socket path: one program run per socket send or receive, after it. */
+
+/* The user buffer of the syscall the current task is in, read from its
+ * saved user registers: the buffer of write/sendto/read/recvfrom, the
+ * first of writev/readv/sendmsg/recvmsg; 0 for any other way in (sendfile,
+ * io_uring, a kernel socket), which is not looked at, as on the syscall
+ * path. */
+static __always_inline __u64 syscall_buf(bool send)
+{
+	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!regs)
+		return 0;
+	long id = BPF_CORE_READ(regs, orig_ax);
+	__u64 a1 = BPF_CORE_READ(regs, si);
+	if (send) {
+		if (id == nr_write || id == nr_sendto)
+			return a1;
+		if (id == nr_writev)
+			return first_iov(a1);
+		if (id == nr_sendmsg)
+			return msg_first_iov(a1);
+		return 0;
+	}
+	if (id == nr_read || id == nr_recvfrom)
+		return a1;
+	if (id == nr_readv)
+		return first_iov(a1);
+	if (id == nr_recvmsg)
+		return msg_first_iov(a1);
+	return 0;
+}
+
+/* A send that wrote something (ret > 0) and starts with a status line is a
+ * response: the same rule as the syscall path's entry/exit pair. */
+static __always_inline int sock_send(struct sock *sk, int ret)
+{
+	if (!ours() || ret <= 0)
+		return 0;
+	int port = sk_port(sk);
+	if (port < 0)
+		return 0;
+	__u16 status = 0;
+	if (!response_start(syscall_buf(true), &status))
+		return 0;
+	count_response(port, status);
+	return 0;
+}
+
+/* A receive that returned bytes into the buffer; a peek consumes nothing
+ * and is left alone (the data is read again). */
+static __always_inline int sock_recv(struct sock *sk, int ret, int flags)
+{
+	if (!ours() || !count_requests || (flags & MSG_PEEK_))
+		return 0;
+	int port = sk_port(sk);
+	if (port < 0)
+		return 0;
+	__u64 key = (__u64)sk;
+	if (ret == 0) {
+		/* The peer closed: nothing continues a carry. */
+		bpf_map_delete_elem(&carries, &key);
+		return 0;
+	}
+	if (ret < 0)
+		return 0;
+	__u64 buf = syscall_buf(false);
+	if (!buf)
+		return 0;
+	count_request(port, key, buf, ret);
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(btf_sock_send_length, struct sock *sk, int ret, int flags)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, sock_send(sk, ret)); }
+
+SEC("raw_tp/sock_send_length")
+int raw_sock_send_length(struct bpf_raw_tracepoint_args *ctx)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, sock_send((struct sock *)ctx->args[0], (int)ctx->args[1])); }
+
+SEC("tracepoint/sock/sock_send_length")
+int tp_sock_send_length(struct trace_event_raw_sock_msg_length___httpcount *ctx)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, sock_send((struct sock *)ctx->sk, ctx->ret)); }
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(btf_sock_recv_length, struct sock *sk, int ret, int flags)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, sock_recv(sk, ret, flags)); }
+
+SEC("raw_tp/sock_recv_length")
+int raw_sock_recv_length(struct bpf_raw_tracepoint_args *ctx)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, sock_recv((struct sock *)ctx->args[0], (int)ctx->args[1], (int)ctx->args[2])); }
+
+SEC("tracepoint/sock/sock_recv_length")
+int tp_sock_recv_length(struct trace_event_raw_sock_msg_length___httpcount *ctx)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, sock_recv((struct sock *)ctx->sk, ctx->ret, ctx->flags)); }

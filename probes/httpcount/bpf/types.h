@@ -48,6 +48,8 @@ enum httpcount_lost {
 enum httpcount_hook {
 	HTTPCOUNT_HOOK_SYS_ENTER,
 	HTTPCOUNT_HOOK_SYS_EXIT,
+	HTTPCOUNT_HOOK_SOCK_SEND,
+	HTTPCOUNT_HOOK_SOCK_RECV,
 };
 
 #endif
