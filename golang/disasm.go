@@ -28,6 +28,31 @@ func (b *Binary) instructions(fn Function, visit func(pc uint64, in x86asm.Inst)
 	return nil
 }
 
+// EmulatedProbe says whether a uprobe at pc in fn lands on a PUSH of a
+// register, an instruction the kernel's x86 uprobes can emulate instead
+// of stepping it out of line: one trap a hit instead of a breakpoint and a
+// single-step. A function's body in Go starts with PUSHQ BP after its stack
+// check; an indirect CALL (the call of Pool.New) is stepped.
+func (b *Binary) EmulatedProbe(fn Function, pc uint64) (bool, error) {
+	push := false
+	found := false
+	err := b.instructions(fn, func(at uint64, in x86asm.Inst) bool {
+		if at == pc {
+			found, push = true, in.Op == x86asm.PUSH && isReg(in.Args[0])
+		}
+		return at < pc
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("%s: no instruction starts at %#x", fn.Name, pc)
+	}
+	return push, err
+}
+
+func isReg(a x86asm.Arg) bool {
+	_, ok := a.(x86asm.Reg)
+	return ok
+}
+
 // ripTarget is the address a RIP-relative memory operand of in at pc
 // names, if it has one.
 func ripTarget(pc uint64, in x86asm.Inst) (uint64, bool) {

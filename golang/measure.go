@@ -84,6 +84,10 @@ type Targets struct {
 	// PoolsMissing says why the pool hooks are left out ("" when all
 	// three were found).
 	PoolsMissing string
+	// PoolEmulated says whether the Get and Put hooks land on an
+	// instruction the kernel emulates (Binary.EmulatedProbe): their trap
+	// costs what an emulated one does, else what a stepped one does.
+	PoolEmulated bool
 }
 
 // FindTargets resolves the functions the probe attaches to in b. The
@@ -97,6 +101,7 @@ func FindTargets(b *Binary) (Targets, error) {
 	t := Targets{Layout: l, Options: goalloc.Options{SizeArg: goalloc.ArgRegs[l.MallocSizeArg]}}
 	// Each hook goes after its function's stack check, where it fires
 	// once per call.
+	emulated := map[string]bool{}
 	offset := func(name string) (uint64, error) {
 		f, ok := b.Func(name)
 		if !ok {
@@ -105,6 +110,9 @@ func FindTargets(b *Binary) (Targets, error) {
 		at, err := b.BodyStart(f)
 		if err != nil {
 			return 0, err
+		}
+		if e, err := b.EmulatedProbe(f, at); err == nil && e {
+			emulated[name] = true
 		}
 		return b.FileOffset(at)
 	}
@@ -129,6 +137,7 @@ func FindTargets(b *Binary) (Targets, error) {
 	} else {
 		missing = append(missing, err.Error())
 	}
+	t.PoolEmulated = t.Options.PoolGet != 0 && t.Options.PoolPut != 0 && emulated["sync.(*Pool).Get"] && emulated["sync.(*Pool).Put"]
 	if t.Options.PoolGet != 0 {
 		if at, err := b.PoolNewCall(); err != nil {
 			missing = append(missing, "the call of New in sync.(*Pool).Get: "+err.Error())
@@ -197,7 +206,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	}
 	selfFirst, _ := probe.SelfCosts()
 	if !o.NoPools && !o.ExactPools {
-		trapCost() // measured once, before the window: the guard's cost model
+		trapCosts() // measured once, before the window: the guard's cost model
 	}
 	if o.Started != nil {
 		o.Started()
@@ -212,10 +221,10 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	var guardErr error
 	var guardDone sync.WaitGroup
 	if probe.Attached(goalloc.HookPoolGet) || probe.Attached(goalloc.HookPoolPut) {
-		guard = &poolGuard{hooks: probe, budget: o.PoolBudget, trapNs: UprobeTrapNs, exact: o.ExactPools,
+		guard = &poolGuard{hooks: probe, budget: o.PoolBudget, trapNs: UprobeTrapNs, newTrapNs: UprobeTrapNs, exact: o.ExactPools,
 			cpu: func() (time.Duration, error) { return threadCPU(o.FS, o.PID) }}
 		if !o.ExactPools {
-			guard.setTrap()
+			guard.setTrap(targets.PoolEmulated)
 		}
 		if guard.budget <= 0 {
 			guard.budget = DefaultPoolBudget

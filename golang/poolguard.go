@@ -2,7 +2,6 @@ package golang
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -93,8 +92,10 @@ type poolGuard struct {
 	hooks  poolHooks
 	cpu    func() (time.Duration, error) // the program's CPU time so far
 	budget float64
-	trapNs float64
-	// trapNote says where trapNs came from.
+	// trapNs is what a Get or Put hook's trap costs, newTrapNs what the
+	// New call's does (stepped out of line: an indirect call).
+	trapNs, newTrapNs float64
+	// trapNote says where they came from.
 	trapNote string
 	// exact keeps the hooks attached whatever they cost (--exact-pools).
 	exact bool
@@ -105,6 +106,7 @@ type poolGuard struct {
 	periods  []poolPeriodCounts
 	detached int // times the guard took the hooks off
 	calls    uint64
+	newCalls uint64 // of calls, those of New (a miss)
 	cpuOn    time.Duration
 	costNs   float64 // the programs' own time per hit, self-timed
 	fraction float64 // the current share of time attached
@@ -148,6 +150,7 @@ func (g *poolGuard) run(ctx context.Context) error {
 		g.periods = append(g.periods, poolPeriodCounts{on: span, counts: d, samples: ref1 - min(ref0, ref1)})
 		for _, c := range d {
 			g.calls += c.Gets + c.Puts + c.News
+			g.newCalls += c.News
 		}
 		if cpuErr == nil && cpuErr1 == nil {
 			g.cpuOn += cpu1 - cpu0
@@ -191,13 +194,24 @@ func (g *poolGuard) run(ctx context.Context) error {
 	}
 }
 
+// costPerCall is the mean cost of a hook's hit: the programs' own time
+// and the trap, stepped for New's calls, emulated or stepped for Get and
+// Put's (setTrap).
+func (g *poolGuard) costPerCall() float64 {
+	if g.calls == 0 {
+		return g.costNs + g.trapNs
+	}
+	news := float64(min(g.newCalls, g.calls))
+	return g.costNs + (g.trapNs*(float64(g.calls)-news)+g.newTrapNs*news)/float64(g.calls)
+}
+
 // costShare is what the hooks cost the program while attached: hits ×
 // (self-timed time per run + the trap) over its CPU time then.
 func (g *poolGuard) costShare() float64 {
 	if g.calls == 0 {
 		return 0
 	}
-	cost := float64(g.calls) * (g.costNs + g.trapNs)
+	cost := g.costPerCall() * float64(g.calls)
 	if g.cpuOn <= 0 {
 		return math.Inf(1)
 	}
@@ -402,7 +416,7 @@ func (g *poolGuard) sampling(window time.Duration) *evidence.GoPoolSampling {
 		on += p.on
 	}
 	s := &evidence.GoPoolSampling{Mode: "exact", OnNs: int64(on), Periods: len(g.periods),
-		BudgetShare: g.budget, CostShare: g.costShare(), CostPerCallNs: g.costNs + g.trapNs}
+		BudgetShare: g.budget, CostShare: g.costShare(), CostPerCallNs: g.costPerCall()}
 	if math.IsInf(s.CostShare, 0) {
 		s.CostShare = 0
 	}
@@ -457,59 +471,105 @@ func threadCPU(fs FS, pid int) (time.Duration, error) {
 	return time.Duration(sum), nil
 }
 
-// setTrap sets the uprobe trap's cost per hit: measured on this machine
-// once per process, else UprobeTrapNs.
-func (g *poolGuard) setTrap() {
-	ns, err := trapCost()
+// setTrap sets the uprobe traps' cost per hit, measured on this machine
+// once per process, else UprobeTrapNs: Get and Put pay an emulated trap
+// when their hooks land on an instruction the kernel emulates (emulated),
+// else a stepped one, as the call of New always does.
+func (g *poolGuard) setTrap(emulated bool) {
+	t, err := trapCosts()
 	switch {
 	case err != nil:
-		g.trapNs, g.trapNote = UprobeTrapNs, fmt.Sprintf("the uprobe trap's cost could not be measured here (%v): %.1f µs assumed", err, UprobeTrapNs/1e3)
-	case ns <= 0:
-		g.trapNs, g.trapNote = UprobeTrapNs, fmt.Sprintf("the uprobe trap timed at nothing here: %.1f µs assumed", UprobeTrapNs/1e3)
-	default:
-		g.trapNs, g.trapNote = ns, fmt.Sprintf("a uprobe trap measured at %.1f µs on this machine", ns/1e3)
+		g.trapNs, g.newTrapNs = UprobeTrapNs, UprobeTrapNs
+		g.trapNote = fmt.Sprintf("the uprobe trap's cost could not be measured here (%v): %.1f µs assumed", err, UprobeTrapNs/1e3)
+		return
+	case t.stepped <= 0:
+		g.trapNs, g.newTrapNs = UprobeTrapNs, UprobeTrapNs
+		g.trapNote = fmt.Sprintf("the uprobe trap timed at nothing here: %.1f µs assumed", UprobeTrapNs/1e3)
+		return
 	}
+	g.trapNs, g.newTrapNs = t.stepped, t.stepped
+	kind := "stepped out of line"
+	if emulated && t.emulated > 0 {
+		g.trapNs, kind = t.emulated, "emulated"
+	}
+	g.trapNote = fmt.Sprintf("uprobe traps measured on this machine: %.1f µs stepped out of line, %.1f µs emulated; Get and Put's hooks are %s, New's stepped",
+		t.stepped/1e3, max(t.emulated, 0)/1e3, kind)
 }
 
-// trapTarget is the function MeasureUprobeTrap hooks in perfscope itself.
+// trapTarget is the function measureUprobeTraps hooks in perfscope itself
+// where the kernel steps the probed instruction out of line (a leaf: its
+// body starts with an XOR).
 //
 //go:noinline
 func trapTarget(x int) int { return x ^ 1 }
 
+// trapFramed is the function it hooks where the probed instruction is
+// emulated: a function with a frame, whose body starts with PUSHQ BP after
+// its stack check, as sync.Pool's Get and Put do.
+//
+//go:noinline
+func trapFramed(x int) int { return trapTarget(x) + 2 }
+
 var trapSink int
 
-// trapCost is MeasureUprobeTrap's result, measured once per process.
-var trapCost = sync.OnceValues(measureUprobeTrap)
+// trapTimes are the two kinds of uprobe trap, in nanoseconds a hit.
+type trapTimes struct{ stepped, emulated float64 }
 
-// measureUprobeTrap times what a uprobe hit costs on this machine (a
-// virtual machine's trap can cost several times a bare host's): a uprobe
-// on trapTarget in perfscope's own binary, found through its function
-// table as any Go program's, 5,000 calls with and without it (best of 3).
-func measureUprobeTrap() (float64, error) {
+// trapCosts is measureUprobeTraps' result, measured once per process.
+var trapCosts = sync.OnceValues(measureUprobeTraps)
+
+// measureUprobeTraps times what a uprobe hit costs on this machine (a
+// virtual machine's trap can cost several times a bare host's), for each
+// kind: a uprobe on trapTarget (stepped) and on trapFramed (emulated where
+// the kernel emulates a push; where it does not, the two times agree) in perfscope's own binary, found through its function table
+// as any Go program's, 5,000 calls with and without it (best of 3). An
+// emulated time that cannot be measured is -1: Get and Put are then
+// charged the stepped one.
+func measureUprobeTraps() (trapTimes, error) {
+	t := trapTimes{emulated: -1}
 	proc, err := OpenProcess(FS{}, os.Getpid())
 	if err != nil {
-		return 0, err
+		return t, err
 	}
 	defer proc.Close()
-	f, ok := proc.Binary.Func("github.com/perfscope/perfscope/golang.trapTarget")
-	if !ok {
-		return 0, errors.New("golang.trapTarget is not in perfscope's function table")
+	probeAt := func(name string, call func(n int)) (float64, bool, error) {
+		f, ok := proc.Binary.Func("github.com/perfscope/perfscope/golang." + name)
+		if !ok {
+			return 0, false, fmt.Errorf("golang.%s is not in perfscope's function table", name)
+		}
+		at, err := proc.Binary.BodyStart(f)
+		if err != nil {
+			return 0, false, err
+		}
+		emulated, err := proc.Binary.EmulatedProbe(f, at)
+		if err != nil {
+			return 0, false, err
+		}
+		off, err := proc.Binary.FileOffset(at)
+		if err != nil {
+			return 0, false, err
+		}
+		d, err := goalloc.MeasureTrap(proc.Exe, off, call, 5000, 3)
+		return float64(d), emulated, err
 	}
-	at, err := proc.Binary.BodyStart(f)
-	if err != nil {
-		return 0, err
-	}
-	off, err := proc.Binary.FileOffset(at)
-	if err != nil {
-		return 0, err
-	}
-	d, err := goalloc.MeasureTrap(proc.Exe, off, func(n int) {
+	stepped, _, err := probeAt("trapTarget", func(n int) {
 		for i := 0; i < n; i++ {
 			trapSink = trapTarget(trapSink)
 		}
-	}, 5000, 3)
+	})
 	if err != nil {
-		return 0, err
+		return t, err
 	}
-	return float64(d), nil
+	t.stepped = stepped
+	// The emulated kind is timed only where trapFramed's hook really lands
+	// on a push; the call of trapTarget inside it is the same with and
+	// without the hook.
+	if emulated, push, err := probeAt("trapFramed", func(n int) {
+		for i := 0; i < n; i++ {
+			trapSink = trapFramed(trapSink)
+		}
+	}); err == nil && push && emulated > 0 {
+		t.emulated = emulated
+	}
+	return t, nil
 }

@@ -94,18 +94,22 @@ func hasWarning(ws []string, prefix string) bool {
 	return false
 }
 
-// The uprobe trap's cost is measured on the machine: a uprobe in
+// The uprobe traps' cost is measured on the machine: uprobes in
 // perfscope's own (here the test's) binary, found through its function
-// table, fires and costs something.
+// table, fire and cost something, on a stepped instruction and on a push;
+// the push's hook lands where sync.Pool's Get and Put hooks do.
 func TestMeasureUprobeTrap(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
-	ns, err := measureUprobeTrap()
+	times, err := measureUprobeTraps()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ns <= 0 {
-		t.Fatalf("a uprobe hit timed at %.0f ns: the probe did not fire", ns)
+	if times.stepped <= 0 {
+		t.Fatalf("a stepped uprobe hit timed at %.0f ns: the probe did not fire", times.stepped)
 	}
-	t.Logf("a uprobe hit costs %.2f µs here", ns/1e3)
+	if times.emulated <= 0 {
+		t.Fatalf("a uprobe hit on trapFramed's push timed at %.0f ns: its body does not start with a push, or the probe did not fire", times.emulated)
+	}
+	t.Logf("a uprobe hit costs %.2f µs stepped, %.2f µs on a push", times.stepped/1e3, times.emulated/1e3)
 }
