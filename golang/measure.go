@@ -569,7 +569,7 @@ func (o *Options) requestCounts(ctx context.Context, window time.Duration, res *
 		if err != nil {
 			why += "; the passive HTTP count could not be read: " + err.Error()
 		} else {
-			why += "; the passive HTTP count saw no HTTP/1.x response (" + rc.Note + "); TLS and HTTP/2 are not visible to it: pass --requests-from URL"
+			why += "; the passive HTTP count saw no HTTP/1.x or h2c response (" + rc.Note + "); TLS (HTTP/2 over TLS included) is not visible to it: pass --requests-from URL"
 		}
 	} else if c.passiveWhy != "" {
 		why += "; " + c.passiveWhy

@@ -15,7 +15,7 @@ var Spec = spec.Part{Name: "goalloc", Probe: true, Recipe: true, Section: spec.S
 	}, spec.LoadOptions, []spec.Option{
 		{Name: "requests_from", Domain: spec.Domain{Kind: spec.KindURL}, Doc: "count requests from this Prometheus/OpenMetrics endpoint, summed over the window (URL#metric names the counter)"},
 		{Name: "requests_metric", Domain: spec.Domain{Kind: spec.KindString}, Doc: "the request counter of requests_from (empty: the known ones in order)"},
-		{Name: "count", Domain: spec.Domain{Kind: spec.KindEnum, Values: spec.PassiveModes}, Default: "auto", Doc: "passive HTTP/1.x request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off"},
+		{Name: "count", Domain: spec.Domain{Kind: spec.KindEnum, Values: spec.PassiveModes}, Default: "auto", Doc: "passive HTTP/1.x and h2c request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off"},
 		{Name: "http_ports", Domain: spec.Domain{Kind: spec.KindPorts}, Doc: "listening TCP ports the passive count watches (empty: all of the program's)"},
 		{Name: "pools", Domain: spec.Domain{Kind: spec.KindEnum, Values: []string{"auto", "exact", "off"}}, Default: "auto", Doc: "sync.Pool hooks: auto (attached for part of the window when they cost the program over 0.5 % of its CPU; counts then estimated, with bounds), exact (attached the whole window) or off"},
 		{Name: "top", Domain: spec.Domain{Kind: spec.KindInt, Min: spec.Bound(1), Max: spec.Bound(1000)}, Default: int64(DefaultTopSites), Doc: "allocation sites to keep"},

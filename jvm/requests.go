@@ -149,7 +149,11 @@ func (p *passiveCounter) End(context.Context) (RequestCounts, error) {
 	if err != nil {
 		return RequestCounts{}, err
 	}
-	return passiveCounts(last.Sub(p.first), p.ports), nil
+	c := passiveCounts(last.Sub(p.first), p.ports)
+	if p.probe.Fallback != "" {
+		c.Note += "; " + p.probe.Fallback
+	}
+	return c, nil
 }
 
 func (p *passiveCounter) Close() { p.probe.Close() }
@@ -184,14 +188,33 @@ func passiveCounts(d httpcount.Snapshot, ports []uint16) RequestCounts {
 		c.Endpoints = append(c.Endpoints, EndpointCount{Method: k[0], Endpoint: k[1], Requests: n})
 	}
 	sortEndpointCounts(c.Endpoints)
+	var h2 int64
+	for _, n := range d.H2Responses {
+		h2 += int64(n)
+	}
+	if h2 > 0 {
+		// HTTP/2's status is HPACK-encoded: the streams are counted, not
+		// their status.
+		c.StatusClasses["http2"] += h2
+		c.Total += h2
+	}
 	lost := d.Lost.Responses + d.Lost.Inflight
-	c.Note = fmt.Sprintf("HTTP/1.x response starts written on TCP port %s, counted in the kernel", joinPorts(ports))
+	c.Note = fmt.Sprintf("HTTP/1.x response starts and HTTP/2 (h2c) streams ended, written on TCP port %s, counted in the kernel", joinPorts(ports))
+	if h2 > 0 {
+		c.Note += fmt.Sprintf("; %d of them HTTP/2 (status and endpoint not read)", h2)
+	}
+	if d.Lost.H2Unparsed > 0 {
+		// The responses such a write ended are unknown: counted in the
+		// uncertainty as one each, a lower bound.
+		lost += d.Lost.H2Unparsed
+		c.Note += fmt.Sprintf("; %d writes on HTTP/2 connections not fully parsed (the responses they ended are not counted)", d.Lost.H2Unparsed)
+	}
 	if interim > 0 {
 		c.Note += fmt.Sprintf("; %d interim 1xx responses not counted as requests", interim)
 	}
 	if c.Total > 0 {
 		c.Uncertainty = (float64(lost) + 1) / float64(c.Total)
-		if lines < c.Total {
+		if lines < c.Total-h2 {
 			c.Note += fmt.Sprintf("; %d request lines seen for the per-endpoint split (pipelined or split reads are not parsed)", lines)
 		}
 	}

@@ -186,6 +186,24 @@ func TestPassiveCounts(t *testing.T) {
 	}
 }
 
+// HTTP/2 streams the server ended are requests too, counted without a
+// status; writes whose frames were not all walked widen the uncertainty
+// and are said.
+func TestPassiveCountsHTTP2(t *testing.T) {
+	d := httpcount.Snapshot{
+		Responses:   map[httpcount.Response]uint64{{Port: 50051, Status: 200}: 10},
+		H2Responses: map[uint16]uint64{50051: 990},
+		Lost:        httpcount.Lost{H2Unparsed: 4},
+	}
+	c := passiveCounts(d, []uint16{50051})
+	if c.Total != 1000 || c.StatusClasses["http2"] != 990 || c.StatusClasses["2xx"] != 10 || c.Uncertainty != 0.005 {
+		t.Errorf("%+v", c)
+	}
+	if !strings.Contains(c.Note, "990 of them HTTP/2") || !strings.Contains(c.Note, "4 writes on HTTP/2 connections not fully parsed") {
+		t.Errorf("note %q", c.Note)
+	}
+}
+
 // A user count for a window cut short is scaled to what was measured,
 // and said so; the load counts each answered request once.
 func TestRequestCountsScaleAndLoad(t *testing.T) {

@@ -153,7 +153,7 @@ func (o *Options) requestCounts(window time.Duration, res *Result, cs *counters)
 	why := "no request count: no --load, --requests or --requests-from"
 	switch {
 	case cs.passiveCount != nil:
-		why += "; the passive HTTP count saw no HTTP/1.x response from the JVM (" + cs.passiveCount.Note + "); TLS and HTTP/2 are not visible to it: pass --requests-from URL"
+		why += "; the passive HTTP count saw no HTTP/1.x or h2c response from the JVM (" + cs.passiveCount.Note + "); TLS (HTTP/2 over TLS included) is not visible to it: pass --requests-from URL"
 	case cs.passiveWhy != "":
 		why += "; " + cs.passiveWhy
 	}

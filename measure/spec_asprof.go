@@ -21,7 +21,7 @@ var AsyncProfilerSpec = spec.Part{Name: "async-profiler", Recipe: true, Section:
 		{Name: "requests_metric", Domain: spec.Domain{Kind: spec.KindString}, Doc: "the request counter of requests_from (empty: the known ones in order)"},
 		{Name: "requests_match", Domain: spec.Domain{Kind: spec.KindList}, Doc: "keep requests_from series whose LABEL=REGEX, or drop them with LABEL!=REGEX (default drops uri=/actuator.*)"},
 		{Name: "mappings", Domain: spec.Domain{Kind: spec.KindURL}, Doc: "Spring Boot Actuator's /actuator/mappings, to join handlers to endpoints (empty: beside an Actuator requests_from)"},
-		{Name: "count", Domain: spec.Domain{Kind: spec.KindEnum, Values: spec.PassiveModes}, Default: "auto", Doc: "passive HTTP/1.x request count from the JVM's socket writes (eBPF): auto (when nothing else counts), on (also as a cross-check; fail without it) or off"},
+		{Name: "count", Domain: spec.Domain{Kind: spec.KindEnum, Values: spec.PassiveModes}, Default: "auto", Doc: "passive HTTP/1.x and h2c request count from the JVM's socket writes (eBPF): auto (when nothing else counts), on (also as a cross-check; fail without it) or off"},
 		{Name: "http_ports", Domain: spec.Domain{Kind: spec.KindPorts}, Doc: "listening TCP ports the passive count watches (empty: all of the JVM's)"},
 		{Name: "request_threads", Domain: spec.Domain{Kind: spec.KindString}, Doc: "thread names (regex) that serve requests, beside the known pools"},
 		{Name: "handler_frames", Domain: spec.Domain{Kind: spec.KindString}, Doc: "frames (regex on dotted names) that are request handlers, instead of the outermost application frame under a known dispatcher"},

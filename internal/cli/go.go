@@ -86,8 +86,8 @@ The window is --duration, or a fixed-count HTTP load perfscope drives itself
 with --load. Without --load the requests are counted from --requests N (what
 you sent during the window), from a Prometheus endpoint the service exposes
 (--requests-from URL, or URL#metric), or passively from the program's own
-HTTP/1.x responses on its listening ports (eBPF; TLS and HTTP/2 are not
-visible to it). Without any count, bytes per request are reported as
+HTTP/1.x and h2c (HTTP/2 without TLS, gRPC included) responses on its
+listening ports (eBPF; TLS is not visible to it). Without any count, bytes per request are reported as
 unknown, never as zero.
 
 Every probe is a uprobe on the program's binary (never a uretprobe: Go moves
@@ -120,7 +120,7 @@ was measured until then is reported with a warning.`,
 	o.loadFlags.register(f)
 	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint, summed over the window; URL#metric names the counter")
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
-	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off")
+	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x and h2c request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off")
 	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the program's)")
 	f.BoolVar(&o.NoPools, "no-pools", false, "leave sync.Pool's Get and Put unprobed")
 	f.BoolVar(&o.ExactPools, "exact-pools", false, "keep the sync.Pool hooks attached the whole window whatever they cost (default: over 0.5 % of the program's CPU they are attached for part of it and the counts are estimated, with bounds)")

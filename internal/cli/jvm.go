@@ -90,8 +90,8 @@ The window is --duration, or a fixed-count HTTP load perfscope drives
 itself with --load. Without --load the requests the JVM served are counted
 without touching it: from a metrics endpoint it already exposes
 (--requests-from, e.g. Spring Boot Actuator's Prometheus endpoint; any
-protocol, TLS included), or passively from its own HTTP/1.x socket writes
-on its listening ports (eBPF, root); --requests N overrides both. Without
+protocol, TLS included), or passively from its own HTTP/1.x and h2c
+socket writes on its listening ports (eBPF, root); --requests N overrides both. Without
 any count, bytes per request are reported as unknown, never as zero.
 Allocation is split by request handler (per endpoint, with the logging
 share) and between request-serving threads and background threads.
@@ -159,7 +159,7 @@ perfscope still runs is left alone (exit 3).`,
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
 	f.StringArrayVar(&o.RequestsMatch, "requests-match", nil, "keep --requests-from series whose LABEL=REGEX, or drop them with LABEL!=REGEX (repeatable; default drops uri=/actuator.*)")
 	f.StringVar(&o.Mappings, "mappings", "", "Spring Boot Actuator's /actuator/mappings, to join handlers to endpoints (default: beside an Actuator --requests-from)")
-	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x request count from the JVM's socket writes (eBPF): auto (when nothing else counts), on (also as a cross-check; fail without it) or off")
+	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x and h2c request count from the JVM's socket writes (eBPF): auto (when nothing else counts), on (also as a cross-check; fail without it) or off")
 	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the JVM's)")
 	f.StringVar(&o.RequestThreads, "request-threads", "", "thread names (regex) that serve requests, beside the known pools (http-nio-*, http-epoll-*, reactor-http-*, qtp*, XNIO-*)")
 	f.StringVar(&o.HandlerFrames, "handler-frames", "", "frames (regex on dotted names) that are request handlers, instead of the outermost application frame under a known dispatcher")

@@ -1,9 +1,10 @@
 // Package httpcount counts, in the kernel, the HTTP/1.x responses one
 // process wrote on the accepted connections of its listening ports, by
-// status code, and the request lines it read, by method and path — a
-// passive request count for a service taking real traffic, without an agent
-// in the process or packet capture. See bpf/httpcount.bpf.c for what is and
-// is not visible (TLS and HTTP/2 are not).
+// status code, the HTTP/2 responses it ended over h2c (gRPC included), and
+// the HTTP/1 request lines it read, by method and path — a passive request
+// count for a service taking real traffic, without an agent in the process
+// or packet capture. See bpf/httpcount.bpf.c for what is and is not
+// visible (TLS is not).
 package httpcount
 
 import (
@@ -80,6 +81,10 @@ type Probe struct {
 	probes.Loaded
 	// Path is how this probe counts.
 	Path Path
+	// Fallback says why the socket path did not load when the probe chose
+	// the syscall path itself ("" otherwise): every syscall on the machine
+	// pays while it is attached.
+	Fallback string
 }
 
 var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
@@ -109,6 +114,11 @@ type Lost struct {
 	Inflight uint64
 	// Reads: a request buffer could not be read (paged out).
 	Reads uint64
+	// H2Unparsed: writes on HTTP/2 connections whose frames were not all
+	// walked (more frames than a write's bound, a frame header that did
+	// not parse, frames past a vectored write's first buffer, a
+	// connection's state lost): responses they ended were not counted.
+	H2Unparsed uint64
 }
 
 // Snapshot holds cumulative counts since the probe attached.
@@ -116,7 +126,11 @@ type Snapshot struct {
 	Taken     time.Time
 	Responses map[Response]uint64
 	Requests  map[Request]uint64
-	Lost      Lost
+	// H2Responses counts HTTP/2 (h2c, gRPC) responses by local port: the
+	// streams the server ended (END_STREAM on a client's stream). Their
+	// status is not read (it is HPACK-encoded).
+	H2Responses map[uint16]uint64
+	Lost        Lost
 }
 
 // Open loads the probe's BPF object and attaches it.
@@ -154,7 +168,11 @@ func Open(opts Options) (*Probe, error) {
 		// from the syscalls there.
 		p, err = open(opts, method, PathSocket)
 		if err != nil && errors.Is(err, probes.ErrNotSupported) {
+			why, _, _ := strings.Cut(err.Error(), "\n")
 			p, err = open(opts, method, PathSyscall)
+			if err == nil {
+				p.Fallback = fmt.Sprintf("counted on the syscall tracepoints, which slow every syscall on the machine while attached: the socket tracepoints (Linux 6.3) did not load (%s)", why)
+			}
 		}
 	}
 	if err != nil {
@@ -263,7 +281,7 @@ func foldDigits(path string) string {
 
 // Snapshot reads the cumulative counts.
 func (p *Probe) Snapshot() (Snapshot, error) {
-	s := Snapshot{Taken: time.Now(), Responses: map[Response]uint64{}, Requests: map[Request]uint64{}}
+	s := Snapshot{Taken: time.Now(), Responses: map[Response]uint64{}, Requests: map[Request]uint64{}, H2Responses: map[uint16]uint64{}}
 	maps := p.Maps()
 	resp, err := probes.ReadPerCPUHash[httpcountResponseKey, uint64](maps["responses"])
 	if err != nil {
@@ -284,22 +302,37 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 			s.Requests[key] += n
 		}
 	}
+	h2, err := probes.ReadPerCPUHash[uint16, uint64](maps["h2_responses"])
+	if err != nil {
+		return s, err
+	}
+	for port, perCPU := range h2 {
+		for _, n := range perCPU {
+			s.H2Responses[port] += n
+		}
+	}
 	lost, err := probes.SumPerCPUCounters(maps["lost"], int(httpcountHttpcountLostHTTPCOUNT_LOST_REASONS))
 	if err != nil {
 		return s, err
 	}
 	s.Lost = Lost{
-		Responses: lost[httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE],
-		Requests:  lost[httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST],
-		Inflight:  lost[httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT],
-		Reads:     lost[httpcountHttpcountLostHTTPCOUNT_LOST_READ],
+		Responses:  lost[httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE],
+		Requests:   lost[httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST],
+		Inflight:   lost[httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT],
+		Reads:      lost[httpcountHttpcountLostHTTPCOUNT_LOST_READ],
+		H2Unparsed: lost[httpcountHttpcountLostHTTPCOUNT_LOST_H2UNPARSED],
 	}
 	return s, nil
 }
 
 // Sub returns the counts between prev and s.
 func (s Snapshot) Sub(prev Snapshot) Snapshot {
-	d := Snapshot{Taken: s.Taken, Responses: map[Response]uint64{}, Requests: map[Request]uint64{}}
+	d := Snapshot{Taken: s.Taken, Responses: map[Response]uint64{}, Requests: map[Request]uint64{}, H2Responses: map[uint16]uint64{}}
+	for k, n := range s.H2Responses {
+		if n > prev.H2Responses[k] {
+			d.H2Responses[k] = n - prev.H2Responses[k]
+		}
+	}
 	for k, n := range s.Responses {
 		if n > prev.Responses[k] {
 			d.Responses[k] = n - prev.Responses[k]
@@ -311,19 +344,23 @@ func (s Snapshot) Sub(prev Snapshot) Snapshot {
 		}
 	}
 	d.Lost = Lost{
-		Responses: s.Lost.Responses - prev.Lost.Responses,
-		Requests:  s.Lost.Requests - prev.Lost.Requests,
-		Inflight:  s.Lost.Inflight - prev.Lost.Inflight,
-		Reads:     s.Lost.Reads - prev.Lost.Reads,
+		Responses:  s.Lost.Responses - prev.Lost.Responses,
+		Requests:   s.Lost.Requests - prev.Lost.Requests,
+		Inflight:   s.Lost.Inflight - prev.Lost.Inflight,
+		Reads:      s.Lost.Reads - prev.Lost.Reads,
+		H2Unparsed: s.Lost.H2Unparsed - prev.Lost.H2Unparsed,
 	}
 	return d
 }
 
-// Final returns the responses that end a request: every status but the
-// interim 1xx (100 Continue precedes the real response on the same
-// request).
+// Final returns the responses that end a request: every HTTP/1 status but
+// the interim 1xx (100 Continue precedes the real response on the same
+// request), and every HTTP/2 stream the server ended.
 func (s Snapshot) Final() uint64 {
 	var n uint64
+	for _, c := range s.H2Responses {
+		n += c
+	}
 	for k, c := range s.Responses {
 		if k.Status < 100 || k.Status >= 200 {
 			n += c

@@ -19,6 +19,16 @@ type httpcountCarry struct {
 	Bytes [7]int8
 }
 
+type httpcountH2conn struct {
+	_    structs.HostLayout
+	Skip uint32
+	Peer uint32
+	Hlen uint8
+	H1   uint8
+	Hdr  [16]uint8
+	Pad  [2]uint8
+}
+
 type httpcountHttpMethod uint32
 
 const (
@@ -44,21 +54,22 @@ const (
 type httpcountHttpcountLost uint32
 
 const (
-	httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE httpcountHttpcountLost = 0
-	httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST  httpcountHttpcountLost = 1
-	httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT httpcountHttpcountLost = 2
-	httpcountHttpcountLostHTTPCOUNT_LOST_READ     httpcountHttpcountLost = 3
-	httpcountHttpcountLostHTTPCOUNT_LOST_REASONS  httpcountHttpcountLost = 4
+	httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE   httpcountHttpcountLost = 0
+	httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST    httpcountHttpcountLost = 1
+	httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT   httpcountHttpcountLost = 2
+	httpcountHttpcountLostHTTPCOUNT_LOST_READ       httpcountHttpcountLost = 3
+	httpcountHttpcountLostHTTPCOUNT_LOST_H2UNPARSED httpcountHttpcountLost = 4
+	httpcountHttpcountLostHTTPCOUNT_LOST_REASONS    httpcountHttpcountLost = 5
 )
 
 type httpcountInflight struct {
-	_      structs.HostLayout
-	Buf    uint64
-	Sk     uint64
-	Port   uint16
-	Status uint16
-	Kind   uint8
-	Pad    [3]uint8
+	_    structs.HostLayout
+	Buf  uint64
+	Sk   uint64
+	Len  uint32
+	Port uint16
+	Kind uint8
+	Pad  uint8
 }
 
 type httpcountLineBuf struct {
@@ -93,6 +104,8 @@ type httpcountSelfCost struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	httpcountMapCarries            = "carries"
+	httpcountMapH2Responses        = "h2_responses"
+	httpcountMapH2conns            = "h2conns"
 	httpcountMapInflight           = "inflight"
 	httpcountMapLineScratch        = "line_scratch"
 	httpcountMapLost               = "lost"
@@ -185,6 +198,8 @@ type httpcountProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type httpcountMapSpecs struct {
 	Carries     *ebpf.MapSpec `ebpf:"carries"`
+	H2Responses *ebpf.MapSpec `ebpf:"h2_responses"`
+	H2conns     *ebpf.MapSpec `ebpf:"h2conns"`
 	Inflight    *ebpf.MapSpec `ebpf:"inflight"`
 	LineScratch *ebpf.MapSpec `ebpf:"line_scratch"`
 	Lost        *ebpf.MapSpec `ebpf:"lost"`
@@ -231,6 +246,8 @@ func (o *httpcountObjects) Close() error {
 // It can be passed to loadHttpcountObjects or ebpf.CollectionSpec.LoadAndAssign.
 type httpcountMaps struct {
 	Carries     *ebpf.Map `ebpf:"carries"`
+	H2Responses *ebpf.Map `ebpf:"h2_responses"`
+	H2conns     *ebpf.Map `ebpf:"h2conns"`
 	Inflight    *ebpf.Map `ebpf:"inflight"`
 	LineScratch *ebpf.Map `ebpf:"line_scratch"`
 	Lost        *ebpf.Map `ebpf:"lost"`
@@ -243,6 +260,8 @@ type httpcountMaps struct {
 func (m *httpcountMaps) Close() error {
 	return _HttpcountClose(
 		m.Carries,
+		m.H2Responses,
+		m.H2conns,
 		m.Inflight,
 		m.LineScratch,
 		m.Lost,

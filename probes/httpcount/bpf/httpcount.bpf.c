@@ -148,11 +148,11 @@ struct user_msghdr_head {
 /* A syscall between entry and exit. */
 struct inflight {
 	__u64 buf;
-	__u64 sk; /* reads: the socket, which keys its carry */
+	__u64 sk; /* the socket: keys a read's carry, a write's HTTP/2 state */
+	__u32 len; /* the bytes at buf: the first iovec's, or ~0 for one buffer */
 	__u16 port;
-	__u16 status;
 	__u8 kind;
-	__u8 pad[3];
+	__u8 pad;
 };
 
 struct {
@@ -261,50 +261,312 @@ static __always_inline int socket_port(long fd, __u64 *skp)
 	return port;
 }
 
-/* The first buffer of a vectored call: iov[0].iov_base. */
-static __always_inline __u64 first_iov(__u64 iov)
+/* The first buffer of a vectored call: iov[0].iov_base, and its length
+ * in *len when len is not 0. */
+static __always_inline __u64 first_iov(__u64 iov, __u32 *len)
 {
 	struct user_iovec v = {};
 	if (!iov || bpf_probe_read_user(&v, sizeof(v), (void *)iov))
 		return 0;
+	if (len)
+		*len = v.len > 0xffffffffULL ? 0xffffffff : (__u32)v.len;
 	return v.base;
 }
 
-static __always_inline __u64 msg_first_iov(__u64 msg)
+static __always_inline __u64 msg_first_iov(__u64 msg, __u32 *len)
 {
 	struct user_msghdr_head h = {};
 	if (!msg || bpf_probe_read_user(&h, sizeof(h), (void *)msg))
 		return 0;
-	return first_iov(h.iov);
+	return first_iov(h.iov, len);
 }
 
 static __always_inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* Whether buf starts a response ("HTTP/1."), and its status code (0 when
- * the three digits do not parse). */
-static __always_inline bool response_start(__u64 buf, __u16 *status)
+/* One more count in a per-CPU hash of counters; lost when it is full. */
+static __always_inline void count_in(void *map, void *key)
 {
-	char head[12];
-	if (!buf || bpf_probe_read_user(head, sizeof(head), (void *)buf))
+	__u64 *v = bpf_map_lookup_elem(map, key);
+	if (v) {
+		(*v)++;
+		return;
+	}
+	__u64 one = 1;
+	if (bpf_map_update_elem(map, key, &one, BPF_NOEXIST) == 0)
+		return;
+	v = bpf_map_lookup_elem(map, key);
+	if (v)
+		(*v)++;
+	else
+		count_lost(HTTPCOUNT_LOST_RESPONSE);
+}
+
+/*
+ * HTTP/2 without TLS (h2c, and gRPC over it). A server's bytes are frames,
+ * each a 9-byte header (24-bit length, type, flags, reserved bit and 31-bit
+ * stream id) and its payload. Every response ends exactly once with
+ * END_STREAM (flag 0x1) on a DATA (type 0) or HEADERS (type 1) frame of a
+ * client-initiated (odd) stream: those are counted. RST_STREAM ends a
+ * stream without a response (a refused or cancelled request) and is not
+ * counted; pushed responses (even streams) are not requests.
+ *
+ * Frames span writes, so each connection carries the bytes of the current
+ * frame still to come before the next header (skip), or the first bytes of
+ * a header a write split (hdr). A connection is recognised as HTTP/2 by the
+ * server's first SETTINGS frame starting a write, or — for connections
+ * older than the probe — by a write starting with a response HEADERS frame
+ * (END_HEADERS, odd stream) or a PING/WINDOW_UPDATE/SETTINGS frame of the
+ * connection. A connection that wrote an HTTP/1 response is never looked
+ * at as HTTP/2 (until a 101 Switching Protocols).
+ */
+enum {
+	H2_HEADER = 9,
+	H2_MAX_FRAMES = 128, /* frames walked per write */
+	H2_DATA = 0,
+	H2_HEADERS = 1,
+	H2_SETTINGS = 4,
+	H2_PING = 6,
+	H2_WINDOW_UPDATE = 8,
+	H2_MAX_TYPE = 16, /* PRIORITY_UPDATE, the highest type registered */
+	H2_END_STREAM = 0x1,
+	H2_END_HEADERS = 0x4,
+};
+
+struct h2conn {
+	__u32 skip; /* payload bytes of the current frame still to come */
+	__u32 peer; /* the peer's address and port: a reused socket is a new connection */
+	__u8 hlen;  /* bytes of a split frame header kept in hdr */
+	__u8 h1;    /* an HTTP/1 connection */
+	__u8 hdr[16];
+	__u8 pad[2];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct h2conn);
+} h2conns SEC(".maps");
+
+/* HTTP/2 responses ended, by local port. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u16);
+	__type(value, __u64);
+} h2_responses SEC(".maps");
+
+struct sock_common___httpcount {
+	__u32 skc_daddr;
+	__u16 skc_dport;
+} __attribute__((preserve_access_index));
+
+struct sock___httpcount {
+	struct sock_common___httpcount __sk_common;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u32 peer_of(__u64 sk)
+{
+	struct sock___httpcount *s = (void *)sk;
+	return BPF_CORE_READ(s, __sk_common.skc_daddr) ^ ((__u32)BPF_CORE_READ(s, __sk_common.skc_dport) << 16);
+}
+
+struct h2frame {
+	__u32 len;
+	__u32 stream;
+	__u8 type;
+	__u8 flags;
+	bool reserved;
+};
+
+static __always_inline struct h2frame h2_parse(const __u8 *h)
+{
+	struct h2frame f = {
+		.len = ((__u32)h[0] << 16) | ((__u32)h[1] << 8) | h[2],
+		.type = h[3],
+		.flags = h[4],
+		.reserved = (h[5] & 0x80) != 0,
+		.stream = ((__u32)(h[5] & 0x7f) << 24) | ((__u32)h[6] << 16) | ((__u32)h[7] << 8) | h[8],
+	};
+	return f;
+}
+
+/* A frame a server's write can start with on an HTTP/2 connection seen
+ * for the first time. */
+static __always_inline bool h2_first(struct h2frame f)
+{
+	if (f.reserved)
 		return false;
-	if (head[0] != 'H' || head[1] != 'T' || head[2] != 'T' || head[3] != 'P' || head[4] != '/' || head[5] != '1' || head[6] != '.')
+	if (f.type == H2_SETTINGS)
+		return f.stream == 0 && ((f.flags == 0 && f.len % 6 == 0 && f.len <= 6 * 16) || (f.flags == 1 && f.len == 0));
+	if (f.type == H2_HEADERS)
+		return (f.stream & 1) && (f.flags & H2_END_HEADERS) && !(f.flags & ~0x2d) && f.len > 0 && f.len <= 16384;
+	if (f.type == H2_PING)
+		return f.stream == 0 && f.len == 8 && f.flags <= 1;
+	if (f.type == H2_WINDOW_UPDATE)
+		return f.len == 4 && f.flags == 0;
+	return false;
+}
+
+/* Counts a frame; false when it cannot be a frame (the walk lost its
+ * place). */
+static __always_inline bool h2_frame(struct h2frame f, __u16 port)
+{
+	if (f.reserved || f.type > H2_MAX_TYPE || ((f.type == H2_DATA || f.type == H2_HEADERS) && f.stream == 0))
 		return false;
-	*status = 0;
-	if (head[8] == ' ' && is_digit(head[9]) && is_digit(head[10]) && is_digit(head[11]))
-		*status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
+	if ((f.type == H2_DATA || f.type == H2_HEADERS) && (f.flags & H2_END_STREAM) && (f.stream & 1))
+		count_in(&h2_responses, &port);
 	return true;
 }
 
-static __always_inline int on_write(__u64 pid_tgid, long fd, __u64 buf)
+/* Walks the frames of n bytes written at buf, from the connection's carry;
+ * leaves the carry for the next write. */
+static __always_inline void h2_walk(struct h2conn *c, __u64 sk, __u16 port, __u64 buf, __u64 n)
 {
-	__u16 status = 0;
-	if (!response_start(buf, &status))
+	__u64 pos = c->skip;
+	__u32 hlen = c->hlen;
+	if (hlen > 0) {
+		/* A header split by the previous write: its rest starts here. */
+		hlen &= 7;
+		__u32 need = H2_HEADER - hlen;
+		if (n < need) {
+			__u32 m = (__u32)n & 7;
+			if (m && bpf_probe_read_user(c->hdr + hlen, m, (void *)buf))
+				goto lost;
+			c->hlen = hlen + m;
+			return;
+		}
+		if (bpf_probe_read_user(c->hdr + hlen, need & 15, (void *)buf))
+			goto lost;
+		struct h2frame f = h2_parse(c->hdr);
+		if (!h2_frame(f, port))
+			goto lost;
+		pos = need + f.len;
+		c->hlen = 0;
+	}
+	for (int i = 0; i < H2_MAX_FRAMES; i++) {
+		if (pos >= n) {
+			c->skip = pos - n;
+			c->hlen = 0;
+			return;
+		}
+		if (pos + H2_HEADER > n) {
+			/* The write ends inside a header: keep its first bytes. */
+			__u32 m = (__u32)(n - pos) & 7;
+			if (m && bpf_probe_read_user(c->hdr, m, (void *)(buf + pos)))
+				goto lost;
+			c->skip = 0;
+			c->hlen = m;
+			return;
+		}
+		__u8 h[H2_HEADER];
+		if (bpf_probe_read_user(h, sizeof(h), (void *)(buf + pos)))
+			goto lost;
+		struct h2frame f = h2_parse(h);
+		if (!h2_frame(f, port))
+			goto lost;
+		pos += H2_HEADER + (__u64)f.len;
+	}
+	if (pos >= n) {
+		c->skip = pos - n;
+		c->hlen = 0;
+		return;
+	}
+lost:
+	/* Where the next frame starts is unknown: forget the connection
+	 * until a write starts at a frame again. */
+	count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
+	bpf_map_delete_elem(&h2conns, &sk);
+}
+
+static __always_inline bool is_http1(const char *h)
+{
+	return h[0] == 'H' && h[1] == 'T' && h[2] == 'T' && h[3] == 'P' && h[4] == '/' && h[5] == '1' && h[6] == '.';
+}
+
+/* n bytes a process wrote at buf on a counted socket. A global function:
+ * the verifier checks it once, on its own, rather than inlined into each
+ * hook with the hook's state (the HTTP/2 frame walk is most of the
+ * program; inlined into the socket path's send hook it went over the
+ * verifier's million instructions). */
+__attribute__((noinline)) int on_buffer(__u16 port, __u64 sk, __u64 buf, __u64 n)
+{
+	char head[12] = {};
+	if (n == 0 || bpf_probe_read_user(head, n < sizeof(head) ? (n & 15) : sizeof(head), (void *)buf))
+		return 0;
+	__u32 peer = peer_of(sk);
+	struct h2conn *c = bpf_map_lookup_elem(&h2conns, &sk);
+	if (c && c->peer != peer) {
+		bpf_map_delete_elem(&h2conns, &sk);
+		c = 0;
+	}
+	if (c && !c->h1) {
+		h2_walk(c, sk, port, buf, n);
+		return 0;
+	}
+	if (is_http1(head)) {
+		struct response_key key = { .port = port };
+		if (head[8] == ' ' && is_digit(head[9]) && is_digit(head[10]) && is_digit(head[11]))
+			key.status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
+		count_in(&responses, &key);
+		if (key.status == 101) {
+			/* Switching protocols (to h2c): the next write may be HTTP/2. */
+			if (c)
+				bpf_map_delete_elem(&h2conns, &sk);
+		} else if (!c) {
+			struct h2conn h1 = { .peer = peer, .h1 = 1 };
+			bpf_map_update_elem(&h2conns, &sk, &h1, BPF_ANY);
+		}
+		return 0;
+	}
+	if (c || n < H2_HEADER || !h2_first(h2_parse((const __u8 *)head)))
+		return 0;
+	struct h2conn fresh = { .peer = peer };
+	if (bpf_map_update_elem(&h2conns, &sk, &fresh, BPF_ANY)) {
+		count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
+		return 0;
+	}
+	c = bpf_map_lookup_elem(&h2conns, &sk);
+	if (c)
+		h2_walk(c, sk, port, buf, n);
+	return 0;
+}
+
+/* The frames of an HTTP/2 connection continued past the buffer the probe
+ * sees (a vectored write's first iovec): where the next frame starts is
+ * unknown, so the connection is forgotten until a write starts at a frame
+ * again, and the write is counted as not parsed. */
+static __always_inline void h2_past_buffer(__u64 sk)
+{
+	struct h2conn *c = bpf_map_lookup_elem(&h2conns, &sk);
+	if (c && !c->h1) {
+		count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
+		bpf_map_delete_elem(&h2conns, &sk);
+	}
+}
+
+/* written bytes a process wrote on a counted socket, of which the first
+ * len are at buf (the rest in a vectored write's later iovecs): an HTTP/1
+ * response start, or HTTP/2 frames. */
+static __always_inline void on_written(__u16 port, __u64 sk, __u64 buf, __u64 written, __u32 len)
+{
+	__u64 n = written < len ? written : len;
+	on_buffer(port, sk, buf, n);
+	if (written > n)
+		h2_past_buffer(sk);
+}
+
+/* A write on a counted socket is remembered at entry (the buffer) and
+ * looked at on exit, when the bytes it wrote are known. */
+static __always_inline int on_write(__u64 pid_tgid, long fd, __u64 buf, __u32 len)
+{
+	if (!buf)
 		return 0;
 	__u64 sk = 0;
 	int port = socket_port(fd, &sk);
 	if (port < 0)
 		return 0;
-	struct inflight in = { .kind = KIND_RESPONSE, .port = port, .status = status };
+	struct inflight in = { .kind = KIND_RESPONSE, .port = port, .buf = buf, .sk = sk, .len = len };
 	if (bpf_map_update_elem(&inflight, &pid_tgid, &in, BPF_ANY))
 		count_lost(HTTPCOUNT_LOST_INFLIGHT);
 	return 0;
@@ -327,20 +589,25 @@ static __always_inline int on_read(__u64 pid_tgid, long fd, __u64 buf)
 static __always_inline int on_enter(long id, __u64 a0, __u64 a1)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 len = 0xffffffff;
 	if (id == nr_write || id == nr_sendto)
-		return on_write(pid_tgid, (long)a0, a1);
-	if (id == nr_writev)
-		return on_write(pid_tgid, (long)a0, first_iov(a1));
-	if (id == nr_sendmsg)
-		return on_write(pid_tgid, (long)a0, msg_first_iov(a1));
+		return on_write(pid_tgid, (long)a0, a1, len);
+	if (id == nr_writev) {
+		__u64 buf = first_iov(a1, &len);
+		return on_write(pid_tgid, (long)a0, buf, len);
+	}
+	if (id == nr_sendmsg) {
+		__u64 buf = msg_first_iov(a1, &len);
+		return on_write(pid_tgid, (long)a0, buf, len);
+	}
 	if (!count_requests)
 		return 0;
 	if (id == nr_read || id == nr_recvfrom)
 		return on_read(pid_tgid, (long)a0, a1);
 	if (id == nr_readv)
-		return on_read(pid_tgid, (long)a0, first_iov(a1));
+		return on_read(pid_tgid, (long)a0, first_iov(a1, 0));
 	if (id == nr_recvmsg)
-		return on_read(pid_tgid, (long)a0, msg_first_iov(a1));
+		return on_read(pid_tgid, (long)a0, msg_first_iov(a1, 0));
 	return 0;
 }
 
@@ -452,24 +719,6 @@ static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long 
 		count_lost(HTTPCOUNT_LOST_REQUEST);
 }
 
-static __always_inline void count_response(__u16 port, __u16 status)
-{
-	struct response_key key = { .port = port, .status = status };
-	__u64 *v = bpf_map_lookup_elem(&responses, &key);
-	if (v) {
-		(*v)++;
-		return;
-	}
-	__u64 one = 1;
-	if (bpf_map_update_elem(&responses, &key, &one, BPF_NOEXIST) == 0)
-		return;
-	v = bpf_map_lookup_elem(&responses, &key);
-	if (v)
-		(*v)++;
-	else
-		count_lost(HTTPCOUNT_LOST_RESPONSE);
-}
-
 static __always_inline int on_exit(long ret)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -489,7 +738,7 @@ static __always_inline int on_exit(long ret)
 		count_request(in.port, in.sk, in.buf, ret);
 		return 0;
 	}
-	count_response(in.port, in.status);
+	on_written(in.port, in.sk, in.buf, (__u64)ret, in.len);
 	return 0;
 }
 
@@ -573,7 +822,7 @@ int tp_sys_exit(struct trace_event_raw_sys_exit___httpcount *ctx) { return SELF_
  * first of writev/readv/sendmsg/recvmsg; 0 for any other way in (sendfile,
  * io_uring, a kernel socket), which is not looked at, as on the syscall
  * path. */
-static __always_inline __u64 syscall_buf(bool send)
+static __always_inline __u64 syscall_buf(bool send, __u32 *len)
 {
 	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	if (!regs)
@@ -584,22 +833,22 @@ static __always_inline __u64 syscall_buf(bool send)
 		if (id == nr_write || id == nr_sendto)
 			return a1;
 		if (id == nr_writev)
-			return first_iov(a1);
+			return first_iov(a1, len);
 		if (id == nr_sendmsg)
-			return msg_first_iov(a1);
+			return msg_first_iov(a1, len);
 		return 0;
 	}
 	if (id == nr_read || id == nr_recvfrom)
 		return a1;
 	if (id == nr_readv)
-		return first_iov(a1);
+		return first_iov(a1, 0);
 	if (id == nr_recvmsg)
-		return msg_first_iov(a1);
+		return msg_first_iov(a1, 0);
 	return 0;
 }
 
-/* A send that wrote something (ret > 0) and starts with a status line is a
- * response: the same rule as the syscall path's entry/exit pair. */
+/* A send that wrote something (ret > 0): an HTTP/1 response start or
+ * HTTP/2 frames, the same rules as the syscall path's entry/exit pair. */
 static __always_inline int sock_send(struct sock *sk, int ret)
 {
 	if (!ours() || ret <= 0)
@@ -607,10 +856,11 @@ static __always_inline int sock_send(struct sock *sk, int ret)
 	int port = sk_port(sk);
 	if (port < 0)
 		return 0;
-	__u16 status = 0;
-	if (!response_start(syscall_buf(true), &status))
+	__u32 len = 0xffffffff;
+	__u64 buf = syscall_buf(true, &len);
+	if (!buf)
 		return 0;
-	count_response(port, status);
+	on_written(port, (__u64)sk, buf, (__u64)ret, len);
 	return 0;
 }
 
@@ -631,16 +881,27 @@ static __always_inline int sock_recv(struct sock *sk, int ret, int flags)
 	}
 	if (ret < 0)
 		return 0;
-	__u64 buf = syscall_buf(false);
+	__u64 buf = syscall_buf(false, 0);
 	if (!buf)
 		return 0;
 	count_request(port, key, buf, ret);
 	return 0;
 }
 
+/* tp_btf's socket argument is a trusted pointer, which the global
+ * on_buffer may not be passed: the programs take its value as a number,
+ * read with bpf_probe_read_kernel (and read the socket through CO-RE, as on
+ * the other attach methods). */
+static __always_inline struct sock *btf_sock_arg(__u64 *ctx)
+{
+	__u64 sk = 0;
+	bpf_probe_read_kernel(&sk, sizeof(sk), &ctx[0]);
+	return (struct sock *)sk;
+}
+
 SEC("tp_btf/sock_send_length")
-int BPF_PROG(btf_sock_send_length, struct sock *sk, int ret, int flags)
-{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, sock_send(sk, ret)); }
+int btf_sock_send_length(__u64 *ctx)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, sock_send(btf_sock_arg(ctx), (int)ctx[1])); }
 
 SEC("raw_tp/sock_send_length")
 int raw_sock_send_length(struct bpf_raw_tracepoint_args *ctx)
@@ -651,8 +912,8 @@ int tp_sock_send_length(struct trace_event_raw_sock_msg_length___httpcount *ctx)
 { return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, sock_send((struct sock *)ctx->sk, ctx->ret)); }
 
 SEC("tp_btf/sock_recv_length")
-int BPF_PROG(btf_sock_recv_length, struct sock *sk, int ret, int flags)
-{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, sock_recv(sk, ret, flags)); }
+int btf_sock_recv_length(__u64 *ctx)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, sock_recv(btf_sock_arg(ctx), (int)ctx[1], (int)ctx[2])); }
 
 SEC("raw_tp/sock_recv_length")
 int raw_sock_recv_length(struct bpf_raw_tracepoint_args *ctx)

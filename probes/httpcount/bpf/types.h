@@ -41,7 +41,12 @@ enum httpcount_lost {
 	HTTPCOUNT_LOST_REQUEST = 1,  /* the requests map was full */
 	HTTPCOUNT_LOST_INFLIGHT = 2, /* a syscall could not be remembered between enter and exit */
 	HTTPCOUNT_LOST_READ = 3,     /* user memory could not be read (paged out) */
-	HTTPCOUNT_LOST_REASONS = 4,
+	/* a write on an HTTP/2 connection whose frames were not all walked:
+	 * the frame bound, a frame header that did not parse, frames past the
+	 * first iovec of a vectored write, or the connection's state lost (its
+	 * map full) */
+	HTTPCOUNT_LOST_H2_UNPARSED = 4,
+	HTTPCOUNT_LOST_REASONS = 5,
 };
 
 /* Slots of self_cost (selfcost.h), one per hook. */
