@@ -38,6 +38,9 @@ type Config struct {
 	Env []string
 	// Pprof serves net/http/pprof's handlers under /debug/pprof/.
 	Pprof bool
+	// H2C also serves HTTP/2 without TLS (a service built with Go 1.24
+	// or later).
+	H2C bool
 }
 
 // Start runs the service at path on a loopback port and waits until it
@@ -52,6 +55,9 @@ func Start(ctx context.Context, path string, c Config) (*Server, error) {
 	}
 	if c.Pprof {
 		args = append(args, "-pprof")
+	}
+	if c.H2C {
+		args = append(args, "-h2c")
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Env = append(cleanEnv(), c.Env...)

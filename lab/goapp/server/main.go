@@ -132,6 +132,7 @@ func main() {
 	flag.IntVar(&size, "size", 4096, "bytes per buffer")
 	rate := flag.Int("memprofilerate", 0, "runtime.MemProfileRate to set (0: keep the runtime's)")
 	pprofOn := flag.Bool("pprof", false, "serve net/http/pprof's handlers under /debug/pprof/ (not with -tags noprofile)")
+	h2c := flag.Bool("h2c", false, "also serve HTTP/2 without TLS on the port (prior knowledge; Go 1.24 and later)")
 	flag.Parse()
 	if *rate > 0 {
 		runtime.MemProfileRate = *rate
@@ -158,7 +159,7 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("listening on %s\n", ln.Addr())
-	if err := http.Serve(ln, mux); err != nil {
+	if err := serve(ln, mux, *h2c); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
