@@ -21,6 +21,19 @@
 
 enum { PERFSCOPE_IPPROTO_UDP = 17 };
 
+/* udp_port_in for a socket already known to be UDP: its protocol is not
+ * read again. */
+static __always_inline int udp_local_port_in(const struct sock *sk, __u32 netns, __u16 port, const bool direct)
+{
+	__u16 local = READ(direct, sk, __sk_common.skc_num);
+	if (port && local != port)
+		return -1;
+	struct net *net = READ(direct, sk, __sk_common.skc_net.net);
+	if (READ(direct, net, ns.inum) != netns)
+		return -1;
+	return local;
+}
+
 /* The local port of sk when it is a UDP socket of network namespace netns
  * (net->ns.inum) and, when port is not 0, bound to that port; -1 otherwise.
  * The cheapest test comes first: most sockets that reach a tracepoint are
@@ -29,13 +42,7 @@ static __always_inline int udp_port_in(const struct sock *sk, __u32 netns, __u16
 {
 	if (READ(direct, sk, sk_protocol) != PERFSCOPE_IPPROTO_UDP)
 		return -1;
-	__u16 local = READ(direct, sk, __sk_common.skc_num);
-	if (port && local != port)
-		return -1;
-	struct net *net = READ(direct, sk, __sk_common.skc_net.net);
-	if (READ(direct, net, ns.inum) != netns)
-		return -1;
-	return local;
+	return udp_local_port_in(sk, netns, port, direct);
 }
 
 #endif /* PERFSCOPE_ACCESS_H */

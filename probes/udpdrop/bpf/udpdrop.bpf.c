@@ -159,11 +159,13 @@ static __always_inline void count_port(__u16 port, __u16 family, enum udpdrop_ki
 	count(&port_drops, &key, UDPDROP_LOST_PORT);
 }
 
-static __always_inline void count_sock(const struct sock *sk, enum udpdrop_kind kind, __u32 reason, const bool direct)
+/* A drop on a UDP socket; udp says its protocol was read already (the
+ * kfree_skb handler reads it to tell UDP from TCP). */
+static __always_inline void count_sock(const struct sock *sk, enum udpdrop_kind kind, __u32 reason, const bool udp, const bool direct)
 {
 	if (!sk)
 		return;
-	int port = udp_port_in(sk, target_netns, target_port, direct);
+	int port = udp ? udp_local_port_in(sk, target_netns, target_port, direct) : udp_port_in(sk, target_netns, target_port, direct);
 	if (port >= 0)
 		count_port(port, READ(direct, sk, __sk_common.skc_family), kind, reason, PERFSCOPE_IPPROTO_UDP);
 }
@@ -187,7 +189,7 @@ static __always_inline void on_sock_drop(const struct sock *sk, __u32 reason, co
 {
 	__u16 proto = READ(direct, sk, sk_protocol);
 	if (proto == PERFSCOPE_IPPROTO_UDP) {
-		count_sock(sk, UDPDROP_KFREE_SKB, reason, direct);
+		count_sock(sk, UDPDROP_KFREE_SKB, reason, true, direct);
 		return;
 	}
 	__u16 family = READ(direct, sk, __sk_common.skc_family);
@@ -256,7 +258,7 @@ static __always_inline int on_kfree_skb(const struct sk_buff *skb, __u32 reason,
  * pointers, since the verifier types context slots from the prototype. */
 static __always_inline int on_fail_queue(struct sock *sk, int rc, const bool direct)
 {
-	count_sock(sk, UDPDROP_FAIL_QUEUE_RCV, (__u32)-rc, direct);
+	count_sock(sk, UDPDROP_FAIL_QUEUE_RCV, (__u32)-rc, false, direct);
 	return 0;
 }
 SEC("tp_btf/udp_fail_queue_rcv_skb")
