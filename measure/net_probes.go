@@ -66,8 +66,16 @@ func (p *snapshotPart[S, P]) Probes() []probes.Probe {
 	return []probes.Probe{p.probe}
 }
 
-// Begin implements Part.
+// Begin implements Part. Without a budget (cov nil, set before Begin)
+// nothing detaches the probe's hooks between two windows of one session
+// (perfscope serve --exact): the window starts from the last one's closing
+// reading, so the events counted while serve assembled the last window
+// belong to this one, not to none. Under a budget a sampled group's
+// estimate covers its window's own time, and the window starts afresh.
 func (p *snapshotPart[S, P]) Begin(context.Context) error {
+	if p.cov == nil && p.carryOver() {
+		return nil
+	}
 	var err error
 	p.lastOK = false
 	if p.opened() {

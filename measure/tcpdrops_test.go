@@ -1,9 +1,11 @@
 package measure
 
 import (
+	"context"
 	"testing"
 
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/udpdrop"
 )
@@ -46,5 +48,56 @@ func TestDropsSplitTCPFromUDP(t *testing.T) {
 	p.Add(&udpSec)
 	if len(udpSec.ByPort) != 1 || udpSec.ByPort[0].Port != 5353 || udpSec.ByPort[0].Count != 9 {
 		t.Errorf("UDP drops = %+v, want port 5353's 9 only", udpSec.ByPort)
+	}
+}
+
+// countingDrops is a drop probe whose one TCP row the test counts.
+type countingDrops struct {
+	namedDrops
+	n *uint64
+}
+
+func (c countingDrops) Snapshot() (udpdrop.Snapshot, error) {
+	key := udpdrop.PortKey{Port: 7, Family: 2, Kind: udpdrop.KfreeSkb, Reason: 3, Proto: udpdrop.ProtoTCP}
+	return udpdrop.Snapshot{Ports: map[udpdrop.PortKey]uint64{key: *c.n}, Reasons: map[uint32]uint64{3: *c.n}}, nil
+}
+
+// Window after window on one session without a budget (perfscope serve
+// --exact), the drops counted between two windows belong to the next:
+// the windows add up to what the probe counted. Under a budget each
+// window starts afresh (its sampled estimate covers its own time).
+func TestDropWindowsAddUp(t *testing.T) {
+	for _, budgeted := range []bool{false, true} {
+		var n uint64
+		p := NewDrops(DropOptions{})
+		p.probe = countingDrops{n: &n}
+		var sum uint64
+		for w := 0; w < 3; w++ {
+			if budgeted {
+				p.SetCoverage(&budget.Coverage{})
+			} else {
+				p.SetCoverage(nil)
+			}
+			if err := p.Begin(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			n += 5
+			if err := p.End(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			var sec evidence.TCPDropSection
+			p.AddTCP(&sec)
+			for _, r := range sec.ByPort {
+				sum += r.Count
+			}
+			n += 100 // between the windows: serve judging and rendering
+		}
+		want := uint64(3*5 + 2*100)
+		if budgeted {
+			want = 15
+		}
+		if sum != want {
+			t.Errorf("budget %v: three windows counted %d drops, want %d (the probe counted %d)", budgeted, sum, want, n-100)
+		}
 	}
 }
