@@ -209,6 +209,11 @@ func passiveCounts(d httpcount.Snapshot, ports []uint16) RequestCounts {
 		lost += d.Lost.H2Unparsed
 		c.Note += fmt.Sprintf("; %d writes on HTTP/2 connections not fully parsed (the responses they ended are not counted)", d.Lost.H2Unparsed)
 	}
+	if d.Lost.Unrecognized > 0 {
+		// Not in the uncertainty: whether they carried responses is
+		// unknown (a long response's later writes, or another protocol).
+		c.Note += fmt.Sprintf("; %d writes on connections of unknown protocol (opened before the window and first seen mid-response, or not HTTP): responses on them until one started a write are not counted", d.Lost.Unrecognized)
+	}
 	if interim > 0 {
 		c.Note += fmt.Sprintf("; %d interim 1xx responses not counted as requests", interim)
 	}

@@ -308,3 +308,58 @@ func TestProbeCountsHTTP2VectoredWrites(t *testing.T) {
 		})
 	}
 }
+
+// A connection opened before the probe and first seen mid-stream (a DATA
+// frame) is of unknown protocol: its write is counted as unrecognized,
+// never silently dropped, and the connection is counted from the next
+// write that starts a response.
+func TestProbeSaysWhatItDidNotRecognize(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	go io.Copy(io.Discard, client)
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	if _, err := server.Write(h2Frame(4, 0, 0, nil)); err != nil { // before the probe
+		t.Fatal(err)
+	}
+	p, err := httpcount.Open(httpcount.Options{TGID: os.Getpid(), Ports: []uint16{port}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	first, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range [][]byte{
+		h2Frame(0, 0x1, 1, []byte("the end of a body")), // DATA, END_STREAM: not recognizable alone
+		h2Frame(1, 0x5, 3, []byte{0x88}),                // a response's HEADERS: recognized, counted
+		h2Frame(0, 0x1, 5, []byte("x")),                 // now followed: counted
+	} {
+		if _, err := server.Write(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, err := p.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := last.Sub(first)
+	if d.H2Responses[port] != 2 || d.Lost != (httpcount.Lost{Unrecognized: 1}) {
+		t.Errorf("HTTP/2 responses %d, lost %+v; want 2 and one unrecognized write", d.H2Responses[port], d.Lost)
+	}
+}

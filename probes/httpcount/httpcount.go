@@ -119,6 +119,11 @@ type Lost struct {
 	// not parse, frames past a vectored write's first buffer, a
 	// connection's state lost): responses they ended were not counted.
 	H2Unparsed uint64
+	// Unrecognized: writes on connections whose protocol the probe did
+	// not know yet (opened before it and first seen mid-response, or not
+	// HTTP at all): responses they carried are not counted, and are not
+	// known to exist.
+	Unrecognized uint64
 }
 
 // Snapshot holds cumulative counts since the probe attached.
@@ -316,11 +321,12 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		return s, err
 	}
 	s.Lost = Lost{
-		Responses:  lost[httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE],
-		Requests:   lost[httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST],
-		Inflight:   lost[httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT],
-		Reads:      lost[httpcountHttpcountLostHTTPCOUNT_LOST_READ],
-		H2Unparsed: lost[httpcountHttpcountLostHTTPCOUNT_LOST_H2UNPARSED],
+		Responses:    lost[httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE],
+		Requests:     lost[httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST],
+		Inflight:     lost[httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT],
+		Reads:        lost[httpcountHttpcountLostHTTPCOUNT_LOST_READ],
+		H2Unparsed:   lost[httpcountHttpcountLostHTTPCOUNT_LOST_H2UNPARSED],
+		Unrecognized: lost[httpcountHttpcountLostHTTPCOUNT_LOST_UNRECOGNIZED],
 	}
 	return s, nil
 }
@@ -344,11 +350,12 @@ func (s Snapshot) Sub(prev Snapshot) Snapshot {
 		}
 	}
 	d.Lost = Lost{
-		Responses:  s.Lost.Responses - prev.Lost.Responses,
-		Requests:   s.Lost.Requests - prev.Lost.Requests,
-		Inflight:   s.Lost.Inflight - prev.Lost.Inflight,
-		Reads:      s.Lost.Reads - prev.Lost.Reads,
-		H2Unparsed: s.Lost.H2Unparsed - prev.Lost.H2Unparsed,
+		Responses:    s.Lost.Responses - prev.Lost.Responses,
+		Requests:     s.Lost.Requests - prev.Lost.Requests,
+		Inflight:     s.Lost.Inflight - prev.Lost.Inflight,
+		Reads:        s.Lost.Reads - prev.Lost.Reads,
+		H2Unparsed:   s.Lost.H2Unparsed - prev.Lost.H2Unparsed,
+		Unrecognized: s.Lost.Unrecognized - prev.Lost.Unrecognized,
 	}
 	return d
 }

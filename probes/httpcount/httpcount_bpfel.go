@@ -54,12 +54,13 @@ const (
 type httpcountHttpcountLost uint32
 
 const (
-	httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE   httpcountHttpcountLost = 0
-	httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST    httpcountHttpcountLost = 1
-	httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT   httpcountHttpcountLost = 2
-	httpcountHttpcountLostHTTPCOUNT_LOST_READ       httpcountHttpcountLost = 3
-	httpcountHttpcountLostHTTPCOUNT_LOST_H2UNPARSED httpcountHttpcountLost = 4
-	httpcountHttpcountLostHTTPCOUNT_LOST_REASONS    httpcountHttpcountLost = 5
+	httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE     httpcountHttpcountLost = 0
+	httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST      httpcountHttpcountLost = 1
+	httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT     httpcountHttpcountLost = 2
+	httpcountHttpcountLostHTTPCOUNT_LOST_READ         httpcountHttpcountLost = 3
+	httpcountHttpcountLostHTTPCOUNT_LOST_H2UNPARSED   httpcountHttpcountLost = 4
+	httpcountHttpcountLostHTTPCOUNT_LOST_UNRECOGNIZED httpcountHttpcountLost = 5
+	httpcountHttpcountLostHTTPCOUNT_LOST_REASONS      httpcountHttpcountLost = 6
 )
 
 type httpcountInflight struct {

@@ -519,8 +519,16 @@ __attribute__((noinline)) int on_buffer(__u16 port, __u64 sk, __u64 buf, __u64 n
 		}
 		return 0;
 	}
-	if (c || n < H2_HEADER || !h2_first(h2_parse((const __u8 *)head)))
+	if (c)
+		return 0; /* an HTTP/1 connection's body, or a later write */
+	if (n < H2_HEADER || !h2_first(h2_parse((const __u8 *)head))) {
+		/* A connection of unknown protocol: opened before the probe and
+		 * first seen mid-stream (an HTTP/2 DATA frame, an HTTP/1 body),
+		 * or not HTTP. Its responses are not counted until a write
+		 * starts one: said, not silent. */
+		count_lost(HTTPCOUNT_LOST_UNRECOGNIZED);
 		return 0;
+	}
 	struct h2conn fresh = { .peer = peer };
 	if (bpf_map_update_elem(&h2conns, &sk, &fresh, BPF_ANY)) {
 		count_lost(HTTPCOUNT_LOST_H2_UNPARSED);

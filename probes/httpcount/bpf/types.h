@@ -46,7 +46,10 @@ enum httpcount_lost {
 	 * first iovec of a vectored write, or the connection's state lost (its
 	 * map full) */
 	HTTPCOUNT_LOST_H2_UNPARSED = 4,
-	HTTPCOUNT_LOST_REASONS = 5,
+	/* a write on a connection whose protocol is not known yet (opened
+	 * before the probe and first seen mid-stream, or not HTTP) */
+	HTTPCOUNT_LOST_UNRECOGNIZED = 5,
+	HTTPCOUNT_LOST_REASONS = 6,
 };
 
 /* Slots of self_cost (selfcost.h), one per hook. */
