@@ -27,11 +27,10 @@ func (panickingPIDs) PIDs() ([]int, error) { panic("pids: index out of range [3]
 func TestProfilePrefetchPanicIsAnError(t *testing.T) {
 	dir := replay.KallsymsRoot(t, "f")
 	rec := replay.Recording{Method: "perf_event/perf_link"}
-	src := measure.Sources{Root: procfs.FS{Root: dir}, Symbols: symbols.FS{Root: dir}, Probes: measure.Opener{
-		CPUProfile: func(cpuprofile.Options) (measure.CPUProfileProbe, error) {
+	src := measure.Sources{Root: procfs.FS{Root: dir}, Symbols: symbols.FS{Root: dir}, Probes: measure.With(measure.Opener{}, &cpuprofile.Spec,
+		func(cpuprofile.Options) (measure.CPUProfileProbe, error) {
 			return panickingPIDs{replay.Profile{Probe: replay.New("cpuprofile", []cpuprofile.Profile{{}}, rec), Freq: 99, NCPUs: 2}}, nil
-		},
-	}}
+		})}
 	n := measure.NewNetParts(measure.NetOptions{Profile: true, Frequency: 99})
 	// The prefetcher looks every 250 ms: a 400 ms window sees one tick.
 	_, err := measure.Measure(context.Background(), src, measure.Window{Duration: 400 * time.Millisecond}, n.Profile)

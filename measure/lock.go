@@ -17,6 +17,9 @@ import (
 	"github.com/perfscope/perfscope/report"
 )
 
+// LockProbe is what the lock part needs of its probe.
+type LockProbe = probes.Snapshotter[lockstat.Snapshot]
+
 // LockOptions configure the lock part.
 type LockOptions struct {
 	Method probes.AttachMethod
@@ -68,7 +71,7 @@ func NewLocks(opts LockOptions) *Locks {
 func (p *Locks) Open(src Sources) error {
 	p.src = src
 	p.sym = src.symbolizer()
-	p.probe, p.openErr = src.Probes.Lock(lockstat.Options{Method: p.opts.Method, StackEvery: p.opts.StackEvery, MaxLocks: p.opts.MaxLocks})
+	p.probe, p.openErr = OpenProbe[LockProbe](src.Probes, &lockstat.Spec, lockstat.Options{Method: p.opts.Method, StackEvery: p.opts.StackEvery, MaxLocks: p.opts.MaxLocks})
 	return nil
 }
 

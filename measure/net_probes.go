@@ -19,6 +19,22 @@ import (
 	"github.com/perfscope/perfscope/probes/udpsock"
 )
 
+// What the network parts need of their probes: the probes.Probe contract
+// and the probe's typed snapshot, plus the few extras a probe offers.
+type (
+	SocketProbe = probes.Snapshotter[udpsock.Snapshot]
+	QueueProbe  interface {
+		probes.Snapshotter[netqueue.Snapshot]
+		// NoNAPI says napi:napi_poll was left out on purpose.
+		NoNAPI() bool
+	}
+	DropProbe interface {
+		probes.Snapshotter[udpdrop.Snapshot]
+		// ReasonName names a drop reason the way the kernel's BTF does.
+		ReasonName(kind udpdrop.Kind, reason uint32) string
+	}
+)
+
 // delta is a probe snapshot: cumulative counts that subtract.
 type delta[S any] interface {
 	Sub(prev S) S
@@ -191,7 +207,7 @@ func NewQueues(opts QueueOptions) *Queues {
 func (p *Queues) Open(src Sources) error {
 	napis, napiErr := src.Netlink.NAPIs(p.opts.Iface.Index)
 	noNAPI := napiErr == nil && len(napis) == 0
-	p.open(src.Probes.Queue(netqueue.Options{Method: p.opts.Method, Ifindex: p.opts.Iface.Index, NoNAPI: noNAPI}))
+	p.open(OpenProbe[QueueProbe](src.Probes, &netqueue.Spec, netqueue.Options{Method: p.opts.Method, Ifindex: p.opts.Iface.Index, NoNAPI: noNAPI}))
 	return nil
 }
 
@@ -421,7 +437,7 @@ func (p *Drops) Open(src Sources) error {
 		}
 		o.Netns = ino
 	}
-	p.open(src.Probes.Drop(o))
+	p.open(OpenProbe[DropProbe](src.Probes, &udpdrop.Spec, o))
 	return nil
 }
 
@@ -587,7 +603,7 @@ func (p *SocketReads) Open(src Sources) error {
 		p.openErr = errors.New("no --port or --pid given")
 		return nil
 	}
-	p.open(src.Probes.Socket(udpsock.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}))
+	p.open(OpenProbe[SocketProbe](src.Probes, &udpsock.Spec, udpsock.Options{Method: p.opts.Method, Port: uint16(p.opts.Port)}))
 	return nil
 }
 

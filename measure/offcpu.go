@@ -13,6 +13,12 @@ import (
 	probe "github.com/perfscope/perfscope/probes/offcpu"
 )
 
+// OffCPUProbe is the off-CPU probe with its programs' own counts.
+type OffCPUProbe interface {
+	probes.Snapshotter[probe.Snapshot]
+	SelfCosts() (probes.SelfCosts, error)
+}
+
 // OffCPUOptions configure the off-CPU part.
 type OffCPUOptions struct {
 	Method probes.AttachMethod
@@ -53,14 +59,15 @@ func (p *OffCPU) SetCoverage(c *budget.Coverage) { p.cov = c }
 
 // Open implements Part.
 func (p *OffCPU) Open(src Sources) error {
-	open := src.Probes.OffCPU
-	if open == nil {
+	if !src.Probes.Has(&probe.Spec) {
 		return Unavailable("off-CPU: no probe opener in this run")
 	}
 	o := offcpu.Options{PID: p.opts.PID, Top: p.opts.Top, Proc: src.Root, Symbols: src.Symbols,
 		Probe: probe.Options{Method: p.opts.Method, MinBlock: p.opts.MinBlock, Stacks: p.opts.Stacks,
 			StackEvery: p.opts.StackEvery, NoWakerStacks: p.opts.NoWakerStacks},
-		Open: func(po probe.Options) (offcpu.Probe, error) { return open(po) },
+		Open: func(po probe.Options) (offcpu.Probe, error) {
+			return OpenProbe[OffCPUProbe](src.Probes, &probe.Spec, po)
+		},
 	}
 	if src.Probes.KernelNamer != nil {
 		o.KernelNamer = src.Probes.KernelNamer

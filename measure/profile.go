@@ -23,6 +23,27 @@ import (
 	"github.com/perfscope/perfscope/report"
 )
 
+// CPUProfileProbe is what the profile part needs of the CPU profiler.
+type CPUProfileProbe interface {
+	probes.Snapshotter[cpuprofile.Profile]
+	Start() error
+	Stop() error
+	// Pause and Resume stop and restart sampling without detaching:
+	// the profile part pauses from its Open to its window's Begin.
+	Pause() error
+	Resume() error
+	// EventChoice is the event Start sampled with and why.
+	EventChoice() cpuprofile.EventChoice
+	// PIDs lists the processes sampled since the previous call
+	// (cheap: one small map, read and emptied).
+	PIDs() ([]int, error)
+	// Drain returns the samples since the last Drain and empties
+	// them out of the kernel (a profiler opened Continuous).
+	Drain() (cpuprofile.Profile, error)
+	CPUs() int
+	Frequency() int
+}
+
 // ProfileOptions configure the on-CPU profile part.
 type ProfileOptions struct {
 	// PID samples one process (0: every process).
@@ -110,7 +131,7 @@ func NewProfile(opts ProfileOptions) *Profile { return &Profile{opts: opts} }
 func (p *Profile) Open(src Sources) error {
 	p.src = src
 	p.sym = src.symbolizer()
-	probe, err := src.Probes.CPUProfile(cpuprofile.Options{PID: p.opts.PID, Frequency: p.opts.Frequency, Event: p.opts.Event, Stacks: p.opts.Stacks,
+	probe, err := OpenProbe[CPUProfileProbe](src.Probes, &cpuprofile.Spec, cpuprofile.Options{PID: p.opts.PID, Frequency: p.opts.Frequency, Event: p.opts.Event, Stacks: p.opts.Stacks,
 		IncludeIdle: p.opts.IncludeIdle, KeepIdleInterrupts: p.opts.KeepIdleInterrupts, StackEntries: p.opts.StackEntries,
 		Continuous: p.opts.Continuous})
 	if err != nil {

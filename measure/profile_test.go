@@ -83,14 +83,13 @@ func TestNetProfileKeepsSoftirqOnIdle(t *testing.T) {
 	}}
 	var opened cpuprofile.Options
 	rec := replay.Recording{Method: "perf_event/perf_link"}
-	src := measure.Sources{Root: procfs.FS{Root: dir}, Symbols: symbols.FS{Root: dir}, Probes: measure.Opener{
-		CPUProfile: func(o cpuprofile.Options) (measure.CPUProfileProbe, error) {
+	src := measure.Sources{Root: procfs.FS{Root: dir}, Symbols: symbols.FS{Root: dir}, Probes: measure.With(measure.Opener{}, &cpuprofile.Spec,
+		func(o cpuprofile.Options) (measure.CPUProfileProbe, error) {
 			opened = o
 			// The first window counts from the profiler's start: one
 			// snapshot, at its end.
 			return replay.Profile{Probe: replay.New("cpuprofile", []cpuprofile.Profile{window}, rec), Freq: 99, NCPUs: 2}, nil
-		},
-	}}
+		})}
 	n := measure.NewNetParts(measure.NetOptions{Profile: true, Frequency: 99})
 	if _, err := measure.Measure(context.Background(), src, measure.Window{Duration: time.Millisecond}, n.Profile); err != nil {
 		t.Fatal(err)
@@ -139,12 +138,11 @@ func TestNetProfileSaysWhichNetRXCPUsItSaw(t *testing.T) {
 		t.Fatal(err)
 	}
 	var calls []string
-	src := measure.Sources{Root: procfs.FS{Root: dir}, Symbols: symbols.FS{Root: dir}, Probes: measure.Opener{
-		CPUProfile: func(o cpuprofile.Options) (measure.CPUProfileProbe, error) {
+	src := measure.Sources{Root: procfs.FS{Root: dir}, Symbols: symbols.FS{Root: dir}, Probes: measure.With(measure.Opener{}, &cpuprofile.Spec,
+		func(o cpuprofile.Options) (measure.CPUProfileProbe, error) {
 			return replay.Profile{Probe: replay.New("cpuprofile", []cpuprofile.Profile{window}, replay.Recording{Method: "perf_event/perf_link"}),
 				Freq: 99, NCPUs: 2, Choice: choice, Calls: &calls}, nil
-		},
-	}}
+		})}
 	n := measure.NewNetParts(measure.NetOptions{Profile: true, Frequency: 99})
 	if _, err := measure.Measure(context.Background(), src, measure.Window{Duration: time.Millisecond}, n.Profile); err != nil {
 		t.Fatal(err)
@@ -207,12 +205,11 @@ func TestCyclesProfileExpectsSamplesFromBusyTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := measure.Sources{Root: procfs.FS{Root: root.Link}, Symbols: symbols.FS{Root: dir}, Probes: measure.Opener{
-		CPUProfile: func(o cpuprofile.Options) (measure.CPUProfileProbe, error) {
+	src := measure.Sources{Root: procfs.FS{Root: root.Link}, Symbols: symbols.FS{Root: dir}, Probes: measure.With(measure.Opener{}, &cpuprofile.Spec,
+		func(o cpuprofile.Options) (measure.CPUProfileProbe, error) {
 			r := replay.Profile{Probe: replay.New("cpuprofile", []cpuprofile.Profile{window}, replay.Recording{Method: "perf_event/perf_link"}), Freq: 99, NCPUs: 3, Choice: choice}
 			return flippingProfile{r, t, root}, nil
-		},
-	}}
+		})}
 	part := measure.NewProfile(measure.ProfileOptions{Frequency: 99})
 	if _, err := measure.Measure(context.Background(), src, measure.Window{Duration: time.Millisecond}, part); err != nil {
 		t.Fatal(err)

@@ -78,60 +78,57 @@ func TestRecordNetFixture(t *testing.T) {
 	var queue measure.QueueProbe
 	var drop measure.DropProbe
 	var prof measure.CPUProfileProbe
-	src.Probes = measure.Opener{
-		Softirq: func(o softirq.Options) (measure.SoftirqProbe, error) {
-			p, err := live.Softirq(o)
-			if err != nil {
-				return nil, err
-			}
-			rec.Method = string(p.Method())
-			return recorded[softirq.Snapshot]{p, &rec.Softirq, copyPhase}, nil
-		},
-		Queue: func(o netqueue.Options) (measure.QueueProbe, error) {
-			p, err := live.Queue(o)
-			if err != nil {
-				return nil, err
-			}
-			queue = p
-			rec.NoNAPI = p.NoNAPI()
-			return recQueue{p, &rec.Queue}, nil
-		},
-		Lock: func(o lockstat.Options) (measure.LockProbe, error) {
-			p, err := live.Lock(o)
-			if err != nil {
-				return nil, err
-			}
-			return recorded[lockstat.Snapshot]{p, &rec.Lock, nil}, nil
-		},
-		Drop: func(o udpdrop.Options) (measure.DropProbe, error) {
-			p, err := live.Drop(o)
-			if err != nil {
-				return nil, err
-			}
-			drop = p
-			return recDrop{p, &rec.Drop}, nil
-		},
-		Socket: func(o udpsock.Options) (measure.SocketProbe, error) {
-			p, err := live.Socket(o)
-			if err != nil {
-				return nil, err
-			}
-			return recorded[udpsock.Snapshot]{p, &rec.Socket, nil}, nil
-		},
-		CPUProfile: func(o cpuprofile.Options) (measure.CPUProfileProbe, error) {
-			p, err := live.CPUProfile(o)
-			if err != nil {
-				return nil, err
-			}
-			prof = p
-			rec.ProfileOptions = &o
-			return recProfile{p, &rec.CPUProfile}, nil
-		},
-	}
+	o := measure.With(live, &softirq.Spec, func(o softirq.Options) (measure.SoftirqProbe, error) {
+		p, err := measure.OpenProbe[measure.SoftirqProbe](live, &softirq.Spec, o)
+		if err != nil {
+			return nil, err
+		}
+		rec.Method = string(p.Method())
+		return recorded[softirq.Snapshot]{p, &rec.Softirq, copyPhase}, nil
+	})
+	o = measure.With(o, &netqueue.Spec, func(o netqueue.Options) (measure.QueueProbe, error) {
+		p, err := measure.OpenProbe[measure.QueueProbe](live, &netqueue.Spec, o)
+		if err != nil {
+			return nil, err
+		}
+		queue = p
+		rec.NoNAPI = p.NoNAPI()
+		return recQueue{p, &rec.Queue}, nil
+	})
+	o = measure.With(o, &lockstat.Spec, func(o lockstat.Options) (measure.LockProbe, error) {
+		p, err := measure.OpenProbe[measure.LockProbe](live, &lockstat.Spec, o)
+		if err != nil {
+			return nil, err
+		}
+		return recorded[lockstat.Snapshot]{p, &rec.Lock, nil}, nil
+	})
+	o = measure.With(o, &udpdrop.Spec, func(o udpdrop.Options) (measure.DropProbe, error) {
+		p, err := measure.OpenProbe[measure.DropProbe](live, &udpdrop.Spec, o)
+		if err != nil {
+			return nil, err
+		}
+		drop = p
+		return recDrop{p, &rec.Drop}, nil
+	})
+	o = measure.With(o, &udpsock.Spec, func(o udpsock.Options) (measure.SocketProbe, error) {
+		p, err := measure.OpenProbe[measure.SocketProbe](live, &udpsock.Spec, o)
+		if err != nil {
+			return nil, err
+		}
+		return recorded[udpsock.Snapshot]{p, &rec.Socket, nil}, nil
+	})
+	src.Probes = measure.With(o, &cpuprofile.Spec, func(o cpuprofile.Options) (measure.CPUProfileProbe, error) {
+		p, err := measure.OpenProbe[measure.CPUProfileProbe](live, &cpuprofile.Spec, o)
+		if err != nil {
+			return nil, err
+		}
+		prof = p
+		rec.ProfileOptions = &o
+		return recProfile{p, &rec.CPUProfile}, nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	o := measure.NetOptions{Iface: iface, Port: port, LockStacks: lockstat.DefaultStackEvery, Profile: true, Frequency: rec.Frequency}
-	n := measure.NewNetParts(o)
+	n := measure.NewNetParts(measure.NetOptions{Iface: iface, Port: port, LockStacks: lockstat.DefaultStackEvery, Profile: true, Frequency: rec.Frequency})
 	s, err := measure.Open(src, n.List()...)
 	if err != nil {
 		t.Fatal(err)

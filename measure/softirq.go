@@ -14,6 +14,10 @@ import (
 	"github.com/perfscope/perfscope/report"
 )
 
+// SoftirqProbe is what the softirq part needs of its probe (a recording
+// in tests).
+type SoftirqProbe = probes.Snapshotter[softirq.Snapshot]
+
 // SoftirqOptions configure the softirq part.
 type SoftirqOptions struct {
 	Method probes.AttachMethod
@@ -63,7 +67,7 @@ type softirqReading struct {
 // Open implements Part.
 func (p *Softirq) Open(src Sources) error {
 	p.proc = src.Root
-	probe, err := src.Probes.Softirq(softirq.Options{Method: p.opts.Method, NoLatency: p.opts.NoLatency})
+	probe, err := OpenProbe[SoftirqProbe](src.Probes, &softirq.Spec, softirq.Options{Method: p.opts.Method, NoLatency: p.opts.NoLatency})
 	if err != nil {
 		return err
 	}

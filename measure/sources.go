@@ -2,6 +2,7 @@ package measure
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/perfscope/perfscope/collectors/cgroup"
@@ -18,15 +19,8 @@ import (
 	"github.com/perfscope/perfscope/collectors/symbols"
 	"github.com/perfscope/perfscope/collectors/tcpdiag"
 	"github.com/perfscope/perfscope/probes"
-	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/ksym"
-	"github.com/perfscope/perfscope/probes/lockstat"
-	"github.com/perfscope/perfscope/probes/netqueue"
-	offcpuprobe "github.com/perfscope/perfscope/probes/offcpu"
-	"github.com/perfscope/perfscope/probes/softirq"
-	"github.com/perfscope/perfscope/probes/tcpevents"
-	"github.com/perfscope/perfscope/probes/udpdrop"
-	"github.com/perfscope/perfscope/probes/udpsock"
+	"github.com/perfscope/perfscope/spec"
 )
 
 // Sources are everything a runner reads. Live reads the running system; a
@@ -150,65 +144,11 @@ func (liveNetlink) QStats(ifindex int) ([]netlinkq.QueueStats, error) {
 func (liveNetlink) NAPIs(ifindex int) ([]netlinkq.NAPI, error)   { return netlinkq.NAPIs(ifindex) }
 func (liveNetlink) Queues(ifindex int) ([]netlinkq.Queue, error) { return netlinkq.Queues(ifindex) }
 
-// What the runners need of each probe: the probes.Probe contract and the
-// probe's typed snapshot, plus the few extras a probe offers.
-type (
-	SoftirqProbe = probes.Snapshotter[softirq.Snapshot]
-	LockProbe    = probes.Snapshotter[lockstat.Snapshot]
-	SocketProbe  = probes.Snapshotter[udpsock.Snapshot]
-	QueueProbe   interface {
-		probes.Snapshotter[netqueue.Snapshot]
-		// NoNAPI says napi:napi_poll was left out on purpose.
-		NoNAPI() bool
-	}
-	DropProbe interface {
-		probes.Snapshotter[udpdrop.Snapshot]
-		// ReasonName names a drop reason the way the kernel's BTF does.
-		ReasonName(kind udpdrop.Kind, reason uint32) string
-	}
-	TCPEventsProbe interface {
-		probes.Snapshotter[tcpevents.Snapshot]
-		// ResetReason names a sent reset's reason as the kernel's BTF does.
-		ResetReason(detail uint32) string
-	}
-	// OffCPUProbe is the off-CPU probe with its programs' own counts.
-	OffCPUProbe interface {
-		probes.Snapshotter[offcpuprobe.Snapshot]
-		SelfCosts() (probes.SelfCosts, error)
-	}
-	CPUProfileProbe interface {
-		probes.Snapshotter[cpuprofile.Profile]
-		Start() error
-		Stop() error
-		// Pause and Resume stop and restart sampling without detaching:
-		// the profile part pauses from its Open to its window's Begin.
-		Pause() error
-		Resume() error
-		// EventChoice is the event Start sampled with and why.
-		EventChoice() cpuprofile.EventChoice
-		// PIDs lists the processes sampled since the previous call
-		// (cheap: one small map, read and emptied).
-		PIDs() ([]int, error)
-		// Drain returns the samples since the last Drain and empties
-		// them out of the kernel (a profiler opened Continuous).
-		Drain() (cpuprofile.Profile, error)
-		CPUs() int
-		Frequency() int
-	}
-)
-
-// Opener opens each probe. Adding a probe to perfscope is adding a field
-// here and its line in LiveProbes; tests replace fields with recordings.
+// Opener opens each probe, by its spec's name: live, the spec's own
+// constructor (spec.Part.Open); in tests, a recording (With). A probe
+// with no opener in a run is unavailable in it, said in its section.
 type Opener struct {
-	Softirq    func(softirq.Options) (SoftirqProbe, error)
-	Queue      func(netqueue.Options) (QueueProbe, error)
-	Lock       func(lockstat.Options) (LockProbe, error)
-	Drop       func(udpdrop.Options) (DropProbe, error)
-	Socket     func(udpsock.Options) (SocketProbe, error)
-	CPUProfile func(cpuprofile.Options) (CPUProfileProbe, error)
-	TCPEvents  func(tcpevents.Options) (TCPEventsProbe, error)
-
-	OffCPU func(offcpuprobe.Options) (OffCPUProbe, error)
+	Probes map[string]func(opts any) (any, error)
 	// KernelNamer opens the kernel's own symbol lookup (probes/ksym) to
 	// name sampled kernel addresses; nil, or one that fails, names them
 	// from Sources.Symbols' /proc/kallsyms.
@@ -219,23 +159,68 @@ type Opener struct {
 	EntryCost func() (time.Duration, error)
 }
 
-// LiveProbes loads and attaches the real BPF probes.
+// LiveProbes loads and attaches the real BPF probes: every probe of the
+// catalog whose spec has a constructor.
 func LiveProbes() Opener {
+	open := map[string]func(any) (any, error){}
+	for _, p := range Catalog {
+		if p.Open != nil {
+			open[p.Name] = p.Open
+		}
+	}
 	return Opener{
-		Softirq:    func(o softirq.Options) (SoftirqProbe, error) { return as[SoftirqProbe](softirq.Open(o)) },
-		Queue:      func(o netqueue.Options) (QueueProbe, error) { return as[QueueProbe](netqueue.Open(o)) },
-		Lock:       func(o lockstat.Options) (LockProbe, error) { return as[LockProbe](lockstat.Open(o)) },
-		Drop:       func(o udpdrop.Options) (DropProbe, error) { return as[DropProbe](udpdrop.Open(o)) },
-		Socket:     func(o udpsock.Options) (SocketProbe, error) { return as[SocketProbe](udpsock.Open(o)) },
-		CPUProfile: func(o cpuprofile.Options) (CPUProfileProbe, error) { return as[CPUProfileProbe](cpuprofile.Open(o)) },
-		TCPEvents:  func(o tcpevents.Options) (TCPEventsProbe, error) { return as[TCPEventsProbe](tcpevents.Open(o)) },
-
-		OffCPU: func(o offcpuprobe.Options) (OffCPUProbe, error) { return as[OffCPUProbe](offcpuprobe.Open(o)) },
+		Probes: open,
 		KernelNamer: func() (symbols.KernelNamer, error) {
 			return as[symbols.KernelNamer](ksym.Open())
 		},
 		EntryCost: probes.MeasureEntryCost,
 	}
+}
+
+// With returns o opening s's probe with open instead (a test's
+// recording or fake), typed as the part that reads it expects.
+func With[O any, P any](o Opener, s *spec.Part, open func(O) (P, error)) Opener {
+	probes := make(map[string]func(any) (any, error), len(o.Probes)+1)
+	for name, f := range o.Probes {
+		probes[name] = f
+	}
+	probes[s.Name] = func(opts any) (any, error) {
+		typed, ok := opts.(O)
+		if !ok {
+			var want O
+			return nil, fmt.Errorf("%s: opened with options %T, want %T", s.Name, opts, want)
+		}
+		return open(typed)
+	}
+	o.Probes = probes
+	return o
+}
+
+// Has says whether the run has an opener for s's probe.
+func (o Opener) Has(s *spec.Part) bool { return o.Probes[s.Name] != nil }
+
+// errNoOpener is why a probe with no opener in the run is unavailable.
+var errNoOpener = errors.New("no opener for it in this run")
+
+// OpenProbe opens s's probe with opts, as the interface P its part reads.
+func OpenProbe[P any](o Opener, s *spec.Part, opts any) (P, error) {
+	var zero P
+	open := o.Probes[s.Name]
+	if open == nil {
+		return zero, fmt.Errorf("%s probe: %w", s.Name, errNoOpener)
+	}
+	p, err := open(opts)
+	if err != nil {
+		return zero, err
+	}
+	if p == nil {
+		return zero, fmt.Errorf("%s probe: its opener returned none", s.Name)
+	}
+	v, ok := p.(P)
+	if !ok {
+		return zero, fmt.Errorf("%s probe: opened a %T, not the probe its part reads", s.Name, p)
+	}
+	return v, nil
 }
 
 // errEntryUnmeasured is why a run without Opener.EntryCost (a recording)

@@ -21,6 +21,13 @@ import (
 	"github.com/perfscope/perfscope/probes/tcpevents"
 )
 
+// TCPEventsProbe is what the tcp part needs of the tcpevents probe.
+type TCPEventsProbe interface {
+	probes.Snapshotter[tcpevents.Snapshot]
+	// ResetReason names a sent reset's reason as the kernel's BTF does.
+	ResetReason(detail uint32) string
+}
+
 // Defaults of the tcp part.
 const (
 	// DefaultTCPSampleEvery is how often the listeners' accept queues are
@@ -154,7 +161,7 @@ func NewTCP(opts TCPOptions) *TCP {
 func (p *TCP) Open(src Sources) error {
 	p.src = src
 	p.findNetns()
-	if src.Probes.TCPEvents == nil {
+	if !src.Probes.Has(&tcpevents.Spec) {
 		p.open(nil, fmt.Errorf("no tcpevents probe in this run"))
 		return nil
 	}
@@ -167,7 +174,7 @@ func (p *TCP) Open(src Sources) error {
 		}
 		o.Netns = ino
 	}
-	p.open(src.Probes.TCPEvents(o))
+	p.open(OpenProbe[TCPEventsProbe](src.Probes, &tcpevents.Spec, o))
 	return nil
 }
 

@@ -141,12 +141,12 @@ func TestTCPPartJoinsListenersConnectionsAndEvents(t *testing.T) {
 	end.Kinds[tcpevents.KindFast] = tcpevents.Count{Events: 3, Segs: 4}
 	probe := replayTCPEvents{replay.New("tcpevents", []tcpevents.Snapshot{{}, end}, replay.Recording{Method: "tp_btf"})}
 	src := measure.Sources{Root: procfs.FS{Root: root}, TCPDiag: diag,
-		Probes: measure.Opener{TCPEvents: func(o tcpevents.Options) (measure.TCPEventsProbe, error) {
+		Probes: measure.With(measure.Opener{}, &tcpevents.Spec, func(o tcpevents.Options) (measure.TCPEventsProbe, error) {
 			if o.Port != 8080 {
 				t.Errorf("probe port %d, want 8080", o.Port)
 			}
 			return probe, nil
-		}}}
+		})}
 
 	p := measure.NewTCP(measure.TCPOptions{Port: 8080, SampleEvery: time.Hour})
 	p.SetSynBudget(1e9) // the SYN queues at every sample
@@ -368,7 +368,7 @@ func TestTCPPartWindowsAddUp(t *testing.T) {
 	var resets uint64 // the probe's cumulative count of resets sent
 	probe := countingEvents{replayTCPEvents{replay.New("tcpevents", []tcpevents.Snapshot{{}}, replay.Recording{Method: "tp_btf"})}, &resets}
 	src := measure.Sources{Root: procfs.FS{Root: root}, TCPDiag: func(tcpdiag.Query) ([]tcpdiag.Socket, error) { return nil, nil },
-		Probes: measure.Opener{TCPEvents: func(tcpevents.Options) (measure.TCPEventsProbe, error) { return probe, nil }}}
+		Probes: measure.With(measure.Opener{}, &tcpevents.Spec, func(tcpevents.Options) (measure.TCPEventsProbe, error) { return probe, nil })}
 	p := measure.NewTCP(measure.TCPOptions{SampleEvery: time.Hour})
 	if err := p.Open(src); err != nil {
 		t.Fatal(err)

@@ -54,9 +54,9 @@ func TestTCPPartKeepsWorkload(t *testing.T) {
 		closedClient: {Events: 7, Segs: 7},
 	}
 	end.Totals[tcpevents.Retransmit] = tcpevents.Count{Events: 10, Segs: 10}
-	src.Probes = measure.Opener{TCPEvents: func(tcpevents.Options) (measure.TCPEventsProbe, error) {
+	src.Probes = measure.With(measure.Opener{}, &tcpevents.Spec, func(tcpevents.Options) (measure.TCPEventsProbe, error) {
 		return replayTCPEvents{replay.New("tcpevents", []tcpevents.Snapshot{{}, end}, replay.Recording{Method: "tp_btf"})}, nil
-	}}
+	})
 
 	f, err := cgroup.PodFilter(measure.PodA)
 	if err != nil {

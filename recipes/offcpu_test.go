@@ -64,7 +64,7 @@ func TestOffCPURecipeOnARecording(t *testing.T) {
 	replay.WriteFile(t, filepath.Join(root, "proc/100/comm"), "app\n")
 	replay.WriteFile(t, filepath.Join(root, "proc/100/status"), "Name:\tapp\nState:\tS (sleeping)\nTgid:\t100\nPid:\t100\nNStgid:\t100\n")
 	src := measure.Sources{Root: procfs.FS{Root: root}, Symbols: symbols.FS{Root: root},
-		Probes: measure.Opener{OffCPU: func(o probe.Options) (measure.OffCPUProbe, error) { rec.opts = o; return rec, nil }}}
+		Probes: measure.With(measure.Opener{}, &probe.Spec, func(o probe.Options) (measure.OffCPUProbe, error) { rec.opts = o; return rec, nil })}
 	plan, err := Load("offcpu", map[string]string{"pid": "100", "duration": "20ms", "min_block": "1ms", "stacks": "kernel",
 		"stack_every": "4", "waker_stacks": "false", "top": "2"}, src)
 	if err != nil {

@@ -8,6 +8,8 @@
 // inputs iterate over it instead of naming parts.
 package spec
 
+import "fmt"
+
 // Option is one setting of a part in a recipe.
 type Option struct {
 	Name string
@@ -110,6 +112,30 @@ type Part struct {
 	// References map its sampled hook groups (probes.HookGroup names) to
 	// the counter each follows; a group not named follows the packets.
 	References map[string]Reference
+	// Open is a probe's constructor: it loads and attaches the probe with
+	// opts, the probe's own options type (Loader makes it from the
+	// probe's Open). The measuring runtime opens probes through it, by
+	// the part's name (tests hand a recording in its place); nil for a
+	// part that is not a probe, or a probe its runtime opens itself.
+	Open func(opts any) (any, error)
+}
+
+// Loader makes a Part.Open from a probe's typed constructor: opts must be
+// the probe's options type, and a failed open returns a nil interface
+// (never a nil pointer in one).
+func Loader[O any, P any](open func(O) (*P, error)) func(opts any) (any, error) {
+	return func(opts any) (any, error) {
+		o, ok := opts.(O)
+		if !ok {
+			var want O
+			return nil, fmt.Errorf("open with options %T, want %T", opts, want)
+		}
+		p, err := open(o)
+		if err != nil || p == nil {
+			return nil, err
+		}
+		return p, nil
+	}
 }
 
 // Has says whether the part gives in.

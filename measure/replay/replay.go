@@ -165,48 +165,47 @@ func (rec Recording) Opener() measure.Opener {
 	notRecorded := func(what string) error {
 		return fmt.Errorf("%s: %w (not in the recording)", what, probes.ErrNotSupported)
 	}
-	return measure.Opener{
-		Softirq: func(softirq.Options) (measure.SoftirqProbe, error) {
-			return New("softirq", rec.Softirq, rec), nil
-		},
-		Queue: func(netqueue.Options) (measure.QueueProbe, error) {
-			if rec.Queue == nil {
-				return nil, notRecorded("queue probe")
-			}
-			r := New("netqueue", rec.Queue, rec)
-			for hook, why := range rec.QueueMissing {
-				r.missing[hook] = fmt.Errorf("%s", why)
-			}
-			return Queue{r, rec.NoNAPI}, nil
-		},
-		Lock: func(lockstat.Options) (measure.LockProbe, error) {
-			if rec.Lock == nil {
-				return nil, notRecorded("lock probe")
-			}
-			return New("lockstat", rec.Lock, rec), nil
-		},
-		Drop: func(udpdrop.Options) (measure.DropProbe, error) {
-			if rec.Drop == nil {
-				return nil, notRecorded("drop probe")
-			}
-			return Drop{New("udpdrop", rec.Drop, rec), rec.DropReasons}, nil
-		},
-		Socket: func(udpsock.Options) (measure.SocketProbe, error) {
-			if rec.Socket == nil {
-				return nil, notRecorded("socket probe")
-			}
-			return New("udpsock", rec.Socket, rec), nil
-		},
-		CPUProfile: func(o cpuprofile.Options) (measure.CPUProfileProbe, error) {
-			if rec.CPUProfile == nil {
-				return nil, notRecorded("cpu profiler")
-			}
-			if rec.ProfileOptions != nil && *rec.ProfileOptions != o {
-				return nil, fmt.Errorf("cpu profiler opened with %+v, recorded with %+v: %w", o, *rec.ProfileOptions, probes.ErrNotSupported)
-			}
-			return Profile{Probe: New("cpuprofile", rec.CPUProfile, rec), Freq: rec.Frequency, NCPUs: rec.CPUs}, nil
-		},
-	}
+	o := measure.Opener{}
+	o = measure.With(o, &softirq.Spec, func(softirq.Options) (measure.SoftirqProbe, error) {
+		return New("softirq", rec.Softirq, rec), nil
+	})
+	o = measure.With(o, &netqueue.Spec, func(netqueue.Options) (measure.QueueProbe, error) {
+		if rec.Queue == nil {
+			return nil, notRecorded("queue probe")
+		}
+		r := New("netqueue", rec.Queue, rec)
+		for hook, why := range rec.QueueMissing {
+			r.missing[hook] = fmt.Errorf("%s", why)
+		}
+		return Queue{r, rec.NoNAPI}, nil
+	})
+	o = measure.With(o, &lockstat.Spec, func(lockstat.Options) (measure.LockProbe, error) {
+		if rec.Lock == nil {
+			return nil, notRecorded("lock probe")
+		}
+		return New("lockstat", rec.Lock, rec), nil
+	})
+	o = measure.With(o, &udpdrop.Spec, func(udpdrop.Options) (measure.DropProbe, error) {
+		if rec.Drop == nil {
+			return nil, notRecorded("drop probe")
+		}
+		return Drop{New("udpdrop", rec.Drop, rec), rec.DropReasons}, nil
+	})
+	o = measure.With(o, &udpsock.Spec, func(udpsock.Options) (measure.SocketProbe, error) {
+		if rec.Socket == nil {
+			return nil, notRecorded("socket probe")
+		}
+		return New("udpsock", rec.Socket, rec), nil
+	})
+	return measure.With(o, &cpuprofile.Spec, func(o cpuprofile.Options) (measure.CPUProfileProbe, error) {
+		if rec.CPUProfile == nil {
+			return nil, notRecorded("cpu profiler")
+		}
+		if rec.ProfileOptions != nil && *rec.ProfileOptions != o {
+			return nil, fmt.Errorf("cpu profiler opened with %+v, recorded with %+v: %w", o, *rec.ProfileOptions, probes.ErrNotSupported)
+		}
+		return Profile{Probe: New("cpuprofile", rec.CPUProfile, rec), Freq: rec.Frequency, NCPUs: rec.CPUs}, nil
+	})
 }
 
 // NoNetlink is a kernel without the netdev netlink family.

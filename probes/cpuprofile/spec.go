@@ -26,3 +26,7 @@ var Spec = spec.Part{Name: "cpuprofile", Probe: true, Recipe: true, Section: spe
 
 // RootFrameNames are the root option's values, in RootFrame order.
 var RootFrameNames = []string{"comm", "none", "process", "thread", "cpu", "container"}
+
+// The probe's constructor, in its spec (set here: Open reads the spec's
+// hooks, so the spec's initializer cannot name it).
+func init() { Spec.Open = spec.Loader(Open) }

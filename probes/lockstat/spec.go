@@ -21,3 +21,7 @@ var Spec = spec.Part{Name: "lockstat", Probe: true, Recipe: true, Section: spec.
 	Needs: spec.WithAttribution(spec.NeedBPF, spec.NeedPerfmon, spec.NeedBTF, spec.NeedTracefs, spec.NeedSyslog, spec.NeedPtrace, spec.NeedHostPID, spec.NeedHostNet),
 	Gives: []spec.Input{spec.InputLocks},
 }
+
+// The probe's constructor, in its spec (set here: Open reads the spec's
+// hooks, so the spec's initializer cannot name it).
+func init() { Spec.Open = spec.Loader(Open) }

@@ -24,3 +24,7 @@ var Spec = spec.Part{Name: "netqueue", Probe: true, Recipe: true, Section: spec.
 	Gives:      []spec.Input{spec.InputNet},
 	References: map[string]spec.Reference{GroupNAPI: spec.RefFollows},
 }
+
+// The probe's constructor, in its spec (set here: Open reads the spec's
+// hooks, so the spec's initializer cannot name it).
+func init() { Spec.Open = spec.Loader(Open) }

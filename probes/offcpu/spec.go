@@ -35,3 +35,7 @@ var Spec = spec.Part{Name: "offcpu", Probe: true, Recipe: true, Section: spec.Se
 	Once:  true, // it names its stacks once, after its probe is closed
 	Gives: []spec.Input{spec.InputOffCPU, spec.InputStacks},
 }
+
+// The probe's constructor, in its spec (set here: Open reads the spec's
+// hooks, so the spec's initializer cannot name it).
+func init() { Spec.Open = spec.Loader(Open) }

@@ -21,3 +21,7 @@ var Spec = spec.Part{Name: "softirq", Probe: true, Recipe: true, Section: spec.S
 	Gives:      []spec.Input{spec.InputSoftirq},
 	References: map[string]spec.Reference{Group: spec.RefSoftirqs},
 }
+
+// The probe's constructor, in its spec (set here: Open reads the spec's
+// hooks, so the spec's initializer cannot name it).
+func init() { Spec.Open = spec.Loader(Open) }

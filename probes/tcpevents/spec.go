@@ -25,3 +25,7 @@ var Spec = spec.Part{Name: "tcpevents", Probe: true,
 	},
 	Needs: []spec.Need{spec.NeedBPF, spec.NeedPerfmon, spec.NeedBTF, spec.NeedTracefs, spec.NeedHostNet},
 }
+
+// The probe's constructor, in its spec (set here: Open reads the spec's
+// hooks, so the spec's initializer cannot name it).
+func init() { Spec.Open = spec.Loader(Open) }

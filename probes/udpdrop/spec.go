@@ -18,3 +18,7 @@ var Spec = spec.Part{Name: "udpdrop", Probe: true, Recipe: true, Section: spec.S
 	Needs: []spec.Need{spec.NeedBPF, spec.NeedPerfmon, spec.NeedBTF, spec.NeedTracefs, spec.NeedHostNet},
 	Gives: []spec.Input{spec.InputNet, spec.InputPortDrop},
 }
+
+// The probe's constructor, in its spec (set here: Open reads the spec's
+// hooks, so the spec's initializer cannot name it).
+func init() { Spec.Open = spec.Loader(Open) }

@@ -23,3 +23,7 @@ var Spec = spec.Part{Name: "udpsock", Probe: true, Recipe: true, Section: spec.S
 	Gives:      []spec.Input{spec.InputNet},
 	References: map[string]spec.Reference{Group: spec.RefUDPReads},
 }
+
+// The probe's constructor, in its spec (set here: Open reads the spec's
+// hooks, so the spec's initializer cannot name it).
+func init() { Spec.Open = spec.Loader(Open) }
