@@ -13,12 +13,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/perfscope/perfscope/collectors/hsperf"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
-	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
@@ -261,7 +259,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	res, err := o.plan.Run(ctx, o.src, hooks)
 	var je *recipes.JVMError
 	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
-		return jvmError(je.PID, je.Err)
+		return recipes.JVMFailure(je.PID, je.Err)
 	}
 	if err != nil && res == nil {
 		return err
@@ -327,41 +325,6 @@ func writeProfileFiles(o *jvmOptions, r *report.Report, j *measure.JVMResult) er
 	p := j.Profile
 	opts := flame.Options{Title: fmt.Sprintf("pid %d: %s", o.PID, p.Event), Subtitle: fmt.Sprintf("async-profiler %s, total %s", p.Event, report.Count(float64(p.Total)))}
 	return writeFlameFlags(r, j.Flame(), o.Flame, o.Folded, opts)
-}
-
-// jvmError turns what went wrong into one sentence with the way out. The
-// preflight refused before anything was sent, so the JVM is untouched.
-func jvmError(pid int, err error) error {
-	var busy *asprof.BusyError
-	switch {
-	case errors.Is(err, attach.ErrNoProcess):
-		return usageError("pid %d is not running: pass the pid of a running JVM (`jps` or `pgrep java` lists them)", pid)
-	case errors.Is(err, attach.ErrNotJVM):
-		return usageError("pid %d is not a HotSpot JVM: pass the pid of a java process (`jps` lists them)", pid)
-	case errors.Is(err, attach.ErrSignalNotCaught):
-		return unavailableError("pid %d runs with -Xrs and its attach socket is not open, so the attach signal would kill it; perfscope left it alone — restart it without -Xrs, or use `perfscope gclog` on its GC log", pid)
-	case errors.Is(err, attach.ErrAttachDisabled):
-		return unavailableError("pid %d runs with -XX:+DisableAttachMechanism; perfscope left it alone — restart it without that flag, or use `perfscope gclog` on its GC log", pid)
-	case errors.Is(err, attach.ErrNotReady):
-		return unavailableError("pid %d has not finished starting; retry in a few seconds", pid)
-	case errors.Is(err, attach.ErrRefused):
-		return unavailableError("pid %d refused the attach connection (a JDK 8 JVM accepts only its own user); run perfscope as the JVM's user, e.g. sudo -u $(stat -c %%U /proc/%d) perfscope jvm --pid %d", pid, pid, pid)
-	case errors.Is(err, attach.ErrNoListener):
-		return unavailableError("pid %d did not open its attach socket (%v); check that it was not started with -XX:+DisableAttachMechanism and that its /tmp is writable", pid, err)
-	case errors.Is(err, hsperf.ErrNotFound):
-		return unavailableError("pid %d publishes no hsperfdata (-XX:-UsePerfData or -XX:+PerfDisableSharedMem), which perfscope needs for GC counters; restart it without those flags", pid)
-	case errors.Is(err, asprof.ErrUnavailable), errors.Is(err, asprof.ErrChecksum):
-		return unavailableError("%v; pass --async-profiler PATH (or set PERFSCOPE_ASYNC_PROFILER) to an async-profiler %s install, or let `mvn dependency:get -Dartifact=%s:%s:%s` reach your Maven repository", err, asprof.Version, asprof.GroupID, asprof.ArtifactID, asprof.Version)
-	case errors.As(err, &busy):
-		return unavailableError("pid %d: %v", pid, busy)
-	case errors.Is(err, asprof.ErrAlreadyRunning):
-		return unavailableError("pid %d: %v", pid, err)
-	case errors.Is(err, jvm.ErrBadSource):
-		return usageError("%v; nothing was sent to pid %d", err, pid)
-	case errors.Is(err, context.Canceled):
-		return fmt.Errorf("interrupted; async-profiler was stopped in pid %d", pid)
-	}
-	return err
 }
 
 // allocIntervalParam is --alloc-interval as the recipe's alloc_interval

@@ -11,6 +11,7 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/lab/jvmlab"
+	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -81,7 +82,7 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 	case errors.As(err, &noJDK):
 		return unavailableError("%v", noJDK.Err)
 	case errors.As(err, &failed):
-		return jvmError(failed.PID, failed.Err)
+		return recipes.JVMFailure(failed.PID, failed.Err)
 	case err != nil:
 		return err
 	}

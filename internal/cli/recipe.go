@@ -58,31 +58,9 @@ func completeRecipes(_ *cobra.Command, args []string, _ string) ([]string, cobra
 
 // --- list ------------------------------------------------------------------
 
-func infoOf(r *recipes.Recipe) report.RecipeInfo {
-	ri := report.RecipeInfo{Name: r.Name, Source: r.Source, Summary: r.Summary(), Description: r.Description, Parameters: []report.RecipeParameter{}, Probes: []string{}, Collectors: []string{}}
-	for _, p := range r.Parameters {
-		pi := report.RecipeParameter{Name: p.Name, Type: string(p.Kind), Required: p.Required, Values: p.Values, Description: p.Description}
-		if d, ok := p.DefaultText(); ok {
-			pi.Default = &d
-		}
-		ri.Parameters = append(ri.Parameters, pi)
-	}
-	for _, u := range r.Probes {
-		ri.Probes = append(ri.Probes, u.Name)
-	}
-	for _, u := range r.Collectors {
-		ri.Collectors = append(ri.Collectors, u.Name)
-	}
-	return ri
-}
-
 func newRecipeListCmd(g *Globals) *cobra.Command {
 	return dataCmd(g, "list", "List the built-in recipes", cobra.NoArgs, func([]string) (any, error) {
-		var l report.RecipeList
-		for _, r := range recipes.Builtins() {
-			l.Recipes = append(l.Recipes, infoOf(r))
-		}
-		return l, nil
+		return recipes.List(), nil
 	})
 }
 
@@ -136,7 +114,7 @@ func newRecipeShowCmd(g *Globals) *cobra.Command {
 			}
 			if f == report.JSON {
 				rep := report.New("recipe show", Version(), g.Started)
-				rep.Data = infoOf(r)
+				rep.Data = recipes.Info(r)
 				return report.WriteJSON(g.Out, rep)
 			}
 			_, err = g.Out.Write(r.Text)
@@ -152,27 +130,7 @@ func newRecipeShowCmd(g *Globals) *cobra.Command {
 func newRecipeValidateCmd(g *Globals) *cobra.Command {
 	return dataCmd(g, "validate FILE...", "Check recipe files: every error with its line, field and what was expected (exit 2 when any)",
 		cobra.MinimumNArgs(1), func(args []string) (any, error) {
-			var v report.RecipeValidation
-			bad := 0
-			for _, file := range args {
-				vf := report.RecipeFileCheck{File: file, Errors: []report.RecipeError{}}
-				r, err := recipes.ReadFile(file)
-				var fes recipes.Errors
-				switch {
-				case errors.As(err, &fes):
-					for _, e := range fes {
-						vf.Errors = append(vf.Errors, report.RecipeError{Line: e.Line, Path: e.Path, Message: e.Msg, Text: recipes.FieldError{File: file, Line: e.Line, Path: e.Path, Msg: e.Msg}.Error()})
-					}
-				case err != nil:
-					vf.Errors = append(vf.Errors, report.RecipeError{Message: err.Error(), Text: recipes.FieldError{File: file, Msg: err.Error()}.Error()})
-				default:
-					vf.Recipe = r.Name
-				}
-				if len(vf.Errors) > 0 {
-					bad++
-				}
-				v.Files = append(v.Files, vf)
-			}
+			v, bad := recipes.Validate(args)
 			if bad > 0 {
 				return v, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%d of %d recipes have errors", bad, len(args))}
 			}
@@ -184,32 +142,7 @@ func newRecipeValidateCmd(g *Globals) *cobra.Command {
 
 func newRecipeCatalogCmd(g *Globals) *cobra.Command {
 	return dataCmd(g, "catalog", "What a recipe can name: probes and collectors with their options, rules with their thresholds",
-		cobra.NoArgs, func([]string) (any, error) {
-			var c report.RecipeCatalog
-			for _, group := range []struct {
-				list []recipes.Component
-				out  *[]report.RecipePart
-			}{{recipes.Probes, &c.Probes}, {recipes.Collectors, &c.Collectors}} {
-				for _, comp := range group.list {
-					ci := report.RecipePart{Name: comp.Name, Doc: comp.Doc, Options: []report.RecipeOption{}}
-					for _, o := range comp.Options {
-						ci.Options = append(ci.Options, report.RecipeOption{Name: o.Name, Want: o.Want(), Default: o.DefaultText(), Required: o.Required, Doc: o.Doc})
-					}
-					*group.out = append(*group.out, ci)
-				}
-			}
-			for _, r := range recipes.Rules() {
-				ri := report.RecipeRule{ID: r.ID, Family: r.Family, Judges: r.Judges}
-				for _, t := range r.Thresholds {
-					ri.Thresholds = append(ri.Thresholds, report.RecipeThreshold{Name: t.Name, Default: t.Default, Min: t.Min, Max: t.Max, Doc: t.Doc})
-				}
-				c.Rules = append(c.Rules, ri)
-			}
-			for _, k := range recipes.Kinds {
-				c.Types = append(c.Types, string(k))
-			}
-			return c, nil
-		})
+		cobra.NoArgs, func([]string) (any, error) { return recipes.Catalog(), nil })
 }
 
 // --- run -------------------------------------------------------------------
@@ -350,38 +283,9 @@ func (o *recipeRunOptions) validate() error {
 	return o.Workload.resolve(o.src)
 }
 
-// values joins the --set values into the recipe's parameters: the items
-// of a list parameter given once each, any other parameter once.
-func (o *recipeRunOptions) values(r *recipes.Recipe) (map[string]string, error) {
-	set := map[string]string{}
-	for name, vs := range o.set {
-		p, ok := r.Parameter(name)
-		switch {
-		case len(vs) > 1 && ok && p.Kind.IsList():
-			set[name] = p.Kind.JoinItems(vs)
-		case len(vs) > 1:
-			return nil, usageError("--set %s is given twice", name)
-		default:
-			set[name] = vs[0]
-		}
-	}
-	return set, nil
-}
-
 func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
-	r, err := recipes.Find(o.Recipe)
+	plan, err := recipes.LoadValues(o.Recipe, o.set, o.src)
 	if err != nil {
-		return err
-	}
-	set, err := o.values(r)
-	if err != nil {
-		return err
-	}
-	plan, err := r.Bind(set)
-	if err != nil {
-		return err
-	}
-	if err := plan.Prepare(o.src); err != nil {
 		return err
 	}
 	if o.budget != nil {
@@ -404,7 +308,7 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	progress.Clear()
 	var je *recipes.JVMError
 	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
-		return jvmError(je.PID, je.Err)
+		return recipes.JVMFailure(je.PID, je.Err)
 	}
 	if err != nil && res == nil {
 		return err
