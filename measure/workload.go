@@ -11,6 +11,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/podlist"
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/probes/lockstat"
 )
 
@@ -194,6 +195,27 @@ func SelectJVM(src Sources, sel *cgroup.Selection) (int, error) {
 		return jvms[0], nil
 	}
 	return 0, BadInput("%s holds %d JVMs (pids %s): pass --pid to choose one", sel.Filter, len(jvms), joinInts(jvms))
+}
+
+// SelectGo is the one Go program perfscope can read among a workload's
+// processes: none, or several, is bad input naming what was found.
+func SelectGo(workload string, pids []int, fs golang.FS) (int, error) {
+	var found []int
+	for _, pid := range pids {
+		p, err := golang.OpenProcess(fs, pid)
+		if err != nil {
+			continue
+		}
+		p.Close()
+		found = append(found, pid)
+	}
+	switch len(found) {
+	case 0:
+		return 0, BadInput("%s: none of its %d processes is a Go program perfscope can read", workload, len(pids))
+	case 1:
+		return found[0], nil
+	}
+	return 0, BadInput("%s holds %d Go programs (pids %s): pass --pid to choose one", workload, len(found), joinInts(found))
 }
 
 func joinInts(v []int) string {

@@ -146,7 +146,7 @@ func (o *goOptions) validate() error {
 		if err := o.Workload.resolve(o.src); err != nil {
 			return err
 		}
-		pid, err := selectGo(o.Workload.sel.Filter.String(), o.Workload.sel.PIDs(), golang.FS{Root: o.src.Root.Root})
+		pid, err := measure.SelectGo(o.Workload.sel.Filter.String(), o.Workload.sel.PIDs(), golang.FS{Root: o.src.Root.Root})
 		if err != nil {
 			return err
 		}
@@ -300,31 +300,6 @@ func (o *goOptions) bindSources(opts *golang.Options) error {
 	}
 	opts.Load = spec
 	return nil
-}
-
-// selectGo is the one Go program among a workload's processes: none or
-// several is bad input naming what was found.
-func selectGo(workload string, pids []int, fs golang.FS) (int, error) {
-	var found []int
-	for _, pid := range pids {
-		p, err := golang.OpenProcess(fs, pid)
-		if err != nil {
-			continue
-		}
-		p.Close()
-		found = append(found, pid)
-	}
-	switch len(found) {
-	case 0:
-		return 0, usageError("%s: none of its %d processes is a Go program perfscope can read", workload, len(pids))
-	case 1:
-		return found[0], nil
-	}
-	list := make([]string, len(found))
-	for i, pid := range found {
-		list[i] = fmt.Sprint(pid)
-	}
-	return 0, usageError("%s holds %d Go programs (pids %s): pass --pid to choose one", workload, len(found), strings.Join(list, ", "))
 }
 
 func runGo(ctx context.Context, o *goOptions, g *Globals) error {
