@@ -142,3 +142,8 @@ func Names() []string {
 	}
 	return n
 }
+
+// Select is the scenarios named, in the order given; none named is all.
+func Select(names []string) ([]Scenario, error) {
+	return netlab.Select(names, Scenarios, func(s Scenario) string { return s.Name })
+}

@@ -310,3 +310,8 @@ func checkIdleNetRX(cpu int, tolerance float64) func(compare.Run) ([]string, str
 		return lines, fmt.Sprintf("no profile samples on CPU %d", cpu)
 	}
 }
+
+// Select is the scenarios named, in the order given; none named is all.
+func Select(names []string) ([]Scenario, error) {
+	return netlab.Select(names, Scenarios, func(s Scenario) string { return s.Name })
+}
