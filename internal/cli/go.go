@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/base/httpload"
-	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
@@ -243,7 +242,7 @@ func (o *goOptions) bindRecipe(checked golang.Options) error {
 // bindSources checks how the window's load and request sources go
 // together, as `perfscope jvm` does.
 func (o *goOptions) bindSources(opts *golang.Options) error {
-	if err := o.checkHeaders(); err != nil {
+	if err := checkHeaders(o.Headers); err != nil {
 		return err
 	}
 	if o.LoadURL == "" {
@@ -281,19 +280,8 @@ func (o *goOptions) bindSources(opts *golang.Options) error {
 		return usageError("--load needs --requests N: the fixed request count is what bytes per request divide by")
 	}
 	spec := &httpload.Spec{URL: o.LoadURL, Method: strings.ToUpper(o.Method), Header: http.Header{}, Requests: int(o.Requests), Concurrency: o.Concurrency}
-	for _, h := range o.Headers {
-		if err := httpload.ParseHeader(spec.Header, h); err != nil {
-			return usageError("--header: %v", err)
-		}
-	}
-	if file, ok := strings.CutPrefix(o.Body, "@"); ok {
-		b, err := safeio.ReadFile(context.Background(), file, 64<<20)
-		if err != nil {
-			return usageError("--body @%s: %v", file, err)
-		}
-		spec.Body = b
-	} else if o.Body != "" {
-		spec.Body = []byte(o.Body)
+	if err := spec.SetFlags(o.Headers, o.Body); err != nil {
+		return asUsage(err)
 	}
 	if err := spec.Validate(); err != nil {
 		return usageError("--load: %v", err)

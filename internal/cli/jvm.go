@@ -216,7 +216,7 @@ func (o *jvmOptions) validate() error {
 	} else {
 		set["body"] = o.Body
 	}
-	if err := o.checkHeaders(); err != nil {
+	if err := checkHeaders(o.Headers); err != nil {
 		return err
 	}
 	set["header"] = recipes.KindList.JoinItems(o.Headers)

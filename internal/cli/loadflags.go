@@ -30,8 +30,8 @@ func (l *loadFlags) register(f *pflag.FlagSet) {
 }
 
 // checkHeaders refuses a --header that is not one line.
-func (l *loadFlags) checkHeaders() error {
-	for _, h := range l.Headers {
+func checkHeaders(headers []string) error {
+	for _, h := range headers {
 		if strings.ContainsAny(h, "\r\n") {
 			return usageError("--header %q: a header is one line", h)
 		}
