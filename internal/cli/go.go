@@ -101,14 +101,12 @@ was measured until then is reported with a warning.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.pidGiven = cmd.Flags().Changed("pid")
-			err := o.validate()
-			if err == nil {
-				err = runGo(cmd.Context(), o, g)
-			}
-			if err != nil && o.format == report.JSON && !o.wroteJSON {
-				writeJSONError(g.Out, "go", err)
-			}
-			return err
+			return jsonErrors(g, "go", &o.format, &o.wroteJSON, func() error {
+				if err := o.validate(); err != nil {
+					return err
+				}
+				return runGo(cmd.Context(), o, g)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -325,20 +323,7 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	if res.Interrupted {
 		fmt.Fprintf(g.Err, "perfscope: interrupted after %.1fs; the probes were detached from pid %d and the report covers the window so far\n", float64(e.WindowNs)/1e9, o.PID)
 	}
-	var exitErr error
-	if o.format == report.JSON {
-		o.wroteJSON = true
-		measure.StampRun(r.Overhead, g.Started)
-		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
-			return err
-		}
-	} else if err := renderRun(g.Out, g, r, o.format); err != nil {
-		return err
-	}
-	if exitErr != nil {
-		return exitErr
-	}
-	return failOn(r.Findings, o.failOn)
+	return finishRun(g, r, o.format, nil, o.failOn, &o.wroteJSON)
 }
 
 // goError turns what went wrong into one sentence with the way out (the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -113,28 +112,28 @@ perfscope still runs is left alone (exit 3).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.pidGiven = cmd.Flags().Changed("pid")
-			err := o.validate()
-			if err == nil && o.Stop != 0 {
+			return jsonErrors(g, "jvm", &o.format, &o.wroteJSON, func() error {
+				if err := o.validate(); err != nil {
+					return err
+				}
+				if o.Stop == 0 {
+					return o.run(cmd.Context(), o, g)
+				}
+				var err error
 				cmd.Flags().Visit(func(f *pflag.Flag) {
 					if err == nil && f.Name != "stop" && f.Name != "pid" && f.Name != "output" {
 						err = usageError("--stop measures nothing: it takes no --%s", f.Name)
 					}
 				})
-			}
-			switch {
-			case err == nil && o.Stop != 0:
+				if err != nil {
+					return err
+				}
 				stop := o.stop
 				if stop == nil {
 					stop = runJVMStop
 				}
-				err = stop(cmd.Context(), o, g)
-			case err == nil:
-				err = o.run(cmd.Context(), o, g)
-			}
-			if err != nil && o.format == report.JSON && !o.wroteJSON {
-				writeJSONError(g.Out, "jvm", err)
-			}
-			return err
+				return stop(cmd.Context(), o, g)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -290,32 +289,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 		// the exit code says the run failed.
 		exitErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement (hsperfdata and attach socket went away); reported what was measured in %.1fs", o.PID, float64(j.Evidence.WindowNs)/1e9)}
 	}
-	if o.format == report.JSON {
-		o.wroteJSON = true
-		measure.StampRun(r.Overhead, g.Started)
-		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
-			return err
-		}
-	} else if err := renderRun(g.Out, g, r, o.format); err != nil {
-		return err
-	}
-	if exitErr != nil {
-		return exitErr
-	}
-	return failOn(r.Findings, o.failOn)
-}
-
-// writeJSONReport writes r as JSON with err, when the run failed, and
-// its exit code.
-func writeJSONReport(w io.Writer, r *report.Report, err error) error {
-	return report.WriteJSONWithError(w, r, err, CodeOf(err))
-}
-
-// writeJSONError prints a failed run as JSON: the envelope with no data
-// and the error, so -o json never prints plain text on stdout.
-func writeJSONError(w io.Writer, command string, err error) {
-	r := report.New(command, Version(), time.Now())
-	writeJSONReport(w, r, err)
+	return finishRun(g, r, o.format, exitErr, o.failOn, &o.wroteJSON)
 }
 
 func writeProfileFiles(o *jvmOptions, r *report.Report, j *measure.JVMResult) error {

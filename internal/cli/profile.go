@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"time"
@@ -266,22 +265,5 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 			r.Show.Title = "CPU profile of " + sel.Filter.String()
 		}
 	}
-	if o.OutFile == "" {
-		return renderRun(g.Out, g, r, o.format)
-	}
-	// A regular --out file is replaced atomically (no partial file if
-	// rendering fails); a device, FIFO or symlink is written through,
-	// never replaced (safeio.WriteOutput). Not ctx: a Ctrl-C that ended
-	// the window early still wants the profile written.
-	err = safeio.WriteOutput(context.Background(), o.OutFile, waitingFor(g, "a reader"), func(w io.Writer) error {
-		return renderRun(w, g, r, o.format)
-	})
-	if isBadInputFile(err) {
-		return asUsage(fmt.Errorf("--out: %w", err))
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", o.OutFile, err)
-	}
-	fmt.Fprintf(g.Err, "wrote %s (%s, %d samples)\n", o.OutFile, o.format, d.Samples)
-	return nil
+	return writeOut(g, o.OutFile, r, o.format, fmt.Sprintf("%s, %d samples", o.format, d.Samples))
 }

@@ -260,13 +260,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 			r.Artifacts = append(r.Artifacts, report.Artifact{Kind: "revert-file", Path: path})
 		}
 	}
-	if err := renderRun(g.Out, g, r, o.format); err != nil {
-		return err
-	}
-	if applyErr != nil {
-		return applyErr
-	}
-	return failOn(r.Findings, o.failOn)
+	return finishRun(g, r, o.format, applyErr, o.failOn, nil)
 }
 
 // applyFindings makes the chosen findings' typed changes through
