@@ -31,3 +31,13 @@ func (s *Spec) SetFlags(headers []string, body string) error {
 	}
 	return nil
 }
+
+// CheckHeaders refuses a --header that is not one line.
+func CheckHeaders(headers []string) error {
+	for _, h := range headers {
+		if strings.ContainsAny(h, "\r\n") {
+			return fmt.Errorf("--header %q: a header is one line", h)
+		}
+	}
+	return nil
+}

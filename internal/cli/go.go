@@ -4,16 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
@@ -56,10 +52,6 @@ type goOptions struct {
 	// what measure runs with, its rules and report are the command's.
 	plan *recipes.Plan
 }
-
-// goFlags name the go-alloc recipe's parameters that are not
-// --name-with-dashes as the go command's flags.
-var goFlags = map[string]string{"body_file": "--body @FILE", "pools": "--no-pools or --exact-pools", "http_port": "--http-port"}
 
 func newGoCmd(g *Globals) *cobra.Command {
 	return goCmd(g, &goOptions{measure: golang.Measure, src: measure.Live()})
@@ -170,122 +162,11 @@ func (o *goOptions) validate() error {
 	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
 		return err
 	}
-	opts := golang.Options{PID: o.PID, Duration: o.Duration, NoPools: o.NoPools, ExactPools: o.ExactPools, TopSites: o.Top}
-	switch o.Count {
-	case "auto":
-		opts.Passive = jvm.PassiveAuto
-	case "on":
-		opts.Passive = jvm.PassiveRequired
-	case "off":
-		opts.Passive = jvm.PassiveOff
-	default:
-		return usageError("--count %q: want auto, on or off", o.Count)
-	}
-	for _, p := range o.HTTPPorts {
-		if p == 0 || p > 65535 {
-			return usageError("--http-port %d: a TCP port is 1 to 65535", p)
-		}
-		opts.HTTPPorts = append(opts.HTTPPorts, uint16(p))
-	}
-	if err := o.bindSources(&opts); err != nil {
-		return err
-	}
-	return o.bindRecipe(opts)
-}
-
-// bindRecipe binds the go-alloc recipe to the flags — the recipe checks
-// them again, in sentences naming the flags — and takes its options,
-// with the body the command read (the recipe reads a body file only when
-// prepared).
-func (o *goOptions) bindRecipe(checked golang.Options) error {
-	pools := "auto"
-	switch {
-	case o.NoPools:
-		pools = "off"
-	case o.ExactPools:
-		pools = "exact"
-	}
-	set := recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(), "requests", strconv.FormatInt(o.Requests, 10),
-		"load", o.LoadURL, "method", strings.ToUpper(o.Method), "concurrency", strconv.Itoa(o.Concurrency),
-		"count", o.Count, "pools", pools, "top", strconv.Itoa(o.Top), "header", recipes.KindList.JoinItems(o.Headers))
-	if checked.RequestsFrom != nil {
-		set["requests_from"], set["requests_metric"] = checked.RequestsFrom.URL, checked.RequestsFrom.Metric
-	}
-	if checked.Load != nil && len(checked.Load.Body) > 0 && !strings.HasPrefix(o.Body, "@") {
-		set["body"] = o.Body
-	}
-	ports := make([]string, len(o.HTTPPorts))
-	for i, p := range o.HTTPPorts {
-		ports[i] = strconv.FormatUint(uint64(p), 10)
-	}
-	set["http_port"] = recipes.KindPorts.JoinItems(ports)
-	r, err := recipes.Find("go-alloc")
-	if err != nil {
-		return err
-	}
-	if o.plan, err = r.BindFlags(set, goFlags); err != nil {
-		return err
-	}
-	opts := o.plan.GoOptions()
-	if opts == nil {
-		return fmt.Errorf("recipe go-alloc does not use the goalloc probe")
-	}
-	if opts.Load != nil && checked.Load != nil {
-		opts.Load.Body = checked.Load.Body
-	}
-	o.opts = *opts
-	return nil
-}
-
-// bindSources checks how the window's load and request sources go
-// together, as `perfscope jvm` does.
-func (o *goOptions) bindSources(opts *golang.Options) error {
-	if err := checkHeaders(o.Headers); err != nil {
-		return err
-	}
-	if o.LoadURL == "" {
-		if o.Body != "" || len(o.Headers) > 0 || !strings.EqualFold(o.Method, "GET") {
-			return usageError("--method, --body and --header shape the load: add --load URL")
-		}
-		opts.Requests = o.Requests
-		if o.RequestsFrom == "" {
-			if o.RequestsMetric != "" {
-				return usageError("--requests-metric names a counter of --requests-from: add --requests-from URL")
-			}
-			return nil
-		}
-		if o.Requests > 0 {
-			return usageError("--requests N and --requests-from both count the window's requests: give one")
-		}
-		from, metric := o.RequestsFrom, o.RequestsMetric
-		if u, frag, ok := strings.Cut(from, "#"); ok {
-			if metric != "" && frag != metric {
-				return usageError("--requests-from %s names the counter %q and --requests-metric %q: give one", from, frag, metric)
-			}
-			from, metric = u, frag
-		}
-		probe := httpload.Spec{URL: from, Requests: 1, Concurrency: 1}
-		if err := probe.Validate(); err != nil {
-			return usageError("--requests-from: %v", err)
-		}
-		opts.RequestsFrom = &jvm.MetricsSource{URL: from, Metric: metric, Match: map[string]*regexp.Regexp{}, Exclude: map[string]*regexp.Regexp{}}
-		return nil
-	}
-	if o.RequestsFrom != "" {
-		return usageError("--requests-from counts requests perfscope does not drive: drop it with --load, which counts its own")
-	}
-	if o.Requests == 0 {
-		return usageError("--load needs --requests N: the fixed request count is what bytes per request divide by")
-	}
-	spec := &httpload.Spec{URL: o.LoadURL, Method: strings.ToUpper(o.Method), Header: http.Header{}, Requests: int(o.Requests), Concurrency: o.Concurrency}
-	if err := spec.SetFlags(o.Headers, o.Body); err != nil {
-		return asUsage(err)
-	}
-	if err := spec.Validate(); err != nil {
-		return usageError("--load: %v", err)
-	}
-	opts.Load = spec
-	return nil
+	o.plan, o.opts, err = recipes.BindGo(recipes.GoFlags{PID: o.PID, Duration: o.Duration, Requests: o.Requests,
+		Load: o.LoadURL, Method: o.Method, Body: o.Body, Headers: o.Headers, Concurrency: o.Concurrency,
+		RequestsFrom: o.RequestsFrom, RequestsMetric: o.RequestsMetric, Count: o.Count, HTTPPorts: o.HTTPPorts,
+		NoPools: o.NoPools, ExactPools: o.ExactPools, Top: o.Top})
+	return err
 }
 
 func runGo(ctx context.Context, o *goOptions, g *Globals) error {

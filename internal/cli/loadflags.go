@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/flame"
@@ -30,14 +31,7 @@ func (l *loadFlags) register(f *pflag.FlagSet) {
 }
 
 // checkHeaders refuses a --header that is not one line.
-func checkHeaders(headers []string) error {
-	for _, h := range headers {
-		if strings.ContainsAny(h, "\r\n") {
-			return usageError("--header %q: a header is one line", h)
-		}
-	}
-	return nil
-}
+func checkHeaders(headers []string) error { return asUsage(httpload.CheckHeaders(headers)) }
 
 // parseReportFlags reads command's -o and --fail-on.
 func parseReportFlags(command, output, failOn string) (report.Format, diagnose.Severity, error) {
