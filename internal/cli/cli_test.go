@@ -118,7 +118,7 @@ func TestDoctorJSONAndVerdict(t *testing.T) {
 	if r.Schema != report.Schema || len(r.Data.Checks) != 3 {
 		t.Errorf("json = %+v", r)
 	}
-	if doctorVerdict([]report.DoctorCheck{{Category: "program types", Name: "tp_btf", Status: report.StatusOK}}) != nil {
+	if privilege.Verdict([]report.DoctorCheck{{Category: "program types", Name: "tp_btf", Status: report.StatusOK}}, "", nil) != nil {
 		t.Error("attachable kernel with privileges must pass")
 	}
 }
