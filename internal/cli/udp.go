@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -314,24 +313,12 @@ func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	var runs [2]compare.Run
-	for i, path := range o.Compare {
-		if runs[i], err = compare.Load(ctx, path); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, fs.ErrNotExist) {
-				return usageError("--compare %s: no such file: give the -o json output of two perfscope %s runs", path, o.proto)
-			}
-			return asUsage(err)
+	r, err := compare.Files(ctx, o.proto, Version(), g.Started, [2]string(o.Compare))
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
 		}
-		if runs[i].Command != o.proto {
-			return usageError("--compare %s is a perfscope %s run: compare it with perfscope %s --compare", path, runs[i].Command, runs[i].Command)
-		}
+		return asUsage(err)
 	}
-	r := report.New(o.proto+" compare", Version(), g.Started)
-	c := compare.Compare(runs[0], runs[1])
-	r.Data = c
-	r.Meta.DurationNs = c.After.DurationNs
 	return report.Render(g.Out, r, f)
 }
