@@ -83,11 +83,7 @@ func (f GoFlags) bind(checked golang.Options) (*Plan, golang.Options, error) {
 	if checked.Load != nil && len(checked.Load.Body) > 0 && !strings.HasPrefix(f.Body, "@") {
 		set["body"] = f.Body
 	}
-	ports := make([]string, len(f.HTTPPorts))
-	for i, p := range f.HTTPPorts {
-		ports[i] = strconv.FormatUint(uint64(p), 10)
-	}
-	set["http_port"] = KindPorts.JoinItems(ports)
+	set["http_port"] = portsParam(f.HTTPPorts)
 	r, err := Find("go-alloc")
 	if err != nil {
 		return nil, checked, err

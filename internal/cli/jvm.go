@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -165,10 +164,6 @@ perfscope still runs is left alone (exit 3).`,
 	return cmd
 }
 
-// jvmFlags name the jvm-alloc recipe's parameters that are not
-// --name-with-dashes as the jvm command's flags.
-var jvmFlags = map[string]string{"body_file": "--body @FILE"}
-
 func (o *jvmOptions) validate() error {
 	var err error
 	if o.format, o.failOn, err = parseReportFlags("jvm", o.Output, o.FailOn); err != nil {
@@ -200,35 +195,12 @@ func (o *jvmOptions) validate() error {
 	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
 		return err
 	}
-	// The flags are the jvm-alloc recipe's parameters; the recipe checks
-	// their values and how they go together, in sentences naming the
-	// flags.
-	set := recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(), "requests", strconv.FormatInt(o.Requests, 10),
-		"load", o.LoadURL, "method", strings.ToUpper(o.Method), "concurrency", strconv.Itoa(o.Concurrency), "event", o.Event,
-		"alloc_interval", allocIntervalParam(o.AllocInterval), "async_profiler", o.AsyncProfiler, "target_rps", strconv.FormatFloat(o.TargetRPS, 'g', -1, 64),
-		"target_gc_interval", o.TargetGCInterval.String(), "top", strconv.Itoa(o.Top),
-		"requests_from", o.RequestsFrom, "requests_metric", o.RequestsMetric, "requests_match", recipes.KindList.JoinItems(o.RequestsMatch),
-		"mappings", o.Mappings, "count", o.Count, "request_threads", o.RequestThreads, "handler_frames", o.HandlerFrames,
-		"off_cpu", strconv.FormatBool(o.OffCPU))
-	if file, ok := strings.CutPrefix(o.Body, "@"); ok {
-		set["body_file"] = file
-	} else {
-		set["body"] = o.Body
-	}
-	if err := checkHeaders(o.Headers); err != nil {
-		return err
-	}
-	set["header"] = recipes.KindList.JoinItems(o.Headers)
-	ports := make([]string, len(o.HTTPPorts))
-	for i, p := range o.HTTPPorts {
-		ports[i] = strconv.FormatUint(uint64(p), 10)
-	}
-	set["http_port"] = recipes.KindPorts.JoinItems(ports)
-	r, err := recipes.Find("jvm-alloc")
-	if err != nil {
-		return err
-	}
-	o.plan, err = r.BindFlags(set, jvmFlags)
+	o.plan, err = recipes.BindJVM(recipes.JVMFlags{PID: o.PID, Duration: o.Duration, Requests: o.Requests,
+		Load: o.LoadURL, Method: o.Method, Body: o.Body, Headers: o.Headers, Concurrency: o.Concurrency,
+		Event: o.Event, AllocInterval: o.AllocInterval, AsyncProfiler: o.AsyncProfiler, TargetRPS: o.TargetRPS,
+		TargetGCInterval: o.TargetGCInterval, Top: o.Top, RequestsFrom: o.RequestsFrom, RequestsMetric: o.RequestsMetric,
+		RequestsMatch: o.RequestsMatch, Mappings: o.Mappings, Count: o.Count, HTTPPorts: o.HTTPPorts,
+		RequestThreads: o.RequestThreads, HandlerFrames: o.HandlerFrames, OffCPU: o.OffCPU})
 	return err
 }
 
@@ -299,13 +271,4 @@ func writeProfileFiles(o *jvmOptions, r *report.Report, j *measure.JVMResult) er
 	p := j.Profile
 	opts := flame.Options{Title: fmt.Sprintf("pid %d: %s", o.PID, p.Event), Subtitle: fmt.Sprintf("async-profiler %s, total %s", p.Event, report.Count(float64(p.Total)))}
 	return writeFlameFlags(r, j.Flame(), o.Flame, o.Folded, opts)
-}
-
-// allocIntervalParam is --alloc-interval as the recipe's alloc_interval
-// takes it: "auto" is 0, an interval chosen from the allocation rate.
-func allocIntervalParam(flag string) string {
-	if strings.EqualFold(strings.TrimSpace(flag), "auto") {
-		return "0"
-	}
-	return flag
 }
