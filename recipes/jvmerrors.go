@@ -48,3 +48,20 @@ func JVMFailure(pid int, err error) error {
 	}
 	return err
 }
+
+// RunFailure is Run's error as the user reads it. An async-profiler
+// failure is one sentence (JVMFailure); when the JVM exited mid-run and
+// res holds what was measured until then, failure is nil and exited says
+// which JVM: report res, and fail.
+func RunFailure(res *Result, err error) (exited *JVMError, failure error) {
+	var je *JVMError
+	switch {
+	case errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)):
+		return nil, JVMFailure(je.PID, je.Err)
+	case err != nil && res == nil:
+		return nil, err
+	case err != nil:
+		return je, nil
+	}
+	return nil, nil
+}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -228,11 +227,8 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 		}
 	}
 	res, err := o.plan.Run(ctx, o.src, hooks)
-	var je *recipes.JVMError
-	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
-		return recipes.JVMFailure(je.PID, je.Err)
-	}
-	if err != nil && res == nil {
+	exited, err := recipes.RunFailure(res, err)
+	if err != nil {
 		return err
 	}
 	j := res.JVM
@@ -256,7 +252,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 		}
 	}
 	var exitErr error
-	if err != nil {
+	if exited != nil {
 		// The JVM exited mid-run: the report says what was measured, and
 		// the exit code says the run failed.
 		exitErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement (hsperfdata and attach socket went away); reported what was measured in %.1fs", o.PID, float64(j.Evidence.WindowNs)/1e9)}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/recipes"
@@ -306,26 +304,21 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	}
 	res, err := plan.Run(ctx, o.src, hooks)
 	progress.Clear()
-	var je *recipes.JVMError
-	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
-		return recipes.JVMFailure(je.PID, je.Err)
-	}
-	if err != nil && res == nil {
+	exited, err := recipes.RunFailure(res, err)
+	if err != nil {
 		return err
 	}
 	rep := res.Report("recipe", Version())
 	if err := res.WriteOutputs(rep); err != nil {
 		return err
 	}
-	if err := renderRun(g.Out, g, rep, o.format); err != nil {
-		return err
-	}
-	if err != nil {
+	var runErr error
+	if exited != nil {
 		// The JVM exited mid-run: reported what was measured; the run
 		// failed.
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement; reported what was measured until then", je.PID)}
+		runErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement; reported what was measured until then", exited.PID)}
 	}
-	return failOn(rep.Findings, o.failOn)
+	return finishRun(g, rep, o.format, runErr, o.failOn, nil)
 }
 
 // recipeSet turns a command's flags into its recipe's parameters, in a
