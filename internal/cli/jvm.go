@@ -238,14 +238,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	// The recipe's envelope (which names it and its values, its overhead
 	// and findings) with the jvm command's own data and text.
 	r := res.Report("jvm", Version())
-	data := report.NewJVMData(j.Evidence, j.Load, j.Warnings)
-	data.ProfileOptions = j.ProfileOptions
-	// The off-CPU section's findings are the recipe's already.
-	data.OffCPU = res.OffCPU
-	if o.OffCPU && j.ProfileOptions.Event == asprof.Wall {
-		data.Wall = jvm.Wall(j.Profile, res.OffCPU, j.Evidence.PID, 5)
-	}
-	r.Data = data
+	r.Data = res.JVMData(o.OffCPU)
 	if j.Profile != nil {
 		if werr := writeProfileFiles(o, r, j); werr != nil {
 			return werr

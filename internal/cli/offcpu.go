@@ -178,11 +178,7 @@ func runOffCPU(ctx context.Context, o *offcpuOptions, g *Globals) error {
 		ev.Warnings = append(ev.Warnings, fmt.Sprintf("interrupted after %v of the %v asked for", time.Duration(ev.DurationNs).Round(time.Millisecond), o.Duration))
 	}
 	r := res.Report("offcpu", Version())
-	r.Show = report.Show{Top: o.Top, Title: "Off-CPU time of all processes",
-		Subtitle: fmt.Sprintf("microseconds off CPU, %s stacks, waits of %v or more, %v", ev.Stacks, time.Duration(ev.MinBlockNs), time.Duration(ev.DurationNs).Round(time.Millisecond))}
-	if o.PID != 0 {
-		r.Show.Title = fmt.Sprintf("Off-CPU time of %s (pid %d)", ev.Comm, o.PID)
-	}
+	r.Show = report.OffCPUShow(ev, o.Top, o.PID)
 	if err := writeOut(g, o.OutFile, r, o.format, string(o.format)); err != nil {
 		return err
 	}

@@ -254,16 +254,13 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	}
 	r := res.Report("profile", Version())
 	d := res.Profile.Evidence
-	r.Show = report.Show{Top: o.Top, Title: o.Title,
-		Subtitle: fmt.Sprintf("%d samples at %d Hz (%s), %s stacks, %v", d.Samples, d.FrequencyHz, d.Event, d.Stacks, time.Duration(d.DurationNs).Round(time.Millisecond))}
-	if r.Show.Title == "" {
-		r.Show.Title = "CPU profile of all processes"
-		if o.PID != 0 {
-			r.Show.Title = fmt.Sprintf("CPU profile of process %d", o.PID)
-		}
-		if sel := o.Workload.sel; sel != nil {
-			r.Show.Title = "CPU profile of " + sel.Filter.String()
-		}
+	of := ""
+	if o.PID != 0 {
+		of = fmt.Sprintf("process %d", o.PID)
 	}
+	if sel := o.Workload.sel; sel != nil {
+		of = sel.Filter.String()
+	}
+	r.Show = report.ProfileShow(d, o.Top, o.Title, of)
 	return writeOut(g, o.OutFile, r, o.format, fmt.Sprintf("%s, %d samples", o.format, d.Samples))
 }
