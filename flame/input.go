@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -130,4 +131,22 @@ func (c ctxReader) Read(b []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(b)
+}
+
+// ParseFilter compiles --include and --exclude (either may be empty).
+func ParseFilter(include, exclude string) (Filter, error) {
+	var f Filter
+	for _, re := range []struct {
+		flag, expr string
+		dst        **regexp.Regexp
+	}{{"--include", include, &f.Include}, {"--exclude", exclude, &f.Exclude}} {
+		if re.expr == "" {
+			continue
+		}
+		var err error
+		if *re.dst, err = regexp.Compile(re.expr); err != nil {
+			return f, fmt.Errorf("%s %q is not a regular expression: %v", re.flag, re.expr, err)
+		}
+	}
+	return f, nil
 }

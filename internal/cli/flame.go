@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 
 	"github.com/spf13/cobra"
 
@@ -175,18 +174,8 @@ func (o *flameGraphOptions) validate(command string) error {
 	if o.MaxMemory < 16 || o.MaxMemory > 1<<20 {
 		return usageError("--max-memory must be between 16 and 1048576 MiB, got %d", o.MaxMemory)
 	}
-	for _, re := range []struct {
-		flag, expr string
-		dst        **regexp.Regexp
-	}{{"--include", o.Include, &o.filter.Include}, {"--exclude", o.Exclude, &o.filter.Exclude}} {
-		if re.expr == "" {
-			continue
-		}
-		if *re.dst, err = regexp.Compile(re.expr); err != nil {
-			return usageError("%s %q is not a regular expression: %v", re.flag, re.expr, err)
-		}
-	}
-	return nil
+	o.filter, err = flame.ParseFilter(o.Include, o.Exclude)
+	return asUsage(err)
 }
 
 func (o *flameOptions) validate() error {

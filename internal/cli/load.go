@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +23,6 @@ import (
 // The bounds of `perfscope load`: a stepped load is bounded in count and
 // time, and so in what it sends.
 const (
-	maxLoadLevels       = 32
 	maxLevelDuration    = 10 * time.Minute
 	maxRequestsPerLevel = 10_000_000
 )
@@ -112,8 +110,8 @@ func (o *loadOptions) validate() error {
 	if o.URL == "" {
 		return usageError("--url is required: the service's URL to load")
 	}
-	if o.levels, err = parseLevels(o.Concurrency); err != nil {
-		return err
+	if o.levels, err = offcpu.ParseLevels(o.Concurrency); err != nil {
+		return asUsage(err)
 	}
 	if o.DurationPerLevel < 100*time.Millisecond || o.DurationPerLevel > maxLevelDuration {
 		return usageError("--duration-per-level must be between 100ms and %v, got %v: every level is bounded in time", maxLevelDuration, o.DurationPerLevel)
@@ -144,26 +142,6 @@ func (o *loadOptions) validate() error {
 		}
 	}
 	return nil
-}
-
-// parseLevels reads --concurrency: rising levels, each within httpload's
-// bounds, at most maxLoadLevels.
-func parseLevels(v string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 10000 {
-			return nil, usageError("--concurrency %q: each level is a number from 1 to 10000", v)
-		}
-		if len(out) > 0 && n <= out[len(out)-1] {
-			return nil, usageError("--concurrency %q: the levels must rise (%d after %d)", v, n, out[len(out)-1])
-		}
-		out = append(out, n)
-	}
-	if len(out) > maxLoadLevels {
-		return nil, usageError("--concurrency %q: at most %d levels, got %d", v, maxLoadLevels, len(out))
-	}
-	return out, nil
 }
 
 func runLoad(ctx context.Context, o *loadOptions, g *Globals) error {
