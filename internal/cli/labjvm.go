@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/lab/jvmlab"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
@@ -89,9 +88,6 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 	r := report.New("lab jvm", Version(), started)
 	r.Meta.DurationNs = int64(time.Since(started))
 	r.Data = data
-	for _, s := range data.Scenarios {
-		r.Findings = append(r.Findings, s.Findings...)
-	}
-	diagnose.Rank(r.Findings)
+	r.Findings = data.Findings()
 	return report.Render(g.Out, r, o.format)
 }

@@ -276,8 +276,7 @@ func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Rep
 	if res.RevertFile != "" {
 		fmt.Fprintf(g.Err, "revert file: %s (undo with: perfscope %s --revert %s)\n", res.RevertFile, o.proto, res.RevertFile)
 	}
-	apply.WriteLog(g.Err, "unchanged", res.Unchanged)
-	apply.WriteLog(g.Err, "applied", res.Applied)
+	res.WriteLog(g.Err)
 	if err != nil {
 		return res.RevertFile, fmt.Errorf("--apply: %w", err)
 	}
@@ -289,10 +288,7 @@ func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Rep
 
 func (o *udpOptions) runRevert(ctx context.Context, g *Globals) error {
 	res, err := apply.Revert(ctx, o.Revert, apply.LiveSystem(), apply.Identity{})
-	apply.WriteLog(g.Out, "reverted", res.Restored)
-	apply.WriteLog(g.Out, "already old", res.AlreadyOld)
-	apply.WriteLog(g.Out, "gone", res.Gone)
-	apply.WriteLog(g.Out, "left as found", res.Conflicts)
+	res.WriteLog(g.Out)
 	if errors.Is(err, apply.ErrBadRevertFile) {
 		return asUsage(fmt.Errorf("--revert %w", err))
 	}
