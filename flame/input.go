@@ -42,7 +42,7 @@ type InputOptions struct {
 // cancelled (the error is then ctx's). Any other error is one sentence
 // about the input: unreadable or malformed input, the user's to correct.
 func ReadInput(ctx context.Context, path string, o InputOptions) (*Profile, Input, error) {
-	var r io.Reader = ctxReader{ctx, o.Stdin}
+	r := safeio.ContextReader(ctx, o.Stdin)
 	name := "standard input"
 	if path != "-" {
 		in, err := safeio.OpenInput(ctx, path, o.Waiting)
@@ -118,19 +118,6 @@ func ParseMinWidth(s string, width int) (float64, error) {
 		v = -1 // Options: negative draws every frame, zero means the default
 	}
 	return v, nil
-}
-
-// ctxReader stops a long read when the command is interrupted.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(b []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(b)
 }
 
 // ParseFilter compiles --include and --exclude (either may be empty).
