@@ -14,15 +14,23 @@ import (
 	"github.com/perfscope/perfscope/measure"
 )
 
+// LoadFlags are the flags of an HTTP load perfscope drives while it
+// measures a service (`perfscope jvm`, `perfscope go`).
+type LoadFlags struct {
+	LoadURL     string
+	Method      string
+	Body        string
+	Headers     []string
+	Concurrency int
+}
+
 // GoFlags are `perfscope go`'s flags that are the go-alloc recipe's
 // parameters.
 type GoFlags struct {
-	PID                          int
-	Duration                     time.Duration
-	Requests                     int64
-	Load, Method, Body           string
-	Headers                      []string
-	Concurrency                  int
+	PID      int
+	Duration time.Duration
+	Requests int64
+	LoadFlags
 	RequestsFrom, RequestsMetric string
 	Count                        string
 	HTTPPorts                    []uint
@@ -75,7 +83,7 @@ func (f GoFlags) bind(checked golang.Options) (*Plan, golang.Options, error) {
 		pools = "exact"
 	}
 	set := map[string]string{"pid": strconv.Itoa(f.PID), "duration": f.Duration.String(), "requests": strconv.FormatInt(f.Requests, 10),
-		"load": f.Load, "method": strings.ToUpper(f.Method), "concurrency": strconv.Itoa(f.Concurrency),
+		"load": f.LoadURL, "method": strings.ToUpper(f.Method), "concurrency": strconv.Itoa(f.Concurrency),
 		"count": f.Count, "pools": pools, "top": strconv.Itoa(f.Top), "header": KindList.JoinItems(f.Headers)}
 	if checked.RequestsFrom != nil {
 		set["requests_from"], set["requests_metric"] = checked.RequestsFrom.URL, checked.RequestsFrom.Metric
@@ -107,7 +115,7 @@ func (f GoFlags) sources(opts *golang.Options) error {
 	if err := httpload.CheckHeaders(f.Headers); err != nil {
 		return measure.MarkBadInput(err)
 	}
-	if f.Load == "" {
+	if f.LoadURL == "" {
 		if f.Body != "" || len(f.Headers) > 0 || !strings.EqualFold(f.Method, "GET") {
 			return measure.BadInput("--method, --body and --header shape the load: add --load URL")
 		}
@@ -141,7 +149,7 @@ func (f GoFlags) sources(opts *golang.Options) error {
 	if f.Requests == 0 {
 		return measure.BadInput("--load needs --requests N: the fixed request count is what bytes per request divide by")
 	}
-	spec := &httpload.Spec{URL: f.Load, Method: strings.ToUpper(f.Method), Header: http.Header{}, Requests: int(f.Requests), Concurrency: f.Concurrency}
+	spec := &httpload.Spec{URL: f.LoadURL, Method: strings.ToUpper(f.Method), Header: http.Header{}, Requests: int(f.Requests), Concurrency: f.Concurrency}
 	if err := spec.SetFlags(f.Headers, f.Body); err != nil {
 		return measure.MarkBadInput(err)
 	}

@@ -12,12 +12,10 @@ import (
 // JVMFlags are `perfscope jvm`'s flags that are the jvm-alloc recipe's
 // parameters.
 type JVMFlags struct {
-	PID                           int
-	Duration                      time.Duration
-	Requests                      int64
-	Load, Method, Body            string
-	Headers                       []string
-	Concurrency                   int
+	PID      int
+	Duration time.Duration
+	Requests int64
+	LoadFlags
 	Event, AllocInterval          string
 	AsyncProfiler                 string
 	TargetRPS                     float64
@@ -45,7 +43,7 @@ func BindJVM(f JVMFlags) (*Plan, error) {
 		allocInterval = "0"
 	}
 	set := map[string]string{"pid": strconv.Itoa(f.PID), "duration": f.Duration.String(), "requests": strconv.FormatInt(f.Requests, 10),
-		"load": f.Load, "method": strings.ToUpper(f.Method), "concurrency": strconv.Itoa(f.Concurrency), "event": f.Event,
+		"load": f.LoadURL, "method": strings.ToUpper(f.Method), "concurrency": strconv.Itoa(f.Concurrency), "event": f.Event,
 		"alloc_interval": allocInterval, "async_profiler": f.AsyncProfiler, "target_rps": strconv.FormatFloat(f.TargetRPS, 'g', -1, 64),
 		"target_gc_interval": f.TargetGCInterval.String(), "top": strconv.Itoa(f.Top),
 		"requests_from": f.RequestsFrom, "requests_metric": f.RequestsMetric, "requests_match": KindList.JoinItems(f.RequestsMatch),

@@ -163,7 +163,7 @@ func (o *goOptions) validate() error {
 		return err
 	}
 	o.plan, o.opts, err = recipes.BindGo(recipes.GoFlags{PID: o.PID, Duration: o.Duration, Requests: o.Requests,
-		Load: o.LoadURL, Method: o.Method, Body: o.Body, Headers: o.Headers, Concurrency: o.Concurrency,
+		LoadFlags:    o.LoadFlags,
 		RequestsFrom: o.RequestsFrom, RequestsMetric: o.RequestsMetric, Count: o.Count, HTTPPorts: o.HTTPPorts,
 		NoPools: o.NoPools, ExactPools: o.ExactPools, Top: o.Top})
 	return err

@@ -195,8 +195,8 @@ func (o *jvmOptions) validate() error {
 		return err
 	}
 	o.plan, err = recipes.BindJVM(recipes.JVMFlags{PID: o.PID, Duration: o.Duration, Requests: o.Requests,
-		Load: o.LoadURL, Method: o.Method, Body: o.Body, Headers: o.Headers, Concurrency: o.Concurrency,
-		Event: o.Event, AllocInterval: o.AllocInterval, AsyncProfiler: o.AsyncProfiler, TargetRPS: o.TargetRPS,
+		LoadFlags: o.LoadFlags,
+		Event:     o.Event, AllocInterval: o.AllocInterval, AsyncProfiler: o.AsyncProfiler, TargetRPS: o.TargetRPS,
 		TargetGCInterval: o.TargetGCInterval, Top: o.Top, RequestsFrom: o.RequestsFrom, RequestsMetric: o.RequestsMetric,
 		RequestsMatch: o.RequestsMatch, Mappings: o.Mappings, Count: o.Count, HTTPPorts: o.HTTPPorts,
 		RequestThreads: o.RequestThreads, HandlerFrames: o.HandlerFrames, OffCPU: o.OffCPU})

@@ -9,18 +9,13 @@ import (
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
 // loadFlags are the flags of an HTTP load perfscope drives while it
 // measures a service (jvm, go); --requests is the command's own.
-type loadFlags struct {
-	LoadURL     string
-	Method      string
-	Body        string
-	Headers     []string
-	Concurrency int
-}
+type loadFlags struct{ recipes.LoadFlags }
 
 func (l *loadFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&l.LoadURL, "load", "", "drive --requests HTTP requests at this URL and measure while they run")
