@@ -43,6 +43,34 @@ func (s Sources) workload(pid int) *evidence.Workload {
 	return &w
 }
 
+// ResolveWorkload is --cgroup, --container or --pod (at most one given;
+// none: nil) resolved to the processes it names now, before anything
+// loads: two given, a filter that can name nothing, or nothing matching
+// is bad input in one sentence saying what was seen instead.
+func ResolveWorkload(src Sources, cgroupPath, container, pod string) (*cgroup.Selection, error) {
+	var given []func() (cgroup.Filter, error)
+	if cgroupPath != "" {
+		given = append(given, func() (cgroup.Filter, error) { return cgroup.CgroupFilter(cgroupPath) })
+	}
+	if container != "" {
+		given = append(given, func() (cgroup.Filter, error) { return cgroup.ContainerFilter(container) })
+	}
+	if pod != "" {
+		given = append(given, func() (cgroup.Filter, error) { return cgroup.PodFilter(pod) })
+	}
+	switch len(given) {
+	case 0:
+		return nil, nil
+	case 1:
+		f, err := given[0]()
+		if err != nil {
+			return nil, MarkBadInput(err)
+		}
+		return SelectWorkload(src, f)
+	}
+	return nil, BadInput("--cgroup, --container and --pod exclude each other: give one")
+}
+
 // SelectWorkload resolves a --cgroup, --container or --pod filter to the
 // processes it names now. What matches nothing, or is no filter at all,
 // is bad input (exit 2) in one sentence; a run without attribution
