@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
@@ -128,18 +129,10 @@ func (o *goOptions) validate() error {
 	if o.format, o.failOn, err = parseReportFlags("go", o.Output, o.FailOn); err != nil {
 		return err
 	}
-	if o.Workload.given() {
-		if o.pidGiven {
-			return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
-		}
-		if err := o.Workload.resolve(o.src); err != nil {
-			return err
-		}
-		pid, err := measure.SelectGo(o.Workload.sel.Filter.String(), o.Workload.sel.PIDs(), golang.FS{Root: o.src.Root.Root})
-		if err != nil {
-			return err
-		}
-		o.PID = pid
+	if o.PID, err = o.Workload.target(o.src, o.PID, o.pidGiven, func(sel *cgroup.Selection) (int, error) {
+		return measure.SelectGo(sel.Filter.String(), sel.PIDs(), golang.FS{Root: o.src.Root.Root})
+	}); err != nil {
+		return err
 	}
 	switch {
 	case o.PID < 0 || o.PID == 0 && o.pidGiven:

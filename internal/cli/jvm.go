@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/jvm"
@@ -171,18 +172,10 @@ func (o *jvmOptions) validate() error {
 	if o.Stop != 0 {
 		return o.validateStop()
 	}
-	if o.Workload.given() {
-		if o.pidGiven {
-			return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
-		}
-		if err := o.Workload.resolve(o.src); err != nil {
-			return err
-		}
-		pid, err := measure.SelectJVM(o.src, o.Workload.sel)
-		if err != nil {
-			return err
-		}
-		o.PID = pid
+	if o.PID, err = o.Workload.target(o.src, o.PID, o.pidGiven, func(sel *cgroup.Selection) (int, error) {
+		return measure.SelectJVM(o.src, sel)
+	}); err != nil {
+		return err
 	}
 	switch {
 	case o.PID < 0 || o.PID == 0 && o.pidGiven:

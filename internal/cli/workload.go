@@ -38,3 +38,19 @@ func (w *workloadFlags) apply(plan *recipes.Plan) {
 		plan.SetWorkload(w.sel)
 	}
 }
+
+// target is the pid of a command that measures one process (jvm, go):
+// pid as given, or the one target choose finds among the workload's
+// processes — --pid and a workload flag exclude each other.
+func (w *workloadFlags) target(src measure.Sources, pid int, pidGiven bool, choose func(*cgroup.Selection) (int, error)) (int, error) {
+	if !w.given() {
+		return pid, nil
+	}
+	if pidGiven {
+		return pid, usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
+	}
+	if err := w.resolve(src); err != nil {
+		return pid, err
+	}
+	return choose(w.sel)
+}
