@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -29,13 +27,6 @@ func newLabTCPCmd(g *Globals) *cobra.Command {
 }
 
 func labTCPCmd(g *Globals, o *labTCPOptions) *cobra.Command {
-	var list strings.Builder
-	for _, s := range tcplab.Scenarios {
-		fmt.Fprintf(&list, "  %-18s %s\n", s.Name, s.Fault)
-		if s.Skip != "" {
-			fmt.Fprintf(&list, "  %-18s (skipped here: %s)\n", "", s.Skip)
-		}
-	}
 	cmd := &cobra.Command{
 		Use:   "tcp",
 		Short: "TCP faults end to end: plant each one in the lab's namespaces, let perfscope tcp find it, apply its fix, measure again",
@@ -48,7 +39,7 @@ table. The namespaces, goroutines and files of each scenario are removed when
 it ends, also on Ctrl-C (--keep leaves the namespaces and the JSON reports).
 
 Scenarios:
-` + list.String() + `
+` + tcplab.Help() + `
 Exit status 1 when a scenario's finding did not appear, or did not go away
 after its fix.`,
 		Example: `  perfscope lab tcp

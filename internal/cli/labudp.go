@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -31,10 +29,6 @@ func newLabUDPCmd(g *Globals) *cobra.Command {
 }
 
 func labUDPCmd(g *Globals, o *labUDPOptions) *cobra.Command {
-	var list strings.Builder
-	for _, s := range udplab.Scenarios {
-		fmt.Fprintf(&list, "  %-22s %s\n", s.Name, s.Fault)
-	}
 	cmd := &cobra.Command{
 		Use:   "udp",
 		Short: "Toshiaki Makita's UDP tuning steps end to end: plant each network fault, let perfscope find it, apply the fix, measure again",
@@ -48,7 +42,7 @@ scenario are removed when it ends, also on Ctrl-C (--keep leaves the
 namespaces and the JSON reports).
 
 Scenarios:
-` + list.String() + `
+` + udplab.Help() + `
 Exit status 1 when a scenario's finding did not appear, or did not go away
 after its fix (or the tuned rig has a finding of severity warn or worse).`,
 		Example: `  perfscope lab udp
