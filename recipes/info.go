@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/report"
@@ -106,4 +107,49 @@ func (r *Recipe) Values(set map[string][]string) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Completion says what a shell completes a --set word with.
+type Completion int
+
+const (
+	// CompleteWords: the words given, and nothing else.
+	CompleteWords Completion = iota
+	// CompleteNames: the parameters as NAME=, no space after.
+	CompleteNames
+	// CompleteDirs and CompleteFiles: a path.
+	CompleteDirs
+	CompleteFiles
+)
+
+// CompleteSet is what `recipe run NAME --set word` completes to: the
+// parameters as NAME= (with their descriptions) before the =, and after
+// it an enum's or a bool's values, or a path.
+func (r *Recipe) CompleteSet(word string) ([]string, Completion) {
+	name, _, ok := strings.Cut(word, "=")
+	if !ok {
+		var out []string
+		for _, p := range r.Parameters {
+			out = append(out, p.Name+"=\t"+p.Description)
+		}
+		return out, CompleteNames
+	}
+	p, found := r.Parameter(name)
+	if !found {
+		return nil, CompleteWords
+	}
+	values := p.Values
+	switch p.Kind {
+	case KindBool:
+		values = []string{"true", "false"}
+	case KindDir:
+		return nil, CompleteDirs
+	case KindFile, KindFiles:
+		return nil, CompleteFiles
+	}
+	var out []string
+	for _, v := range values {
+		out = append(out, name+"="+v)
+	}
+	return out, CompleteWords
 }

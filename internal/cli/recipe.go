@@ -218,31 +218,13 @@ func completeSet(cmd *cobra.Command, args []string, toComplete string) ([]string
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	if name, _, ok := strings.Cut(toComplete, "="); ok {
-		p, found := r.Parameter(name)
-		if !found {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		values := p.Values
-		switch p.Kind {
-		case recipes.KindBool:
-			values = []string{"true", "false"}
-		case recipes.KindDir:
-			return nil, cobra.ShellCompDirectiveFilterDirs
-		case recipes.KindFile, recipes.KindFiles:
-			return nil, cobra.ShellCompDirectiveDefault
-		}
-		var out []string
-		for _, v := range values {
-			out = append(out, name+"="+v)
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
-	var out []string
-	for _, p := range r.Parameters {
-		out = append(out, p.Name+"=\t"+p.Description)
-	}
-	return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
+	out, c := r.CompleteSet(toComplete)
+	return out, map[recipes.Completion]cobra.ShellCompDirective{
+		recipes.CompleteWords: cobra.ShellCompDirectiveNoFileComp,
+		recipes.CompleteNames: cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp,
+		recipes.CompleteDirs:  cobra.ShellCompDirectiveFilterDirs,
+		recipes.CompleteFiles: cobra.ShellCompDirectiveDefault,
+	}[c]
 }
 
 // parseBudget keeps the recipe's window.budget unless --overhead-budget
