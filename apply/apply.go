@@ -436,3 +436,17 @@ func WriteLog(w io.Writer, verb string, done []Done) {
 		fmt.Fprintln(w, line)
 	}
 }
+
+// WriteLog writes what Apply did to w, a line per change.
+func (r ApplyResult) WriteLog(w io.Writer) {
+	WriteLog(w, "unchanged", r.Unchanged)
+	WriteLog(w, "applied", r.Applied)
+}
+
+// WriteLog writes what Revert did to w, a line per change.
+func (r RevertResult) WriteLog(w io.Writer) {
+	WriteLog(w, "reverted", r.Restored)
+	WriteLog(w, "already old", r.AlreadyOld)
+	WriteLog(w, "gone", r.Gone)
+	WriteLog(w, "left as found", r.Conflicts)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/gclog"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/report"
 )
 
 // GCOptions configure a GC log analysis.
@@ -120,4 +122,35 @@ func RunGC(ctx context.Context, o GCOptions) (GCResult, error) {
 	gc.Goals.YoungIntervalNs = int64(o.YoungInterval)
 	gc.Model = diagnose.GCModelFor(&gc, o.RPS, o.Requests, o.TargetRPS)
 	return GCResult{Summary: s, GC: gc, Findings: diagnose.Run(diagnose.GCRules, gc)}, nil
+}
+
+// Check refuses goals and rates `perfscope gclog` cannot judge with
+// before anything is read; the sentences name its flags. Every refusal
+// is bad input.
+func (o GCOptions) Check() error {
+	if o.PauseGoal <= 0 {
+		return BadInput("--pause-goal must be positive, got %v", o.PauseGoal)
+	}
+	if o.YoungInterval <= 0 {
+		return BadInput("--young-interval must be positive, got %v", o.YoungInterval)
+	}
+	for name, v := range map[string]float64{"--rps": o.RPS, "--requests": o.Requests, "--target-rps": o.TargetRPS} {
+		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return BadInput("%s must be a positive number, got %v", name, v)
+		}
+	}
+	if o.RPS > 0 && o.Requests > 0 {
+		return BadInput("give either --rps or --requests, not both")
+	}
+	if o.TargetRPS > 0 && o.RPS == 0 && o.Requests == 0 {
+		return BadInput("--target-rps needs the rate during the log: add --rps or --requests")
+	}
+	return nil
+}
+
+// Data is the analysis as `perfscope gclog` reports it.
+func (r GCResult) Data() report.GCLogData {
+	s := r.Summary
+	return report.GCLogData{Files: s.Files, Parse: s.Parse, GC: r.GC, Concurrent: s.Concurrent, Series: s.Series, TimeJumps: s.Window.Jumps,
+		Safepoints: gclog.PhaseStats{Count: s.Safepoints.Count, TotalNs: int64(s.Safepoints.Stopped)}}
 }

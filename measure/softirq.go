@@ -271,3 +271,23 @@ func probesOf(ps ...probes.Probe) []probes.Probe {
 	}
 	return out
 }
+
+// CheckCPUs reads a --cpus list (as 0-3,8) and checks that each of its
+// CPUs is online, from /proc/softirqs. A bad list or an offline CPU is
+// bad input naming the flag.
+func CheckCPUs(proc procfs.FS, list string) (cpuset.Set, error) {
+	cpus, err := cpuset.ParseList(list)
+	if err != nil {
+		return cpus, BadInput("--cpus %q: %v", list, err)
+	}
+	online, err := proc.Softirqs()
+	if err != nil {
+		return cpus, fmt.Errorf("read /proc/softirqs: %w", err)
+	}
+	for _, c := range cpus.CPUs() {
+		if _, ok := online.ByCPU("NET_RX", c); !ok {
+			return cpus, BadInput("--cpus: CPU %d is not online (online: %s)", c, cpuset.Of(online.CPUs...).List())
+		}
+	}
+	return cpus, nil
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/perfscope/perfscope/collectors/podlist"
 	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/probes/lockstat"
 )
 
@@ -40,6 +41,34 @@ func (s Sources) workload(pid int) *evidence.Workload {
 		return nil
 	}
 	return &w
+}
+
+// ResolveWorkload is --cgroup, --container or --pod (at most one given;
+// none: nil) resolved to the processes it names now, before anything
+// loads: two given, a filter that can name nothing, or nothing matching
+// is bad input in one sentence saying what was seen instead.
+func ResolveWorkload(src Sources, cgroupPath, container, pod string) (*cgroup.Selection, error) {
+	var given []func() (cgroup.Filter, error)
+	if cgroupPath != "" {
+		given = append(given, func() (cgroup.Filter, error) { return cgroup.CgroupFilter(cgroupPath) })
+	}
+	if container != "" {
+		given = append(given, func() (cgroup.Filter, error) { return cgroup.ContainerFilter(container) })
+	}
+	if pod != "" {
+		given = append(given, func() (cgroup.Filter, error) { return cgroup.PodFilter(pod) })
+	}
+	switch len(given) {
+	case 0:
+		return nil, nil
+	case 1:
+		f, err := given[0]()
+		if err != nil {
+			return nil, MarkBadInput(err)
+		}
+		return SelectWorkload(src, f)
+	}
+	return nil, BadInput("--cgroup, --container and --pod exclude each other: give one")
 }
 
 // SelectWorkload resolves a --cgroup, --container or --pod filter to the
@@ -194,6 +223,27 @@ func SelectJVM(src Sources, sel *cgroup.Selection) (int, error) {
 		return jvms[0], nil
 	}
 	return 0, BadInput("%s holds %d JVMs (pids %s): pass --pid to choose one", sel.Filter, len(jvms), joinInts(jvms))
+}
+
+// SelectGo is the one Go program perfscope can read among a workload's
+// processes: none, or several, is bad input naming what was found.
+func SelectGo(workload string, pids []int, fs golang.FS) (int, error) {
+	var found []int
+	for _, pid := range pids {
+		p, err := golang.OpenProcess(fs, pid)
+		if err != nil {
+			continue
+		}
+		p.Close()
+		found = append(found, pid)
+	}
+	switch len(found) {
+	case 0:
+		return 0, BadInput("%s: none of its %d processes is a Go program perfscope can read", workload, len(pids))
+	case 1:
+		return found[0], nil
+	}
+	return 0, BadInput("%s holds %d Go programs (pids %s): pass --pid to choose one", workload, len(found), joinInts(found))
 }
 
 func joinInts(v []int) string {

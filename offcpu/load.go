@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/perfscope/perfscope/base/httpload"
@@ -253,4 +255,27 @@ func wakerAt(waits []evidence.OffCPUWait, reason, site string) string {
 		}
 	}
 	return ""
+}
+
+// MaxLevels bounds the levels of one stepped load.
+const MaxLevels = 32
+
+// ParseLevels reads --concurrency: rising levels, each from 1 to 10000,
+// at most MaxLevels. The sentences name the flag.
+func ParseLevels(v string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 10000 {
+			return nil, fmt.Errorf("--concurrency %q: each level is a number from 1 to 10000", v)
+		}
+		if len(out) > 0 && n <= out[len(out)-1] {
+			return nil, fmt.Errorf("--concurrency %q: the levels must rise (%d after %d)", v, n, out[len(out)-1])
+		}
+		out = append(out, n)
+	}
+	if len(out) > MaxLevels {
+		return nil, fmt.Errorf("--concurrency %q: at most %d levels, got %d", v, MaxLevels, len(out))
+	}
+	return out, nil
 }

@@ -314,3 +314,64 @@ func sysctlChecks(fs procfs.FS) []report.DoctorCheck {
 	}
 	return out
 }
+
+// RecipeNeeds is what recipe (and, with apply, --apply and --revert)
+// needs on this kernel.
+func RecipeNeeds(recipe string, apply bool) []Need {
+	needs, _ := ForRecipe(recipe)
+	if apply {
+		needs = append(needs, Apply...)
+	}
+	return NeedsForKernel(needs, report.KernelRelease())
+}
+
+// Doctor is `perfscope doctor`'s data: the kernel's checks, the
+// container's (or why it could not be inspected) and, with recipe, what
+// the recipe needs here, the docker run line and the pod spec granting
+// it; missing are the recipe's required needs that are not met.
+func Doctor(checks []report.DoctorCheck, env Environment, envErr error, recipe string, apply bool) (data report.DoctorData, missing []string) {
+	data.Checks = checks
+	if envErr != nil {
+		data.Checks = append(data.Checks, report.DoctorCheck{Category: "container", Name: "environment", Status: report.StatusWarn, Detail: envErr.Error()})
+	} else {
+		data.Checks = append(data.Checks, ContainerChecks(env, checks)...)
+	}
+	if recipe == "" {
+		return data, nil
+	}
+	needs := RecipeNeeds(recipe, apply)
+	data.Recipe = recipe
+	data.RunLine = "docker run " + RunLine(needs) + " IMAGE recipe run " + recipe
+	if apply {
+		// --apply and --revert belong to perfscope udp.
+		data.RunLine = "docker run " + RunLine(needs) + " IMAGE udp --iface IFACE --apply FINDING --revert-dir /results"
+	}
+	data.Kubernetes = Pod(needs)
+	if envErr == nil {
+		var rc []report.DoctorCheck
+		rc, missing = RecipeChecks(recipe, env, needs, checks)
+		data.Checks = append(data.Checks, rc...)
+	}
+	return data, missing
+}
+
+// Verdict is doctor's exit: unavailable (3) when privileges are missing,
+// when no tracepoint program type attaches, or when recipe cannot run
+// here for want of missing.
+func Verdict(checks []report.DoctorCheck, recipe string, missing []string) error {
+	var privileges []string
+	for _, c := range checks {
+		if c.Category == "privileges" && c.Status == report.StatusMissing {
+			privileges = append(privileges, c.Name)
+		}
+	}
+	switch {
+	case len(privileges) > 0:
+		return measure.Unavailable("missing privileges: %s", strings.Join(privileges, ", "))
+	case !tracingAttaches(checks):
+		return measure.Unavailable("no tracepoint program type can be attached on this kernel")
+	case len(missing) > 0:
+		return measure.Unavailable("recipe %s cannot run here: missing %s", recipe, strings.Join(missing, ", "))
+	}
+	return nil
+}

@@ -12,6 +12,24 @@ func Load(nameOrFile string, set map[string]string, src measure.Sources) (*Plan,
 	if err != nil {
 		return nil, err
 	}
+	return r.load(set, src)
+}
+
+// LoadValues is Load with --set's values as given, a list parameter's
+// items once each (Recipe.Values): `perfscope recipe run`'s start.
+func LoadValues(nameOrFile string, set map[string][]string, src measure.Sources) (*Plan, error) {
+	r, err := Find(nameOrFile)
+	if err != nil {
+		return nil, err
+	}
+	values, err := r.Values(set)
+	if err != nil {
+		return nil, err
+	}
+	return r.load(values, src)
+}
+
+func (r *Recipe) load(set map[string]string, src measure.Sources) (*Plan, error) {
 	p, err := r.Bind(set)
 	if err != nil {
 		return nil, err

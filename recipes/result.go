@@ -14,6 +14,8 @@ import (
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/jvm"
+	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/offcpu"
 	"github.com/perfscope/perfscope/probes/lockstat"
@@ -337,4 +339,19 @@ func (r *Result) stacks(o boundOutput, rep *report.Report) (*flame.Profile, stri
 		title = rep.Show.Title
 	}
 	return rep.Flame, title
+}
+
+// JVMData is `perfscope jvm`'s data: the JVM's evidence, load and
+// profile options, the off-CPU section (its findings are the recipe's
+// already) and, with wall and async-profiler's wall clock, the two side
+// by side per thread pool.
+func (r *Result) JVMData(wall bool) report.JVMData {
+	j := r.JVM
+	data := report.NewJVMData(j.Evidence, j.Load, j.Warnings)
+	data.ProfileOptions = j.ProfileOptions
+	data.OffCPU = r.OffCPU
+	if wall && j.ProfileOptions.Event == asprof.Wall {
+		data.Wall = jvm.Wall(j.Profile, r.OffCPU, j.Evidence.PID, 5)
+	}
+	return data
 }

@@ -8,12 +8,8 @@ import (
 	"github.com/perfscope/perfscope/flame"
 )
 
-// FlameInput is one profile `perfscope flame` read.
-type FlameInput struct {
-	Path   string `json:"path"`
-	Format string `json:"format"`
-	Total  int64  `json:"total"`
-}
+// FlameInput is one profile `perfscope flame` read (flame.ReadInput).
+type FlameInput = flame.Input
 
 // FlameSummary is the data of `perfscope flame -o json|text`.
 type FlameSummary struct {

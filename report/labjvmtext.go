@@ -30,6 +30,16 @@ type LabJVMData struct {
 	Run LabJVMRun `json:"-"`
 }
 
+// Findings are every scenario's findings, ranked.
+func (d LabJVMData) Findings() []diagnose.Finding {
+	var fs []diagnose.Finding
+	for _, s := range d.Scenarios {
+		fs = append(fs, s.Findings...)
+	}
+	diagnose.Rank(fs)
+	return fs
+}
+
 // LabJVMRun is how `perfscope lab jvm` ran: its flags.
 type LabJVMRun struct {
 	Heap                      string

@@ -1,8 +1,13 @@
 package report
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
+
+	"github.com/perfscope/perfscope/jvm/asprof"
 )
 
 // VersionData is what `perfscope version` prints: perfscope's build and
@@ -25,6 +30,18 @@ type AsyncProfilerVersion struct {
 	Bundled string `json:"bundled,omitempty"`
 	// BundleError says why a packaged library is not used.
 	BundleError string `json:"bundle_error,omitempty"`
+}
+
+// NewVersionData is perfscope's build (version) with the async-profiler
+// locator finds packaged beside the binary.
+func NewVersionData(version string, locator asprof.Locator) VersionData {
+	ap := AsyncProfilerVersion{Version: asprof.Version}
+	if lib, err := locator.Bundled(); err == nil {
+		ap.Bundled = lib
+	} else if !errors.Is(err, os.ErrNotExist) {
+		ap.BundleError = err.Error()
+	}
+	return VersionData{Version: version, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, AsyncProfiler: ap}
 }
 
 // WriteVersion writes v in format f: its JSON object, or two lines of

@@ -21,6 +21,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
+	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/base/textenc"
 )
 
@@ -440,7 +441,7 @@ func ParseFiles(ctx context.Context, p *Parser, files []string) error {
 		if r.Compression != "" || r.Encoding != textenc.Plain {
 			p.Stats.Decoded = append(p.Stats.Decoded, Decoding{File: name, Compression: r.Compression, Encoding: string(r.Encoding)})
 		}
-		err = p.ParseNamed(name, ctxReader{ctx, r})
+		err = p.ParseNamed(name, safeio.ContextReader(ctx, r))
 		r.Close()
 		if err != nil {
 			return fmt.Errorf("read %s: %w", name, err)
@@ -448,19 +449,6 @@ func ParseFiles(ctx context.Context, p *Parser, files []string) error {
 	}
 	p.Flush()
 	return nil
-}
-
-// ctxReader makes a long parse interruptible between reads.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(b []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(b)
 }
 
 // AnalyzeFiles parses files in order as one log and summarises it,

@@ -118,7 +118,7 @@ func TestDoctorJSONAndVerdict(t *testing.T) {
 	if r.Schema != report.Schema || len(r.Data.Checks) != 3 {
 		t.Errorf("json = %+v", r)
 	}
-	if doctorVerdict([]report.DoctorCheck{{Category: "program types", Name: "tp_btf", Status: report.StatusOK}}) != nil {
+	if privilege.Verdict([]report.DoctorCheck{{Category: "program types", Name: "tp_btf", Status: report.StatusOK}}, "", nil) != nil {
 		t.Error("attachable kernel with privileges must pass")
 	}
 }
@@ -318,7 +318,7 @@ func TestServeWebConfig(t *testing.T) {
 	} {
 		var web *serve.WebConfig
 		g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}, Started: time.Now()}
-		o := &serveOptions{run: func(_ context.Context, o *serveOptions, _ *Globals) error { web = o.web; return nil }}
+		o := &serveOptions{run: func(_ context.Context, o *serveOptions, _ *Globals) error { web = o.opts.Web; return nil }}
 		cmd := serveCmd(g, o)
 		cmd.SetArgs([]string{"--recipe", "softirq-balance", "--listen", "0.0.0.0:9742", "--web.config.file", c.file})
 		if err := cmd.Execute(); err != nil || web == nil || web.Path != c.file {

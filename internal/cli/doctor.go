@@ -80,81 +80,19 @@ or the recipe needs something the container does not grant.`,
 	return cmd
 }
 
-// recipeNeeds is what o.Recipe (and --apply) needs on this kernel.
-func (o *doctorOptions) recipeNeeds() []privilege.Need {
-	needs, _ := privilege.ForRecipe(o.Recipe)
-	if o.Apply {
-		needs = append(needs, privilege.Apply...)
-	}
-	return privilege.NeedsForKernel(needs, report.KernelRelease())
-}
-
 func (o *doctorOptions) run(g *Globals) error {
 	if o.Kubernetes {
-		return o.printPod(g)
+		// The least pod spec for the recipe, as YAML (text) or JSON, for
+		// kubectl and for deploy/kubernetes' test.
+		return report.WritePod(g.Out, privilege.Pod(privilege.RecipeNeeds(o.Recipe, o.Apply)), o.format, o.Recipe, o.Apply)
 	}
 	checks := o.checks(o.fs)
-	data := report.DoctorData{Checks: checks}
 	env, envErr := o.inspect(o.fs)
-	if envErr != nil {
-		data.Checks = append(data.Checks, report.DoctorCheck{Category: "container", Name: "environment", Status: report.StatusWarn, Detail: envErr.Error()})
-	} else {
-		data.Checks = append(data.Checks, privilege.ContainerChecks(env, checks)...)
-	}
-	var recipeMissing []string
-	if o.Recipe != "" {
-		needs := o.recipeNeeds()
-		data.Recipe = o.Recipe
-		data.RunLine = "docker run " + privilege.RunLine(needs) + " IMAGE recipe run " + o.Recipe
-		if o.Apply {
-			// --apply and --revert belong to perfscope udp.
-			data.RunLine = "docker run " + privilege.RunLine(needs) + " IMAGE udp --iface IFACE --apply FINDING --revert-dir /results"
-		}
-		data.Kubernetes = privilege.Pod(needs)
-		if envErr == nil {
-			var rc []report.DoctorCheck
-			rc, recipeMissing = privilege.RecipeChecks(o.Recipe, env, needs, checks)
-			data.Checks = append(data.Checks, rc...)
-		}
-	}
+	data, missing := privilege.Doctor(checks, env, envErr, o.Recipe, o.Apply)
 	r := report.New("doctor", Version(), g.Started)
 	r.Data = data
 	if err := report.Render(g.Out, r, o.format); err != nil {
 		return err
 	}
-	if err := doctorVerdict(data.Checks); err != nil {
-		return err
-	}
-	if len(recipeMissing) > 0 {
-		return unavailableError("recipe %s cannot run here: missing %s", o.Recipe, strings.Join(recipeMissing, ", "))
-	}
-	return nil
-}
-
-// printPod prints the least pod spec for the recipe, as YAML (text) or
-// JSON, for kubectl and for deploy/kubernetes' test.
-func (o *doctorOptions) printPod(g *Globals) error {
-	return report.WritePod(g.Out, privilege.Pod(o.recipeNeeds()), o.format, o.Recipe, o.Apply)
-}
-
-// doctorVerdict fails with exit 3 when perfscope cannot attach anything.
-func doctorVerdict(checks []report.DoctorCheck) error {
-	attachable := false
-	var missing []string
-	for _, c := range checks {
-		if c.Category == "program types" && c.Status == report.StatusOK &&
-			(c.Name == "tracepoint" || c.Name == "raw_tp" || c.Name == "tp_btf") {
-			attachable = true
-		}
-		if c.Category == "privileges" && c.Status == report.StatusMissing {
-			missing = append(missing, c.Name)
-		}
-	}
-	if len(missing) > 0 {
-		return unavailableError("missing privileges: %s", strings.Join(missing, ", "))
-	}
-	if !attachable {
-		return unavailableError("no tracepoint program type can be attached on this kernel")
-	}
-	return nil
+	return privilege.Verdict(data.Checks, o.Recipe, missing)
 }

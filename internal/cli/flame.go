@@ -2,13 +2,9 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -169,7 +165,7 @@ func (o *flameGraphOptions) validate(command string) error {
 	if o.Width < 100 || o.Width > 100000 {
 		return usageError("--width must be between 100 and 100000 pixels, got %d", o.Width)
 	}
-	if o.minWidthPx, err = parseMinWidth(o.MinWidth, o.Width); err != nil {
+	if o.minWidthPx, err = flame.ParseMinWidth(o.MinWidth, o.Width); err != nil {
 		return asUsage(err)
 	}
 	if o.Top < 0 {
@@ -178,35 +174,8 @@ func (o *flameGraphOptions) validate(command string) error {
 	if o.MaxMemory < 16 || o.MaxMemory > 1<<20 {
 		return usageError("--max-memory must be between 16 and 1048576 MiB, got %d", o.MaxMemory)
 	}
-	for _, re := range []struct {
-		flag, expr string
-		dst        **regexp.Regexp
-	}{{"--include", o.Include, &o.filter.Include}, {"--exclude", o.Exclude, &o.filter.Exclude}} {
-		if re.expr == "" {
-			continue
-		}
-		if *re.dst, err = regexp.Compile(re.expr); err != nil {
-			return usageError("%s %q is not a regular expression: %v", re.flag, re.expr, err)
-		}
-	}
-	return nil
-}
-
-// parseMinWidth reads --minwidth: pixels, or with "%" a share of the
-// drawable width, which is how inferno's --minwidth counts.
-func parseMinWidth(s string, width int) (float64, error) {
-	pct := strings.HasSuffix(s, "%")
-	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-	if err != nil || v < 0 || v != v {
-		return 0, fmt.Errorf("--minwidth %q: want a non-negative number of pixels, or a percentage like 0.01%%", s)
-	}
-	if pct {
-		v = v / 100 * (float64(width) - 20)
-	}
-	if v == 0 {
-		v = -1 // flame.Options: negative draws every frame, zero means the default
-	}
-	return v, nil
+	o.filter, err = flame.ParseFilter(o.Include, o.Exclude)
+	return asUsage(err)
 }
 
 func (o *flameOptions) validate() error {
@@ -247,45 +216,15 @@ func (o *flameGraphOptions) show(defaultTitle string) report.Show {
 	return report.Show{Title: title, Width: o.Width, MinWidth: o.minWidthPx, Icicle: o.Icicle}
 }
 
-// readProfile reads one input ("-" is standard input), stopping when ctx
-// is cancelled. Unreadable or malformed input is bad input (exit 2).
-func (o *flameGraphOptions) readProfile(ctx context.Context, g *Globals, path string, roots flame.RootFrames) (*flame.Profile, flame.Format, error) {
-	var r io.Reader = ctxReader{ctx, os.Stdin}
-	name := "standard input"
-	if path != "-" {
-		in, err := safeio.OpenInput(ctx, path, waitingFor(g, "a writer"))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, "", ctx.Err()
-			}
-			return nil, "", usageError("cannot read profile: %v", err)
-		}
-		defer in.Close()
-		r, name = in, path
+// readProfiles reads and merges the inputs (flame.ReadInputs): an
+// unreadable or malformed one is bad input (exit 2).
+func (o *flameGraphOptions) readProfiles(ctx context.Context, g *Globals, paths []string, roots flame.RootFrames) (*flame.Profile, []flame.Input, error) {
+	p, in, err := flame.ReadInputs(ctx, paths, flame.InputOptions{Format: o.inputFmt, Unit: o.unit, Filter: o.filter, Roots: roots,
+		MaxMemoryMiB: o.MaxMemory, Stdin: os.Stdin, Waiting: waitingFor(g, "a writer")})
+	if err != nil && ctx.Err() == nil {
+		err = asUsage(err)
 	}
-	flame.MaxBytes = int64(o.MaxMemory) << 20
-	p, format, err := flame.Read(r, o.inputFmt, roots)
-	switch {
-	case ctx.Err() != nil:
-		return nil, "", ctx.Err()
-	case errors.Is(err, flame.ErrTooLarge):
-		return nil, "", usageError("%s: %v; raise --max-memory (now %d MiB) if the machine has the memory, or narrow the input", name, err, o.MaxMemory)
-	case errors.Is(err, flame.ErrUnknownFormat):
-		return nil, "", usageError("%s: %v; pass --format folded, perf or pprof", name, err)
-	case err != nil && o.inputFmt == flame.FormatAuto:
-		return nil, "", usageError("%s: read as %s (detected from its first bytes): %v; if it is another format, pass --format folded, perf or pprof", name, format, err)
-	case err != nil:
-		return nil, "", usageError("%s: %v", name, err)
-	}
-	if format != flame.FormatPprof {
-		p.Unit = o.unit // folded stacks and perf script carry no unit
-	}
-	if o.filter.Include != nil || o.filter.Exclude != nil {
-		if p = p.Filter(o.filter); p.Err() != nil {
-			return nil, "", usageError("%s: %v; raise --max-memory (now %d MiB) if the machine has the memory", name, p.Err(), o.MaxMemory)
-		}
-	}
-	return p, format, nil
+	return p, in, err
 }
 
 // waitingFor tells the user, once, why a FIFO open is taking long.
@@ -293,19 +232,6 @@ func waitingFor(g *Globals, other string) safeio.WaitingOpen {
 	return func(path string) {
 		fmt.Fprintf(g.Err, "perfscope: waiting for %s on %s (Ctrl-C to stop)\n", other, path)
 	}
-}
-
-// ctxReader stops a long read when the command is interrupted.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(b []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(b)
 }
 
 // writeOutput renders r to --out or standard output (see
@@ -331,22 +257,9 @@ func (o *flameGraphOptions) writeOutput(ctx context.Context, g *Globals, r *repo
 }
 
 func runFlame(ctx context.Context, o *flameOptions, g *Globals) error {
-	roots := flame.RootFrames{CPU: o.PerCPU, Process: o.PerProcess, Thread: o.PerThread}
-	var merged *flame.Profile
-	var inputs []report.FlameInput
-	for _, path := range o.Files {
-		p, format, err := o.readProfile(ctx, g, path, roots)
-		if err != nil {
-			return err
-		}
-		inputs = append(inputs, report.FlameInput{Path: path, Format: string(format), Total: p.Total()})
-		if merged == nil {
-			merged = p
-		} else if err := merged.Merge(p); errors.Is(err, flame.ErrTooLarge) {
-			return usageError("merging %s: %v; raise --max-memory (now %d MiB) if the machine has the memory", path, err, o.MaxMemory)
-		} else if err != nil {
-			return usageError("%s: %v", path, err)
-		}
+	merged, inputs, err := o.readProfiles(ctx, g, o.Files, flame.RootFrames{CPU: o.PerCPU, Process: o.PerProcess, Thread: o.PerThread})
+	if err != nil {
+		return err
 	}
 	r := report.New("flame", Version(), g.Started)
 	r.Data, r.Flame, r.Show = report.NewFlameSummary(inputs, merged, o.Top), merged, o.show("Flame Graph")
@@ -357,11 +270,11 @@ func runFlameDiff(ctx context.Context, d *flameDiffOptions, g *Globals) error {
 	var ps [2]*flame.Profile
 	var ins [2]report.FlameInput
 	for i, path := range []string{d.Before, d.After} {
-		p, format, err := d.readProfile(ctx, g, path, flame.RootFrames{})
+		p, in, err := d.readProfiles(ctx, g, []string{path}, flame.RootFrames{})
 		if err != nil {
 			return err
 		}
-		ps[i], ins[i] = p, report.FlameInput{Path: path, Format: string(format), Total: p.Total()}
+		ps[i], ins[i] = p, in[0]
 	}
 	diff, err := flame.NewDiff(ps[0], ps[1], flame.DiffOptions{Shape: d.shape, Absolute: d.Absolute})
 	if err != nil {

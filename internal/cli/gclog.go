@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -83,32 +82,18 @@ Holes of NUL bytes (a crash, copytruncate rotation) are skipped and counted.`,
 
 func (o *gclogOptions) validate() error {
 	var err error
-	if o.format, err = report.ParseFormat("gclog", o.Output); err != nil {
-		return asUsage(err)
+	if o.format, o.failOn, err = parseReportFlags("gclog", o.Output, o.FailOn); err != nil {
+		return err
 	}
-	if o.FailOn != "" {
-		if o.failOn, err = diagnose.ParseSeverity(o.FailOn); err != nil {
-			return asUsage(err)
-		}
-	}
-	if o.PauseGoal <= 0 {
-		return usageError("--pause-goal must be positive, got %v", o.PauseGoal)
-	}
-	if o.YoungInterval <= 0 {
-		return usageError("--young-interval must be positive, got %v", o.YoungInterval)
-	}
-	for name, v := range map[string]float64{"--rps": o.RPS, "--requests": o.Requests, "--target-rps": o.TargetRPS} {
-		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			return usageError("%s must be a positive number, got %v", name, v)
-		}
-	}
-	if o.RPS > 0 && o.Requests > 0 {
-		return usageError("give either --rps or --requests, not both")
-	}
-	if o.TargetRPS > 0 && o.RPS == 0 && o.Requests == 0 {
-		return usageError("--target-rps needs the rate during the log: add --rps or --requests")
+	if err := o.gcOptions(nil).Check(); err != nil {
+		return err
 	}
 	return measure.CheckGCLogs(o.Files, o.NoRotated)
+}
+
+func (o *gclogOptions) gcOptions(files []string) measure.GCOptions {
+	return measure.GCOptions{Files: files, PauseGoal: o.PauseGoal, YoungInterval: o.YoungInterval,
+		RPS: o.RPS, Requests: o.Requests, TargetRPS: o.TargetRPS, Analyze: analyzeGCLogs}
 }
 
 // analyzeGCLogs reads the logs; a test replaces it to check that a parser
@@ -127,17 +112,12 @@ func runGCLog(ctx context.Context, o *gclogOptions, g *Globals) (err error) {
 	if err != nil {
 		return err
 	}
-	res, err := measure.RunGC(ctx, measure.GCOptions{Files: files, PauseGoal: o.PauseGoal, YoungInterval: o.YoungInterval,
-		RPS: o.RPS, Requests: o.Requests, TargetRPS: o.TargetRPS, Analyze: analyzeGCLogs})
+	res, err := measure.RunGC(ctx, o.gcOptions(files))
 	if err != nil {
 		return err
 	}
-	s, gc := res.Summary, res.GC
-
 	r := report.New("gclog", Version(), g.Started)
-	data := report.GCLogData{Files: s.Files, Parse: s.Parse, GC: gc, Concurrent: s.Concurrent, Series: s.Series, TimeJumps: s.Window.Jumps,
-		Safepoints: gclog.PhaseStats{Count: s.Safepoints.Count, TotalNs: int64(s.Safepoints.Stopped)}}
-	r.Data = data
+	r.Data = res.Data()
 	r.Findings = res.Findings
 	if r.Findings == nil {
 		r.Findings = []diagnose.Finding{}

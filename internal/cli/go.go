@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/base/httpload"
-	"github.com/perfscope/perfscope/base/safeio"
+	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
@@ -58,10 +54,6 @@ type goOptions struct {
 	plan *recipes.Plan
 }
 
-// goFlags name the go-alloc recipe's parameters that are not
-// --name-with-dashes as the go command's flags.
-var goFlags = map[string]string{"body_file": "--body @FILE", "pools": "--no-pools or --exact-pools", "http_port": "--http-port"}
-
 func newGoCmd(g *Globals) *cobra.Command {
 	return goCmd(g, &goOptions{measure: golang.Measure, src: measure.Live()})
 }
@@ -102,14 +94,12 @@ was measured until then is reported with a warning.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.pidGiven = cmd.Flags().Changed("pid")
-			err := o.validate()
-			if err == nil {
-				err = runGo(cmd.Context(), o, g)
-			}
-			if err != nil && o.format == report.JSON && !o.wroteJSON {
-				writeJSONError(g.Out, "go", err)
-			}
-			return err
+			return jsonErrors(g, "go", &o.format, &o.wroteJSON, func() error {
+				if err := o.validate(); err != nil {
+					return err
+				}
+				return runGo(cmd.Context(), o, g)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -139,18 +129,10 @@ func (o *goOptions) validate() error {
 	if o.format, o.failOn, err = parseReportFlags("go", o.Output, o.FailOn); err != nil {
 		return err
 	}
-	if o.Workload.given() {
-		if o.pidGiven {
-			return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
-		}
-		if err := o.Workload.resolve(o.src); err != nil {
-			return err
-		}
-		pid, err := selectGo(o.Workload.sel.Filter.String(), o.Workload.sel.PIDs(), golang.FS{Root: o.src.Root.Root})
-		if err != nil {
-			return err
-		}
-		o.PID = pid
+	if o.PID, err = o.Workload.target(o.src, o.PID, o.pidGiven, func(sel *cgroup.Selection) (int, error) {
+		return measure.SelectGo(sel.Filter.String(), sel.PIDs(), golang.FS{Root: o.src.Root.Root})
+	}); err != nil {
+		return err
 	}
 	switch {
 	case o.PID < 0 || o.PID == 0 && o.pidGiven:
@@ -173,158 +155,11 @@ func (o *goOptions) validate() error {
 	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
 		return err
 	}
-	opts := golang.Options{PID: o.PID, Duration: o.Duration, NoPools: o.NoPools, ExactPools: o.ExactPools, TopSites: o.Top}
-	switch o.Count {
-	case "auto":
-		opts.Passive = jvm.PassiveAuto
-	case "on":
-		opts.Passive = jvm.PassiveRequired
-	case "off":
-		opts.Passive = jvm.PassiveOff
-	default:
-		return usageError("--count %q: want auto, on or off", o.Count)
-	}
-	for _, p := range o.HTTPPorts {
-		if p == 0 || p > 65535 {
-			return usageError("--http-port %d: a TCP port is 1 to 65535", p)
-		}
-		opts.HTTPPorts = append(opts.HTTPPorts, uint16(p))
-	}
-	if err := o.bindSources(&opts); err != nil {
-		return err
-	}
-	return o.bindRecipe(opts)
-}
-
-// bindRecipe binds the go-alloc recipe to the flags — the recipe checks
-// them again, in sentences naming the flags — and takes its options,
-// with the body the command read (the recipe reads a body file only when
-// prepared).
-func (o *goOptions) bindRecipe(checked golang.Options) error {
-	pools := "auto"
-	switch {
-	case o.NoPools:
-		pools = "off"
-	case o.ExactPools:
-		pools = "exact"
-	}
-	set := recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(), "requests", strconv.FormatInt(o.Requests, 10),
-		"load", o.LoadURL, "method", strings.ToUpper(o.Method), "concurrency", strconv.Itoa(o.Concurrency),
-		"count", o.Count, "pools", pools, "top", strconv.Itoa(o.Top), "header", recipes.KindList.JoinItems(o.Headers))
-	if checked.RequestsFrom != nil {
-		set["requests_from"], set["requests_metric"] = checked.RequestsFrom.URL, checked.RequestsFrom.Metric
-	}
-	if checked.Load != nil && len(checked.Load.Body) > 0 && !strings.HasPrefix(o.Body, "@") {
-		set["body"] = o.Body
-	}
-	ports := make([]string, len(o.HTTPPorts))
-	for i, p := range o.HTTPPorts {
-		ports[i] = strconv.FormatUint(uint64(p), 10)
-	}
-	set["http_port"] = recipes.KindPorts.JoinItems(ports)
-	r, err := recipes.Find("go-alloc")
-	if err != nil {
-		return err
-	}
-	if o.plan, err = r.BindFlags(set, goFlags); err != nil {
-		return err
-	}
-	opts := o.plan.GoOptions()
-	if opts == nil {
-		return fmt.Errorf("recipe go-alloc does not use the goalloc probe")
-	}
-	if opts.Load != nil && checked.Load != nil {
-		opts.Load.Body = checked.Load.Body
-	}
-	o.opts = *opts
-	return nil
-}
-
-// bindSources checks how the window's load and request sources go
-// together, as `perfscope jvm` does.
-func (o *goOptions) bindSources(opts *golang.Options) error {
-	if err := o.checkHeaders(); err != nil {
-		return err
-	}
-	if o.LoadURL == "" {
-		if o.Body != "" || len(o.Headers) > 0 || !strings.EqualFold(o.Method, "GET") {
-			return usageError("--method, --body and --header shape the load: add --load URL")
-		}
-		opts.Requests = o.Requests
-		if o.RequestsFrom == "" {
-			if o.RequestsMetric != "" {
-				return usageError("--requests-metric names a counter of --requests-from: add --requests-from URL")
-			}
-			return nil
-		}
-		if o.Requests > 0 {
-			return usageError("--requests N and --requests-from both count the window's requests: give one")
-		}
-		from, metric := o.RequestsFrom, o.RequestsMetric
-		if u, frag, ok := strings.Cut(from, "#"); ok {
-			if metric != "" && frag != metric {
-				return usageError("--requests-from %s names the counter %q and --requests-metric %q: give one", from, frag, metric)
-			}
-			from, metric = u, frag
-		}
-		probe := httpload.Spec{URL: from, Requests: 1, Concurrency: 1}
-		if err := probe.Validate(); err != nil {
-			return usageError("--requests-from: %v", err)
-		}
-		opts.RequestsFrom = &jvm.MetricsSource{URL: from, Metric: metric, Match: map[string]*regexp.Regexp{}, Exclude: map[string]*regexp.Regexp{}}
-		return nil
-	}
-	if o.RequestsFrom != "" {
-		return usageError("--requests-from counts requests perfscope does not drive: drop it with --load, which counts its own")
-	}
-	if o.Requests == 0 {
-		return usageError("--load needs --requests N: the fixed request count is what bytes per request divide by")
-	}
-	spec := &httpload.Spec{URL: o.LoadURL, Method: strings.ToUpper(o.Method), Header: http.Header{}, Requests: int(o.Requests), Concurrency: o.Concurrency}
-	for _, h := range o.Headers {
-		if err := httpload.ParseHeader(spec.Header, h); err != nil {
-			return usageError("--header: %v", err)
-		}
-	}
-	if file, ok := strings.CutPrefix(o.Body, "@"); ok {
-		b, err := safeio.ReadFile(context.Background(), file, 64<<20)
-		if err != nil {
-			return usageError("--body @%s: %v", file, err)
-		}
-		spec.Body = b
-	} else if o.Body != "" {
-		spec.Body = []byte(o.Body)
-	}
-	if err := spec.Validate(); err != nil {
-		return usageError("--load: %v", err)
-	}
-	opts.Load = spec
-	return nil
-}
-
-// selectGo is the one Go program among a workload's processes: none or
-// several is bad input naming what was found.
-func selectGo(workload string, pids []int, fs golang.FS) (int, error) {
-	var found []int
-	for _, pid := range pids {
-		p, err := golang.OpenProcess(fs, pid)
-		if err != nil {
-			continue
-		}
-		p.Close()
-		found = append(found, pid)
-	}
-	switch len(found) {
-	case 0:
-		return 0, usageError("%s: none of its %d processes is a Go program perfscope can read", workload, len(pids))
-	case 1:
-		return found[0], nil
-	}
-	list := make([]string, len(found))
-	for i, pid := range found {
-		list[i] = fmt.Sprint(pid)
-	}
-	return 0, usageError("%s holds %d Go programs (pids %s): pass --pid to choose one", workload, len(found), strings.Join(list, ", "))
+	o.plan, o.opts, err = recipes.BindGo(recipes.GoFlags{PID: o.PID, Duration: o.Duration, Requests: o.Requests,
+		LoadFlags:    o.LoadFlags,
+		RequestsFrom: o.RequestsFrom, RequestsMetric: o.RequestsMetric, Count: o.Count, HTTPPorts: o.HTTPPorts,
+		NoPools: o.NoPools, ExactPools: o.ExactPools, Top: o.Top})
+	return err
 }
 
 func runGo(ctx context.Context, o *goOptions, g *Globals) error {
@@ -362,20 +197,7 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	if res.Interrupted {
 		fmt.Fprintf(g.Err, "perfscope: interrupted after %.1fs; the probes were detached from pid %d and the report covers the window so far\n", float64(e.WindowNs)/1e9, o.PID)
 	}
-	var exitErr error
-	if o.format == report.JSON {
-		o.wroteJSON = true
-		measure.StampRun(r.Overhead, g.Started)
-		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
-			return err
-		}
-	} else if err := renderRun(g.Out, g, r, o.format); err != nil {
-		return err
-	}
-	if exitErr != nil {
-		return exitErr
-	}
-	return failOn(r.Findings, o.failOn)
+	return finishRun(g, r, o.format, nil, o.failOn, &o.wroteJSON)
 }
 
 // goError turns what went wrong into one sentence with the way out (the

@@ -15,6 +15,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -258,13 +259,13 @@ func exitedEvidence() evidence.Go {
 func TestSelectGo(t *testing.T) {
 	cmd := startSleep(t)
 	self, other := os.Getpid(), cmd.Process.Pid
-	if pid, err := selectGo("pod a/b", []int{other, self}, golang.FS{}); err != nil || pid != self {
-		t.Errorf("selectGo = %d, %v; want %d", pid, err, self)
+	if pid, err := measure.SelectGo("pod a/b", []int{other, self}, golang.FS{}); err != nil || pid != self {
+		t.Errorf("SelectGo = %d, %v; want %d", pid, err, self)
 	}
-	if _, err := selectGo("pod a/b", []int{other}, golang.FS{}); CodeOf(err) != ExitUsage || !strings.Contains(fmt.Sprint(err), "none of its 1 processes is a Go program") {
+	if _, err := measure.SelectGo("pod a/b", []int{other}, golang.FS{}); CodeOf(err) != ExitUsage || !strings.Contains(fmt.Sprint(err), "none of its 1 processes is a Go program") {
 		t.Errorf("no Go program: %v", err)
 	}
-	if _, err := selectGo("pod a/b", []int{self, self}, golang.FS{}); CodeOf(err) != ExitUsage || !strings.Contains(fmt.Sprint(err), "holds 2 Go programs") {
+	if _, err := measure.SelectGo("pod a/b", []int{self, self}, golang.FS{}); CodeOf(err) != ExitUsage || !strings.Contains(fmt.Sprint(err), "holds 2 Go programs") {
 		t.Errorf("two Go programs: %v", err)
 	}
 }

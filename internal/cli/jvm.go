@@ -2,23 +2,19 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/perfscope/perfscope/collectors/hsperf"
+	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/jvm/asprof"
-	"github.com/perfscope/perfscope/jvm/attach"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
@@ -115,28 +111,28 @@ perfscope still runs is left alone (exit 3).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.pidGiven = cmd.Flags().Changed("pid")
-			err := o.validate()
-			if err == nil && o.Stop != 0 {
+			return jsonErrors(g, "jvm", &o.format, &o.wroteJSON, func() error {
+				if err := o.validate(); err != nil {
+					return err
+				}
+				if o.Stop == 0 {
+					return o.run(cmd.Context(), o, g)
+				}
+				var err error
 				cmd.Flags().Visit(func(f *pflag.Flag) {
 					if err == nil && f.Name != "stop" && f.Name != "pid" && f.Name != "output" {
 						err = usageError("--stop measures nothing: it takes no --%s", f.Name)
 					}
 				})
-			}
-			switch {
-			case err == nil && o.Stop != 0:
+				if err != nil {
+					return err
+				}
 				stop := o.stop
 				if stop == nil {
 					stop = runJVMStop
 				}
-				err = stop(cmd.Context(), o, g)
-			case err == nil:
-				err = o.run(cmd.Context(), o, g)
-			}
-			if err != nil && o.format == report.JSON && !o.wroteJSON {
-				writeJSONError(g.Out, "jvm", err)
-			}
-			return err
+				return stop(cmd.Context(), o, g)
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -168,10 +164,6 @@ perfscope still runs is left alone (exit 3).`,
 	return cmd
 }
 
-// jvmFlags name the jvm-alloc recipe's parameters that are not
-// --name-with-dashes as the jvm command's flags.
-var jvmFlags = map[string]string{"body_file": "--body @FILE"}
-
 func (o *jvmOptions) validate() error {
 	var err error
 	if o.format, o.failOn, err = parseReportFlags("jvm", o.Output, o.FailOn); err != nil {
@@ -180,18 +172,10 @@ func (o *jvmOptions) validate() error {
 	if o.Stop != 0 {
 		return o.validateStop()
 	}
-	if o.Workload.given() {
-		if o.pidGiven {
-			return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
-		}
-		if err := o.Workload.resolve(o.src); err != nil {
-			return err
-		}
-		pid, err := measure.SelectJVM(o.src, o.Workload.sel)
-		if err != nil {
-			return err
-		}
-		o.PID = pid
+	if o.PID, err = o.Workload.target(o.src, o.PID, o.pidGiven, func(sel *cgroup.Selection) (int, error) {
+		return measure.SelectJVM(o.src, sel)
+	}); err != nil {
+		return err
 	}
 	switch {
 	case o.PID < 0 || o.PID == 0 && o.pidGiven:
@@ -203,35 +187,12 @@ func (o *jvmOptions) validate() error {
 	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
 		return err
 	}
-	// The flags are the jvm-alloc recipe's parameters; the recipe checks
-	// their values and how they go together, in sentences naming the
-	// flags.
-	set := recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(), "requests", strconv.FormatInt(o.Requests, 10),
-		"load", o.LoadURL, "method", strings.ToUpper(o.Method), "concurrency", strconv.Itoa(o.Concurrency), "event", o.Event,
-		"alloc_interval", allocIntervalParam(o.AllocInterval), "async_profiler", o.AsyncProfiler, "target_rps", strconv.FormatFloat(o.TargetRPS, 'g', -1, 64),
-		"target_gc_interval", o.TargetGCInterval.String(), "top", strconv.Itoa(o.Top),
-		"requests_from", o.RequestsFrom, "requests_metric", o.RequestsMetric, "requests_match", recipes.KindList.JoinItems(o.RequestsMatch),
-		"mappings", o.Mappings, "count", o.Count, "request_threads", o.RequestThreads, "handler_frames", o.HandlerFrames,
-		"off_cpu", strconv.FormatBool(o.OffCPU))
-	if file, ok := strings.CutPrefix(o.Body, "@"); ok {
-		set["body_file"] = file
-	} else {
-		set["body"] = o.Body
-	}
-	if err := o.checkHeaders(); err != nil {
-		return err
-	}
-	set["header"] = recipes.KindList.JoinItems(o.Headers)
-	ports := make([]string, len(o.HTTPPorts))
-	for i, p := range o.HTTPPorts {
-		ports[i] = strconv.FormatUint(uint64(p), 10)
-	}
-	set["http_port"] = recipes.KindPorts.JoinItems(ports)
-	r, err := recipes.Find("jvm-alloc")
-	if err != nil {
-		return err
-	}
-	o.plan, err = r.BindFlags(set, jvmFlags)
+	o.plan, err = recipes.BindJVM(recipes.JVMFlags{PID: o.PID, Duration: o.Duration, Requests: o.Requests,
+		LoadFlags: o.LoadFlags,
+		Event:     o.Event, AllocInterval: o.AllocInterval, AsyncProfiler: o.AsyncProfiler, TargetRPS: o.TargetRPS,
+		TargetGCInterval: o.TargetGCInterval, Top: o.Top, RequestsFrom: o.RequestsFrom, RequestsMetric: o.RequestsMetric,
+		RequestsMatch: o.RequestsMatch, Mappings: o.Mappings, Count: o.Count, HTTPPorts: o.HTTPPorts,
+		RequestThreads: o.RequestThreads, HandlerFrames: o.HandlerFrames, OffCPU: o.OffCPU})
 	return err
 }
 
@@ -259,11 +220,8 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 		}
 	}
 	res, err := o.plan.Run(ctx, o.src, hooks)
-	var je *recipes.JVMError
-	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
-		return jvmError(je.PID, je.Err)
-	}
-	if err != nil && res == nil {
+	exited, err := recipes.RunFailure(res, err)
+	if err != nil {
 		return err
 	}
 	j := res.JVM
@@ -273,51 +231,19 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	// The recipe's envelope (which names it and its values, its overhead
 	// and findings) with the jvm command's own data and text.
 	r := res.Report("jvm", Version())
-	data := report.NewJVMData(j.Evidence, j.Load, j.Warnings)
-	data.ProfileOptions = j.ProfileOptions
-	// The off-CPU section's findings are the recipe's already.
-	data.OffCPU = res.OffCPU
-	if o.OffCPU && j.ProfileOptions.Event == asprof.Wall {
-		data.Wall = jvm.Wall(j.Profile, res.OffCPU, j.Evidence.PID, 5)
-	}
-	r.Data = data
+	r.Data = res.JVMData(o.OffCPU)
 	if j.Profile != nil {
 		if werr := writeProfileFiles(o, r, j); werr != nil {
 			return werr
 		}
 	}
 	var exitErr error
-	if err != nil {
+	if exited != nil {
 		// The JVM exited mid-run: the report says what was measured, and
 		// the exit code says the run failed.
 		exitErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement (hsperfdata and attach socket went away); reported what was measured in %.1fs", o.PID, float64(j.Evidence.WindowNs)/1e9)}
 	}
-	if o.format == report.JSON {
-		o.wroteJSON = true
-		measure.StampRun(r.Overhead, g.Started)
-		if err := writeJSONReport(g.Out, r, exitErr); err != nil {
-			return err
-		}
-	} else if err := renderRun(g.Out, g, r, o.format); err != nil {
-		return err
-	}
-	if exitErr != nil {
-		return exitErr
-	}
-	return failOn(r.Findings, o.failOn)
-}
-
-// writeJSONReport writes r as JSON with err, when the run failed, and
-// its exit code.
-func writeJSONReport(w io.Writer, r *report.Report, err error) error {
-	return report.WriteJSONWithError(w, r, err, CodeOf(err))
-}
-
-// writeJSONError prints a failed run as JSON: the envelope with no data
-// and the error, so -o json never prints plain text on stdout.
-func writeJSONError(w io.Writer, command string, err error) {
-	r := report.New(command, Version(), time.Now())
-	writeJSONReport(w, r, err)
+	return finishRun(g, r, o.format, exitErr, o.failOn, &o.wroteJSON)
 }
 
 func writeProfileFiles(o *jvmOptions, r *report.Report, j *measure.JVMResult) error {
@@ -327,48 +253,4 @@ func writeProfileFiles(o *jvmOptions, r *report.Report, j *measure.JVMResult) er
 	p := j.Profile
 	opts := flame.Options{Title: fmt.Sprintf("pid %d: %s", o.PID, p.Event), Subtitle: fmt.Sprintf("async-profiler %s, total %s", p.Event, report.Count(float64(p.Total)))}
 	return writeFlameFlags(r, j.Flame(), o.Flame, o.Folded, opts)
-}
-
-// jvmError turns what went wrong into one sentence with the way out. The
-// preflight refused before anything was sent, so the JVM is untouched.
-func jvmError(pid int, err error) error {
-	var busy *asprof.BusyError
-	switch {
-	case errors.Is(err, attach.ErrNoProcess):
-		return usageError("pid %d is not running: pass the pid of a running JVM (`jps` or `pgrep java` lists them)", pid)
-	case errors.Is(err, attach.ErrNotJVM):
-		return usageError("pid %d is not a HotSpot JVM: pass the pid of a java process (`jps` lists them)", pid)
-	case errors.Is(err, attach.ErrSignalNotCaught):
-		return unavailableError("pid %d runs with -Xrs and its attach socket is not open, so the attach signal would kill it; perfscope left it alone — restart it without -Xrs, or use `perfscope gclog` on its GC log", pid)
-	case errors.Is(err, attach.ErrAttachDisabled):
-		return unavailableError("pid %d runs with -XX:+DisableAttachMechanism; perfscope left it alone — restart it without that flag, or use `perfscope gclog` on its GC log", pid)
-	case errors.Is(err, attach.ErrNotReady):
-		return unavailableError("pid %d has not finished starting; retry in a few seconds", pid)
-	case errors.Is(err, attach.ErrRefused):
-		return unavailableError("pid %d refused the attach connection (a JDK 8 JVM accepts only its own user); run perfscope as the JVM's user, e.g. sudo -u $(stat -c %%U /proc/%d) perfscope jvm --pid %d", pid, pid, pid)
-	case errors.Is(err, attach.ErrNoListener):
-		return unavailableError("pid %d did not open its attach socket (%v); check that it was not started with -XX:+DisableAttachMechanism and that its /tmp is writable", pid, err)
-	case errors.Is(err, hsperf.ErrNotFound):
-		return unavailableError("pid %d publishes no hsperfdata (-XX:-UsePerfData or -XX:+PerfDisableSharedMem), which perfscope needs for GC counters; restart it without those flags", pid)
-	case errors.Is(err, asprof.ErrUnavailable), errors.Is(err, asprof.ErrChecksum):
-		return unavailableError("%v; pass --async-profiler PATH (or set PERFSCOPE_ASYNC_PROFILER) to an async-profiler %s install, or let `mvn dependency:get -Dartifact=%s:%s:%s` reach your Maven repository", err, asprof.Version, asprof.GroupID, asprof.ArtifactID, asprof.Version)
-	case errors.As(err, &busy):
-		return unavailableError("pid %d: %v", pid, busy)
-	case errors.Is(err, asprof.ErrAlreadyRunning):
-		return unavailableError("pid %d: %v", pid, err)
-	case errors.Is(err, jvm.ErrBadSource):
-		return usageError("%v; nothing was sent to pid %d", err, pid)
-	case errors.Is(err, context.Canceled):
-		return fmt.Errorf("interrupted; async-profiler was stopped in pid %d", pid)
-	}
-	return err
-}
-
-// allocIntervalParam is --alloc-interval as the recipe's alloc_interval
-// takes it: "auto" is 0, an interval chosen from the allocation rate.
-func allocIntervalParam(flag string) string {
-	if strings.EqualFold(strings.TrimSpace(flag), "auto") {
-		return "0"
-	}
-	return flag
 }

@@ -172,7 +172,7 @@ func TestJVMBusyErrors(t *testing.T) {
 		{&asprof.AlreadyRunningError{PID: 42, Lib: "/tmp/.perfscope-asprof-8d16556469ad/libasyncProfiler.so"}, "`perfscope jvm --stop 42`"},
 		{&asprof.AlreadyRunningError{PID: 42, Lib: "/opt/async-profiler/lib/libasyncProfiler.so"}, "`asprof stop 42`"},
 	} {
-		err := jvmError(42, tc.err)
+		err := recipes.JVMFailure(42, tc.err)
 		if CodeOf(err) != ExitUnavailable || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v (exit %d), want exit 3 saying %q", err, CodeOf(err), tc.want)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -23,11 +24,11 @@ func runJVMStop(ctx context.Context, o *jvmOptions, g *Globals) error {
 	pid := o.Stop
 	t, err := attach.Preflight(o.src.JVMs, pid)
 	if err != nil {
-		return jvmError(pid, err)
+		return recipes.JVMFailure(pid, err)
 	}
 	rep, err := asprof.StopLeftover(ctx, t)
 	if err != nil {
-		return jvmError(pid, err)
+		return recipes.JVMFailure(pid, err)
 	}
 	d := report.JVMStopData{PID: pid, Stopped: rep.Stopped, RanForNs: int64(rep.RanFor), OwnerPIDs: orEmpty(rep.Owners),
 		Removed: orEmpty(rep.Removed), ForeignLibraries: orEmpty(rep.Foreign), Notes: orEmpty(rep.Notes)}

@@ -1,59 +1,77 @@
 package cli
 
 import (
+	"context"
 	"fmt"
-	"os"
 	"strings"
+	"time"
 
-	"github.com/perfscope/perfscope/base/safeio"
-	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/lab/netlab"
+	"github.com/perfscope/perfscope/report"
 )
 
-// labPrivileged checks what every network lab needs before it starts:
-// root, and CAP_SYS_ADMIN and CAP_NET_ADMIN for namespaces, veths and the
-// probes — said up front (exit 3) rather than failing in `ip netns add`
-// (exit 4).
-func labPrivileged(lab string) error {
-	if os.Geteuid() != 0 {
-		return unavailableError("%s needs root: it creates network namespaces and loads eBPF probes (run it with sudo)", lab)
-	}
-	if st, err := procfs.Default.Status(os.Getpid()); err == nil && (!st.Capable(procfs.CapSysAdmin) || !st.Capable(procfs.CapNetAdmin)) {
-		return unavailableError("%s creates network namespaces and loads BPF probes: it needs CAP_SYS_ADMIN and CAP_NET_ADMIN (run as root)", lab)
-	}
-	return nil
+// labRun is one network lab's run (lab udp, lab tcp) for runLab.
+type labRun struct {
+	// name is the command, keep its --keep and format its -o.
+	name   string
+	keep   bool
+	format report.Format
+	// missing are the tools the scenarios need that are not installed,
+	// and their packages.
+	missing func() (tools, packages []string)
+	// run measures the scenarios, printing each as it ends; it returns
+	// the report's data, the scenarios that finished, how many were to
+	// run, how many did not prove their fix, and where an interrupt
+	// stopped it.
+	run func(bin, dir string) (data any, finished, total, failed int, stop *netlab.Interrupted, err error)
+	// kept lists what --keep kept in dir, after the text report.
+	kept func(dir string)
 }
 
-// labWorkspace prepares a network lab's run: the perfscope binary it runs
-// in its namespaces, what killed labs left removed first (namespaces,
-// reports, their directories; labs whose process still runs are left
-// alone), and a private directory claimed by this process. done releases
-// the claim and, unless keep, removes the directory.
-func labWorkspace(g *Globals, lab string, keep bool) (bin, dir string, done func(), err error) {
-	bin, err = os.Executable()
+// runLab runs a network lab: root and the tools first (exit 3 naming
+// what is missing), then its workspace and scenarios, the report, and the
+// exit: 130 when interrupted — an interrupted lab has not proved the
+// fixes it did not get to, so it never exits 0 — and 1 when a scenario
+// did not prove its fix.
+func runLab(ctx context.Context, g *Globals, l labRun) error {
+	if err := netlab.Privileged(l.name); err != nil {
+		return unavailableError("%v", err)
+	}
+	if missing, pkgs := l.missing(); len(missing) > 0 {
+		return unavailableError("%s needs %s: apt-get install %s", l.name, strings.Join(missing, ", "), strings.Join(pkgs, " "))
+	}
+	bin, dir, done, err := netlab.Workspace(l.name, l.keep, g.Err)
 	if err != nil {
-		return "", "", nil, fmt.Errorf("%s: find the perfscope binary: %w", lab, err)
+		return err
 	}
-	stale, err := netlab.RemoveStale()
-	for _, s := range stale {
-		fmt.Fprintf(g.Err, "removed what lab process %d (no longer running) left: %s\n", s.OwnerPID, strings.Join(append(s.Namespaces, s.Dirs...), " "))
-	}
+	defer done()
+	started := time.Now()
+	data, finished, total, failed, stop, err := l.run(bin, dir)
 	if err != nil {
-		fmt.Fprintf(g.Err, "warning: %v\n", err)
+		return err
 	}
-	dir, err = safeio.MkdirTemp("perfscope-" + strings.ReplaceAll(lab, " ", "-") + "-")
-	if err != nil {
-		return "", "", nil, err
-	}
-	claim, err := netlab.NewClaim(nil, []string{dir})
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", "", nil, err
-	}
-	return bin, dir, func() {
-		if !keep {
-			os.RemoveAll(dir)
+	var interrupted error
+	if stop != nil {
+		interrupted = &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("%s interrupted during %s, whose namespaces were removed; %d of %d scenarios finished, not run: %s",
+			l.name, stop.During, finished, total, strings.Join(stop.NotRun, ", "))}
+		if finished == 0 {
+			return interrupted
 		}
-		claim.Release()
-	}, nil
+	}
+	r := report.New(l.name, Version(), started)
+	r.Meta.DurationNs = int64(time.Since(started))
+	r.Data = data
+	if err := report.Render(g.Out, r, l.format); err != nil {
+		return err
+	}
+	if l.format == report.Text && l.keep {
+		l.kept(dir)
+	}
+	if interrupted != nil {
+		return interrupted
+	}
+	if failed > 0 {
+		return &ExitError{Code: ExitFindings, Err: fmt.Errorf("%d of %d scenarios did not prove their fix", failed, finished)}
+	}
+	return nil
 }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/lab/jvmlab"
+	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -81,16 +81,13 @@ func runLabJVM(ctx context.Context, o *labJVMOptions, g *Globals) error {
 	case errors.As(err, &noJDK):
 		return unavailableError("%v", noJDK.Err)
 	case errors.As(err, &failed):
-		return jvmError(failed.PID, failed.Err)
+		return recipes.JVMFailure(failed.PID, failed.Err)
 	case err != nil:
 		return err
 	}
 	r := report.New("lab jvm", Version(), started)
 	r.Meta.DurationNs = int64(time.Since(started))
 	r.Data = data
-	for _, s := range data.Scenarios {
-		r.Findings = append(r.Findings, s.Findings...)
-	}
-	diagnose.Rank(r.Findings)
+	r.Findings = data.Findings()
 	return report.Render(g.Out, r, o.format)
 }

@@ -2,12 +2,11 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/lab/netlab"
 	"github.com/perfscope/perfscope/lab/tcplab"
 	"github.com/perfscope/perfscope/report"
 )
@@ -18,8 +17,9 @@ type labTCPOptions struct {
 	Duration  time.Duration
 	Output    string
 
-	format report.Format
-	run    func(ctx context.Context, o *labTCPOptions, g *Globals) error
+	format    report.Format
+	scenarios []tcplab.Scenario
+	run       func(ctx context.Context, o *labTCPOptions, g *Globals) error
 }
 
 func newLabTCPCmd(g *Globals) *cobra.Command {
@@ -27,13 +27,6 @@ func newLabTCPCmd(g *Globals) *cobra.Command {
 }
 
 func labTCPCmd(g *Globals, o *labTCPOptions) *cobra.Command {
-	var list strings.Builder
-	for _, s := range tcplab.Scenarios {
-		fmt.Fprintf(&list, "  %-18s %s\n", s.Name, s.Fault)
-		if s.Skip != "" {
-			fmt.Fprintf(&list, "  %-18s (skipped here: %s)\n", "", s.Skip)
-		}
-	}
 	cmd := &cobra.Command{
 		Use:   "tcp",
 		Short: "TCP faults end to end: plant each one in the lab's namespaces, let perfscope tcp find it, apply its fix, measure again",
@@ -46,7 +39,7 @@ table. The namespaces, goroutines and files of each scenario are removed when
 it ends, also on Ctrl-C (--keep leaves the namespaces and the JSON reports).
 
 Scenarios:
-` + list.String() + `
+` + tcplab.Help() + `
 Exit status 1 when a scenario's finding did not appear, or did not go away
 after its fix.`,
 		Example: `  perfscope lab tcp
@@ -61,10 +54,8 @@ after its fix.`,
 			if o.Duration < time.Second || o.Duration > time.Minute {
 				return usageError("--duration must be between 1s and 1m, got %v", o.Duration)
 			}
-			for _, name := range o.Scenarios {
-				if _, ok := tcplab.Lookup(name); !ok {
-					return usageError("--scenario %q: unknown; the scenarios are %s", name, strings.Join(tcplab.Names(), ", "))
-				}
+			if o.scenarios, err = tcplab.Select(o.Scenarios); err != nil {
+				return asUsage(err)
 			}
 			return o.run(cmd.Context(), o, g)
 		},
@@ -78,57 +69,22 @@ after its fix.`,
 }
 
 func runLabTCP(ctx context.Context, o *labTCPOptions, g *Globals) error {
-	if err := labPrivileged("lab tcp"); err != nil {
-		return err
-	}
-	if missing, pkgs := tcplab.MissingTools(); len(missing) > 0 {
-		return unavailableError("lab tcp needs %s: apt-get install %s", strings.Join(missing, ", "), strings.Join(pkgs, " "))
-	}
-	scenarios := tcplab.Scenarios
-	if len(o.Scenarios) > 0 {
-		scenarios = nil
-		for _, name := range o.Scenarios {
-			s, _ := tcplab.Lookup(name)
-			scenarios = append(scenarios, s)
-		}
-	}
-	bin, dir, done, err := labWorkspace(g, "lab tcp", o.Keep)
-	if err != nil {
-		return err
-	}
-	defer done()
-	opts := tcplab.Options{Binary: bin, Duration: o.Duration, Dir: dir, Keep: o.Keep, Log: g.Err}
-	started := time.Now()
-	data, stop, err := tcplab.RunAll(ctx, opts, scenarios, func(res report.LabTCPScenario) {
-		if o.format == report.Text {
-			report.WriteLabTCPScenario(g.textOut(), res)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	var interrupted error
-	if stop != nil {
-		interrupted = &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("lab tcp interrupted during %s, whose namespaces were removed; %d of %d scenarios finished, not run: %s",
-			stop.During, len(data.Scenarios), len(data.Scenarios)+len(stop.NotRun), strings.Join(stop.NotRun, ", "))}
-		if len(data.Scenarios) == 0 {
-			return interrupted
-		}
-	}
-	r := report.New("lab tcp", Version(), started)
-	r.Meta.DurationNs = int64(time.Since(started))
-	r.Data = data
-	if err := report.Render(g.Out, r, o.format); err != nil {
-		return err
-	}
-	if o.format == report.Text && o.Keep {
-		report.WriteLabTCPKept(g.Out, dir, data)
-	}
-	if interrupted != nil {
-		return interrupted
-	}
-	if n := data.Failed(); n > 0 {
-		return &ExitError{Code: ExitFindings, Err: fmt.Errorf("%d of %d scenarios did not prove their fix", n, len(data.Scenarios))}
-	}
-	return nil
+	var data report.LabTCPData
+	return runLab(ctx, g, labRun{name: "lab tcp", keep: o.Keep, format: o.format, missing: tcplab.MissingTools,
+		run: func(bin, dir string) (any, int, int, int, *netlab.Interrupted, error) {
+			opts := tcplab.Options{Binary: bin, Duration: o.Duration, Dir: dir, Keep: o.Keep, Log: g.Err}
+			var stop *netlab.Interrupted
+			var err error
+			data, stop, err = tcplab.RunAll(ctx, opts, o.scenarios, func(res report.LabTCPScenario) {
+				if o.format == report.Text {
+					report.WriteLabTCPScenario(g.textOut(), res)
+				}
+			})
+			total := len(data.Scenarios)
+			if stop != nil {
+				total += len(stop.NotRun)
+			}
+			return data, len(data.Scenarios), total, data.Failed(), stop, err
+		},
+		kept: func(dir string) { report.WriteLabTCPKept(g.Out, dir, data) }})
 }

@@ -2,12 +2,11 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/perfscope/perfscope/lab/netlab"
 	"github.com/perfscope/perfscope/lab/udplab"
 	"github.com/perfscope/perfscope/report"
 	"github.com/perfscope/perfscope/report/compare"
@@ -20,8 +19,9 @@ type labUDPOptions struct {
 	Freq      int
 	Output    string
 
-	format report.Format
-	run    func(ctx context.Context, o *labUDPOptions, g *Globals) error
+	format    report.Format
+	scenarios []udplab.Scenario
+	run       func(ctx context.Context, o *labUDPOptions, g *Globals) error
 }
 
 func newLabUDPCmd(g *Globals) *cobra.Command {
@@ -29,10 +29,6 @@ func newLabUDPCmd(g *Globals) *cobra.Command {
 }
 
 func labUDPCmd(g *Globals, o *labUDPOptions) *cobra.Command {
-	var list strings.Builder
-	for _, s := range udplab.Scenarios {
-		fmt.Fprintf(&list, "  %-22s %s\n", s.Name, s.Fault)
-	}
 	cmd := &cobra.Command{
 		Use:   "udp",
 		Short: "Toshiaki Makita's UDP tuning steps end to end: plant each network fault, let perfscope find it, apply the fix, measure again",
@@ -46,7 +42,7 @@ scenario are removed when it ends, also on Ctrl-C (--keep leaves the
 namespaces and the JSON reports).
 
 Scenarios:
-` + list.String() + `
+` + udplab.Help() + `
 Exit status 1 when a scenario's finding did not appear, or did not go away
 after its fix (or the tuned rig has a finding of severity warn or worse).`,
 		Example: `  perfscope lab udp
@@ -64,10 +60,8 @@ after its fix (or the tuned rig has a finding of severity warn or worse).`,
 			if o.Freq <= 0 || o.Freq > 10000 {
 				return usageError("--freq must be between 1 and 10000 Hz, got %d", o.Freq)
 			}
-			for _, name := range o.Scenarios {
-				if _, ok := udplab.Lookup(name); !ok {
-					return usageError("--scenario %q: unknown; the scenarios are %s", name, strings.Join(udplab.Names(), ", "))
-				}
+			if o.scenarios, err = udplab.Select(o.Scenarios); err != nil {
+				return asUsage(err)
 			}
 			return o.run(cmd.Context(), o, g)
 		},
@@ -81,76 +75,26 @@ after its fix (or the tuned rig has a finding of severity warn or worse).`,
 	return cmd
 }
 
-// labUDPTools fails with exit 3 naming what the lab needs and is missing.
-func labUDPTools(scenarios []udplab.Scenario) error {
-	missing, pkgs := udplab.MissingTools(scenarios)
-	if len(missing) == 0 {
-		return nil
-	}
-	return unavailableError("lab udp needs %s: apt-get install %s", strings.Join(missing, ", "), strings.Join(pkgs, " "))
-}
-
 func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
-	if err := labPrivileged("lab udp"); err != nil {
-		return err
-	}
-	scenarios := udplab.Scenarios
-	if len(o.Scenarios) > 0 {
-		scenarios = nil
-		for _, name := range o.Scenarios {
-			s, _ := udplab.Lookup(name)
-			scenarios = append(scenarios, s)
-		}
-	}
-	if err := labUDPTools(scenarios); err != nil {
-		return err
-	}
-	bin, dir, done, err := labWorkspace(g, "lab udp", o.Keep)
-	if err != nil {
-		return err
-	}
-	defer done()
-	opts := udplab.Options{Binary: bin, Duration: o.Duration, Freq: o.Freq, Dir: dir, Keep: o.Keep, Log: g.Err}
-	started := time.Now()
-	// interrupted ends the run with exit 130, after the scenarios that
-	// finished are reported: an interrupted lab has not proved the fixes it
-	// did not get to, so it never exits 0.
-	var interrupted error
-	results, stop, err := udplab.RunAll(ctx, opts, scenarios, func(res udplab.Result) {
-		if o.format == report.Text {
-			compare.WriteLabUDPScenario(g.textOut(), res)
-		}
-	})
-	if err != nil {
-		return err
-	}
-	if stop != nil {
-		interrupted = &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("lab udp interrupted during %s, whose namespaces were removed; %d of %d scenarios finished, not run: %s",
-			stop.During, len(results), len(scenarios), strings.Join(stop.NotRun, ", "))}
-	}
-	if interrupted != nil && len(results) == 0 {
-		return interrupted
-	}
-	r := report.New("lab udp", Version(), started)
-	r.Meta.DurationNs = int64(time.Since(started))
-	r.Data = compare.LabUDPData(results)
-	if err := report.Render(g.Out, r, o.format); err != nil {
-		return err
-	}
-	if o.format == report.Text && o.Keep {
-		compare.WriteLabUDPKept(g.Out, dir, results)
-	}
-	if interrupted != nil {
-		return interrupted
-	}
-	failed := 0
-	for _, r := range results {
-		if !r.OK() {
-			failed++
-		}
-	}
-	if failed > 0 {
-		return &ExitError{Code: ExitFindings, Err: fmt.Errorf("%d of %d scenarios did not prove their fix", failed, len(results))}
-	}
-	return nil
+	var results []udplab.Result
+	return runLab(ctx, g, labRun{name: "lab udp", keep: o.Keep, format: o.format,
+		missing: func() ([]string, []string) { return udplab.MissingTools(o.scenarios) },
+		run: func(bin, dir string) (any, int, int, int, *netlab.Interrupted, error) {
+			opts := udplab.Options{Binary: bin, Duration: o.Duration, Freq: o.Freq, Dir: dir, Keep: o.Keep, Log: g.Err}
+			var stop *netlab.Interrupted
+			var err error
+			results, stop, err = udplab.RunAll(ctx, opts, o.scenarios, func(res udplab.Result) {
+				if o.format == report.Text {
+					compare.WriteLabUDPScenario(g.textOut(), res)
+				}
+			})
+			failed := 0
+			for _, r := range results {
+				if !r.OK() {
+					failed++
+				}
+			}
+			return compare.LabUDPData(results), len(results), len(o.scenarios), failed, stop, err
+		},
+		kept: func(dir string) { compare.WriteLabUDPKept(g.Out, dir, results) }})
 }

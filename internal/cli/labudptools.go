@@ -1,14 +1,10 @@
 package cli
 
 import (
-	"context"
-	"fmt"
-	"net/netip"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/lab/udpflood"
 	"github.com/perfscope/perfscope/lab/udpserver"
 	"github.com/perfscope/perfscope/report"
@@ -19,19 +15,8 @@ import (
 // /proc/net, /sys/class/net and the sockets are the namespace's own, as a
 // real server's would be. They are usable by hand too.
 
-type udpServerOptions struct {
-	Listen   string
-	Mode     string
-	Threads  int
-	RcvBuf   int
-	Pin      string
-	Echo     bool
-	For      time.Duration
-	Progress time.Duration
-}
-
 func newLabUDPServerCmd(g *Globals) *cobra.Command {
-	o := &udpServerOptions{}
+	o := &udpserver.Flags{}
 	cmd := &cobra.Command{
 		Use:   "udp-server --listen ADDR:PORT",
 		Short: "The lab's UDP server: one socket, SO_REUSEPORT sockets, or reuseport steered by CPU",
@@ -43,50 +28,18 @@ flow hash), reuseport-cpu (the same, steered by the receiving CPU with
 SO_ATTACH_REUSEPORT_CBPF).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			listen, err := netip.ParseAddrPort(o.Listen)
-			if err != nil {
-				return usageError("--listen %q: want ADDR:PORT", o.Listen)
-			}
-			mode, err := udpserver.ParseMode(o.Mode)
+			cfg, err := o.Config()
 			if err != nil {
 				return asUsage(err)
-			}
-			cfg := udpserver.Config{Listen: listen, Mode: mode, Threads: o.Threads, RcvBuf: o.RcvBuf, Echo: o.Echo}
-			if o.Pin != "" {
-				set, err := cpuset.ParseList(o.Pin)
-				if err != nil {
-					return usageError("--pin %q: %v", o.Pin, err)
-				}
-				cfg.PinCPUs = set.CPUs()
-			}
-			if err := cfg.Validate(); err != nil {
-				return asUsage(err)
-			}
-			if o.For < 0 {
-				return usageError("--for must be 0 (until interrupted) or positive, got %v", o.For)
-			}
-			if o.Progress < 0 || o.Progress > 0 && o.Progress < 10*time.Millisecond {
-				return usageError("--progress must be 0 (never) or at least 10ms, got %v", o.Progress)
-			}
-			ctx := cmd.Context()
-			if o.For > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, o.For)
-				defer cancel()
 			}
 			started := time.Now()
-			s, err := udpserver.Start(cfg)
+			received, sockets, err := o.Serve(cmd.Context(), cfg, g.Err)
 			if err != nil {
 				return err
 			}
-			// Say we are ready on stderr so a driver can wait for it.
-			fmt.Fprintf(g.Err, "listening on %s (%s, %d sockets)\n", listen, mode, s.Sockets())
-			serverProgress(ctx, g, s, o.Progress)
-			sockets := s.Sockets() // Stop closes them
-			s.Stop()
 			r := report.New("lab udp-server", Version(), started)
 			r.Meta.DurationNs = int64(time.Since(started))
-			r.Data = report.LabUDPServerData{Received: s.Received(), Sockets: sockets, Mode: string(mode)}
+			r.Data = report.LabUDPServerData{Received: received, Sockets: sockets, Mode: string(cfg.Mode)}
 			return report.Render(g.Out, r, report.JSON)
 		},
 	}
@@ -102,70 +55,15 @@ SO_ATTACH_REUSEPORT_CBPF).`,
 	return cmd
 }
 
-// serverProgress waits for ctx, printing the datagrams read so far every
-// interval, with the wall-clock time in Unix nanoseconds, so a driver can
-// tell what the server read during another tool's measurement window.
-func serverProgress(ctx context.Context, g *Globals, s *udpserver.Server, interval time.Duration) {
-	if interval <= 0 {
-		<-ctx.Done()
-		return
-	}
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		fmt.Fprintf(g.Err, "received %d at %d\n", s.Received(), time.Now().UnixNano())
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-type udpFloodOptions struct {
-	Target     string
-	Senders    int
-	Flows      int
-	Payload    int
-	Duration   time.Duration
-	MaxPackets uint64
-	Rate       int
-}
-
 func newLabUDPFloodCmd(g *Globals) *cobra.Command {
-	o := &udpFloodOptions{}
+	o := &udpflood.Flags{}
 	cmd := &cobra.Command{
 		Use:   "udp-flood --target ADDR:PORT",
 		Short: "The lab's bounded UDP load generator (loopback or the lab's own addresses only)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			target, err := netip.ParseAddrPort(o.Target)
+			cfg, err := o.Config()
 			if err != nil {
-				return usageError("--target %q: want ADDR:PORT", o.Target)
-			}
-			if o.Rate < 0 {
-				return usageError("--rate must be 0 (unpaced) or positive, got %d", o.Rate)
-			}
-			// Outside loopback only the lab's benchmark range (RFC 2544),
-			// which exists only inside the lab's namespaces.
-			labNet := netip.MustParsePrefix("198.18.0.0/15")
-			if !target.Addr().IsLoopback() && !labNet.Contains(target.Addr()) {
-				return usageError("--target %s: udp-flood only sends to loopback or the lab's 198.18.0.0/15", target)
-			}
-			if o.Payload < 1 {
-				return usageError("--payload must be between 1 and %d bytes, got %d", udpflood.MaxPayload, o.Payload)
-			}
-			cfg := udpflood.Config{
-				Target: target, Senders: o.Senders, Flows: o.Flows, Payload: o.Payload, Duration: o.Duration,
-				MaxPackets: o.MaxPackets, AllowNonLoopback: true, Rate: o.Rate,
-			}
-			if err := cfg.Validate(); err != nil {
-				return asUsage(err)
-			}
-			// The address alone proves nothing: in the host's namespace
-			// 198.18.0.2 routes out of the default gateway to the real
-			// network. Send only where the route stays on this machine.
-			if err := udpflood.CheckLocalRoute(target.Addr()); err != nil {
 				return asUsage(err)
 			}
 			started := time.Now()

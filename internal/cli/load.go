@@ -2,20 +2,16 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/base/httpload"
-	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/collectors/sockets"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/measure"
@@ -27,7 +23,6 @@ import (
 // The bounds of `perfscope load`: a stepped load is bounded in count and
 // time, and so in what it sends.
 const (
-	maxLoadLevels       = 32
 	maxLevelDuration    = 10 * time.Minute
 	maxRequestsPerLevel = 10_000_000
 )
@@ -115,8 +110,8 @@ func (o *loadOptions) validate() error {
 	if o.URL == "" {
 		return usageError("--url is required: the service's URL to load")
 	}
-	if o.levels, err = parseLevels(o.Concurrency); err != nil {
-		return err
+	if o.levels, err = offcpu.ParseLevels(o.Concurrency); err != nil {
+		return asUsage(err)
 	}
 	if o.DurationPerLevel < 100*time.Millisecond || o.DurationPerLevel > maxLevelDuration {
 		return usageError("--duration-per-level must be between 100ms and %v, got %v: every level is bounded in time", maxLevelDuration, o.DurationPerLevel)
@@ -130,26 +125,13 @@ func (o *loadOptions) validate() error {
 	if o.StackEvery < 1 || o.StackEvery > probe.MaxStackEvery {
 		return usageError("--stack-every must be between 1 and %d, got %d", probe.MaxStackEvery, o.StackEvery)
 	}
-	for _, h := range o.Headers {
-		if strings.ContainsAny(h, "\r\n") {
-			return usageError("--header %q: a header is one line", h)
-		}
+	if err := checkHeaders(o.Headers); err != nil {
+		return err
 	}
 	o.spec = httpload.Spec{URL: o.URL, Method: strings.ToUpper(o.Method), Header: http.Header{}, Timeout: o.Timeout,
 		Concurrency: o.levels[0], Duration: o.DurationPerLevel}
-	for _, h := range o.Headers {
-		if err := httpload.ParseHeader(o.spec.Header, h); err != nil {
-			return usageError("--header: %v", err)
-		}
-	}
-	if file, ok := strings.CutPrefix(o.Body, "@"); ok {
-		b, err := safeio.ReadFile(context.Background(), file, 64<<20)
-		if err != nil {
-			return usageError("--body @%s: %v", file, err)
-		}
-		o.spec.Body = b
-	} else if o.Body != "" {
-		o.spec.Body = []byte(o.Body)
+	if err := o.spec.SetFlags(o.Headers, o.Body); err != nil {
+		return asUsage(err)
 	}
 	if err := o.spec.Validate(); err != nil {
 		return usageError("--url: %v", err)
@@ -162,40 +144,9 @@ func (o *loadOptions) validate() error {
 	return nil
 }
 
-// parseLevels reads --concurrency: rising levels, each within httpload's
-// bounds, at most maxLoadLevels.
-func parseLevels(v string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 10000 {
-			return nil, usageError("--concurrency %q: each level is a number from 1 to 10000", v)
-		}
-		if len(out) > 0 && n <= out[len(out)-1] {
-			return nil, usageError("--concurrency %q: the levels must rise (%d after %d)", v, n, out[len(out)-1])
-		}
-		out = append(out, n)
-	}
-	if len(out) > maxLoadLevels {
-		return nil, usageError("--concurrency %q: at most %d levels, got %d", v, maxLoadLevels, len(out))
-	}
-	return out, nil
-}
-
 func runLoad(ctx context.Context, o *loadOptions, g *Globals) error {
-	pids, from := o.PIDs, "flag"
-	if len(pids) == 0 {
-		var err error
-		if pids, err = offcpu.ServiceOf(o.URL, sockets.NewFS("/")); err != nil {
-			if errors.Is(err, offcpu.ErrNotLocal) || errors.Is(err, offcpu.ErrNoListener) {
-				return usageError("--url %s: %v: pass the service's --pid", o.URL, err)
-			}
-			return fmt.Errorf("find the service behind %s: %w (pass its --pid)", o.URL, err)
-		}
-		from = "port"
-	}
 	lo := offcpu.LoadOptions{Spec: o.spec, Levels: o.levels, PerLevel: o.DurationPerLevel, RequestsPerLevel: o.RequestsPerLevel,
-		PIDs: pids, PIDFrom: from, Probe: probe.Options{StackEvery: o.StackEvery}, Proc: o.proc}
+		PIDs: o.PIDs, PIDFrom: "flag", Probe: probe.Options{StackEvery: o.StackEvery}, Proc: o.proc}
 	if isTerminal(os.Stderr) {
 		lo.Started = func() {
 			fmt.Fprintf(g.Err, "loading %s at %d levels of %v (Ctrl-C stops early)…\n", o.URL, len(o.levels), o.DurationPerLevel)
@@ -204,17 +155,13 @@ func runLoad(ctx context.Context, o *loadOptions, g *Globals) error {
 			fmt.Fprintf(g.Err, "  concurrency %d: %.0f requests/s, p99 %s, %d errors\n", l.Concurrency, l.RPS, report.Nanos(float64(l.P99Ns)), l.Errors)
 		}
 	}
-	ev, err := offcpu.MeasureLoad(ctx, lo)
-	if errors.Is(err, offcpu.ErrNoAnswer) {
-		return asUsage(err)
-	}
+	ev, findings, err := measure.RunLoad(ctx, lo)
 	if err != nil {
 		return err
 	}
-	ev.Knee = diagnose.LoadKnee(*ev, nil)
 	r := report.New("load", Version(), g.Started)
 	r.Data = report.LoadData{Load: *ev}
-	r.Findings = diagnose.Run(diagnose.LoadRules, *ev)
+	r.Findings = findings
 	for _, l := range ev.Levels {
 		r.Meta.DurationNs += l.DurationNs
 	}

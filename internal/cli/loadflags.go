@@ -5,21 +5,17 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
 // loadFlags are the flags of an HTTP load perfscope drives while it
 // measures a service (jvm, go); --requests is the command's own.
-type loadFlags struct {
-	LoadURL     string
-	Method      string
-	Body        string
-	Headers     []string
-	Concurrency int
-}
+type loadFlags struct{ recipes.LoadFlags }
 
 func (l *loadFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&l.LoadURL, "load", "", "drive --requests HTTP requests at this URL and measure while they run")
@@ -30,14 +26,7 @@ func (l *loadFlags) register(f *pflag.FlagSet) {
 }
 
 // checkHeaders refuses a --header that is not one line.
-func (l *loadFlags) checkHeaders() error {
-	for _, h := range l.Headers {
-		if strings.ContainsAny(h, "\r\n") {
-			return usageError("--header %q: a header is one line", h)
-		}
-	}
-	return nil
-}
+func checkHeaders(headers []string) error { return asUsage(httpload.CheckHeaders(headers)) }
 
 // parseReportFlags reads command's -o and --fail-on.
 func parseReportFlags(command, output, failOn string) (report.Format, diagnose.Severity, error) {

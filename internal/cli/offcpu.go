@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"time"
@@ -179,12 +178,8 @@ func runOffCPU(ctx context.Context, o *offcpuOptions, g *Globals) error {
 		ev.Warnings = append(ev.Warnings, fmt.Sprintf("interrupted after %v of the %v asked for", time.Duration(ev.DurationNs).Round(time.Millisecond), o.Duration))
 	}
 	r := res.Report("offcpu", Version())
-	r.Show = report.Show{Top: o.Top, Title: "Off-CPU time of all processes",
-		Subtitle: fmt.Sprintf("microseconds off CPU, %s stacks, waits of %v or more, %v", ev.Stacks, time.Duration(ev.MinBlockNs), time.Duration(ev.DurationNs).Round(time.Millisecond))}
-	if o.PID != 0 {
-		r.Show.Title = fmt.Sprintf("Off-CPU time of %s (pid %d)", ev.Comm, o.PID)
-	}
-	if err := o.write(g, r); err != nil {
+	r.Show = report.OffCPUShow(ev, o.Top, o.PID)
+	if err := writeOut(g, o.OutFile, r, o.format, string(o.format)); err != nil {
 		return err
 	}
 	if interrupted {
@@ -193,23 +188,4 @@ func runOffCPU(ctx context.Context, o *offcpuOptions, g *Globals) error {
 		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted: the report covers %v", time.Duration(ev.DurationNs).Round(time.Millisecond))}
 	}
 	return failOn(r.Findings, o.failOn)
-}
-
-func (o *offcpuOptions) write(g *Globals, r *report.Report) error {
-	if o.OutFile == "" {
-		return renderRun(g.Out, g, r, o.format)
-	}
-	// As profile's --out: replaced atomically, devices and FIFOs written
-	// through. Not ctx: an interrupted window still wants its report.
-	err := safeio.WriteOutput(context.Background(), o.OutFile, waitingFor(g, "a reader"), func(w io.Writer) error {
-		return renderRun(w, g, r, o.format)
-	})
-	if isBadInputFile(err) {
-		return asUsage(fmt.Errorf("--out: %w", err))
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", o.OutFile, err)
-	}
-	fmt.Fprintf(g.Err, "wrote %s (%s)\n", o.OutFile, o.format)
-	return nil
 }

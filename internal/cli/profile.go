@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"time"
@@ -255,33 +254,13 @@ func runProfile(ctx context.Context, o *profileOptions, g *Globals) error {
 	}
 	r := res.Report("profile", Version())
 	d := res.Profile.Evidence
-	r.Show = report.Show{Top: o.Top, Title: o.Title,
-		Subtitle: fmt.Sprintf("%d samples at %d Hz (%s), %s stacks, %v", d.Samples, d.FrequencyHz, d.Event, d.Stacks, time.Duration(d.DurationNs).Round(time.Millisecond))}
-	if r.Show.Title == "" {
-		r.Show.Title = "CPU profile of all processes"
-		if o.PID != 0 {
-			r.Show.Title = fmt.Sprintf("CPU profile of process %d", o.PID)
-		}
-		if sel := o.Workload.sel; sel != nil {
-			r.Show.Title = "CPU profile of " + sel.Filter.String()
-		}
+	of := ""
+	if o.PID != 0 {
+		of = fmt.Sprintf("process %d", o.PID)
 	}
-	if o.OutFile == "" {
-		return renderRun(g.Out, g, r, o.format)
+	if sel := o.Workload.sel; sel != nil {
+		of = sel.Filter.String()
 	}
-	// A regular --out file is replaced atomically (no partial file if
-	// rendering fails); a device, FIFO or symlink is written through,
-	// never replaced (safeio.WriteOutput). Not ctx: a Ctrl-C that ended
-	// the window early still wants the profile written.
-	err = safeio.WriteOutput(context.Background(), o.OutFile, waitingFor(g, "a reader"), func(w io.Writer) error {
-		return renderRun(w, g, r, o.format)
-	})
-	if isBadInputFile(err) {
-		return asUsage(fmt.Errorf("--out: %w", err))
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", o.OutFile, err)
-	}
-	fmt.Fprintf(g.Err, "wrote %s (%s, %d samples)\n", o.OutFile, o.format, d.Samples)
-	return nil
+	r.Show = report.ProfileShow(d, o.Top, o.Title, of)
+	return writeOut(g, o.OutFile, r, o.format, fmt.Sprintf("%s, %d samples", o.format, d.Samples))
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/diagnose"
-	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/recipes"
@@ -58,31 +56,9 @@ func completeRecipes(_ *cobra.Command, args []string, _ string) ([]string, cobra
 
 // --- list ------------------------------------------------------------------
 
-func infoOf(r *recipes.Recipe) report.RecipeInfo {
-	ri := report.RecipeInfo{Name: r.Name, Source: r.Source, Summary: r.Summary(), Description: r.Description, Parameters: []report.RecipeParameter{}, Probes: []string{}, Collectors: []string{}}
-	for _, p := range r.Parameters {
-		pi := report.RecipeParameter{Name: p.Name, Type: string(p.Kind), Required: p.Required, Values: p.Values, Description: p.Description}
-		if d, ok := p.DefaultText(); ok {
-			pi.Default = &d
-		}
-		ri.Parameters = append(ri.Parameters, pi)
-	}
-	for _, u := range r.Probes {
-		ri.Probes = append(ri.Probes, u.Name)
-	}
-	for _, u := range r.Collectors {
-		ri.Collectors = append(ri.Collectors, u.Name)
-	}
-	return ri
-}
-
 func newRecipeListCmd(g *Globals) *cobra.Command {
 	return dataCmd(g, "list", "List the built-in recipes", cobra.NoArgs, func([]string) (any, error) {
-		var l report.RecipeList
-		for _, r := range recipes.Builtins() {
-			l.Recipes = append(l.Recipes, infoOf(r))
-		}
-		return l, nil
+		return recipes.List(), nil
 	})
 }
 
@@ -136,7 +112,7 @@ func newRecipeShowCmd(g *Globals) *cobra.Command {
 			}
 			if f == report.JSON {
 				rep := report.New("recipe show", Version(), g.Started)
-				rep.Data = infoOf(r)
+				rep.Data = recipes.Info(r)
 				return report.WriteJSON(g.Out, rep)
 			}
 			_, err = g.Out.Write(r.Text)
@@ -152,27 +128,7 @@ func newRecipeShowCmd(g *Globals) *cobra.Command {
 func newRecipeValidateCmd(g *Globals) *cobra.Command {
 	return dataCmd(g, "validate FILE...", "Check recipe files: every error with its line, field and what was expected (exit 2 when any)",
 		cobra.MinimumNArgs(1), func(args []string) (any, error) {
-			var v report.RecipeValidation
-			bad := 0
-			for _, file := range args {
-				vf := report.RecipeFileCheck{File: file, Errors: []report.RecipeError{}}
-				r, err := recipes.ReadFile(file)
-				var fes recipes.Errors
-				switch {
-				case errors.As(err, &fes):
-					for _, e := range fes {
-						vf.Errors = append(vf.Errors, report.RecipeError{Line: e.Line, Path: e.Path, Message: e.Msg, Text: recipes.FieldError{File: file, Line: e.Line, Path: e.Path, Msg: e.Msg}.Error()})
-					}
-				case err != nil:
-					vf.Errors = append(vf.Errors, report.RecipeError{Message: err.Error(), Text: recipes.FieldError{File: file, Msg: err.Error()}.Error()})
-				default:
-					vf.Recipe = r.Name
-				}
-				if len(vf.Errors) > 0 {
-					bad++
-				}
-				v.Files = append(v.Files, vf)
-			}
+			v, bad := recipes.Validate(args)
 			if bad > 0 {
 				return v, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%d of %d recipes have errors", bad, len(args))}
 			}
@@ -184,32 +140,7 @@ func newRecipeValidateCmd(g *Globals) *cobra.Command {
 
 func newRecipeCatalogCmd(g *Globals) *cobra.Command {
 	return dataCmd(g, "catalog", "What a recipe can name: probes and collectors with their options, rules with their thresholds",
-		cobra.NoArgs, func([]string) (any, error) {
-			var c report.RecipeCatalog
-			for _, group := range []struct {
-				list []recipes.Component
-				out  *[]report.RecipePart
-			}{{recipes.Probes, &c.Probes}, {recipes.Collectors, &c.Collectors}} {
-				for _, comp := range group.list {
-					ci := report.RecipePart{Name: comp.Name, Doc: comp.Doc, Options: []report.RecipeOption{}}
-					for _, o := range comp.Options {
-						ci.Options = append(ci.Options, report.RecipeOption{Name: o.Name, Want: o.Want(), Default: o.DefaultText(), Required: o.Required, Doc: o.Doc})
-					}
-					*group.out = append(*group.out, ci)
-				}
-			}
-			for _, r := range recipes.Rules() {
-				ri := report.RecipeRule{ID: r.ID, Family: r.Family, Judges: r.Judges}
-				for _, t := range r.Thresholds {
-					ri.Thresholds = append(ri.Thresholds, report.RecipeThreshold{Name: t.Name, Default: t.Default, Min: t.Min, Max: t.Max, Doc: t.Doc})
-				}
-				c.Rules = append(c.Rules, ri)
-			}
-			for _, k := range recipes.Kinds {
-				c.Types = append(c.Types, string(k))
-			}
-			return c, nil
-		})
+		cobra.NoArgs, func([]string) (any, error) { return recipes.Catalog(), nil })
 }
 
 // --- run -------------------------------------------------------------------
@@ -287,31 +218,13 @@ func completeSet(cmd *cobra.Command, args []string, toComplete string) ([]string
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	if name, _, ok := strings.Cut(toComplete, "="); ok {
-		p, found := r.Parameter(name)
-		if !found {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		values := p.Values
-		switch p.Kind {
-		case recipes.KindBool:
-			values = []string{"true", "false"}
-		case recipes.KindDir:
-			return nil, cobra.ShellCompDirectiveFilterDirs
-		case recipes.KindFile, recipes.KindFiles:
-			return nil, cobra.ShellCompDirectiveDefault
-		}
-		var out []string
-		for _, v := range values {
-			out = append(out, name+"="+v)
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
-	var out []string
-	for _, p := range r.Parameters {
-		out = append(out, p.Name+"=\t"+p.Description)
-	}
-	return out, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
+	out, c := r.CompleteSet(toComplete)
+	return out, map[recipes.Completion]cobra.ShellCompDirective{
+		recipes.CompleteWords: cobra.ShellCompDirectiveNoFileComp,
+		recipes.CompleteNames: cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp,
+		recipes.CompleteDirs:  cobra.ShellCompDirectiveFilterDirs,
+		recipes.CompleteFiles: cobra.ShellCompDirectiveDefault,
+	}[c]
 }
 
 // parseBudget keeps the recipe's window.budget unless --overhead-budget
@@ -350,38 +263,9 @@ func (o *recipeRunOptions) validate() error {
 	return o.Workload.resolve(o.src)
 }
 
-// values joins the --set values into the recipe's parameters: the items
-// of a list parameter given once each, any other parameter once.
-func (o *recipeRunOptions) values(r *recipes.Recipe) (map[string]string, error) {
-	set := map[string]string{}
-	for name, vs := range o.set {
-		p, ok := r.Parameter(name)
-		switch {
-		case len(vs) > 1 && ok && p.Kind.IsList():
-			set[name] = p.Kind.JoinItems(vs)
-		case len(vs) > 1:
-			return nil, usageError("--set %s is given twice", name)
-		default:
-			set[name] = vs[0]
-		}
-	}
-	return set, nil
-}
-
 func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
-	r, err := recipes.Find(o.Recipe)
+	plan, err := recipes.LoadValues(o.Recipe, o.set, o.src)
 	if err != nil {
-		return err
-	}
-	set, err := o.values(r)
-	if err != nil {
-		return err
-	}
-	plan, err := r.Bind(set)
-	if err != nil {
-		return err
-	}
-	if err := plan.Prepare(o.src); err != nil {
 		return err
 	}
 	if o.budget != nil {
@@ -402,26 +286,21 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	}
 	res, err := plan.Run(ctx, o.src, hooks)
 	progress.Clear()
-	var je *recipes.JVMError
-	if errors.As(err, &je) && (res == nil || !errors.Is(err, jvm.ErrTargetExited)) {
-		return jvmError(je.PID, je.Err)
-	}
-	if err != nil && res == nil {
+	exited, err := recipes.RunFailure(res, err)
+	if err != nil {
 		return err
 	}
 	rep := res.Report("recipe", Version())
 	if err := res.WriteOutputs(rep); err != nil {
 		return err
 	}
-	if err := renderRun(g.Out, g, rep, o.format); err != nil {
-		return err
-	}
-	if err != nil {
+	var runErr error
+	if exited != nil {
 		// The JVM exited mid-run: reported what was measured; the run
 		// failed.
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement; reported what was measured until then", je.PID)}
+		runErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement; reported what was measured until then", exited.PID)}
 	}
-	return failOn(rep.Findings, o.failOn)
+	return finishRun(g, rep, o.format, runErr, o.failOn, nil)
 }
 
 // recipeSet turns a command's flags into its recipe's parameters, in a

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/base/gosafe"
-	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -142,15 +141,6 @@ func execute1(ctx context.Context, g *Globals, root *cobra.Command, args []strin
 		fmt.Fprintln(stderr, "Run 'perfscope --help' for usage.")
 	}
 	return code
-}
-
-// renderRun renders a measuring command's report, its overhead stamped
-// first with the whole process's cost from exec to this moment
-// (measure.StampRun): start-up, attaching, the window, naming the stacks
-// and building the report — everything but formatting it.
-func renderRun(w io.Writer, g *Globals, r *report.Report, f report.Format) error {
-	measure.StampRun(r.Overhead, g.Started)
-	return report.Render(w, r, f)
 }
 
 // textOut is standard output for text reports: control characters in

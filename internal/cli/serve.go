@@ -17,23 +17,13 @@ import (
 )
 
 type serveOptions struct {
-	Recipe        string
-	Listen        string
-	WebConfigFile string
-	Interval      time.Duration
-	Set           []string
-	TopWorkloads  int
+	serve.Flags
 
-	params map[string]string
-	web    *serve.WebConfig
-	src    measure.Sources
+	opts serve.Options
+	src  measure.Sources
 	// run is injectable so flag parsing is tested without probes.
 	run func(ctx context.Context, o *serveOptions, g *Globals) error
 }
-
-// DefaultListen is loopback: metrics say what runs on the host, and only
-// an explicit --listen exposes them beyond it.
-const DefaultListen = "127.0.0.1:9742"
 
 func newServeCmd(g *Globals) *cobra.Command {
 	return serveCmd(g, &serveOptions{src: measure.Live(), run: runServe})
@@ -80,10 +70,11 @@ afterwards) and output files. Built-ins served: ` + servedPlaceholder + `.`,
   curl -s localhost:9742/metrics | grep perfscope_finding`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(); err != nil {
+			var err error
+			if o.opts, err = o.Options(); err != nil {
 				return err
 			}
-			if w := serve.ExposedWarning(o.Listen, o.web); w != "" {
+			if w := serve.ExposedWarning(o.Listen, o.opts.Web); w != "" {
 				io.WriteString(g.Err, w)
 			}
 			return o.run(cmd.Context(), o, g)
@@ -91,7 +82,7 @@ afterwards) and output files. Built-ins served: ` + servedPlaceholder + `.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Recipe, "recipe", "", "the recipe to run, a built-in or a file: "+servedPlaceholder)
-	f.StringVar(&o.Listen, "listen", DefaultListen, "address to serve /metrics on (host:port)")
+	f.StringVar(&o.Listen, "listen", serve.DefaultListen, "address to serve /metrics on (host:port)")
 	f.StringVar(&o.WebConfigFile, "web.config.file", "", "the exporter toolkit's web configuration file: TLS and basic auth (as node_exporter's)")
 	f.DurationVar(&o.Interval, "interval", 30*time.Second, "length of each measurement window (1s to 1h)")
 	f.StringArrayVar(&o.Set, "set", nil, "a recipe parameter, KEY=VALUE (repeatable), e.g. iface=eth0")
@@ -128,59 +119,22 @@ func nameServed(c *cobra.Command) {
 	}
 }
 
-func (o *serveOptions) validate() error {
-	if o.Recipe == "" {
-		return usageError("--recipe is required (%s)", strings.Join(serve.Names(), ", "))
-	}
-	if o.Interval < time.Second || o.Interval > time.Hour {
-		return usageError("--interval must be between 1s and 1h, got %v", o.Interval)
-	}
-	if o.TopWorkloads < 1 || o.TopWorkloads > serve.MaxTopWorkloads {
-		return usageError("--top-workloads must be between 1 and %d, got %d", serve.MaxTopWorkloads, o.TopWorkloads)
-	}
-	host, port, err := net.SplitHostPort(o.Listen)
-	if err != nil {
-		return usageError("--listen %q: want host:port, e.g. %s", o.Listen, DefaultListen)
-	}
-	if host != "" && net.ParseIP(host) == nil && host != "localhost" {
-		return usageError("--listen %q: the host must be an IP address or localhost", o.Listen)
-	}
-	if _, err := net.LookupPort("tcp", port); err != nil {
-		return usageError("--listen %q: bad port", o.Listen)
-	}
-	if o.WebConfigFile != "" {
-		web, err := serve.LoadWebConfig(o.WebConfigFile)
-		if err != nil {
-			return asUsage(err)
-		}
-		o.web = &web
-	}
-	o.params = map[string]string{}
-	for _, kv := range o.Set {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return usageError("--set %q: want KEY=VALUE", kv)
-		}
-		o.params[k] = v
-	}
-	return nil
-}
-
 func runServe(ctx context.Context, o *serveOptions, g *Globals) error {
 	var srv *serve.Server
-	srv, err := serve.Open(o.src, serve.Options{Recipe: o.Recipe, Params: o.params, Listen: o.Listen,
-		Web: o.web, Interval: o.Interval, Log: g.Err, Started: g.Started, Version: Version(),
-		OnListen: func(addr string) {
-			scheme, auth := "http", ""
-			if o.web != nil && o.web.TLS {
-				scheme = "https"
-			}
-			if o.web != nil && o.web.BasicAuth {
-				auth = ", basic auth"
-			}
-			fmt.Fprintf(g.Err, "perfscope serve: recipe %s, a window every %v, metrics at %s://%s/metrics (at most %d connections at once%s)\n",
-				srv.RecipeName(), o.Interval, scheme, addr, srv.FDBudget().MaxConnections, auth)
-		}})
+	opts := o.opts
+	opts.Log, opts.Started, opts.Version = g.Err, g.Started, Version()
+	opts.OnListen = func(addr string) {
+		scheme, auth := "http", ""
+		if opts.Web != nil && opts.Web.TLS {
+			scheme = "https"
+		}
+		if opts.Web != nil && opts.Web.BasicAuth {
+			auth = ", basic auth"
+		}
+		fmt.Fprintf(g.Err, "perfscope serve: recipe %s, a window every %v, metrics at %s://%s/metrics (at most %d connections at once%s)\n",
+			srv.RecipeName(), opts.Interval, scheme, addr, srv.FDBudget().MaxConnections, auth)
+	}
+	srv, err := serve.Open(o.src, opts)
 	if err != nil {
 		return err // recipes' errors carry their exit code (CodeOf)
 	}

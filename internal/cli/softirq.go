@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -94,20 +93,9 @@ func (o *softirqOptions) validate() error {
 		return asUsage(err)
 	}
 	if o.CPUs != "" {
-		if o.cpus, err = cpuset.ParseList(o.CPUs); err != nil {
-			return usageError("--cpus %q: %v", o.CPUs, err)
-		}
-		online, err := o.fs.Softirqs()
-		if err != nil {
-			return fmt.Errorf("read /proc/softirqs: %w", err)
-		}
-		for _, c := range o.cpus.CPUs() {
-			if _, ok := online.ByCPU("NET_RX", c); !ok {
-				return usageError("--cpus: CPU %d is not online (online: %s)", c, cpuset.Of(online.CPUs...).List())
-			}
-		}
+		o.cpus, err = measure.CheckCPUs(o.fs, o.CPUs)
 	}
-	return nil
+	return err
 }
 
 func runSoftirq(ctx context.Context, o *softirqOptions, g *Globals) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"strings"
 	"time"
@@ -260,13 +259,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 			r.Artifacts = append(r.Artifacts, report.Artifact{Kind: "revert-file", Path: path})
 		}
 	}
-	if err := renderRun(g.Out, g, r, o.format); err != nil {
-		return err
-	}
-	if applyErr != nil {
-		return applyErr
-	}
-	return failOn(r.Findings, o.failOn)
+	return finishRun(g, r, o.format, applyErr, o.failOn, nil)
 }
 
 // applyFindings makes the chosen findings' typed changes through
@@ -283,8 +276,7 @@ func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Rep
 	if res.RevertFile != "" {
 		fmt.Fprintf(g.Err, "revert file: %s (undo with: perfscope %s --revert %s)\n", res.RevertFile, o.proto, res.RevertFile)
 	}
-	apply.WriteLog(g.Err, "unchanged", res.Unchanged)
-	apply.WriteLog(g.Err, "applied", res.Applied)
+	res.WriteLog(g.Err)
 	if err != nil {
 		return res.RevertFile, fmt.Errorf("--apply: %w", err)
 	}
@@ -296,10 +288,7 @@ func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Rep
 
 func (o *udpOptions) runRevert(ctx context.Context, g *Globals) error {
 	res, err := apply.Revert(ctx, o.Revert, apply.LiveSystem(), apply.Identity{})
-	apply.WriteLog(g.Out, "reverted", res.Restored)
-	apply.WriteLog(g.Out, "already old", res.AlreadyOld)
-	apply.WriteLog(g.Out, "gone", res.Gone)
-	apply.WriteLog(g.Out, "left as found", res.Conflicts)
+	res.WriteLog(g.Out)
 	if errors.Is(err, apply.ErrBadRevertFile) {
 		return asUsage(fmt.Errorf("--revert %w", err))
 	}
@@ -320,24 +309,12 @@ func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 	if err != nil {
 		return asUsage(err)
 	}
-	var runs [2]compare.Run
-	for i, path := range o.Compare {
-		if runs[i], err = compare.Load(ctx, path); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, fs.ErrNotExist) {
-				return usageError("--compare %s: no such file: give the -o json output of two perfscope %s runs", path, o.proto)
-			}
-			return asUsage(err)
+	r, err := compare.Files(ctx, o.proto, Version(), g.Started, [2]string(o.Compare))
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
 		}
-		if runs[i].Command != o.proto {
-			return usageError("--compare %s is a perfscope %s run: compare it with perfscope %s --compare", path, runs[i].Command, runs[i].Command)
-		}
+		return asUsage(err)
 	}
-	r := report.New(o.proto+" compare", Version(), g.Started)
-	c := compare.Compare(runs[0], runs[1])
-	r.Data = c
-	r.Meta.DurationNs = c.After.DurationNs
 	return report.Render(g.Out, r, f)
 }

@@ -1,10 +1,6 @@
 package cli
 
 import (
-	"errors"
-	"os"
-	"runtime"
-
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/jvm/asprof"
@@ -28,13 +24,7 @@ func newVersionCmd(g *Globals) *cobra.Command {
 			if err != nil {
 				return asUsage(err)
 			}
-			ap := report.AsyncProfilerVersion{Version: asprof.Version}
-			if lib, err := o.locator.Bundled(); err == nil {
-				ap.Bundled = lib
-			} else if !errors.Is(err, os.ErrNotExist) {
-				ap.BundleError = err.Error()
-			}
-			return report.WriteVersion(g.Out, report.VersionData{Version: Version(), Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH, AsyncProfiler: ap}, f)
+			return report.WriteVersion(g.Out, report.NewVersionData(Version(), o.locator), f)
 		},
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("version"))

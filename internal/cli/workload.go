@@ -22,41 +22,10 @@ func (w *workloadFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&w.Pod, "pod", "", "only the processes of this Kubernetes pod: NAMESPACE/NAME or the pod's uid")
 }
 
-// filter is the one filter given (nil: none); two given, or one that can
-// name nothing, is a usage error.
-func (w *workloadFlags) filter() (*cgroup.Filter, error) {
-	var given []func() (cgroup.Filter, error)
-	if w.Cgroup != "" {
-		given = append(given, func() (cgroup.Filter, error) { return cgroup.CgroupFilter(w.Cgroup) })
-	}
-	if w.Container != "" {
-		given = append(given, func() (cgroup.Filter, error) { return cgroup.ContainerFilter(w.Container) })
-	}
-	if w.Pod != "" {
-		given = append(given, func() (cgroup.Filter, error) { return cgroup.PodFilter(w.Pod) })
-	}
-	switch len(given) {
-	case 0:
-		return nil, nil
-	case 1:
-		f, err := given[0]()
-		if err != nil {
-			return nil, asUsage(err)
-		}
-		return &f, nil
-	}
-	return nil, usageError("--cgroup, --container and --pod exclude each other: give one")
-}
-
 // resolve checks the flags and finds the processes the filter names now,
-// before anything loads: nothing matching is exit 2 with one sentence
-// saying what was seen instead.
-func (w *workloadFlags) resolve(src measure.Sources) error {
-	f, err := w.filter()
-	if err != nil || f == nil {
-		return err
-	}
-	w.sel, err = measure.SelectWorkload(src, *f)
+// before anything loads (measure.ResolveWorkload).
+func (w *workloadFlags) resolve(src measure.Sources) (err error) {
+	w.sel, err = measure.ResolveWorkload(src, w.Cgroup, w.Container, w.Pod)
 	return err
 }
 
@@ -68,4 +37,20 @@ func (w *workloadFlags) apply(plan *recipes.Plan) {
 	if w.sel != nil {
 		plan.SetWorkload(w.sel)
 	}
+}
+
+// target is the pid of a command that measures one process (jvm, go):
+// pid as given, or the one target choose finds among the workload's
+// processes — --pid and a workload flag exclude each other.
+func (w *workloadFlags) target(src measure.Sources, pid int, pidGiven bool, choose func(*cgroup.Selection) (int, error)) (int, error) {
+	if !w.given() {
+		return pid, nil
+	}
+	if pidGiven {
+		return pid, usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
+	}
+	if err := w.resolve(src); err != nil {
+		return pid, err
+	}
+	return choose(w.sel)
 }

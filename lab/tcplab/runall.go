@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"slices"
 
+	"github.com/perfscope/perfscope/lab/netlab"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -23,12 +24,8 @@ func MissingTools() (tools, packages []string) {
 	return tools, packages
 }
 
-// Interrupted says where a lab run stopped when it was interrupted: the
-// scenario it was in (whose namespaces were removed) and those not run.
-type Interrupted struct {
-	During string
-	NotRun []string
-}
+// Interrupted says where a lab run stopped when it was interrupted.
+type Interrupted = netlab.Interrupted
 
 // RunAll runs the scenarios in order (listing those with Skip set as
 // skipped), calling done with each result. An interrupt (ctx ending during

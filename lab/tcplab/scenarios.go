@@ -1,7 +1,9 @@
 package tcplab
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/perfscope/perfscope/lab/netlab"
@@ -141,4 +143,22 @@ func Names() []string {
 		n = append(n, s.Name)
 	}
 	return n
+}
+
+// Select is the scenarios named, in the order given; none named is all.
+func Select(names []string) ([]Scenario, error) {
+	return netlab.Select(names, Scenarios, func(s Scenario) string { return s.Name })
+}
+
+// Help lists the scenarios for lab tcp's help, a line each (and why one
+// is skipped on this machine).
+func Help() string {
+	var b strings.Builder
+	for _, s := range Scenarios {
+		fmt.Fprintf(&b, "  %-18s %s\n", s.Name, s.Fault)
+		if s.Skip != "" {
+			fmt.Fprintf(&b, "  %-18s (skipped here: %s)\n", "", s.Skip)
+		}
+	}
+	return b.String()
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os/exec"
 	"slices"
+
+	"github.com/perfscope/perfscope/lab/netlab"
 )
 
 // MissingTools are the commands the scenarios run that are not on PATH
@@ -32,12 +34,8 @@ func MissingTools(scenarios []Scenario) (tools, packages []string) {
 	return tools, slices.Compact(packages)
 }
 
-// Interrupted says where a lab run stopped when it was interrupted: the
-// scenario it was in (whose namespaces were removed) and those not run.
-type Interrupted struct {
-	During string
-	NotRun []string
-}
+// Interrupted says where a lab run stopped when it was interrupted.
+type Interrupted = netlab.Interrupted
 
 // RunAll runs the scenarios in order, calling done with each result. An
 // interrupt (ctx ending during a scenario) stops it: the results so far

@@ -3,6 +3,7 @@ package udplab
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/perfscope/perfscope/lab/netlab"
 	"github.com/perfscope/perfscope/report/compare"
@@ -309,4 +310,18 @@ func checkIdleNetRX(cpu int, tolerance float64) func(compare.Run) ([]string, str
 		}
 		return lines, fmt.Sprintf("no profile samples on CPU %d", cpu)
 	}
+}
+
+// Select is the scenarios named, in the order given; none named is all.
+func Select(names []string) ([]Scenario, error) {
+	return netlab.Select(names, Scenarios, func(s Scenario) string { return s.Name })
+}
+
+// Help lists the scenarios for lab udp's help, a line each.
+func Help() string {
+	var b strings.Builder
+	for _, s := range Scenarios {
+		fmt.Fprintf(&b, "  %-22s %s\n", s.Name, s.Fault)
+	}
+	return b.String()
 }
