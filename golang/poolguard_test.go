@@ -245,3 +245,37 @@ func TestEstimatePoolsFollowsTheLoad(t *testing.T) {
 		t.Errorf("20 samples: %.0f Gets, want the time's %.0f", few.Gets, byTime.Gets)
 	}
 }
+
+// The stretches that cover the window's start whole are counted as they
+// are, not extrapolated: a start whose allocations are not pool calls (a
+// service's connections set up) would pull the ratio down for the whole
+// window.
+func TestEstimatePoolsCountsTheWholeStartAsIs(t *testing.T) {
+	const pool = 0x10
+	// 400 ms attached from the start: 200 samples (connection buffers)
+	// and 400 Gets. Then 20 stretches of 20 ms, one a second: 40 Gets and
+	// 10 samples each, the steady state (4 Gets a sample), while the
+	// window's other 19,000 samples were taken detached.
+	periods := []poolPeriodCounts{
+		{on: 200 * time.Millisecond, samples: 100, whole: true, counts: map[uint64]goalloc.PoolCounts{pool: {Gets: 200}}},
+		{on: 200 * time.Millisecond, samples: 100, whole: true, counts: map[uint64]goalloc.PoolCounts{pool: {Gets: 200}}},
+	}
+	for i := 0; i < 20; i++ {
+		periods = append(periods, poolPeriodCounts{on: 20 * time.Millisecond, samples: 10, counts: map[uint64]goalloc.PoolCounts{pool: {Gets: 40}}})
+	}
+	const total = 200 + 200 + 19000 // the window's samples
+	truth := 400.0 + 4*(total-200)
+	e := estimatePools(periods, 20*time.Second, poolReference{total: total, ok: true}, true)[pool]
+	t.Logf("%.0f ± %.0f Gets, truth %.0f", e.Gets, e.GetsErr, truth)
+	if math.Abs(e.Gets-truth) > 1 {
+		t.Errorf("%.0f Gets, want %.0f: the whole start counted as it is, the rest scaled by the steady stretches", e.Gets, truth)
+	}
+	// Without the start marked whole it is extrapolated with the rest.
+	for i := range periods[:2] {
+		periods[i].whole = false
+	}
+	mixed := estimatePools(periods, 20*time.Second, poolReference{total: total, ok: true}, true)[pool]
+	if mixed.Gets > 0.9*truth {
+		t.Errorf("unmarked start: %.0f Gets, want it well below %.0f (the fixture no longer tells the two apart)", mixed.Gets, truth)
+	}
+}
