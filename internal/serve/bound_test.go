@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -151,5 +152,17 @@ func TestBoundHoldsNearTheEdge(t *testing.T) {
 	}
 	if got := window(70); got[key] != 70 {
 		t.Errorf("back in the top: %v", got)
+	}
+}
+
+// --top-workloads reaches the served recipe's options (it was checked and
+// then dropped: every run kept the default).
+func TestFlagsKeepTopWorkloads(t *testing.T) {
+	o, err := Flags{Recipe: "udp-rx", Listen: DefaultListen, Interval: time.Second, TopWorkloads: 7}.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.TopWorkloads != 7 {
+		t.Errorf("TopWorkloads %d, want the flag's 7", o.TopWorkloads)
 	}
 }

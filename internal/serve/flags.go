@@ -26,7 +26,7 @@ type Flags struct {
 // caller adds Log, Started, Version and OnListen). Every refusal is one
 // sentence naming the flag, bad input.
 func (f Flags) Options() (Options, error) {
-	o := Options{Recipe: f.Recipe, Listen: f.Listen, Interval: f.Interval}
+	o := Options{Recipe: f.Recipe, Listen: f.Listen, Interval: f.Interval, TopWorkloads: f.TopWorkloads}
 	if f.Recipe == "" {
 		return o, measure.BadInput("--recipe is required (%s)", strings.Join(Names(), ", "))
 	}
