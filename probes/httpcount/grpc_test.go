@@ -2,8 +2,6 @@ package httpcount_test
 
 import (
 	"context"
-	"net"
-	"os"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -12,7 +10,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/probes/httpcount"
 )
 
@@ -21,55 +18,36 @@ import (
 // response per call, the failed ones included (a gRPC error is a response
 // with a grpc-status trailer), on both paths.
 func TestProbeCountsGRPCCalls(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.LockBPF(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln, port := rootListener(t)
 	srv := grpc.NewServer()
 	hs := health.NewServer()
 	hs.SetServingStatus("orders", healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
 	go srv.Serve(ln)
 	defer srv.Stop()
-	port := uint16(ln.Addr().(*net.TCPAddr).Port)
 	for _, path := range []httpcount.Path{httpcount.PathSocket, httpcount.PathSyscall} {
 		t.Run(string(path), func(t *testing.T) {
-			p, err := httpcount.Open(httpcount.Options{Path: path, TGID: os.Getpid(), Ports: []uint16{port}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			first, err := p.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			// A new connection: the probe sees the server's SETTINGS.
-			conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close()
-			client := healthpb.NewHealthClient(conn)
 			const ok, unknown = 300, 20
-			for i := 0; i < ok; i++ {
-				if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "orders"}); err != nil {
+			d := countDuring(t, httpcount.Options{Path: path}, port, func() {
+				// A new connection: the probe sees the server's SETTINGS.
+				conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			for i := 0; i < unknown; i++ {
-				_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "missing"})
-				if status.Code(err).String() != "NotFound" {
-					t.Fatalf("check of an unknown service: %v, want NotFound", err)
+				defer conn.Close()
+				client := healthpb.NewHealthClient(conn)
+				for i := 0; i < ok; i++ {
+					if _, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "orders"}); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			last, err := p.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := last.Sub(first)
-			t.Logf("h2 %v h1 %v lost %+v", d.H2Responses, d.Responses, d.Lost)
+				for i := 0; i < unknown; i++ {
+					_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "missing"})
+					if status.Code(err).String() != "NotFound" {
+						t.Fatalf("check of an unknown service: %v, want NotFound", err)
+					}
+				}
+			})
 			if d.H2Responses[port] != ok+unknown || d.Final() != ok+unknown {
 				t.Errorf("gRPC responses %d (final %d), want %d", d.H2Responses[port], d.Final(), ok+unknown)
 			}

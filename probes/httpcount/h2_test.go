@@ -250,55 +250,26 @@ func h2Frame(typ, flags byte, stream uint32, payload []byte) []byte {
 // silent zero), and the connection is picked up again at the next write
 // that starts with a response.
 func TestProbeCountsHTTP2VectoredWrites(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.LockBPF(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	ln, port := rootListener(t)
 	settings := h2Frame(4, 0, 0, nil)
 	// HEADERS, END_STREAM|END_HEADERS, ":status: 200" (HPACK static index
 	// 8): a whole response in one frame.
 	response := func(stream uint32) []byte { return h2Frame(1, 0x5, stream, []byte{0x88}) }
 	for _, path := range []httpcount.Path{httpcount.PathSocket, httpcount.PathSyscall} {
 		t.Run(string(path), func(t *testing.T) {
-			p, err := httpcount.Open(httpcount.Options{Path: path, TGID: os.Getpid(), Ports: []uint16{port}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			first, err := p.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			client, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer client.Close()
-			server, err := ln.Accept()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer server.Close()
-			write := func(bufs ...[]byte) {
-				b := net.Buffers(bufs)
-				if _, err := b.WriteTo(server); err != nil {
-					t.Fatal(err)
+			d := countDuring(t, httpcount.Options{Path: path}, port, func() {
+				server := connect(t, ln)
+				write := func(bufs ...[]byte) {
+					b := net.Buffers(bufs)
+					if _, err := b.WriteTo(server); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			write(settings)
-			write(append(response(1), response(3)...)) // one buffer: both counted
-			write(response(5), response(7))            // writev: 5 seen, 7 not
-			write(response(9))                         // picked up again
-			last, err := p.Snapshot()
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := last.Sub(first)
-			t.Logf("h2 %v lost %+v", d.H2Responses, d.Lost)
+				write(settings)
+				write(append(response(1), response(3)...)) // one buffer: both counted
+				write(response(5), response(7))            // writev: 5 seen, 7 not
+				write(response(9))                         // picked up again
+			})
 			if d.H2Responses[port] != 4 {
 				t.Errorf("HTTP/2 responses %d, want 4 (streams 1, 3, 5 and 9; 7 was past the first buffer)", d.H2Responses[port])
 			}
@@ -314,29 +285,52 @@ func TestProbeCountsHTTP2VectoredWrites(t *testing.T) {
 // never silently dropped, and the connection is counted from the next
 // write that starts a response.
 func TestProbeSaysWhatItDidNotRecognize(t *testing.T) {
-	testutil.RequireRoot(t)
-	testutil.LockBPF(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	ln, port := rootListener(t)
+	server := connect(t, ln)
+	if _, err := server.Write(h2Frame(4, 0, 0, nil)); err != nil { // before the probe
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	d := countDuring(t, httpcount.Options{}, port, func() {
+		for _, f := range [][]byte{
+			h2Frame(0, 0x1, 1, []byte("the end of a body")), // DATA, END_STREAM: not recognizable alone
+			h2Frame(1, 0x5, 3, []byte{0x88}),                // a response's HEADERS: recognized, counted
+			h2Frame(0, 0x1, 5, []byte("x")),                 // now followed: counted
+		} {
+			if _, err := server.Write(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	if d.H2Responses[port] != 2 || d.Lost != (httpcount.Lost{Unrecognized: 1}) {
+		t.Errorf("HTTP/2 responses %d, lost %+v; want 2 and one unrecognized write", d.H2Responses[port], d.Lost)
+	}
+}
+
+// connect opens a connection to ln whose client side reads and discards
+// what the server writes, and returns the server side; both close with
+// the test.
+func connect(t *testing.T, ln net.Listener) net.Conn {
+	t.Helper()
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	t.Cleanup(func() { client.Close() })
 	go io.Copy(io.Discard, client)
 	server, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer server.Close()
-	if _, err := server.Write(h2Frame(4, 0, 0, nil)); err != nil { // before the probe
-		t.Fatal(err)
-	}
-	p, err := httpcount.Open(httpcount.Options{TGID: os.Getpid(), Ports: []uint16{port}})
+	t.Cleanup(func() { server.Close() })
+	return server
+}
+
+// countDuring opens the probe on this process's port with opts, runs
+// serve, and returns what the probe counted meanwhile.
+func countDuring(t *testing.T, opts httpcount.Options, port uint16, serve func()) httpcount.Snapshot {
+	t.Helper()
+	opts.TGID, opts.Ports = os.Getpid(), []uint16{port}
+	p, err := httpcount.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,21 +339,26 @@ func TestProbeSaysWhatItDidNotRecognize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range [][]byte{
-		h2Frame(0, 0x1, 1, []byte("the end of a body")), // DATA, END_STREAM: not recognizable alone
-		h2Frame(1, 0x5, 3, []byte{0x88}),                // a response's HEADERS: recognized, counted
-		h2Frame(0, 0x1, 5, []byte("x")),                 // now followed: counted
-	} {
-		if _, err := server.Write(f); err != nil {
-			t.Fatal(err)
-		}
-	}
+	serve()
 	last, err := p.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := last.Sub(first)
-	if d.H2Responses[port] != 2 || d.Lost != (httpcount.Lost{Unrecognized: 1}) {
-		t.Errorf("HTTP/2 responses %d, lost %+v; want 2 and one unrecognized write", d.H2Responses[port], d.Lost)
+	t.Logf("h2 %v h1 %v lost %+v", d.H2Responses, d.Responses, d.Lost)
+	return d
+}
+
+// rootListener gates a root test, takes the BPF lock and listens on a
+// loopback port for it.
+func rootListener(t *testing.T) (net.Listener, uint16) {
+	t.Helper()
+	testutil.RequireRoot(t)
+	testutil.LockBPF(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { ln.Close() })
+	return ln, uint16(ln.Addr().(*net.TCPAddr).Port)
 }
