@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/perfscope/perfscope/collectors/procfs"
@@ -145,8 +146,21 @@ func HostChecks(fs procfs.FS) []report.DoctorCheck {
 	}
 
 	tps, btfErr := probes.CheckTracepoints(measure.CatalogHooks())
+	// A tracepoint several probes attach is one check, naming every use.
+	uses := map[string][]string{}
 	for _, tp := range tps {
-		c := report.DoctorCheck{Category: "tracepoints", Name: tp.Hook.String(), Affects: tp.UsedFor}
+		name := tp.Hook.String()
+		if !slices.Contains(uses[name], tp.UsedFor) {
+			uses[name] = append(uses[name], tp.UsedFor)
+		}
+	}
+	for _, tp := range tps {
+		name := tp.Hook.String()
+		if uses[name] == nil {
+			continue // checked already
+		}
+		c := report.DoctorCheck{Category: "tracepoints", Name: name, Affects: strings.Join(uses[name], "; ")}
+		delete(uses, name)
 		switch {
 		case tp.InBTF || (tp.InTracefs != nil && *tp.InTracefs):
 			c.Status, c.Detail = report.StatusOK, "present"
