@@ -162,10 +162,16 @@ func GoError(pid int, err error) error {
 	case errors.Is(err, probes.ErrNotSupported):
 		return measure.Unavailable("pid %d: %v; `perfscope doctor` shows which kernel features this machine has", pid, err)
 	case errors.Is(err, os.ErrPermission):
-		if prefix := fmt.Sprintf("pid %d: ", pid); strings.HasPrefix(err.Error(), prefix) {
-			return measure.Unavailable("%v; run as root or as the program's user", err)
+		way := "run as root or as the program's user"
+		if os.Geteuid() == 0 {
+			// Root was refused: the process is protected from this one
+			// (another user namespace's, or a kernel-managed process).
+			way = "the kernel refused even root: the process is protected from this one (another user namespace, or a process such as a VM's init)"
 		}
-		return measure.Unavailable("pid %d: %v; run as root or as the program's user", pid, err)
+		if prefix := fmt.Sprintf("pid %d: ", pid); strings.HasPrefix(err.Error(), prefix) {
+			return measure.Unavailable("%v; %s", err, way)
+		}
+		return measure.Unavailable("pid %d: %v; %s", pid, err, way)
 	}
 	return err
 }

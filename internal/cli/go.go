@@ -79,8 +79,8 @@ with --load. Without --load the requests are counted from --requests N (what
 you sent during the window), from a Prometheus endpoint the service exposes
 (--requests-from URL, or URL#metric), or passively from the program's own
 HTTP/1.x and h2c (HTTP/2 without TLS, gRPC included) responses on its
-listening ports (eBPF; TLS is not visible to it). Without any count, bytes per request are reported as
-unknown, never as zero.
+listening ports (eBPF; TLS is not visible to it). Without any count, bytes
+per request are reported as unknown, never as zero.
 
 Every probe is a uprobe on the program's binary (never a uretprobe: Go moves
 goroutine stacks); all are detached when the window ends, on errors, on

@@ -87,8 +87,9 @@ itself with --load. Without --load the requests the JVM served are counted
 without touching it: from a metrics endpoint it already exposes
 (--requests-from, e.g. Spring Boot Actuator's Prometheus endpoint; any
 protocol, TLS included), or passively from its own HTTP/1.x and h2c
-socket writes on its listening ports (eBPF, root); --requests N overrides both. Without
-any count, bytes per request are reported as unknown, never as zero.
+socket writes on its listening ports (eBPF, root); --requests N overrides
+both. Without any count, bytes per request are reported as unknown, never
+as zero.
 Allocation is split by request handler (per endpoint, with the logging
 share) and between request-serving threads and background threads.
 async-profiler is stopped in the JVM when the window ends, on errors and on
