@@ -279,3 +279,24 @@ func TestEstimatePoolsCountsTheWholeStartAsIs(t *testing.T) {
 		t.Errorf("unmarked start: %.0f Gets, want it well below %.0f (the fixture no longer tells the two apart)", mixed.Gets, truth)
 	}
 }
+
+// Stretches that saw neither an allocation sample nor a call (the load
+// over before the window ended) say nothing of the ratio: they do not
+// narrow the bound.
+func TestEstimatePoolsIdleStretchesDoNotNarrowTheBound(t *testing.T) {
+	const pool = 0x10
+	busy := []poolPeriodCounts{
+		{on: 20 * time.Millisecond, samples: 40, counts: map[uint64]goalloc.PoolCounts{pool: {Gets: 150}}},
+		{on: 20 * time.Millisecond, samples: 40, counts: map[uint64]goalloc.PoolCounts{pool: {Gets: 170}}},
+		{on: 20 * time.Millisecond, samples: 40, counts: map[uint64]goalloc.PoolCounts{pool: {Gets: 160}}},
+	}
+	idle := append(append([]poolPeriodCounts{}, busy...),
+		poolPeriodCounts{on: 20 * time.Millisecond}, poolPeriodCounts{on: 20 * time.Millisecond}, poolPeriodCounts{on: 20 * time.Millisecond})
+	ref := poolReference{total: 3000, ok: true}
+	a := estimatePools(busy, 8*time.Second, ref, true)[pool]
+	b := estimatePools(idle, 8*time.Second, ref, true)[pool]
+	t.Logf("busy only %.0f ± %.0f, with idle stretches %.0f ± %.0f", a.Gets, a.GetsErr, b.Gets, b.GetsErr)
+	if b.Gets != a.Gets || b.GetsErr < a.GetsErr {
+		t.Errorf("idle stretches changed the estimate %.0f ± %.0f to %.0f ± %.0f", a.Gets, a.GetsErr, b.Gets, b.GetsErr)
+	}
+}

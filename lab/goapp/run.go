@@ -134,6 +134,9 @@ type Truth struct {
 	PoolGets int64 `json:"pool_gets"`
 	PoolPuts int64 `json:"pool_puts"`
 	PoolNews int64 `json:"pool_news"`
+	// PoolAddress is the service's own pool's address ("0x…"), which
+	// names it in perfscope's report of a stripped binary.
+	PoolAddress string `json:"pool_address"`
 }
 
 // Sub is what the runtime counted between prev and t.
