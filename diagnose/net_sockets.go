@@ -390,6 +390,11 @@ func udpRcvbuf(in NetInput, t Thresholds) *Finding {
 	if secs <= 0 {
 		return nil
 	}
+	if e.TCP != nil && e.Sockets.Unavailable != "" {
+		// A TCP run that measured no UDP socket: the namespace's
+		// receive-buffer drops are some other program's.
+		return nil
+	}
 	errs, snmpOK := e.Drops.RcvbufErrors()
 	for _, d := range e.Drops.ByPort {
 		if !snmpOK && d.Reason == "SOCKET_RCVBUFF" {

@@ -191,6 +191,17 @@ func TestUDPRcvbuf(t *testing.T) {
 		{name: "a handful of drops", silent: true, edit: func(in *NetInput) {
 			in.Evidence.Drops.ByPort[0].Count = 10
 		}},
+		// perfscope tcp, or jvm-net with only a TCP port: the namespace's
+		// UDP drops are another program's.
+		{name: "a TCP run without UDP sockets", silent: true, edit: func(in *NetInput) {
+			in.Evidence.TCP = &evidence.TCPEvidence{Port: in.Evidence.Port}
+			in.Evidence.Sockets = evidence.SocketSection{}
+			in.Evidence.Sockets.Unavailable = "UDP sockets: not listed in a TCP run"
+			in.Evidence.Drops.ByPort = nil
+		}},
+		{name: "a TCP run with a UDP port beside it", edit: func(in *NetInput) {
+			in.Evidence.TCP = &evidence.TCPEvidence{Port: 8080}
+		}},
 	})
 }
 

@@ -39,6 +39,7 @@ func TestRecipeJVMNetTCP(t *testing.T) {
 	}
 	t.Cleanup(sink.Stop)
 	tcpTarget := fmt.Sprintf("127.0.0.1:%d", sink.TCPPort)
+	Perfscope(t) // built before the pause is timed, not during it
 	var conns sync.WaitGroup
 	t.Cleanup(conns.Wait)
 	go func() {

@@ -143,6 +143,9 @@ func (r *Recipe) bind(set, flags map[string]string) (*Plan, error) {
 		}
 	}
 	for _, rc := range r.Rules {
+		if rc.Enabled != nil && !p.truth(*rc.Enabled) {
+			continue
+		}
 		br := boundRule{RuleChoice: rc}
 		if len(rc.Thresholds) > 0 {
 			br.thresholds = diagnose.Thresholds{}

@@ -20,7 +20,7 @@ func (d *decoder) rules(n *yaml.Node, r *Recipe) []RuleChoice {
 		if !d.mapping(item, path, "{id: RULE} or {family: FAMILY}") {
 			continue
 		}
-		f := d.fields(item, path, []string{"id", "family", "severity", "min_impact", "thresholds"})
+		f := d.fields(item, path, []string{"id", "family", "enabled", "severity", "min_impact", "thresholds"})
 		c := RuleChoice{Path: path, Line: item.Line}
 		idN, hasID := f["id"]
 		famN, hasFam := f["family"]
@@ -54,6 +54,11 @@ func (d *decoder) rules(n *yaml.Node, r *Recipe) []RuleChoice {
 			c.Family = fam
 			if !familyApplies(fam, r) {
 				d.errorf(famN.Line, path+".family", "no %s rule can judge what this recipe measures", fam)
+			}
+		}
+		if v, ok := f["enabled"]; ok {
+			if r, ok := d.enabled(v, path+".enabled"); ok {
+				c.Enabled = &r
 			}
 		}
 		if v, ok := f["severity"]; ok {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,6 +121,42 @@ func TestChooseFindings(t *testing.T) {
 	got := p.choose(all)
 	if len(got) != 1 || got[0].ID != "net.udp-rcvbuf" || got[0].Severity != diagnose.Crit {
 		t.Errorf("chosen %+v", got)
+	}
+}
+
+// A rule choice takes `enabled` as a part does: jvm-net judges the
+// namespace's UDP receive-buffer drops only when given the JVM's UDP port,
+// since without one they are some other program's.
+func TestRuleChoiceEnabled(t *testing.T) {
+	r, ok := Builtin("jvm-net")
+	if !ok {
+		t.Fatal("no built-in jvm-net")
+	}
+	all := []diagnose.Finding{{ID: "net.udp-rcvbuf", Severity: diagnose.Warn, Impact: 0.5}, {ID: "tcp.accept-overflow", Severity: diagnose.Warn, Impact: 0.5}}
+	for _, c := range []struct {
+		set  map[string]string
+		want []string
+	}{
+		{map[string]string{"pid": "1", "tcp_port": "8080"}, []string{"tcp.accept-overflow"}},
+		{map[string]string{"pid": "1", "tcp_port": "8080", "port": "9000"}, []string{"net.udp-rcvbuf", "tcp.accept-overflow"}},
+	} {
+		p, err := r.Bind(c.set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(p.choose(all)); !slices.Equal(got, c.want) {
+			t.Errorf("%v: chosen %v, want %v", c.set, got, c.want)
+		}
+	}
+	bad := `version: 1
+name: x
+probes: [udpdrop]
+rules:
+  - {id: net.udp-rcvbuf, enabled: "${nope}"}
+window: {duration: 1s}
+`
+	if _, err := Parse("x.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "rules[0].enabled: want true, false or a ${parameter}, got ${nope}") {
+		t.Errorf("unknown parameter: %v", err)
 	}
 }
 

@@ -81,6 +81,9 @@ type Use struct {
 // rule's thresholds.
 type RuleChoice struct {
 	ID, Family string
+	// Enabled, when set, keeps the choice by a parameter, as a part's
+	// does: a disabled choice is as if it were not in the list.
+	Enabled    *Ref
 	Severity   diagnose.Severity
 	MinImpact  float64
 	Thresholds map[string]Ref
