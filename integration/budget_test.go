@@ -81,8 +81,15 @@ func TestBudgetEstimatesAgreeWithKernel(t *testing.T) {
 				t.Fatalf("a flood into a 4 KiB buffer dropped too little to judge: %+v", snmp)
 			}
 			t.Logf("drops: %.0f (%v), RcvbufErrors %d", dropped, rep.Data.Drops.Estimate, snmp.UDP.RcvbufErrors)
-			if math.Abs(dropped/float64(snmp.UDP.RcvbufErrors)-1) > 0.02 {
-				t.Errorf("port %d dropped %.0f, the namespace's RcvbufErrors say %d", labPort, dropped, snmp.UDP.RcvbufErrors)
+			// The port is the namespace's only drop, so the estimate,
+			// scaled by the namespace's packets, lands within 0.01 % of
+			// RcvbufErrors on a quiet machine whatever its (wide) bound.
+			// 3 %: the probe's windows and the SNMP counter are read at
+			// different instants of a flood still running, and a loaded
+			// machine stretches that (CI once saw 2.3 % apart).
+			const tol = 0.03
+			if math.Abs(dropped/float64(snmp.UDP.RcvbufErrors)-1) > tol {
+				t.Errorf("port %d dropped %.0f, the namespace's RcvbufErrors say %d: more than %.1f %% apart", labPort, dropped, snmp.UDP.RcvbufErrors, 100*tol)
 			}
 			// A finding over estimates says which.
 			for _, f := range rep.Findings {

@@ -180,11 +180,11 @@ func LiveProbes() Opener {
 // With returns o opening s's probe with open instead (a test's
 // recording or fake), typed as the part that reads it expects.
 func With[O any, P any](o Opener, s *spec.Part, open func(O) (P, error)) Opener {
-	probes := make(map[string]func(any) (any, error), len(o.Probes)+1)
+	openers := make(map[string]func(any) (any, error), len(o.Probes)+1)
 	for name, f := range o.Probes {
-		probes[name] = f
+		openers[name] = f
 	}
-	probes[s.Name] = func(opts any) (any, error) {
+	openers[s.Name] = func(opts any) (any, error) {
 		typed, ok := opts.(O)
 		if !ok {
 			var want O
@@ -192,7 +192,7 @@ func With[O any, P any](o Opener, s *spec.Part, open func(O) (P, error)) Opener 
 		}
 		return open(typed)
 	}
-	o.Probes = probes
+	o.Probes = openers
 	return o
 }
 
