@@ -81,10 +81,14 @@ for _ in $(seq 50); do ip netns exec "$NS" bash -c "exec 3<>/dev/tcp/127.0.0.1/$
 URL="http://127.0.0.1:$PORT/"
 
 bpf_links() { find "/proc/$1/fd" -lname 'anon_inode:bpf_link' 2>/dev/null | wc -l; }
-busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+# busy (steal included), all, and the guest's own work (user, nice, system,
+# irq, softirq: steal is time the host ran something else).
+busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9, $2+$3+$4+$7+$8}' /proc/stat; }
 cpu_ticks() { awk '{sub(/.*\) /, ""); print $12+$13}' "/proc/$1/stat"; }
 
-# load KIND: one wrk run; prints "rps R nginx_us_per_req C load L busy B".
+# load KIND: one wrk run; prints "rps R nginx_us_per_req C load L busy B
+# errors E machine_us_per_req M": M is every CPU's own work (nginx, wrk,
+# softirq, BPF programs, perfscope's process) per request, steal left out.
 load() {
 	local kind=$1 hdr=() b0 b1 t0 t1 l out
 	[ "$kind" = newconn ] && hdr=(-H "Connection: close")
@@ -103,8 +107,9 @@ err = re.search(r"Socket errors: (.*)", s)
 non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", s)
 b = [float(x) for x in os.environ["B"].split()]
 ticks = int(os.environ["T1"]) - int(os.environ["T0"])
-print("rps %.1f nginx_us_per_req %.2f load %s busy %.2f errors %s" % (rps, ticks * 1e4 / max(1, n), os.environ["L"], (b[2] - b[0]) / (b[3] - b[1]),
-      (err.group(1).replace(" ", "") if err else "0") + ("/non2xx:" + non2xx.group(1) if non2xx else "")))'
+hz = os.sysconf("SC_CLK_TCK")
+print("rps %.1f nginx_us_per_req %.2f load %s busy %.2f errors %s machine_us_per_req %.2f" % (rps, ticks * 1e4 / max(1, n), os.environ["L"], (b[3] - b[0]) / (b[4] - b[1]),
+      (err.group(1).replace(" ", "") if err else "0") + ("/non2xx:" + non2xx.group(1) if non2xx else ""), (b[5] - b[2]) * 1e6 / hz / max(1, n)))'
 }
 
 measure() {
@@ -175,8 +180,8 @@ python3 - "$WORK/lines" <<'PY'
 import statistics as st, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.split()[4:5] == ["rps"]]
 T = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
-print("\n| load | tracer | rounds | requests/s (median) | lost vs none, paired by round (median; mean ± 95 %) | nginx µs CPU per request (median) | load average | CPUs busy |")
-print("|---|---|---|---|---|---|---|---|")
+print("\n| load | tracer | rounds | requests/s (median) | lost vs none, paired by round (median; mean ± 95 %) | nginx µs CPU per request (median) | machine µs CPU per request (median) | machine CPU per request vs none, paired (median; mean ± 95 %) | load average | CPUs busy |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for kind in ("keepalive", "newconn"):
     by = {}
     for r in rows:
@@ -191,10 +196,14 @@ for kind in ("keepalive", "newconn"):
         cpu = [float(r[7]) for r in rs.values()]
         loads = [float(r[9]) for r in rs.values()]
         busy = [float(r[11]) for r in rs.values()]
-        lost = [100 * (1 - float(rs[k][5]) / float(none[k][5])) for k in rs if k in none] if tr != "none" else []
-        lc = ""
-        if len(lost) > 1:
-            lc = "%.1f %%; %.1f ± %.1f %%" % (st.median(lost), st.mean(lost), T.get(len(lost) - 1, 2.0) * st.stdev(lost) / len(lost) ** 0.5)
-        print("| %s | %s | %d | %.0f | %s | %.2f | %.1f–%.1f | %.0f–%.0f %% |" % (kind, tr, len(rs), st.median(rps), lc, st.median(cpu),
-              min(loads), max(loads), 100 * min(busy), 100 * max(busy)))
+        mach = [float(r[15]) for r in rs.values()]
+        def paired(f):
+            d = [f(k) for k in rs if k in none] if tr != "none" else []
+            if len(d) < 2:
+                return ""
+            return "%+.1f %%; %+.1f ± %.1f %%" % (st.median(d), st.mean(d), T.get(len(d) - 1, 2.0) * st.stdev(d) / len(d) ** 0.5)
+        lc = paired(lambda k: 100 * (1 - float(rs[k][5]) / float(none[k][5])))
+        mc = paired(lambda k: 100 * (float(rs[k][15]) / float(none[k][15]) - 1))
+        print("| %s | %s | %d | %.0f | %s | %.2f | %.2f | %s | %.1f–%.1f | %.0f–%.0f %% |" % (kind, tr, len(rs), st.median(rps), lc, st.median(cpu),
+              st.median(mach), mc, min(loads), max(loads), 100 * min(busy), 100 * max(busy)))
 PY
