@@ -39,13 +39,17 @@ const (
 	// half-open connections (SYN_RECV) only by walking the table of every
 	// connection, TIME_WAIT included: with 26,000 TIME_WAIT sockets in the
 	// namespace (after a load of new connections) one walk took 7 ms, and
-	// at every 100 ms sample they cost perfscope tcp 7 % of a CPU. A read
-	// that took d waits d/synDumpBudget before the next, but never more
-	// than synMaxEvery: a SYN queue is read at least once a second,
-	// whatever its cost (0.7 % of a CPU at 7 ms a read), and a read slowed
-	// by a busy machine's scheduling does not silence the rest of the
-	// window.
-	synDumpBudget = 0.005
+	// at every 100 ms sample they cost perfscope tcp 7 % of a CPU. Even
+	// in a namespace of a few sockets a walk of both families takes
+	// ~0.65 ms (the whole established hash is walked, 262,144 buckets
+	// here), so at 0.5 % of a CPU the SYN reads were half of perfscope's
+	// own CPU in the window under an HTTP load, more than the accept
+	// queues' reads every 100 ms and the budget's switches. A read that
+	// took d waits d/synDumpBudget before the next, but never more than
+	// synMaxEvery: a SYN queue is read at least once a second, whatever
+	// its cost (0.7 % of a CPU at 7 ms a read), and a read slowed by a
+	// busy machine's scheduling does not silence the rest of the window.
+	synDumpBudget = 0.001
 	synMaxEvery   = time.Second
 	// DefaultTCPTop is the connections (and event rows) listed.
 	DefaultTCPTop = 20
