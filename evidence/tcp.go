@@ -254,6 +254,10 @@ type ConnectionSection struct {
 	Section
 	Total int             `json:"total"`
 	Rows  []TCPConnection `json:"rows"`
+	// SteeringLost counts segments delivered and reads done that the
+	// steering counts missed: no entry could be made for the socket
+	// (absent when 0).
+	SteeringLost uint64 `json:"steering_lost,omitempty"`
 }
 
 // TCPEventCount is events and the segments they carried.

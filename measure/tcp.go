@@ -603,7 +603,8 @@ func (p *TCP) connectionEvidence() evidence.ConnectionSection {
 	}
 	var feeds map[uint64]tcpevents.Feed
 	if p.opened() {
-		feeds = p.last.Sub(p.first).Feeds
+		d := p.last.Sub(p.first)
+		feeds, s.SteeringLost = d.Feeds, d.LostFeeds
 	}
 	var rows []evidence.TCPConnection
 	for _, c := range p.conns {

@@ -56,7 +56,7 @@ func writeTCPSocketLocks(w io.Writer, s evidence.TCPSocketLockSection) {
 
 // writeTCPSteering prints, for the listed connections the feed hooks
 // counted, the CPU whose softirq fed each and the CPU it was read on.
-func writeTCPSteering(w io.Writer, rows []evidence.TCPConnection) {
+func writeTCPSteering(w io.Writer, rows []evidence.TCPConnection, lost uint64) {
 	t := Table{Header: []string{"local", "remote", "fed by CPU (softirq)", "via backlog", "read on CPU"}}
 	cpu := func(c int, share float64) string {
 		if c < 0 {
@@ -71,9 +71,14 @@ func writeTCPSteering(w io.Writer, rows []evidence.TCPConnection) {
 		}
 		t.Add(c.Local.String(), c.Remote.String(), cpu(s.FedCPU, s.FedShare), fmt.Sprint(s.FedByBacklog), cpu(s.ReadCPU, s.ReadShare))
 	}
-	if len(t.Rows) == 0 {
+	if len(t.Rows) == 0 && lost == 0 {
 		return
 	}
 	Heading(w, "TCP steering (which CPU's softirq fed each connection, which CPU read it; sampled shares)")
-	t.Write(w)
+	if len(t.Rows) > 0 {
+		t.Write(w)
+	}
+	if lost > 0 {
+		fmt.Fprintf(w, "%d deliveries and reads are missing from these shares (no map entry could be made for their socket)\n", lost)
+	}
 }

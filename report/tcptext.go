@@ -116,7 +116,7 @@ func writeTCPDetails(w io.Writer, t *evidence.TCPEvidence) {
 				fmt.Sprint(c.TotalRetrans), fmt.Sprint(c.RecvQ), fmt.Sprint(c.SendQ), Bytes(float64(c.Rcvbuf)), optU32(c.Drops))
 		}
 		ct.Write(w)
-		writeTCPSteering(w, t.Connections.Rows)
+		writeTCPSteering(w, t.Connections.Rows, t.Connections.SteeringLost)
 	}
 
 	Heading(w, "TCP retransmits and resets per connection")

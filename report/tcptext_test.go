@@ -104,6 +104,7 @@ func TestTCPTextSaysWhatWasNotSeen(t *testing.T) {
 	d.TCP.PID, d.TCP.Netns = 4242, "net:[4026532999]"
 	d.TCP.SettingsUnavailable = "TCP sysctls in the network namespace of pid 4242 (net:[4026532999]): permission denied"
 	d.TCP.Events.Unattributed = 7
+	d.TCP.Connections.SteeringLost = 19256
 	inflight := uint64(3)
 	d.Queues.PagePools = []evidence.PagePool{{ID: 9, NAPIID: 8193, Inflight: &inflight, Counters: map[string]uint64{"alloc-slow": 5, "alloc-fast": 0}}}
 	d.Queues.PagePoolUnavailable = "no allocation or recycling counters: this kernel was built without CONFIG_PAGE_POOL_STATS"
@@ -115,6 +116,7 @@ func TestTCPTextSaysWhatWasNotSeen(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{"TCP read in the network namespace of pid 4242 (net:[4026532999])",
 		"unavailable: TCP sysctls in the network namespace of pid 4242", "7 events of connections closed before the end are left out",
+		"19256 deliveries and reads are missing from these shares",
 		"page pool 9 (NAPI 8193): 3 pages in flight; over the window alloc-slow 5",
 		"page_pool_unavailable: no allocation or recycling counters: this kernel was built without CONFIG_PAGE_POOL_STATS"} {
 		if !strings.Contains(out, want) {

@@ -125,8 +125,9 @@ type Snapshot struct {
 	// are in Totals).
 	LostConns uint64
 	// Feeds are, per TCP socket inode, the CPUs whose softirq queued data
-	// on it (sock:sk_data_ready, 6.7+; nil without it); LostFeeds counts
-	// deliveries not counted because the map was full.
+	// on it (sock:sk_data_ready, 6.7+; nil without it), the least
+	// recently fed evicted when the map is full; LostFeeds counts
+	// deliveries not counted because no entry could be made.
 	Feeds     map[uint64]Feed
 	LostFeeds uint64
 }
