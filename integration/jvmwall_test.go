@@ -122,11 +122,16 @@ func TestJVMWallBesideOffCPU(t *testing.T) {
 	if math.Abs(wallShare-kernelShare) > 0.10 {
 		t.Errorf("waiting %.1f %% of the wall clock's time, blocked %.1f %% of the kernel's: want within 10 points", 100*wallShare, 100*kernelShare)
 	}
-	// Over the same window: the profiler's (the kernel's threads are
-	// followed from the window's first reading to its last).
-	perThread := float64(k.SeenNs) / float64(k.Threads)
-	if rel := math.Abs(perThread-float64(r.Data.WindowNs)) / float64(r.Data.WindowNs); rel > 0.25 {
-		t.Errorf("the kernel followed each thread %.0f ms, the profiler's window is %.0f ms: want within 25 %%", perThread/1e6, float64(r.Data.WindowNs)/1e6)
+	// Over the same window: the profiler's. The kernel follows a thread
+	// from its first switch in the window to the window's last reading,
+	// so a pool thread parked since before the window (the load's first
+	// requests reach it late) is followed for less than the window: CI
+	// once saw 2,181 ms of a 3,051 ms window. Never more than the window
+	// (a quarter over for async-profiler's start and stop), and at least
+	// half of it, which a probe run over another window would not give.
+	perThread, window := float64(k.SeenNs)/float64(k.Threads), float64(r.Data.WindowNs)
+	if perThread > 1.25*window || perThread < 0.5*window {
+		t.Errorf("the kernel followed each thread %.0f ms, the profiler's window is %.0f ms: want between half of it and a quarter over", perThread/1e6, window/1e6)
 	}
 	// Nothing left in the JVM: the session's files are gone and a new
 	// profiling session starts (async-profiler was stopped).
