@@ -17,12 +17,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
 	"github.com/perfscope/perfscope/base/shellquote"
 	"github.com/perfscope/perfscope/diagnose"
+	"github.com/perfscope/perfscope/report"
 )
 
 var quoteWord = shellquote.Quote
@@ -425,28 +425,28 @@ func describe(c diagnose.Change) string {
 	return string(c.Kind)
 }
 
-// WriteLog prints one line per change: "applied [ID]: COMMAND (note)". The
-// commands are quoted renditions, safe to show on a terminal.
-func WriteLog(w io.Writer, verb string, done []Done) {
+// changeLines are done's changes as lines of report.WriteChangeLog.
+func changeLines(verb string, done []Done) []report.ChangeLine {
+	lines := make([]report.ChangeLine, 0, len(done))
 	for _, d := range done {
-		line := fmt.Sprintf("%s [%s]: %s", verb, d.FindingID, d.Command)
-		if d.Note != "" {
-			line += " (" + d.Note + ")"
-		}
-		fmt.Fprintln(w, line)
+		lines = append(lines, report.ChangeLine{Verb: verb, FindingID: d.FindingID, Command: d.Command, Note: d.Note})
 	}
+	return lines
 }
 
-// WriteLog writes what Apply did to w, a line per change.
-func (r ApplyResult) WriteLog(w io.Writer) {
-	WriteLog(w, "unchanged", r.Unchanged)
-	WriteLog(w, "applied", r.Applied)
+// Log is what Apply did, a line per change (report.WriteChangeLog).
+func (r ApplyResult) Log() []report.ChangeLine {
+	return append(changeLines("unchanged", r.Unchanged), changeLines("applied", r.Applied)...)
 }
 
-// WriteLog writes what Revert did to w, a line per change.
-func (r RevertResult) WriteLog(w io.Writer) {
-	WriteLog(w, "reverted", r.Restored)
-	WriteLog(w, "already old", r.AlreadyOld)
-	WriteLog(w, "gone", r.Gone)
-	WriteLog(w, "left as found", r.Conflicts)
+// Log is what Revert did, a line per change (report.WriteChangeLog).
+func (r RevertResult) Log() []report.ChangeLine {
+	var lines []report.ChangeLine
+	for _, v := range []struct {
+		verb string
+		done []Done
+	}{{"reverted", r.Restored}, {"already old", r.AlreadyOld}, {"gone", r.Gone}, {"left as found", r.Conflicts}} {
+		lines = append(lines, changeLines(v.verb, v.done)...)
+	}
+	return lines
 }

@@ -303,6 +303,14 @@ func TestRevertLeavesOthersChangesAlone(t *testing.T) {
 	if sys.file(t, "/proc/irq/24/smp_affinity") != "1\n" || sys.Threads.(*fakeThreads).cpus[4300].List() != "0" {
 		t.Error("revert overwrote a value it did not set")
 	}
+	// The log names every change once, by what happened to it.
+	verbs := map[string]int{}
+	for _, l := range rev.Log() {
+		verbs[l.Verb]++
+	}
+	if verbs["reverted"] != 15 || verbs["gone"] != 1 || verbs["left as found"] != 1 || len(verbs) != 3 {
+		t.Errorf("revert log verbs = %v", verbs)
+	}
 }
 
 // TestRevertRefusesOtherPlaces: a revert file applies only on its host and

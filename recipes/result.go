@@ -1,15 +1,9 @@
 package recipes
 
 import (
-	"context"
-	"fmt"
-	"io"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
-	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
@@ -253,72 +247,29 @@ func (p *Plan) ref() *report.RecipeRef {
 	return ref
 }
 
-var artifactKinds = map[report.Format]string{
-	report.Folded: "folded", report.SVG: "flamegraph-svg", report.HTML: "flamegraph-html",
-	report.Pprof: "pprof", report.Speedscope: "speedscope", report.JSON: "report-json", report.Text: "report-text",
-}
-
-// WriteOutputs writes the recipe's outputs whose directory was given,
-// graphs first so the reports written after list them, and adds each
-// file to rep's artifacts. An output with nothing to draw (its profile
-// disabled) is not written. perfscope runs as root: the directories are
-// those Prepare checked and holds open (safeio.OpenPrivateDir; a plan
-// built by hand has them opened here, by the same rules), and every
-// file is created through them (never through a planted link, never in a
-// directory swapped in since) and renamed into place once whole
-// (safeio.Dir). They are closed when this returns. Not the run's
-// context: a Ctrl-C that ended the window early still wants what was
-// measured written.
+// WriteOutputs writes the recipe's outputs whose directory was given
+// (report.WriteOutputFiles), through the directories Prepare checked and
+// holds open; an output with nothing to draw (its profile disabled) is
+// not written. Not the run's context: a Ctrl-C that ended the window
+// early still wants what was measured written.
 func (r *Result) WriteOutputs(rep *report.Report) error {
-	outs := append([]boundOutput(nil), r.Plan.outputs...)
-	sort.SliceStable(outs, func(i, j int) bool { return graph(outs[i].Format) && !graph(outs[j].Format) })
-	dirs := r.Plan.outDirs
-	r.Plan.outDirs = nil
-	defer func() {
-		for _, d := range dirs {
-			d.Close()
-		}
-	}()
-	for _, o := range outs {
+	var files []report.OutputFile
+	for _, o := range r.Plan.outputs {
 		if o.dir == "" {
 			continue
 		}
-		d, ok := dirs[o.dir]
-		if !ok {
-			// Not opened by Prepare (a plan built by hand): opened now, by
-			// the same rules.
-			var err error
-			if d, err = safeio.OpenPrivateDir(o.dir); err != nil {
-				return fmt.Errorf("%s: %s: %w", o.Path, o.dir, err)
-			}
-			if dirs == nil {
-				dirs = map[string]*safeio.Dir{}
-			}
-			dirs[o.dir] = d
-		}
-		path := filepath.Join(o.dir, o.Name)
-		var write func(io.Writer) error
-		if graph(o.Format) {
-			fp, title := r.stacks(o, rep)
-			if fp == nil {
+		f := report.OutputFile{Dir: o.dir, Name: o.Name, Format: o.Format, Place: o.Path}
+		if f.Graph() {
+			if f.Stacks, f.Title = r.stacks(o, rep); f.Stacks == nil {
 				continue
 			}
-			opts := flame.Options{Title: title, Subtitle: rep.Show.Subtitle}
-			out := flame.Output(o.Format)
-			write = func(w io.Writer) error { return flame.Write(w, fp, out, opts) }
-		} else {
-			f := o.Format
-			write = func(w io.Writer) error { return report.Render(w, rep, f) }
 		}
-		if err := d.WriteFile(context.Background(), o.Name, 0o644, write); err != nil {
-			return fmt.Errorf("%s: write %s: %w", o.Path, path, err)
-		}
-		rep.Artifacts = append(rep.Artifacts, report.Artifact{Kind: artifactKinds[o.Format], Path: path})
+		files = append(files, f)
 	}
-	return nil
+	dirs := r.Plan.outDirs
+	r.Plan.outDirs = nil
+	return report.WriteOutputFiles(rep, files, dirs)
 }
-
-func graph(f report.Format) bool { return f != report.JSON && f != report.Text }
 
 // stacks are an output's stacks and title: a network run's profile split
 // by its NET_RX CPUs, else the profile's, else async-profiler's.

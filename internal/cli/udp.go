@@ -276,7 +276,7 @@ func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Rep
 	if res.RevertFile != "" {
 		fmt.Fprintf(g.Err, "revert file: %s (undo with: perfscope %s --revert %s)\n", res.RevertFile, o.proto, res.RevertFile)
 	}
-	res.WriteLog(g.Err)
+	report.WriteChangeLog(g.Err, res.Log())
 	if err != nil {
 		return res.RevertFile, fmt.Errorf("--apply: %w", err)
 	}
@@ -288,7 +288,7 @@ func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Rep
 
 func (o *udpOptions) runRevert(ctx context.Context, g *Globals) error {
 	res, err := apply.Revert(ctx, o.Revert, apply.LiveSystem(), apply.Identity{})
-	res.WriteLog(g.Out)
+	report.WriteChangeLog(g.Out, res.Log())
 	if errors.Is(err, apply.ErrBadRevertFile) {
 		return asUsage(fmt.Errorf("--revert %w", err))
 	}
