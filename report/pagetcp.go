@@ -69,6 +69,12 @@ func tcpSection(t evidence.TCPEvidence) PageSection {
 				fmt.Sprintf("%.2f", float64(c.RTTUs)/1000), fmt.Sprint(c.SndCwnd), fmt.Sprint(c.TotalRetrans), Bytes(float64(c.Rcvbuf)), optU32(c.Drops))
 		}
 		s.Tables = append(s.Tables, cn)
+		if st := tcpSteeringTable(t.Connections.Rows); len(st.Rows) > 0 {
+			s.Tables = append(s.Tables, PageTable{Caption: "Steering: which CPU's softirq fed each connection, which CPU read it (sampled shares)", Header: st.Header, Rows: st.Rows})
+		}
+		if t.Connections.SteeringLost > 0 {
+			s.Notes = append(s.Notes, "Steering: "+tcpSteeringLost(t.Connections.SteeringLost)+".")
+		}
 	}
 	if ev := t.Events; ev.Unavailable != "" {
 		s.Notes = append(s.Notes, "Retransmits and resets per connection: "+ev.Unavailable)
@@ -78,6 +84,9 @@ func tcpSection(t evidence.TCPEvidence) PageSection {
 			et.Add(addrText(e.Local), addrText(e.Remote), e.Event, e.Kind, e.State, fmt.Sprint(e.Events), fmt.Sprint(e.Segs))
 		}
 		s.Tables = append(s.Tables, et)
+		if ev.LostConns > 0 {
+			s.Notes = append(s.Notes, "Retransmits and resets: "+tcpEventsLost(ev.LostConns)+".")
+		}
 	}
 	if d := t.Drops; d.Unavailable != "" {
 		s.Notes = append(s.Notes, "TCP drops by reason: "+d.Unavailable)

@@ -54,9 +54,9 @@ func writeTCPSocketLocks(w io.Writer, s evidence.TCPSocketLockSection) {
 	}
 }
 
-// writeTCPSteering prints, for the listed connections the feed hooks
+// tcpSteeringTable is, for the listed connections the feed hooks
 // counted, the CPU whose softirq fed each and the CPU it was read on.
-func writeTCPSteering(w io.Writer, rows []evidence.TCPConnection, lost uint64) {
+func tcpSteeringTable(rows []evidence.TCPConnection) Table {
 	t := Table{Header: []string{"local", "remote", "fed by CPU (softirq)", "via backlog", "read on CPU"}}
 	cpu := func(c int, share float64) string {
 		if c < 0 {
@@ -71,6 +71,23 @@ func writeTCPSteering(w io.Writer, rows []evidence.TCPConnection, lost uint64) {
 		}
 		t.Add(c.Local.String(), c.Remote.String(), cpu(s.FedCPU, s.FedShare), fmt.Sprint(s.FedByBacklog), cpu(s.ReadCPU, s.ReadShare))
 	}
+	return t
+}
+
+// tcpSteeringLost says how many deliveries and reads the steering shares
+// miss.
+func tcpSteeringLost(lost uint64) string {
+	return fmt.Sprintf("%d deliveries and reads are missing from these shares (no map entry could be made for their socket)", lost)
+}
+
+// tcpEventsLost says how many retransmit and reset events the rows miss.
+func tcpEventsLost(lost uint64) string {
+	return fmt.Sprintf("%d events are missing from the rows above (the per-connection map was full); the totals have them", lost)
+}
+
+// writeTCPSteering prints the steering table and what it misses.
+func writeTCPSteering(w io.Writer, rows []evidence.TCPConnection, lost uint64) {
+	t := tcpSteeringTable(rows)
 	if len(t.Rows) == 0 && lost == 0 {
 		return
 	}
@@ -79,6 +96,6 @@ func writeTCPSteering(w io.Writer, rows []evidence.TCPConnection, lost uint64) {
 		t.Write(w)
 	}
 	if lost > 0 {
-		fmt.Fprintf(w, "%d deliveries and reads are missing from these shares (no map entry could be made for their socket)\n", lost)
+		fmt.Fprintln(w, tcpSteeringLost(lost))
 	}
 }

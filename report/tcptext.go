@@ -132,7 +132,7 @@ func writeTCPDetails(w io.Writer, t *evidence.TCPEvidence) {
 			et.Write(w)
 		}
 		if ev.LostConns > 0 {
-			fmt.Fprintf(w, "%d events are missing from the rows above (the per-connection map was full); the totals have them\n", ev.LostConns)
+			fmt.Fprintln(w, tcpEventsLost(ev.LostConns))
 		}
 		if ev.Unattributed > 0 {
 			fmt.Fprintf(w, "%d events of connections closed before the end are left out of the rows above: their owner is not known; the totals have them\n", ev.Unattributed)

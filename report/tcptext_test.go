@@ -105,6 +105,7 @@ func TestTCPTextSaysWhatWasNotSeen(t *testing.T) {
 	d.TCP.SettingsUnavailable = "TCP sysctls in the network namespace of pid 4242 (net:[4026532999]): permission denied"
 	d.TCP.Events.Unattributed = 7
 	d.TCP.Connections.SteeringLost = 19256
+	d.TCP.Connections.Rows[0].Steering = &evidence.TCPSteering{FedCPU: 1, FedShare: 0.75, ReadCPU: 0, ReadShare: 1, FedByBacklog: 3}
 	inflight := uint64(3)
 	d.Queues.PagePools = []evidence.PagePool{{ID: 9, NAPIID: 8193, Inflight: &inflight, Counters: map[string]uint64{"alloc-slow": 5, "alloc-fast": 0}}}
 	d.Queues.PagePoolUnavailable = "no allocation or recycling counters: this kernel was built without CONFIG_PAGE_POOL_STATS"
@@ -129,6 +130,10 @@ func TestTCPTextSaysWhatWasNotSeen(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "Read in the network namespace of pid 4242") {
 		t.Error("the page does not say which namespace the TCP layer was read in")
+	}
+	if page := b.String(); !strings.Contains(page, "19256 deliveries and reads are missing from these shares") ||
+		!strings.Contains(page, "fed by CPU (softirq)") || !strings.Contains(page, "1 (75") {
+		t.Error("the page does not show the steering rows and what their shares miss")
 	}
 }
 
