@@ -143,3 +143,9 @@ func pauseDelta(a, b jvmPauseReading) evidence.JVMPauses {
 	}
 	return d
 }
+
+func init() {
+	registerBuilder(HSPerfSpec.Name, func(b Build, u PartUse, ps *Parts) {
+		ps.Pauses = NewJVMPauses(JVMPauseOptions{PID: optInt(u, "pid"), Timeline: b.timeline()})
+	})
+}

@@ -358,3 +358,16 @@ func RunLocks(ctx context.Context, src Sources, opts LockOptions, w Window) (Loc
 func (r LockResult) Report(version string) *report.Report {
 	return envelope("locks", version, r.Run, int64(r.Run.Duration()), r.Evidence)
 }
+
+func init() {
+	registerBuilder(lockstat.Spec.Name, func(b Build, u PartUse, ps *Parts) {
+		// A one-shot run's per-lock table is sized by its length; serve's
+		// keeps the largest, for windows after windows.
+		maxLocks := lockstat.DefaultMaxLocks
+		if !b.Continuous {
+			maxLocks = lockstat.LocksFor(b.Window)
+		}
+		ps.Locks = NewLocks(LockOptions{Method: b.Method, StackEvery: optInt(u, "stacks_every"),
+			TCP: u.Opts["tcp"].(bool), Timeline: b.timeline(), MaxLocks: maxLocks})
+	})
+}

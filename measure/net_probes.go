@@ -652,3 +652,15 @@ func (p *SocketReads) Add(sec *evidence.SocketSection, window time.Duration) {
 		sec.ReceivedUnavailable = fmt.Sprintf("%d reads not counted: the socket probe's map was full", d.Lost)
 	}
 }
+
+func init() {
+	registerBuilder(netqueue.Spec.Name, func(b Build, _ PartUse, ps *Parts) {
+		ps.Net.Queues = NewQueues(QueueOptions{Method: b.Method, Iface: b.Iface, Timeline: b.timeline()})
+	})
+	registerBuilder(udpdrop.Spec.Name, func(b Build, u PartUse, ps *Parts) {
+		ps.Net.Drops = NewDrops(DropOptions{Method: b.Method, Port: optInt(u, "port"), PID: ps.NetOptions.PID, Timeline: b.timeline()})
+	})
+	registerBuilder(udpsock.Spec.Name, func(b Build, u PartUse, ps *Parts) {
+		ps.Net.Sockets = NewSocketReads(SocketOptions{Method: b.Method, Port: optInt(u, "port"), PID: optInt(u, "pid"), Timeline: b.timeline()})
+	})
+}

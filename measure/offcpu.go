@@ -135,3 +135,20 @@ func (p *OffCPU) Evidence() *evidence.OffCPU {
 	p.ev = ev
 	return ev
 }
+
+func init() {
+	registerBuilder(probe.Spec.Name, func(b Build, u PartUse, ps *Parts) {
+		o := OffCPUOptions{Method: b.Method, PID: optInt(u, "pid"), MinBlock: u.Opts["min_block"].(time.Duration),
+			StackEvery: optInt(u, "stack_every"), NoWakerStacks: !u.Opts["waker_stacks"].(bool), Top: optInt(u, "top")}
+		if o.MinBlock == 0 {
+			o.MinBlock = -1 // the probe's 0 is its default: the option's 0 is every wait
+		}
+		switch u.Opts["stacks"].(string) {
+		case "kernel":
+			o.Stacks = probe.KernelOnly
+		case "user":
+			o.Stacks = probe.UserOnly
+		}
+		ps.OffCPU = NewOffCPU(o)
+	})
+}

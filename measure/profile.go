@@ -600,3 +600,36 @@ func (r ProfileResult) Report(version string) *report.Report {
 	rep.Flame = r.Flame
 	return rep
 }
+
+func init() {
+	registerBuilder(cpuprofile.Spec.Name, func(b Build, u PartUse, ps *Parts) {
+		o := ProfileOptions{PID: optInt(u, "pid"), Frequency: optInt(u, "frequency"),
+			IncludeIdle: u.Opts["include_idle"].(bool), StackEntries: optInt(u, "stack_entries"), JVM: b.JVM}
+		// The option's domain is cpuprofile.EventNames: the name parses.
+		o.Event, _ = cpuprofile.ParseEvent(u.Opts["event"].(string))
+		switch u.Opts["stacks"].(string) {
+		case "kernel":
+			o.Stacks = cpuprofile.KernelOnly
+		case "user":
+			o.Stacks = cpuprofile.UserOnly
+		}
+		for i, name := range cpuprofile.RootFrameNames {
+			if name == u.Opts["root"].(string) {
+				o.Root = cpuprofile.RootFrame(i)
+			}
+		}
+		o.Continuous = b.Continuous
+		if ps.Net != nil {
+			// NET_RX on a real NIC runs mostly from irq_exit on idle CPUs:
+			// a network run's profile keeps those samples of the idle task
+			// and drops only its loop, as perfscope udp always has. It
+			// is rooted at CPUs and holds the softirqs' work, done in
+			// whatever task was interrupted: it stays host-wide.
+			o.KeepIdleInterrupts = !o.IncludeIdle
+		} else {
+			// A profile of its own keeps the selection's samples.
+			o.Select = b.Select
+		}
+		ps.Profile = NewProfile(o)
+	})
+}

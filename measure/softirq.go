@@ -291,3 +291,10 @@ func CheckCPUs(proc procfs.FS, list string) (cpuset.Set, error) {
 	}
 	return cpus, nil
 }
+
+func init() {
+	registerBuilder(softirq.Spec.Name, func(b Build, u PartUse, ps *Parts) {
+		ps.Softirq = NewSoftirq(SoftirqOptions{Method: b.Method, CPUs: u.Opts["cpus"].(cpuset.Set),
+			NoLatency: !u.Opts["latency"].(bool), Timeline: b.timeline(), OnInterval: b.OnSoftirqInterval})
+	})
+}

@@ -749,3 +749,10 @@ func (p *TCP) eventEvidence() evidence.TCPEventSection {
 	}
 	return s
 }
+
+func init() {
+	registerBuilder(TCPSpec.Name, func(b Build, u PartUse, ps *Parts) {
+		ps.Net.TCP = NewTCP(TCPOptions{Method: b.Method, Port: optInt(u, "port"), PID: optInt(u, "pid"), Select: b.Select,
+			Top: optInt(u, "top"), SampleEvery: u.Opts["sample_interval"].(time.Duration), Timeline: b.timeline()})
+	})
+}
