@@ -195,7 +195,8 @@ type TCPListener struct {
 	// half-open connections are dumped from the table of every
 	// connection of the namespace (TIME_WAIT included), which costs
 	// milliseconds when it holds tens of thousands, so those dumps are
-	// spaced out to keep their cost under 0.5 % of a CPU.
+	// spaced out to keep their cost near 0.1 % of a CPU (at least one
+	// every 5 s).
 	SynSamples int `json:"syn_samples"`
 }
 

@@ -72,3 +72,6 @@ func WorkloadHost(t *testing.T) Sources {
 
 // PodA is the pod of WorkloadHost's process 200.
 const PodA = podA
+
+// FindableListeners exports findableListeners.
+var FindableListeners = findableListeners

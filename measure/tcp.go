@@ -46,11 +46,15 @@ const (
 	// own CPU in the window under an HTTP load, more than the accept
 	// queues' reads every 100 ms and the budget's switches. A read that
 	// took d waits d/synDumpBudget before the next, but never more than
-	// synMaxEvery: a SYN queue is read at least once a second, whatever
-	// its cost (0.7 % of a CPU at 7 ms a read), and a read slowed by a
-	// busy machine's scheduling does not silence the rest of the window.
+	// synMaxEvery: a SYN queue is read at least every 5 s whatever its
+	// cost, and a read slowed by a busy machine's scheduling does not
+	// silence the rest of the window. At once a second, under nginx and
+	// wrk opening connections (~9 ms a read) the reads were still the
+	// largest share of perfscope's own CPU; every refused handshake is in
+	// the exact counters (ListenDrops, TCPReqQFullDrop) whatever the
+	// samples see.
 	synDumpBudget = 0.001
-	synMaxEvery   = time.Second
+	synMaxEvery   = 5 * time.Second
 	// DefaultTCPTop is the connections (and event rows) listed.
 	DefaultTCPTop = 20
 )
@@ -112,8 +116,11 @@ type TCP struct {
 	// keep them within synBudget of one CPU (synDumpBudget).
 	synNext   time.Time
 	synBudget float64
-	stop      chan struct{}
-	done      chan struct{}
+	// findable are the listeners the last listing found, when each can be
+	// looked up alone (findableListeners); nil: list every sample.
+	findable []tcpdiag.Socket
+	stop     chan struct{}
+	done     chan struct{}
 
 	conns    []tcpdiag.Socket
 	connsErr error
@@ -251,7 +258,7 @@ func (p *TCP) Begin(ctx context.Context) error {
 			}
 		}
 	}
-	p.listeners, p.samples, p.diagErr, p.synNext = map[uint64]*listenerSamples{}, 0, nil, time.Time{}
+	p.listeners, p.samples, p.diagErr, p.synNext, p.findable = map[uint64]*listenerSamples{}, 0, nil, time.Time{}, nil
 	p.tickAt, p.tickOK = p.countersAt[0], p.firstErr == nil
 	p.intervals, p.ivPeak, p.ivFull = nil, map[uint64]uint32{}, map[uint64]int{}
 	p.sample()
@@ -287,7 +294,22 @@ func (p *TCP) sample() {
 	if withSyn {
 		states = tcpdiag.StatesOf(tcpdiag.Listen, tcpdiag.SynRecv)
 	}
-	socks, err := p.diag(states)
+	var socks []tcpdiag.Socket
+	var err error
+	if find := p.findable; !withSyn && len(find) > 0 {
+		// Between listings, each listener is looked up alone: a listing
+		// walks every bucket of the listening hash, per family, which
+		// under an HTTP load was half of perfscope's own CPU.
+		socks, err = p.src.TCPDiag(tcpdiag.Query{Find: find, Netns: p.netnsPath})
+		if err == nil && len(socks) < len(find) {
+			p.findable = nil // one closed: whatever replaced it is found by a listing
+		}
+	} else {
+		socks, err = p.diag(states)
+		if err == nil {
+			p.findable = findableListeners(socks)
+		}
+	}
 	if withSyn {
 		p.synNext = time.Now().Add(min(synMaxEvery, time.Duration(float64(time.Since(start))/p.synBudget)))
 	}
@@ -339,6 +361,38 @@ func (p *TCP) sample() {
 			l.synFull++
 		}
 	}
+}
+
+// maxFind is the most listeners looked up one by one in a sample: more
+// cost more than one listing.
+const maxFind = 64
+
+// findableListeners are the listeners among socks when every one can be
+// looked up alone: none shares its family, address and port with another
+// (an SO_REUSEPORT group, whose lookup finds one of them), and there are
+// at most maxFind. Otherwise nil: every sample lists them.
+func findableListeners(socks []tcpdiag.Socket) []tcpdiag.Socket {
+	type place struct {
+		family uint8
+		local  netip.AddrPort
+	}
+	seen := map[place]bool{}
+	var out []tcpdiag.Socket
+	for _, s := range socks {
+		if !s.Listening() {
+			continue
+		}
+		at := place{s.Family, s.Local}
+		if seen[at] {
+			return nil
+		}
+		seen[at] = true
+		out = append(out, s)
+	}
+	if len(out) > maxFind {
+		return nil
+	}
+	return out
 }
 
 // synQueue counts the half-open connections of listener l: request

@@ -2,6 +2,7 @@ package measure_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -293,12 +294,13 @@ func TestTCPPartTimeline(t *testing.T) {
 	mine, other := netip.MustParseAddrPort("10.0.0.1:8080"), netip.MustParseAddrPort("10.0.0.1:9090")
 	queue := uint32(0)
 	diag := func(q tcpdiag.Query) ([]tcpdiag.Socket, error) {
-		if q.States&tcpdiag.StatesOf(tcpdiag.Listen) == 0 {
+		if len(q.Find) == 0 && q.States&tcpdiag.StatesOf(tcpdiag.Listen) == 0 {
 			return nil, nil
 		}
-		// The listeners, with or without the SYN queues (synDumpBudget
-		// spaces those reads by how long the last took). The other
-		// process's listener is always fuller.
+		// The listeners, listed with or without the SYN queues
+		// (synDumpBudget spaces those reads by how long the last took) or
+		// looked up one by one between listings. The other process's
+		// listener is always fuller.
 		return []tcpdiag.Socket{{State: tcpdiag.Listen, Local: mine, RecvQ: queue, SendQ: 4, Inode: 1001, Cookie: 1},
 			{State: tcpdiag.Listen, Local: other, RecvQ: 50, SendQ: 64, Inode: 2002, Cookie: 2}}, nil
 	}
@@ -425,8 +427,15 @@ func (c countingEvents) Snapshot() (tcpevents.Snapshot, error) {
 func TestTCPSpacesTheSYNQueueReads(t *testing.T) {
 	root := tcpFixture(t)
 	listener := netip.MustParseAddrPort("10.0.0.1:8080")
-	var synReads, listenReads int
+	var synReads, listenReads, finds int
 	diag := func(q tcpdiag.Query) ([]tcpdiag.Socket, error) {
+		if len(q.Find) > 0 {
+			finds++
+			if len(q.Find) != 1 || q.Find[0].Cookie != 1 {
+				t.Errorf("looked up %+v, want the listener the listing found", q.Find)
+			}
+			return []tcpdiag.Socket{{State: tcpdiag.Listen, Local: listener, RecvQ: 1, SendQ: 4, Inode: 1001, Cookie: 1}}, nil
+		}
 		if q.States&tcpdiag.StatesOf(tcpdiag.Listen) == 0 {
 			return nil, nil // the connections at both ends
 		}
@@ -453,7 +462,37 @@ func TestTCPSpacesTheSYNQueueReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows := p.Evidence(time.Second).Listeners.Rows
-	if len(rows) != 1 || rows[0].Samples != 4 || rows[0].SynSamples != 1 || rows[0].SynQueuePeak != 1 || synReads != 1 || listenReads != 4 {
-		t.Errorf("listeners %+v; %d reads, %d of them of the SYN queues: want 4 samples, 1 with the SYN queue", rows, listenReads, synReads)
+	if len(rows) != 1 || rows[0].Samples != 4 || rows[0].SynSamples != 1 || rows[0].SynQueuePeak != 1 || synReads != 1 || listenReads != 1 || finds != 3 {
+		t.Errorf("listeners %+v; %d listings, %d of them of the SYN queues, %d lookups: want 4 samples, 1 listing with the SYN queue and the listener looked up alone in the other 3",
+			rows, listenReads, synReads, finds)
+	}
+}
+
+// Which listeners a sample looks up one by one instead of listing them:
+// every listener when each is alone on its family, address and port and
+// there are not too many; none when an SO_REUSEPORT group shares one (the
+// lookup would find only one of the group).
+func TestFindableListeners(t *testing.T) {
+	l := func(addr string, cookie uint64) tcpdiag.Socket {
+		return tcpdiag.Socket{Family: 2, State: tcpdiag.Listen, Local: netip.MustParseAddrPort(addr), Cookie: cookie}
+	}
+	syn := tcpdiag.Socket{Family: 2, State: tcpdiag.SynRecv, Local: netip.MustParseAddrPort("10.0.0.1:80"), Cookie: 9}
+	if got := measure.FindableListeners([]tcpdiag.Socket{l("10.0.0.1:80", 1), syn, l("10.0.0.1:443", 2)}); len(got) != 2 {
+		t.Errorf("two listeners alone: %+v", got)
+	}
+	v6 := l("[::]:80", 3)
+	v6.Family = 10
+	if got := measure.FindableListeners([]tcpdiag.Socket{l("0.0.0.0:80", 1), v6}); len(got) != 2 {
+		t.Errorf("one listener per family on the same port: %+v", got)
+	}
+	if got := measure.FindableListeners([]tcpdiag.Socket{l("10.0.0.1:80", 1), l("10.0.0.1:80", 2)}); got != nil {
+		t.Errorf("an SO_REUSEPORT group: %+v, want none looked up", got)
+	}
+	var many []tcpdiag.Socket
+	for i := range 65 {
+		many = append(many, l(fmt.Sprintf("10.0.0.1:%d", 1000+i), uint64(i)))
+	}
+	if got := measure.FindableListeners(many); got != nil {
+		t.Errorf("65 listeners: %d looked up, want a listing", len(got))
 	}
 }

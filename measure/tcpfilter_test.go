@@ -26,8 +26,8 @@ func TestTCPPartKeepsWorkload(t *testing.T) {
 	connA := [2]netip.AddrPort{listenA, netip.MustParseAddrPort("10.0.0.2:40000")}
 	connN := [2]netip.AddrPort{listenN, netip.MustParseAddrPort("10.0.0.3:40001")}
 	src.TCPDiag = func(q tcpdiag.Query) ([]tcpdiag.Socket, error) {
-		if q.States&tcpdiag.StatesOf(tcpdiag.Listen) != 0 { // with or without the SYN queues
-
+		// Listed with or without the SYN queues, or looked up one by one.
+		if len(q.Find) > 0 || q.States&tcpdiag.StatesOf(tcpdiag.Listen) != 0 {
 			return []tcpdiag.Socket{
 				{State: tcpdiag.Listen, Local: listenA, SendQ: 128, Inode: 1111, Cookie: 1},
 				{State: tcpdiag.Listen, Local: listenN, SendQ: 511, Inode: 2222, Cookie: 2},

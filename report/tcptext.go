@@ -101,7 +101,7 @@ func writeListeners(w io.Writer, s evidence.ListenerSection) {
 
 // synSpacedNote says why a listener's SYN queue was read in fewer samples
 // than its accept queue.
-const synSpacedNote = "SYN queues read in fewer samples than the accept queues: each read walks every connection of the namespace (TIME_WAIT included), so the reads were spaced out to keep them under 0.5 % of a CPU; ListenDrops and TCPReqQFullDrop count every refused handshake"
+const synSpacedNote = "SYN queues read in fewer samples than the accept queues: each read walks every connection of the namespace (TIME_WAIT included), so the reads were spaced out to keep them near 0.1 % of a CPU (at least one every 5 s); ListenDrops and TCPReqQFullDrop count every refused handshake"
 
 // writeTCPDetails prints the busiest connections, the events per
 // connection, the settings and sockstat.

@@ -86,6 +86,8 @@ type Socket struct {
 	Inode       uint64 `json:"inode"`
 	// Cookie is the kernel's socket cookie, unique while the socket lives.
 	Cookie uint64 `json:"cookie"`
+	// Interface is the ifindex the socket is bound to (0: none).
+	Interface uint32 `json:"interface,omitempty"`
 	// Info and Memory are nil when the kernel sent none (sockets in
 	// TIME_WAIT or SYN_RECV are mini-sockets without them).
 	Info   *Info   `json:"tcp_info"`
@@ -165,6 +167,15 @@ type Query struct {
 	// Netns is a network namespace file (/proc/PID/ns/net,
 	// /run/netns/NAME) whose sockets are listed; "" means this process's.
 	Netns string
+	// Find, when set, looks up these sockets (from an earlier listing)
+	// one by one instead of listing the namespace: the kernel finds each
+	// by its addresses, ports and interface in its hash tables (no walk
+	// of every bucket) and answers only if the one found has the same
+	// cookie. Those gone are left out. A listener of an SO_REUSEPORT
+	// group other than the one the lookup picks is never found: find
+	// only listeners alone on their address and port. States and Port
+	// are not used.
+	Find []Socket
 }
 
 // ErrUnavailable means the kernel has no inet_diag for TCP (the tcp_diag
@@ -206,6 +217,26 @@ func messages(q Query) ([][]byte, error) {
 	}
 	defer c.Close()
 	var out [][]byte
+	if len(q.Find) > 0 {
+		for _, sock := range q.Find {
+			msgs, err := c.Execute(netlink.Message{
+				Header: netlink.Header{Type: unix.SOCK_DIAG_BY_FAMILY, Flags: netlink.Request},
+				Data:   encodeFind(sock),
+			})
+			// ENOENT: no such socket now; ESTALE: another socket has its
+			// addresses (the cookie differs).
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESTALE) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("inet_diag lookup of %v: %w", sock.Local, err)
+			}
+			for _, m := range msgs {
+				out = append(out, m.Data)
+			}
+		}
+		return out, nil
+	}
 	for _, family := range []uint8{unix.AF_INET, unix.AF_INET6} {
 		msgs, err := c.Execute(netlink.Message{
 			Header: netlink.Header{Type: unix.SOCK_DIAG_BY_FAMILY, Flags: netlink.Request | netlink.Dump},
@@ -282,6 +313,36 @@ func encodeRequest(family uint8, q Query) []byte {
 	return append(b, attr...)
 }
 
+// encodeFind builds the inet_diag_req_v2 of one socket's lookup (no
+// NLM_F_DUMP): its inet_diag_sockid as inet_diag reported it, with the
+// same attributes a listing asks for.
+func encodeFind(s Socket) []byte {
+	b := encodeRequest(s.Family, Query{})
+	id := b[8 : 8+sizeofSockID]
+	binary.BigEndian.PutUint16(id[0:], s.Local.Port())
+	binary.BigEndian.PutUint16(id[2:], s.Remote.Port())
+	addr := func(dst []byte, a netip.Addr) {
+		switch {
+		case !a.IsValid():
+			return // any address: zeros
+		case s.Family == unix.AF_INET:
+			a4 := a.Unmap().As4()
+			copy(dst, a4[:])
+			return
+		case a.Is4():
+			a = netip.AddrFrom16(a.As16()) // parseMessage unmapped it
+		}
+		a16 := a.As16()
+		copy(dst, a16[:])
+	}
+	addr(id[4:20], s.Local.Addr())
+	addr(id[20:36], s.Remote.Addr())
+	binary.NativeEndian.PutUint32(id[36:], s.Interface)
+	binary.NativeEndian.PutUint32(id[40:], uint32(s.Cookie))
+	binary.NativeEndian.PutUint32(id[44:], uint32(s.Cookie>>32))
+	return b
+}
+
 // parseMessage decodes one inet_diag_msg and its attributes.
 func parseMessage(b []byte) (Socket, error) {
 	if len(b) < sizeofMsg {
@@ -300,6 +361,7 @@ func parseMessage(b []byte) (Socket, error) {
 		return Socket{}, fmt.Errorf("inet_diag_msg of family %d", s.Family)
 	}
 	s.Local, s.Remote = netip.AddrPortFrom(src, sport), netip.AddrPortFrom(dst, dport)
+	s.Interface = binary.NativeEndian.Uint32(id[36:])
 	s.Cookie = uint64(binary.NativeEndian.Uint32(id[40:])) | uint64(binary.NativeEndian.Uint32(id[44:]))<<32
 	rest := b[4+sizeofSockID:]
 	s.RecvQ = binary.NativeEndian.Uint32(rest[4:])

@@ -285,6 +285,116 @@ func TestListenerAcceptQueueInNetns(t *testing.T) {
 	}
 }
 
+// Listeners found one by one (Query.Find) are those a listing shows, with
+// the same accept queue: an IPv4 listener, an IPv6 one and one bound to
+// an interface. A closed listener and a wrong cookie are not found, and of
+// an SO_REUSEPORT group the lookup finds only the one it picks.
+func TestFindListenersInNetns(t *testing.T) {
+	testutil.RequireRoot(t)
+	ns := newNetns(t)
+	var closed int
+	netnstest.In(t, ns, func() {
+		listen(t, 7101, 5)
+		closed = listen(t, 7102, 5)
+		ln6, err := net.Listen("tcp6", "[::1]:7103")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		t.Cleanup(func() { ln6.Close() })
+		// Bound to lo: found only when the lookup names the interface.
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		if err := unix.SetsockoptString(fd, unix.SOL_SOCKET, unix.SO_BINDTODEVICE, "lo"); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: 7104}); err != nil {
+			t.Error(err)
+			return
+		}
+		if err := unix.Listen(fd, 3); err != nil {
+			t.Error(err)
+			return
+		}
+		for range 2 {
+			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			t.Cleanup(func() { unix.Close(fd) })
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			if err := unix.Bind(fd, &unix.SockaddrInet4{Port: 7105, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := unix.Listen(fd, 3); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		// Two connections wait in 7101's accept queue.
+		for range 2 {
+			c, err := net.Dial("tcp4", "127.0.0.1:7101")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	time.Sleep(100 * time.Millisecond)
+	nsFile := "/run/netns/" + ns
+	listed, err := Sockets(Query{States: StatesOf(Listen), Netns: nsFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPort := map[uint16][]Socket{}
+	for _, l := range listed {
+		byPort[l.Local.Port()] = append(byPort[l.Local.Port()], l)
+	}
+	if len(listed) != 6 || len(byPort[7105]) != 2 || byPort[7101][0].RecvQ != 2 || byPort[7104][0].Interface == 0 {
+		t.Fatalf("listed %+v", listed)
+	}
+	alone := []Socket{byPort[7101][0], byPort[7103][0], byPort[7104][0]}
+	found, err := Sockets(Query{Find: alone, Netns: nsFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 3 {
+		t.Fatalf("found %+v, want the 3 listeners %+v", found, alone)
+	}
+	want := map[uint64]Socket{}
+	for _, w := range alone {
+		want[w.Cookie] = w
+	}
+	for _, g := range found {
+		if w := want[g.Cookie]; g.RecvQ != w.RecvQ || g.SendQ != w.SendQ || g.Local != w.Local || !g.Listening() {
+			t.Errorf("found %+v, want %+v", g, w)
+		}
+		delete(want, g.Cookie)
+	}
+	stale := byPort[7101][0]
+	stale.Cookie++
+	unix.Close(closed)
+	gone, err := Sockets(Query{Find: []Socket{stale, byPort[7102][0]}, Netns: nsFile})
+	if err != nil || len(gone) != 0 {
+		t.Errorf("a wrong cookie and a closed listener: found %+v, %v", gone, err)
+	}
+	group, err := Sockets(Query{Find: byPort[7105], Netns: nsFile})
+	if err != nil || len(group) != 1 {
+		t.Errorf("an SO_REUSEPORT group of 2: found %+v, %v; want the one the lookup picks", group, err)
+	}
+}
+
 func TestBadNamespace(t *testing.T) {
 	if _, err := Sockets(Query{Netns: "/nonexistent/ns"}); err == nil || !strings.Contains(err.Error(), "network namespace") {
 		t.Errorf("err = %v", err)
