@@ -36,3 +36,38 @@ bench_prepare() {
 		mount -t tracefs nodev /sys/kernel/tracing && MOUNTED_TRACEFS=1
 	fi
 }
+
+# bench_nginx_netns NS PORT: a network namespace NS of the benchmark's own
+# (deleted on exit) with lo up and room for new connections at thousands
+# per second for minutes (its own ports and TIME_WAIT sockets, nothing
+# outside it), and Debian's nginx-light in it: one process, a fixed 200
+# from memory on 127.0.0.1:PORT. Sets NGINX to its pid.
+bench_nginx_netns() {
+	local ns=$1 port=$2
+	ip netns add "$ns"
+	NETNS+=("$ns")
+	ip -n "$ns" link set lo up
+	ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="10000 65000" net.ipv4.tcp_tw_reuse=1
+	mkdir -p "$WORK/nginx"
+	cat >"$WORK/nginx/nginx.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	client_body_temp_path $WORK/nginx/body;
+	keepalive_requests 1000000;
+	server {
+		listen 127.0.0.1:$port backlog=4096;
+		location / { return 200 "ok\n"; }
+	}
+}
+CONF
+	ip netns exec "$ns" nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" &
+	NGINX=$!
+	PIDS+=("$NGINX")
+	for _ in $(seq 50); do ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/127.0.0.1/$port" 2>/dev/null && break; sleep 0.1; done
+}

@@ -49,35 +49,7 @@ done
 PERFSCOPE_SECS=$(python3 -c "import sys; w=sys.argv[1]; print(int(float(w.rstrip('s')) + 4))" "$WINDOW")
 read -r -a TRACERS <<<"${TCPCOST_TRACERS:-none default exact bpftrace}"
 
-ip netns add "$NS"
-NETNS=("$NS")
-ip -n "$NS" link set lo up
-# New connections at thousands per second for minutes: the namespace's own
-# ports and TIME_WAIT sockets, nothing outside it.
-ip netns exec "$NS" sysctl -qw net.ipv4.ip_local_port_range="10000 65000" net.ipv4.tcp_tw_reuse=1
-
-mkdir -p "$WORK/nginx"
-cat >"$WORK/nginx/nginx.conf" <<CONF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log;
-events { worker_connections 1024; }
-http {
-	access_log off;
-	client_body_temp_path $WORK/nginx/body;
-	keepalive_requests 1000000;
-	server {
-		listen 127.0.0.1:$PORT backlog=4096;
-		location / { return 200 "ok\n"; }
-	}
-}
-CONF
-ip netns exec "$NS" nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" &
-NGINX=$!
-PIDS+=("$NGINX")
-for _ in $(seq 50); do ip netns exec "$NS" bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null && break; sleep 0.1; done
+bench_nginx_netns "$NS" "$PORT"
 URL="http://127.0.0.1:$PORT/"
 
 bpf_links() { find "/proc/$1/fd" -lname 'anon_inode:bpf_link' 2>/dev/null | wc -l; }

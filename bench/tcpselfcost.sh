@@ -34,30 +34,7 @@ for t in nginx wrk; do
 	command -v $t >/dev/null || { echo "tcpselfcost.sh: needs $t (bash scripts/deps.sh bench)" >&2; exit 3; }
 done
 
-ip netns add "$NS"
-NETNS=("$NS")
-ip -n "$NS" link set lo up
-ip netns exec "$NS" sysctl -qw net.ipv4.ip_local_port_range="10000 65000" net.ipv4.tcp_tw_reuse=1
-mkdir -p "$WORK/nginx"
-cat >"$WORK/nginx/nginx.conf" <<CONF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log;
-events { worker_connections 1024; }
-http {
-	access_log off;
-	client_body_temp_path $WORK/nginx/body;
-	server {
-		listen 127.0.0.1:$PORT backlog=4096;
-		location / { return 200 "ok\n"; }
-	}
-}
-CONF
-ip netns exec "$NS" nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" &
-PIDS+=($!)
-for _ in $(seq 50); do ip netns exec "$NS" bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT" 2>/dev/null && break; sleep 0.1; done
+bench_nginx_netns "$NS" "$PORT"
 
 run() {
 	local bin=$1 out=$2 wk ps pspid pr ticks

@@ -173,13 +173,24 @@ func nsCounters(t *testing.T, ns string) netstat.TCPCounters {
 }
 
 func listen(t *testing.T, port, backlog int) int {
+	return listenOn(t, [4]byte{127, 0, 0, 1}, port, backlog, nil)
+}
+
+// listenOn is a listener on addr:port, set (when given) applied to its
+// socket before bind.
+func listenOn(t *testing.T, addr [4]byte, port, backlog int, set func(fd int) error) int {
 	t.Helper()
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	if set != nil {
+		if err := set(fd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: addr}); err != nil {
 		t.Fatal(err)
 	}
 	if err := unix.Listen(fd, backlog); err != nil {
@@ -303,40 +314,13 @@ func TestFindListenersInNetns(t *testing.T) {
 		}
 		t.Cleanup(func() { ln6.Close() })
 		// Bound to lo: found only when the lookup names the interface.
-		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		t.Cleanup(func() { unix.Close(fd) })
-		if err := unix.SetsockoptString(fd, unix.SOL_SOCKET, unix.SO_BINDTODEVICE, "lo"); err != nil {
-			t.Error(err)
-			return
-		}
-		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: 7104}); err != nil {
-			t.Error(err)
-			return
-		}
-		if err := unix.Listen(fd, 3); err != nil {
-			t.Error(err)
-			return
-		}
+		listenOn(t, [4]byte{}, 7104, 3, func(fd int) error {
+			return unix.SetsockoptString(fd, unix.SOL_SOCKET, unix.SO_BINDTODEVICE, "lo")
+		})
 		for range 2 {
-			fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			t.Cleanup(func() { unix.Close(fd) })
-			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
-			if err := unix.Bind(fd, &unix.SockaddrInet4{Port: 7105, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-				t.Error(err)
-				return
-			}
-			if err := unix.Listen(fd, 3); err != nil {
-				t.Error(err)
-				return
-			}
+			listenOn(t, [4]byte{127, 0, 0, 1}, 7105, 3, func(fd int) error {
+				return unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+			})
 		}
 		// Two connections wait in 7101's accept queue.
 		for range 2 {
