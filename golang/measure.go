@@ -205,8 +205,10 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	selfFirst, _ := probe.SelfCosts()
-	if !o.NoPools && !o.ExactPools {
-		trapCosts() // measured once, before the window: the guard's cost model
+	if !o.NoPools {
+		// Measured once, before the window: the guard's cost model, and
+		// with --exact-pools what the report says the hooks cost.
+		trapCosts()
 	}
 	if o.Started != nil {
 		o.Started()
@@ -221,14 +223,8 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	var guardErr error
 	var guardDone sync.WaitGroup
 	if probe.Attached(goalloc.HookPoolGet) || probe.Attached(goalloc.HookPoolPut) {
-		guard = &poolGuard{hooks: probe, budget: o.PoolBudget, trapNs: UprobeTrapNs, newTrapNs: UprobeTrapNs, exact: o.ExactPools,
-			cpu: func() (time.Duration, error) { return threadCPU(o.FS, o.PID) }}
-		if !o.ExactPools {
-			guard.setTrap(targets.PoolEmulated)
-		}
-		if guard.budget <= 0 {
-			guard.budget = DefaultPoolBudget
-		}
+		guard = newPoolGuard(probe, func() (time.Duration, error) { return threadCPU(o.FS, o.PID) },
+			o.PoolBudget, o.ExactPools, targets.PoolEmulated)
 		guardDone.Add(1)
 		go func() {
 			defer guardDone.Done()

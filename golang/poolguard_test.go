@@ -3,6 +3,7 @@ package golang
 import (
 	"context"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -298,5 +299,39 @@ func TestEstimatePoolsIdleStretchesDoNotNarrowTheBound(t *testing.T) {
 	t.Logf("busy only %.0f ± %.0f, with idle stretches %.0f ± %.0f", a.Gets, a.GetsErr, b.Gets, b.GetsErr)
 	if b.Gets != a.Gets || b.GetsErr < a.GetsErr {
 		t.Errorf("idle stretches changed the estimate %.0f ± %.0f to %.0f ± %.0f", a.Gets, a.GetsErr, b.Gets, b.GetsErr)
+	}
+}
+
+func TestPoolGuardExactPoolsChargesTheMeasuredTrap(t *testing.T) {
+	// --exact-pools keeps the hooks on whatever they cost, but the report
+	// still says what they cost: with the traps timed on the machine, not
+	// the 6 µs assumed when they cannot be.
+	saved := trapCosts
+	defer func() { trapCosts = saved }()
+	trapCosts = func() (trapTimes, error) { return trapTimes{stepped: 14000, emulated: 700}, nil }
+	f := newFakePoolHooks(50000, 1)
+	g := newPoolGuard(f, f.cpu, 0, true, true)
+	if g.budget != DefaultPoolBudget {
+		t.Errorf("budget %v, want the default %v", g.budget, DefaultPoolBudget)
+	}
+	g.calibration, g.period, g.minOn = 20*time.Millisecond, 100*time.Millisecond, 5*time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := g.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := g.sampling(time.Since(start))
+	if f.detaches != 0 || s.Mode != "exact" {
+		t.Fatalf("--exact-pools: %d detaches, sampling %+v", f.detaches, s)
+	}
+	// Gets and Puts on the emulated trap, News (a tenth as many as
+	// either, 1/21 of the calls) on the stepped one, plus 300 ns self-timed.
+	want := 300 + (20*700+14000)/21.0
+	if math.Abs(s.CostPerCallNs-want) > 0.05*want {
+		t.Errorf("cost per call %.0f ns, want ~%.0f (the measured traps, not %d ns assumed)", s.CostPerCallNs, want, UprobeTrapNs)
+	}
+	if !strings.Contains(s.Note, "measured on this machine") {
+		t.Errorf("note %q does not say where the trap's cost came from", s.Note)
 	}
 }
