@@ -21,21 +21,12 @@ import (
 
 // goOptions are the flags of `perfscope go`.
 type goOptions struct {
-	PID      int
-	Duration time.Duration
-	Requests int64
-	loadFlags
-	RequestsFrom   string
-	RequestsMetric string
-	Count          string
-	HTTPPorts      []uint
-	NoPools        bool
-	ExactPools     bool
-	Top            int
-	Flame          string
-	Folded         string
-	Output         string
-	FailOn         string
+	// GoFlags are the flags that are the go-alloc recipe's parameters.
+	recipes.GoFlags
+	Flame  string
+	Folded string
+	Output string
+	FailOn string
 
 	format    report.Format
 	failOn    diagnose.Severity
@@ -107,7 +98,7 @@ was measured until then is reported with a warning.`,
 	o.Workload.register(f)
 	f.DurationVarP(&o.Duration, "duration", "d", 30*time.Second, "measurement window when perfscope does not drive the load")
 	f.Int64VarP(&o.Requests, "requests", "n", 0, "requests in the window: sent by you (with --duration) or by perfscope (with --load)")
-	o.loadFlags.register(f)
+	registerLoadFlags(f, &o.LoadFlags)
 	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint, summed over the window; URL#metric names the counter")
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
 	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x and h2c request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off")
@@ -155,10 +146,7 @@ func (o *goOptions) validate() error {
 	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
 		return err
 	}
-	o.plan, o.opts, err = recipes.BindGo(recipes.GoFlags{PID: o.PID, Duration: o.Duration, Requests: o.Requests,
-		LoadFlags:    o.LoadFlags,
-		RequestsFrom: o.RequestsFrom, RequestsMetric: o.RequestsMetric, Count: o.Count, HTTPPorts: o.HTTPPorts,
-		NoPools: o.NoPools, ExactPools: o.ExactPools, Top: o.Top})
+	o.plan, o.opts, err = recipes.BindGo(o.GoFlags)
 	return err
 }
 

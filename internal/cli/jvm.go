@@ -21,30 +21,13 @@ import (
 )
 
 type jvmOptions struct {
-	PID      int
-	Duration time.Duration
-	Requests int64
-	loadFlags
-	Event            string
-	AllocInterval    string
-	AsyncProfiler    string
-	TargetRPS        float64
-	TargetGCInterval time.Duration
-	Top              int
-	Flame            string
-	Folded           string
-	Output           string
-	FailOn           string
-	RequestsFrom     string
-	RequestsMetric   string
-	RequestsMatch    []string
-	Mappings         string
-	Count            string
-	HTTPPorts        []uint
-	RequestThreads   string
-	HandlerFrames    string
+	// JVMFlags are the flags that are the jvm-alloc recipe's parameters;
 	// OffCPU is --off-cpu: the offcpu probe on the JVM in the same window.
-	OffCPU bool
+	recipes.JVMFlags
+	Flame  string
+	Folded string
+	Output string
+	FailOn string
 	// Stop is --stop PID: stop what a perfscope that is gone left running
 	// in that JVM, instead of measuring.
 	Stop int
@@ -141,7 +124,7 @@ perfscope still runs is left alone (exit 3).`,
 	o.Workload.register(f)
 	f.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "measurement window when perfscope does not drive the load")
 	f.Int64VarP(&o.Requests, "requests", "n", 0, "requests in the window: sent by you (with --duration) or by perfscope (with --load)")
-	o.loadFlags.register(f)
+	registerLoadFlags(f, &o.LoadFlags)
 	f.StringVar(&o.Event, "event", "alloc", "async-profiler event: alloc, cpu, lock or wall (bytes per request needs alloc or falls back to hsperfdata)")
 	f.StringVar(&o.AllocInterval, "alloc-interval", "auto", "sample one allocation per this many bytes (k, m suffixes); smaller is more precise and costs the JVM more. auto: chosen from the allocation rate before the window for about 2500 samples (±4 %), 512k under --load")
 	f.StringVar(&o.AsyncProfiler, "async-profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"), "libasyncProfiler.so, an async-profiler directory or its asprof launcher (default: $PERFSCOPE_ASYNC_PROFILER, asprof on PATH, else tools.profiler:async-profiler:"+asprof.Version+" via Maven)")
@@ -188,12 +171,7 @@ func (o *jvmOptions) validate() error {
 	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
 		return err
 	}
-	o.plan, err = recipes.BindJVM(recipes.JVMFlags{PID: o.PID, Duration: o.Duration, Requests: o.Requests,
-		LoadFlags: o.LoadFlags,
-		Event:     o.Event, AllocInterval: o.AllocInterval, AsyncProfiler: o.AsyncProfiler, TargetRPS: o.TargetRPS,
-		TargetGCInterval: o.TargetGCInterval, Top: o.Top, RequestsFrom: o.RequestsFrom, RequestsMetric: o.RequestsMetric,
-		RequestsMatch: o.RequestsMatch, Mappings: o.Mappings, Count: o.Count, HTTPPorts: o.HTTPPorts,
-		RequestThreads: o.RequestThreads, HandlerFrames: o.HandlerFrames, OffCPU: o.OffCPU})
+	o.plan, err = recipes.BindJVM(o.JVMFlags)
 	return err
 }
 

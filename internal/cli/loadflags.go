@@ -13,11 +13,10 @@ import (
 	"github.com/perfscope/perfscope/report"
 )
 
-// loadFlags are the flags of an HTTP load perfscope drives while it
-// measures a service (jvm, go); --requests is the command's own.
-type loadFlags struct{ recipes.LoadFlags }
-
-func (l *loadFlags) register(f *pflag.FlagSet) {
+// registerLoadFlags binds the flags of an HTTP load perfscope drives
+// while it measures a service (jvm, go) to l; --requests is the
+// command's own.
+func registerLoadFlags(f *pflag.FlagSet, l *recipes.LoadFlags) {
 	f.StringVar(&l.LoadURL, "load", "", "drive --requests HTTP requests at this URL and measure while they run")
 	f.StringVar(&l.Method, "method", "GET", "HTTP method of the load")
 	f.StringVar(&l.Body, "body", "", "request body of the load; @FILE reads it from a file")
