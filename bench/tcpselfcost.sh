@@ -67,10 +67,15 @@ for line in open(out + ".folded"):
         c["governor"] += n
     else:
         c["other"] += n
-b = (json.load(open(out + ".json")).get("overhead") or {}).get("budget") or {}
+ov = json.load(open(out + ".json")).get("overhead") or {}
+b, programs = ov.get("budget") or {}, (ov.get("cpu_cost") or {}).get("max_share") or 0
 cpu = "%.0f ms" % (int(ticks) * 1000 / hz) if ticks.isdigit() else "?"
-print("cpu_first_10s %s profile_ms %d sampler_ms %d governor_ms %d other_ms %d report_process_share %.2f%% report_total_share %.2f%%" % (
-    cpu, total, c["sampler"], c["governor"], c["other"], 100 * (b.get("process_share") or 0), 100 * (b.get("total_share") or 0)))
+# governed: what the report holds against the budget (the programs on the
+# busiest CPU and the process while the budget governed); total: over the
+# whole window, readings and symbols included.
+print("cpu_first_10s %s profile_ms %d sampler_ms %d governor_ms %d other_ms %d report_programs %.2f%% report_process %.2f%% report_governed %.2f%% report_total %.2f%%" % (
+    cpu, total, c["sampler"], c["governor"], c["other"], 100 * programs, 100 * (b.get("process_share") or 0),
+    100 * (programs + (b.get("process_share") or 0)), 100 * (b.get("total_share") or 0)))
 PY
 }
 
