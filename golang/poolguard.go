@@ -112,6 +112,13 @@ type poolGuard struct {
 	calls    uint64
 	newCalls uint64 // of calls, those of New (a miss)
 	cpuOn    time.Duration
+	// lateCalls: of calls, the hits counted after a detach started,
+	// charged but no stretch's sample.
+	lateCalls uint64
+	// cycles: each detach, what it charged and the time off after it.
+	cycles []poolCycle
+	// prepaid is the cycle the last off time was sized ahead for.
+	prepaid  time.Duration
 	costNs   float64 // the programs' own time per hit, self-timed
 	fraction float64 // the current share of time attached
 	cpuErr   error
@@ -121,6 +128,16 @@ type poolGuard struct {
 // run drives the hooks until ctx ends (the window's end). The hooks are
 // attached when it starts; it returns with them attached or not (Close
 // takes them off).
+//
+// A detach is not instant: the kernel takes 70–140 ms to release a uprobe
+// (DetachPools). The hooks stop firing when their closes start, but the
+// guard reads the counts again once the detach has returned and charges
+// every hit they hold: a kernel on which the hooks fire until the close
+// returns is charged what they cost there too. The off time is sized from
+// what the stretch cost, those hits included, and is counted from the
+// detach's start, its wait part of it. Only the hits up to the detach's
+// start, over the time up to it, are the stretch's sample: when each hook
+// stopped inside the close is not known to the guard.
 func (g *poolGuard) run(ctx context.Context) error {
 	first, refErr := g.hooks.AllocSamples()
 	defer func() {
@@ -152,14 +169,13 @@ func (g *poolGuard) run(ctx context.Context) error {
 		span := time.Since(start)
 		d := subPools(c1, c0)
 		g.periods = append(g.periods, poolPeriodCounts{on: span, counts: d, samples: ref1 - min(ref0, ref1), whole: g.detached == 0})
-		for _, c := range d {
-			g.calls += c.Gets + c.Puts + c.News
-			g.newCalls += c.News
-		}
+		g.charge(d)
+		cpuSpan := cpu1 - cpu0
 		if cpuErr == nil && cpuErr1 == nil {
-			g.cpuOn += cpu1 - cpu0
+			g.cpuOn += cpuSpan
 		} else {
 			g.cpuErr = fmt.Errorf("the program's CPU time could not be read (%v): its wall time on one CPU stands for it", firstErr(cpuErr, cpuErr1))
+			cpuSpan = span
 			g.cpuOn += span
 		}
 		if ns := poolSelfNs(self1.Sub(self0)); ns > 0 {
@@ -183,18 +199,75 @@ func (g *poolGuard) run(ctx context.Context) error {
 		if g.fraction >= 1 {
 			continue
 		}
-		off := time.Duration(float64(on) * (1 - g.fraction) / g.fraction)
 		if err := g.hooks.DetachPools(); err != nil {
 			return err
 		}
 		g.detached++
-		ended = sleep(ctx, off)
-		if ended {
+		c2, err := g.hooks.PoolCounts()
+		if err != nil {
+			return err
+		}
+		late := subPools(c2, c1)
+		g.charge(late)
+		g.lateCalls += callsIn(late)
+		// The hooks may cost budget × the program's CPU over on + off.
+		// The off time after a stretch is sized ahead for the next one's
+		// planned on time (on / fraction from this stretch's start), and
+		// corrected by what this one really cost against what was sized
+		// ahead for it: the hits charged after the detach started and
+		// a share over the plan are paid back, the detach's wait counts as
+		// time off. The whole start's cost is not paid back (the guard's
+		// reaction, at full cost).
+		rate := 1.0 // the program's CPU per wall second
+		if cpuSpan > 0 && span > 0 {
+			rate = float64(cpuSpan) / float64(span)
+		}
+		whole := g.periods[len(g.periods)-1].whole
+		cost := float64(callsIn(late)) * g.costPerCall()
+		if !whole {
+			cost += float64(callsIn(d)) * g.costPerCall()
+		}
+		ahead := time.Duration(float64(on) / g.fraction)
+		cycle := time.Duration(cost/g.budget/rate) - g.prepaid + ahead
+		if whole {
+			cycle += span
+		}
+		g.prepaid = ahead
+		off := max(cycle-time.Since(start), 0)
+		g.cycles = append(g.cycles, poolCycle{start: start, cost: cost, off: off, whole: whole})
+		if ended = sleep(ctx, off); ended {
 			return nil
 		}
 		if err := g.hooks.AttachPools(); err != nil {
 			return err
 		}
+	}
+}
+
+// poolCycle is one stretch the guard detached after.
+type poolCycle struct {
+	start time.Time // the stretch's
+	// cost is the hooks' cost charged to it (ns): the stretch's hits
+	// (none for the whole start's, not paid back) and the late ones.
+	cost  float64
+	off   time.Duration // the hooks then kept off, the detach's wait not included
+	whole bool
+}
+
+// callsIn is the calls in d.
+func callsIn(d map[uint64]goalloc.PoolCounts) uint64 {
+	var n uint64
+	for _, c := range d {
+		n += c.Gets + c.Puts + c.News
+	}
+	return n
+}
+
+// charge adds a stretch's hits to the calls the hooks' cost is charged for.
+func (g *poolGuard) charge(d map[uint64]goalloc.PoolCounts) {
+	for _, c := range d {
+		g.calls += c.Gets + c.Puts + c.News
+		g.newCalls += c.News
 	}
 }
 
@@ -490,6 +563,9 @@ func (g *poolGuard) sampling(window time.Duration) *evidence.GoPoolSampling {
 		}
 		s.Note = fmt.Sprintf("the pool hooks cost %.1f %% of the program's CPU while attached (%d calls, %.0f ns each), over the %.1f %% budget: attached %.1f %% of the window in %d stretch(es), counts scaled to the window by %s with 95 %% bounds",
 			100*s.CostShare, g.calls, s.CostPerCallNs, 100*g.budget, 100*s.OnFraction, len(g.periods), s.ScaledBy)
+		if g.lateCalls > 0 {
+			s.Note += fmt.Sprintf("; %d of the calls hit the hooks while they were being taken off: charged, not scaled", g.lateCalls)
+		}
 	}
 	if g.trapNote != "" {
 		s.Note = strings.TrimPrefix(s.Note+"; "+g.trapNote, "; ")

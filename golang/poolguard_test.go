@@ -25,6 +25,13 @@ type fakePoolHooks struct {
 	cpuPerS   float64 // the program's CPU seconds per second
 	selfNs    uint64  // the programs' own time per run
 	detaches  int
+	// closeDelay is how long DetachPools takes; closeFires: the hooks
+	// keep counting until it returns, else they stop when it starts.
+	closeDelay time.Duration
+	closeFires bool
+	// onAtDetach is the time attached when the first detach started.
+	onAtDetach time.Duration
+	detachAt   time.Time
 }
 
 func newFakePoolHooks(callsPerS, cpuPerS float64) *fakePoolHooks {
@@ -42,6 +49,16 @@ func (f *fakePoolHooks) on() time.Duration {
 
 func (f *fakePoolHooks) DetachPools() error {
 	f.mu.Lock()
+	if f.detaches == 0 {
+		f.onAtDetach, f.detachAt = f.on(), time.Now()
+	}
+	if f.closeFires {
+		f.mu.Unlock()
+		time.Sleep(f.closeDelay)
+		f.mu.Lock()
+	} else {
+		defer time.Sleep(f.closeDelay)
+	}
 	defer f.mu.Unlock()
 	if f.attached {
 		f.onTime += time.Since(f.since)
@@ -333,5 +350,69 @@ func TestPoolGuardExactPoolsChargesTheMeasuredTrap(t *testing.T) {
 	}
 	if !strings.Contains(s.Note, "measured on this machine") {
 		t.Errorf("note %q does not say where the trap's cost came from", s.Note)
+	}
+}
+
+// A detach that takes long (the kernel releasing the uprobes) while the
+// hooks keep firing until it returns: the guard charges those hits and
+// keeps the hooks off longer for them, so what they really cost stays
+// within the budget, and the estimate, from the stretches before each
+// detach, within its bound. Where they stop when the detach starts (as on
+// 6.18), the wait is time off, not a stretch seen.
+func TestPoolGuardPaysForASlowDetach(t *testing.T) {
+	// 4,000 Gets and as many Puts a second at ~6.3 µs each against one
+	// CPU: 5 % of it, ten times the budget; 10 ms on a 100 ms period.
+	const rate = 4000
+	perCall := 300 + UprobeTrapNs
+	for _, fires := range []bool{true, false} {
+		t.Run(map[bool]string{true: "fires", false: "stops"}[fires], func(t *testing.T) {
+			quick := newFakePoolHooks(rate, 1)
+			gq, _ := runGuard(t, quick, false, 1500*time.Millisecond)
+			f := newFakePoolHooks(rate, 1)
+			f.closeDelay, f.closeFires = 25*time.Millisecond, fires
+			g, window := runGuard(t, f, false, 3*time.Second)
+			end := time.Now()
+			if len(g.cycles) < 3 || len(gq.cycles) < 3 {
+				t.Fatalf("%d and %d detaches: the fixture no longer samples", len(g.cycles), len(gq.cycles))
+			}
+			// What the hooks really cost from the first detach on, and what
+			// the guard charged for it.
+			f.mu.Lock()
+			on, total := f.on()-f.onAtDetach, f.on()
+			f.mu.Unlock()
+			cpu := end.Sub(f.detachAt).Seconds() * 1e9
+			real := on.Seconds() * rate * 2.1 * float64(perCall) / cpu
+			var charged float64
+			for _, c := range g.cycles {
+				charged += c.cost
+			}
+			t.Logf("on %v of %v after the first detach: the hooks cost %.2f %% (charged %.2f %%), budget %.2f %%; %d calls charged of %.0f made attached (%d late)",
+				on, end.Sub(f.detachAt), 100*real, 100*charged/cpu, 100*g.budget, g.calls, total.Seconds()*rate*2.1, g.lateCalls)
+			if real > 1.25*g.budget || charged/cpu > 1.25*g.budget {
+				t.Errorf("the hooks cost %.2f %% of the CPU (charged %.2f %%), over the %.2f %% budget", 100*real, 100*charged/cpu, 100*g.budget)
+			}
+			if made := total.Seconds() * rate * 2.1; float64(g.calls) < 0.97*made {
+				t.Errorf("%d calls charged of %.0f the hooks saw", g.calls, made)
+			}
+			if fires && g.lateCalls == 0 {
+				t.Errorf("no hit charged from the detaches")
+			}
+			mean := func(c []poolCycle) time.Duration {
+				var s time.Duration
+				for _, x := range c[1:] {
+					s += x.off
+				}
+				return s / time.Duration(len(c)-1)
+			}
+			if fires && mean(g.cycles) < mean(gq.cycles)+3*f.closeDelay {
+				t.Errorf("off %v a cycle with the slow detach, %v with a quick one: not paid back", mean(g.cycles), mean(gq.cycles))
+			}
+			est := estimatePools(g.periods, window, g.ref, true)[0xc000]
+			truth := rate * window.Seconds()
+			t.Logf("gets %.0f ± %.0f, truth %.0f", est.Gets, est.GetsErr, truth)
+			if math.Abs(est.Gets-truth) > est.GetsErr+0.02*truth {
+				t.Errorf("gets %.0f ± %.0f, the program made %.0f", est.Gets, est.GetsErr, truth)
+			}
+		})
 	}
 }
