@@ -219,17 +219,19 @@ func perLoopProcess(bs []poolBatch) float64 {
 // seconds, so the span's mean is reported whole and without its first
 // second (the guard's reaction).
 //
-//	flock /tmp/perfscope-root-tests.lock go test -run '^$' -bench PoolCallCost -benchtime 1x -timeout 15m -v ./bench/
+//	go test -run '^$' -bench PoolCallCost -benchtime 1x -timeout 15m -v ./bench/
 //
-// (the benchmark takes the lock itself: testutil.LockBPF). PERFSCOPE_POOL_BENCH_ROUNDS
-// (default 3) sizes it; PERFSCOPE_POOL_BENCH_CONFIGS=perfscope runs that
+// (the benchmark takes the root tests' lock itself, testutil.LockBPF:
+// wrapped in flock(1) on that lock it would wait on itself).
+// PERFSCOPE_POOL_BENCH_ROUNDS (default 3) sizes it; PERFSCOPE_POOL_BENCH_CONFIGS=perfscope runs that
 // configuration (and none) only; PERFSCOPE_POOL_BENCH_SERIES=1 logs each
 // span's pool batches one by one (when the hooks were on).
 //
 // With the defaults it also sets how many times the pool hooks ran (their
 // programs' own count) against the calls the guard counted and charged:
-// closing a hook's uprobe takes ~70–130 ms here, the hooks are closed one
-// after the other and they fire meanwhile, uncounted.
+// closing a hook's uprobe takes ~70–140 ms here; closed one after the
+// other, the hooks fired through each other's closes, uncounted (3.6–29×).
+// Closed together, and counted until the detach returns, they are 1.0×.
 func BenchmarkPoolCallCost(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
