@@ -416,3 +416,27 @@ func TestPoolGuardPaysForASlowDetach(t *testing.T) {
 		})
 	}
 }
+
+// Scaled by allocation samples, one sampled stretch's ratio carries the
+// noise of the samples it saw as well as of the calls: the calibration's
+// 1,000 Gets and 100 samples counted whole, then one stretch of 250 Gets
+// and 25 samples, of 500 samples in the window, scale the other 400
+// samples at 10 Gets each: 5,000. The bound is the calls' Poisson noise
+// (1.96·√(250·(1 − 25/400))·400/25 = 480), the 25 samples' (1.96·10·400·
+// √((1 − 25/400)/25) = 1,518) and the 375 samples not seen (1.96·10·√375
+// = 380), together 1,637; without the samples' own noise it was 612,
+// and such a stretch missed the lab service's Gets by 17 %.
+func TestEstimatePoolsOneStretchCarriesTheSamplesNoise(t *testing.T) {
+	const pool = 0x10
+	periods := []poolPeriodCounts{
+		{on: 200 * time.Millisecond, samples: 100, whole: true, counts: map[uint64]goalloc.PoolCounts{pool: {Gets: 1000}}},
+		{on: 20 * time.Millisecond, samples: 25, counts: map[uint64]goalloc.PoolCounts{pool: {Gets: 250}}},
+	}
+	e := estimatePools(periods, 2*time.Second, poolReference{total: 500, ok: true}, true)[pool]
+	if math.Abs(e.Gets-5000) > 1 {
+		t.Fatalf("estimate %.0f Gets, want 5,000", e.Gets)
+	}
+	if math.Abs(e.GetsErr-1637) > 2 {
+		t.Errorf("bound %.0f, want 1,637 (the calls', the samples' seen and the samples' not seen noise)", e.GetsErr)
+	}
+}
