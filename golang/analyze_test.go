@@ -1,8 +1,10 @@
 package golang
 
 import (
+	"maps"
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 )
 
@@ -32,9 +34,12 @@ func simulate(r *rand.Rand, sizes map[uint64]int, rate int64) []AllocSample {
 	next := r.ExpFloat64() * float64(rate)
 	counts := map[uint64]uint64{}
 	// Interleave sizes as a program would.
+	// In size order, so that the seed alone decides the run: the map's
+	// own order is random, and with it the coverage moved from run to run
+	// (91.8 % in one, below the test's 92 %).
 	var order []uint64
-	for s, n := range sizes {
-		for i := 0; i < n; i++ {
+	for _, s := range slices.Sorted(maps.Keys(sizes)) {
+		for i := 0; i < sizes[s]; i++ {
 			order = append(order, s)
 		}
 	}
@@ -77,6 +82,7 @@ func TestWeightedEstimateIsUnbiasedAndBounded(t *testing.T) {
 	if mean := sum / runs; math.Abs(mean-truth)/truth > 0.01 {
 		t.Errorf("mean estimate %.0f, truth %.0f: biased by %.2f%%", mean, truth, 100*(mean-truth)/truth)
 	}
+	t.Logf("the 95%% bound covered the truth in %d of %d runs", covered, runs)
 	if share := float64(covered) / runs; share < 0.92 || share > 0.98 {
 		t.Errorf("the 95%% bound covered the truth in %.1f%% of runs", 100*share)
 	}
