@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"unsafe"
@@ -132,5 +133,18 @@ func parseName(s *ksymKsymName) symbols.KernelName {
 	if i := strings.Index(text, " ["); i > 0 && strings.HasSuffix(text, "]") {
 		name, module = text[:i], text[i+2:len(text)-1]
 	}
+	if module == "" && jitted.MatchString(name) {
+		// The kernel's lookup clears the module of a BPF program or
+		// trampoline (bpf_address_lookup), which /proc/kallsyms lists
+		// as [bpf]: named alike, whichever of the two named it.
+		module = "bpf"
+	}
 	return symbols.KernelName{Name: name, Module: module, OK: true}
 }
+
+// jitted are the names the kernel gives JIT-compiled BPF code in
+// kallsyms (kernel/bpf/core.c bpf_get_prog_name, trampoline.c): a
+// program, bpf_prog_<tag>[_<name>], and a trampoline,
+// bpf_trampoline_<key>. Kernel functions such as bpf_prog_alloc do not
+// match.
+var jitted = regexp.MustCompile(`^bpf_prog_[0-9a-f]{16}(_|$)|^bpf_trampoline_[0-9]+$`)

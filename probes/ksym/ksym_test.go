@@ -121,3 +121,34 @@ func TestNamesMatchKallsyms(t *testing.T) {
 	}
 	testutil.AssertNoNewBPF(t, progs, maps)
 }
+
+// The kernel's lookup prints a BPF program or trampoline without the
+// [bpf] that /proc/kallsyms gives it; the namer adds it, and leaves the
+// kernel's own bpf_* functions and module symbols as printed.
+func TestParseNameMarksJITtedBPF(t *testing.T) {
+	slot := func(text string) *ksymKsymName {
+		var s ksymKsymName
+		for i := 0; i < len(text); i++ {
+			s.Name[i] = int8(text[i])
+		}
+		s.Len = int32(len(text) + 1)
+		return &s
+	}
+	for _, c := range []struct{ text, name, module string }{
+		{"bpf_prog_9b21cb24a81bb43e_btf_softirq_raise", "bpf_prog_9b21cb24a81bb43e_btf_softirq_raise", "bpf"},
+		{"bpf_prog_6deef7357e7b4530", "bpf_prog_6deef7357e7b4530", "bpf"},
+		{"bpf_trampoline_6442493856", "bpf_trampoline_6442493856", "bpf"},
+		{"bpf_prog_alloc", "bpf_prog_alloc", ""},
+		{"bpf_trampoline_link_prog", "bpf_trampoline_link_prog", ""},
+		{"e1000_clean [e1000]", "e1000_clean", "e1000"},
+		{"tcp_v4_rcv", "tcp_v4_rcv", ""},
+	} {
+		got := parseName(slot(c.text))
+		if !got.OK || got.Name != c.name || got.Module != c.module {
+			t.Errorf("%q: named %+v, want %s [%s]", c.text, got, c.name, c.module)
+		}
+	}
+	if got := parseName(slot("0xffffffffc0026820")); got.OK {
+		t.Errorf("an address is no symbol: %+v", got)
+	}
+}
