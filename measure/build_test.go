@@ -65,11 +65,11 @@ func TestNewPartsBuildsWhatIsUsed(t *testing.T) {
 		use(&measure.NetCountersSpec, map[string]any{"port": int64(53)}),
 	})
 	n := net.Net
-	if n == nil || n.Softirq != net.Softirq || n.Locks != net.Locks || n.Drops == nil || n.Sockets == nil || n.Counters == nil {
+	if n == nil || n.Softirq != net.Softirq || n.Locks != net.Locks || n.Part(udpdrop.Spec.Name) == nil || n.Part(udpsock.Spec.Name) == nil || n.Counters == nil {
 		t.Fatalf("network run: got %+v", n)
 	}
-	if n.Queues != nil || n.TCP != nil || n.Profile != nil {
-		t.Errorf("parts the run does not use were built: queues %v tcp %v profile %v", n.Queues, n.TCP, n.Profile)
+	if n.Queues != nil || n.Part(measure.TCPSpec.Name) != nil || n.Profile != nil {
+		t.Errorf("parts the run does not use were built: queues %v tcp %v profile %v", n.Queues, n.Part(measure.TCPSpec.Name), n.Profile)
 	}
 	if o := net.NetOptions; o.Port != 53 || o.PID != 42 {
 		t.Errorf("sockets of port %d pid %d, want the counters' port 53 and the first probe's pid 42", o.Port, o.PID)

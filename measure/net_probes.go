@@ -658,9 +658,26 @@ func init() {
 		ps.Net.Queues = NewQueues(QueueOptions{Method: b.Method, Iface: b.Iface, Timeline: b.timeline()})
 	})
 	registerBuilder(udpdrop.Spec.Name, func(b Build, u PartUse, ps *Parts) {
-		ps.Net.Drops = NewDrops(DropOptions{Method: b.Method, Port: optInt(u, "port"), PID: ps.NetOptions.PID, Timeline: b.timeline()})
+		ps.Net.add(udpdrop.Spec.Name, NewDrops(DropOptions{Method: b.Method, Port: optInt(u, "port"), PID: ps.NetOptions.PID, Timeline: b.timeline()}))
 	})
+	registerNetJoin(netJoinSpec{name: udpdrop.Spec.Name, stage: netOnCounters,
+		join: func(j *netJoin, p Part) { p.(*Drops).Add(&j.ev.Drops) },
+		absent: func(j *netJoin) {
+			j.ev.Drops.Notes = append(j.ev.Drops.Notes, notInRecipe("drop reasons", udpdrop.Spec.Name)+"; socket drop counters shown")
+		}})
 	registerBuilder(udpsock.Spec.Name, func(b Build, u PartUse, ps *Parts) {
-		ps.Net.Sockets = NewSocketReads(SocketOptions{Method: b.Method, Port: optInt(u, "port"), PID: optInt(u, "pid"), Timeline: b.timeline()})
+		ps.Net.add(udpsock.Spec.Name, NewSocketReads(SocketOptions{Method: b.Method, Port: optInt(u, "port"), PID: optInt(u, "pid"), Timeline: b.timeline()}))
 	})
+	registerNetJoin(netJoinSpec{name: udpsock.Spec.Name, stage: netOnCounters,
+		join: func(j *netJoin, p Part) {
+			if s := p.(*SocketReads); j.ev.Sockets.Unavailable == "" {
+				s.Add(&j.ev.Sockets, j.window)
+				j.socketReads = s.ticks
+			}
+		},
+		absent: func(j *netJoin) {
+			if j.ev.Sockets.Unavailable == "" {
+				j.ev.Sockets.ReceivedUnavailable = notInRecipe("datagrams read", udpsock.Spec.Name)
+			}
+		}})
 }

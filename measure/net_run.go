@@ -1,7 +1,6 @@
 package measure
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -15,11 +14,8 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/probes"
-	"github.com/perfscope/perfscope/probes/cpuprofile"
 	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/netqueue"
-	"github.com/perfscope/perfscope/probes/udpdrop"
-	"github.com/perfscope/perfscope/probes/udpsock"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -34,11 +30,12 @@ type NetOptions struct {
 	// of those sockets; nil: every socket.
 	Select *cgroup.Selection
 	Method probes.AttachMethod
-	// LockStacks takes the stack of 1 in N lock contentions.
+	// LockStacks, Profile and Frequency are the lock part's stack
+	// sampling and the profile of a network run built by hand (the tests'
+	// NewNetParts); a recipe's parts take them from its options.
 	LockStacks int
-	// Profile samples on-CPU stacks at Frequency Hz; false skips it.
-	Profile   bool
-	Frequency int
+	Profile    bool
+	Frequency  int
 }
 
 // ResolveInterface checks that name exists here and is up; otherwise the
@@ -85,73 +82,30 @@ type NetResult struct {
 	Run    Run
 }
 
-// RunNet measures where an interface's packets spend CPU and wait, in one
-// window: softirq per CPU, traffic per queue and CPU, IRQs, TX queues,
-// lock contention, drops, sockets and an on-CPU profile, each part
-// reporting "unavailable: <why>" when its source does not exist here.
-func RunNet(ctx context.Context, src Sources, o NetOptions, w Window) (NetResult, error) {
-	n := NewNetParts(o)
-	s, err := Open(src, n.List()...)
-	if err != nil {
-		return NetResult{}, err
-	}
-	defer s.Close()
-	run, err := s.Measure(ctx, w)
-	if err != nil {
-		return NetResult{}, err
-	}
-	res := n.Assemble(src, o, run)
-	res.Run = run
-	return res, nil
-}
-
 // NetParts are the parts of a network run, in the order they open and
 // read (softirq first, as before: its probe reading starts the window).
 // A recipe may leave any of them out but the counters; the sections of
-// the missing ones say so.
+// the missing ones say so. The softirq, queue, lock and profile parts
+// and the counters are the run's frame: every section is built on them.
+// The other network probes' parts join their evidence themselves
+// (registerNetJoin) and are held by their spec's name (Part).
 type NetParts struct {
 	Softirq  *Softirq
 	Queues   *Queues
 	Locks    *Locks
-	Drops    *Drops
-	Sockets  *SocketReads
 	Counters *NetCounters
 	Profile  *Profile
-	// TCP is the TCP layer (`perfscope tcp`); nil in a UDP run.
-	TCP *TCP
 	// NoProfile says why there is no profile part.
 	NoProfile string
-}
-
-// NewNetParts are the parts of `perfscope udp`: every network probe, the
-// profile with o.Profile.
-func NewNetParts(o NetOptions) *NetParts {
-	n := &NetParts{
-		// The udp report does not use raise→entry latency; skipping its
-		// tracepoint saves one BPF run per NET_RX raise (~100 ns per
-		// datagram on a loopback flood).
-		Softirq:   NewSoftirq(SoftirqOptions{Method: o.Method, NoLatency: true}),
-		Queues:    NewQueues(QueueOptions{Method: o.Method, Iface: o.Iface}),
-		Locks:     NewLocks(LockOptions{Method: o.Method, StackEvery: o.LockStacks}),
-		Drops:     NewDrops(DropOptions{Method: o.Method, Port: o.Port, PID: o.PID}),
-		Sockets:   NewSocketReads(SocketOptions{Method: o.Method, Port: o.Port, PID: o.PID}),
-		Counters:  NewNetCounters(NetCounterOptions{Iface: o.Iface.Name, Ifindex: o.Iface.Index}),
-		NoProfile: "on-CPU profile: disabled with --no-profile",
-	}
-	if o.Profile {
-		// Every CPU, kernel and user stacks, rooted at the CPU so the
-		// profile splits by it.
-		// NET_RX on a real NIC runs mostly from irq_exit on idle CPUs:
-		// keep those samples of the idle task, drop only its loop.
-		n.Profile = NewProfile(ProfileOptions{Frequency: o.Frequency, Root: cpuprofile.RootCPU, KeepIdleInterrupts: true,
-			StackEntries: cpuprofile.DefaultStackEntries})
-	}
-	return n
+	// joined are the parts that join themselves, by spec name.
+	joined map[string]Part
 }
 
 // List is the parts to open, in order.
 func (n *NetParts) List() []Part {
-	return partsOf(n.Softirq, n.Queues, n.Locks, n.Drops, n.Sockets, n.TCP, n.Counters, n.Profile)
+	parts := partsOf(n.Softirq, n.Queues, n.Locks)
+	parts = append(parts, n.joinedParts()...)
+	return append(parts, partsOf(n.Counters, n.Profile)...)
 }
 
 // partsOf lists the parts that are there: a nil *Locks stored in a Part
@@ -229,53 +183,17 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 		ev.Locks.Unavailable = notInRecipe("lock contention", lockstat.Spec.Name)
 	}
 	ev.Drops = c.drops()
-	if n.Drops != nil {
-		n.Drops.Add(&ev.Drops)
-	} else {
-		ev.Drops.Notes = append(ev.Drops.Notes, notInRecipe("drop reasons", udpdrop.Spec.Name)+"; socket drop counters shown")
-	}
 	ev.Sockets = c.socketSection(src, o.Port, o.PID, o.Select)
+	j := &netJoin{src: src, o: o, window: window, ev: &ev, parts: n}
+	j.joinStage(netOnCounters)
 	if ev.Sockets.Unavailable == "" {
-		var reads []socketReadTick
-		if n.Sockets != nil {
-			n.Sockets.Add(&ev.Sockets, window)
-			reads = n.Sockets.ticks
-		} else {
-			ev.Sockets.ReceivedUnavailable = notInRecipe("datagrams read", udpsock.Spec.Name)
-		}
-		c.socketIntervals(&ev.Sockets, reads)
+		c.socketIntervals(&ev.Sockets, j.socketReads)
 	}
 	attributeNet(src, &ev, c.last.udp, o.Select)
 	if o.Select != nil {
 		ev.Filter, ev.FilterPIDs = o.Select.Filter.String(), o.Select.PIDs()
 	}
-
-	if n.TCP != nil {
-		t := n.TCP.Evidence(window)
-		if n.Locks != nil {
-			t.SocketLocks = n.TCP.SocketLocks(ev.Locks)
-		} else {
-			t.SocketLocks.Unavailable = notInRecipe("socket lock waits", "lockstat")
-		}
-		switch {
-		case n.Drops != nil && t.Netns != "" && n.Drops.opts.PID != t.PID:
-			// A recipe's drop part counts perfscope's own namespace's
-			// sockets and devices; its TCP rows would not be --pid's.
-			t.Drops.Unavailable = fmt.Sprintf("TCP drops by reason: counted in perfscope's network namespace, not in the %s of pid %d", t.Netns, t.PID)
-		case n.Drops != nil:
-			// With --pid in another namespace the probe counted that
-			// namespace's sockets and devices (Drops.Open).
-			n.Drops.AddTCP(&t.Drops)
-		default:
-			t.Drops.Unavailable = notInRecipe("TCP drops by reason", udpdrop.Spec.Name)
-		}
-		ev.TCP = &t
-		if n.Sockets == nil {
-			// The UDP socket view has nothing to say about a TCP port.
-			ev.Sockets = evidence.SocketSection{}
-			ev.Sockets.Unavailable = "UDP sockets: not listed in a TCP run (tcp.listeners and tcp.connections are)"
-		}
-	}
+	j.joinStage(netAbove)
 	res := NetResult{Evidence: ev, Config: c.config}
 	if n.Profile == nil {
 		res.Evidence.Profile.Unavailable = n.NoProfile

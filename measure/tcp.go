@@ -18,7 +18,10 @@ import (
 	"github.com/perfscope/perfscope/collectors/tcpdiag"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/probes"
+	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/probes/tcpevents"
+	"github.com/perfscope/perfscope/probes/udpdrop"
+	"github.com/perfscope/perfscope/probes/udpsock"
 )
 
 // TCPEventsProbe is what the tcp part needs of the tcpevents probe.
@@ -650,7 +653,39 @@ func (p *TCP) eventEvidence() evidence.TCPEventSection {
 
 func init() {
 	registerBuilder(TCPSpec.Name, func(b Build, u PartUse, ps *Parts) {
-		ps.Net.TCP = NewTCP(TCPOptions{Method: b.Method, Port: optInt(u, "port"), PID: optInt(u, "pid"), Select: b.Select,
-			Top: optInt(u, "top"), SampleEvery: u.Opts["sample_interval"].(time.Duration), Timeline: b.timeline()})
+		ps.Net.add(TCPSpec.Name, NewTCP(TCPOptions{Method: b.Method, Port: optInt(u, "port"), PID: optInt(u, "pid"), Select: b.Select,
+			Top: optInt(u, "top"), SampleEvery: u.Opts["sample_interval"].(time.Duration), Timeline: b.timeline()}))
 	})
+	registerNetJoin(netJoinSpec{name: TCPSpec.Name, stage: netAbove, join: func(j *netJoin, p Part) { p.(*TCP).join(j) }})
+}
+
+// join adds the TCP layer over the network run's complete sections: its
+// socket lock waits from the lock part, its drops by reason from the drop
+// part; in a run without the UDP socket part the UDP socket view, which
+// has nothing to say about a TCP port, is replaced by a note.
+func (p *TCP) join(j *netJoin) {
+	t := p.Evidence(j.window)
+	if j.parts.Locks != nil {
+		t.SocketLocks = p.SocketLocks(j.ev.Locks)
+	} else {
+		t.SocketLocks.Unavailable = notInRecipe("socket lock waits", lockstat.Spec.Name)
+	}
+	drops, _ := j.parts.Part(udpdrop.Spec.Name).(*Drops)
+	switch {
+	case drops != nil && t.Netns != "" && drops.opts.PID != t.PID:
+		// A recipe's drop part counts perfscope's own namespace's
+		// sockets and devices; its TCP rows would not be --pid's.
+		t.Drops.Unavailable = fmt.Sprintf("TCP drops by reason: counted in perfscope's network namespace, not in the %s of pid %d", t.Netns, t.PID)
+	case drops != nil:
+		// With --pid in another namespace the probe counted that
+		// namespace's sockets and devices (Drops.Open).
+		drops.AddTCP(&t.Drops)
+	default:
+		t.Drops.Unavailable = notInRecipe("TCP drops by reason", udpdrop.Spec.Name)
+	}
+	j.ev.TCP = &t
+	if j.parts.Part(udpsock.Spec.Name) == nil {
+		j.ev.Sockets = evidence.SocketSection{}
+		j.ev.Sockets.Unavailable = "UDP sockets: not listed in a TCP run (tcp.listeners and tcp.connections are)"
+	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/probes/udpdrop"
 )
 
 // timeline joins the parts' intervals by tick: the window ticks every
@@ -83,7 +84,8 @@ func (ps *Parts) timeline(r *Sections, run Run) *evidence.Timeline {
 		}
 		// A sampled drop probe's intervals are estimates; the sockets'
 		// own drop counters (sk_drops) are exact: they win then.
-		probeDrops := ps.Net.Drops != nil && ps.Net.Drops.opened() && len(ev.Drops.Intervals) > 0 &&
+		drops, _ := ps.Net.Part(udpdrop.Spec.Name).(*Drops)
+		probeDrops := drops != nil && drops.opened() && len(ev.Drops.Intervals) > 0 &&
 			(ev.Drops.Estimate == nil || len(ev.Sockets.Intervals) == 0)
 		if probeDrops {
 			tl.DropSource = "probe"

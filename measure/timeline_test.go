@@ -8,6 +8,7 @@ import (
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
+	"github.com/perfscope/perfscope/probes/udpdrop"
 	"github.com/perfscope/perfscope/report"
 )
 
@@ -37,7 +38,7 @@ func TestTimelineJoinsParts(t *testing.T) {
 		{End: at(3), Safepoints: i(0), SafepointTimeNs: i(0)},
 	}}
 	ps := &Parts{Softirq: &Softirq{netRX: []map[int]float64{{1: 0.04}, {1: 0.05}, {1: 0.04}}},
-		Net: &NetParts{Drops: &Drops{}}, NetOptions: NetOptions{Port: 9000}, Interval: time.Second}
+		Net: &NetParts{joined: map[string]Part{udpdrop.Spec.Name: &Drops{}}}, NetOptions: NetOptions{Port: 9000}, Interval: time.Second}
 	r := &Sections{Net: &NetResult{Evidence: net}, JVMPauses: &pauses}
 	tl := ps.timeline(r, Run{Begin: t0})
 	if tl == nil || len(tl.Rows) != 3 || tl.Port != 9000 || tl.PID != 4242 || tl.DropSource != "probe" || len(tl.FeedingCPUs) != 1 || tl.FeedingCPUs[0] != 1 {
