@@ -19,7 +19,17 @@ type LoadedProgram struct {
 	// enabled): benchmarks use them to cost other tools' programs.
 	RunCount uint64
 	RunTime  time.Duration
+	// Foreign: a type perfscope never loads (cgroup, socket, XDP, LSM,
+	// … programs: systemd's, a CNI's), so not one it left behind; Maps
+	// are the maps it uses.
+	Foreign bool
+	Maps    []uint32
 }
+
+// ownTypes are the program types perfscope loads: tracepoints (classic,
+// raw and BTF), perf events, uprobes, and the test-run programs of ksym.
+var ownTypes = map[ebpf.ProgramType]bool{ebpf.TracePoint: true, ebpf.RawTracepoint: true, ebpf.Tracing: true,
+	ebpf.PerfEvent: true, ebpf.Kprobe: true, ebpf.Syscall: true}
 
 // LoadedPrograms lists every BPF program loaded in the kernel. Tests use it
 // to prove that perfscope leaves nothing behind, the way `bpftool prog show`
@@ -46,7 +56,12 @@ func LoadedPrograms() ([]LoadedProgram, error) {
 		if err != nil {
 			return out, fmt.Errorf("program %d info: %w", id, err)
 		}
-		lp := LoadedProgram{ID: uint32(id), Name: info.Name}
+		lp := LoadedProgram{ID: uint32(id), Name: info.Name, Foreign: !ownTypes[info.Type]}
+		if ids, ok := info.MapIDs(); ok {
+			for _, m := range ids {
+				lp.Maps = append(lp.Maps, uint32(m))
+			}
+		}
 		lp.LoadedAt, _ = info.LoadTime()
 		if statsErr == nil {
 			lp.RunCount, lp.RunTime = stats.RunCount, stats.Runtime
