@@ -260,6 +260,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	selfLast, _ := probe.SelfCosts()
+	passiveCosts := counters.costs()
 	endCtx := context.WithoutCancel(ctx)
 	reqs, reqWhy := o.requestCounts(endCtx, window, res, counters, &warnings)
 	if !exited && !proc.Alive() {
@@ -279,7 +280,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, runErr
 	}
 	d := last.Sub(first)
-	res.Costs = selfCosts(selfLast, selfFirst)
+	res.Costs = append(selfCosts(selfLast, selfFirst), passiveCosts...)
 	res.Evidence = buildEvidence(proc, targets, probe, d, rate, window, reqs, reqWhy, o.TopSites, exited || proc.Alive(), guard)
 	if o.NoPools {
 		res.Evidence.PoolsUnknown = "sync.Pool was not probed (--no-pools)"
@@ -476,6 +477,24 @@ func buildEvidence(proc *Process, t Targets, probe *goalloc.Probe, d goalloc.Sna
 type counters struct {
 	metrics, passive jvm.RequestCounter
 	passiveWhy       string
+	// passiveSelf is the passive count's programs' own run counters at
+	// the window's start (nil: it keeps none).
+	passiveSelf probes.SelfCosts
+}
+
+// costs is what the passive count's programs cost since the window
+// began, as they counted it themselves: the report's own-cost table
+// lists them beside the uprobes.
+func (c *counters) costs() []evidence.ProgramCost {
+	sc, ok := c.passive.(probes.SelfCounted)
+	if !ok || c.passiveSelf == nil {
+		return nil
+	}
+	last, err := sc.SelfCosts()
+	if err != nil {
+		return nil
+	}
+	return selfCosts(last, c.passiveSelf)
 }
 
 func (c *counters) close() {
@@ -493,6 +512,9 @@ func (c *counters) begin(ctx context.Context) error {
 	if c.passive != nil {
 		if err := c.passive.Begin(ctx); err != nil {
 			return fmt.Errorf("passive request count: %w", err)
+		}
+		if sc, ok := c.passive.(probes.SelfCounted); ok {
+			c.passiveSelf, _ = sc.SelfCosts()
 		}
 	}
 	return nil

@@ -240,6 +240,18 @@ func TestGoCommandMatchesRuntimeMetrics(t *testing.T) {
 			if r.Overhead.AttachMethod != "uprobes" || len(r.Overhead.Programs) == 0 {
 				t.Errorf("overhead %+v", r.Overhead)
 			}
+			// The passive count's programs are in the own-cost table, with
+			// at least one send per HTTP/1 response counted (an HTTP/2
+			// write may end several streams).
+			var sends uint64
+			for _, p := range r.Overhead.Programs {
+				if p.Program == "sock:sock_send_length" || p.Program == "raw_syscalls:sys_exit" {
+					sends += p.RunCount
+				}
+			}
+			if tc.source == "passive-http" && (sends == 0 || !tc.cfg.H2C && sends < n) {
+				t.Errorf("the passive count's programs ran %d times for %d responses in the own-cost table %+v", sends, n, r.Overhead.Programs)
+			}
 		})
 	}
 }

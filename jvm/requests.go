@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/perfscope/perfscope/collectors/sockets"
+	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/httpcount"
 )
 
@@ -157,6 +158,11 @@ func (p *passiveCounter) End(context.Context) (RequestCounts, error) {
 }
 
 func (p *passiveCounter) Close() { p.probe.Close() }
+
+// SelfCosts are the count's programs' own run counters per hook and CPU
+// (selfcost.h): what its hooks cost, counted by themselves, without
+// bpf_stats.
+func (p *passiveCounter) SelfCosts() (probes.SelfCosts, error) { return p.probe.SelfCosts() }
 
 // passiveCounts turns the probe's delta into request counts.
 func passiveCounts(d httpcount.Snapshot, ports []uint16) RequestCounts {

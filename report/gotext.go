@@ -104,7 +104,7 @@ func writeGoText(w io.Writer, r *Report, e evidence.Go, load *httpload.Result) {
 		WriteFindings(w, r.Findings)
 		writeOverhead(w, r.Overhead)
 		if r.Overhead != nil {
-			fmt.Fprintln(w, "(the programs' own time; each hit also costs the kernel's uprobe trap, about a microsecond, which is not in it)")
+			fmt.Fprintln(w, "(the programs' own time; each uprobe hit also costs the kernel's trap, about a microsecond, which is not in it)")
 		}
 		for _, a := range r.Artifacts {
 			fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
