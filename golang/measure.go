@@ -540,7 +540,9 @@ func (o *Options) openCounters(ctx context.Context, warnings *[]string) (*counte
 		c.passiveWhy = "the passive count was not needed"
 		return c, nil
 	}
-	p, err := jvm.OpenPassiveCounter(o.FS.Root, o.PID, o.HTTPPorts)
+	// The request lines' per-endpoint split is jvm's (its Spring
+	// mappings); without it the count runs on sends only.
+	p, err := jvm.OpenPassiveCounter(o.FS.Root, o.PID, o.HTTPPorts, true)
 	if err != nil {
 		if o.Passive == jvm.PassiveRequired {
 			return nil, fmt.Errorf("passive request count: %w", err)

@@ -177,12 +177,19 @@ func TestPassiveCounts(t *testing.T) {
 		Requests:  map[httpcount.Request]uint64{{Port: 8080, Method: "GET", Path: "/api/orders/#"}: 990},
 		Lost:      httpcount.Lost{Inflight: 9},
 	}
-	c := passiveCounts(d, []uint16{8080})
+	c := passiveCounts(d, []uint16{8080}, false)
 	if c.Total != 1000 || c.StatusClasses["2xx"] != 900 || c.StatusClasses["4xx"] != 100 || c.Uncertainty != 0.01 {
 		t.Errorf("%+v", c)
 	}
-	if !strings.Contains(c.Note, "5 interim 1xx") || !strings.Contains(c.Note, "9 responses not counted") {
-		t.Errorf("note %q", c.Note)
+	if !strings.Contains(c.Note, "5 interim 1xx") || !strings.Contains(c.Note, "9 responses not counted") ||
+		!strings.Contains(c.Note, "990 request lines seen") || len(c.Endpoints) != 1 {
+		t.Errorf("note %q, endpoints %+v", c.Note, c.Endpoints)
+	}
+	// Counting responses only (perfscope go), no request line was read:
+	// the note does not count them as missed.
+	d.Requests = nil
+	if c := passiveCounts(d, []uint16{8080}, true); c.Total != 1000 || strings.Contains(c.Note, "request lines") || len(c.Endpoints) != 0 {
+		t.Errorf("responses only: %+v", c)
 	}
 }
 
@@ -195,7 +202,7 @@ func TestPassiveCountsHTTP2(t *testing.T) {
 		H2Responses: map[uint16]uint64{50051: 990},
 		Lost:        httpcount.Lost{H2Unparsed: 4},
 	}
-	c := passiveCounts(d, []uint16{50051})
+	c := passiveCounts(d, []uint16{50051}, false)
 	if c.Total != 1000 || c.StatusClasses["http2"] != 990 || c.StatusClasses["2xx"] != 10 || c.Uncertainty != 0.005 {
 		t.Errorf("%+v", c)
 	}

@@ -85,7 +85,7 @@ func (o *Options) openCounters(ctx context.Context, res *Result) (*counters, err
 	open := o.OpenPassive
 	if open == nil {
 		open = func(pid int, ports []uint16) (RequestCounter, error) {
-			return OpenPassiveCounter(o.FS.Root, pid, ports)
+			return OpenPassiveCounter(o.FS.Root, pid, ports, false)
 		}
 	}
 	p, err := open(o.PID, o.HTTPPorts)
