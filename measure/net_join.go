@@ -30,8 +30,6 @@ const (
 
 // netJoin is one network run's evidence while Assemble builds it.
 type netJoin struct {
-	src    Sources
-	o      NetOptions
 	window time.Duration
 	ev     *evidence.NetEvidence
 	parts  *NetParts

@@ -184,7 +184,7 @@ func (n *NetParts) Assemble(src Sources, o NetOptions, run Run) NetResult {
 	}
 	ev.Drops = c.drops()
 	ev.Sockets = c.socketSection(src, o.Port, o.PID, o.Select)
-	j := &netJoin{src: src, o: o, window: window, ev: &ev, parts: n}
+	j := &netJoin{window: window, ev: &ev, parts: n}
 	j.joinStage(netOnCounters)
 	if ev.Sockets.Unavailable == "" {
 		c.socketIntervals(&ev.Sockets, j.socketReads)

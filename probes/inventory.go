@@ -27,9 +27,10 @@ type LoadedProgram struct {
 }
 
 // ownTypes are the program types perfscope loads: tracepoints (classic,
-// raw and BTF), perf events, uprobes, and the test-run programs of ksym.
+// raw — ksym's test-run program too — and BTF), perf events and uprobes
+// (kprobe-typed).
 var ownTypes = map[ebpf.ProgramType]bool{ebpf.TracePoint: true, ebpf.RawTracepoint: true, ebpf.Tracing: true,
-	ebpf.PerfEvent: true, ebpf.Kprobe: true, ebpf.Syscall: true}
+	ebpf.PerfEvent: true, ebpf.Kprobe: true}
 
 // LoadedPrograms lists every BPF program loaded in the kernel. Tests use it
 // to prove that perfscope leaves nothing behind, the way `bpftool prog show`
