@@ -260,7 +260,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	selfLast, _ := probe.SelfCosts()
-	passiveCosts := counters.costs()
+	passiveCosts := counters.costs(&warnings)
 	endCtx := context.WithoutCancel(ctx)
 	reqs, reqWhy := o.requestCounts(endCtx, window, res, counters, &warnings)
 	if !exited && !proc.Alive() {
@@ -484,14 +484,22 @@ type counters struct {
 
 // costs is what the passive count's programs cost since the window
 // began, as they counted it themselves: the report's own-cost table
-// lists them beside the uprobes.
-func (c *counters) costs() []evidence.ProgramCost {
+// lists them beside the uprobes. A count whose counters could not be
+// read is said in a warning, not left out silently.
+func (c *counters) costs(warnings *[]string) []evidence.ProgramCost {
+	if c.passive == nil {
+		return nil
+	}
 	sc, ok := c.passive.(probes.SelfCounted)
-	if !ok || c.passiveSelf == nil {
+	if !ok {
 		return nil
 	}
 	last, err := sc.SelfCosts()
+	if err == nil && c.passiveSelf == nil {
+		err = errors.New("no reading at the window's start")
+	}
 	if err != nil {
+		*warnings = append(*warnings, "the passive request count's own cost is not in the table: its programs' counters could not be read: "+err.Error())
 		return nil
 	}
 	return selfCosts(last, c.passiveSelf)
@@ -514,6 +522,7 @@ func (c *counters) begin(ctx context.Context) error {
 			return fmt.Errorf("passive request count: %w", err)
 		}
 		if sc, ok := c.passive.(probes.SelfCounted); ok {
+			// A failed reading leaves passiveSelf nil: costs says so.
 			c.passiveSelf, _ = sc.SelfCosts()
 		}
 	}
