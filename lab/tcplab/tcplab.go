@@ -121,10 +121,12 @@ func Run(ctx context.Context, o Options, sc Scenario) (res report.LabTCPScenario
 	if err != nil {
 		return res, err
 	}
-	res.Gone = findingOf(after.run, sc.Finding) == nil
+	still := findingOf(after.run, sc.Finding)
+	res.Gone = still == nil
 	res.Rows = rows(sc.Rows, before, after)
-	if !res.Gone {
-		res.Problem = fmt.Sprintf("%s is still reported after the fix", sc.Finding)
+	if still != nil {
+		// The numbers that kept it, as the finding says them.
+		res.Problem = strings.Join(append([]string{fmt.Sprintf("%s is still reported after the fix", sc.Finding)}, still.Evidence...), "; ")
 	}
 	o.logf("%s: after the fix %s is %s", sc.Name, sc.Finding, map[bool]string{true: "gone", false: "still there"}[res.Gone])
 	return res, nil
