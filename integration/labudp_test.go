@@ -129,7 +129,7 @@ func TestLabUDP(t *testing.T) {
 				t.Errorf("nothing applied")
 			}
 			if !r.Gone {
-				t.Errorf("%s still reported after the fix (%v)", sc.Finding, r.Applied)
+				t.Errorf("%s (applied %v)", r.Problem, r.Applied)
 			}
 			if r.Comparison == nil || len(r.Comparison.Metrics) == 0 {
 				t.Errorf("no before/after comparison")
