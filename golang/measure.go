@@ -296,21 +296,12 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 // selfCosts is each hook's runs and mean time over the window.
 func selfCosts(last, first probes.SelfCosts) []evidence.ProgramCost {
 	var out []evidence.ProgramCost
-	for hook, perCPU := range last {
-		var runs, timedRuns, timedNs uint64
-		prev := first[hook]
-		for cpu, v := range perCPU {
-			if cpu < len(prev) {
-				v = v.Sub(prev[cpu])
-			}
-			runs += v.Runs
-			timedRuns += v.TimedRuns
-			timedNs += v.TimedNs
-		}
-		c := evidence.ProgramCost{Program: hook, RunCount: runs, PerRunFrom: "self-timed"}
-		if timedRuns > 0 {
-			c.PerRunNs = float64(timedNs) / float64(timedRuns)
-			c.RunTimeNs = uint64(c.PerRunNs * float64(runs))
+	for hook, perCPU := range last.Sub(first) {
+		t := probes.Total(perCPU)
+		c := evidence.ProgramCost{Program: hook, RunCount: t.Runs, PerRunFrom: "self-timed"}
+		if t.TimedRuns > 0 {
+			c.PerRunNs = float64(t.TimedNs) / float64(t.TimedRuns)
+			c.RunTimeNs = uint64(c.PerRunNs * float64(t.Runs))
 		}
 		out = append(out, c)
 	}

@@ -265,8 +265,8 @@ func callsIn(d map[uint64]goalloc.PoolCounts) uint64 {
 
 // charge adds a stretch's hits to the calls the hooks' cost is charged for.
 func (g *poolGuard) charge(d map[uint64]goalloc.PoolCounts) {
+	g.calls += callsIn(d)
 	for _, c := range d {
-		g.calls += c.Gets + c.Puts + c.News
 		g.newCalls += c.News
 	}
 }

@@ -79,26 +79,27 @@ const PodA = podA
 var FindableListeners = findableListeners
 
 // NewNetParts are the parts of a udp-rx run, built by hand for the tests
-// that replay one: every network probe, the profile with o.Profile.
-func NewNetParts(o NetOptions) *NetParts {
+// that replay one: every network probe, the lock part taking 1 in
+// lockStacks stacks, and a profile at profileHz (0: none).
+func NewNetParts(o NetOptions, lockStacks, profileHz int) *NetParts {
 	n := &NetParts{
 		// The udp report does not use raise→entry latency; skipping its
 		// tracepoint saves one BPF run per NET_RX raise (~100 ns per
 		// datagram on a loopback flood).
 		Softirq:   NewSoftirq(SoftirqOptions{Method: o.Method, NoLatency: true}),
 		Queues:    NewQueues(QueueOptions{Method: o.Method, Iface: o.Iface}),
-		Locks:     NewLocks(LockOptions{Method: o.Method, StackEvery: o.LockStacks}),
+		Locks:     NewLocks(LockOptions{Method: o.Method, StackEvery: lockStacks}),
 		Counters:  NewNetCounters(NetCounterOptions{Iface: o.Iface.Name, Ifindex: o.Iface.Index}),
 		NoProfile: "on-CPU profile: disabled with --no-profile",
 	}
 	n.add(udpdrop.Spec.Name, NewDrops(DropOptions{Method: o.Method, Port: o.Port, PID: o.PID}))
 	n.add(udpsock.Spec.Name, NewSocketReads(SocketOptions{Method: o.Method, Port: o.Port, PID: o.PID}))
-	if o.Profile {
+	if profileHz > 0 {
 		// Every CPU, kernel and user stacks, rooted at the CPU so the
 		// profile splits by it.
 		// NET_RX on a real NIC runs mostly from irq_exit on idle CPUs:
 		// keep those samples of the idle task, drop only its loop.
-		n.Profile = NewProfile(ProfileOptions{Frequency: o.Frequency, Root: cpuprofile.RootCPU, KeepIdleInterrupts: true,
+		n.Profile = NewProfile(ProfileOptions{Frequency: profileHz, Root: cpuprofile.RootCPU, KeepIdleInterrupts: true,
 			StackEntries: cpuprofile.DefaultStackEntries})
 	}
 	return n

@@ -31,7 +31,7 @@ func TestProfilePrefetchPanicIsAnError(t *testing.T) {
 		func(cpuprofile.Options) (measure.CPUProfileProbe, error) {
 			return panickingPIDs{replay.Profile{Probe: replay.New("cpuprofile", []cpuprofile.Profile{{}}, rec), Freq: 99, NCPUs: 2}}, nil
 		})}
-	n := measure.NewNetParts(measure.NetOptions{Profile: true, Frequency: 99})
+	n := measure.NewNetParts(measure.NetOptions{}, 0, 99)
 	// The prefetcher looks every 250 ms: a 400 ms window sees one tick.
 	_, err := measure.Measure(context.Background(), src, measure.Window{Duration: 400 * time.Millisecond}, n.Profile)
 	var p *gosafe.Panic

@@ -101,7 +101,7 @@ func TestNetRunnerOnIxgbeFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := measure.NetOptions{Iface: iface, Port: 9000}
-	n := measure.NewNetParts(o)
+	n := measure.NewNetParts(o, 0, 0)
 	s, err := measure.Open(src, n.List()...)
 	if err != nil {
 		t.Fatal(err)

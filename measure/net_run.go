@@ -30,12 +30,6 @@ type NetOptions struct {
 	// of those sockets; nil: every socket.
 	Select *cgroup.Selection
 	Method probes.AttachMethod
-	// LockStacks, Profile and Frequency are the lock part's stack
-	// sampling and the profile of a network run built by hand (the tests'
-	// NewNetParts); a recipe's parts take them from its options.
-	LockStacks int
-	Profile    bool
-	Frequency  int
 }
 
 // ResolveInterface checks that name exists here and is up; otherwise the

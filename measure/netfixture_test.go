@@ -30,8 +30,12 @@ func replayNet(t *testing.T, fixture string) (measure.NetResult, replay.Recordin
 // replayNetFrom is replayNet over sources the caller may have changed.
 func replayNetFrom(t *testing.T, src measure.Sources, rec replay.Recording, root *replay.PhasedRoot) measure.NetResult {
 	t.Helper()
-	o := measure.NetOptions{Iface: rec.Iface, Port: rec.Port, LockStacks: lockstat.DefaultStackEvery, Profile: rec.CPUProfile != nil, Frequency: rec.Frequency}
-	n := measure.NewNetParts(o)
+	o := measure.NetOptions{Iface: rec.Iface, Port: rec.Port}
+	profileHz := 0
+	if rec.CPUProfile != nil {
+		profileHz = rec.Frequency
+	}
+	n := measure.NewNetParts(o, lockstat.DefaultStackEvery, profileHz)
 	s, err := measure.Open(src, n.List()...)
 	if err != nil {
 		t.Fatal(err)

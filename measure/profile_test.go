@@ -90,7 +90,7 @@ func TestNetProfileKeepsSoftirqOnIdle(t *testing.T) {
 			// snapshot, at its end.
 			return replay.Profile{Probe: replay.New("cpuprofile", []cpuprofile.Profile{window}, rec), Freq: 99, NCPUs: 2}, nil
 		})}
-	n := measure.NewNetParts(measure.NetOptions{Profile: true, Frequency: 99})
+	n := measure.NewNetParts(measure.NetOptions{}, 0, 99)
 	if _, err := measure.Measure(context.Background(), src, measure.Window{Duration: time.Millisecond}, n.Profile); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestNetProfileSaysWhichNetRXCPUsItSaw(t *testing.T) {
 			return replay.Profile{Probe: replay.New("cpuprofile", []cpuprofile.Profile{window}, replay.Recording{Method: "perf_event/perf_link"}),
 				Freq: 99, NCPUs: 2, Choice: choice, Calls: &calls}, nil
 		})}
-	n := measure.NewNetParts(measure.NetOptions{Profile: true, Frequency: 99})
+	n := measure.NewNetParts(measure.NetOptions{}, 0, 99)
 	if _, err := measure.Measure(context.Background(), src, measure.Window{Duration: time.Millisecond}, n.Profile); err != nil {
 		t.Fatal(err)
 	}

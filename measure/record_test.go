@@ -128,7 +128,7 @@ func TestRecordNetFixture(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n := measure.NewNetParts(measure.NetOptions{Iface: iface, Port: port, LockStacks: lockstat.DefaultStackEvery, Profile: true, Frequency: rec.Frequency})
+	n := measure.NewNetParts(measure.NetOptions{Iface: iface, Port: port}, lockstat.DefaultStackEvery, rec.Frequency)
 	s, err := measure.Open(src, n.List()...)
 	if err != nil {
 		t.Fatal(err)
