@@ -89,6 +89,9 @@ type poolHooks interface {
 	SelfCosts() (probes.SelfCosts, error)
 	// AllocSamples is the allocation samples counted so far.
 	AllocSamples() (uint64, error)
+	// PoolsOneLink: the hooks are one uprobe_multi link, whose close
+	// takes their breakpoints out of the text as it starts.
+	PoolsOneLink() bool
 }
 
 // poolGuard attaches and detaches the pool hooks over one window.
@@ -129,15 +132,19 @@ type poolGuard struct {
 // attached when it starts; it returns with them attached or not (Close
 // takes them off).
 //
-// A detach is not instant: the kernel takes 70–140 ms to release a uprobe
-// (DetachPools). The hooks stop firing when their closes start, but the
-// guard reads the counts again once the detach has returned and charges
-// every hit they hold: a kernel on which the hooks fire until the close
-// returns is charged what they cost there too. The off time is sized from
-// what the stretch cost, those hits included, and is counted from the
-// detach's start, its wait part of it. Only the hits up to the detach's
-// start, over the time up to it, are the stretch's sample: when each hook
-// stopped inside the close is not known to the guard.
+// A detach is not instant (DetachPools): one uprobe_multi link's close
+// takes ~16 ms on Linux 6.18, the breakpoints out as it starts; hooks
+// attached one by one (kernels before 6.6) take 70–140 ms each, their
+// breakpoints left in the text until then. The programs stop when the
+// closes start, but the guard reads the counts again once the detach has
+// returned and charges every hit they hold: a kernel on which the hooks
+// fire until the close returns is charged what they cost there too. What
+// it cannot charge is the traps of one-by-one hooks whose programs no
+// longer run: the sampling note says so. The off time is sized from what
+// the stretch cost, those hits included, and is counted from the detach's
+// start, its wait part of it. Only the hits up to the detach's start, over
+// the time up to it, are the stretch's sample: when each hook stopped
+// inside the close is not known to the guard.
 func (g *poolGuard) run(ctx context.Context) error {
 	first, refErr := g.hooks.AllocSamples()
 	defer func() {
@@ -572,6 +579,9 @@ func (g *poolGuard) sampling(window time.Duration) *evidence.GoPoolSampling {
 			100*s.CostShare, g.calls, s.CostPerCallNs, 100*g.budget, 100*s.OnFraction, len(g.periods), s.ScaledBy)
 		if g.lateCalls > 0 {
 			s.Note += fmt.Sprintf("; %d of the calls hit the hooks while they were being taken off: charged, not scaled", g.lateCalls)
+		}
+		if !g.hooks.PoolsOneLink() {
+			s.Note += "; this kernel has no uprobe_multi links (Linux 6.6), so the hooks were attached one by one: at each detach their breakpoints stayed in the program's text until the kernel released them (150–240 ms on Linux 6.18), and the calls of that time took a trap no counter charges"
 		}
 	}
 	if g.trapNote != "" {

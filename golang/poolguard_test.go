@@ -29,6 +29,8 @@ type fakePoolHooks struct {
 	// keep counting until it returns, else they stop when it starts.
 	closeDelay time.Duration
 	closeFires bool
+	// oneLink: PoolsOneLink's answer.
+	oneLink bool
 	// onAtDetach is the time attached when the first detach started.
 	onAtDetach time.Duration
 	detachAt   time.Time
@@ -97,6 +99,8 @@ func (f *fakePoolHooks) AllocSamples() (uint64, error) {
 	return uint64(time.Since(f.start).Seconds() * f.callsPerS / 10), nil
 }
 
+func (f *fakePoolHooks) PoolsOneLink() bool { return f.oneLink }
+
 func (f *fakePoolHooks) cpu() (time.Duration, error) {
 	return time.Duration(time.Since(f.start).Seconds() * f.cpuPerS * 1e9), nil
 }
@@ -126,6 +130,13 @@ func TestPoolGuardSamplesHooksOverBudget(t *testing.T) {
 	s := g.sampling(window)
 	if s.Mode != "sampled" || s.OnFraction >= 1 || s.Note == "" {
 		t.Fatalf("sampling = %+v, want sampled with a note", s)
+	}
+	if !strings.Contains(s.Note, "attached one by one") {
+		t.Errorf("note %q does not say the one-by-one hooks' traps after a detach are not charged", s.Note)
+	}
+	f.oneLink = true
+	if n := g.sampling(window).Note; strings.Contains(n, "one by one") {
+		t.Errorf("one uprobe_multi link, but the note says the hooks were attached one by one: %q", n)
 	}
 	if want := 2 * 50000 * (300 + UprobeTrapNs) / 1e9; math.Abs(s.CostShare-want) > 0.25*want {
 		t.Errorf("cost share %.3f, want ~%.3f (2 × 50,000 calls/s × (0.3 µs + the trap) over 1 CPU)", s.CostShare, want)

@@ -92,6 +92,7 @@ const (
 	goallocProgUprobePoolGet = "uprobe_pool_get"
 	goallocProgUprobePoolNew = "uprobe_pool_new"
 	goallocProgUprobePoolPut = "uprobe_pool_put"
+	goallocProgUprobePools   = "uprobe_pools"
 	goallocVarCollectStacks  = "collect_stacks"
 	goallocVarSizeReg        = "size_reg"
 	goallocVarTargetTgid     = "target_tgid"
@@ -144,6 +145,7 @@ type goallocProgramSpecs struct {
 	UprobePoolGet *ebpf.ProgramSpec `ebpf:"uprobe_pool_get"`
 	UprobePoolNew *ebpf.ProgramSpec `ebpf:"uprobe_pool_new"`
 	UprobePoolPut *ebpf.ProgramSpec `ebpf:"uprobe_pool_put"`
+	UprobePools   *ebpf.ProgramSpec `ebpf:"uprobe_pools"`
 }
 
 // goallocMapSpecs contains maps before they are loaded into the kernel.
@@ -227,6 +229,7 @@ type goallocPrograms struct {
 	UprobePoolGet *ebpf.Program `ebpf:"uprobe_pool_get"`
 	UprobePoolNew *ebpf.Program `ebpf:"uprobe_pool_new"`
 	UprobePoolPut *ebpf.Program `ebpf:"uprobe_pool_put"`
+	UprobePools   *ebpf.Program `ebpf:"uprobe_pools"`
 }
 
 func (p *goallocPrograms) Close() error {
@@ -236,6 +239,7 @@ func (p *goallocPrograms) Close() error {
 		p.UprobePoolGet,
 		p.UprobePoolNew,
 		p.UprobePoolPut,
+		p.UprobePools,
 	)
 }
 

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/internal/testutil"
 	"github.com/perfscope/perfscope/lab/goapp"
 	"github.com/perfscope/perfscope/probes"
@@ -42,40 +41,11 @@ import (
 func TestProbeCountsKnownAllocations(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
-	cur, err := goapp.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := goapp.CacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, mode := range []string{"plain", "pooled"} {
 		t.Run(mode, func(t *testing.T) {
-			path, err := goapp.Build(context.Background(), cur, goapp.Variant{Stripped: true, PIE: true}, dir)
-			if err != nil {
-				t.Fatal(err)
-			}
 			const n, count, size = 1500, 3, 5000
 			ctx := context.Background()
-			srv, err := goapp.Start(ctx, path, goapp.Config{Mode: mode, Count: count, Size: size, MemProfileRate: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Stop()
-			if err := srv.WarmUp(ctx, 100, 2); err != nil {
-				t.Fatal(err)
-			}
-			proc, err := golang.OpenProcess(golang.FS{}, srv.PID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer proc.Close()
-			targets, err := golang.FindTargets(proc.Binary)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o := targets.Options
+			srv, proc, o := startLabService(t, goapp.Config{Mode: mode, Count: count, Size: size, MemProfileRate: 1})
 			o.PID, o.Executable = srv.PID, proc.Exe
 			before := testutil.BPFProgramIDs(t)
 			p, err := goalloc.Open(o)

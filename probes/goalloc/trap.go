@@ -41,8 +41,7 @@ func MeasureTrap(exe string, offset uint64, call func(n int), n, rounds int) (ti
 	if err := spec.LoadAndAssign(objs, nil); err != nil {
 		return 0, probes.Classify("load goalloc BPF programs", err)
 	}
-	defer objs.goallocPrograms.Close()
-	defer objs.goallocMaps.Close()
+	defer objs.Close()
 	ex, err := link.OpenExecutable(exe)
 	if err != nil {
 		return 0, err
