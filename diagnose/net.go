@@ -146,6 +146,7 @@ var NetRules = []Rule[NetInput]{
 	{ID: "net.rfs-off", Check: checkRFSOff, Changes: rfsChanges},
 	{ID: "net.udp-mem-pressure", Check: checkUDPMemPressure, Changes: udpMemChanges},
 	{ID: "net.napi-defer-irqs", Tunables: []Threshold{NetThresholds.NetRXSaturated}, CheckTuned: checkNAPIDeferIRQs, Changes: append(slices.Clone(napiDeferChanges), napiInstanceChanges...)},
+	{ID: "net.napi-irq-suspend-misconfigured", Check: checkNAPIIRQSuspend, Changes: napiInstanceChanges},
 	{ID: "net.napi-threads-unpinned", Check: checkNAPIThreadsUnpinned, Changes: napiThreadChanges},
 	{ID: "net.busy-poll-nothing-to-poll", Check: checkBusyPollNothingToPoll},
 	{ID: "net.rx-alloc-fail", Check: checkRXAllocFail},

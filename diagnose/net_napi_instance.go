@@ -17,7 +17,7 @@ const NAPISetSource = "Joe Damato, \"netdev-genl: Support setting per-NAPI confi
 const NAPIBusyQueueIRQsPerS = NAPIStormIRQsPerS / 10
 
 // napiInstanceChanges are the per-instance proposals of
-// net.napi-defer-irqs.
+// net.napi-defer-irqs and net.napi-irq-suspend-misconfigured.
 var napiInstanceChanges = []ChangeShape{{Kind: ChangeNAPI, Target: "<iface> <n>", Old: KindForm, New: KindForm}}
 
 // napiPerInstance reports whether every NAPI instance of the device
