@@ -14,7 +14,7 @@ import (
 const cmdNAPISet = 14
 
 // NAPISettings are the per-instance settings napi-set writes; nil fields
-// are left as they are. IRQSuspendTimeoutNs needs Linux 6.14, Threaded
+// are left as they are. IRQSuspendTimeoutNs needs Linux 6.13, Threaded
 // (0 disabled, 1 enabled, 2 busy-poll) 6.17.
 type NAPISettings struct {
 	DeferHardIRQs       *uint32
