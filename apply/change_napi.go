@@ -35,7 +35,7 @@ type NAPIState struct {
 }
 
 // errNoNAPISet: the kernel reports no per-instance settings.
-var errNoNAPISet = errors.New("this kernel does not report that per-NAPI setting (netdev netlink napi-set needs Linux 6.13, irq-suspend-timeout 6.13, threaded 6.17); set the device-wide /sys/class/net/IF/napi_defer_hard_irqs, gro_flush_timeout or threaded instead")
+var errNoNAPISet = errors.New("this kernel does not report that per-NAPI setting (netdev netlink napi-set needs Linux 6.13, threaded 6.17); set the device-wide /sys/class/net/IF/napi_defer_hard_irqs, gro_flush_timeout or threaded instead")
 
 type napiHandler struct{ noGuard }
 

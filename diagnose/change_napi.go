@@ -10,8 +10,7 @@ import (
 )
 
 // ChangeNAPI sets one NAPI instance's settings through the netdev netlink
-// family's napi-set (Linux 6.13+; irq-suspend-timeout 6.13, threaded
-// 6.17): Iface and
+// family's napi-set (Linux 6.13+; threaded 6.17): Iface and
 // Queue name the device and RX queue the instance served when the run read
 // it, NAPIID the instance. A NAPI id changes when its device is
 // reconfigured, so the executor checks the id still belongs to Iface (and

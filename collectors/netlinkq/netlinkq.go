@@ -39,7 +39,7 @@ const (
 	attrNAPIID      = 2 // NETDEV_A_NAPI_ID
 	attrNAPIIRQ     = 3 // NETDEV_A_NAPI_IRQ
 	attrNAPIPID     = 4 // NETDEV_A_NAPI_PID
-	// Settings, Linux 6.13+ (irq-suspend-timeout 6.13+, threaded 6.17+).
+	// Settings, Linux 6.13+ (threaded 6.17+).
 	attrNAPIDeferHardIRQs     = 5 // NETDEV_A_NAPI_DEFER_HARD_IRQS
 	attrNAPIGROFlushTimeout   = 6 // NETDEV_A_NAPI_GRO_FLUSH_TIMEOUT (ns)
 	attrNAPIIRQSuspendTimeout = 7 // NETDEV_A_NAPI_IRQ_SUSPEND_TIMEOUT (ns)
@@ -100,7 +100,7 @@ type NAPI struct {
 	// PID is the kernel thread polling it under threaded NAPI, 0 otherwise.
 	PID int `json:"pid"`
 	// The instance's settings; nil where the kernel does not report them
-	// (before Linux 6.13; irq_suspend_timeout 6.13, threaded 6.17).
+	// (before Linux 6.13; threaded 6.17).
 	// DeferHardIRQs is napi_defer_hard_irqs: how many empty polls may pass
 	// with the device's IRQ kept masked; GROFlushTimeoutNs holds it masked
 	// that long between polls (both 0: an IRQ per poll cycle).
