@@ -183,12 +183,13 @@ func Open(opts Options) (*Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports := p.Maps()["ports"]
+	var set httpcountPortSet
 	for _, port := range opts.Ports {
-		if err := ports.Put(port, uint8(1)); err != nil {
-			p.Close()
-			return nil, fmt.Errorf("httpcount: set port %d: %w", port, err)
-		}
+		set.Bits[port>>6] |= 1 << (port & 63)
+	}
+	if err := p.Maps()["ports"].Put(uint32(0), &set); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("httpcount: set ports %v: %w", opts.Ports, err)
 	}
 	return p, nil
 }

@@ -78,6 +78,11 @@ type httpcountLineBuf struct {
 	B [84]int8
 }
 
+type httpcountPortSet struct {
+	_    structs.HostLayout
+	Bits [1024]uint64
+}
+
 type httpcountRequestKey struct {
 	_         structs.HostLayout
 	Port      uint16

@@ -155,12 +155,25 @@ struct inflight {
 	__u8 pad;
 };
 
+/* The counted ports, a bit each: one array element, whose lookup the
+ * verifier inlines (a hash lookup was a helper call on every send). */
+struct port_set {
+	__u64 bits[1024];
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u16);
-	__type(value, __u8);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct port_set);
 } ports SEC(".maps");
+
+static __always_inline bool counted_port(__u16 port)
+{
+	__u32 zero = 0;
+	struct port_set *set = bpf_map_lookup_elem(&ports, &zero);
+	return set && ((set->bits[(port >> 6) & 1023] >> (port & 63)) & 1);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -232,7 +245,7 @@ static __always_inline int sk_port(struct sock *sk)
 	if (!sk || BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP_)
 		return -1;
 	__u16 port = BPF_CORE_READ(sk, __sk_common.skc_num);
-	if (!bpf_map_lookup_elem(&ports, &port))
+	if (!counted_port(port))
 		return -1;
 	return port;
 }
@@ -489,12 +502,11 @@ static __always_inline bool is_http1(const char *h)
  * hook with the hook's state (the HTTP/2 frame walk is most of the
  * program; inlined into the socket path's send hook it went over the
  * verifier's million instructions). */
-__attribute__((noinline)) int on_buffer(__u16 port, __u64 sk, __u64 buf, __u64 n)
+__attribute__((noinline)) int on_buffer(__u16 port, __u64 sk, __u32 peer, __u64 buf, __u64 n)
 {
 	char head[12] = {};
 	if (n == 0 || bpf_probe_read_user(head, n < sizeof(head) ? (n & 15) : sizeof(head), (void *)buf))
 		return 0;
-	__u32 peer = peer_of(sk);
 	struct h2conn *c = bpf_map_lookup_elem(&h2conns, &sk);
 	if (c && c->peer != peer) {
 		bpf_map_delete_elem(&h2conns, &sk);
@@ -556,10 +568,10 @@ static __always_inline void h2_past_buffer(__u64 sk)
 /* written bytes a process wrote on a counted socket, of which the first
  * len are at buf (the rest in a vectored write's later iovecs): an HTTP/1
  * response start, or HTTP/2 frames. */
-static __always_inline void on_written(__u16 port, __u64 sk, __u64 buf, __u64 written, __u32 len)
+static __always_inline void on_written(__u16 port, __u64 sk, __u32 peer, __u64 buf, __u64 written, __u32 len)
 {
 	__u64 n = written < len ? written : len;
-	on_buffer(port, sk, buf, n);
+	on_buffer(port, sk, peer, buf, n);
 	if (written > n)
 		h2_past_buffer(sk);
 }
@@ -746,7 +758,7 @@ static __always_inline int on_exit(long ret)
 		count_request(in.port, in.sk, in.buf, ret);
 		return 0;
 	}
-	on_written(in.port, in.sk, in.buf, (__u64)ret, in.len);
+	on_written(in.port, in.sk, peer_of(in.sk), in.buf, (__u64)ret, in.len);
 	return 0;
 }
 
@@ -830,13 +842,8 @@ int tp_sys_exit(struct trace_event_raw_sys_exit___httpcount *ctx) { return SELF_
  * first of writev/readv/sendmsg/recvmsg; 0 for any other way in (sendfile,
  * io_uring, a kernel socket), which is not looked at, as on the syscall
  * path. */
-static __always_inline __u64 syscall_buf(bool send, __u32 *len)
+static __always_inline __u64 buf_of(long id, __u64 a1, bool send, __u32 *len)
 {
-	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	if (!regs)
-		return 0;
-	long id = BPF_CORE_READ(regs, orig_ax);
-	__u64 a1 = BPF_CORE_READ(regs, si);
 	if (send) {
 		if (id == nr_write || id == nr_sendto)
 			return a1;
@@ -855,6 +862,14 @@ static __always_inline __u64 syscall_buf(bool send, __u32 *len)
 	return 0;
 }
 
+static __always_inline __u64 syscall_buf(bool send, __u32 *len)
+{
+	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!regs)
+		return 0;
+	return buf_of(BPF_CORE_READ(regs, orig_ax), BPF_CORE_READ(regs, si), send, len);
+}
+
 /* A send that wrote something (ret > 0): an HTTP/1 response start or
  * HTTP/2 frames, the same rules as the syscall path's entry/exit pair. */
 static __always_inline int sock_send(struct sock *sk, int ret)
@@ -868,7 +883,7 @@ static __always_inline int sock_send(struct sock *sk, int ret)
 	__u64 buf = syscall_buf(true, &len);
 	if (!buf)
 		return 0;
-	on_written(port, (__u64)sk, buf, (__u64)ret, len);
+	on_written(port, (__u64)sk, peer_of((__u64)sk), buf, (__u64)ret, len);
 	return 0;
 }
 
@@ -898,8 +913,7 @@ static __always_inline int sock_recv(struct sock *sk, int ret, int flags)
 
 /* tp_btf's socket argument is a trusted pointer, which the global
  * on_buffer may not be passed: the programs take its value as a number,
- * read with bpf_probe_read_kernel (and read the socket through CO-RE, as on
- * the other attach methods). */
+ * read with bpf_probe_read_kernel, to key the socket's state. */
 static __always_inline struct sock *btf_sock_arg(__u64 *ctx)
 {
 	__u64 sk = 0;
@@ -907,9 +921,34 @@ static __always_inline struct sock *btf_sock_arg(__u64 *ctx)
 	return (struct sock *)sk;
 }
 
+/* sock_send on tp_btf: the socket and the task's saved registers are
+ * typed kernel pointers, read with plain loads where the other attach
+ * methods call bpf_probe_read_kernel once per field (six calls a
+ * response); only the socket's address, the key of its HTTP/2 state, is
+ * still read as a number (btf_sock_arg). */
+static __always_inline int btf_sock_send(__u64 *ctx, struct sock *sk, int ret)
+{
+	if (!ours() || ret <= 0 || !sk || sk->sk_protocol != IPPROTO_TCP_)
+		return 0;
+	__u16 port = sk->__sk_common.skc_num;
+	if (!counted_port(port))
+		return 0;
+	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!regs)
+		return 0;
+	__u32 len = 0xffffffff;
+	__u64 buf = buf_of(regs->orig_ax, regs->si, true, &len);
+	if (!buf)
+		return 0;
+	struct sock___httpcount *s = (void *)sk;
+	__u32 peer = s->__sk_common.skc_daddr ^ ((__u32)s->__sk_common.skc_dport << 16);
+	on_written(port, (__u64)btf_sock_arg(ctx), peer, buf, (__u64)ret, len);
+	return 0;
+}
+
 SEC("tp_btf/sock_send_length")
-int btf_sock_send_length(__u64 *ctx)
-{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, sock_send(btf_sock_arg(ctx), (int)ctx[1])); }
+int BPF_PROG(btf_sock_send_length, struct sock *sk, int ret)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, btf_sock_send(ctx, sk, ret)); }
 
 SEC("raw_tp/sock_send_length")
 int raw_sock_send_length(struct bpf_raw_tracepoint_args *ctx)
@@ -919,9 +958,35 @@ SEC("tracepoint/sock/sock_send_length")
 int tp_sock_send_length(struct trace_event_raw_sock_msg_length___httpcount *ctx)
 { return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, sock_send((struct sock *)ctx->sk, ctx->ret)); }
 
+/* sock_recv on tp_btf, read as btf_sock_send reads. */
+static __always_inline int btf_sock_recv(__u64 *ctx, struct sock *sk, int ret, int flags)
+{
+	if (!ours() || !count_requests || (flags & MSG_PEEK_) || !sk || sk->sk_protocol != IPPROTO_TCP_)
+		return 0;
+	__u16 port = sk->__sk_common.skc_num;
+	if (!counted_port(port))
+		return 0;
+	__u64 key = (__u64)btf_sock_arg(ctx);
+	if (ret == 0) {
+		/* The peer closed: nothing continues a carry. */
+		bpf_map_delete_elem(&carries, &key);
+		return 0;
+	}
+	if (ret < 0)
+		return 0;
+	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!regs)
+		return 0;
+	__u64 buf = buf_of(regs->orig_ax, regs->si, false, 0);
+	if (!buf)
+		return 0;
+	count_request(port, key, buf, ret);
+	return 0;
+}
+
 SEC("tp_btf/sock_recv_length")
-int btf_sock_recv_length(__u64 *ctx)
-{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, sock_recv(btf_sock_arg(ctx), (int)ctx[1], (int)ctx[2])); }
+int BPF_PROG(btf_sock_recv_length, struct sock *sk, int ret, int flags)
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, btf_sock_recv(ctx, sk, ret, flags)); }
 
 SEC("raw_tp/sock_recv_length")
 int raw_sock_recv_length(struct bpf_raw_tracepoint_args *ctx)
