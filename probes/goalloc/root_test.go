@@ -41,12 +41,15 @@ import (
 func TestProbeCountsKnownAllocations(t *testing.T) {
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)
-	for _, mode := range []string{"plain", "pooled"} {
-		t.Run(mode, func(t *testing.T) {
+	// "pooled-one-by-one": the pool hooks attached one by one, as on
+	// kernels without uprobe_multi links.
+	for _, name := range []string{"plain", "pooled", "pooled-one-by-one"} {
+		mode := strings.TrimSuffix(name, "-one-by-one")
+		t.Run(name, func(t *testing.T) {
 			const n, count, size = 1500, 3, 5000
 			ctx := context.Background()
 			srv, proc, o := startLabService(t, goapp.Config{Mode: mode, Count: count, Size: size, MemProfileRate: 1})
-			o.PID, o.Executable = srv.PID, proc.Exe
+			o.PID, o.Executable, o.PoolsOneByOne = srv.PID, proc.Exe, name != mode
 			before := testutil.BPFProgramIDs(t)
 			p, err := goalloc.Open(o)
 			if err != nil {
