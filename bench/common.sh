@@ -37,6 +37,16 @@ bench_prepare() {
 	fi
 }
 
+# bench_binaries [B_BINARY]: BINS lists the binaries a script alternates,
+# $BIN (bench_prepare's) first, then a copy of B_BINARY when given.
+bench_binaries() {
+	BINS=("$BIN")
+	if [ -n "${1:-}" ]; then
+		cp "$1" "$WORK/perfscope-b"
+		BINS+=("$WORK/perfscope-b")
+	fi
+}
+
 # bench_nginx_netns NS PORT: a network namespace NS of the benchmark's own
 # (deleted on exit) with lo up and room for new connections at thousands
 # per second for minutes (its own ports and TIME_WAIT sockets, nothing

@@ -25,11 +25,7 @@ BENCH=tcpselfcost
 NS=perfscope-ts-$ID
 trap bench_cleanup EXIT INT TERM
 bench_prepare tcpselfcost.sh "${2:-}"
-BINS=("$BIN")
-if [ -n "${3:-}" ]; then
-	cp "$3" "$WORK/perfscope-b"
-	BINS+=("$WORK/perfscope-b")
-fi
+bench_binaries "${3:-}"
 for t in nginx wrk; do
 	command -v $t >/dev/null || { echo "tcpselfcost.sh: needs $t (bash scripts/deps.sh bench)" >&2; exit 3; }
 done

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"sync"
 	"time"
 
@@ -280,7 +279,7 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, runErr
 	}
 	d := last.Sub(first)
-	res.Costs = append(selfCosts(selfLast, selfFirst), passiveCosts...)
+	res.Costs = append(jvm.SelfProgramCosts(selfLast, selfFirst), passiveCosts...)
 	res.Evidence = buildEvidence(proc, targets, probe, d, rate, window, reqs, reqWhy, o.TopSites, exited || proc.Alive(), guard)
 	if o.NoPools {
 		res.Evidence.PoolsUnknown = "sync.Pool was not probed (--no-pools)"
@@ -291,22 +290,6 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return res, fmt.Errorf("pid %d: %w", o.PID, ErrTargetExited)
 	}
 	return res, nil
-}
-
-// selfCosts is each hook's runs and mean time over the window.
-func selfCosts(last, first probes.SelfCosts) []evidence.ProgramCost {
-	var out []evidence.ProgramCost
-	for hook, perCPU := range last.Sub(first) {
-		t := probes.Total(perCPU)
-		c := evidence.ProgramCost{Program: hook, RunCount: t.Runs, PerRunFrom: "self-timed"}
-		if t.TimedRuns > 0 {
-			c.PerRunNs = float64(t.TimedNs) / float64(t.TimedRuns)
-			c.RunTimeNs = uint64(c.PerRunNs * float64(t.Runs))
-		}
-		out = append(out, c)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Program < out[j].Program })
-	return out
 }
 
 // buildEvidence turns the window's counts into evidence. alive says
@@ -493,7 +476,7 @@ func (c *counters) costs(warnings *[]string) []evidence.ProgramCost {
 		*warnings = append(*warnings, "the passive request count's own cost is not in the table: its programs' counters could not be read: "+err.Error())
 		return nil
 	}
-	return selfCosts(last, c.passiveSelf)
+	return jvm.SelfProgramCosts(last, c.passiveSelf)
 }
 
 func (c *counters) close() {

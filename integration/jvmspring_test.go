@@ -23,6 +23,14 @@ import (
 
 // springReport is the part of `perfscope jvm -o json` these tests read.
 type springReport struct {
+	Overhead *struct {
+		Programs []struct {
+			Program    string `json:"program"`
+			RunCount   uint64 `json:"run_count"`
+			RunTimeNs  uint64 `json:"run_time_ns"`
+			PerRunFrom string `json:"per_run_from"`
+		} `json:"programs"`
+	} `json:"overhead"`
 	Data struct {
 		Requests           *int64           `json:"requests"`
 		RequestsSource     string           `json:"requests_source"`
@@ -390,6 +398,25 @@ func TestJVMSampleAppPassiveCount(t *testing.T) {
 	d := r.Data
 	if d.RequestsSource != "passive-http" || d.Requests == nil || *d.Requests != answered || answered != 4000 {
 		t.Fatalf("passive count %v (%s; %s), client answered %d of 4000", d.Requests, d.RequestsSource, d.RequestsUnknown, answered)
+	}
+	// The count's own cost, timed by its programs: a send per response
+	// at least, and a receive per request.
+	var sends, recvs uint64
+	if r.Overhead != nil {
+		for _, p := range r.Overhead.Programs {
+			if p.PerRunFrom != "self-timed" || p.RunTimeNs == 0 {
+				continue
+			}
+			switch p.Program {
+			case "sock:sock_send_length":
+				sends = p.RunCount
+			case "sock:sock_recv_length":
+				recvs = p.RunCount
+			}
+		}
+	}
+	if sends < uint64(answered) || recvs < uint64(answered) {
+		t.Errorf("the own-cost table has %d timed sends and %d receives for %d requests: %+v", sends, recvs, answered, r.Overhead)
 	}
 	// The same endpoint under perfscope's own load, whose count is exact.
 	// 64k samples ~2 000 times per run: each total to about ±2 %.

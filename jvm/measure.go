@@ -19,6 +19,7 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
+	"github.com/perfscope/perfscope/probes"
 )
 
 // PassiveMode says whether requests are counted from the JVM's socket
@@ -299,6 +300,10 @@ func (o *Options) runWindow(ctx context.Context, target *attach.Target, sess *as
 		if err := cs.passive.Begin(winCtx); err != nil {
 			return nil, fmt.Errorf("passive request count: %w", err)
 		}
+		if sc, ok := cs.passive.(probes.SelfCounted); ok {
+			// A failed reading leaves passiveSelf nil: the end says so.
+			cs.passiveSelf, _ = sc.SelfCosts()
+		}
 	}
 	// Samples count from the middle of the request counters' first
 	// readings (a metrics scrape takes milliseconds), so that bytes and
@@ -362,14 +367,7 @@ func (o *Options) readCountersAtEnd(ctx context.Context, sess *asprof.Session, c
 			cs.passiveCount = &c
 		}
 		if pc, ok := cs.passive.(*passiveCounter); ok {
-			for _, c := range pc.probe.Costs() {
-				bc := evidence.NewProgramCost(c.Program, c.RunCount, c.RunTime)
-				bc.Missed = c.Missed
-				res.BPF = append(res.BPF, bc)
-				if c.Missed > 0 {
-					res.Warnings = append(res.Warnings, fmt.Sprintf("the passive HTTP count is short by %d events: the kernel skipped %s while another tracing program ran on that CPU", c.Missed, c.Program))
-				}
-			}
+			res.BPF = append(res.BPF, passiveCosts(pc, cs.passiveSelf, &res.Warnings)...)
 		}
 	}
 	if cs.metrics != nil && !exited {

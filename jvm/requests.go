@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/perfscope/perfscope/collectors/sockets"
+	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/httpcount"
 )
@@ -166,6 +168,54 @@ func (p *passiveCounter) Close() { p.probe.Close() }
 // (selfcost.h): what its hooks cost, counted by themselves, without
 // bpf_stats.
 func (p *passiveCounter) SelfCosts() (probes.SelfCosts, error) { return p.probe.SelfCosts() }
+
+// passiveCosts is what the passive count's programs cost over the window,
+// each hook's runs and mean time counted by the programs themselves
+// (first: their counters when the window began), with the runs the kernel
+// skipped from the programs' info, which the kernel counts whether or not
+// bpf_stats are on (no system-wide switch: bpf_stats would cost every BPF
+// program on the machine a clock read per run).
+func passiveCosts(pc *passiveCounter, first probes.SelfCosts, warnings *[]string) []evidence.ProgramCost {
+	last, err := pc.SelfCosts()
+	if err == nil && first == nil {
+		err = errors.New("no reading at the window's start")
+	}
+	var out []evidence.ProgramCost
+	if err != nil {
+		*warnings = append(*warnings, "the passive request count's own cost is not in the table: its programs' counters could not be read: "+err.Error())
+	} else {
+		out = SelfProgramCosts(last, first)
+	}
+	for _, c := range pc.probe.Costs() {
+		if c.Missed == 0 {
+			continue
+		}
+		*warnings = append(*warnings, fmt.Sprintf("the passive HTTP count is short by %d events: the kernel skipped %s while another tracing program ran on that CPU", c.Missed, c.Program))
+		for i := range out {
+			if out[i].Program == c.Program {
+				out[i].Missed += c.Missed
+			}
+		}
+	}
+	return out
+}
+
+// SelfProgramCosts is each hook's runs and mean time between two readings
+// of programs that count and time themselves (probes/include/selfcost.h).
+func SelfProgramCosts(last, first probes.SelfCosts) []evidence.ProgramCost {
+	var out []evidence.ProgramCost
+	for hook, perCPU := range last.Sub(first) {
+		t := probes.Total(perCPU)
+		c := evidence.ProgramCost{Program: hook, RunCount: t.Runs, PerRunFrom: "self-timed"}
+		if t.TimedRuns > 0 {
+			c.PerRunNs = float64(t.TimedNs) / float64(t.TimedRuns)
+			c.RunTimeNs = uint64(c.PerRunNs * float64(t.Runs))
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Program < out[j].Program })
+	return out
+}
 
 // passiveCounts turns the probe's delta into request counts.
 func passiveCounts(d httpcount.Snapshot, ports []uint16, responsesOnly bool) RequestCounts {

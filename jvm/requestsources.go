@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -16,11 +15,13 @@ import (
 
 // counters are the request sources of one window.
 type counters struct {
-	metrics      RequestCounter
-	passive      RequestCounter
-	passiveWhy   string // why there is no passive count
-	mapping      HandlerMapping
-	statsCloser  io.Closer
+	metrics    RequestCounter
+	passive    RequestCounter
+	passiveWhy string // why there is no passive count
+	mapping    HandlerMapping
+	// passiveSelf is the passive count's programs' own run counters when
+	// its window began (nil when they could not be read).
+	passiveSelf  probes.SelfCosts
 	metricsCount *RequestCounts
 	passiveCount *RequestCounts
 }
@@ -28,9 +29,6 @@ type counters struct {
 func (c *counters) close() {
 	if c.passive != nil {
 		c.passive.Close()
-	}
-	if c.statsCloser != nil {
-		c.statsCloser.Close()
 	}
 }
 
@@ -97,9 +95,6 @@ func (o *Options) openCounters(ctx context.Context, res *Result) (*counters, err
 		return c, nil
 	}
 	c.passive = p
-	if closer, err := probes.EnableStats(); err == nil {
-		c.statsCloser = closer
-	}
 	return c, nil
 }
 
