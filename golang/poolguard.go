@@ -134,7 +134,7 @@ type poolGuard struct {
 //
 // A detach is not instant (DetachPools): one uprobe_multi link's close
 // takes ~16 ms on Linux 6.18, the breakpoints out as it starts; hooks
-// attached one by one (kernels before 6.6) take 70–140 ms each, their
+// attached one by one (kernels before 6.10) take 70–140 ms each, their
 // breakpoints left in the text until then. The programs stop when the
 // closes start, but the guard reads the counts again once the detach has
 // returned and charges every hit they hold: a kernel on which the hooks
@@ -581,7 +581,7 @@ func (g *poolGuard) sampling(window time.Duration) *evidence.GoPoolSampling {
 			s.Note += fmt.Sprintf("; %d of the calls hit the hooks while they were being taken off: charged, not scaled", g.lateCalls)
 		}
 		if !g.hooks.PoolsOneLink() {
-			s.Note += "; this kernel has no uprobe_multi links (Linux 6.6), so the hooks were attached one by one: at each detach their breakpoints stayed in the program's text until the kernel released them (150–240 ms on Linux 6.18), and the calls of that time took a trap no counter charges"
+			s.Note += "; this kernel has no uprobe_multi links that filter by process (Linux 6.10), so the hooks were attached one by one: at each detach their breakpoints stayed in the program's text until the kernel released them (150–240 ms on Linux 6.18), and the calls of that time took a trap no counter charges"
 		}
 	}
 	if g.trapNote != "" {

@@ -25,6 +25,7 @@ package goalloc
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -33,6 +34,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/probes"
 )
@@ -88,7 +90,7 @@ type Options struct {
 	// They are optional: a hook that does not attach is in Missing.
 	PoolGet, PoolPut, PoolNew uint64
 	// PoolsOneByOne attaches the pool hooks one by one where the kernel
-	// has uprobe_multi links too, as on kernels before 6.6 (tests
+	// has uprobe_multi links too, as on kernels before 6.10 (tests
 	// compare the two).
 	PoolsOneByOne bool
 	// StackEntries and SampleEntries size the stack map and the
@@ -110,7 +112,8 @@ type Probe struct {
 	pid      int
 	offsets  map[string]uint64
 	// pools is the three pool hooks as one uprobe_multi program, nil
-	// where the kernel has no uprobe_multi links (before 6.6): the hooks
+	// where the kernel has no uprobe_multi links (before 6.6) or its links
+	// filter by thread (before 6.10: multiFiltersByProcess): the hooks
 	// are then attached one by one. multi: the pool hooks are one
 	// uprobe_multi link, poolLink while attached.
 	pools    *ebpf.Program
@@ -273,7 +276,7 @@ func Open(opts Options) (*Probe, error) {
 	}{{HookPoolGet, opts.PoolGet}, {HookPoolPut, opts.PoolPut}, {HookPoolNew, opts.PoolNew}} {
 		p.offsets[h.hook] = h.off
 	}
-	if pools != nil && p.attachPoolsMulti() == nil {
+	if pools != nil && multiFiltersByProcess(ex, pools, p.offsets) && p.attachPoolsMulti() == nil {
 		return p, nil
 	}
 	// One by one (no uprobe_multi, or it refused): each hook that does
@@ -336,6 +339,30 @@ func (p *Probe) attachPoolsMulti() error {
 	return nil
 }
 
+// multiFiltersByProcess reports whether this kernel's uprobe_multi links
+// filter by process. Before Andrii Nakryiko's "bpf: fix multi-uprobe PID
+// filtering logic" (Linux 6.10, and the stable kernels it went to) a link
+// made for a pid ran its program for that thread only, so a Go program's
+// other threads' Gets and Puts would go uncounted. The fix also refuses a
+// negative pid with EINVAL (the kernels before it look the pid up and say
+// ESRCH), which is how libbpf tells them apart too: a link asked for pid
+// -1 at a real hook is refused, and never made.
+func multiFiltersByProcess(ex *link.Executable, prog *ebpf.Program, offsets map[string]uint64) bool {
+	for _, hook := range poolHooks {
+		off := offsets[hook]
+		if off == 0 {
+			continue
+		}
+		l, err := ex.UprobeMulti(nil, prog, &link.UprobeMultiOptions{Addresses: []uint64{off}, PID: math.MaxUint32})
+		if err == nil {
+			l.Close()
+			return false
+		}
+		return errors.Is(err, unix.EINVAL)
+	}
+	return false
+}
+
 // poolSlots are the pool hooks' self-cost slots, which the uprobe_multi
 // program also takes as its attach cookies.
 var poolSlots = map[string]uint32{
@@ -380,9 +407,9 @@ const poolCloseLead = time.Millisecond
 // taken off (a close syscall's first step, microseconds) before Get's:
 // Get's record stays behind every New the probe still sees.
 //
-// Where the hooks are one uprobe_multi link (Linux 6.6 and later), that
+// Where the hooks are one uprobe_multi link (Linux 6.10 and later), that
 // one close takes every pool breakpoint out of the program's text as it
-// starts, New's first, and waits for the grace periods once. Three
+// starts, New's first, and waits for the grace periods once (16–44 ms). Three
 // perf-event uprobes closed together took their breakpoints out one after
 // another: read through /proc/PID/mem, New's was back 20–50 ms after the
 // closes started, Put's 90–170 ms, Get's 150–240 ms, the closes returning
@@ -477,7 +504,7 @@ func (p *Probe) PoolCounts() (map[uint64]PoolCounts, error) {
 func (p *Probe) Method() probes.AttachMethod { return "uprobe" }
 
 // PoolsOneLink reports whether the pool hooks are one uprobe_multi link
-// (Linux 6.6 and later), whose close takes every pool breakpoint out of
+// (Linux 6.10 and later), whose close takes every pool breakpoint out of
 // the program's text as it starts; else they are attached one by one.
 func (p *Probe) PoolsOneLink() bool { return p.multi }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf/features"
+	"golang.org/x/sys/unix"
 
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/internal/testutil"
@@ -89,8 +90,9 @@ func testHooksLeaveTheText(t *testing.T, oneByOne bool) {
 		t.Fatalf("hooks missing: %v", p.Missing())
 	}
 	expect("after Open", all, true)
-	if !oneByOne && p.PoolsOneLink() != (features.HaveBPFLinkUprobeMulti() == nil) {
-		t.Errorf("pool hooks as one link: %v; the kernel has uprobe_multi links: %v", p.PoolsOneLink(), features.HaveBPFLinkUprobeMulti() == nil)
+	// Linux 6.10 and later: uprobe_multi links that filter by process.
+	if !oneByOne && kernelAtLeast(t, 6, 10) && !p.PoolsOneLink() {
+		t.Errorf("the pool hooks are not one link on Linux %s (uprobe_multi links: %v)", kernelRelease(t), features.HaveBPFLinkUprobeMulti())
 	}
 	if oneByOne && p.PoolsOneLink() {
 		t.Error("PoolsOneByOne set, but the pool hooks are one link")
@@ -269,4 +271,21 @@ func startLabService(t *testing.T, c goapp.Config) (*goapp.Server, *golang.Proce
 		t.Fatal(err)
 	}
 	return srv, proc, targets.Options
+}
+
+func kernelRelease(t *testing.T) string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// kernelAtLeast reports whether the running kernel is major.minor or later.
+func kernelAtLeast(t *testing.T, major, minor int) bool {
+	var ma, mi int
+	if _, err := fmt.Sscanf(kernelRelease(t), "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", kernelRelease(t), err)
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
