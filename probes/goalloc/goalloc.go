@@ -282,7 +282,6 @@ func Open(opts Options) (*Probe, error) {
 	// One by one (no uprobe_multi, or it refused): each hook that does
 	// not attach says why. Put and Get without the New call still give
 	// Gets ≫ Puts; the New call without Get cannot be joined to a pool.
-	p.multi = false
 	for _, h := range []struct {
 		hook string
 		off  uint64
@@ -305,6 +304,8 @@ func Open(opts Options) (*Probe, error) {
 // uprobe_multi link, New first (the kernel inserts and removes the
 // breakpoints in this order: see DetachPools), and marks the probe as
 // using it. New is left out without Get, whose record joins it to a pool.
+// On a re-attach, a New called in the microseconds between New's
+// breakpoint and Get's is counted as unjoined (Lost.PoolNewUnjoined).
 func (p *Probe) attachPoolsMulti() error {
 	var offs, cookies []uint64
 	var hooks []string
