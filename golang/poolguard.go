@@ -581,7 +581,7 @@ func (g *poolGuard) sampling(window time.Duration) *evidence.GoPoolSampling {
 			s.Note += fmt.Sprintf("; %d of the calls hit the hooks while they were being taken off: charged, not scaled", g.lateCalls)
 		}
 		if !g.hooks.PoolsOneLink() {
-			s.Note += "; this kernel has no uprobe_multi links that filter by process (Linux 6.10), so the hooks were attached one by one: at each detach their breakpoints stayed in the program's text until the kernel released them (150–240 ms on Linux 6.18), and the calls of that time took a trap no counter charges"
+			s.Note += "; this kernel has no uprobe_multi links that filter by process (Linux 6.10), so the hooks were attached one by one: at each detach their breakpoints stayed in the program's text until the kernel released them (up to 244 ms on Linux 6.18), and the calls of that time took a trap no counter charges"
 		}
 	}
 	if g.trapNote != "" {

@@ -412,9 +412,9 @@ const poolCloseLead = time.Millisecond
 // one close takes every pool breakpoint out of the program's text as it
 // starts, New's first, and waits for the grace periods once (16–44 ms). Three
 // perf-event uprobes closed together took their breakpoints out one after
-// another: read through /proc/PID/mem, New's was back 20–50 ms after the
-// closes started, Put's 90–170 ms, Get's 150–240 ms, the closes returning
-// at 220–320 ms (TestHooksLeaveTheTextAsTheyFoundIt). Their programs had
+// another: read through /proc/PID/mem, New's was back 16–52 ms after the
+// closes started, Put's 92–224 ms, Get's 115–244 ms, the closes returning
+// at 220–320 ms (six runs of TestHooksLeaveTheTextAsTheyFoundIt). Their programs had
 // stopped, but every Get and Put of those milliseconds still took the
 // trap, a cost no counter charges.
 func (p *Probe) DetachPools() error {
