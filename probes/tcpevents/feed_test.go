@@ -23,16 +23,25 @@ func TestFeedsByCPU(t *testing.T) {
 	beforeProgs, beforeMaps := testutil.BPFProgramIDs(t), testutil.BPFMapIDs(t)
 	// Registered first, run last: after the probe's own cleanup closed it.
 	t.Cleanup(func() { testutil.AssertNoNewBPF(t, beforeProgs, beforeMaps) })
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs")
+	}
+	// tp_btf reads the socket with plain loads, raw_tp through
+	// bpf_probe_read_kernel; both know the softirq context (the classic
+	// tracepoint does not: its deliveries are of unknown context).
+	for _, m := range []probes.AttachMethod{probes.MethodBTF, probes.MethodRaw} {
+		t.Run(string(m), func(t *testing.T) { feedsByCPU(t, m) })
+	}
+}
+
+func feedsByCPU(t *testing.T, method probes.AttachMethod) {
 	ns := newNetns(t)
 	const port = 7311
 	var first, last Snapshot
 	var serverIno, listenerIno uint64
 	const sentOn, readOn = 0, 1
-	if runtime.NumCPU() < 2 {
-		t.Skip("needs 2 CPUs")
-	}
 	ns.in(t, func() error {
-		p := open(t, Options{Method: probes.MethodAuto, Port: port, Netns: ns.inode(t)})
+		p := open(t, Options{Method: method, Port: port, Netns: ns.inode(t)})
 		var err error
 		if first, err = p.Snapshot(); err != nil {
 			return err
