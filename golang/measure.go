@@ -457,26 +457,13 @@ type counters struct {
 }
 
 // costs is what the passive count's programs cost since the window
-// began, as they counted it themselves: the report's own-cost table
-// lists them beside the uprobes. A count whose counters could not be
-// read is said in a warning, not left out silently.
+// began (jvm.PassiveCosts): the report's own-cost table lists them beside
+// the uprobes.
 func (c *counters) costs(warnings *[]string) []evidence.ProgramCost {
 	if c.passive == nil {
 		return nil
 	}
-	sc, ok := c.passive.(probes.SelfCounted)
-	if !ok {
-		return nil
-	}
-	last, err := sc.SelfCosts()
-	if err == nil && c.passiveSelf == nil {
-		err = errors.New("no reading at the window's start")
-	}
-	if err != nil {
-		*warnings = append(*warnings, "the passive request count's own cost is not in the table: its programs' counters could not be read: "+err.Error())
-		return nil
-	}
-	return jvm.SelfProgramCosts(last, c.passiveSelf)
+	return jvm.PassiveCosts(c.passive, c.passiveSelf, warnings)
 }
 
 func (c *counters) close() {
@@ -495,10 +482,7 @@ func (c *counters) begin(ctx context.Context) error {
 		if err := c.passive.Begin(ctx); err != nil {
 			return fmt.Errorf("passive request count: %w", err)
 		}
-		if sc, ok := c.passive.(probes.SelfCounted); ok {
-			// A failed reading leaves passiveSelf nil: costs says so.
-			c.passiveSelf, _ = sc.SelfCosts()
-		}
+		c.passiveSelf = jvm.PassiveSelf(c.passive)
 	}
 	return nil
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/jvm/attach"
-	"github.com/perfscope/perfscope/probes"
 )
 
 // PassiveMode says whether requests are counted from the JVM's socket
@@ -300,10 +299,7 @@ func (o *Options) runWindow(ctx context.Context, target *attach.Target, sess *as
 		if err := cs.passive.Begin(winCtx); err != nil {
 			return nil, fmt.Errorf("passive request count: %w", err)
 		}
-		if sc, ok := cs.passive.(probes.SelfCounted); ok {
-			// A failed reading leaves passiveSelf nil: the end says so.
-			cs.passiveSelf, _ = sc.SelfCosts()
-		}
+		cs.passiveSelf = PassiveSelf(cs.passive)
 	}
 	// Samples count from the middle of the request counters' first
 	// readings (a metrics scrape takes milliseconds), so that bytes and
@@ -366,9 +362,7 @@ func (o *Options) readCountersAtEnd(ctx context.Context, sess *asprof.Session, c
 		} else {
 			cs.passiveCount = &c
 		}
-		if pc, ok := cs.passive.(*passiveCounter); ok {
-			res.BPF = append(res.BPF, passiveCosts(pc, cs.passiveSelf, &res.Warnings)...)
-		}
+		res.BPF = append(res.BPF, PassiveCosts(cs.passive, cs.passiveSelf, &res.Warnings)...)
 	}
 	if cs.metrics != nil && !exited {
 		if c, err := cs.metrics.End(endCtx); err != nil {

@@ -169,14 +169,45 @@ func (p *passiveCounter) Close() { p.probe.Close() }
 // bpf_stats.
 func (p *passiveCounter) SelfCosts() (probes.SelfCosts, error) { return p.probe.SelfCosts() }
 
-// passiveCosts is what the passive count's programs cost over the window,
-// each hook's runs and mean time counted by the programs themselves
-// (first: their counters when the window began), with the runs the kernel
-// skipped from the programs' info, which the kernel counts whether or not
-// bpf_stats are on (no system-wide switch: bpf_stats would cost every BPF
-// program on the machine a clock read per run).
-func passiveCosts(pc *passiveCounter, first probes.SelfCosts, warnings *[]string) []evidence.ProgramCost {
-	last, err := pc.SelfCosts()
+// Missed is the events the kernel skipped each of the count's programs
+// for (their recursion misses, from the programs' info, which the kernel
+// counts whether or not bpf_stats are on).
+func (p *passiveCounter) Missed() map[string]uint64 {
+	out := map[string]uint64{}
+	for _, c := range p.probe.Costs() {
+		if c.Missed > 0 {
+			out[c.Program] = c.Missed
+		}
+	}
+	return out
+}
+
+// PassiveSelf is a passive count's programs' own run counters now, the
+// start for PassiveCosts; nil when it keeps none or they cannot be read
+// (PassiveCosts then says so).
+func PassiveSelf(rc RequestCounter) probes.SelfCosts {
+	sc, ok := rc.(probes.SelfCounted)
+	if !ok {
+		return nil
+	}
+	first, _ := sc.SelfCosts()
+	return first
+}
+
+// PassiveCosts is what a passive request count's programs cost since
+// first (PassiveSelf at the window's start): each hook's runs and mean
+// time as the programs counted and timed them, with the events the kernel
+// skipped them for, each said in a warning. It needs no bpf_stats, which
+// would cost every BPF program on the machine a clock read per run. A
+// count whose counters cannot be read is said in a warning, not left out
+// of the table silently; a count that keeps none (nil rc, a metrics
+// source) gives nothing.
+func PassiveCosts(rc RequestCounter, first probes.SelfCosts, warnings *[]string) []evidence.ProgramCost {
+	sc, ok := rc.(probes.SelfCounted)
+	if !ok {
+		return nil
+	}
+	last, err := sc.SelfCosts()
 	if err == nil && first == nil {
 		err = errors.New("no reading at the window's start")
 	}
@@ -186,14 +217,21 @@ func passiveCosts(pc *passiveCounter, first probes.SelfCosts, warnings *[]string
 	} else {
 		out = SelfProgramCosts(last, first)
 	}
-	for _, c := range pc.probe.Costs() {
-		if c.Missed == 0 {
-			continue
-		}
-		*warnings = append(*warnings, fmt.Sprintf("the passive HTTP count is short by %d events: the kernel skipped %s while another tracing program ran on that CPU", c.Missed, c.Program))
+	m, ok := rc.(interface{ Missed() map[string]uint64 })
+	if !ok {
+		return out
+	}
+	missed := m.Missed()
+	progs := make([]string, 0, len(missed))
+	for prog := range missed {
+		progs = append(progs, prog)
+	}
+	sort.Strings(progs)
+	for _, prog := range progs {
+		*warnings = append(*warnings, fmt.Sprintf("the passive HTTP count is short by %d events: the kernel skipped %s while another tracing program ran on that CPU", missed[prog], prog))
 		for i := range out {
-			if out[i].Program == c.Program {
-				out[i].Missed += c.Missed
+			if out[i].Program == prog {
+				out[i].Missed += missed[prog]
 			}
 		}
 	}

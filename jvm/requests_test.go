@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/perfscope/perfscope/base/httpload"
+	"github.com/perfscope/perfscope/probes"
 	"github.com/perfscope/perfscope/probes/httpcount"
 )
 
@@ -230,5 +231,43 @@ func TestRequestCountsScaleAndLoad(t *testing.T) {
 	c, why := (&Options{}).requestCounts(time.Second, &Result{}, &counters{passiveCount: &RequestCounts{Note: "port 8443"}})
 	if c != nil || !strings.Contains(why, "TLS") {
 		t.Errorf("%+v %q", c, why)
+	}
+}
+
+// countWithMisses is a passive count whose programs count their own runs
+// and whose send hook the kernel skipped for some events.
+type countWithMisses struct{ readings []probes.SelfCosts }
+
+func (f *countWithMisses) Begin(context.Context) error                { return nil }
+func (f *countWithMisses) End(context.Context) (RequestCounts, error) { return RequestCounts{}, nil }
+func (f *countWithMisses) Close()                                     {}
+func (f *countWithMisses) SelfCosts() (probes.SelfCosts, error) {
+	r := f.readings[0]
+	f.readings = f.readings[1:]
+	return r, nil
+}
+func (f *countWithMisses) Missed() map[string]uint64 {
+	return map[string]uint64{"sock:sock_send_length": 7}
+}
+
+// The events the kernel skipped the count's programs for are in the
+// program's row and in a warning: the count is short by them.
+func TestPassiveCostsSayWhatWasMissed(t *testing.T) {
+	hook := "sock:sock_send_length"
+	f := &countWithMisses{readings: []probes.SelfCosts{
+		{hook: {{Runs: 10, TimedRuns: 1, TimedNs: 300}}},
+		{hook: {{Runs: 110, TimedRuns: 2, TimedNs: 800}}},
+	}}
+	first := PassiveSelf(f)
+	var warnings []string
+	got := PassiveCosts(f, first, &warnings)
+	if len(got) != 1 || got[0].RunCount != 100 || got[0].PerRunNs != 500 || got[0].Missed != 7 {
+		t.Errorf("costs %+v: want 100 runs at 500 ns, 7 missed", got)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "short by 7 events") {
+		t.Errorf("warnings %q: want one saying the count is short by 7", warnings)
+	}
+	if got := PassiveCosts(nil, nil, &warnings); got != nil || len(warnings) != 1 {
+		t.Errorf("no passive count: costs %+v, warnings %q", got, warnings)
 	}
 }
