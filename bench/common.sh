@@ -37,6 +37,15 @@ bench_prepare() {
 	fi
 }
 
+# bench_need NAME TOOL...: exits 3 naming the first TOOL not on PATH.
+bench_need() {
+	local name=$1 t
+	shift
+	for t in "$@"; do
+		command -v "$t" >/dev/null || { echo "$name: needs $t (bash scripts/deps.sh bench)" >&2; exit 3; }
+	done
+}
+
 # bench_binaries [B_BINARY]: BINS lists the binaries a script alternates,
 # $BIN (bench_prepare's) first, then a copy of B_BINARY when given.
 bench_binaries() {

@@ -24,7 +24,7 @@ BENCH=countcost
 trap bench_cleanup EXIT INT TERM
 bench_prepare countcost.sh "${2:-}"
 bench_binaries "${3:-}"
-command -v wrk >/dev/null || { echo "countcost.sh: needs wrk (bash scripts/deps.sh bench)" >&2; exit 3; }
+bench_need countcost.sh wrk
 (cd "$REPO" && go build -o "$WORK/goapp" ./lab/goapp/server)
 "$WORK/goapp" -addr "127.0.0.1:$PORT" >"$WORK/goapp.log" 2>&1 &
 PIDS+=($!)

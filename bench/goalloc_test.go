@@ -50,15 +50,7 @@ func processCPU(b *testing.B, pid int) time.Duration {
 func BenchmarkGoAllocOverhead(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
-	cur, err := goapp.Current()
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir, err := goapp.CacheDir()
-	if err != nil {
-		b.Fatal(err)
-	}
-	path, err := goapp.Build(context.Background(), cur, goapp.Variant{Stripped: true}, dir)
+	path, err := goapp.BuildCurrent(context.Background(), goapp.Variant{Stripped: true})
 	if err != nil {
 		b.Fatal(err)
 	}

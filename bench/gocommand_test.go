@@ -69,15 +69,7 @@ func BenchmarkGoCommandOverhead(b *testing.B) {
 	testutil.RequireRoot(b)
 	testutil.LockBPF(b)
 	bin := buildBinary(b)
-	cur, err := goapp.Current()
-	if err != nil {
-		b.Fatal(err)
-	}
-	dir, err := goapp.CacheDir()
-	if err != nil {
-		b.Fatal(err)
-	}
-	path, err := goapp.Build(context.Background(), cur, goapp.Variant{}, dir)
+	path, err := goapp.BuildCurrent(context.Background(), goapp.Variant{})
 	if err != nil {
 		b.Fatal(err)
 	}

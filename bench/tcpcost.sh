@@ -41,9 +41,7 @@ BENCH=tcpcost
 NS=perfscope-tc-$ID
 trap bench_cleanup EXIT INT TERM
 bench_prepare tcpcost.sh "${TCPCOST_BIN:-}"
-for t in nginx wrk; do
-	command -v $t >/dev/null || { echo "tcpcost.sh: needs $t (bash scripts/deps.sh bench)" >&2; exit 3; }
-done
+bench_need tcpcost.sh nginx wrk
 # perfscope's window: the load's, the wait for its attach and calibration
 # (below), and a second to spare.
 PERFSCOPE_SECS=$(python3 -c "import sys; w=sys.argv[1]; print(int(float(w.rstrip('s')) + 4))" "$WINDOW")

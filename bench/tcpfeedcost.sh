@@ -21,9 +21,7 @@ NS=perfscope-tf-$ID
 trap bench_cleanup EXIT INT TERM
 bench_prepare tcpfeedcost.sh "${2:-}"
 bench_binaries "${3:-}"
-for t in nginx wrk; do
-	command -v $t >/dev/null || { echo "tcpfeedcost.sh: needs $t (bash scripts/deps.sh bench)" >&2; exit 3; }
-done
+bench_need tcpfeedcost.sh nginx wrk
 bench_nginx_netns "$NS" "$PORT"
 
 echo "# kernel $(uname -r); $(nproc) CPUs; $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -26,9 +26,7 @@ NS=perfscope-ts-$ID
 trap bench_cleanup EXIT INT TERM
 bench_prepare tcpselfcost.sh "${2:-}"
 bench_binaries "${3:-}"
-for t in nginx wrk; do
-	command -v $t >/dev/null || { echo "tcpselfcost.sh: needs $t (bash scripts/deps.sh bench)" >&2; exit 3; }
-done
+bench_need tcpselfcost.sh nginx wrk
 
 bench_nginx_netns "$NS" "$PORT"
 

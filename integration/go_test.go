@@ -62,15 +62,7 @@ type goReport struct {
 // (stripped, as distributions ship Go programs) and starts it, warmed up.
 func startGoService(t *testing.T, c goapp.Config) *goapp.Server {
 	t.Helper()
-	tc, err := goapp.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := goapp.CacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path, err := goapp.Build(context.Background(), tc, goapp.Variant{Stripped: true}, dir)
+	path, err := goapp.BuildCurrent(context.Background(), goapp.Variant{Stripped: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -183,6 +183,21 @@ func cleanEnv() []string {
 	return env
 }
 
+// BuildCurrent builds v with the current toolchain (Current) into the
+// cache directory (CacheDir), as the tests and benchmarks that measure the
+// lab service run it.
+func BuildCurrent(ctx context.Context, v Variant) (string, error) {
+	tc, err := Current()
+	if err != nil {
+		return "", err
+	}
+	dir, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	return Build(ctx, tc, v, dir)
+}
+
 // CacheDir is where tests keep built binaries across runs.
 func CacheDir() (string, error) {
 	base, err := os.UserCacheDir()

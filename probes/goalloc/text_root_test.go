@@ -152,6 +152,26 @@ func testHooksLeaveTheText(t *testing.T, oneByOne bool) {
 		t.Fatal(err)
 	}
 	expect("after AttachPools", all, true)
+	// Re-attached, the hooks count again: the service's 200 requests
+	// call its pool twice each.
+	before, err := p.PoolCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Work(ctx, 200, 2); err != nil {
+		t.Fatal(err)
+	}
+	after, err := p.PoolCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gets uint64
+	for pool, c := range after {
+		gets += c.Gets - before[pool].Gets
+	}
+	if gets < 400 {
+		t.Errorf("%d Gets counted after AttachPools for 200 requests of 2 pooled buffers each", gets)
+	}
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -240,16 +260,8 @@ func inode(t *testing.T, fi os.FileInfo) uint64 {
 // and the process closes at the test's end.
 func startLabService(t *testing.T, c goapp.Config) (*goapp.Server, *golang.Process, goalloc.Options) {
 	t.Helper()
-	cur, err := goapp.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := goapp.CacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	path, err := goapp.Build(ctx, cur, goapp.Variant{Stripped: true, PIE: true}, dir)
+	path, err := goapp.BuildCurrent(ctx, goapp.Variant{Stripped: true, PIE: true})
 	if err != nil {
 		t.Fatal(err)
 	}
