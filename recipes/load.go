@@ -39,3 +39,17 @@ func (r *Recipe) load(set map[string]string, src measure.Sources) (*Plan, error)
 	}
 	return p, nil
 }
+
+// LoadBound is Load for a command whose flags are r's parameters
+// (Recipe.BindFlags): its sentences name the flags, flags[param] where
+// the flag is not --param-with-dashes.
+func LoadBound(r *Recipe, set, flags map[string]string, src measure.Sources) (*Plan, error) {
+	p, err := r.BindFlags(set, flags)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Prepare(src); err != nil {
+		return nil, err
+	}
+	return p, nil
+}

@@ -14,8 +14,10 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/report"
 
+	"github.com/perfscope/perfscope/collectors/cpuset"
 	"github.com/perfscope/perfscope/collectors/procfs"
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/internal/serve"
@@ -57,16 +59,17 @@ func TestSoftirqFlagsReachRun(t *testing.T) {
 	var got *softirqOptions
 	// Replace the measurement: flag handling is tested without the kernel.
 	cmd := softirqCmd(g, &softirqOptions{
-		fs:  procfs.FS{Root: "../../collectors/procfs/testdata/vm2cpu"},
+		src: measure.Sources{Root: procfs.FS{Root: "../../collectors/procfs/testdata/vm2cpu"}},
 		run: func(_ context.Context, o *softirqOptions, _ *Globals) error { got = o; return nil },
 	})
 	cmd.SetArgs([]string{"--duration", "3s", "--interval", "1s", "--cpus", "0", "-o", "json", "--attach-method", "raw_tp"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got == nil || got.Duration != 3*time.Second || got.Interval != time.Second || got.format != "json" ||
-		got.method != probes.MethodRaw || !got.cpus.Contains(0) {
-		t.Fatalf("options = %+v", got)
+	v := got.plan.Values
+	if got == nil || got.plan.Window().Duration != 3*time.Second || got.plan.Window().Interval != time.Second || got.report.format != "json" ||
+		v["attach_method"] != string(probes.MethodRaw) || !v["cpus"].(cpuset.Set).Contains(0) {
+		t.Fatalf("options = %+v, values %v", got, v)
 	}
 }
 

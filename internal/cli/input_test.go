@@ -128,8 +128,8 @@ func TestInvalidPIDSaysSo(t *testing.T) {
 		{[]string{"jvm", "--pid=-5"}, "--pid must be a positive process id, got -5"},
 		{[]string{"jvm", "-p", "0"}, "--pid must be a positive process id, got 0"},
 		{[]string{"jvm"}, "--pid is required"},
-		{[]string{"udp", "--pid", "-5"}, "--pid must be positive, got -5"},
-		{[]string{"profile", "--pid", "-5"}, "--pid must be positive, got -5"},
+		{[]string{"udp", "--iface", "lo", "--pid", "-5"}, `--pid -5: want a process id (0: none), got "-5"`},
+		{[]string{"profile", "--pid", "-5"}, `--pid -5: want a process id (0: none), got "-5"`},
 		{[]string{"recipe", "run", "jvm-alloc", "--set", "pid=-5"}, `--set pid=-5: want a process id, got "-5"`},
 		{[]string{"recipe", "run", "cpu-profile", "--set", "pid=-5"}, `--set pid=-5: want a process id (0: none), got "-5"`},
 	} {

@@ -9,38 +9,20 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/perfscope/perfscope/base/safeio"
-	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/measure"
-	"github.com/perfscope/perfscope/measure/budget"
-	"github.com/perfscope/perfscope/probes"
-	probe "github.com/perfscope/perfscope/probes/offcpu"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
 type offcpuOptions struct {
-	PID           int
+	params        *recipeFlags
 	All           bool
-	Duration      time.Duration
-	MinBlock      time.Duration
-	Stacks        string
-	StackEvery    int
 	NoWakerStacks bool
-	Top           int
-	Method        string
-	Output        string
-	OutFile       string
-	FailOn        string
-	// Budget (percent of a CPU) and Exact: see budgetFlags.
-	Budget    float64
-	Exact     bool
-	budgetSet bool
-
-	budget budget.Budget
-	format report.Format
-	failOn diagnose.Severity
-	src    measure.Sources
+	report        reportFlags
+	budget        budgetFlags
+	// plan is the offcpu recipe bound to the flags.
+	plan *recipes.Plan
+	src  measure.Sources
 	// run is the measurement; tests replace it to check flag handling.
 	run func(ctx context.Context, o *offcpuOptions, g *Globals) error
 }
@@ -77,7 +59,6 @@ what share of the run they covered; --exact keeps them attached.`,
   perfscope offcpu --pid 1234 -o json | jq '.data.by_reason[] | {reason, ns}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.budgetSet = cmd.Flags().Changed("overhead-budget")
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -85,87 +66,39 @@ what share of the run they covered; --exact keeps them attached.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVarP(&o.PID, "pid", "p", 0, "watch only this process")
-	f.BoolVarP(&o.All, "all", "a", false, "watch every process (the default when --pid is not given)")
-	f.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "how long to watch (Ctrl-C stops early and still reports)")
-	f.DurationVar(&o.MinBlock, "min-block", probe.DefaultMinBlock, "the shortest wait kept by stack (0 keeps every wait); shorter waits count in the totals only")
-	f.StringVar(&o.Stacks, "stacks", "kernel+user", "which stacks to record: kernel+user, kernel or user")
-	f.IntVar(&o.StackEvery, "stack-every", 1, fmt.Sprintf("take stacks at 1 in N switch-outs (1-%d); every wait is still timed in the totals", probe.MaxStackEvery))
+	o.params = newRecipeFlags(f, "offcpu", "pid/p", "duration/d", "min_block", "stacks", "stack_every", "top", "attach_method")
 	f.BoolVar(&o.NoWakerStacks, "no-waker-stacks", false, "keep who woke each wait but not the waker's stacks (two stack walks fewer per wakeup)")
-	f.IntVar(&o.Top, "top", 20, "waits listed by stack")
-	f.StringVar(&o.Method, "attach-method", "", "force tp_btf, raw_tp or tracepoint (default: the best the kernel accepts)")
-	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
-	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("offcpu")+" (folded in microseconds)")
-	f.StringVar(&o.OutFile, "out", "", "write the output to this file instead of standard output")
-	budgetFlags(f, &o.Budget, &o.Exact)
+	f.BoolVarP(&o.All, "all", "a", false, "watch every process (the default when --pid is not given)")
+	o.report.register(f, "offcpu", "text", true, true)
+	f.Lookup("output").Usage += " (folded in microseconds)"
+	o.budget.register(f)
 	return cmd
 }
 
 func (o *offcpuOptions) validate() error {
-	var err error
-	if o.format, err = report.ParseFormat("offcpu", o.Output); err != nil {
-		return asUsage(err)
-	}
-	if o.PID != 0 && o.All {
-		return usageError("--pid and --all exclude each other: give one")
-	}
-	if o.PID < 0 {
-		return usageError("--pid must be positive, got %d", o.PID)
-	}
-	if o.Duration <= 0 {
-		return usageError("--duration must be positive, got %v", o.Duration)
-	}
-	if o.MinBlock < 0 || o.MinBlock > time.Second {
-		return usageError("--min-block must be between 0 and 1s, got %v", o.MinBlock)
-	}
-	switch o.Stacks {
-	case "kernel+user", "kernel", "user":
-	default:
-		return usageError("--stacks must be kernel+user, kernel or user, got %q", o.Stacks)
-	}
-	if o.StackEvery < 1 || o.StackEvery > probe.MaxStackEvery {
-		return usageError("--stack-every must be between 1 and %d, got %d", probe.MaxStackEvery, o.StackEvery)
-	}
-	if o.Top <= 0 {
-		return usageError("--top must be positive, got %d", o.Top)
-	}
-	if _, err := probes.ParseMethod(o.Method); err != nil {
-		return asUsage(err)
-	}
-	if o.budget, err = parseBudget(o.Budget, o.Exact, o.budgetSet); err != nil {
+	if err := o.report.check(); err != nil {
 		return err
 	}
-	if o.FailOn != "" {
-		if o.failOn, err = diagnose.ParseSeverity(o.FailOn); err != nil {
-			return usageError("--fail-on: %v", err)
-		}
+	if o.All && o.params.value("pid") != "0" {
+		return usageError("--pid and --all exclude each other: give one")
 	}
-	if o.OutFile != "" {
-		// Checked before watching, not after a window spent for nothing
-		// (and again when written).
-		if err := safeio.CheckOutput(o.OutFile); err != nil {
-			return usageError("--out: cannot write %s: %v", o.OutFile, err)
-		}
+	if _, err := o.budget.check(); err != nil {
+		return err
 	}
-	if o.PID > 0 {
-		return measure.CheckProcess(o.src.Root, "--pid", o.PID)
-	}
-	return nil
+	o.params.set["waker_stacks"] = strconv.FormatBool(!o.NoWakerStacks)
+	var err error
+	o.plan, err = o.params.load(o.src)
+	return err
 }
 
 func runOffCPU(ctx context.Context, o *offcpuOptions, g *Globals) error {
-	// The flags are the offcpu recipe's parameters.
-	plan, err := recipes.Load("offcpu", recipeSet("pid", strconv.Itoa(o.PID), "duration", o.Duration.String(),
-		"min_block", o.MinBlock.String(), "stacks", o.Stacks, "stack_every", strconv.Itoa(o.StackEvery),
-		"waker_stacks", strconv.FormatBool(!o.NoWakerStacks), "top", strconv.Itoa(o.Top), "attach_method", o.Method), o.src)
-	if err != nil {
-		return err
-	}
-	plan.SetBudget(o.budget)
+	plan := o.plan
+	plan.SetBudget(o.budget.budget)
+	duration := plan.Window().Duration
 	hooks := recipes.Hooks{Started: g.Started}
 	if f, ok := g.Err.(*os.File); ok && isTerminal(f) {
 		hooks.OnStart = func() {
-			fmt.Fprintf(g.Err, "watching for %v (Ctrl-C stops early)…\n", o.Duration)
+			fmt.Fprintf(g.Err, "watching for %v (Ctrl-C stops early)…\n", duration)
 		}
 	}
 	res, err := plan.Run(ctx, o.src, hooks)
@@ -175,11 +108,11 @@ func runOffCPU(ctx context.Context, o *offcpuOptions, g *Globals) error {
 	ev := res.OffCPU
 	interrupted := ctx.Err() != nil
 	if interrupted {
-		ev.Warnings = append(ev.Warnings, fmt.Sprintf("interrupted after %v of the %v asked for", time.Duration(ev.DurationNs).Round(time.Millisecond), o.Duration))
+		ev.Warnings = append(ev.Warnings, fmt.Sprintf("interrupted after %v of the %v asked for", time.Duration(ev.DurationNs).Round(time.Millisecond), duration))
 	}
 	r := res.Report("offcpu", Version())
-	r.Show = report.OffCPUShow(ev, o.Top, o.PID)
-	if err := writeOut(g, o.OutFile, r, o.format, string(o.format)); err != nil {
+	r.Show = report.OffCPUShow(ev, int(plan.Values["top"].(int64)), int(plan.Values["pid"].(int64)))
+	if err := writeOut(g, o.report.out, r, o.report.format, string(o.report.format)); err != nil {
 		return err
 	}
 	if interrupted {
@@ -187,5 +120,5 @@ func runOffCPU(ctx context.Context, o *offcpuOptions, g *Globals) error {
 		// partial.
 		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted: the report covers %v", time.Duration(ev.DurationNs).Round(time.Millisecond))}
 	}
-	return failOn(r.Findings, o.failOn)
+	return failOn(r.Findings, o.report.failOn)
 }

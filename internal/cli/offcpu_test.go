@@ -25,9 +25,10 @@ func TestOffCPUFlagsReachRun(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got == nil || !got.All || got.Duration != 3*time.Second || got.MinBlock != 50*time.Microsecond || got.Stacks != "kernel" ||
-		got.StackEvery != 8 || !got.NoWakerStacks || got.Top != 5 || got.Method != "raw_tp" || got.budget.On() || got.format != "folded" {
-		t.Fatalf("options = %+v", got)
+	v := got.plan.Values
+	if got == nil || !got.All || got.plan.Window().Duration != 3*time.Second || v["min_block"] != 50*time.Microsecond || v["stacks"] != "kernel" ||
+		v["stack_every"] != int64(8) || v["waker_stacks"] != false || v["top"] != int64(5) || v["attach_method"] != "raw_tp" || got.budget.budget.On() || got.report.format != "folded" {
+		t.Fatalf("options = %+v, values %v", got, v)
 	}
 	// The defaults: every process, 10 s, the probe's minimum block, the
 	// overhead budget on.
@@ -38,8 +39,9 @@ func TestOffCPUFlagsReachRun(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got.PID != 0 || got.Duration != 10*time.Second || got.MinBlock != probe.DefaultMinBlock || !got.budget.On() || got.format != "text" {
-		t.Fatalf("defaults = %+v", got)
+	v = got.plan.Values
+	if v["pid"] != int64(0) || got.plan.Window().Duration != 10*time.Second || v["min_block"] != probe.DefaultMinBlock || !got.budget.budget.On() || got.report.format != "text" {
+		t.Fatalf("defaults = %+v, values %v", got, v)
 	}
 }
 
@@ -51,9 +53,9 @@ func TestOffCPUUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--pid", "1", "--all"}, "exclude each other"},
-		{[]string{"--pid", "-3"}, "--pid must be positive"},
+		{[]string{"--pid", "-3"}, "--pid -3: want a process id"},
 		{[]string{"--pid", "999999999"}, "no such process"},
-		{[]string{"--duration", "0s"}, "--duration must be positive"},
+		{[]string{"--duration", "0s"}, "--duration 0s: want a duration"},
 		{[]string{"--min-block", "-1us"}, "--min-block"},
 		{[]string{"--min-block", "2s"}, "--min-block"},
 		{[]string{"--stacks", "both"}, "--stacks"},
@@ -102,7 +104,7 @@ func TestProfileOffCPUFlag(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	if got == nil || !got.OffCPU {
+	if got == nil || got.plan.Values["off_cpu"] != true {
 		t.Fatalf("options = %+v", got)
 	}
 	for _, args := range [][]string{{"--off-cpu", "-o", "folded"}, {"--off-cpu", "--cgroup", "/"}} {

@@ -39,16 +39,18 @@ func TestProfileFlagsReachRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.PID != os.Getpid() || o.Duration != 3*time.Second || o.Frequency != 49 || o.stacks != cpuprofile.KernelOnly || o.Event != "cpu-clock" ||
-		o.root != cpuprofile.RootCPU || o.format != report.SVG || o.OutFile != "x.svg" || o.Title != "T" {
-		t.Errorf("options = %+v", o)
+	v := o.plan.Values
+	if v["pid"] != int64(os.Getpid()) || o.plan.Window().Duration != 3*time.Second || v["freq"] != int64(49) || v["stacks"] != "kernel" || v["event"] != "cpu-clock" ||
+		v["root"] != "cpu" || o.report.format != report.SVG || o.report.out != "x.svg" || o.Title != "T" {
+		t.Errorf("options = %+v, values %v", o, v)
 	}
 	o, err = runProfileFlags(t)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.PID != 0 || o.Frequency != cpuprofile.DefaultFrequency || o.stacks != cpuprofile.KernelAndUser || o.root != cpuprofile.RootComm || o.format != "text" || o.Event != "auto" {
-		t.Errorf("defaults = %+v", o)
+	v = o.plan.Values
+	if v["pid"] != int64(0) || v["freq"] != int64(cpuprofile.DefaultFrequency) || v["stacks"] != "kernel+user" || v["root"] != "comm" || o.report.format != "text" || v["event"] != "auto" {
+		t.Errorf("defaults = %+v, values %v", o, v)
 	}
 }
 
@@ -66,15 +68,15 @@ func TestProfileBadInputExit2(t *testing.T) {
 		{[]string{"--pid", self, "--all"}, "exclude each other"},
 		{[]string{"--pid", strconv.Itoa(dead.Process.Pid)}, "not running"},
 		{[]string{"--pid", thread}, "is a thread of process " + self},
-		{[]string{"--pid", "-3"}, "positive"},
+		{[]string{"--pid", "-3"}, "--pid -3: want a process id"},
 		{[]string{"--kernel-only", "--user-only"}, "exclude each other"},
 		{[]string{"--per-thread", "--per-cpu"}, "exclude each other"},
 		{[]string{"-o", "png"}, "unknown output format"},
-		{[]string{"--freq", "0"}, "positive"},
-		{[]string{"--freq", "100000000"}, "perf_event_max_sample_rate"},
-		{[]string{"--duration", "0s"}, "positive"},
+		{[]string{"--freq", "0"}, "--freq 0: want an integer 1–10000"},
+		{[]string{"--freq", "100000000"}, "want an integer 1–10000"},
+		{[]string{"--duration", "0s"}, "--duration 0s: want a duration 10ms–24h"},
 		{[]string{"--top", "0"}, "positive"},
-		{[]string{"--stack-map-size", "10"}, "between 1024"},
+		{[]string{"--stack-map-size", "10"}, "1024–1048576"},
 		{[]string{"--jit-map"}, "needs --pid"},
 		{[]string{"-o", "svg", "--out", "/nonexistent/cpu.svg"}, "cannot write /nonexistent/cpu.svg"},
 		{[]string{"--jit-map", "--pid", self}, "is not a HotSpot JVM"},

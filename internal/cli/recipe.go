@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/measure"
-	"github.com/perfscope/perfscope/measure/budget"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
@@ -150,16 +148,16 @@ type recipeRunOptions struct {
 	Set    []string
 	Output string
 	FailOn string
-	// Budget and Exact override the recipe's window.budget when given.
-	Budget float64
-	Exact  bool
+	// Budget overrides the recipe's window.budget when given.
+	Budget budgetFlags
 	// Workload is --cgroup, --container or --pod.
 	Workload workloadFlags
 
 	format report.Format
 	failOn diagnose.Severity
-	// budget is the user's budget; nil keeps the recipe's.
-	budget *budget.Budget
+	// budgetGiven: --overhead-budget or --exact was given; else the
+	// recipe's budget holds.
+	budgetGiven bool
 	// set are the --set values by name, in the order given: a list
 	// parameter may be given once per item.
 	set map[string][]string
@@ -189,7 +187,8 @@ each section, the joined timeline and the findings. A list parameter takes
 		ValidArgsFunction: completeRecipes,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Recipe = args[0]
-			if err := o.parseBudget(cmd.Flags()); err != nil {
+			var err error
+			if o.budgetGiven, err = o.Budget.check(); err != nil {
 				return err
 			}
 			if err := o.validate(); err != nil {
@@ -203,7 +202,7 @@ each section, the joined timeline and the findings. A list parameter takes
 	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("recipe run")+" (the graph formats when the recipe takes stacks)")
 	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	o.Workload.register(f)
-	budgetFlags(f, &o.Budget, &o.Exact)
+	o.Budget.register(f)
 	cmd.RegisterFlagCompletionFunc("set", completeSet)
 	return cmd
 }
@@ -225,21 +224,6 @@ func completeSet(cmd *cobra.Command, args []string, toComplete string) ([]string
 		recipes.CompleteDirs:  cobra.ShellCompDirectiveFilterDirs,
 		recipes.CompleteFiles: cobra.ShellCompDirectiveDefault,
 	}[c]
-}
-
-// parseBudget keeps the recipe's window.budget unless --overhead-budget
-// or --exact says otherwise.
-func (o *recipeRunOptions) parseBudget(f *pflag.FlagSet) error {
-	pctSet := f.Changed("overhead-budget")
-	if !pctSet && !o.Exact {
-		return nil
-	}
-	b, err := parseBudget(o.Budget, o.Exact, pctSet)
-	if err != nil {
-		return err
-	}
-	o.budget = &b
-	return nil
 }
 
 func (o *recipeRunOptions) validate() error {
@@ -268,8 +252,8 @@ func runRecipe(ctx context.Context, o *recipeRunOptions, g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if o.budget != nil {
-		plan.SetBudget(*o.budget)
+	if o.budgetGiven {
+		plan.SetBudget(o.Budget.budget)
 	}
 	o.Workload.apply(plan)
 	if o.format != report.Text && o.format != report.JSON && !plan.HasStacks() {

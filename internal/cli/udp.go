@@ -5,19 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/apply"
-	"github.com/perfscope/perfscope/base/safeio"
-	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/measure"
-	"github.com/perfscope/perfscope/measure/budget"
-	"github.com/perfscope/perfscope/probes"
-	"github.com/perfscope/perfscope/probes/cpuprofile"
-	"github.com/perfscope/perfscope/probes/lockstat"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 	"github.com/perfscope/perfscope/report/compare"
@@ -29,44 +21,20 @@ type udpOptions struct {
 	// proto is the command ("udp", "tcp") and recipe the built-in it runs.
 	proto     string
 	recipe    string
-	Iface     string
-	Port      int
-	PID       int
-	Duration  time.Duration
-	Output    string
-	FlameDir  string
-	Freq      int
-	Event     string
+	params    *recipeFlags
 	NoProfile bool
-	Method    string
-	FailOn    string
 	Apply     []string
 	RevertDir string
 	Revert    string
 	Compare   []string
 	Workload  workloadFlags
-	// LockStacks is the lock probe's stack sampling: 1 in N contentions.
-	LockStacks int
-	// Budget is the overhead budget in percent of a CPU; Exact turns it
-	// off (every event counted).
-	Budget float64
-	Exact  bool
-	// Top and SampleEvery are tcp's connections listed and accept-queue
-	// sampling period.
-	Top         int
-	SampleEvery time.Duration
-	// budgetSet: --overhead-budget was given (it contradicts --exact).
-	budgetSet bool
+	report    reportFlags
+	budget    budgetFlags
 
-	failOn diagnose.Severity
-
-	format report.Format
-	method probes.AttachMethod
-	budget budget.Budget
-	// set are the udp-rx recipe's parameters, from the flags.
-	set map[string]string
-	src measure.Sources
-	run func(ctx context.Context, o *udpOptions, g *Globals) error
+	// plan is the recipe bound to the flags.
+	plan *recipes.Plan
+	src  measure.Sources
+	run  func(ctx context.Context, o *udpOptions, g *Globals) error
 }
 
 func newUDPCmd(g *Globals) *cobra.Command {
@@ -109,83 +77,40 @@ func netCmd(g *Globals, o *udpOptions, cmd *cobra.Command) *cobra.Command {
 		case o.Revert != "":
 			return o.runRevert(cmd.Context(), g)
 		}
-		o.budgetSet = cmd.Flags().Changed("overhead-budget")
 		if err := o.validate(); err != nil {
 			return err
 		}
 		return o.run(cmd.Context(), o, g)
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	params := []string{"iface", "port", "pid", "duration/d", "freq", "event/e", "lock_stacks", "attach_method", "flame"}
+	if o.proto == "tcp" {
+		params = append(params, "top=top-connections", "sample_interval")
+	}
+	o.params = newRecipeFlags(f, o.recipe, params...)
+	f.BoolVar(&o.NoProfile, "no-profile", false, "skip the on-CPU profile")
 	f.StringSliceVar(&o.Apply, "apply", nil, "make the typed changes of these findings' setting recommendations (after writing a revert file)")
 	f.StringVar(&o.RevertDir, "revert-dir", ".", "directory for the revert file --apply writes (owned by you or root; sticky if others may write it)")
 	f.StringVar(&o.Revert, "revert", "", "restore what a revert file written by --apply records, then exit")
 	f.StringSliceVar(&o.Compare, "compare", nil, "compare two saved "+o.proto+" -o json runs: --compare before.json,after.json (or the flag twice)")
-	f.StringVar(&o.Iface, "iface", "", "network interface to measure (required)")
-	f.IntVar(&o.Port, "port", 0, "local "+strings.ToUpper(o.proto)+" port of the server to inspect")
-	f.IntVar(&o.PID, "pid", 0, "pid of the server to inspect (its sockets and threads)")
-	f.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "how long to measure")
-	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage(o.proto))
-	f.StringVar(&o.FlameDir, "flame", "", "write folded stacks and flame graphs (NET_RX CPUs, other CPUs, all) to this directory")
-	f.IntVar(&o.Freq, "freq", cpuprofile.DefaultFrequency, "CPU profile samples per second per CPU")
-	eventFlag(f, &o.Event)
-	f.BoolVar(&o.NoProfile, "no-profile", false, "skip the on-CPU profile")
-	f.IntVar(&o.LockStacks, "lock-stacks", lockstat.DefaultStackEvery,
-		"take the kernel stack of 1 in N lock contentions (1: every one; per-lock and per-socket waits stay exact, per-site ones are scaled estimates)")
-	f.StringVar(&o.Method, "attach-method", "", "force tp_btf, raw_tp or tracepoint")
+	o.report.register(f, o.proto, "text", false, true)
 	o.Workload.register(f)
-	budgetFlags(f, &o.Budget, &o.Exact)
-	if o.proto == "tcp" {
-		f.IntVar(&o.Top, "top-connections", measure.DefaultTCPTop, "connections (and per-connection retransmit and reset rows) listed, busiest first")
-		f.DurationVar(&o.SampleEvery, "sample-interval", measure.DefaultTCPSampleEvery, "how often the listeners' accept queues are sampled")
-	}
+	o.budget.register(f)
 	return cmd
 }
 
 func (o *udpOptions) validate() error {
-	var err error
-	if o.format, err = report.ParseFormat(o.proto, o.Output); err != nil {
-		return asUsage(err)
-	}
-	if o.method, err = probes.ParseMethod(o.Method); err != nil {
-		return asUsage(err)
-	}
-	if o.Duration <= 0 {
-		return usageError("--duration must be positive, got %v", o.Duration)
-	}
-	if o.budget, err = parseBudget(o.Budget, o.Exact, o.budgetSet); err != nil {
+	if err := o.report.check(); err != nil {
 		return err
 	}
-	if o.Port < 0 || o.Port > 65535 {
-		return usageError("--port %d is not a %s port (0-65535)", o.Port, strings.ToUpper(o.proto))
-	}
-	if o.Freq <= 0 || o.Freq > 10000 {
-		return usageError("--freq must be between 1 and 10000 Hz, got %d", o.Freq)
-	}
-	if err := checkEvent(o.Event); err != nil {
+	if _, err := o.budget.check(); err != nil {
 		return err
 	}
-	if o.LockStacks < 1 || o.LockStacks > lockstat.MaxStackEvery {
-		return usageError("--lock-stacks must be between 1 and %d, got %d", lockstat.MaxStackEvery, o.LockStacks)
-	}
-	if o.PID < 0 {
-		return usageError("--pid must be positive, got %d", o.PID)
-	}
-	if o.PID > 0 {
-		if err := measure.CheckProcess(o.src.Root, "--pid", o.PID); err != nil {
-			return err
-		}
-	}
-	if o.PID > 0 && o.Workload.given() {
+	if o.params.value("pid") != "0" && o.Workload.given() {
 		return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
 	}
 	if err := o.Workload.resolve(o.src); err != nil {
 		return err
-	}
-	if o.FailOn != "" {
-		if o.failOn, err = diagnose.ParseSeverity(o.FailOn); err != nil {
-			return usageError("--fail-on: %v", err)
-		}
 	}
 	if len(o.Apply) > 0 {
 		d, err := apply.OpenTrustedDir(o.RevertDir)
@@ -194,51 +119,21 @@ func (o *udpOptions) validate() error {
 		}
 		d.Close()
 	}
-	if o.FlameDir != "" {
-		// Checked here for the sentence; the recipe's Prepare opens it
-		// again and holds it until the files are written.
-		d, err := safeio.OpenPrivateDir(o.FlameDir)
-		if errors.Is(err, safeio.ErrUnsafeDir) {
-			return usageError("--flame %s: %v; perfscope writes only into a directory that no other user can write to", o.FlameDir, err)
-		}
-		if err != nil {
-			return usageError("--flame %s: %v", o.FlameDir, err)
-		}
-		d.Close()
-	}
-	if _, err := measure.ResolveInterface(o.src, o.Iface); err != nil {
+	// Asked first for its sentence, which lists the interfaces.
+	if _, err := measure.ResolveInterface(o.src, o.params.value("iface")); err != nil {
 		return err
 	}
-	if o.proto == "tcp" {
-		if o.Top < 1 || o.Top > 10000 {
-			return usageError("--top-connections must be between 1 and 10000, got %d", o.Top)
-		}
-		if o.SampleEvery < 10*time.Millisecond || o.SampleEvery > 10*time.Second {
-			return usageError("--sample-interval must be between 10ms and 10s, got %v", o.SampleEvery)
-		}
-	}
-	o.set = recipeSet("iface", o.Iface, "port", strconv.Itoa(o.Port), "pid", strconv.Itoa(o.PID), "duration", o.Duration.String(),
-		"profile", strconv.FormatBool(!o.NoProfile), "freq", strconv.Itoa(o.Freq), "event", o.Event, "lock_stacks", strconv.Itoa(o.LockStacks),
-		"attach_method", o.Method, "flame", o.FlameDir)
-	if o.proto == "tcp" {
-		o.set["top"], o.set["sample_interval"] = strconv.Itoa(o.Top), o.SampleEvery.String()
-	}
-	return nil
+	o.params.set["profile"] = strconv.FormatBool(!o.NoProfile)
+	var err error
+	o.plan, err = o.params.load(o.src)
+	return err
 }
 
 func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 	limitHeap(udpHeapLimit)
-	// The flags are the udp-rx recipe's parameters; its window samples
-	// bpf_stats (probes.StatsSampleOn of every StatsSamplePeriod): left
-	// on, they cost each program run more than most programs do.
-	plan, err := recipes.Load(o.recipe, o.set, o.src)
-	if err == nil {
-		plan.SetBudget(o.budget)
-		o.Workload.apply(plan)
-	}
-	if err != nil {
-		return err
-	}
+	plan := o.plan
+	plan.SetBudget(o.budget.budget)
+	o.Workload.apply(plan)
 	res, err := plan.Run(ctx, o.src, recipes.Hooks{Started: g.Started})
 	if err != nil {
 		return err
@@ -259,7 +154,7 @@ func runUDP(ctx context.Context, o *udpOptions, g *Globals) error {
 			r.Artifacts = append(r.Artifacts, report.Artifact{Kind: "revert-file", Path: path})
 		}
 	}
-	return finishRun(g, r, o.format, applyErr, o.failOn, nil)
+	return finishRun(g, r, o.report.format, applyErr, o.report.failOn, nil)
 }
 
 // applyFindings makes the chosen findings' typed changes through
@@ -272,7 +167,7 @@ func applyFindings(ctx context.Context, o *udpOptions, g *Globals, r *report.Rep
 		return "", asUsage(fmt.Errorf("--apply: %w", err))
 	}
 	res, err := apply.Apply(ctx, plan, apply.ApplyOptions{Dir: o.RevertDir, System: apply.LiveSystem(),
-		Run: apply.RunInfo{Command: o.proto, Version: Version(), Started: r.Meta.Started, Interface: o.Iface, Findings: plan.IDs()}})
+		Run: apply.RunInfo{Command: o.proto, Version: Version(), Started: r.Meta.Started, Interface: o.params.value("iface"), Findings: plan.IDs()}})
 	if res.RevertFile != "" {
 		fmt.Fprintf(g.Err, "revert file: %s (undo with: perfscope %s --revert %s)\n", res.RevertFile, o.proto, res.RevertFile)
 	}
@@ -305,7 +200,7 @@ func (o *udpOptions) runCompare(ctx context.Context, g *Globals) error {
 	if len(o.Compare) != 2 {
 		return usageError("--compare takes two saved runs: --compare before.json,after.json")
 	}
-	f, err := report.ParseFormat(o.proto+" compare", o.Output)
+	f, err := report.ParseFormat(o.proto+" compare", o.report.output)
 	if err != nil {
 		return asUsage(err)
 	}
