@@ -15,17 +15,14 @@ import (
 
 type gclogOptions struct {
 	Files         []string
-	Output        string
 	PauseGoal     time.Duration
 	YoungInterval time.Duration
 	RPS           float64
 	Requests      float64
 	TargetRPS     float64
-	FailOn        string
 	NoRotated     bool
 
-	format report.Format
-	failOn diagnose.Severity
+	report reportFlags
 	// run analyses the logs; tests replace it to check flag handling.
 	run func(ctx context.Context, o *gclogOptions, g *Globals) error
 }
@@ -69,20 +66,18 @@ Holes of NUL bytes (a crash, copytruncate rotation) are skipped and counted.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("gclog"))
+	o.report.register(f, "gclog", "text", false, true)
 	f.DurationVar(&o.PauseGoal, "pause-goal", diagnose.DefaultPauseGoal, "pauses longer than this are findings")
 	f.DurationVar(&o.YoungInterval, "young-interval", diagnose.DefaultTargetGCInterval, "young GCs more frequent than one per this interval are findings")
 	f.Float64Var(&o.RPS, "rps", 0, "requests per second the JVM served during the log (enables the bytes-per-request model)")
 	f.Float64Var(&o.Requests, "requests", 0, "requests the JVM served during the log (alternative to --rps: divided by the log's window)")
 	f.Float64Var(&o.TargetRPS, "target-rps", 0, "request rate to predict young GCs per minute at (default: --rps)")
-	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
 	f.BoolVar(&o.NoRotated, "no-rotated", false, "read only the named files, not their rotated siblings")
 	return cmd
 }
 
 func (o *gclogOptions) validate() error {
-	var err error
-	if o.format, o.failOn, err = parseReportFlags("gclog", o.Output, o.FailOn); err != nil {
+	if err := o.report.check(); err != nil {
 		return err
 	}
 	if err := o.gcOptions(nil).Check(); err != nil {
@@ -123,8 +118,8 @@ func runGCLog(ctx context.Context, o *gclogOptions, g *Globals) (err error) {
 		r.Findings = []diagnose.Finding{}
 	}
 	r.Meta.DurationNs = int64(time.Since(g.Started))
-	if err := report.Render(g.Out, r, o.format); err != nil {
+	if err := report.Render(g.Out, r, o.report.format); err != nil {
 		return err
 	}
-	return failOn(r.Findings, o.failOn)
+	return failOn(r.Findings, o.report.failOn)
 }

@@ -34,7 +34,7 @@ func TestGCLogFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got == nil || strings.Join(got.Files, ",") != "a.log,b.log" || got.RPS != 800 || got.TargetRPS != 2000 ||
-		got.PauseGoal != 50*time.Millisecond || got.YoungInterval != 30*time.Second || got.format != report.HTML || got.failOn != diagnose.Warn {
+		got.PauseGoal != 50*time.Millisecond || got.YoungInterval != 30*time.Second || got.report.format != report.HTML || got.report.failOn != diagnose.Warn {
 		t.Fatalf("options %+v", got)
 	}
 }

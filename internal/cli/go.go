@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/collectors/cgroup"
-	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/golang"
 	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/measure"
@@ -25,11 +24,8 @@ type goOptions struct {
 	recipes.GoFlags
 	Flame  string
 	Folded string
-	Output string
-	FailOn string
 
-	format    report.Format
-	failOn    diagnose.Severity
+	report    reportFlags
 	wroteJSON bool
 	pidGiven  bool
 	// Workload is --cgroup, --container or --pod: the one Go program among
@@ -85,7 +81,7 @@ was measured until then is reported with a warning.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.pidGiven = cmd.Flags().Changed("pid")
-			return jsonErrors(g, "go", &o.format, &o.wroteJSON, func() error {
+			return jsonErrors(g, "go", &o.report.format, &o.wroteJSON, func() error {
 				if err := o.validate(); err != nil {
 					return err
 				}
@@ -108,18 +104,17 @@ was measured until then is reported with a warning.`,
 	f.IntVar(&o.Top, "top", golang.DefaultTopSites, "allocation sites to keep")
 	f.StringVar(&o.Flame, "flame", "", "write an allocation flame graph (bytes): .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the allocation stacks as folded stacks (bytes)")
-	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("go"))
-	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	o.report.register(f, "go", "text", false, true)
 	return cmd
 }
 
 // validate checks the flags and builds golang.Options; every refusal is
 // one sentence and exit 2, before anything is attached.
 func (o *goOptions) validate() error {
-	var err error
-	if o.format, o.failOn, err = parseReportFlags("go", o.Output, o.FailOn); err != nil {
+	if err := o.report.check(); err != nil {
 		return err
 	}
+	var err error
 	if o.PID, err = o.Workload.target(o.src, o.PID, o.pidGiven, func(sel *cgroup.Selection) (int, error) {
 		return measure.SelectGo(sel.Filter.String(), sel.PIDs(), golang.FS{Root: o.src.Root.Root})
 	}); err != nil {
@@ -152,7 +147,7 @@ func (o *goOptions) validate() error {
 
 func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	opts := o.opts
-	if o.format == report.Text && isTerminal(os.Stderr) {
+	if o.report.format == report.Text && isTerminal(os.Stderr) {
 		opts.Started = func() {
 			if opts.Load != nil {
 				fmt.Fprintf(g.Err, "measuring pid %d while sending %d requests…\n", o.PID, opts.Load.Requests)
@@ -185,7 +180,7 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	if res.Interrupted {
 		fmt.Fprintf(g.Err, "perfscope: interrupted after %.1fs; the probes were detached from pid %d and the report covers the window so far\n", float64(e.WindowNs)/1e9, o.PID)
 	}
-	return finishRun(g, r, o.format, nil, o.failOn, &o.wroteJSON)
+	return finishRun(g, r, o.report.format, nil, o.report.failOn, &o.wroteJSON)
 }
 
 // goError turns what went wrong into one sentence with the way out (the

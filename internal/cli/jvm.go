@@ -26,14 +26,11 @@ type jvmOptions struct {
 	recipes.JVMFlags
 	Flame  string
 	Folded string
-	Output string
-	FailOn string
 	// Stop is --stop PID: stop what a perfscope that is gone left running
 	// in that JVM, instead of measuring.
 	Stop int
 
-	format    report.Format
-	failOn    diagnose.Severity
+	report    reportFlags
 	wroteJSON bool
 	// plan is the jvm-alloc recipe bound to the flags.
 	plan *recipes.Plan
@@ -95,7 +92,7 @@ perfscope still runs is left alone (exit 3).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.pidGiven = cmd.Flags().Changed("pid")
-			return jsonErrors(g, "jvm", &o.format, &o.wroteJSON, func() error {
+			return jsonErrors(g, "jvm", &o.report.format, &o.wroteJSON, func() error {
 				if err := o.validate(); err != nil {
 					return err
 				}
@@ -133,8 +130,7 @@ perfscope still runs is left alone (exit 3).`,
 	f.IntVar(&o.Top, "top", 10, "allocation sites to list")
 	f.StringVar(&o.Flame, "flame", "", "write a flame graph of the profile: .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the profile as folded stacks")
-	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("jvm"))
-	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	o.report.register(f, "jvm", "text", false, true)
 	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint (Spring Boot Actuator, Micrometer, Dropwizard, OpenTelemetry), summed over the window")
 	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
 	f.StringArrayVar(&o.RequestsMatch, "requests-match", nil, "keep --requests-from series whose LABEL=REGEX, or drop them with LABEL!=REGEX (repeatable; default drops uri=/actuator.*)")
@@ -149,10 +145,10 @@ perfscope still runs is left alone (exit 3).`,
 }
 
 func (o *jvmOptions) validate() error {
-	var err error
-	if o.format, o.failOn, err = parseReportFlags("jvm", o.Output, o.FailOn); err != nil {
+	if err := o.report.check(); err != nil {
 		return err
 	}
+	var err error
 	if o.Stop != 0 {
 		return o.validateStop()
 	}
@@ -189,7 +185,7 @@ func (o *jvmOptions) validateStop() error {
 
 func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	hooks := recipes.Hooks{Started: time.Now()}
-	if o.format == report.Text && isTerminal(os.Stderr) {
+	if o.report.format == report.Text && isTerminal(os.Stderr) {
 		hooks.JVMStarted = func() {
 			if o.LoadURL != "" {
 				fmt.Fprintf(g.Err, "profiling pid %d while sending %d requests…\n", o.PID, o.Requests)
@@ -222,7 +218,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 		// the exit code says the run failed.
 		exitErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement (hsperfdata and attach socket went away); reported what was measured in %.1fs", o.PID, float64(j.Evidence.WindowNs)/1e9)}
 	}
-	return finishRun(g, r, o.format, exitErr, o.failOn, &o.wroteJSON)
+	return finishRun(g, r, o.report.format, exitErr, o.report.failOn, &o.wroteJSON)
 }
 
 func writeProfileFiles(o *jvmOptions, r *report.Report, j *measure.JVMResult) error {

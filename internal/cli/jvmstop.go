@@ -34,9 +34,9 @@ func runJVMStop(ctx context.Context, o *jvmOptions, g *Globals) error {
 		Removed: orEmpty(rep.Removed), ForeignLibraries: orEmpty(rep.Foreign), Notes: orEmpty(rep.Notes)}
 	r := report.New("jvm", Version(), time.Now())
 	r.Data = d
-	if o.format == report.JSON {
+	if o.report.format == report.JSON {
 		o.wroteJSON = true
 		return writeJSONReport(g.Out, r, nil)
 	}
-	return report.Render(g.Out, r, o.format)
+	return report.Render(g.Out, r, o.report.format)
 }

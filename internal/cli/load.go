@@ -12,7 +12,6 @@ import (
 
 	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/offcpu"
@@ -38,13 +37,10 @@ type loadOptions struct {
 	Timeout          time.Duration
 	PIDs             []int
 	StackEvery       int
-	Output           string
-	FailOn           string
 
 	levels []int
 	spec   httpload.Spec
-	format report.Format
-	failOn diagnose.Severity
+	report reportFlags
 	proc   procfs.FS
 	// run is the measurement; tests replace it to check flag handling.
 	run func(ctx context.Context, o *loadOptions, g *Globals) error
@@ -97,16 +93,15 @@ The service is --pid, or the local processes listening on the URL's port.`,
 	f.DurationVar(&o.Timeout, "timeout", 10*time.Second, "one request's time limit (a request past it counts as an error)")
 	f.IntSliceVarP(&o.PIDs, "pid", "p", nil, "the service's process(es) (default: the local processes listening on the URL's port)")
 	f.IntVar(&o.StackEvery, "stack-every", 1, fmt.Sprintf("take wait stacks at 1 in N switch-outs (1-%d): less cost, per-site times estimated", probe.MaxStackEvery))
-	f.StringVarP(&o.Output, "output", "o", "text", "output format: text, json or html")
-	f.StringVar(&o.FailOn, "fail-on", "", "exit 1 when a finding is at or above this severity: info, warn or crit")
+	o.report.register(f, "load", "text", false, true)
 	return cmd
 }
 
 func (o *loadOptions) validate() error {
-	var err error
-	if o.format, o.failOn, err = parseReportFlags("load", o.Output, o.FailOn); err != nil {
+	if err := o.report.check(); err != nil {
 		return err
 	}
+	var err error
 	if o.URL == "" {
 		return usageError("--url is required: the service's URL to load")
 	}
@@ -165,12 +160,12 @@ func runLoad(ctx context.Context, o *loadOptions, g *Globals) error {
 	for _, l := range ev.Levels {
 		r.Meta.DurationNs += l.DurationNs
 	}
-	if err := renderRun(g.Out, g, r, o.format); err != nil {
+	if err := renderRun(g.Out, g, r, o.report.format); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {
 		// As lab udp: the levels that did not run proved nothing.
 		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted: %d of %d levels ran", len(ev.Levels), len(o.levels))}
 	}
-	return failOn(r.Findings, o.failOn)
+	return failOn(r.Findings, o.report.failOn)
 }

@@ -28,7 +28,7 @@ func TestLoadFlagsReachRun(t *testing.T) {
 	}
 	s := got.spec
 	if !slices.Equal(got.levels, []int{2, 4, 16}) || got.DurationPerLevel != 3*time.Second || got.RequestsPerLevel != 500 || s.Method != "POST" ||
-		string(s.Body) != "hi" || s.Header.Get("X-A") != "b" || s.Timeout != 2*time.Second || got.StackEvery != 4 || got.format != "json" {
+		string(s.Body) != "hi" || s.Header.Get("X-A") != "b" || s.Timeout != 2*time.Second || got.StackEvery != 4 || got.report.format != "json" {
 		t.Fatalf("options = %+v, spec %+v", got, s)
 	}
 }

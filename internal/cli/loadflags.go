@@ -7,7 +7,6 @@ import (
 
 	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/base/safeio"
-	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
@@ -26,21 +25,6 @@ func registerLoadFlags(f *pflag.FlagSet, l *recipes.LoadFlags) {
 
 // checkHeaders refuses a --header that is not one line.
 func checkHeaders(headers []string) error { return asUsage(httpload.CheckHeaders(headers)) }
-
-// parseReportFlags reads command's -o and --fail-on.
-func parseReportFlags(command, output, failOn string) (report.Format, diagnose.Severity, error) {
-	format, err := report.ParseFormat(command, output)
-	if err != nil {
-		return "", 0, asUsage(err)
-	}
-	var sev diagnose.Severity
-	if failOn != "" {
-		if sev, err = diagnose.ParseSeverity(failOn); err != nil {
-			return "", 0, asUsage(err)
-		}
-	}
-	return format, sev, nil
-}
 
 // checkFlameFlags checks --flame (.svg or .html) and --folded before
 // anything is measured (and again when they are written).
