@@ -43,7 +43,8 @@ const (
 	// they cost less than the budget.
 	poolCalibration = 200 * time.Millisecond
 	// poolPeriod is, once the guard samples, the length of one on+off
-	// period (longer when the on part would be shorter than minPoolOn).
+	// period (longer when the on part would be shorter than minPoolOn),
+	// and the shortest: the hooks go back on at most once a period (run).
 	poolPeriod = time.Second
 	minPoolOn  = 20 * time.Millisecond
 )
@@ -145,6 +146,22 @@ type poolGuard struct {
 // start, its wait part of it. Only the hits up to the detach's start, over
 // the time up to it, are the stretch's sample: when each hook stopped
 // inside the close is not known to the guard.
+//
+// The hooks go back on no sooner than a period after the last stretch
+// started, however short the budget would let the off time be: a switch
+// costs the program what the guard does not charge (each attach and
+// detach writes the breakpoints into or out of its text, a page replaced
+// in its memory map, and the close waits for a grace period), so it is
+// bounded at one detach and one attach a period. Without the floor an
+// idle service switched every ~50 ms: each stretch, costing nothing, paid
+// back the off time sized ahead for it, the off time came to nothing, and
+// the cycle was the on time (minPoolOn) and the detach's wait. The floor
+// applies to any off time short of it, not only a vanished one: a few
+// milliseconds off buy next to nothing and cost a switch. It only
+// lengthens off times, so the hooks cost less, never more, than the
+// budget allows; the time it adds is not credited to later stretches
+// (prepaid stays the plan): credited, an idle spell would excuse a load
+// that comes back from paying back what its stretches cost over the plan.
 func (g *poolGuard) run(ctx context.Context) error {
 	first, refErr := g.hooks.AllocSamples()
 	defer func() {
@@ -224,7 +241,8 @@ func (g *poolGuard) run(ctx context.Context) error {
 		// ahead for it: the hits charged after the detach started and
 		// a share over the plan are paid back, the detach's wait counts as
 		// time off. The whole start's cost is not paid back (the guard's
-		// reaction, at full cost).
+		// reaction, at full cost). The next stretch starts a period after
+		// this one at the earliest (see above).
 		rate := 1.0 // the program's CPU per wall second
 		if cpuSpan > 0 && span > 0 {
 			rate = float64(cpuSpan) / float64(span)
@@ -240,7 +258,7 @@ func (g *poolGuard) run(ctx context.Context) error {
 			cycle += span
 		}
 		g.prepaid = ahead
-		off := max(cycle-time.Since(start), 0)
+		off := max(max(cycle, g.period)-time.Since(start), 0)
 		g.cycles = append(g.cycles, poolCycle{start: start, cost: cost, off: off, whole: whole})
 		if ended = sleep(ctx, off); ended {
 			return nil

@@ -34,6 +34,12 @@ type fakePoolHooks struct {
 	// onAtDetach is the time attached when the first detach started.
 	onAtDetach time.Duration
 	detachAt   time.Time
+	// idleAfter, when set, is how long after start the program stops
+	// calling the pool and allocating, its CPU down to a hundredth:
+	// busyOn is the time attached before then, up to the last detach.
+	idleAfter time.Duration
+	busyOn    time.Duration
+	attaches  int
 }
 
 func newFakePoolHooks(callsPerS, cpuPerS float64) *fakePoolHooks {
@@ -45,6 +51,32 @@ func (f *fakePoolHooks) on() time.Duration {
 	d := f.onTime
 	if f.attached {
 		d += time.Since(f.since)
+	}
+	return d
+}
+
+// busy is the part of the program's time from a to b in which it calls
+// the pool: all of it unless idleAfter is set.
+func (f *fakePoolHooks) busy(a, b time.Time) time.Duration {
+	if f.idleAfter > 0 {
+		b = minTime(b, f.start.Add(f.idleAfter))
+	}
+	return max(b.Sub(a), 0)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// called is the time attached while the program called the pool: what
+// the hooks' counts grow with.
+func (f *fakePoolHooks) called() time.Duration {
+	d := f.busyOn
+	if f.attached {
+		d += f.busy(f.since, time.Now())
 	}
 	return d
 }
@@ -64,6 +96,7 @@ func (f *fakePoolHooks) DetachPools() error {
 	defer f.mu.Unlock()
 	if f.attached {
 		f.onTime += time.Since(f.since)
+		f.busyOn += f.busy(f.since, time.Now())
 		f.attached = false
 		f.detaches++
 	}
@@ -75,6 +108,7 @@ func (f *fakePoolHooks) AttachPools() error {
 	defer f.mu.Unlock()
 	if !f.attached {
 		f.attached, f.since = true, time.Now()
+		f.attaches++
 	}
 	return nil
 }
@@ -82,27 +116,29 @@ func (f *fakePoolHooks) AttachPools() error {
 func (f *fakePoolHooks) PoolCounts() (map[uint64]goalloc.PoolCounts, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := uint64(f.on().Seconds() * f.callsPerS)
+	n := uint64(f.called().Seconds() * f.callsPerS)
 	return map[uint64]goalloc.PoolCounts{0xc000: {Gets: n, Puts: n, News: n / 10}}, nil
 }
 
 func (f *fakePoolHooks) SelfCosts() (probes.SelfCosts, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := uint64(f.on().Seconds() * f.callsPerS)
+	n := uint64(f.called().Seconds() * f.callsPerS)
 	return probes.SelfCosts{goalloc.HookPoolGet: {{Runs: n, TimedRuns: n / 64, TimedNs: n / 64 * f.selfNs}}}, nil
 }
 
 // AllocSamples: one allocation sample per 10 Gets, whether or not the
 // hooks are attached.
 func (f *fakePoolHooks) AllocSamples() (uint64, error) {
-	return uint64(time.Since(f.start).Seconds() * f.callsPerS / 10), nil
+	return uint64(f.busy(f.start, time.Now()).Seconds() * f.callsPerS / 10), nil
 }
 
 func (f *fakePoolHooks) PoolsOneLink() bool { return f.oneLink }
 
 func (f *fakePoolHooks) cpu() (time.Duration, error) {
-	return time.Duration(time.Since(f.start).Seconds() * f.cpuPerS * 1e9), nil
+	busy := f.busy(f.start, time.Now())
+	idle := time.Since(f.start) - busy
+	return time.Duration((busy.Seconds() + idle.Seconds()/100) * f.cpuPerS * 1e9), nil
 }
 
 // runGuard runs a guard over a window of w on f.
@@ -151,6 +187,43 @@ func TestPoolGuardSamplesHooksOverBudget(t *testing.T) {
 	}
 	if seen := float64(est.getsSeen); seen >= 0.9*truth {
 		t.Errorf("the hooks saw %.0f of %.0f Gets: they were not off for most of the window", seen, truth)
+	}
+}
+
+// A service that goes idle once the guard samples: its stretches cost
+// nothing and pay back the off time sized ahead for them, so the off time
+// after each came to nothing and the guard took the hooks off and put them
+// back every few milliseconds (every ~50 ms on the service: 20 ms on, the
+// close's 16–44 ms), each time writing breakpoints into the service's text,
+// a cost the guard does not charge. At most once a period now.
+func TestPoolGuardSwitchesAtMostOncePerPeriodWhenIdle(t *testing.T) {
+	// 50,000 Gets and Puts a second for 300 ms (60 % of one CPU, a
+	// hundred times the budget), then nothing.
+	f := newFakePoolHooks(50000, 1)
+	f.idleAfter = 300 * time.Millisecond
+	g, window := runGuard(t, f, false, 2*time.Second)
+	f.mu.Lock()
+	attaches, detaches := f.attaches, f.detaches
+	f.mu.Unlock()
+	if detaches == 0 || g.detached == 0 {
+		t.Fatalf("the guard never took the hooks off (cost share %.3f, budget %.3f)", g.costShare(), g.budget)
+	}
+	// The hooks go back on at least a period after the last stretch
+	// started, so a window holds at most window/period + 1 detaches and
+	// as many attaches (timers fire late, never early).
+	most := int(window/g.period) + 1
+	t.Logf("%d detaches, %d attaches in %v (period %v, at most %d)", detaches, attaches, window, g.period, most)
+	if detaches > most || attaches > most {
+		t.Errorf("%d detaches and %d attaches in %v, want at most %d: the guard switched more than once a %v period", detaches, attaches, window, most, g.period)
+	}
+	if s := g.sampling(window); s.Mode != "sampled" || s.Periods != len(g.periods) {
+		t.Errorf("sampling = %+v, want sampled over the %d stretches", s, len(g.periods))
+	}
+	est := estimatePools(g.periods, window, g.ref, true)[0xc000]
+	truth := 50000 * f.idleAfter.Seconds()
+	t.Logf("gets %.0f ± %.0f, truth %.0f", est.Gets, est.GetsErr, truth)
+	if math.Abs(est.Gets-truth) > est.GetsErr+0.05*truth {
+		t.Errorf("gets %.0f ± %.0f, the program made %.0f", est.Gets, est.GetsErr, truth)
 	}
 }
 
