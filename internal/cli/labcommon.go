@@ -6,16 +6,44 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/perfscope/perfscope/lab/netlab"
 	"github.com/perfscope/perfscope/report"
 )
 
+// labFlags are the flags of a network lab (lab udp, lab tcp).
+type labFlags struct {
+	Scenarios []string
+	Keep      bool
+	Duration  time.Duration
+	report    reportFlags
+}
+
+// register adds them to f for lab name, whose --keep keeps what kept
+// says.
+func (l *labFlags) register(f *pflag.FlagSet, name, kept string) {
+	f.StringSliceVar(&l.Scenarios, "scenario", nil, "run only these scenarios (comma-separated; default all)")
+	f.BoolVar(&l.Keep, "keep", false, "keep each scenario's namespaces and JSON reports ("+kept+")")
+	f.DurationVarP(&l.Duration, "duration", "d", 3*time.Second, "each perfscope "+strings.TrimPrefix(name, "lab ")+" measurement")
+	l.report.register(f, name, "text", false, false)
+}
+
+func (l *labFlags) check() error {
+	if err := l.report.check(); err != nil {
+		return err
+	}
+	if l.Duration < time.Second || l.Duration > time.Minute {
+		return usageError("--duration must be between 1s and 1m, got %v", l.Duration)
+	}
+	return nil
+}
+
 // labRun is one network lab's run (lab udp, lab tcp) for runLab.
 type labRun struct {
-	// name is the command, keep its --keep and format its -o.
-	name   string
-	keep   bool
-	format report.Format
+	// name is the command, flags its flags.
+	name  string
+	flags *labFlags
 	// missing are the tools the scenarios need that are not installed,
 	// and their packages.
 	missing func() (tools, packages []string)
@@ -40,7 +68,7 @@ func runLab(ctx context.Context, g *Globals, l labRun) error {
 	if missing, pkgs := l.missing(); len(missing) > 0 {
 		return unavailableError("%s needs %s: apt-get install %s", l.name, strings.Join(missing, ", "), strings.Join(pkgs, " "))
 	}
-	bin, dir, done, err := netlab.Workspace(l.name, l.keep, g.Err)
+	bin, dir, done, err := netlab.Workspace(l.name, l.flags.Keep, g.Err)
 	if err != nil {
 		return err
 	}
@@ -61,10 +89,10 @@ func runLab(ctx context.Context, g *Globals, l labRun) error {
 	r := report.New(l.name, Version(), started)
 	r.Meta.DurationNs = int64(time.Since(started))
 	r.Data = data
-	if err := report.Render(g.Out, r, l.format); err != nil {
+	if err := report.Render(g.Out, r, l.flags.report.format); err != nil {
 		return err
 	}
-	if l.format == report.Text && l.keep {
+	if l.flags.report.format == report.Text && l.flags.Keep {
 		l.kept(dir)
 	}
 	if interrupted != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,12 +11,7 @@ import (
 )
 
 type labTCPOptions struct {
-	Scenarios []string
-	Keep      bool
-	Duration  time.Duration
-	Output    string
-
-	format    report.Format
+	labFlags
 	scenarios []tcplab.Scenario
 	run       func(ctx context.Context, o *labTCPOptions, g *Globals) error
 }
@@ -47,36 +41,29 @@ after its fix.`,
   perfscope lab tcp --scenario gro-off --keep -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if o.format, err = report.ParseFormat("lab tcp", o.Output); err != nil {
-				return asUsage(err)
+			err := o.check()
+			if err == nil {
+				o.scenarios, err = tcplab.Select(o.Scenarios)
 			}
-			if o.Duration < time.Second || o.Duration > time.Minute {
-				return usageError("--duration must be between 1s and 1m, got %v", o.Duration)
-			}
-			if o.scenarios, err = tcplab.Select(o.Scenarios); err != nil {
+			if err != nil {
 				return asUsage(err)
 			}
 			return o.run(cmd.Context(), o, g)
 		},
 	}
-	f := cmd.Flags()
-	f.StringSliceVar(&o.Scenarios, "scenario", nil, "run only these scenarios (comma-separated; default all)")
-	f.BoolVar(&o.Keep, "keep", false, "keep each scenario's namespaces and JSON reports (load stopped)")
-	f.DurationVarP(&o.Duration, "duration", "d", 3*time.Second, "each perfscope tcp measurement")
-	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("lab tcp"))
+	o.register(cmd.Flags(), "lab tcp", "load stopped")
 	return cmd
 }
 
 func runLabTCP(ctx context.Context, o *labTCPOptions, g *Globals) error {
 	var data report.LabTCPData
-	return runLab(ctx, g, labRun{name: "lab tcp", keep: o.Keep, format: o.format, missing: tcplab.MissingTools,
+	return runLab(ctx, g, labRun{name: "lab tcp", flags: &o.labFlags, missing: tcplab.MissingTools,
 		run: func(bin, dir string) (any, int, int, int, *netlab.Interrupted, error) {
 			opts := tcplab.Options{Binary: bin, Duration: o.Duration, Dir: dir, Keep: o.Keep, Log: g.Err}
 			var stop *netlab.Interrupted
 			var err error
 			data, stop, err = tcplab.RunAll(ctx, opts, o.scenarios, func(res report.LabTCPScenario) {
-				if o.format == report.Text {
+				if o.report.format == report.Text {
 					report.WriteLabTCPScenario(g.textOut(), res)
 				}
 			})

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,13 +12,9 @@ import (
 )
 
 type labUDPOptions struct {
-	Scenarios []string
-	Keep      bool
-	Duration  time.Duration
-	Freq      int
-	Output    string
+	labFlags
+	Freq int
 
-	format    report.Format
 	scenarios []udplab.Scenario
 	run       func(ctx context.Context, o *labUDPOptions, g *Globals) error
 }
@@ -50,41 +45,34 @@ after its fix (or the tuned rig has a finding of severity warn or worse).`,
   perfscope lab udp --scenario gro-on --keep -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if o.format, err = report.ParseFormat("lab udp", o.Output); err != nil {
-				return asUsage(err)
-			}
-			if o.Duration < time.Second || o.Duration > time.Minute {
-				return usageError("--duration must be between 1s and 1m, got %v", o.Duration)
+			if err := o.check(); err != nil {
+				return err
 			}
 			if o.Freq <= 0 || o.Freq > 10000 {
 				return usageError("--freq must be between 1 and 10000 Hz, got %d", o.Freq)
 			}
+			var err error
 			if o.scenarios, err = udplab.Select(o.Scenarios); err != nil {
 				return asUsage(err)
 			}
 			return o.run(cmd.Context(), o, g)
 		},
 	}
-	f := cmd.Flags()
-	f.StringSliceVar(&o.Scenarios, "scenario", nil, "run only these scenarios (comma-separated; default all)")
-	f.BoolVar(&o.Keep, "keep", false, "keep each scenario's namespaces and JSON reports (servers are stopped)")
-	f.DurationVarP(&o.Duration, "duration", "d", 3*time.Second, "each perfscope udp measurement")
-	f.IntVar(&o.Freq, "freq", 499, "CPU profile samples per second per CPU")
-	f.StringVarP(&o.Output, "output", "o", "text", report.FormatUsage("lab udp"))
+	o.register(cmd.Flags(), "lab udp", "servers are stopped")
+	cmd.Flags().IntVar(&o.Freq, "freq", 499, "CPU profile samples per second per CPU")
 	return cmd
 }
 
 func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
 	var results []udplab.Result
-	return runLab(ctx, g, labRun{name: "lab udp", keep: o.Keep, format: o.format,
+	return runLab(ctx, g, labRun{name: "lab udp", flags: &o.labFlags,
 		missing: func() ([]string, []string) { return udplab.MissingTools(o.scenarios) },
 		run: func(bin, dir string) (any, int, int, int, *netlab.Interrupted, error) {
 			opts := udplab.Options{Binary: bin, Duration: o.Duration, Freq: o.Freq, Dir: dir, Keep: o.Keep, Log: g.Err}
 			var stop *netlab.Interrupted
 			var err error
 			results, stop, err = udplab.RunAll(ctx, opts, o.scenarios, func(res udplab.Result) {
-				if o.format == report.Text {
+				if o.report.format == report.Text {
 					compare.WriteLabUDPScenario(g.textOut(), res)
 				}
 			})
