@@ -234,6 +234,23 @@ window: {duration: 1s}
 	}
 }
 
+// The goalloc probe's requests_from may name its counter (URL#metric),
+// once: with requests_metric too, the two must agree.
+func TestBindGoRequestsFrom(t *testing.T) {
+	r, _ := Builtin("go-alloc")
+	p, err := r.Bind(map[string]string{"pid": "42", "requests_from": "http://127.0.0.1:9090/metrics#http_requests_total", "pools": "exact"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := p.GoOptions(); o.RequestsFrom == nil || o.RequestsFrom.URL != "http://127.0.0.1:9090/metrics" || o.RequestsFrom.Metric != "http_requests_total" || !o.ExactPools {
+		t.Errorf("go options %+v", o)
+	}
+	_, err = r.BindFlags(map[string]string{"pid": "42", "requests_from": "http://x/m#a", "requests_metric": "b"}, nil)
+	if want := `--requests-from http://x/m#a names the counter "a" and --requests-metric "b": give one`; err == nil || err.Error() != want {
+		t.Errorf("%v, want %q", err, want)
+	}
+}
+
 // window.budget: absent is the default budget, a percentage is that
 // share of one CPU, exact counts every event; a command's flags replace
 // it (SetBudget), and the value prints back as written.

@@ -67,8 +67,16 @@ func (p *Plan) bindGo(u boundUse) error {
 		if o.Requests > 0 {
 			return measure.BadInput("%s N and %s both count the window's requests: give one", name("requests"), name("requests_from"))
 		}
+		// URL#metric names the counter.
+		metric := opt("requests_metric").(string)
+		if url, frag, ok := strings.Cut(from, "#"); ok {
+			if metric != "" && frag != metric {
+				return measure.BadInput("%s %s names the counter %q and %s %q: give one", name("requests_from"), from, frag, name("requests_metric"), metric)
+			}
+			from, metric = url, frag
+		}
 		var jo jvm.Options
-		if err := p.metricsSource(boundUse{Use: u.Use, opts: map[string]any{"requests_metric": opt("requests_metric"), "requests_match": []string(nil)}}, &jo, from); err != nil {
+		if err := p.metricsSource(boundUse{Use: u.Use, opts: map[string]any{"requests_metric": metric, "requests_match": []string(nil)}}, &jo, from); err != nil {
 			return err
 		}
 		o.RequestsFrom = jo.RequestsFrom

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/perfscope/perfscope/collectors/cgroup"
 	"github.com/perfscope/perfscope/golang"
-	"github.com/perfscope/perfscope/jvm"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
@@ -20,14 +18,14 @@ import (
 
 // goOptions are the flags of `perfscope go`.
 type goOptions struct {
-	// GoFlags are the flags that are the go-alloc recipe's parameters.
-	recipes.GoFlags
-	Flame  string
-	Folded string
+	// params are the go-alloc recipe's parameters as flags; --no-pools
+	// and --exact-pools are its pools.
+	params              *recipeFlags
+	NoPools, ExactPools bool
+	Flame, Folded       string
 
 	report    reportFlags
 	wroteJSON bool
-	pidGiven  bool
 	// Workload is --cgroup, --container or --pod: the one Go program among
 	// its processes, instead of --pid.
 	Workload workloadFlags
@@ -35,7 +33,6 @@ type goOptions struct {
 	// measure is what the command runs: golang.Measure, or a test's
 	// stand-in to check flag handling and exit codes.
 	measure func(ctx context.Context, o golang.Options) (*golang.Result, error)
-	opts    golang.Options
 	// plan is the go-alloc recipe bound to the flags: its options are
 	// what measure runs with, its rules and report are the command's.
 	plan *recipes.Plan
@@ -80,7 +77,6 @@ was measured until then is reported with a warning.`,
   perfscope go --pid 4242 -d 30s --no-pools --flame alloc.svg`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.pidGiven = cmd.Flags().Changed("pid")
 			return jsonErrors(g, "go", &o.report.format, &o.wroteJSON, func() error {
 				if err := o.validate(); err != nil {
 					return err
@@ -90,76 +86,57 @@ was measured until then is reported with a warning.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVarP(&o.PID, "pid", "p", 0, "the Go program's pid (as seen from here; a program in a container is read through /proc/PID/root)")
-	o.Workload.register(f)
-	f.DurationVarP(&o.Duration, "duration", "d", 30*time.Second, "measurement window when perfscope does not drive the load")
-	f.Int64VarP(&o.Requests, "requests", "n", 0, "requests in the window: sent by you (with --duration) or by perfscope (with --load)")
-	registerLoadFlags(f, &o.LoadFlags)
-	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint, summed over the window; URL#metric names the counter")
-	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
-	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x and h2c request count from the program's socket writes (eBPF): auto (when nothing else counts), on (fail without it) or off")
-	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the program's)")
+	o.params = newServiceFlags(f, &o.Workload, "go-alloc")
 	f.BoolVar(&o.NoPools, "no-pools", false, "leave sync.Pool's Get and Put unprobed")
 	f.BoolVar(&o.ExactPools, "exact-pools", false, "keep the sync.Pool hooks attached the whole window whatever they cost (default: over 0.5 % of the program's CPU they are attached for part of it and the counts are estimated, with bounds)")
-	f.IntVar(&o.Top, "top", golang.DefaultTopSites, "allocation sites to keep")
 	f.StringVar(&o.Flame, "flame", "", "write an allocation flame graph (bytes): .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the allocation stacks as folded stacks (bytes)")
 	o.report.register(f, "go", "text", false, true)
 	return cmd
 }
 
-// validate checks the flags and builds golang.Options; every refusal is
-// one sentence and exit 2, before anything is attached.
+// validate checks the flags and binds the recipe to them; every refusal
+// is one sentence and exit 2, before anything is attached.
 func (o *goOptions) validate() error {
 	if err := o.report.check(); err != nil {
 		return err
 	}
-	var err error
-	if o.PID, err = o.Workload.target(o.src, o.PID, o.pidGiven, func(sel *cgroup.Selection) (int, error) {
+	if err := o.Workload.target(o.src, o.params, "a running Go program (`pgrep NAME` finds it)", func(sel *cgroup.Selection) (int, error) {
 		return measure.SelectGo(sel.Filter.String(), sel.PIDs(), golang.FS{Root: o.src.Root.Root})
 	}); err != nil {
 		return err
 	}
 	switch {
-	case o.PID < 0 || o.PID == 0 && o.pidGiven:
-		return usageError("--pid must be a positive process id, got %d: pass the pid of a running Go program", o.PID)
-	case o.PID == 0:
-		return usageError("--pid is required: pass the pid of a running Go program (`pgrep NAME` finds it), or its --container or --pod")
-	}
-	if o.NoPools && o.ExactPools {
+	case o.NoPools && o.ExactPools:
 		return usageError("--no-pools and --exact-pools exclude each other: give one")
-	}
-	if o.Duration <= 0 && o.LoadURL == "" {
-		return usageError("--duration %v: the window must be longer than zero", o.Duration)
-	}
-	if o.Requests < 0 {
-		return usageError("--requests %d: a request count is not negative", o.Requests)
-	}
-	if o.Top <= 0 || o.Top > 1000 {
-		return usageError("--top %d: keep between 1 and 1000 allocation sites", o.Top)
+	case o.NoPools:
+		o.params.set["pools"] = "off"
+	case o.ExactPools:
+		o.params.set["pools"] = "exact"
 	}
 	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
 		return err
 	}
-	o.plan, o.opts, err = recipes.BindGo(o.GoFlags)
+	var err error
+	o.plan, err = o.params.loadService(o.src)
 	return err
 }
 
 func runGo(ctx context.Context, o *goOptions, g *Globals) error {
-	opts := o.opts
+	opts := *o.plan.GoOptions()
 	if o.report.format == report.Text && isTerminal(os.Stderr) {
 		opts.Started = func() {
 			if opts.Load != nil {
-				fmt.Fprintf(g.Err, "measuring pid %d while sending %d requests…\n", o.PID, opts.Load.Requests)
+				fmt.Fprintf(g.Err, "measuring pid %d while sending %d requests…\n", opts.PID, opts.Load.Requests)
 			} else {
-				fmt.Fprintf(g.Err, "measuring pid %d for %v…\n", o.PID, o.Duration)
+				fmt.Fprintf(g.Err, "measuring pid %d for %v…\n", opts.PID, opts.Duration)
 			}
 		}
 	}
 	res, err := o.measure(ctx, opts)
 	exited := errors.Is(err, golang.ErrTargetExited)
 	if err != nil && (res == nil || !exited) {
-		return goError(o.PID, err)
+		return goError(opts.PID, err)
 	}
 	e := res.Evidence
 	for _, w := range e.Warnings {
@@ -169,7 +146,7 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	// overhead and flame graph.
 	r := o.plan.GoRun(o.src, res, g.Started, time.Now()).Report("go", Version())
 	e = res.Evidence
-	r.Show.Top = o.Top
+	r.Show.Top = opts.TopSites
 	if r.Flame != nil {
 		if err := writeFlameFlags(r, r.Flame, o.Flame, o.Folded, r.Show.FlameOptions()); err != nil {
 			return err
@@ -178,7 +155,7 @@ func runGo(ctx context.Context, o *goOptions, g *Globals) error {
 	// Ctrl-C ends the window early: the report covers it, exit 0 as for
 	// every measuring command (README, "Exit codes").
 	if res.Interrupted {
-		fmt.Fprintf(g.Err, "perfscope: interrupted after %.1fs; the probes were detached from pid %d and the report covers the window so far\n", float64(e.WindowNs)/1e9, o.PID)
+		fmt.Fprintf(g.Err, "perfscope: interrupted after %.1fs; the probes were detached from pid %d and the report covers the window so far\n", float64(e.WindowNs)/1e9, opts.PID)
 	}
 	return finishRun(g, r, o.report.format, nil, o.report.failOn, &o.wroteJSON)
 }

@@ -21,12 +21,17 @@ import (
 )
 
 // runGoCmd runs `perfscope go args` with measure standing in for
-// golang.Measure.
+// golang.Measure, on a machine where pid 42 runs.
 func runGoCmd(t *testing.T, measure func(context.Context, golang.Options) (*golang.Result, error), args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	return runGoCmdOn(t, fakeProc(t, 42), measure, args...)
+}
+
+func runGoCmdOn(t *testing.T, src measure.Sources, measure func(context.Context, golang.Options) (*golang.Result, error), args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	g := &Globals{Out: &out, Err: &errb}
-	cmd := goCmd(g, &goOptions{measure: measure})
+	cmd := goCmd(g, &goOptions{measure: measure, src: src})
 	cmd.SetArgs(args)
 	cmd.SetOut(&out)
 	cmd.SetErr(&errb)
@@ -155,9 +160,9 @@ func TestGoRefusesWithoutAttaching(t *testing.T) {
 		want string
 	}{
 		{cmd.Process.Pid, fmt.Sprintf("pid %d is not a Go program", cmd.Process.Pid)},
-		{1 << 30, fmt.Sprintf("pid %d is not running", 1<<30)},
+		{1 << 30, fmt.Sprintf("--pid %d: no such process (not running)", 1<<30)},
 	} {
-		_, stderr, code := runGoCmd(t, golang.Measure, "--pid", fmt.Sprint(tc.pid), "-d", "1s")
+		_, stderr, code := runGoCmdOn(t, measure.Live(), golang.Measure, "--pid", fmt.Sprint(tc.pid), "-d", "1s")
 		if code != ExitUsage || !strings.HasPrefix(stderr, tc.want) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 			t.Errorf("pid %d: exit %d, stderr %q; want exit 2 and one line starting %q", tc.pid, code, stderr, tc.want)
 		}

@@ -124,10 +124,12 @@ func TestInvalidPIDSaysSo(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"jvm", "--pid", "-5"}, "--pid must be a positive process id, got -5"},
-		{[]string{"jvm", "--pid=-5"}, "--pid must be a positive process id, got -5"},
-		{[]string{"jvm", "-p", "0"}, "--pid must be a positive process id, got 0"},
+		{[]string{"jvm", "--pid", "-5"}, `--pid -5: want a process id, got "-5"`},
+		{[]string{"jvm", "--pid=-5"}, `--pid -5: want a process id, got "-5"`},
+		{[]string{"jvm", "-p", "0"}, `--pid 0: want a process id, got "0"`},
 		{[]string{"jvm"}, "--pid is required"},
+		{[]string{"go", "-p", "0"}, `--pid 0: want a process id, got "0"`},
+		{[]string{"go"}, "--pid is required"},
 		{[]string{"udp", "--iface", "lo", "--pid", "-5"}, `--pid -5: want a process id (0: none), got "-5"`},
 		{[]string{"profile", "--pid", "-5"}, `--pid -5: want a process id (0: none), got "-5"`},
 		{[]string{"recipe", "run", "jvm-alloc", "--set", "pid=-5"}, `--set pid=-5: want a process id, got "-5"`},

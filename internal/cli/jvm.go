@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,21 +12,16 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/collectors/cgroup"
-	"github.com/perfscope/perfscope/diagnose"
 	"github.com/perfscope/perfscope/flame"
-	"github.com/perfscope/perfscope/jvm"
-	"github.com/perfscope/perfscope/jvm/asprof"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
 type jvmOptions struct {
-	// JVMFlags are the flags that are the jvm-alloc recipe's parameters;
-	// OffCPU is --off-cpu: the offcpu probe on the JVM in the same window.
-	recipes.JVMFlags
-	Flame  string
-	Folded string
+	// params are the jvm-alloc recipe's parameters as flags.
+	params        *recipeFlags
+	Flame, Folded string
 	// Stop is --stop PID: stop what a perfscope that is gone left running
 	// in that JVM, instead of measuring.
 	Stop int
@@ -38,8 +34,6 @@ type jvmOptions struct {
 	// Workload is --cgroup, --container or --pod: the one JVM among its
 	// processes, instead of --pid.
 	Workload workloadFlags
-	// pidGiven: --pid was on the command line (0 given is not 0 missing).
-	pidGiven bool
 	// run is the measurement and stop is --stop; tests replace them to
 	// check flag handling.
 	run  func(ctx context.Context, o *jvmOptions, g *Globals) error
@@ -91,7 +85,6 @@ perfscope still runs is left alone (exit 3).`,
   perfscope jvm --stop 4242                                           # after a perfscope was killed`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.pidGiven = cmd.Flags().Changed("pid")
 			return jsonErrors(g, "jvm", &o.report.format, &o.wroteJSON, func() error {
 				if err := o.validate(); err != nil {
 					return err
@@ -117,29 +110,13 @@ perfscope still runs is left alone (exit 3).`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVarP(&o.PID, "pid", "p", 0, "the JVM's pid (as seen from here)")
-	o.Workload.register(f)
-	f.DurationVarP(&o.Duration, "duration", "d", 10*time.Second, "measurement window when perfscope does not drive the load")
-	f.Int64VarP(&o.Requests, "requests", "n", 0, "requests in the window: sent by you (with --duration) or by perfscope (with --load)")
-	registerLoadFlags(f, &o.LoadFlags)
-	f.StringVar(&o.Event, "event", "alloc", "async-profiler event: alloc, cpu, lock or wall (bytes per request needs alloc or falls back to hsperfdata)")
-	f.StringVar(&o.AllocInterval, "alloc-interval", "auto", "sample one allocation per this many bytes (k, m suffixes); smaller is more precise and costs the JVM more. auto: chosen from the allocation rate before the window for about 2500 samples (±4 %), 512k under --load")
-	f.StringVar(&o.AsyncProfiler, "async-profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"), "libasyncProfiler.so, an async-profiler directory or its asprof launcher (default: $PERFSCOPE_ASYNC_PROFILER, asprof on PATH, else tools.profiler:async-profiler:"+asprof.Version+" via Maven)")
-	f.Float64Var(&o.TargetRPS, "target-rps", 0, "request rate to predict young GCs at (default: the measured rate)")
-	f.DurationVar(&o.TargetGCInterval, "target-gc-interval", diagnose.DefaultTargetGCInterval, "young-GC interval to size Eden for")
-	f.IntVar(&o.Top, "top", 10, "allocation sites to list")
+	o.params = newServiceFlags(f, &o.Workload, "jvm-alloc", "event", "alloc_interval", "async_profiler", "target_rps", "target_gc_interval",
+		"requests_match", "mappings", "request_threads", "handler_frames", "off_cpu")
+	o.params.showDefault("alloc_interval", "auto")
+	o.params.showDefault("async_profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"))
 	f.StringVar(&o.Flame, "flame", "", "write a flame graph of the profile: .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the profile as folded stacks")
 	o.report.register(f, "jvm", "text", false, true)
-	f.StringVar(&o.RequestsFrom, "requests-from", "", "count requests from this Prometheus/OpenMetrics endpoint (Spring Boot Actuator, Micrometer, Dropwizard, OpenTelemetry), summed over the window")
-	f.StringVar(&o.RequestsMetric, "requests-metric", "", "the request counter of --requests-from (default: "+strings.Join(jvm.KnownRequestMetrics[:2], ", ")+", …)")
-	f.StringArrayVar(&o.RequestsMatch, "requests-match", nil, "keep --requests-from series whose LABEL=REGEX, or drop them with LABEL!=REGEX (repeatable; default drops uri=/actuator.*)")
-	f.StringVar(&o.Mappings, "mappings", "", "Spring Boot Actuator's /actuator/mappings, to join handlers to endpoints (default: beside an Actuator --requests-from)")
-	f.StringVar(&o.Count, "count", "auto", "passive HTTP/1.x and h2c request count from the JVM's socket writes (eBPF): auto (when nothing else counts), on (also as a cross-check; fail without it) or off")
-	f.UintSliceVar(&o.HTTPPorts, "http-port", nil, "listening TCP ports the passive count watches (default: all of the JVM's)")
-	f.StringVar(&o.RequestThreads, "request-threads", "", "thread names (regex) that serve requests, beside the known pools (http-nio-*, http-epoll-*, reactor-http-*, qtp*, XNIO-*)")
-	f.StringVar(&o.HandlerFrames, "handler-frames", "", "frames (regex on dotted names) that are request handlers, instead of the outermost application frame under a known dispatcher")
-	f.BoolVar(&o.OffCPU, "off-cpu", false, "also where the JVM's threads waited off CPU in the same window (the offcpu probe); with --event wall, async-profiler's wall clock and the kernel's off-CPU time side by side per thread pool")
 	f.IntVar(&o.Stop, "stop", 0, "instead of measuring: stop the async-profiler session a killed perfscope left in JVM `PID`, and remove its files")
 	return cmd
 }
@@ -148,26 +125,24 @@ func (o *jvmOptions) validate() error {
 	if err := o.report.check(); err != nil {
 		return err
 	}
-	var err error
 	if o.Stop != 0 {
 		return o.validateStop()
 	}
-	if o.PID, err = o.Workload.target(o.src, o.PID, o.pidGiven, func(sel *cgroup.Selection) (int, error) {
+	if err := o.Workload.target(o.src, o.params, "a running JVM (`jps` or `pgrep java` lists them)", func(sel *cgroup.Selection) (int, error) {
 		return measure.SelectJVM(o.src, sel)
 	}); err != nil {
 		return err
-	}
-	switch {
-	case o.PID < 0 || o.PID == 0 && o.pidGiven:
-		return usageError("--pid must be a positive process id, got %d: pass the pid of a running JVM (`jps` or `pgrep java` lists them)", o.PID)
-	case o.PID == 0:
-		return usageError("--pid is required: pass the pid of a running JVM (`jps` or `pgrep java` lists them), or its --container or --pod")
 	}
 	// Checked before the JVM is profiled (and again when written).
 	if err := checkFlameFlags(o.Flame, o.Folded); err != nil {
 		return err
 	}
-	o.plan, err = recipes.BindJVM(o.JVMFlags)
+	if strings.EqualFold(strings.TrimSpace(o.params.value("alloc_interval")), "auto") {
+		o.params.set["alloc_interval"] = "0" // chosen from the allocation rate
+	}
+	o.params.set["async_profiler"] = o.params.value("async_profiler")
+	var err error
+	o.plan, err = o.params.loadService(o.src)
 	return err
 }
 
@@ -177,20 +152,21 @@ func (o *jvmOptions) validateStop() error {
 	if o.Stop < 0 {
 		return usageError("--stop %d: pass the pid of a running JVM", o.Stop)
 	}
-	if o.PID != 0 && o.PID != o.Stop {
-		return usageError("--stop %d and --pid %d name different JVMs: --stop takes the pid itself", o.Stop, o.PID)
+	if pid := o.params.value("pid"); pid != "" && pid != strconv.Itoa(o.Stop) {
+		return usageError("--stop %d and --pid %s name different JVMs: --stop takes the pid itself", o.Stop, pid)
 	}
 	return nil
 }
 
 func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	hooks := recipes.Hooks{Started: time.Now()}
+	v := o.plan.Values
 	if o.report.format == report.Text && isTerminal(os.Stderr) {
 		hooks.JVMStarted = func() {
-			if o.LoadURL != "" {
-				fmt.Fprintf(g.Err, "profiling pid %d while sending %d requests…\n", o.PID, o.Requests)
+			if v["load"] != "" {
+				fmt.Fprintf(g.Err, "profiling pid %d while sending %d requests…\n", v["pid"], v["requests"])
 			} else {
-				fmt.Fprintf(g.Err, "profiling pid %d for %v…\n", o.PID, o.Duration)
+				fmt.Fprintf(g.Err, "profiling pid %d for %v…\n", v["pid"], v["duration"])
 			}
 		}
 	}
@@ -206,7 +182,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	// The recipe's envelope (which names it and its values, its overhead
 	// and findings) with the jvm command's own data and text.
 	r := res.Report("jvm", Version())
-	r.Data = res.JVMData(o.OffCPU)
+	r.Data = res.JVMData(v["off_cpu"].(bool))
 	if j.Profile != nil {
 		if werr := writeProfileFiles(o, r, j); werr != nil {
 			return werr
@@ -216,7 +192,7 @@ func runJVM(ctx context.Context, o *jvmOptions, g *Globals) error {
 	if exited != nil {
 		// The JVM exited mid-run: the report says what was measured, and
 		// the exit code says the run failed.
-		exitErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement (hsperfdata and attach socket went away); reported what was measured in %.1fs", o.PID, float64(j.Evidence.WindowNs)/1e9)}
+		exitErr = &ExitError{Code: ExitFailure, Err: fmt.Errorf("pid %d exited during the measurement (hsperfdata and attach socket went away); reported what was measured in %.1fs", v["pid"], float64(j.Evidence.WindowNs)/1e9)}
 	}
 	return finishRun(g, r, o.report.format, exitErr, o.report.failOn, &o.wroteJSON)
 }
@@ -226,6 +202,6 @@ func writeProfileFiles(o *jvmOptions, r *report.Report, j *measure.JVMResult) er
 		return nil
 	}
 	p := j.Profile
-	opts := flame.Options{Title: fmt.Sprintf("pid %d: %s", o.PID, p.Event), Subtitle: fmt.Sprintf("async-profiler %s, total %s", p.Event, report.Count(float64(p.Total)))}
+	opts := flame.Options{Title: fmt.Sprintf("pid %d: %s", o.plan.Values["pid"], p.Event), Subtitle: fmt.Sprintf("async-profiler %s, total %s", p.Event, report.Count(float64(p.Total)))}
 	return writeFlameFlags(r, j.Flame(), o.Flame, o.Folded, opts)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,7 +43,7 @@ func TestJVMFlags(t *testing.T) {
 		{[]string{"--pid", "42", "--load", "http://x/", "-n", "5", "--requests-from", "http://x/m"}, ExitUsage},
 	} {
 		var ran *jvmOptions
-		o := &jvmOptions{run: func(_ context.Context, o *jvmOptions, _ *Globals) error { ran = o; return nil }}
+		o := &jvmOptions{src: fakeProc(t, 42), run: func(_ context.Context, o *jvmOptions, _ *Globals) error { ran = o; return nil }}
 		g := &Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}
 		cmd := jvmCmd(g, o)
 		cmd.SetArgs(tc.args)
@@ -61,10 +62,8 @@ func TestJVMFlags(t *testing.T) {
 // (before anything is attached) name the flags: a body file that is not
 // there, a regex that does not compile.
 func TestJVMFlagsReachTheRecipe(t *testing.T) {
-	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "proc", "42"), 0o755)
-	os.WriteFile(filepath.Join(root, "proc", "42", "status"), []byte("Name:\tjava\nState:\tS (sleeping)\nTgid:\t42\nNStgid:\t42\n"), 0o644)
-	src := measure.Sources{Root: procfs.FS{Root: root}}
+	src := fakeProc(t, 42)
+	root := src.Root.Root
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -91,19 +90,28 @@ func TestJVMFlagsReachTheRecipe(t *testing.T) {
 	var plan *recipes.Plan
 	o := &jvmOptions{src: src, run: func(_ context.Context, o *jvmOptions, _ *Globals) error { plan = o.plan; return o.plan.Prepare(o.src) }}
 	cmd := jvmCmd(&Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}, o)
-	cmd.SetArgs([]string{"--pid", "42", "--body", "@" + body, "--load", "http://x/", "-n", "3", "--method", "post", "-H", "A: b, c", "-H", "X-Y: z"})
+	cmd.SetArgs([]string{"--pid", "42", "--body", "@" + body, "--load", "http://x/", "-n", "3", "--method", "post", "-H", "A: b, c", "-H", "X-Y: z",
+		"--http-port", "8080,8443", "--http-port", "9090"})
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if plan.Values["method"] != "POST" || strings.Join(plan.Values["header"].([]string), "|") != "A: b, c|X-Y: z" || plan.Values["body_file"] != body {
+	if plan.Values["method"] != "POST" || strings.Join(plan.Values["header"].([]string), "|") != "A: b, c|X-Y: z" || plan.Values["body_file"] != body ||
+		fmt.Sprint(plan.Values["http_port"]) != "[8080 8443 9090]" {
 		t.Errorf("values %v", plan.Values)
+	}
+	// A header is one line: a line break in one -H is not two headers.
+	cmd = jvmCmd(&Globals{Out: &bytes.Buffer{}, Err: &bytes.Buffer{}}, &jvmOptions{src: src})
+	cmd.SetArgs([]string{"--pid", "42", "--load", "http://x/", "-n", "3", "-H", "A: b\nC: d"})
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	if err := cmd.ExecuteContext(context.Background()); CodeOf(err) != ExitUsage || !strings.Contains(err.Error(), "a header is one line") {
+		t.Errorf("-H with a line break: %v", err)
 	}
 }
 
 // Errors under -o json are a JSON document too, with the exit code.
 func TestJVMJSONErrors(t *testing.T) {
-	o := &jvmOptions{run: func(context.Context, *jvmOptions, *Globals) error {
+	o := &jvmOptions{src: fakeProc(t, 42), run: func(context.Context, *jvmOptions, *Globals) error {
 		return unavailableError("pid 42 runs with -XX:+DisableAttachMechanism")
 	}}
 	out := &bytes.Buffer{}
@@ -177,4 +185,14 @@ func TestJVMBusyErrors(t *testing.T) {
 			t.Errorf("%v (exit %d), want exit 3 saying %q", err, CodeOf(err), tc.want)
 		}
 	}
+}
+
+// fakeProc is a machine whose /proc holds process pid, sleeping: what the
+// recipe checks of a pid before the tests' stand-in measures it.
+func fakeProc(t *testing.T, pid int) measure.Sources {
+	root := t.TempDir()
+	dir := filepath.Join(root, "proc", fmt.Sprint(pid))
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "status"), []byte(fmt.Sprintf("Name:\tjava\nState:\tS (sleeping)\nTgid:\t%d\nNStgid:\t%d\n", pid, pid)), 0o644)
+	return measure.Sources{Root: procfs.FS{Root: root}}
 }

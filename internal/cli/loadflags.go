@@ -8,19 +8,37 @@ import (
 	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/flame"
+	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
 )
 
-// registerLoadFlags binds the flags of an HTTP load perfscope drives
-// while it measures a service (jvm, go) to l; --requests is the
-// command's own.
-func registerLoadFlags(f *pflag.FlagSet, l *recipes.LoadFlags) {
-	f.StringVar(&l.LoadURL, "load", "", "drive --requests HTTP requests at this URL and measure while they run")
-	f.StringVar(&l.Method, "method", "GET", "HTTP method of the load")
-	f.StringVar(&l.Body, "body", "", "request body of the load; @FILE reads it from a file")
-	f.StringArrayVarP(&l.Headers, "header", "H", nil, "request header of the load, Name:value (repeatable)")
-	f.IntVarP(&l.Concurrency, "concurrency", "c", 4, "concurrent connections of the load")
+// newServiceFlags registers the flags of a command that measures one
+// service (go, jvm): its recipe's parameters it shares with the other (the
+// pid or workload, the window, the load perfscope drives, the request
+// sources) and params. --body @FILE is body_file.
+func newServiceFlags(f *pflag.FlagSet, w *workloadFlags, recipe string, params ...string) *recipeFlags {
+	rf := newRecipeFlags(f, recipe, append([]string{"pid/p", "duration/d", "requests/n", "load", "method", "body", "header/H", "concurrency/c",
+		"requests_from", "requests_metric", "count", "http_port", "top"}, params...)...)
+	rf.flag["body_file"] = "--body @FILE"
+	f.Lookup("body").Usage += "; @FILE reads it from a file"
+	pid := f.Lookup("pid")
+	pid.Usage = strings.Replace(pid.Usage, "(required)", "(required, or --cgroup, --container or --pod)", 1)
+	w.register(f)
+	return rf
+}
+
+// loadService is load with the load flags in the recipe's terms: --method
+// post is POST, --body @FILE is body_file; a --header is one line.
+func (rf *recipeFlags) loadService(src measure.Sources) (*recipes.Plan, error) {
+	rf.set["method"] = strings.ToUpper(rf.value("method"))
+	if file, ok := strings.CutPrefix(rf.value("body"), "@"); ok {
+		rf.set["body"], rf.set["body_file"] = "", file
+	}
+	if err := checkHeaders(rf.fs.Lookup("header").Value.(*paramText).items); err != nil {
+		return nil, err
+	}
+	return rf.load(src)
 }
 
 // checkHeaders refuses a --header that is not one line.

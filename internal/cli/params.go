@@ -26,14 +26,23 @@ type recipeFlags struct {
 	set map[string]string
 }
 
-// paramText is one parameter flag's value, as typed.
+// paramText is one parameter flag's value, as typed: a list's flag
+// given more than once is its items, one per occurrence.
 type paramText struct {
-	text string
-	kind spec.Kind
+	text  string
+	kind  spec.Kind
+	items []string
 }
 
-func (v *paramText) String() string     { return v.text }
-func (v *paramText) Set(s string) error { v.text = s; return nil }
+func (v *paramText) String() string { return v.text }
+func (v *paramText) Set(s string) error {
+	if v.kind.IsList() {
+		v.items = append(v.items, s)
+		s = v.kind.JoinItems(v.items)
+	}
+	v.text = s
+	return nil
+}
 func (v *paramText) Type() string {
 	if v.kind == spec.KindEnum {
 		return "string"
@@ -73,6 +82,9 @@ func newRecipeFlags(f *pflag.FlagSet, recipe string, params ...string) *recipeFl
 		if param.Required {
 			fl.Usage += " (required)"
 		}
+		if param.Kind.IsList() {
+			fl.Usage += " (repeatable)"
+		}
 		if param.Kind == spec.KindEnum && !strings.Contains(fl.Usage, param.Values[len(param.Values)-1]) {
 			values := slices.DeleteFunc(slices.Clone(param.Values), func(v string) bool { return v == "" })
 			fl.Usage += ": " + strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1]
@@ -92,6 +104,13 @@ func (rf *recipeFlags) flagName(param string) string {
 // value is a parameter's flag as typed, or its default.
 func (rf *recipeFlags) value(param string) string {
 	return rf.fs.Lookup(rf.flagName(param)).Value.String()
+}
+
+// showDefault makes text a parameter flag's default, shown and read when
+// it is not given; the command says what it means (--alloc-interval auto).
+func (rf *recipeFlags) showDefault(param, text string) {
+	f := rf.fs.Lookup(rf.flagName(param))
+	f.DefValue, f.Value.(*paramText).text = text, text
 }
 
 // load binds the recipe to the flags given and to the command's own

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"strconv"
+
 	"github.com/spf13/pflag"
 
 	"github.com/perfscope/perfscope/collectors/cgroup"
@@ -39,18 +41,22 @@ func (w *workloadFlags) apply(plan *recipes.Plan) {
 	}
 }
 
-// target is the pid of a command that measures one process (jvm, go):
-// pid as given, or the one target choose finds among the workload's
-// processes — --pid and a workload flag exclude each other.
-func (w *workloadFlags) target(src measure.Sources, pid int, pidGiven bool, choose func(*cgroup.Selection) (int, error)) (int, error) {
-	if !w.given() {
-		return pid, nil
-	}
-	if pidGiven {
-		return pid, usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
+// target sets the pid of a command that measures one process (jvm, go):
+// --pid as given, or the one process choose finds among the workload's
+// (who names the process a pid must be, for the sentence without either).
+func (w *workloadFlags) target(src measure.Sources, rf *recipeFlags, who string, choose func(*cgroup.Selection) (int, error)) error {
+	switch pidGiven := rf.fs.Changed("pid"); {
+	case !w.given() && !pidGiven:
+		return usageError("--pid is required: pass the pid of %s, or its --container or --pod", who)
+	case !w.given():
+		return nil
+	case pidGiven:
+		return usageError("--pid and --cgroup, --container or --pod exclude each other: give one")
 	}
 	if err := w.resolve(src); err != nil {
-		return pid, err
+		return err
 	}
-	return choose(w.sel)
+	pid, err := choose(w.sel)
+	rf.set["pid"] = strconv.Itoa(pid)
+	return err
 }
