@@ -20,13 +20,13 @@ type httpcountCarry struct {
 }
 
 type httpcountH2conn struct {
-	_    structs.HostLayout
-	Skip uint32
-	Peer uint32
-	Hlen uint8
-	H1   uint8
-	Hdr  [16]uint8
-	Pad  [2]uint8
+	_     structs.HostLayout
+	Skip  uint32
+	Peer  uint32
+	Hlen  uint8
+	Proto uint8
+	Hdr   [16]uint8
+	Pad   [2]uint8
 }
 
 type httpcountHttpMethod uint32
@@ -54,13 +54,12 @@ const (
 type httpcountHttpcountLost uint32
 
 const (
-	httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE     httpcountHttpcountLost = 0
-	httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST      httpcountHttpcountLost = 1
-	httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT     httpcountHttpcountLost = 2
-	httpcountHttpcountLostHTTPCOUNT_LOST_READ         httpcountHttpcountLost = 3
-	httpcountHttpcountLostHTTPCOUNT_LOST_H2UNPARSED   httpcountHttpcountLost = 4
-	httpcountHttpcountLostHTTPCOUNT_LOST_UNRECOGNIZED httpcountHttpcountLost = 5
-	httpcountHttpcountLostHTTPCOUNT_LOST_REASONS      httpcountHttpcountLost = 6
+	httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST      httpcountHttpcountLost = 0
+	httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT     httpcountHttpcountLost = 1
+	httpcountHttpcountLostHTTPCOUNT_LOST_READ         httpcountHttpcountLost = 2
+	httpcountHttpcountLostHTTPCOUNT_LOST_H2UNPARSED   httpcountHttpcountLost = 3
+	httpcountHttpcountLostHTTPCOUNT_LOST_UNRECOGNIZED httpcountHttpcountLost = 4
+	httpcountHttpcountLostHTTPCOUNT_LOST_REASONS      httpcountHttpcountLost = 5
 )
 
 type httpcountInflight struct {
@@ -80,7 +79,7 @@ type httpcountLineBuf struct {
 
 type httpcountPortSet struct {
 	_    structs.HostLayout
-	Bits [1024]uint64
+	Slot [65536]uint8
 }
 
 type httpcountRequestKey struct {
@@ -90,12 +89,6 @@ type httpcountRequestKey struct {
 	Pad       uint8
 	Method    httpcountHttpMethod
 	Target    [60]int8
-}
-
-type httpcountResponseKey struct {
-	_      structs.HostLayout
-	Port   uint16
-	Status uint16
 }
 
 type httpcountSelfCost struct {
@@ -111,7 +104,9 @@ type httpcountSelfCost struct {
 const (
 	httpcountMapCarries            = "carries"
 	httpcountMapH2Responses        = "h2_responses"
+	httpcountMapH2Scratch          = "h2_scratch"
 	httpcountMapH2conns            = "h2conns"
+	httpcountMapH2socks            = "h2socks"
 	httpcountMapInflight           = "inflight"
 	httpcountMapLineScratch        = "line_scratch"
 	httpcountMapLost               = "lost"
@@ -205,7 +200,9 @@ type httpcountProgramSpecs struct {
 type httpcountMapSpecs struct {
 	Carries     *ebpf.MapSpec `ebpf:"carries"`
 	H2Responses *ebpf.MapSpec `ebpf:"h2_responses"`
+	H2Scratch   *ebpf.MapSpec `ebpf:"h2_scratch"`
 	H2conns     *ebpf.MapSpec `ebpf:"h2conns"`
+	H2socks     *ebpf.MapSpec `ebpf:"h2socks"`
 	Inflight    *ebpf.MapSpec `ebpf:"inflight"`
 	LineScratch *ebpf.MapSpec `ebpf:"line_scratch"`
 	Lost        *ebpf.MapSpec `ebpf:"lost"`
@@ -253,7 +250,9 @@ func (o *httpcountObjects) Close() error {
 type httpcountMaps struct {
 	Carries     *ebpf.Map `ebpf:"carries"`
 	H2Responses *ebpf.Map `ebpf:"h2_responses"`
+	H2Scratch   *ebpf.Map `ebpf:"h2_scratch"`
 	H2conns     *ebpf.Map `ebpf:"h2conns"`
+	H2socks     *ebpf.Map `ebpf:"h2socks"`
 	Inflight    *ebpf.Map `ebpf:"inflight"`
 	LineScratch *ebpf.Map `ebpf:"line_scratch"`
 	Lost        *ebpf.Map `ebpf:"lost"`
@@ -267,7 +266,9 @@ func (m *httpcountMaps) Close() error {
 	return _HttpcountClose(
 		m.Carries,
 		m.H2Responses,
+		m.H2Scratch,
 		m.H2conns,
+		m.H2socks,
 		m.Inflight,
 		m.LineScratch,
 		m.Lost,

@@ -106,6 +106,7 @@ struct files_struct___httpcount {
 
 struct task_struct___httpcount {
 	struct files_struct___httpcount *files;
+	int tgid;
 } __attribute__((preserve_access_index));
 
 struct socket___httpcount {
@@ -155,10 +156,13 @@ struct inflight {
 	__u8 pad;
 };
 
-/* The counted ports, a bit each: one array element, whose lookup the
- * verifier inlines (a hash lookup was a helper call on every send). */
+/* The counted ports: each one's slot (its index in the loader's list of
+ * ports) plus one, 0 for a port not counted. One array element, whose
+ * lookup the verifier inlines (a hash lookup was a helper call on every
+ * send); the slot indexes the response counters, arrays for the same
+ * reason. */
 struct port_set {
-	__u64 bits[1024];
+	__u8 slot[65536];
 };
 
 struct {
@@ -168,12 +172,15 @@ struct {
 	__type(value, struct port_set);
 } ports SEC(".maps");
 
-static __always_inline bool counted_port(__u16 port)
+/* The slot of a counted port, -1 for any other. */
+static __always_inline int port_slot(__u16 port)
 {
 	__u32 zero = 0;
 	struct port_set *set = bpf_map_lookup_elem(&ports, &zero);
-	return set && ((set->bits[(port >> 6) & 1023] >> (port & 63)) & 1);
+	return set ? (int)set->slot[port] - 1 : -1;
 }
+
+static __always_inline bool counted_port(__u16 port) { return port_slot(port) >= 0; }
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -211,10 +218,14 @@ struct {
 	__type(value, struct line_buf);
 } line_scratch SEC(".maps");
 
+/* HTTP/1 response starts, at slot * HTTPCOUNT_STATUSES + status: an
+ * array (the loader sizes it for its ports), whose lookup the verifier
+ * inlines where a per-CPU hash's was a helper call hashing the key, about
+ * a sixth of a response's cost. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 2048);
-	__type(key, struct response_key);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HTTPCOUNT_STATUSES);
+	__type(key, __u32);
 	__type(value, __u64);
 } responses SEC(".maps");
 
@@ -296,22 +307,12 @@ static __always_inline __u64 msg_first_iov(__u64 msg, __u32 *len)
 
 static __always_inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* One more count in a per-CPU hash of counters; lost when it is full. */
-static __always_inline void count_in(void *map, void *key)
+/* One more count at i of a per-CPU array of counters. */
+static __always_inline void count_at(void *map, __u32 i)
 {
-	__u64 *v = bpf_map_lookup_elem(map, key);
-	if (v) {
-		(*v)++;
-		return;
-	}
-	__u64 one = 1;
-	if (bpf_map_update_elem(map, key, &one, BPF_NOEXIST) == 0)
-		return;
-	v = bpf_map_lookup_elem(map, key);
+	__u64 *v = bpf_map_lookup_elem(map, &i);
 	if (v)
 		(*v)++;
-	else
-		count_lost(HTTPCOUNT_LOST_RESPONSE);
 }
 
 /*
@@ -345,14 +346,31 @@ enum {
 	H2_END_HEADERS = 0x4,
 };
 
+enum conn_proto { CONN_NONE = 0, CONN_H1 = 1, CONN_H2 = 2 };
+
 struct h2conn {
 	__u32 skip; /* payload bytes of the current frame still to come */
 	__u32 peer; /* the peer's address and port: a reused socket is a new connection */
 	__u8 hlen;  /* bytes of a split frame header kept in hdr */
-	__u8 h1;    /* an HTTP/1 connection */
+	__u8 proto; /* enum conn_proto */
 	__u8 hdr[16];
 	__u8 pad[2];
 };
+
+/* A connection's state lives in one of two places. On tp_btf, in the
+ * socket's own storage: bpf_sk_storage_get takes the trusted socket
+ * pointer and finds its slot with a pointer hop, and the state goes with
+ * the socket (CONN_NONE there stands for no state). The raw_tp and
+ * tracepoint programs see the socket as a number and key h2conns by it
+ * (LRU: a socket closed without a last write leaves its entry to be
+ * evicted); on tp_btf that cost a bpf_probe_read_kernel of the socket's
+ * address and a hash lookup on every response. */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct h2conn);
+} h2socks SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -361,11 +379,53 @@ struct {
 	__type(value, struct h2conn);
 } h2conns SEC(".maps");
 
-/* HTTP/2 responses ended, by local port. */
+/* Where a connection's frames are walked: the global h2_walk takes only
+ * numbers (older kernels refuse pointers into a global function), so the
+ * state is copied here around the walk. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u16);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct h2conn);
+} h2_scratch SEC(".maps");
+
+/* A connection's state, NULL when it has none: sk is the socket on tp_btf
+ * (direct), key its address otherwise. */
+static __always_inline struct h2conn *conn_get(struct sock *sk, __u64 key, const bool direct)
+{
+	if (!direct)
+		return bpf_map_lookup_elem(&h2conns, &key);
+	struct h2conn *c = bpf_sk_storage_get(&h2socks, sk, 0, 0);
+	return c && c->proto != CONN_NONE ? c : 0;
+}
+
+static __always_inline void conn_forget(struct h2conn *c, __u64 key, const bool direct)
+{
+	if (direct)
+		c->proto = CONN_NONE;
+	else
+		bpf_map_delete_elem(&h2conns, &key);
+}
+
+/* Sets a connection's state to *init; NULL when it could not be kept. */
+static __always_inline struct h2conn *conn_set(struct sock *sk, __u64 key, const struct h2conn *init, const bool direct)
+{
+	if (!direct) {
+		if (bpf_map_update_elem(&h2conns, &key, init, BPF_ANY))
+			return 0;
+		return bpf_map_lookup_elem(&h2conns, &key);
+	}
+	struct h2conn *c = bpf_sk_storage_get(&h2socks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (c)
+		*c = *init;
+	return c;
+}
+
+/* HTTP/2 responses ended, by port slot (sized by the loader). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
 	__type(value, __u64);
 } h2_responses SEC(".maps");
 
@@ -423,19 +483,27 @@ static __always_inline bool h2_first(struct h2frame f)
 
 /* Counts a frame; false when it cannot be a frame (the walk lost its
  * place). */
-static __always_inline bool h2_frame(struct h2frame f, __u16 port)
+static __always_inline bool h2_frame(struct h2frame f, __u32 slot)
 {
 	if (f.reserved || f.type > H2_MAX_TYPE || ((f.type == H2_DATA || f.type == H2_HEADERS) && f.stream == 0))
 		return false;
 	if ((f.type == H2_DATA || f.type == H2_HEADERS) && (f.flags & H2_END_STREAM) && (f.stream & 1))
-		count_in(&h2_responses, &port);
+		count_at(&h2_responses, slot);
 	return true;
 }
 
-/* Walks the frames of n bytes written at buf, from the connection's carry;
- * leaves the carry for the next write. */
-static __always_inline void h2_walk(struct h2conn *c, __u64 sk, __u16 port, __u64 buf, __u64 n)
+/* Walks the frames of n bytes written at buf, from the state in h2_scratch,
+ * and leaves it there for the next write; 0 when the walk lost its place
+ * (counted). A global function: the verifier checks it once, on its own,
+ * rather than inlined into each hook with the hook's state (the frame walk
+ * is most of the program; inlined into the socket path's send hook it went
+ * over the verifier's million instructions). */
+__attribute__((noinline)) int h2_walk(__u32 slot, __u64 buf, __u64 n)
 {
+	__u32 zero = 0;
+	struct h2conn *c = bpf_map_lookup_elem(&h2_scratch, &zero);
+	if (!c)
+		return 0;
 	__u64 pos = c->skip;
 	__u32 hlen = c->hlen;
 	if (hlen > 0) {
@@ -447,12 +515,12 @@ static __always_inline void h2_walk(struct h2conn *c, __u64 sk, __u16 port, __u6
 			if (m && bpf_probe_read_user(c->hdr + hlen, m, (void *)buf))
 				goto lost;
 			c->hlen = hlen + m;
-			return;
+			return 1;
 		}
 		if (bpf_probe_read_user(c->hdr + hlen, need & 15, (void *)buf))
 			goto lost;
 		struct h2frame f = h2_parse(c->hdr);
-		if (!h2_frame(f, port))
+		if (!h2_frame(f, slot))
 			goto lost;
 		pos = need + f.len;
 		c->hlen = 0;
@@ -461,7 +529,7 @@ static __always_inline void h2_walk(struct h2conn *c, __u64 sk, __u16 port, __u6
 		if (pos >= n) {
 			c->skip = pos - n;
 			c->hlen = 0;
-			return;
+			return 1;
 		}
 		if (pos + H2_HEADER > n) {
 			/* The write ends inside a header: keep its first bytes. */
@@ -470,26 +538,40 @@ static __always_inline void h2_walk(struct h2conn *c, __u64 sk, __u16 port, __u6
 				goto lost;
 			c->skip = 0;
 			c->hlen = m;
-			return;
+			return 1;
 		}
 		__u8 h[H2_HEADER];
 		if (bpf_probe_read_user(h, sizeof(h), (void *)(buf + pos)))
 			goto lost;
 		struct h2frame f = h2_parse(h);
-		if (!h2_frame(f, port))
+		if (!h2_frame(f, slot))
 			goto lost;
 		pos += H2_HEADER + (__u64)f.len;
 	}
 	if (pos >= n) {
 		c->skip = pos - n;
 		c->hlen = 0;
-		return;
+		return 1;
 	}
 lost:
-	/* Where the next frame starts is unknown: forget the connection
-	 * until a write starts at a frame again. */
 	count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
-	bpf_map_delete_elem(&h2conns, &sk);
+	return 0;
+}
+
+/* Walks a write's frames on connection c; where the next frame starts is
+ * unknown when the walk lost its place, and the connection is forgotten
+ * until a write starts at a frame again. */
+static __always_inline void h2_write(struct h2conn *c, __u64 key, __u32 slot, __u64 buf, __u64 n, const bool direct)
+{
+	__u32 zero = 0;
+	struct h2conn *w = bpf_map_lookup_elem(&h2_scratch, &zero);
+	if (!w)
+		return;
+	*w = *c;
+	if (h2_walk(slot, buf, n))
+		*c = *w;
+	else
+		conn_forget(c, key, direct);
 }
 
 static __always_inline bool is_http1(const char *h)
@@ -497,83 +579,72 @@ static __always_inline bool is_http1(const char *h)
 	return h[0] == 'H' && h[1] == 'T' && h[2] == 'T' && h[3] == 'P' && h[4] == '/' && h[5] == '1' && h[6] == '.';
 }
 
-/* n bytes a process wrote at buf on a counted socket. A global function:
- * the verifier checks it once, on its own, rather than inlined into each
- * hook with the hook's state (the HTTP/2 frame walk is most of the
- * program; inlined into the socket path's send hook it went over the
- * verifier's million instructions). */
-__attribute__((noinline)) int on_buffer(__u16 port, __u64 sk, __u32 peer, __u64 buf, __u64 n)
+/* written bytes a process wrote on a counted socket, of which the first
+ * len are at buf (the rest in a vectored write's later iovecs): an HTTP/1
+ * response start, or HTTP/2 frames. The socket is sk on tp_btf (direct),
+ * key otherwise. */
+static __always_inline void on_written(__u16 port, struct sock *sk, __u64 key, __u32 peer, __u64 buf, __u64 written, __u32 len,
+				       const bool direct)
 {
+	int slot = port_slot(port);
+	__u64 n = written < len ? written : len;
+	struct h2conn *c = 0;
 	char head[12] = {};
-	if (n == 0 || bpf_probe_read_user(head, n < sizeof(head) ? (n & 15) : sizeof(head), (void *)buf))
-		return 0;
-	struct h2conn *c = bpf_map_lookup_elem(&h2conns, &sk);
+	if (slot < 0 || n == 0 || bpf_probe_read_user(head, n < sizeof(head) ? (n & 15) : sizeof(head), (void *)buf))
+		goto past;
+	c = conn_get(sk, key, direct);
 	if (c && c->peer != peer) {
-		bpf_map_delete_elem(&h2conns, &sk);
+		conn_forget(c, key, direct);
 		c = 0;
 	}
-	if (c && !c->h1) {
-		h2_walk(c, sk, port, buf, n);
-		return 0;
+	if (c && c->proto == CONN_H2) {
+		h2_write(c, key, slot, buf, n, direct);
+		goto past;
 	}
 	if (is_http1(head)) {
-		struct response_key key = { .port = port };
+		__u32 status = 0;
 		if (head[8] == ' ' && is_digit(head[9]) && is_digit(head[10]) && is_digit(head[11]))
-			key.status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
-		count_in(&responses, &key);
-		if (key.status == 101) {
+			status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
+		count_at(&responses, (__u32)slot * HTTPCOUNT_STATUSES + status);
+		if (status == 101) {
 			/* Switching protocols (to h2c): the next write may be HTTP/2. */
 			if (c)
-				bpf_map_delete_elem(&h2conns, &sk);
+				conn_forget(c, key, direct);
 		} else if (!c) {
-			struct h2conn h1 = { .peer = peer, .h1 = 1 };
-			bpf_map_update_elem(&h2conns, &sk, &h1, BPF_ANY);
+			struct h2conn h1 = { .peer = peer, .proto = CONN_H1 };
+			conn_set(sk, key, &h1, direct);
 		}
-		return 0;
+		goto past;
 	}
 	if (c)
-		return 0; /* an HTTP/1 connection's body, or a later write */
+		goto past; /* an HTTP/1 connection's body, or a later write */
 	if (n < H2_HEADER || !h2_first(h2_parse((const __u8 *)head))) {
 		/* A connection of unknown protocol: opened before the probe and
 		 * first seen mid-stream (an HTTP/2 DATA frame, an HTTP/1 body),
 		 * or not HTTP. Its responses are not counted until a write
 		 * starts one: said, not silent. */
 		count_lost(HTTPCOUNT_LOST_UNRECOGNIZED);
-		return 0;
+		goto past;
 	}
-	struct h2conn fresh = { .peer = peer };
-	if (bpf_map_update_elem(&h2conns, &sk, &fresh, BPF_ANY)) {
-		count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
-		return 0;
-	}
-	c = bpf_map_lookup_elem(&h2conns, &sk);
+	struct h2conn fresh = { .peer = peer, .proto = CONN_H2 };
+	c = conn_set(sk, key, &fresh, direct);
 	if (c)
-		h2_walk(c, sk, port, buf, n);
-	return 0;
-}
-
-/* The frames of an HTTP/2 connection continued past the buffer the probe
- * sees (a vectored write's first iovec): where the next frame starts is
- * unknown, so the connection is forgotten until a write starts at a frame
- * again, and the write is counted as not parsed. */
-static __always_inline void h2_past_buffer(__u64 sk)
-{
-	struct h2conn *c = bpf_map_lookup_elem(&h2conns, &sk);
-	if (c && !c->h1) {
+		h2_write(c, key, slot, buf, n, direct);
+	else
 		count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
-		bpf_map_delete_elem(&h2conns, &sk);
+past:
+	if (written > n) {
+		/* The frames of an HTTP/2 connection continued past the
+		 * buffer the probe sees (a vectored write's first iovec):
+		 * where the next frame starts is unknown, so the connection is
+		 * forgotten until a write starts at a frame again, and the
+		 * write is counted as not parsed. */
+		c = conn_get(sk, key, direct);
+		if (c && c->proto == CONN_H2) {
+			count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
+			conn_forget(c, key, direct);
+		}
 	}
-}
-
-/* written bytes a process wrote on a counted socket, of which the first
- * len are at buf (the rest in a vectored write's later iovecs): an HTTP/1
- * response start, or HTTP/2 frames. */
-static __always_inline void on_written(__u16 port, __u64 sk, __u32 peer, __u64 buf, __u64 written, __u32 len)
-{
-	__u64 n = written < len ? written : len;
-	on_buffer(port, sk, peer, buf, n);
-	if (written > n)
-		h2_past_buffer(sk);
 }
 
 /* A write on a counted socket is remembered at entry (the buffer) and
@@ -758,7 +829,7 @@ static __always_inline int on_exit(long ret)
 		count_request(in.port, in.sk, in.buf, ret);
 		return 0;
 	}
-	on_written(in.port, in.sk, peer_of(in.sk), in.buf, (__u64)ret, in.len);
+	on_written(in.port, 0, in.sk, peer_of(in.sk), in.buf, (__u64)ret, in.len, false);
 	return 0;
 }
 
@@ -883,7 +954,7 @@ static __always_inline int sock_send(struct sock *sk, int ret)
 	__u64 buf = syscall_buf(true, &len);
 	if (!buf)
 		return 0;
-	on_written(port, (__u64)sk, peer_of((__u64)sk), buf, (__u64)ret, len);
+	on_written(port, 0, (__u64)sk, peer_of((__u64)sk), buf, (__u64)ret, len, false);
 	return 0;
 }
 
@@ -911,9 +982,9 @@ static __always_inline int sock_recv(struct sock *sk, int ret, int flags)
 	return 0;
 }
 
-/* tp_btf's socket argument is a trusted pointer, which the global
- * on_buffer may not be passed: the programs take its value as a number,
- * read with bpf_probe_read_kernel, to key the socket's state. */
+/* tp_btf's socket argument is a trusted pointer, which the verifier does
+ * not let become a number: the receive program takes its value with
+ * bpf_probe_read_kernel to key the socket's carry. */
 static __always_inline struct sock *btf_sock_arg(__u64 *ctx)
 {
 	__u64 sk = 0;
@@ -921,19 +992,31 @@ static __always_inline struct sock *btf_sock_arg(__u64 *ctx)
 	return (struct sock *)sk;
 }
 
-/* sock_send on tp_btf: the socket and the task's saved registers are
+/* The current task on tp_btf when it is a thread of the target process,
+ * else NULL: a trusted pointer, whose tgid is a plain load and which
+ * bpf_task_pt_regs takes for the saved registers (bpf_get_current_pid_tgid
+ * was a helper call of its own). */
+static __always_inline struct task_struct *btf_our_task(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	return ((struct task_struct___httpcount *)task)->tgid == target_tgid ? task : 0;
+}
+
+/* sock_send on tp_btf: the socket, the task and its saved registers are
  * typed kernel pointers, read with plain loads where the other attach
  * methods call bpf_probe_read_kernel once per field (six calls a
- * response); only the socket's address, the key of its HTTP/2 state, is
- * still read as a number (btf_sock_arg). */
-static __always_inline int btf_sock_send(__u64 *ctx, struct sock *sk, int ret)
+ * response), and the connection's state is the socket's own storage. The
+ * cheapest rejections come first: another process's send costs a helper
+ * call and a load. */
+static __always_inline int btf_sock_send(struct sock *sk, int ret)
 {
-	if (!ours() || ret <= 0 || !sk || sk->sk_protocol != IPPROTO_TCP_)
+	struct task_struct *task = btf_our_task();
+	if (!task || ret <= 0 || !sk || sk->sk_protocol != IPPROTO_TCP_)
 		return 0;
 	__u16 port = sk->__sk_common.skc_num;
 	if (!counted_port(port))
 		return 0;
-	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(task);
 	if (!regs)
 		return 0;
 	__u32 len = 0xffffffff;
@@ -942,13 +1025,13 @@ static __always_inline int btf_sock_send(__u64 *ctx, struct sock *sk, int ret)
 		return 0;
 	struct sock___httpcount *s = (void *)sk;
 	__u32 peer = s->__sk_common.skc_daddr ^ ((__u32)s->__sk_common.skc_dport << 16);
-	on_written(port, (__u64)btf_sock_arg(ctx), peer, buf, (__u64)ret, len);
+	on_written(port, sk, 0, peer, buf, (__u64)ret, len, true);
 	return 0;
 }
 
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(btf_sock_send_length, struct sock *sk, int ret)
-{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, btf_sock_send(ctx, sk, ret)); }
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, btf_sock_send(sk, ret)); }
 
 SEC("raw_tp/sock_send_length")
 int raw_sock_send_length(struct bpf_raw_tracepoint_args *ctx)
@@ -961,7 +1044,8 @@ int tp_sock_send_length(struct trace_event_raw_sock_msg_length___httpcount *ctx)
 /* sock_recv on tp_btf, read as btf_sock_send reads. */
 static __always_inline int btf_sock_recv(__u64 *ctx, struct sock *sk, int ret, int flags)
 {
-	if (!ours() || !count_requests || (flags & MSG_PEEK_) || !sk || sk->sk_protocol != IPPROTO_TCP_)
+	struct task_struct *task = btf_our_task();
+	if (!task || !count_requests || (flags & MSG_PEEK_) || !sk || sk->sk_protocol != IPPROTO_TCP_)
 		return 0;
 	__u16 port = sk->__sk_common.skc_num;
 	if (!counted_port(port))
@@ -974,7 +1058,7 @@ static __always_inline int btf_sock_recv(__u64 *ctx, struct sock *sk, int ret, i
 	}
 	if (ret < 0)
 		return 0;
-	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(task);
 	if (!regs)
 		return 0;
 	__u64 buf = buf_of(regs->orig_ax, regs->si, false, 0);
