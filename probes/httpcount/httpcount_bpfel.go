@@ -98,6 +98,12 @@ type httpcountSelfCost struct {
 	TimedNs   uint64
 }
 
+type httpcountSockState struct {
+	_     structs.HostLayout
+	Conn  httpcountH2conn
+	Carry httpcountCarry
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -106,7 +112,6 @@ const (
 	httpcountMapH2Responses        = "h2_responses"
 	httpcountMapH2Scratch          = "h2_scratch"
 	httpcountMapH2conns            = "h2conns"
-	httpcountMapH2socks            = "h2socks"
 	httpcountMapInflight           = "inflight"
 	httpcountMapLineScratch        = "line_scratch"
 	httpcountMapLost               = "lost"
@@ -114,6 +119,7 @@ const (
 	httpcountMapRequests           = "requests"
 	httpcountMapResponses          = "responses"
 	httpcountMapSelfCosts          = "self_costs"
+	httpcountMapSockStates         = "sock_states"
 	httpcountProgBtfSockRecvLength = "btf_sock_recv_length"
 	httpcountProgBtfSockSendLength = "btf_sock_send_length"
 	httpcountProgBtfSysEnter       = "btf_sys_enter"
@@ -202,7 +208,6 @@ type httpcountMapSpecs struct {
 	H2Responses *ebpf.MapSpec `ebpf:"h2_responses"`
 	H2Scratch   *ebpf.MapSpec `ebpf:"h2_scratch"`
 	H2conns     *ebpf.MapSpec `ebpf:"h2conns"`
-	H2socks     *ebpf.MapSpec `ebpf:"h2socks"`
 	Inflight    *ebpf.MapSpec `ebpf:"inflight"`
 	LineScratch *ebpf.MapSpec `ebpf:"line_scratch"`
 	Lost        *ebpf.MapSpec `ebpf:"lost"`
@@ -210,6 +215,7 @@ type httpcountMapSpecs struct {
 	Requests    *ebpf.MapSpec `ebpf:"requests"`
 	Responses   *ebpf.MapSpec `ebpf:"responses"`
 	SelfCosts   *ebpf.MapSpec `ebpf:"self_costs"`
+	SockStates  *ebpf.MapSpec `ebpf:"sock_states"`
 }
 
 // httpcountVariableSpecs contains global variables before they are loaded into the kernel.
@@ -252,7 +258,6 @@ type httpcountMaps struct {
 	H2Responses *ebpf.Map `ebpf:"h2_responses"`
 	H2Scratch   *ebpf.Map `ebpf:"h2_scratch"`
 	H2conns     *ebpf.Map `ebpf:"h2conns"`
-	H2socks     *ebpf.Map `ebpf:"h2socks"`
 	Inflight    *ebpf.Map `ebpf:"inflight"`
 	LineScratch *ebpf.Map `ebpf:"line_scratch"`
 	Lost        *ebpf.Map `ebpf:"lost"`
@@ -260,6 +265,7 @@ type httpcountMaps struct {
 	Requests    *ebpf.Map `ebpf:"requests"`
 	Responses   *ebpf.Map `ebpf:"responses"`
 	SelfCosts   *ebpf.Map `ebpf:"self_costs"`
+	SockStates  *ebpf.Map `ebpf:"sock_states"`
 }
 
 func (m *httpcountMaps) Close() error {
@@ -268,7 +274,6 @@ func (m *httpcountMaps) Close() error {
 		m.H2Responses,
 		m.H2Scratch,
 		m.H2conns,
-		m.H2socks,
 		m.Inflight,
 		m.LineScratch,
 		m.Lost,
@@ -276,6 +281,7 @@ func (m *httpcountMaps) Close() error {
 		m.Requests,
 		m.Responses,
 		m.SelfCosts,
+		m.SockStates,
 	)
 }
 

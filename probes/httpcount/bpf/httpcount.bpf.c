@@ -205,6 +205,78 @@ struct {
 	__type(value, struct carry);
 } carries SEC(".maps");
 
+/* The write side's state of a connection: is it HTTP/1, or HTTP/2 and
+ * where are its frames (below, with the HTTP/2 walk). */
+enum conn_proto { CONN_NONE = 0, CONN_H1 = 1, CONN_H2 = 2 };
+
+struct h2conn {
+	__u32 skip; /* payload bytes of the current frame still to come */
+	__u32 peer; /* the peer's address and port: a reused socket is a new connection */
+	__u8 hlen;  /* bytes of a split frame header kept in hdr */
+	__u8 proto; /* enum conn_proto */
+	__u8 hdr[16];
+	__u8 pad[2];
+};
+
+/* What the probe keeps per socket: on tp_btf in the socket's own storage,
+ * found from the trusted socket pointer with a pointer hop and freed with
+ * the socket (a zero carry length or CONN_NONE stands for nothing kept).
+ * The raw_tp and tracepoint programs see the socket as a number and key
+ * carries and h2conns by it; on tp_btf that cost a bpf_probe_read_kernel
+ * of the socket's address and a hash lookup on every send and receive. */
+struct sock_state {
+	struct h2conn conn;
+	struct carry carry;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sock_state);
+} sock_states SEC(".maps");
+
+static __always_inline struct sock_state *sock_state(struct sock *sk, bool create)
+{
+	return bpf_sk_storage_get(&sock_states, sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+}
+
+/* The socket's carry, NULL when it has none: sk is the socket on tp_btf
+ * (direct), key its address otherwise. */
+static __always_inline struct carry *carry_get(struct sock *sk, __u64 key, const bool direct)
+{
+	if (!direct)
+		return bpf_map_lookup_elem(&carries, &key);
+	struct sock_state *st = sock_state(sk, false);
+	return st && st->carry.len ? &st->carry : 0;
+}
+
+/* Drops the socket's carry, c when it was looked up already. */
+static __always_inline void carry_drop(struct sock *sk, __u64 key, struct carry *c, const bool direct)
+{
+	if (!direct) {
+		bpf_map_delete_elem(&carries, &key);
+		return;
+	}
+	if (!c) {
+		struct sock_state *st = sock_state(sk, false);
+		c = st ? &st->carry : 0;
+	}
+	if (c)
+		c->len = 0;
+}
+
+static __always_inline void carry_set(struct sock *sk, __u64 key, const struct carry *k, const bool direct)
+{
+	if (!direct) {
+		bpf_map_update_elem(&carries, &key, k, BPF_ANY);
+		return;
+	}
+	struct sock_state *st = sock_state(sk, true);
+	if (st)
+		st->carry = *k;
+}
+
 /* The request line being parsed: a carry, then the read's first bytes at a
  * variable offset (a map value, where older verifiers allow one). */
 struct line_buf {
@@ -346,32 +418,8 @@ enum {
 	H2_END_HEADERS = 0x4,
 };
 
-enum conn_proto { CONN_NONE = 0, CONN_H1 = 1, CONN_H2 = 2 };
-
-struct h2conn {
-	__u32 skip; /* payload bytes of the current frame still to come */
-	__u32 peer; /* the peer's address and port: a reused socket is a new connection */
-	__u8 hlen;  /* bytes of a split frame header kept in hdr */
-	__u8 proto; /* enum conn_proto */
-	__u8 hdr[16];
-	__u8 pad[2];
-};
-
-/* A connection's state lives in one of two places. On tp_btf, in the
- * socket's own storage: bpf_sk_storage_get takes the trusted socket
- * pointer and finds its slot with a pointer hop, and the state goes with
- * the socket (CONN_NONE there stands for no state). The raw_tp and
- * tracepoint programs see the socket as a number and key h2conns by it
- * (LRU: a socket closed without a last write leaves its entry to be
- * evicted); on tp_btf that cost a bpf_probe_read_kernel of the socket's
- * address and a hash lookup on every response. */
-struct {
-	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct h2conn);
-} h2socks SEC(".maps");
-
+/* The connection states of the raw_tp and tracepoint programs (LRU: a
+ * socket closed without a last write leaves its entry to be evicted). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -395,8 +443,8 @@ static __always_inline struct h2conn *conn_get(struct sock *sk, __u64 key, const
 {
 	if (!direct)
 		return bpf_map_lookup_elem(&h2conns, &key);
-	struct h2conn *c = bpf_sk_storage_get(&h2socks, sk, 0, 0);
-	return c && c->proto != CONN_NONE ? c : 0;
+	struct sock_state *st = sock_state(sk, false);
+	return st && st->conn.proto != CONN_NONE ? &st->conn : 0;
 }
 
 static __always_inline void conn_forget(struct h2conn *c, __u64 key, const bool direct)
@@ -415,10 +463,11 @@ static __always_inline struct h2conn *conn_set(struct sock *sk, __u64 key, const
 			return 0;
 		return bpf_map_lookup_elem(&h2conns, &key);
 	}
-	struct h2conn *c = bpf_sk_storage_get(&h2socks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-	if (c)
-		*c = *init;
-	return c;
+	struct sock_state *st = sock_state(sk, true);
+	if (!st)
+		return 0;
+	st->conn = *init;
+	return &st->conn;
 }
 
 /* HTTP/2 responses ended, by port slot (sized by the loader). */
@@ -723,7 +772,9 @@ static __always_inline int method_of(const char *l, enum http_method *m)
 
 static __always_inline bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
 
-static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long ret)
+/* A read of ret bytes at buf on a counted socket: sk on tp_btf (direct),
+ * key otherwise. */
+static __always_inline void count_request(__u16 port, struct sock *sk, __u64 key, __u64 buf, long ret, const bool direct)
 {
 	__u32 zero = 0;
 	struct line_buf *lb = bpf_map_lookup_elem(&line_scratch, &zero);
@@ -733,14 +784,14 @@ static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long 
 	__builtin_memset(line, 0, sizeof(lb->b));
 	/* The bytes a previous short read left for this one. */
 	__u32 clen = 0;
-	struct carry *c = bpf_map_lookup_elem(&carries, &sk);
+	struct carry *c = carry_get(sk, key, direct);
 	if (c) {
 		clen = c->len;
 		if (clen > CARRY_MAX)
 			clen = CARRY_MAX;
 		for (int i = 0; i < CARRY_MAX; i++)
 			line[i] = i < clen ? c->bytes[i] : 0;
-		bpf_map_delete_elem(&carries, &sk);
+		carry_drop(sk, key, c, direct);
 	}
 	if (clen == 0 && ret < 8) {
 		/* Shorter than "OPTIONS ": perhaps a request's first bytes (an
@@ -753,7 +804,7 @@ static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long 
 			n = CARRY_MAX;
 		if (n > 1 && bpf_probe_read_user(k.bytes, n, (void *)buf))
 			return;
-		bpf_map_update_elem(&carries, &sk, &k, BPF_ANY);
+		carry_set(sk, key, &k, direct);
 		return;
 	}
 	if (clen + ret < 14) /* "GET / HTTP/1.1" is the shortest request line */
@@ -772,12 +823,12 @@ static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long 
 			return;
 		}
 	}
-	struct request_key key;
-	__builtin_memset(&key, 0, sizeof(key));
-	int start = method_of(line, &key.method);
+	struct request_key req;
+	__builtin_memset(&req, 0, sizeof(req));
+	int start = method_of(line, &req.method);
 	if (!start || line[start] != '/')
 		return;
-	key.port = port;
+	req.port = port;
 	/* Digits become '#' one for one (user space folds runs): keeping the
 	 * output index equal to the input index keeps the verifier's state
 	 * count linear in the path length. */
@@ -791,19 +842,19 @@ static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long 
 			ended = true;
 			break;
 		}
-		key.target[i] = is_digit(c) ? '#' : c;
+		req.target[i] = is_digit(c) ? '#' : c;
 	}
 	if (!ended)
-		key.truncated = 1;
-	__u64 *v = bpf_map_lookup_elem(&requests, &key);
+		req.truncated = 1;
+	__u64 *v = bpf_map_lookup_elem(&requests, &req);
 	if (v) {
 		(*v)++;
 		return;
 	}
 	__u64 one = 1;
-	if (bpf_map_update_elem(&requests, &key, &one, BPF_NOEXIST) == 0)
+	if (bpf_map_update_elem(&requests, &req, &one, BPF_NOEXIST) == 0)
 		return;
-	v = bpf_map_lookup_elem(&requests, &key);
+	v = bpf_map_lookup_elem(&requests, &req);
 	if (v)
 		(*v)++;
 	else
@@ -820,13 +871,13 @@ static __always_inline int on_exit(long ret)
 	bpf_map_delete_elem(&inflight, &pid_tgid);
 	if (in.kind == KIND_REQUEST && ret == 0) {
 		/* The peer closed: nothing continues a carry. */
-		bpf_map_delete_elem(&carries, &in.sk);
+		carry_drop(0, in.sk, 0, false);
 		return 0;
 	}
 	if (ret <= 0)
 		return 0;
 	if (in.kind == KIND_REQUEST) {
-		count_request(in.port, in.sk, in.buf, ret);
+		count_request(in.port, 0, in.sk, in.buf, ret, false);
 		return 0;
 	}
 	on_written(in.port, 0, in.sk, peer_of(in.sk), in.buf, (__u64)ret, in.len, false);
@@ -970,7 +1021,7 @@ static __always_inline int sock_recv(struct sock *sk, int ret, int flags)
 	__u64 key = (__u64)sk;
 	if (ret == 0) {
 		/* The peer closed: nothing continues a carry. */
-		bpf_map_delete_elem(&carries, &key);
+		carry_drop(0, key, 0, false);
 		return 0;
 	}
 	if (ret < 0)
@@ -978,18 +1029,8 @@ static __always_inline int sock_recv(struct sock *sk, int ret, int flags)
 	__u64 buf = syscall_buf(false, 0);
 	if (!buf)
 		return 0;
-	count_request(port, key, buf, ret);
+	count_request(port, 0, key, buf, ret, false);
 	return 0;
-}
-
-/* tp_btf's socket argument is a trusted pointer, which the verifier does
- * not let become a number: the receive program takes its value with
- * bpf_probe_read_kernel to key the socket's carry. */
-static __always_inline struct sock *btf_sock_arg(__u64 *ctx)
-{
-	__u64 sk = 0;
-	bpf_probe_read_kernel(&sk, sizeof(sk), &ctx[0]);
-	return (struct sock *)sk;
 }
 
 /* The current task on tp_btf when it is a thread of the target process,
@@ -1041,8 +1082,9 @@ SEC("tracepoint/sock/sock_send_length")
 int tp_sock_send_length(struct trace_event_raw_sock_msg_length___httpcount *ctx)
 { return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, sock_send((struct sock *)ctx->sk, ctx->ret)); }
 
-/* sock_recv on tp_btf, read as btf_sock_send reads. */
-static __always_inline int btf_sock_recv(__u64 *ctx, struct sock *sk, int ret, int flags)
+/* sock_recv on tp_btf, read as btf_sock_send reads, the carry in the
+ * socket's storage. */
+static __always_inline int btf_sock_recv(struct sock *sk, int ret, int flags)
 {
 	struct task_struct *task = btf_our_task();
 	if (!task || !count_requests || (flags & MSG_PEEK_) || !sk || sk->sk_protocol != IPPROTO_TCP_)
@@ -1050,10 +1092,9 @@ static __always_inline int btf_sock_recv(__u64 *ctx, struct sock *sk, int ret, i
 	__u16 port = sk->__sk_common.skc_num;
 	if (!counted_port(port))
 		return 0;
-	__u64 key = (__u64)btf_sock_arg(ctx);
 	if (ret == 0) {
 		/* The peer closed: nothing continues a carry. */
-		bpf_map_delete_elem(&carries, &key);
+		carry_drop(sk, 0, 0, true);
 		return 0;
 	}
 	if (ret < 0)
@@ -1064,13 +1105,13 @@ static __always_inline int btf_sock_recv(__u64 *ctx, struct sock *sk, int ret, i
 	__u64 buf = buf_of(regs->orig_ax, regs->si, false, 0);
 	if (!buf)
 		return 0;
-	count_request(port, key, buf, ret);
+	count_request(port, sk, 0, buf, ret, true);
 	return 0;
 }
 
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(btf_sock_recv_length, struct sock *sk, int ret, int flags)
-{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, btf_sock_recv(ctx, sk, ret, flags)); }
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, btf_sock_recv(sk, ret, flags)); }
 
 SEC("raw_tp/sock_recv_length")
 int raw_sock_recv_length(struct bpf_raw_tracepoint_args *ctx)
