@@ -221,6 +221,7 @@ func open(opts Options, method probes.AttachMethod, path Path) (*Probe, error) {
 	att, err := probes.LoadAndAttach(spec, hooks, method, func(s *ebpf.CollectionSpec) error {
 		s.Maps["responses"].MaxEntries = uint32(statuses * len(opts.Ports))
 		s.Maps["h2_responses"].MaxEntries = uint32(len(opts.Ports))
+		dropUnused(s, "sock_states", "h2conns", "carries", "inflight")
 		return probes.SetVariables(s, map[string]any{
 			"target_tgid":    uint32(opts.TGID),
 			"count_requests": !opts.ResponsesOnly,
@@ -248,6 +249,29 @@ func open(opts Options, method probes.AttachMethod, path Path) (*Probe, error) {
 	return &Probe{Path: path, ports: opts.Ports, statuses: statuses, Loaded: probes.NewLoaded(att, slots, func(v httpcountSelfCost) probes.SelfRuns {
 		return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
 	})}, nil
+}
+
+// dropUnused removes the maps of names that no program left in s uses.
+// The per-socket state is in the socket's storage for the tp_btf socket
+// programs and in hashes for the others, and only the syscall path keeps
+// calls between entry and exit (bpf/httpcount.bpf.c): a load creates only
+// its own, so a kernel without socket storage (before 5.2) still loads
+// the syscall path, and the socket path does not preallocate hashes it
+// never touches.
+func dropUnused(s *ebpf.CollectionSpec, names ...string) {
+	used := map[string]bool{}
+	for _, p := range s.Programs {
+		for _, ins := range p.Instructions {
+			if ref := ins.Reference(); ref != "" {
+				used[ref] = true
+			}
+		}
+	}
+	for _, name := range names {
+		if !used[name] {
+			delete(s.Maps, name)
+		}
+	}
 }
 
 // methods names enum http_method.

@@ -188,3 +188,48 @@ func TestOpenRefusesWithoutPorts(t *testing.T) {
 		t.Error("no error without a process")
 	}
 }
+
+// Each path's load creates only the state maps its programs use: the
+// socket path on tp_btf the socket storage, the others the hashes keyed by
+// the socket's address (and the syscall path its in-flight calls).
+func TestLoadKeepsOnlyItsStateMaps(t *testing.T) {
+	for _, tc := range []struct {
+		path   Path
+		prefix string // of the attach method's programs
+		keep   []string
+		drop   []string
+	}{
+		{PathSocket, "btf_", []string{"sock_states"}, []string{"h2conns", "carries", "inflight"}},
+		{PathSocket, "raw_", []string{"h2conns", "carries"}, []string{"sock_states", "inflight"}},
+		{PathSyscall, "btf_", []string{"h2conns", "carries", "inflight"}, []string{"sock_states"}},
+	} {
+		spec, err := loadHttpcount()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hooks := sockHooks
+		if tc.path == PathSyscall {
+			hooks = syscallHooks
+		}
+		keep := map[string]bool{}
+		for _, h := range hooks {
+			keep[tc.prefix+h.Name] = true
+		}
+		for name := range spec.Programs {
+			if !keep[name] {
+				delete(spec.Programs, name)
+			}
+		}
+		dropUnused(spec, "sock_states", "h2conns", "carries", "inflight")
+		for _, name := range tc.keep {
+			if spec.Maps[name] == nil {
+				t.Errorf("%s/%s: %s dropped", tc.path, tc.prefix, name)
+			}
+		}
+		for _, name := range tc.drop {
+			if spec.Maps[name] != nil {
+				t.Errorf("%s/%s: %s kept", tc.path, tc.prefix, name)
+			}
+		}
+	}
+}
