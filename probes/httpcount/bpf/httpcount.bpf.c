@@ -218,12 +218,14 @@ struct h2conn {
 	__u8 pad[2];
 };
 
-/* What the probe keeps per socket: on tp_btf in the socket's own storage,
- * found from the trusted socket pointer with a pointer hop and freed with
- * the socket (a zero carry length or CONN_NONE stands for nothing kept).
- * The raw_tp and tracepoint programs see the socket as a number and key
+/* What the probe keeps per socket: in the socket's own storage for the
+ * socket path's tp_btf programs, found from the trusted socket pointer
+ * with a pointer hop and freed with the socket (a zero carry length or
+ * CONN_NONE stands for nothing kept). The other programs (raw_tp,
+ * tracepoint, and the syscall path's) see the socket as a number and key
  * carries and h2conns by it; on tp_btf that cost a bpf_probe_read_kernel
- * of the socket's address and a hash lookup on every send and receive. */
+ * of the socket's address and a hash lookup on every send and receive.
+ * The loader creates only the maps of the programs it loads. */
 struct sock_state {
 	struct h2conn conn;
 	struct carry carry;
@@ -418,8 +420,9 @@ enum {
 	H2_END_HEADERS = 0x4,
 };
 
-/* The connection states of the raw_tp and tracepoint programs (LRU: a
- * socket closed without a last write leaves its entry to be evicted). */
+/* The connection states of the programs that see the socket as a number
+ * (LRU: a socket closed without a last write leaves its entry to be
+ * evicted). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
