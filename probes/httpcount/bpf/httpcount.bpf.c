@@ -657,6 +657,8 @@ static __always_inline void on_written(__u16 port, struct sock *sk, __u64 key, _
 		__u32 status = 0;
 		if (head[8] == ' ' && is_digit(head[9]) && is_digit(head[10]) && is_digit(head[11]))
 			status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
+		if (status >= HTTPCOUNT_STATUSES)
+			status = 0;
 		count_at(&responses, (__u32)slot * HTTPCOUNT_STATUSES + status);
 		if (status == 101) {
 			/* Switching protocols (to h2c): the next write may be HTTP/2. */
