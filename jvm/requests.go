@@ -295,7 +295,7 @@ func passiveCounts(d httpcount.Snapshot, ports []uint16, responsesOnly bool) Req
 		c.StatusClasses["http2"] += h2
 		c.Total += h2
 	}
-	lost := d.Lost.Responses + d.Lost.Inflight
+	lost := d.Lost.Inflight
 	c.Note = fmt.Sprintf("HTTP/1.x response starts and HTTP/2 (h2c) streams ended, written on TCP port %s, counted in the kernel", joinPorts(ports))
 	if h2 > 0 {
 		c.Note += fmt.Sprintf("; %d of them HTTP/2 (status and endpoint not read)", h2)

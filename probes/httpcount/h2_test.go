@@ -309,20 +309,28 @@ func TestProbeSaysWhatItDidNotRecognize(t *testing.T) {
 // connect opens a connection to ln whose client side reads and discards
 // what the server writes, and returns the server side; both close with
 // the test.
-func connect(t *testing.T, ln net.Listener) net.Conn {
+func connect(t testing.TB, ln net.Listener) net.Conn {
+	t.Helper()
+	client, server := pair(t, ln)
+	go io.Copy(io.Discard, client)
+	return server
+}
+
+// pair opens a connection to ln and returns its client and server sides,
+// which close with the test.
+func pair(t testing.TB, ln net.Listener) (client, server net.Conn) {
 	t.Helper()
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
-	go io.Copy(io.Discard, client)
-	server, err := ln.Accept()
+	server, err = ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { server.Close() })
-	return server
+	return client, server
 }
 
 // countDuring opens the probe on this process's port with opts, runs
@@ -351,7 +359,7 @@ func countDuring(t *testing.T, opts httpcount.Options, port uint16, serve func()
 
 // rootListener gates a root test, takes the BPF lock and listens on a
 // loopback port for it.
-func rootListener(t *testing.T) (net.Listener, uint16) {
+func rootListener(t testing.TB) (net.Listener, uint16) {
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.LockBPF(t)

@@ -85,6 +85,11 @@ type Probe struct {
 	// the syscall path itself ("" otherwise): every syscall on the machine
 	// pays while it is attached.
 	Fallback string
+	// ports are the counted ports in slot order, and statuses the status
+	// codes counted per slot: the response counters are arrays indexed by
+	// slot and status.
+	ports    []uint16
+	statuses int
 }
 
 var _ probes.Snapshotter[Snapshot] = (*Probe)(nil)
@@ -108,8 +113,9 @@ type Request struct {
 
 // Lost counts what the probe could not count.
 type Lost struct {
-	// Responses and Requests: their map was full.
-	Responses, Requests uint64
+	// Requests: their map was full (responses are counted in arrays,
+	// which cannot be).
+	Requests uint64
 	// Inflight: a syscall could not be remembered from entry to exit.
 	Inflight uint64
 	// Reads: a request buffer could not be read (paged out).
@@ -184,8 +190,8 @@ func Open(opts Options) (*Probe, error) {
 		return nil, err
 	}
 	var set httpcountPortSet
-	for _, port := range opts.Ports {
-		set.Bits[port>>6] |= 1 << (port & 63)
+	for i, port := range opts.Ports {
+		set.Slot[port] = uint8(i + 1)
 	}
 	if err := p.Maps()["ports"].Put(uint32(0), &set); err != nil {
 		p.Close()
@@ -210,7 +216,12 @@ func open(opts Options, method probes.AttachMethod, path Path) (*Probe, error) {
 		probes.RemoveHookPrograms(spec, hooks[1])
 		hooks = hooks[:1]
 	}
+	// The object sizes the response counters for one port.
+	statuses := int(spec.Maps["responses"].MaxEntries)
 	att, err := probes.LoadAndAttach(spec, hooks, method, func(s *ebpf.CollectionSpec) error {
+		s.Maps["responses"].MaxEntries = uint32(statuses * len(opts.Ports))
+		s.Maps["h2_responses"].MaxEntries = uint32(len(opts.Ports))
+		dropUnused(s, "sock_states", "h2conns", "carries", "inflight")
 		return probes.SetVariables(s, map[string]any{
 			"target_tgid":    uint32(opts.TGID),
 			"count_requests": !opts.ResponsesOnly,
@@ -235,9 +246,32 @@ func open(opts Options, method probes.AttachMethod, path Path) (*Probe, error) {
 		Hooks[2].String(): uint32(httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_ENTER),
 		Hooks[3].String(): uint32(httpcountHttpcountHookHTTPCOUNT_HOOK_SYS_EXIT),
 	}
-	return &Probe{Path: path, Loaded: probes.NewLoaded(att, slots, func(v httpcountSelfCost) probes.SelfRuns {
+	return &Probe{Path: path, ports: opts.Ports, statuses: statuses, Loaded: probes.NewLoaded(att, slots, func(v httpcountSelfCost) probes.SelfRuns {
 		return probes.SelfRuns{Runs: v.Runs, TimedRuns: v.TimedRuns, TimedNs: v.TimedNs}
 	})}, nil
+}
+
+// dropUnused removes the maps of names that no program left in s uses.
+// The per-socket state is in the socket's storage for the tp_btf socket
+// programs and in hashes for the others, and only the syscall path keeps
+// calls between entry and exit (bpf/httpcount.bpf.c): a load creates only
+// its own, so a kernel without socket storage (before 5.2) still loads
+// the syscall path, and the socket path does not preallocate hashes it
+// never touches.
+func dropUnused(s *ebpf.CollectionSpec, names ...string) {
+	used := map[string]bool{}
+	for _, p := range s.Programs {
+		for _, ins := range p.Instructions {
+			if ref := ins.Reference(); ref != "" {
+				used[ref] = true
+			}
+		}
+	}
+	for _, name := range names {
+		if !used[name] {
+			delete(s.Maps, name)
+		}
+	}
 }
 
 // methods names enum http_method.
@@ -289,13 +323,16 @@ func foldDigits(path string) string {
 func (p *Probe) Snapshot() (Snapshot, error) {
 	s := Snapshot{Taken: time.Now(), Responses: map[Response]uint64{}, Requests: map[Request]uint64{}, H2Responses: map[uint16]uint64{}}
 	maps := p.Maps()
-	resp, err := probes.ReadPerCPUHash[httpcountResponseKey, uint64](maps["responses"])
+	resp, err := probes.ReadPerCPUArray[uint64](maps["responses"])
 	if err != nil {
 		return s, err
 	}
-	for k, perCPU := range resp {
+	for i, perCPU := range resp {
+		k := Response{Port: p.ports[i/p.statuses], Status: uint16(i % p.statuses)}
 		for _, n := range perCPU {
-			s.Responses[Response{Port: k.Port, Status: k.Status}] += n
+			if n > 0 {
+				s.Responses[k] += n
+			}
 		}
 	}
 	req, err := probes.ReadPerCPUHash[httpcountRequestKey, uint64](maps["requests"])
@@ -308,13 +345,15 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 			s.Requests[key] += n
 		}
 	}
-	h2, err := probes.ReadPerCPUHash[uint16, uint64](maps["h2_responses"])
+	h2, err := probes.ReadPerCPUArray[uint64](maps["h2_responses"])
 	if err != nil {
 		return s, err
 	}
-	for port, perCPU := range h2 {
+	for slot, perCPU := range h2 {
 		for _, n := range perCPU {
-			s.H2Responses[port] += n
+			if n > 0 {
+				s.H2Responses[p.ports[slot]] += n
+			}
 		}
 	}
 	lost, err := probes.SumPerCPUCounters(maps["lost"], int(httpcountHttpcountLostHTTPCOUNT_LOST_REASONS))
@@ -322,7 +361,6 @@ func (p *Probe) Snapshot() (Snapshot, error) {
 		return s, err
 	}
 	s.Lost = Lost{
-		Responses:    lost[httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE],
 		Requests:     lost[httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST],
 		Inflight:     lost[httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT],
 		Reads:        lost[httpcountHttpcountLostHTTPCOUNT_LOST_READ],
@@ -351,7 +389,6 @@ func (s Snapshot) Sub(prev Snapshot) Snapshot {
 		}
 	}
 	d.Lost = Lost{
-		Responses:    s.Lost.Responses - prev.Lost.Responses,
 		Requests:     s.Lost.Requests - prev.Lost.Requests,
 		Inflight:     s.Lost.Inflight - prev.Lost.Inflight,
 		Reads:        s.Lost.Reads - prev.Lost.Reads,

@@ -20,13 +20,13 @@ type httpcountCarry struct {
 }
 
 type httpcountH2conn struct {
-	_    structs.HostLayout
-	Skip uint32
-	Peer uint32
-	Hlen uint8
-	H1   uint8
-	Hdr  [16]uint8
-	Pad  [2]uint8
+	_     structs.HostLayout
+	Skip  uint32
+	Peer  uint32
+	Hlen  uint8
+	Proto uint8
+	Hdr   [16]uint8
+	Pad   [2]uint8
 }
 
 type httpcountHttpMethod uint32
@@ -54,13 +54,12 @@ const (
 type httpcountHttpcountLost uint32
 
 const (
-	httpcountHttpcountLostHTTPCOUNT_LOST_RESPONSE     httpcountHttpcountLost = 0
-	httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST      httpcountHttpcountLost = 1
-	httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT     httpcountHttpcountLost = 2
-	httpcountHttpcountLostHTTPCOUNT_LOST_READ         httpcountHttpcountLost = 3
-	httpcountHttpcountLostHTTPCOUNT_LOST_H2UNPARSED   httpcountHttpcountLost = 4
-	httpcountHttpcountLostHTTPCOUNT_LOST_UNRECOGNIZED httpcountHttpcountLost = 5
-	httpcountHttpcountLostHTTPCOUNT_LOST_REASONS      httpcountHttpcountLost = 6
+	httpcountHttpcountLostHTTPCOUNT_LOST_REQUEST      httpcountHttpcountLost = 0
+	httpcountHttpcountLostHTTPCOUNT_LOST_INFLIGHT     httpcountHttpcountLost = 1
+	httpcountHttpcountLostHTTPCOUNT_LOST_READ         httpcountHttpcountLost = 2
+	httpcountHttpcountLostHTTPCOUNT_LOST_H2UNPARSED   httpcountHttpcountLost = 3
+	httpcountHttpcountLostHTTPCOUNT_LOST_UNRECOGNIZED httpcountHttpcountLost = 4
+	httpcountHttpcountLostHTTPCOUNT_LOST_REASONS      httpcountHttpcountLost = 5
 )
 
 type httpcountInflight struct {
@@ -80,7 +79,7 @@ type httpcountLineBuf struct {
 
 type httpcountPortSet struct {
 	_    structs.HostLayout
-	Bits [1024]uint64
+	Slot [65536]uint8
 }
 
 type httpcountRequestKey struct {
@@ -92,17 +91,17 @@ type httpcountRequestKey struct {
 	Target    [60]int8
 }
 
-type httpcountResponseKey struct {
-	_      structs.HostLayout
-	Port   uint16
-	Status uint16
-}
-
 type httpcountSelfCost struct {
 	_         structs.HostLayout
 	Runs      uint64
 	TimedRuns uint64
 	TimedNs   uint64
+}
+
+type httpcountSockState struct {
+	_     structs.HostLayout
+	Conn  httpcountH2conn
+	Carry httpcountCarry
 }
 
 // Names of all BPF objects in the ELF.
@@ -111,6 +110,7 @@ type httpcountSelfCost struct {
 const (
 	httpcountMapCarries            = "carries"
 	httpcountMapH2Responses        = "h2_responses"
+	httpcountMapH2Scratch          = "h2_scratch"
 	httpcountMapH2conns            = "h2conns"
 	httpcountMapInflight           = "inflight"
 	httpcountMapLineScratch        = "line_scratch"
@@ -119,6 +119,7 @@ const (
 	httpcountMapRequests           = "requests"
 	httpcountMapResponses          = "responses"
 	httpcountMapSelfCosts          = "self_costs"
+	httpcountMapSockStates         = "sock_states"
 	httpcountProgBtfSockRecvLength = "btf_sock_recv_length"
 	httpcountProgBtfSockSendLength = "btf_sock_send_length"
 	httpcountProgBtfSysEnter       = "btf_sys_enter"
@@ -205,6 +206,7 @@ type httpcountProgramSpecs struct {
 type httpcountMapSpecs struct {
 	Carries     *ebpf.MapSpec `ebpf:"carries"`
 	H2Responses *ebpf.MapSpec `ebpf:"h2_responses"`
+	H2Scratch   *ebpf.MapSpec `ebpf:"h2_scratch"`
 	H2conns     *ebpf.MapSpec `ebpf:"h2conns"`
 	Inflight    *ebpf.MapSpec `ebpf:"inflight"`
 	LineScratch *ebpf.MapSpec `ebpf:"line_scratch"`
@@ -213,6 +215,7 @@ type httpcountMapSpecs struct {
 	Requests    *ebpf.MapSpec `ebpf:"requests"`
 	Responses   *ebpf.MapSpec `ebpf:"responses"`
 	SelfCosts   *ebpf.MapSpec `ebpf:"self_costs"`
+	SockStates  *ebpf.MapSpec `ebpf:"sock_states"`
 }
 
 // httpcountVariableSpecs contains global variables before they are loaded into the kernel.
@@ -253,6 +256,7 @@ func (o *httpcountObjects) Close() error {
 type httpcountMaps struct {
 	Carries     *ebpf.Map `ebpf:"carries"`
 	H2Responses *ebpf.Map `ebpf:"h2_responses"`
+	H2Scratch   *ebpf.Map `ebpf:"h2_scratch"`
 	H2conns     *ebpf.Map `ebpf:"h2conns"`
 	Inflight    *ebpf.Map `ebpf:"inflight"`
 	LineScratch *ebpf.Map `ebpf:"line_scratch"`
@@ -261,12 +265,14 @@ type httpcountMaps struct {
 	Requests    *ebpf.Map `ebpf:"requests"`
 	Responses   *ebpf.Map `ebpf:"responses"`
 	SelfCosts   *ebpf.Map `ebpf:"self_costs"`
+	SockStates  *ebpf.Map `ebpf:"sock_states"`
 }
 
 func (m *httpcountMaps) Close() error {
 	return _HttpcountClose(
 		m.Carries,
 		m.H2Responses,
+		m.H2Scratch,
 		m.H2conns,
 		m.Inflight,
 		m.LineScratch,
@@ -275,6 +281,7 @@ func (m *httpcountMaps) Close() error {
 		m.Requests,
 		m.Responses,
 		m.SelfCosts,
+		m.SockStates,
 	)
 }
 

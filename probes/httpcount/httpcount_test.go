@@ -49,6 +49,9 @@ func TestProbeCountsServedRequests(t *testing.T) {
 		fmt.Fprintln(w, `{"id":17}`)
 	})
 	mux.HandleFunc("/ping", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "pong") })
+	// A three-digit status past RFC 9110's 100-599 (Go writes any up to
+	// 999) is counted as one that did not parse: status 0.
+	mux.HandleFunc("/odd", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(799) })
 	counted := serve(t, mux)
 	uncounted := serve(t, mux)
 
@@ -103,6 +106,7 @@ func countServed(t *testing.T, opts Options, counted, uncounted *server) {
 			get(counted, "/orders/17", 120)
 			get(counted, "/orders/4242?expand=items", 80)
 			get(counted, "/missing", 30)
+			get(counted, "/odd", 10)
 			get(uncounted, "/ping", 50)
 			for i := 0; i < 20; i++ {
 				resp, err := counted.client.Post(counted.url+"/orders/", "application/json", strings.NewReader(`{"sku":"A-1","qty":2}`))
@@ -118,13 +122,13 @@ func countServed(t *testing.T, opts Options, counted, uncounted *server) {
 			}
 			d := last.Sub(first)
 			t.Logf("responses %v requests %v lost %+v", d.Responses, d.Requests, d.Lost)
-			want := map[Response]uint64{{counted.port, 200}: 200, {counted.port, 404}: 30, {counted.port, 201}: 20}
+			want := map[Response]uint64{{counted.port, 200}: 200, {counted.port, 404}: 30, {counted.port, 201}: 20, {counted.port, 0}: 10}
 			for k, n := range want {
 				if d.Responses[k] != n {
 					t.Errorf("responses %+v: %d, want %d", k, d.Responses[k], n)
 				}
 			}
-			if len(d.Responses) != len(want) || d.Final() != 250 {
+			if len(d.Responses) != len(want) || d.Final() != 260 {
 				t.Errorf("responses %v (final %d), want %v", d.Responses, d.Final(), want)
 			}
 			// Request lines split the count by endpoint, every one of
@@ -137,6 +141,7 @@ func countServed(t *testing.T, opts Options, counted, uncounted *server) {
 				{Port: counted.port, Method: "GET", Path: "/orders/#"}: 200,
 				{Port: counted.port, Method: "GET", Path: "/missing"}:  30,
 				{Port: counted.port, Method: "POST", Path: "/orders/"}: 20,
+				{Port: counted.port, Method: "GET", Path: "/odd"}:      10,
 			}
 			for k, n := range wantReq {
 				if got := d.Requests[k]; got != n {
@@ -186,5 +191,50 @@ func TestOpenRefusesWithoutPorts(t *testing.T) {
 	}
 	if _, err := Open(Options{TGID: 0, Ports: []uint16{80}}); err == nil {
 		t.Error("no error without a process")
+	}
+}
+
+// Each path's load creates only the state maps its programs use: the
+// socket path on tp_btf the socket storage, the others the hashes keyed by
+// the socket's address (and the syscall path its in-flight calls).
+func TestLoadKeepsOnlyItsStateMaps(t *testing.T) {
+	for _, tc := range []struct {
+		path   Path
+		prefix string // of the attach method's programs
+		keep   []string
+		drop   []string
+	}{
+		{PathSocket, "btf_", []string{"sock_states"}, []string{"h2conns", "carries", "inflight"}},
+		{PathSocket, "raw_", []string{"h2conns", "carries"}, []string{"sock_states", "inflight"}},
+		{PathSyscall, "btf_", []string{"h2conns", "carries", "inflight"}, []string{"sock_states"}},
+	} {
+		spec, err := loadHttpcount()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hooks := sockHooks
+		if tc.path == PathSyscall {
+			hooks = syscallHooks
+		}
+		keep := map[string]bool{}
+		for _, h := range hooks {
+			keep[tc.prefix+h.Name] = true
+		}
+		for name := range spec.Programs {
+			if !keep[name] {
+				delete(spec.Programs, name)
+			}
+		}
+		dropUnused(spec, "sock_states", "h2conns", "carries", "inflight")
+		for _, name := range tc.keep {
+			if spec.Maps[name] == nil {
+				t.Errorf("%s/%s: %s dropped", tc.path, tc.prefix, name)
+			}
+		}
+		for _, name := range tc.drop {
+			if spec.Maps[name] != nil {
+				t.Errorf("%s/%s: %s kept", tc.path, tc.prefix, name)
+			}
+		}
 	}
 }

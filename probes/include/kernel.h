@@ -44,6 +44,7 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_STACK_TRACE = 7,
 	BPF_MAP_TYPE_LRU_HASH = 9,
 	BPF_MAP_TYPE_LRU_PERCPU_HASH = 10,
+	BPF_MAP_TYPE_SK_STORAGE = 24,
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
@@ -52,6 +53,16 @@ enum {
 	BPF_NOEXIST = 1,
 	BPF_EXIST = 2,
 	BPF_F_LOCK = 4,
+};
+
+/* Map flags; local storage maps must not preallocate. */
+enum {
+	BPF_F_NO_PREALLOC = (1U << 0),
+};
+
+/* Flags for bpf_sk_storage_get. */
+enum {
+	BPF_SK_STORAGE_GET_F_CREATE = (1ULL << 0),
 };
 
 /* Flags for bpf_get_stackid. */

@@ -106,6 +106,7 @@ struct files_struct___httpcount {
 
 struct task_struct___httpcount {
 	struct files_struct___httpcount *files;
+	int tgid;
 } __attribute__((preserve_access_index));
 
 struct socket___httpcount {
@@ -155,10 +156,13 @@ struct inflight {
 	__u8 pad;
 };
 
-/* The counted ports, a bit each: one array element, whose lookup the
- * verifier inlines (a hash lookup was a helper call on every send). */
+/* The counted ports: each one's slot (its index in the loader's list of
+ * ports) plus one, 0 for a port not counted. One array element, whose
+ * lookup the verifier inlines (a hash lookup was a helper call on every
+ * send); the slot indexes the response counters, arrays for the same
+ * reason. */
 struct port_set {
-	__u64 bits[1024];
+	__u8 slot[65536];
 };
 
 struct {
@@ -168,12 +172,15 @@ struct {
 	__type(value, struct port_set);
 } ports SEC(".maps");
 
-static __always_inline bool counted_port(__u16 port)
+/* The slot of a counted port, -1 for any other. */
+static __always_inline int port_slot(__u16 port)
 {
 	__u32 zero = 0;
 	struct port_set *set = bpf_map_lookup_elem(&ports, &zero);
-	return set && ((set->bits[(port >> 6) & 1023] >> (port & 63)) & 1);
+	return set ? (int)set->slot[port] - 1 : -1;
 }
+
+static __always_inline bool counted_port(__u16 port) { return port_slot(port) >= 0; }
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -198,6 +205,80 @@ struct {
 	__type(value, struct carry);
 } carries SEC(".maps");
 
+/* The write side's state of a connection: is it HTTP/1, or HTTP/2 and
+ * where are its frames (below, with the HTTP/2 walk). */
+enum conn_proto { CONN_NONE = 0, CONN_H1 = 1, CONN_H2 = 2 };
+
+struct h2conn {
+	__u32 skip; /* payload bytes of the current frame still to come */
+	__u32 peer; /* the peer's address and port: a reused socket is a new connection */
+	__u8 hlen;  /* bytes of a split frame header kept in hdr */
+	__u8 proto; /* enum conn_proto */
+	__u8 hdr[16];
+	__u8 pad[2];
+};
+
+/* What the probe keeps per socket: in the socket's own storage for the
+ * socket path's tp_btf programs, found from the trusted socket pointer
+ * with a pointer hop and freed with the socket (a zero carry length or
+ * CONN_NONE stands for nothing kept). The other programs (raw_tp,
+ * tracepoint, and the syscall path's) see the socket as a number and key
+ * carries and h2conns by it; on tp_btf that cost a bpf_probe_read_kernel
+ * of the socket's address and a hash lookup on every send and receive.
+ * The loader creates only the maps of the programs it loads. */
+struct sock_state {
+	struct h2conn conn;
+	struct carry carry;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct sock_state);
+} sock_states SEC(".maps");
+
+static __always_inline struct sock_state *sock_state(struct sock *sk, bool create)
+{
+	return bpf_sk_storage_get(&sock_states, sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+}
+
+/* The socket's carry, NULL when it has none: sk is the socket on tp_btf
+ * (direct), key its address otherwise. */
+static __always_inline struct carry *carry_get(struct sock *sk, __u64 key, const bool direct)
+{
+	if (!direct)
+		return bpf_map_lookup_elem(&carries, &key);
+	struct sock_state *st = sock_state(sk, false);
+	return st && st->carry.len ? &st->carry : 0;
+}
+
+/* Drops the socket's carry, c when it was looked up already. */
+static __always_inline void carry_drop(struct sock *sk, __u64 key, struct carry *c, const bool direct)
+{
+	if (!direct) {
+		bpf_map_delete_elem(&carries, &key);
+		return;
+	}
+	if (!c) {
+		struct sock_state *st = sock_state(sk, false);
+		c = st ? &st->carry : 0;
+	}
+	if (c)
+		c->len = 0;
+}
+
+static __always_inline void carry_set(struct sock *sk, __u64 key, const struct carry *k, const bool direct)
+{
+	if (!direct) {
+		bpf_map_update_elem(&carries, &key, k, BPF_ANY);
+		return;
+	}
+	struct sock_state *st = sock_state(sk, true);
+	if (st)
+		st->carry = *k;
+}
+
 /* The request line being parsed: a carry, then the read's first bytes at a
  * variable offset (a map value, where older verifiers allow one). */
 struct line_buf {
@@ -211,10 +292,14 @@ struct {
 	__type(value, struct line_buf);
 } line_scratch SEC(".maps");
 
+/* HTTP/1 response starts, at slot * HTTPCOUNT_STATUSES + status: an
+ * array (the loader sizes it for its ports), whose lookup the verifier
+ * inlines where a per-CPU hash's was a helper call hashing the key, about
+ * a sixth of a response's cost. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 2048);
-	__type(key, struct response_key);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, HTTPCOUNT_STATUSES);
+	__type(key, __u32);
 	__type(value, __u64);
 } responses SEC(".maps");
 
@@ -296,22 +381,12 @@ static __always_inline __u64 msg_first_iov(__u64 msg, __u32 *len)
 
 static __always_inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* One more count in a per-CPU hash of counters; lost when it is full. */
-static __always_inline void count_in(void *map, void *key)
+/* One more count at i of a per-CPU array of counters. */
+static __always_inline void count_at(void *map, __u32 i)
 {
-	__u64 *v = bpf_map_lookup_elem(map, key);
-	if (v) {
-		(*v)++;
-		return;
-	}
-	__u64 one = 1;
-	if (bpf_map_update_elem(map, key, &one, BPF_NOEXIST) == 0)
-		return;
-	v = bpf_map_lookup_elem(map, key);
+	__u64 *v = bpf_map_lookup_elem(map, &i);
 	if (v)
 		(*v)++;
-	else
-		count_lost(HTTPCOUNT_LOST_RESPONSE);
 }
 
 /*
@@ -345,15 +420,9 @@ enum {
 	H2_END_HEADERS = 0x4,
 };
 
-struct h2conn {
-	__u32 skip; /* payload bytes of the current frame still to come */
-	__u32 peer; /* the peer's address and port: a reused socket is a new connection */
-	__u8 hlen;  /* bytes of a split frame header kept in hdr */
-	__u8 h1;    /* an HTTP/1 connection */
-	__u8 hdr[16];
-	__u8 pad[2];
-};
-
+/* The connection states of the programs that see the socket as a number
+ * (LRU: a socket closed without a last write leaves its entry to be
+ * evicted). */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -361,11 +430,54 @@ struct {
 	__type(value, struct h2conn);
 } h2conns SEC(".maps");
 
-/* HTTP/2 responses ended, by local port. */
+/* Where a connection's frames are walked: the global h2_walk takes only
+ * numbers (older kernels refuse pointers into a global function), so the
+ * state is copied here around the walk. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 64);
-	__type(key, __u16);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct h2conn);
+} h2_scratch SEC(".maps");
+
+/* A connection's state, NULL when it has none: sk is the socket on tp_btf
+ * (direct), key its address otherwise. */
+static __always_inline struct h2conn *conn_get(struct sock *sk, __u64 key, const bool direct)
+{
+	if (!direct)
+		return bpf_map_lookup_elem(&h2conns, &key);
+	struct sock_state *st = sock_state(sk, false);
+	return st && st->conn.proto != CONN_NONE ? &st->conn : 0;
+}
+
+static __always_inline void conn_forget(struct h2conn *c, __u64 key, const bool direct)
+{
+	if (direct)
+		c->proto = CONN_NONE;
+	else
+		bpf_map_delete_elem(&h2conns, &key);
+}
+
+/* Sets a connection's state to *init; NULL when it could not be kept. */
+static __always_inline struct h2conn *conn_set(struct sock *sk, __u64 key, const struct h2conn *init, const bool direct)
+{
+	if (!direct) {
+		if (bpf_map_update_elem(&h2conns, &key, init, BPF_ANY))
+			return 0;
+		return bpf_map_lookup_elem(&h2conns, &key);
+	}
+	struct sock_state *st = sock_state(sk, true);
+	if (!st)
+		return 0;
+	st->conn = *init;
+	return &st->conn;
+}
+
+/* HTTP/2 responses ended, by port slot (sized by the loader). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
 	__type(value, __u64);
 } h2_responses SEC(".maps");
 
@@ -423,19 +535,27 @@ static __always_inline bool h2_first(struct h2frame f)
 
 /* Counts a frame; false when it cannot be a frame (the walk lost its
  * place). */
-static __always_inline bool h2_frame(struct h2frame f, __u16 port)
+static __always_inline bool h2_frame(struct h2frame f, __u32 slot)
 {
 	if (f.reserved || f.type > H2_MAX_TYPE || ((f.type == H2_DATA || f.type == H2_HEADERS) && f.stream == 0))
 		return false;
 	if ((f.type == H2_DATA || f.type == H2_HEADERS) && (f.flags & H2_END_STREAM) && (f.stream & 1))
-		count_in(&h2_responses, &port);
+		count_at(&h2_responses, slot);
 	return true;
 }
 
-/* Walks the frames of n bytes written at buf, from the connection's carry;
- * leaves the carry for the next write. */
-static __always_inline void h2_walk(struct h2conn *c, __u64 sk, __u16 port, __u64 buf, __u64 n)
+/* Walks the frames of n bytes written at buf, from the state in h2_scratch,
+ * and leaves it there for the next write; 0 when the walk lost its place
+ * (counted). A global function: the verifier checks it once, on its own,
+ * rather than inlined into each hook with the hook's state (the frame walk
+ * is most of the program; inlined into the socket path's send hook it went
+ * over the verifier's million instructions). */
+__attribute__((noinline)) int h2_walk(__u32 slot, __u64 buf, __u64 n)
 {
+	__u32 zero = 0;
+	struct h2conn *c = bpf_map_lookup_elem(&h2_scratch, &zero);
+	if (!c)
+		return 0;
 	__u64 pos = c->skip;
 	__u32 hlen = c->hlen;
 	if (hlen > 0) {
@@ -447,12 +567,12 @@ static __always_inline void h2_walk(struct h2conn *c, __u64 sk, __u16 port, __u6
 			if (m && bpf_probe_read_user(c->hdr + hlen, m, (void *)buf))
 				goto lost;
 			c->hlen = hlen + m;
-			return;
+			return 1;
 		}
 		if (bpf_probe_read_user(c->hdr + hlen, need & 15, (void *)buf))
 			goto lost;
 		struct h2frame f = h2_parse(c->hdr);
-		if (!h2_frame(f, port))
+		if (!h2_frame(f, slot))
 			goto lost;
 		pos = need + f.len;
 		c->hlen = 0;
@@ -461,7 +581,7 @@ static __always_inline void h2_walk(struct h2conn *c, __u64 sk, __u16 port, __u6
 		if (pos >= n) {
 			c->skip = pos - n;
 			c->hlen = 0;
-			return;
+			return 1;
 		}
 		if (pos + H2_HEADER > n) {
 			/* The write ends inside a header: keep its first bytes. */
@@ -470,26 +590,40 @@ static __always_inline void h2_walk(struct h2conn *c, __u64 sk, __u16 port, __u6
 				goto lost;
 			c->skip = 0;
 			c->hlen = m;
-			return;
+			return 1;
 		}
 		__u8 h[H2_HEADER];
 		if (bpf_probe_read_user(h, sizeof(h), (void *)(buf + pos)))
 			goto lost;
 		struct h2frame f = h2_parse(h);
-		if (!h2_frame(f, port))
+		if (!h2_frame(f, slot))
 			goto lost;
 		pos += H2_HEADER + (__u64)f.len;
 	}
 	if (pos >= n) {
 		c->skip = pos - n;
 		c->hlen = 0;
-		return;
+		return 1;
 	}
 lost:
-	/* Where the next frame starts is unknown: forget the connection
-	 * until a write starts at a frame again. */
 	count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
-	bpf_map_delete_elem(&h2conns, &sk);
+	return 0;
+}
+
+/* Walks a write's frames on connection c; where the next frame starts is
+ * unknown when the walk lost its place, and the connection is forgotten
+ * until a write starts at a frame again. */
+static __always_inline void h2_write(struct h2conn *c, __u64 key, __u32 slot, __u64 buf, __u64 n, const bool direct)
+{
+	__u32 zero = 0;
+	struct h2conn *w = bpf_map_lookup_elem(&h2_scratch, &zero);
+	if (!w)
+		return;
+	*w = *c;
+	if (h2_walk(slot, buf, n))
+		*c = *w;
+	else
+		conn_forget(c, key, direct);
 }
 
 static __always_inline bool is_http1(const char *h)
@@ -497,83 +631,74 @@ static __always_inline bool is_http1(const char *h)
 	return h[0] == 'H' && h[1] == 'T' && h[2] == 'T' && h[3] == 'P' && h[4] == '/' && h[5] == '1' && h[6] == '.';
 }
 
-/* n bytes a process wrote at buf on a counted socket. A global function:
- * the verifier checks it once, on its own, rather than inlined into each
- * hook with the hook's state (the HTTP/2 frame walk is most of the
- * program; inlined into the socket path's send hook it went over the
- * verifier's million instructions). */
-__attribute__((noinline)) int on_buffer(__u16 port, __u64 sk, __u32 peer, __u64 buf, __u64 n)
+/* written bytes a process wrote on a counted socket, of which the first
+ * len are at buf (the rest in a vectored write's later iovecs): an HTTP/1
+ * response start, or HTTP/2 frames. The socket is sk on tp_btf (direct),
+ * key otherwise. */
+static __always_inline void on_written(__u16 port, struct sock *sk, __u64 key, __u32 peer, __u64 buf, __u64 written, __u32 len,
+				       const bool direct)
 {
+	int slot = port_slot(port);
+	__u64 n = written < len ? written : len;
+	struct h2conn *c = 0;
 	char head[12] = {};
-	if (n == 0 || bpf_probe_read_user(head, n < sizeof(head) ? (n & 15) : sizeof(head), (void *)buf))
-		return 0;
-	struct h2conn *c = bpf_map_lookup_elem(&h2conns, &sk);
+	if (slot < 0 || n == 0 || bpf_probe_read_user(head, n < sizeof(head) ? (n & 15) : sizeof(head), (void *)buf))
+		goto past;
+	c = conn_get(sk, key, direct);
 	if (c && c->peer != peer) {
-		bpf_map_delete_elem(&h2conns, &sk);
+		conn_forget(c, key, direct);
 		c = 0;
 	}
-	if (c && !c->h1) {
-		h2_walk(c, sk, port, buf, n);
-		return 0;
+	if (c && c->proto == CONN_H2) {
+		h2_write(c, key, slot, buf, n, direct);
+		goto past;
 	}
 	if (is_http1(head)) {
-		struct response_key key = { .port = port };
+		__u32 status = 0;
 		if (head[8] == ' ' && is_digit(head[9]) && is_digit(head[10]) && is_digit(head[11]))
-			key.status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
-		count_in(&responses, &key);
-		if (key.status == 101) {
+			status = (head[9] - '0') * 100 + (head[10] - '0') * 10 + (head[11] - '0');
+		if (status >= HTTPCOUNT_STATUSES)
+			status = 0;
+		count_at(&responses, (__u32)slot * HTTPCOUNT_STATUSES + status);
+		if (status == 101) {
 			/* Switching protocols (to h2c): the next write may be HTTP/2. */
 			if (c)
-				bpf_map_delete_elem(&h2conns, &sk);
+				conn_forget(c, key, direct);
 		} else if (!c) {
-			struct h2conn h1 = { .peer = peer, .h1 = 1 };
-			bpf_map_update_elem(&h2conns, &sk, &h1, BPF_ANY);
+			struct h2conn h1 = { .peer = peer, .proto = CONN_H1 };
+			conn_set(sk, key, &h1, direct);
 		}
-		return 0;
+		goto past;
 	}
 	if (c)
-		return 0; /* an HTTP/1 connection's body, or a later write */
+		goto past; /* an HTTP/1 connection's body, or a later write */
 	if (n < H2_HEADER || !h2_first(h2_parse((const __u8 *)head))) {
 		/* A connection of unknown protocol: opened before the probe and
 		 * first seen mid-stream (an HTTP/2 DATA frame, an HTTP/1 body),
 		 * or not HTTP. Its responses are not counted until a write
 		 * starts one: said, not silent. */
 		count_lost(HTTPCOUNT_LOST_UNRECOGNIZED);
-		return 0;
+		goto past;
 	}
-	struct h2conn fresh = { .peer = peer };
-	if (bpf_map_update_elem(&h2conns, &sk, &fresh, BPF_ANY)) {
-		count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
-		return 0;
-	}
-	c = bpf_map_lookup_elem(&h2conns, &sk);
+	struct h2conn fresh = { .peer = peer, .proto = CONN_H2 };
+	c = conn_set(sk, key, &fresh, direct);
 	if (c)
-		h2_walk(c, sk, port, buf, n);
-	return 0;
-}
-
-/* The frames of an HTTP/2 connection continued past the buffer the probe
- * sees (a vectored write's first iovec): where the next frame starts is
- * unknown, so the connection is forgotten until a write starts at a frame
- * again, and the write is counted as not parsed. */
-static __always_inline void h2_past_buffer(__u64 sk)
-{
-	struct h2conn *c = bpf_map_lookup_elem(&h2conns, &sk);
-	if (c && !c->h1) {
+		h2_write(c, key, slot, buf, n, direct);
+	else
 		count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
-		bpf_map_delete_elem(&h2conns, &sk);
+past:
+	if (written > n) {
+		/* The frames of an HTTP/2 connection continued past the
+		 * buffer the probe sees (a vectored write's first iovec):
+		 * where the next frame starts is unknown, so the connection is
+		 * forgotten until a write starts at a frame again, and the
+		 * write is counted as not parsed. */
+		c = conn_get(sk, key, direct);
+		if (c && c->proto == CONN_H2) {
+			count_lost(HTTPCOUNT_LOST_H2_UNPARSED);
+			conn_forget(c, key, direct);
+		}
 	}
-}
-
-/* written bytes a process wrote on a counted socket, of which the first
- * len are at buf (the rest in a vectored write's later iovecs): an HTTP/1
- * response start, or HTTP/2 frames. */
-static __always_inline void on_written(__u16 port, __u64 sk, __u32 peer, __u64 buf, __u64 written, __u32 len)
-{
-	__u64 n = written < len ? written : len;
-	on_buffer(port, sk, peer, buf, n);
-	if (written > n)
-		h2_past_buffer(sk);
 }
 
 /* A write on a counted socket is remembered at entry (the buffer) and
@@ -652,7 +777,9 @@ static __always_inline int method_of(const char *l, enum http_method *m)
 
 static __always_inline bool is_upper(char c) { return c >= 'A' && c <= 'Z'; }
 
-static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long ret)
+/* A read of ret bytes at buf on a counted socket: sk on tp_btf (direct),
+ * key otherwise. */
+static __always_inline void count_request(__u16 port, struct sock *sk, __u64 key, __u64 buf, long ret, const bool direct)
 {
 	__u32 zero = 0;
 	struct line_buf *lb = bpf_map_lookup_elem(&line_scratch, &zero);
@@ -662,14 +789,14 @@ static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long 
 	__builtin_memset(line, 0, sizeof(lb->b));
 	/* The bytes a previous short read left for this one. */
 	__u32 clen = 0;
-	struct carry *c = bpf_map_lookup_elem(&carries, &sk);
+	struct carry *c = carry_get(sk, key, direct);
 	if (c) {
 		clen = c->len;
 		if (clen > CARRY_MAX)
 			clen = CARRY_MAX;
 		for (int i = 0; i < CARRY_MAX; i++)
 			line[i] = i < clen ? c->bytes[i] : 0;
-		bpf_map_delete_elem(&carries, &sk);
+		carry_drop(sk, key, c, direct);
 	}
 	if (clen == 0 && ret < 8) {
 		/* Shorter than "OPTIONS ": perhaps a request's first bytes (an
@@ -682,7 +809,7 @@ static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long 
 			n = CARRY_MAX;
 		if (n > 1 && bpf_probe_read_user(k.bytes, n, (void *)buf))
 			return;
-		bpf_map_update_elem(&carries, &sk, &k, BPF_ANY);
+		carry_set(sk, key, &k, direct);
 		return;
 	}
 	if (clen + ret < 14) /* "GET / HTTP/1.1" is the shortest request line */
@@ -701,12 +828,12 @@ static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long 
 			return;
 		}
 	}
-	struct request_key key;
-	__builtin_memset(&key, 0, sizeof(key));
-	int start = method_of(line, &key.method);
+	struct request_key req;
+	__builtin_memset(&req, 0, sizeof(req));
+	int start = method_of(line, &req.method);
 	if (!start || line[start] != '/')
 		return;
-	key.port = port;
+	req.port = port;
 	/* Digits become '#' one for one (user space folds runs): keeping the
 	 * output index equal to the input index keeps the verifier's state
 	 * count linear in the path length. */
@@ -720,19 +847,19 @@ static __always_inline void count_request(__u16 port, __u64 sk, __u64 buf, long 
 			ended = true;
 			break;
 		}
-		key.target[i] = is_digit(c) ? '#' : c;
+		req.target[i] = is_digit(c) ? '#' : c;
 	}
 	if (!ended)
-		key.truncated = 1;
-	__u64 *v = bpf_map_lookup_elem(&requests, &key);
+		req.truncated = 1;
+	__u64 *v = bpf_map_lookup_elem(&requests, &req);
 	if (v) {
 		(*v)++;
 		return;
 	}
 	__u64 one = 1;
-	if (bpf_map_update_elem(&requests, &key, &one, BPF_NOEXIST) == 0)
+	if (bpf_map_update_elem(&requests, &req, &one, BPF_NOEXIST) == 0)
 		return;
-	v = bpf_map_lookup_elem(&requests, &key);
+	v = bpf_map_lookup_elem(&requests, &req);
 	if (v)
 		(*v)++;
 	else
@@ -749,16 +876,16 @@ static __always_inline int on_exit(long ret)
 	bpf_map_delete_elem(&inflight, &pid_tgid);
 	if (in.kind == KIND_REQUEST && ret == 0) {
 		/* The peer closed: nothing continues a carry. */
-		bpf_map_delete_elem(&carries, &in.sk);
+		carry_drop(0, in.sk, 0, false);
 		return 0;
 	}
 	if (ret <= 0)
 		return 0;
 	if (in.kind == KIND_REQUEST) {
-		count_request(in.port, in.sk, in.buf, ret);
+		count_request(in.port, 0, in.sk, in.buf, ret, false);
 		return 0;
 	}
-	on_written(in.port, in.sk, peer_of(in.sk), in.buf, (__u64)ret, in.len);
+	on_written(in.port, 0, in.sk, peer_of(in.sk), in.buf, (__u64)ret, in.len, false);
 	return 0;
 }
 
@@ -883,7 +1010,7 @@ static __always_inline int sock_send(struct sock *sk, int ret)
 	__u64 buf = syscall_buf(true, &len);
 	if (!buf)
 		return 0;
-	on_written(port, (__u64)sk, peer_of((__u64)sk), buf, (__u64)ret, len);
+	on_written(port, 0, (__u64)sk, peer_of((__u64)sk), buf, (__u64)ret, len, false);
 	return 0;
 }
 
@@ -899,7 +1026,7 @@ static __always_inline int sock_recv(struct sock *sk, int ret, int flags)
 	__u64 key = (__u64)sk;
 	if (ret == 0) {
 		/* The peer closed: nothing continues a carry. */
-		bpf_map_delete_elem(&carries, &key);
+		carry_drop(0, key, 0, false);
 		return 0;
 	}
 	if (ret < 0)
@@ -907,33 +1034,35 @@ static __always_inline int sock_recv(struct sock *sk, int ret, int flags)
 	__u64 buf = syscall_buf(false, 0);
 	if (!buf)
 		return 0;
-	count_request(port, key, buf, ret);
+	count_request(port, 0, key, buf, ret, false);
 	return 0;
 }
 
-/* tp_btf's socket argument is a trusted pointer, which the global
- * on_buffer may not be passed: the programs take its value as a number,
- * read with bpf_probe_read_kernel, to key the socket's state. */
-static __always_inline struct sock *btf_sock_arg(__u64 *ctx)
+/* The current task on tp_btf when it is a thread of the target process,
+ * else NULL: a trusted pointer, whose tgid is a plain load and which
+ * bpf_task_pt_regs takes for the saved registers (bpf_get_current_pid_tgid
+ * was a helper call of its own). */
+static __always_inline struct task_struct *btf_our_task(void)
 {
-	__u64 sk = 0;
-	bpf_probe_read_kernel(&sk, sizeof(sk), &ctx[0]);
-	return (struct sock *)sk;
+	struct task_struct *task = bpf_get_current_task_btf();
+	return ((struct task_struct___httpcount *)task)->tgid == target_tgid ? task : 0;
 }
 
-/* sock_send on tp_btf: the socket and the task's saved registers are
+/* sock_send on tp_btf: the socket, the task and its saved registers are
  * typed kernel pointers, read with plain loads where the other attach
  * methods call bpf_probe_read_kernel once per field (six calls a
- * response); only the socket's address, the key of its HTTP/2 state, is
- * still read as a number (btf_sock_arg). */
-static __always_inline int btf_sock_send(__u64 *ctx, struct sock *sk, int ret)
+ * response), and the connection's state is the socket's own storage. The
+ * cheapest rejections come first: another process's send costs a helper
+ * call and a load. */
+static __always_inline int btf_sock_send(struct sock *sk, int ret)
 {
-	if (!ours() || ret <= 0 || !sk || sk->sk_protocol != IPPROTO_TCP_)
+	struct task_struct *task = btf_our_task();
+	if (!task || ret <= 0 || !sk || sk->sk_protocol != IPPROTO_TCP_)
 		return 0;
 	__u16 port = sk->__sk_common.skc_num;
 	if (!counted_port(port))
 		return 0;
-	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(task);
 	if (!regs)
 		return 0;
 	__u32 len = 0xffffffff;
@@ -942,13 +1071,13 @@ static __always_inline int btf_sock_send(__u64 *ctx, struct sock *sk, int ret)
 		return 0;
 	struct sock___httpcount *s = (void *)sk;
 	__u32 peer = s->__sk_common.skc_daddr ^ ((__u32)s->__sk_common.skc_dport << 16);
-	on_written(port, (__u64)btf_sock_arg(ctx), peer, buf, (__u64)ret, len);
+	on_written(port, sk, 0, peer, buf, (__u64)ret, len, true);
 	return 0;
 }
 
 SEC("tp_btf/sock_send_length")
 int BPF_PROG(btf_sock_send_length, struct sock *sk, int ret)
-{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, btf_sock_send(ctx, sk, ret)); }
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, btf_sock_send(sk, ret)); }
 
 SEC("raw_tp/sock_send_length")
 int raw_sock_send_length(struct bpf_raw_tracepoint_args *ctx)
@@ -958,35 +1087,36 @@ SEC("tracepoint/sock/sock_send_length")
 int tp_sock_send_length(struct trace_event_raw_sock_msg_length___httpcount *ctx)
 { return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_SEND, sock_send((struct sock *)ctx->sk, ctx->ret)); }
 
-/* sock_recv on tp_btf, read as btf_sock_send reads. */
-static __always_inline int btf_sock_recv(__u64 *ctx, struct sock *sk, int ret, int flags)
+/* sock_recv on tp_btf, read as btf_sock_send reads, the carry in the
+ * socket's storage. */
+static __always_inline int btf_sock_recv(struct sock *sk, int ret, int flags)
 {
-	if (!ours() || !count_requests || (flags & MSG_PEEK_) || !sk || sk->sk_protocol != IPPROTO_TCP_)
+	struct task_struct *task = btf_our_task();
+	if (!task || !count_requests || (flags & MSG_PEEK_) || !sk || sk->sk_protocol != IPPROTO_TCP_)
 		return 0;
 	__u16 port = sk->__sk_common.skc_num;
 	if (!counted_port(port))
 		return 0;
-	__u64 key = (__u64)btf_sock_arg(ctx);
 	if (ret == 0) {
 		/* The peer closed: nothing continues a carry. */
-		bpf_map_delete_elem(&carries, &key);
+		carry_drop(sk, 0, 0, true);
 		return 0;
 	}
 	if (ret < 0)
 		return 0;
-	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	struct pt_regs___httpcount *regs = (void *)bpf_task_pt_regs(task);
 	if (!regs)
 		return 0;
 	__u64 buf = buf_of(regs->orig_ax, regs->si, false, 0);
 	if (!buf)
 		return 0;
-	count_request(port, key, buf, ret);
+	count_request(port, sk, 0, buf, ret, true);
 	return 0;
 }
 
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(btf_sock_recv_length, struct sock *sk, int ret, int flags)
-{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, btf_sock_recv(ctx, sk, ret, flags)); }
+{ return SELF_COSTED(HTTPCOUNT_HOOK_SOCK_RECV, btf_sock_recv(sk, ret, flags)); }
 
 SEC("raw_tp/sock_recv_length")
 int raw_sock_recv_length(struct bpf_raw_tracepoint_args *ctx)

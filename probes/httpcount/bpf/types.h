@@ -3,12 +3,13 @@
 #ifndef PERFSCOPE_HTTPCOUNT_TYPES_H
 #define PERFSCOPE_HTTPCOUNT_TYPES_H
 
-/* A response start: the local (listening) port it left through and its
- * status code (100-599; 0 when the three digits did not parse). */
-struct response_key {
-	__u16 port;
-	__u16 status;
-};
+/* Response starts are counted per port slot (the port's index in the
+ * loader's list) and status code, at slot * HTTPCOUNT_STATUSES + status:
+ * the status line's three digits, 100-599 from a server that follows RFC
+ * 9110, and 0 when they did not parse or fall outside (the report's
+ * "unparsed" either way). The arrays are per CPU: 600 slots keep 64 ports
+ * on 128 CPUs to 39 MiB, where every three-digit code would take 64. */
+enum { HTTPCOUNT_STATUSES = 600 };
 
 /* Request-target bytes kept per request line: the path up to '?', ' ' or
  * the end of what was read, with every run of digits folded into one '#'
@@ -37,19 +38,18 @@ struct request_key {
 
 /* Events not counted. */
 enum httpcount_lost {
-	HTTPCOUNT_LOST_RESPONSE = 0, /* the responses map was full */
-	HTTPCOUNT_LOST_REQUEST = 1,  /* the requests map was full */
-	HTTPCOUNT_LOST_INFLIGHT = 2, /* a syscall could not be remembered between enter and exit */
-	HTTPCOUNT_LOST_READ = 3,     /* user memory could not be read (paged out) */
+	HTTPCOUNT_LOST_REQUEST = 0,  /* the requests map was full */
+	HTTPCOUNT_LOST_INFLIGHT = 1, /* a syscall could not be remembered between enter and exit */
+	HTTPCOUNT_LOST_READ = 2,     /* user memory could not be read (paged out) */
 	/* a write on an HTTP/2 connection whose frames were not all walked:
 	 * the frame bound, a frame header that did not parse, frames past the
 	 * first iovec of a vectored write, or the connection's state lost (its
 	 * map full) */
-	HTTPCOUNT_LOST_H2_UNPARSED = 4,
+	HTTPCOUNT_LOST_H2_UNPARSED = 3,
 	/* a write on a connection whose protocol is not known yet (opened
 	 * before the probe and first seen mid-stream, or not HTTP) */
-	HTTPCOUNT_LOST_UNRECOGNIZED = 5,
-	HTTPCOUNT_LOST_REASONS = 6,
+	HTTPCOUNT_LOST_UNRECOGNIZED = 4,
+	HTTPCOUNT_LOST_REASONS = 5,
 };
 
 /* Slots of self_cost (selfcost.h), one per hook. */
