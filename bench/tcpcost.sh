@@ -25,7 +25,8 @@
 #
 #   flock /tmp/perfscope-root-tests.lock bash bench/tcpcost.sh [ROUNDS] [WINDOW]
 #
-# TCPCOST_TRACERS picks the tracers ("none default exact bpftrace");
+# TCPCOST_TRACERS picks the tracers ("none default exact bpftrace"; also
+# noprofile, the defaults with --no-profile);
 # TCPCOST_BIN benchmarks a perfscope built elsewhere. Prints one line per
 # measurement (with the load average and how busy the CPUs were during
 # it), what perfscope's report said of its own cost, then the table
@@ -93,11 +94,12 @@ measure() {
 		for _ in $(seq 300); do grep -q Attaching "$out.bt" 2>/dev/null && break; sleep 0.1; done
 		sleep 1.5
 		;;
-	default | exact)
+	default | exact | noprofile)
 		# A run as users make it: a duration that holds the load, ending
 		# by itself after it (its report is built after the load ends).
 		local cargs=(tcp --iface lo --port "$PORT" -d "$PERFSCOPE_SECS"s -o json)
 		[ "$tr" = exact ] && cargs+=(--exact)
+		[ "$tr" = noprofile ] && cargs+=(--no-profile)
 		ip netns exec "$NS" "$BIN" "${cargs[@]}" >"$out.json" 2>"$out.err" &
 		tpid=$!
 		# softirq (2), NAPI (1), lockstat (2), tcpevents (4) stay attached.
@@ -158,7 +160,7 @@ for kind in ("keepalive", "newconn"):
         if r[2] == kind:
             by.setdefault(r[3], {})[int(r[1])] = r
     none = by.get("none", {})
-    for tr in ("none", "default", "exact", "bpftrace"):
+    for tr in ("none", "default", "noprofile", "exact", "bpftrace"):
         if tr not in by:
             continue
         rs = by[tr]
