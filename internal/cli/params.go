@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"regexp"
 	"slices"
 	"strings"
 
@@ -59,6 +60,7 @@ func newRecipeFlags(f *pflag.FlagSet, recipe string, params ...string) *recipeFl
 		panic("built-in recipe " + recipe + ": " + err.Error()) // the tests run every command
 	}
 	rf := &recipeFlags{recipe: r, fs: f, flag: map[string]string{}, set: map[string]string{}}
+	var added []*pflag.Flag
 	for _, p := range params {
 		p, short, _ := strings.Cut(p, "/")
 		name, flag, renamed := strings.Cut(p, "=")
@@ -76,6 +78,7 @@ func newRecipeFlags(f *pflag.FlagSet, recipe string, params ...string) *recipeFl
 			v.text = param.Format(param.Default)
 		}
 		fl := f.VarPF(v, flag, short, param.Description)
+		added = append(added, fl)
 		if param.Kind == spec.KindBool {
 			fl.NoOptDefVal = "true"
 		}
@@ -88,6 +91,18 @@ func newRecipeFlags(f *pflag.FlagSet, recipe string, params ...string) *recipeFl
 		if param.Kind == spec.KindEnum && !strings.Contains(fl.Usage, param.Values[len(param.Values)-1]) {
 			values := slices.DeleteFunc(slices.Clone(param.Values), func(v string) bool { return v == "" })
 			fl.Usage += ": " + strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1]
+		}
+	}
+	// The descriptions name each other as a recipe does (requests_from);
+	// the help names the flags.
+	for _, p := range params {
+		name, _, _ := strings.Cut(strings.Split(p, "/")[0], "=")
+		if !strings.Contains(name, "_") {
+			continue
+		}
+		word := regexp.MustCompile(`\b` + name + `\b`)
+		for _, fl := range added {
+			fl.Usage = word.ReplaceAllString(fl.Usage, "--"+rf.flagName(name))
 		}
 	}
 	return rf
