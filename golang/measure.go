@@ -199,11 +199,6 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer probe.Close()
 	res.AttachNs = int64(time.Since(begin))
-	first, err := probe.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	selfFirst, _ := probe.SelfCosts()
 	if !o.NoPools {
 		// Measured once, before the window: the guard's cost model, and
 		// with --exact-pools what the report says the hooks cost.
@@ -217,6 +212,15 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	if err := counters.begin(winCtx); err != nil {
 		return nil, err
 	}
+	// The window's first reading, after the traps were timed and the
+	// requests' count began: the allocations and GC cycles counted are
+	// those of the window the requests and its duration are, so a program
+	// under load is not charged what it allocated while perfscope set up.
+	first, err := probe.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	selfFirst, _ := probe.SelfCosts()
 	windowStart := time.Now()
 	var guard *poolGuard
 	var guardErr error
