@@ -204,9 +204,6 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		// with --exact-pools what the report says the hooks cost.
 		trapCosts()
 	}
-	if o.Started != nil {
-		o.Started()
-	}
 	winCtx, endWindow := context.WithCancel(ctx)
 	defer endWindow()
 	if err := counters.begin(winCtx); err != nil {
@@ -221,6 +218,9 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	selfFirst, _ := probe.SelfCosts()
+	if o.Started != nil {
+		o.Started()
+	}
 	windowStart := time.Now()
 	var guard *poolGuard
 	var guardErr error
