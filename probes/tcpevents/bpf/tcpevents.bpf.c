@@ -455,14 +455,17 @@ static __always_inline struct tcp_feed *btf_feed_of(const struct sock *skp)
 	return feed_by_inode(sock->file->f_inode->i_ino);
 }
 
-static __always_inline int on_recv_length(const void *skp, int ret)
+/* A receive that returned bytes counts a read of its connection. */
+static __always_inline int count_read(struct tcp_feed *f, int ret)
 {
-	if (ret <= 0)
-		return 0;
-	struct tcp_feed *f = feed_of(skp);
-	if (f)
+	if (f && ret > 0)
 		f->reads++;
 	return 0;
+}
+
+static __always_inline int on_recv_length(const void *skp, int ret)
+{
+	return ret > 0 ? count_read(feed_of(skp), ret) : 0;
 }
 
 static __always_inline int count_feed(struct tcp_feed *f, const void *stack_marker)
@@ -509,12 +512,7 @@ int tp_sk_data_ready(struct trace_event_raw_sk_data_ready *ctx)
 
 static __always_inline int btf_recv_length(const struct sock *sk, int ret)
 {
-	if (ret <= 0)
-		return 0;
-	struct tcp_feed *f = btf_feed_of(sk);
-	if (f)
-		f->reads++;
-	return 0;
+	return ret > 0 ? count_read(btf_feed_of(sk), ret) : 0;
 }
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(btf_sock_recv_length, const struct sock *sk, int ret)
