@@ -110,10 +110,12 @@ perfscope still runs is left alone (exit 3).`,
 		},
 	}
 	f := cmd.Flags()
-	o.params = newServiceFlags(f, &o.Workload, "jvm-alloc", "event", "alloc_interval", "async_profiler", "target_rps", "target_gc_interval",
-		"requests_match", "mappings", "request_threads", "handler_frames", "off_cpu")
-	o.params.showDefault("alloc_interval", "auto")
-	o.params.showDefault("async_profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"))
+	g.lateFlags(cmd, func() {
+		o.params = newServiceFlags(f, &o.Workload, "jvm-alloc", "event", "alloc_interval", "async_profiler", "target_rps", "target_gc_interval",
+			"requests_match", "mappings", "request_threads", "handler_frames", "off_cpu")
+		o.params.showDefault("alloc_interval", "auto")
+		o.params.showDefault("async_profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"))
+	})
 	f.StringVar(&o.Flame, "flame", "", "write a flame graph of the profile: .svg or .html")
 	f.StringVar(&o.Folded, "folded", "", "write the profile as folded stacks")
 	o.report.register(f, "jvm", "text", false, true)

@@ -51,6 +51,9 @@ type Globals struct {
 	// ran is set once a command's RunE starts: errors before that are
 	// cobra's usage errors.
 	ran bool
+	// late are, under Execute, the recipe flags not registered yet, by
+	// command (lateFlags); nil registers them at once.
+	late map[*cobra.Command]func()
 }
 
 // NewRoot builds the command tree.
@@ -97,7 +100,7 @@ Exit codes: 0 ok, 1 findings at or above --fail-on, 2 bad usage or input,
 // Execute runs perfscope with args and returns the exit code. A panic in
 // any command becomes one sentence and ExitFailure.
 func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	g := &Globals{Out: stdout, Err: stderr, Started: processStart()}
+	g := &Globals{Out: stdout, Err: stderr, Started: processStart(), late: map[*cobra.Command]func(){}}
 	return execute1(ctx, g, NewRoot(g), args)
 }
 
@@ -105,6 +108,7 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func execute1(ctx context.Context, g *Globals, root *cobra.Command, args []string) (code int) {
 	stderr := g.Err
 	defer recoverPanic(stderr, &code)
+	g.registerLate(root, args)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -50,7 +50,9 @@ With --interval a line per interval is printed while it runs, like mpstat.`,
 			return o.run(cmd.Context(), o, g)
 		},
 	}
-	o.params = newRecipeFlags(cmd.Flags(), "softirq-balance", "duration/d", "interval/i", "cpus", "attach_method")
+	g.lateFlags(cmd, func() {
+		o.params = newRecipeFlags(cmd.Flags(), "softirq-balance", "duration/d", "interval/i", "cpus", "attach_method")
+	})
 	o.report.register(cmd.Flags(), "softirq", "text", false, false)
 	o.budget.register(cmd.Flags())
 	return cmd
