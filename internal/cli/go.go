@@ -86,7 +86,7 @@ was measured until then is reported with a warning.`,
 		},
 	}
 	f := cmd.Flags()
-	g.lateFlags(cmd, func() { o.params = newServiceFlags(f, &o.Workload, "go-alloc") })
+	g.lateFlags(cmd, func() { o.params = newServiceFlags(cmd, &o.Workload, "go-alloc") })
 	f.BoolVar(&o.NoPools, "no-pools", false, "leave sync.Pool's Get and Put unprobed")
 	f.BoolVar(&o.ExactPools, "exact-pools", false, "keep the sync.Pool hooks attached the whole window whatever they cost (default: over 0.5 % of the program's CPU they are attached for part of it and the counts are estimated, with bounds)")
 	f.StringVar(&o.Flame, "flame", "", "write an allocation flame graph (bytes): .svg or .html")

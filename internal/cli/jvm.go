@@ -111,7 +111,7 @@ perfscope still runs is left alone (exit 3).`,
 	}
 	f := cmd.Flags()
 	g.lateFlags(cmd, func() {
-		o.params = newServiceFlags(f, &o.Workload, "jvm-alloc", "event", "alloc_interval", "async_profiler", "target_rps", "target_gc_interval",
+		o.params = newServiceFlags(cmd, &o.Workload, "jvm-alloc", "event", "alloc_interval", "async_profiler", "target_rps", "target_gc_interval",
 			"requests_match", "mappings", "request_threads", "handler_frames", "off_cpu")
 		o.params.showDefault("alloc_interval", "auto")
 		o.params.showDefault("async_profiler", os.Getenv("PERFSCOPE_ASYNC_PROFILER"))

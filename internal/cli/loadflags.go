@@ -3,22 +3,22 @@ package cli
 import (
 	"strings"
 
-	"github.com/spf13/pflag"
-
 	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/base/safeio"
 	"github.com/perfscope/perfscope/flame"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/recipes"
 	"github.com/perfscope/perfscope/report"
+	"github.com/spf13/cobra"
 )
 
 // newServiceFlags registers the flags of a command that measures one
 // service (go, jvm): its recipe's parameters it shares with the other (the
 // pid or workload, the window, the load perfscope drives, the request
 // sources) and params. --body @FILE is body_file.
-func newServiceFlags(f *pflag.FlagSet, w *workloadFlags, recipe string, params ...string) *recipeFlags {
-	rf := newRecipeFlags(f, recipe, append([]string{"pid/p", "duration/d", "requests/n", "load", "method", "body", "header/H", "concurrency/c",
+func newServiceFlags(cmd *cobra.Command, w *workloadFlags, recipe string, params ...string) *recipeFlags {
+	f := cmd.Flags()
+	rf := newRecipeFlags(cmd, recipe, append([]string{"pid/p", "duration/d", "requests/n", "load", "method", "body", "header/H", "concurrency/c",
 		"requests_from", "requests_metric", "count", "http_port", "top"}, params...)...)
 	rf.flag["body_file"] = "--body @FILE"
 	f.Lookup("body").Usage += "; @FILE reads it from a file"

@@ -67,7 +67,7 @@ what share of the run they covered; --exact keeps them attached.`,
 	}
 	f := cmd.Flags()
 	g.lateFlags(cmd, func() {
-		o.params = newRecipeFlags(f, "offcpu", "pid/p", "duration/d", "min_block", "stacks", "stack_every", "top", "attach_method")
+		o.params = newRecipeFlags(cmd, "offcpu", "pid/p", "duration/d", "min_block", "stacks", "stack_every", "top", "attach_method")
 	})
 	f.BoolVar(&o.NoWakerStacks, "no-waker-stacks", false, "keep who woke each wait but not the waker's stacks (two stack walks fewer per wakeup)")
 	f.BoolVarP(&o.All, "all", "a", false, "watch every process (the default when --pid is not given)")

@@ -51,10 +51,13 @@ func (v *paramText) Type() string {
 	return string(v.kind)
 }
 
-// newRecipeFlags registers, on f, a flag for each of recipe's parameters
-// in params: "name" is --name-with-dashes, "name=flag" renames it and
-// "name/x" adds the shorthand -x.
-func newRecipeFlags(f *pflag.FlagSet, recipe string, params ...string) *recipeFlags {
+// newRecipeFlags registers, on cmd, a flag for each of recipe's
+// parameters in params: "name" is --name-with-dashes, "name=flag" renames
+// it and "name/x" adds the shorthand -x. Their values complete as
+// `recipe run --set` completes them (an enum's values, true or false,
+// directories, files).
+func newRecipeFlags(cmd *cobra.Command, recipe string, params ...string) *recipeFlags {
+	f := cmd.Flags()
 	r, err := recipes.Find(recipe)
 	if err != nil {
 		panic("built-in recipe " + recipe + ": " + err.Error()) // the tests run every command
@@ -82,6 +85,7 @@ func newRecipeFlags(f *pflag.FlagSet, recipe string, params ...string) *recipeFl
 		if param.Kind == spec.KindBool {
 			fl.NoOptDefVal = "true"
 		}
+		cmd.RegisterFlagCompletionFunc(flag, completeParam(r, name))
 		if param.Required {
 			fl.Usage += " (required)"
 		}
@@ -155,6 +159,20 @@ func (g *Globals) registerLate(root *cobra.Command, args []string) {
 			register()
 			delete(g.late, cmd)
 		}
+	}
+}
+
+// completeParam completes the value of recipe r's parameter name.
+func completeParam(r *recipes.Recipe, name string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+		all, c := r.CompleteSet(name + "=" + toComplete)
+		var words []string
+		for _, w := range all {
+			if w = strings.TrimPrefix(w, name+"="); w != "" { // "": the flag left out
+				words = append(words, w)
+			}
+		}
+		return words, completionDirective[c]
 	}
 }
 

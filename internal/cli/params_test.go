@@ -50,6 +50,9 @@ func TestRecipeFlagsRegisteredWhenNeeded(t *testing.T) {
 		{[]string{"help", "tcp"}, "--top-connections"},
 		{[]string{"__complete", "jvm", "--alloc-int"}, "--alloc-interval"},
 		{[]string{"__complete", "offcpu", "--min-bl"}, "--min-block"},
+		{[]string{"__complete", "softirq", "--attach-method", ""}, "tp_btf\nraw_tp\ntracepoint\n:4\n"},
+		{[]string{"__complete", "go", "--count", ""}, "auto\non\noff\n:4\n"},
+		{[]string{"__complete", "profile", "--jit-map="}, "true\nfalse\n:4\n"},
 	} {
 		if _, out := run(c.args...); !strings.Contains(out, c.want) {
 			t.Errorf("%v: want %q in\n%s", c.args, c.want, out)

@@ -79,7 +79,7 @@ map (Compiler.perfmap) when the window ends; other runtimes must have written
 	}
 	f := cmd.Flags()
 	g.lateFlags(cmd, func() {
-		o.params = newRecipeFlags(f, "cpu-profile", "pid/p", "duration/d", "freq/F", "event/e", "include_idle", "jit_map", "stack_map_size", "off_cpu")
+		o.params = newRecipeFlags(cmd, "cpu-profile", "pid/p", "duration/d", "freq/F", "event/e", "include_idle", "jit_map", "stack_map_size", "off_cpu")
 	})
 	f.BoolVarP(&o.All, "all", "a", false, "profile every process (the default when --pid is not given)")
 	f.BoolVar(&o.KernelOnly, "kernel-only", false, "record kernel stacks only")

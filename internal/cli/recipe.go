@@ -218,12 +218,16 @@ func completeSet(cmd *cobra.Command, args []string, toComplete string) ([]string
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	out, c := r.CompleteSet(toComplete)
-	return out, map[recipes.Completion]cobra.ShellCompDirective{
-		recipes.CompleteWords: cobra.ShellCompDirectiveNoFileComp,
-		recipes.CompleteNames: cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp,
-		recipes.CompleteDirs:  cobra.ShellCompDirectiveFilterDirs,
-		recipes.CompleteFiles: cobra.ShellCompDirectiveDefault,
-	}[c]
+	return out, completionDirective[c]
+}
+
+// completionDirective tells the shell what to do with a recipe
+// parameter's completions.
+var completionDirective = map[recipes.Completion]cobra.ShellCompDirective{
+	recipes.CompleteWords: cobra.ShellCompDirectiveNoFileComp,
+	recipes.CompleteNames: cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp,
+	recipes.CompleteDirs:  cobra.ShellCompDirectiveFilterDirs,
+	recipes.CompleteFiles: cobra.ShellCompDirectiveDefault,
 }
 
 func (o *recipeRunOptions) validate() error {

@@ -51,7 +51,7 @@ With --interval a line per interval is printed while it runs, like mpstat.`,
 		},
 	}
 	g.lateFlags(cmd, func() {
-		o.params = newRecipeFlags(cmd.Flags(), "softirq-balance", "duration/d", "interval/i", "cpus", "attach_method")
+		o.params = newRecipeFlags(cmd, "softirq-balance", "duration/d", "interval/i", "cpus", "attach_method")
 	})
 	o.report.register(cmd.Flags(), "softirq", "text", false, false)
 	o.budget.register(cmd.Flags())

@@ -87,7 +87,7 @@ func netCmd(g *Globals, o *udpOptions, cmd *cobra.Command) *cobra.Command {
 	if o.proto == "tcp" {
 		params = append(params, "top=top-connections", "sample_interval")
 	}
-	g.lateFlags(cmd, func() { o.params = newRecipeFlags(f, o.recipe, params...) })
+	g.lateFlags(cmd, func() { o.params = newRecipeFlags(cmd, o.recipe, params...) })
 	f.BoolVar(&o.NoProfile, "no-profile", false, "skip the on-CPU profile")
 	f.StringSliceVar(&o.Apply, "apply", nil, "make the typed changes of these findings' setting recommendations (after writing a revert file)")
 	f.StringVar(&o.RevertDir, "revert-dir", ".", "directory for the revert file --apply writes (owned by you or root; sticky if others may write it)")
