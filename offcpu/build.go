@@ -226,39 +226,59 @@ func Build(in Input) evidence.OffCPU {
 	if top <= 0 {
 		top = DefaultTop
 	}
+	pools, comms, threadComm := tallyThreads(in, &ev.Totals)
+	t := newWaitTally(pools)
+	for i, w := range namedWaits(in, uint64(ev.StackEvery), threadComm) {
+		ev.Totals.KeptNs += int64(w.Total)
+		if i < top {
+			ev.Waits = append(ev.Waits, evidence.OffCPUWait{PID: w.PID, TID: w.TID, Comm: w.comm, Pool: w.pool.name, State: w.State.String(),
+				Reason: string(w.reason), Site: w.site, Count: w.Count, TotalNs: int64(w.Total), RunnableNs: int64(w.Runnable),
+				MaxNs: int64(w.Max), Stack: rootFirst(w.kernel, w.user), Waker: w.waker})
+		}
+		t.add(w)
+	}
+	ev.Folded = t.foldedStacks()
+	ev.ByReason = t.byReason(ev.Totals.KeptNs)
+	ev.Pools = t.finishPools()
+	ev.RunQueue = runQueue(s, in.PID, comms)
+	ev.Programs = in.Programs
+	ev.Warnings = append(warnings(ev, s), in.Warnings...)
+	return ev
+}
 
-	// Threads and their pools.
+// tallyThreads adds every thread's times to totals and to its pool's: the
+// pools by key, and the names of processes and threads.
+func tallyThreads(in Input, totals *evidence.OffCPUTotals) (pools map[poolKey]*evidence.ThreadPool, comms, threadComm map[int]string) {
 	threads := threadTimes(in)
-	comms := map[int]string{}
+	comms = map[int]string{}
 	for pid, c := range in.Comms {
 		comms[pid] = c
 	}
-	threadComm := map[int]string{}
+	threadComm = map[int]string{}
 	for _, t := range threads {
 		threadComm[t.tid] = t.comm
 		if t.tid == t.pid && comms[t.pid] == "" {
 			comms[t.pid] = t.comm
 		}
 	}
-	pools := map[poolKey]*evidence.ThreadPool{}
-	var runnableSum time.Duration
+	pools = map[poolKey]*evidence.ThreadPool{}
 	for _, t := range threads {
-		ev.Totals.Threads++
+		totals.Threads++
 		if t.unseen {
-			ev.Totals.ThreadsUnseen++
+			totals.ThreadsUnseen++
 		}
-		ev.Totals.OnCPUNs += int64(t.on)
-		ev.Totals.RunnableNs += int64(t.runnable)
-		ev.Totals.UnknownNs += int64(t.unknown)
+		totals.OnCPUNs += int64(t.on)
+		totals.RunnableNs += int64(t.runnable)
+		totals.UnknownNs += int64(t.unknown)
 		for st, b := range t.blocked {
 			if b > 0 {
-				ev.Totals.BlockedByState[probe.State(st).String()] += int64(b)
-				ev.Totals.BlockedNs += int64(b)
+				totals.BlockedByState[probe.State(st).String()] += int64(b)
+				totals.BlockedNs += int64(b)
 			}
 		}
-		ev.Totals.Waits += t.waits
-		ev.Totals.ShortWaits += t.shortWaits
-		ev.Totals.ShortNs += int64(t.short)
+		totals.Waits += t.waits
+		totals.ShortWaits += t.shortWaits
+		totals.ShortNs += int64(t.short)
 		k := poolOf(t.pid, t.tid, t.comm)
 		p := pools[k]
 		if p == nil {
@@ -275,13 +295,15 @@ func Build(in Input) evidence.OffCPU {
 		p.UnknownNs += int64(t.unknown)
 		p.SeenNs += int64(t.seen())
 		p.RunnableWaits += t.runnableWaits
-		runnableSum += t.runnable
 	}
+	return pools, comms, threadComm
+}
 
-	// Waits, named and classified, scaled when stacks were sampled.
-	scale := uint64(ev.StackEvery)
+// namedWaits are the snapshot's waits (of in.PID's threads, when given),
+// named and classified, scaled by 1 in scale stacks sampled, longest first.
+func namedWaits(in Input, scale uint64, threadComm map[int]string) []namedWait {
 	var waits []namedWait
-	for _, w := range s.Waits {
+	for _, w := range in.Snapshot.Waits {
 		if in.PID != 0 && w.PID != in.PID {
 			continue
 		}
@@ -301,86 +323,107 @@ func Build(in Input) evidence.OffCPU {
 		waits = append(waits, nw)
 	}
 	sort.SliceStable(waits, func(i, j int) bool { return waits[i].Total > waits[j].Total })
+	return waits
+}
 
-	folded := map[string]int64{}
-	reasons := map[Reason]*evidence.OffCPUReason{}
-	reasonSites := map[Reason]map[string]int64{}
-	reasonSiteWaits := map[Reason]map[string]uint64{}
-	type siteKey struct {
-		pool   poolKey
-		reason Reason
-		site   string
+// poolSite is where one pool's threads blocked for one reason.
+type poolSite struct {
+	pool   poolKey
+	reason Reason
+	site   string
+}
+
+// waitTally sums the named waits by folded stack, by reason and site, and
+// by pool and site (the time blocked there, who woke it, which threads).
+type waitTally struct {
+	pools           map[poolKey]*evidence.ThreadPool
+	folded          map[string]int64
+	reasons         map[Reason]*evidence.OffCPUReason
+	reasonSites     map[Reason]map[string]int64
+	reasonSiteWaits map[Reason]map[string]uint64
+	poolSites       map[poolSite]int64
+	poolSiteWakers  map[poolSite]map[string]int64
+	poolSiteThreads map[poolSite]map[int]bool
+}
+
+func newWaitTally(pools map[poolKey]*evidence.ThreadPool) *waitTally {
+	return &waitTally{pools: pools, folded: map[string]int64{}, reasons: map[Reason]*evidence.OffCPUReason{},
+		reasonSites: map[Reason]map[string]int64{}, reasonSiteWaits: map[Reason]map[string]uint64{},
+		poolSites: map[poolSite]int64{}, poolSiteWakers: map[poolSite]map[string]int64{}, poolSiteThreads: map[poolSite]map[int]bool{}}
+}
+
+func (t *waitTally) add(w namedWait) {
+	root := strings.ReplaceAll(w.comm, ";", ":")
+	if root == "" {
+		root = fmt.Sprintf("[tid %d]", w.TID)
 	}
-	poolSites := map[siteKey]int64{}
-	poolSiteWakers := map[siteKey]map[string]int64{}
-	poolSiteThreads := map[siteKey]map[int]bool{}
-	for i, w := range waits {
-		ev.Totals.KeptNs += int64(w.Total)
-		if i < top {
-			ew := evidence.OffCPUWait{PID: w.PID, TID: w.TID, Comm: w.comm, Pool: w.pool.name, State: w.State.String(),
-				Reason: string(w.reason), Site: w.site, Count: w.Count, TotalNs: int64(w.Total), RunnableNs: int64(w.Runnable),
-				MaxNs: int64(w.Max), Stack: rootFirst(w.kernel, w.user), Waker: w.waker}
-			ev.Waits = append(ev.Waits, ew)
-		}
-		root := strings.ReplaceAll(w.comm, ";", ":")
-		if root == "" {
-			root = fmt.Sprintf("[tid %d]", w.TID)
-		}
-		stack := append([]string{root}, rootFirst(w.kernel, w.user)...)
-		for j, f := range stack {
-			stack[j] = strings.ReplaceAll(f, ";", ":")
-		}
-		folded[strings.Join(stack, ";")] += int64(w.Total)
-
-		r := reasons[w.reason]
-		if r == nil {
-			r = &evidence.OffCPUReason{Reason: string(w.reason)}
-			reasons[w.reason] = r
-			reasonSites[w.reason] = map[string]int64{}
-			reasonSiteWaits[w.reason] = map[string]uint64{}
-		}
-		r.Ns += int64(w.Total)
-		r.Waits += w.Count
-		reasonSites[w.reason][w.site] += int64(w.Total)
-		reasonSiteWaits[w.reason][w.site] += w.Count
-
-		if w.reason != Preempted {
-			k := siteKey{w.pool, w.reason, w.site}
-			blocked := int64(w.Total - w.Runnable)
-			poolSites[k] += blocked
-			if poolSiteThreads[k] == nil {
-				poolSiteThreads[k] = map[int]bool{}
-			}
-			poolSiteThreads[k][w.TID] = true
-			if p := pools[w.pool]; p != nil {
-				p.ByReason[string(w.reason)] += blocked
-			}
-			if w.waker != nil {
-				if poolSiteWakers[k] == nil {
-					poolSiteWakers[k] = map[string]int64{}
-				}
-				poolSiteWakers[k][wakerLabel(w.waker)] += blocked
-			}
-		}
+	stack := append([]string{root}, rootFirst(w.kernel, w.user)...)
+	for j, f := range stack {
+		stack[j] = strings.ReplaceAll(f, ";", ":")
 	}
-	for stack, ns := range folded {
+	t.folded[strings.Join(stack, ";")] += int64(w.Total)
+
+	r := t.reasons[w.reason]
+	if r == nil {
+		r = &evidence.OffCPUReason{Reason: string(w.reason)}
+		t.reasons[w.reason] = r
+		t.reasonSites[w.reason] = map[string]int64{}
+		t.reasonSiteWaits[w.reason] = map[string]uint64{}
+	}
+	r.Ns += int64(w.Total)
+	r.Waits += w.Count
+	t.reasonSites[w.reason][w.site] += int64(w.Total)
+	t.reasonSiteWaits[w.reason][w.site] += w.Count
+
+	if w.reason == Preempted {
+		return
+	}
+	k := poolSite{w.pool, w.reason, w.site}
+	blocked := int64(w.Total - w.Runnable)
+	t.poolSites[k] += blocked
+	if t.poolSiteThreads[k] == nil {
+		t.poolSiteThreads[k] = map[int]bool{}
+	}
+	t.poolSiteThreads[k][w.TID] = true
+	if p := t.pools[w.pool]; p != nil {
+		p.ByReason[string(w.reason)] += blocked
+	}
+	if w.waker != nil {
+		if t.poolSiteWakers[k] == nil {
+			t.poolSiteWakers[k] = map[string]int64{}
+		}
+		t.poolSiteWakers[k][wakerLabel(w.waker)] += blocked
+	}
+}
+
+// foldedStacks are the folded stacks in microseconds, the longest first.
+func (t *waitTally) foldedStacks() []evidence.FoldedTime {
+	var out []evidence.FoldedTime
+	for stack, ns := range t.folded {
 		if us := int64(math.Round(float64(ns) / 1e3)); us > 0 {
-			ev.Folded = append(ev.Folded, evidence.FoldedTime{Stack: stack, Us: us})
+			out = append(out, evidence.FoldedTime{Stack: stack, Us: us})
 		}
 	}
-	sort.Slice(ev.Folded, func(i, j int) bool {
-		if ev.Folded[i].Us != ev.Folded[j].Us {
-			return ev.Folded[i].Us > ev.Folded[j].Us
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Us != out[j].Us {
+			return out[i].Us > out[j].Us
 		}
-		return ev.Folded[i].Stack < ev.Folded[j].Stack
+		return out[i].Stack < out[j].Stack
 	})
-	for reason, r := range reasons {
-		if ev.Totals.KeptNs > 0 {
-			r.Share = float64(r.Ns) / float64(ev.Totals.KeptNs)
+	return out
+}
+
+// byReason are the reasons with their shares of kept time and their
+// sites, the longest first.
+func (t *waitTally) byReason(keptNs int64) []evidence.OffCPUReason {
+	var out []evidence.OffCPUReason
+	for reason, r := range t.reasons {
+		if keptNs > 0 {
+			r.Share = float64(r.Ns) / float64(keptNs)
 		}
-		r.TopSite = largest(reasonSites[reason])
-		for site, ns := range reasonSites[reason] {
-			r.Sites = append(r.Sites, evidence.OffCPUSite{Site: site, Ns: ns, Waits: reasonSiteWaits[reason][site]})
+		r.TopSite = largest(t.reasonSites[reason])
+		for site, ns := range t.reasonSites[reason] {
+			r.Sites = append(r.Sites, evidence.OffCPUSite{Site: site, Ns: ns, Waits: t.reasonSiteWaits[reason][site]})
 		}
 		sort.Slice(r.Sites, func(i, j int) bool {
 			if r.Sites[i].Ns != r.Sites[j].Ns {
@@ -391,26 +434,31 @@ func Build(in Input) evidence.OffCPU {
 		if len(r.Sites) > maxReasonSites {
 			r.Sites = r.Sites[:maxReasonSites]
 		}
-		ev.ByReason = append(ev.ByReason, *r)
+		out = append(out, *r)
 	}
-	sort.Slice(ev.ByReason, func(i, j int) bool {
-		if ev.ByReason[i].Ns != ev.ByReason[j].Ns {
-			return ev.ByReason[i].Ns > ev.ByReason[j].Ns
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Ns != out[j].Ns {
+			return out[i].Ns > out[j].Ns
 		}
-		return ev.ByReason[i].Reason < ev.ByReason[j].Reason
+		return out[i].Reason < out[j].Reason
 	})
+	return out
+}
 
-	// Pools: shares and the site each was blocked in longest.
-	for k, ns := range poolSites {
-		p := pools[k.pool]
+// finishPools gives each pool its shares and the site it was blocked in
+// longest, the pools seen longest first.
+func (t *waitTally) finishPools() []evidence.ThreadPool {
+	for k, ns := range t.poolSites {
+		p := t.pools[k.pool]
 		if p == nil || ns <= p.TopSiteNs && !(ns == p.TopSiteNs && k.site < p.TopSite) {
 			continue
 		}
 		p.TopSite, p.TopSiteReason, p.TopSiteNs = k.site, string(k.reason), ns
-		p.TopSiteWaker = largest(poolSiteWakers[k])
-		p.TopSiteThreads = len(poolSiteThreads[k])
+		p.TopSiteWaker = largest(t.poolSiteWakers[k])
+		p.TopSiteThreads = len(t.poolSiteThreads[k])
 	}
-	for _, p := range pools {
+	var out []evidence.ThreadPool
+	for _, p := range t.pools {
 		if p.SeenNs > 0 {
 			p.OnCPUShare = float64(p.OnCPUNs) / float64(p.SeenNs)
 			p.RunnableShare = float64(p.RunnableNs) / float64(p.SeenNs)
@@ -422,10 +470,10 @@ func Build(in Input) evidence.OffCPU {
 		if p.RunnableWaits > 0 {
 			p.MeanRunnableNs = p.RunnableNs / int64(p.RunnableWaits)
 		}
-		ev.Pools = append(ev.Pools, *p)
+		out = append(out, *p)
 	}
-	sort.Slice(ev.Pools, func(i, j int) bool {
-		a, b := ev.Pools[i], ev.Pools[j]
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
 		if a.SeenNs != b.SeenNs {
 			return a.SeenNs > b.SeenNs
 		}
@@ -434,11 +482,7 @@ func Build(in Input) evidence.OffCPU {
 		}
 		return a.Name < b.Name
 	})
-
-	ev.RunQueue = runQueue(s, in.PID, comms)
-	ev.Programs = in.Programs
-	ev.Warnings = append(warnings(ev, s), in.Warnings...)
-	return ev
+	return out
 }
 
 // wakerOf names a waker's stacks and reads its context.
