@@ -231,112 +231,17 @@ func envelope(command, version string, run Run, durationNs int64, data any) *rep
 // cost of every probe over the window. Cancelling ctx ends the wait early;
 // the last readings are still taken, so what was measured is reported.
 func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
-	var run Run
-	started := w.Started
-	if started.IsZero() {
-		started = s.began
+	c, err := s.prepareWindow(w)
+	if err != nil {
+		return Run{}, err
 	}
-	ov := &evidence.Overhead{AttachNs: int64(s.opened.Sub(started)), AttachCPUNs: int64(s.openedCPU)}
-	if s.windows > 0 {
-		ov.AttachNs, ov.AttachCPUNs = 0, 0 // attached before an earlier window
-	}
-	s.windows++
-	all := s.probes()
-	if len(all) > 0 {
-		ov.AttachMethod = string(all[0].Method())
-	}
-	counted := selfCounted(all)
-	var entry time.Duration
-	var entryErr error
-	if len(counted) > 0 {
-		// Before the window: it attaches an empty program for ~10 ms.
-		entry, entryErr = s.src.Probes.entryCost()
-	}
-	for _, p := range s.parts {
-		if a, ok := p.(Armer); ok {
-			if err := a.Arm(); err != nil {
-				return run, err
-			}
-		}
-	}
-	gov, err := s.governor(w.Budget, w.Duration, all, entry)
+	run, lastTick, err := s.runWindow(ctx, w, c)
 	if err != nil {
 		return run, err
 	}
-	if gov != nil {
-		s.setCoverage(gov.Coverage())
-	} else {
-		s.setCoverage(nil)
-	}
-	var stats *statsWindow
-	var statsErr error
-	if gov != nil && len(counted) == len(all) {
-		// Every program counts and times itself: under a budget bpf_stats
-		// would only add what the governor cannot see.
-		stats, ov.StatsOff = &statsWindow{}, StatsOffUnderBudget
-	} else if stats, statsErr = s.startStats(w.Stats, all); statsErr != nil {
-		ov.StatsUnavailable = statsErr.Error()
-	}
-	before := costsOf(all)
-	selfBefore := readSelf(counted)
-	cpuBefore := budget.ProcessCPU()
-
-	// Readings must be taken even when ctx is cancelled mid-window.
-	read := context.WithoutCancel(ctx)
-	if gov != nil {
-		gov.OpenRefs()
-	}
-	if w.Begin != nil {
-		select {
-		case <-w.Begin:
-		case <-ctx.Done():
-		}
-	}
-	for i, p := range s.parts {
-		if err := p.Begin(read); err != nil {
-			s.abort(read, i)
-			stats.stop()
-			return run, err
-		}
-	}
-	run.Begin = time.Now()
-	if gov != nil {
-		gov.Start(run.Begin)
-	}
-	if w.OnStart != nil {
-		w.OnStart()
-	}
-	lastTick, err := s.wait(ctx, read, w, run.Begin)
-	if gov != nil {
-		gov.Finish()
-	}
-	if err != nil {
-		s.abort(read, len(s.parts))
-		stats.stop()
-		return run, err
-	}
-	lastSampled := -1
-	for i, p := range s.parts {
-		if _, ok := p.(Sampled); ok {
-			lastSampled = i
-		}
-	}
-	for i, p := range s.parts {
-		if err := p.End(read); err != nil {
-			s.abort(read, len(s.parts))
-			stats.stop()
-			return run, err
-		}
-		if gov != nil && i == lastSampled {
-			// The estimates cover the sampling parts' window up to
-			// their last readings (not the profile's, which take long).
-			gov.CloseRefs(time.Now())
-		}
-	}
-	run.End = time.Now()
-	if gov != nil {
+	if c.gov != nil {
 		var cov *budget.Coverage
-		ov.Budget, cov = gov.Use()
+		c.ov.Budget, cov = c.gov.Use()
 		s.setCoverage(cov)
 	}
 	if w.Interval > 0 && run.End.Sub(lastTick) >= w.Interval/10 {
@@ -348,13 +253,150 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 			}
 		}
 	}
-	sample := stats.stop()
+	run.Overhead = s.overhead(c, run.Duration())
+	return run, nil
+}
+
+// windowCost is what a window's overhead is reckoned from: its programs,
+// their entry cost, the governor and bpf_stats, and the readings taken
+// before it opened.
+type windowCost struct {
+	ov         *evidence.Overhead
+	all        []probes.Probe
+	counted    []probes.SelfCounted
+	entry      time.Duration
+	entryErr   error
+	gov        *budget.Governor
+	stats      *statsWindow
+	before     [][]probes.ProgramCost
+	selfBefore []probes.SelfCosts
+	cpuBefore  time.Duration
+}
+
+// prepareWindow readies a window: the time attaching took (the first
+// window only), the entry cost, the parts armed, the budget's governor,
+// bpf_stats, and the readings before.
+func (s *Session) prepareWindow(w Window) (*windowCost, error) {
+	started := w.Started
+	if started.IsZero() {
+		started = s.began
+	}
+	c := &windowCost{ov: &evidence.Overhead{AttachNs: int64(s.opened.Sub(started)), AttachCPUNs: int64(s.openedCPU)}}
+	if s.windows > 0 {
+		c.ov.AttachNs, c.ov.AttachCPUNs = 0, 0 // attached before an earlier window
+	}
+	s.windows++
+	c.all = s.probes()
+	if len(c.all) > 0 {
+		c.ov.AttachMethod = string(c.all[0].Method())
+	}
+	c.counted = selfCounted(c.all)
+	if len(c.counted) > 0 {
+		// Before the window: it attaches an empty program for ~10 ms.
+		c.entry, c.entryErr = s.src.Probes.entryCost()
+	}
+	for _, p := range s.parts {
+		if a, ok := p.(Armer); ok {
+			if err := a.Arm(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var err error
+	if c.gov, err = s.governor(w.Budget, w.Duration, c.all, c.entry); err != nil {
+		return nil, err
+	}
+	if c.gov != nil {
+		s.setCoverage(c.gov.Coverage())
+	} else {
+		s.setCoverage(nil)
+	}
+	if c.gov != nil && len(c.counted) == len(c.all) {
+		// Every program counts and times itself: under a budget bpf_stats
+		// would only add what the governor cannot see.
+		c.stats, c.ov.StatsOff = &statsWindow{}, StatsOffUnderBudget
+	} else if c.stats, err = s.startStats(w.Stats, c.all); err != nil {
+		c.ov.StatsUnavailable = err.Error()
+	}
+	c.before = costsOf(c.all)
+	c.selfBefore = readSelf(c.counted)
+	c.cpuBefore = budget.ProcessCPU()
+	return c, nil
+}
+
+// runWindow begins the parts, waits out the window (ticking its
+// intervals) and ends them; on an error every part begun is aborted and
+// bpf_stats stopped. It returns the time of the last tick.
+func (s *Session) runWindow(ctx context.Context, w Window, c *windowCost) (Run, time.Time, error) {
+	var run Run
+	// Readings must be taken even when ctx is cancelled mid-window.
+	read := context.WithoutCancel(ctx)
+	if c.gov != nil {
+		c.gov.OpenRefs()
+	}
+	if w.Begin != nil {
+		select {
+		case <-w.Begin:
+		case <-ctx.Done():
+		}
+	}
+	for i, p := range s.parts {
+		if err := p.Begin(read); err != nil {
+			s.abort(read, i)
+			c.stats.stop()
+			return run, time.Time{}, err
+		}
+	}
+	run.Begin = time.Now()
+	if c.gov != nil {
+		c.gov.Start(run.Begin)
+	}
+	if w.OnStart != nil {
+		w.OnStart()
+	}
+	lastTick, err := s.wait(ctx, read, w, run.Begin)
+	if c.gov != nil {
+		c.gov.Finish()
+	}
+	if err != nil {
+		s.abort(read, len(s.parts))
+		c.stats.stop()
+		return run, lastTick, err
+	}
+	lastSampled := -1
+	for i, p := range s.parts {
+		if _, ok := p.(Sampled); ok {
+			lastSampled = i
+		}
+	}
+	for i, p := range s.parts {
+		if err := p.End(read); err != nil {
+			s.abort(read, len(s.parts))
+			c.stats.stop()
+			return run, lastTick, err
+		}
+		if c.gov != nil && i == lastSampled {
+			// The estimates cover the sampling parts' window up to
+			// their last readings (not the profile's, which take long).
+			c.gov.CloseRefs(time.Now())
+		}
+	}
+	run.End = time.Now()
+	return run, lastTick, nil
+}
+
+// overhead is the window's cost: events lost, each program's runs and
+// time (bpf_stats, or their own counting), the busiest CPU's share, and
+// perfscope's process.
+func (s *Session) overhead(c *windowCost, window time.Duration) *evidence.Overhead {
+	ov := c.ov
+	sample := c.stats.stop()
 	for _, p := range s.parts {
 		if l, ok := p.(LossCounter); ok {
 			ov.EventsLost += l.Lost()
 		}
 	}
-	ov.Programs = costDelta(costsOf(all), before)
+	ov.Programs = costDelta(costsOf(c.all), c.before)
 	if sample != nil {
 		scaleCosts(ov, *sample)
 	}
@@ -362,15 +404,15 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 		ov.EventsLost += p.Missed
 	}
 	cpus := s.onlineCPUs()
-	if len(counted) > 0 {
-		runs := selfDelta(selfBefore, readSelf(counted))
+	if len(c.counted) > 0 {
+		runs := selfDelta(c.selfBefore, readSelf(c.counted))
 		ownRuns(ov, runs)
-		ov.CPUCost = cpuCostOf(runs, entry, entryErr, run.Duration(), cpus)
+		ov.CPUCost = cpuCostOf(runs, c.entry, c.entryErr, window, cpus)
 	}
-	ov.BPFTimeShare = bpfShare(ov.Programs, run.Duration(), cpus)
-	ov.ProcessCPUNs = int64(budget.ProcessCPU() - cpuBefore)
-	if run.Duration() > 0 && cpus > 0 {
-		ov.ProcessCPUShare = float64(ov.ProcessCPUNs) / (float64(run.Duration()) * float64(cpus))
+	ov.BPFTimeShare = bpfShare(ov.Programs, window, cpus)
+	ov.ProcessCPUNs = int64(budget.ProcessCPU() - c.cpuBefore)
+	if window > 0 && cpus > 0 {
+		ov.ProcessCPUShare = float64(ov.ProcessCPUNs) / (float64(window) * float64(cpus))
 	}
 	if ov.Budget != nil {
 		ov.Budget.TotalShare = ov.ProcessCPUShare
@@ -378,8 +420,7 @@ func (s *Session) Measure(ctx context.Context, w Window) (Run, error) {
 			ov.Budget.TotalShare += ov.CPUCost.MaxShare
 		}
 	}
-	run.Overhead = ov
-	return run, nil
+	return ov
 }
 
 // governor returns the session's governor for a window with budget b
