@@ -37,6 +37,21 @@ func (d GCLogData) PageSections() []PageSection {
 }
 
 func writeGCLogText(w io.Writer, r *Report, d GCLogData) error {
+	writeGCLogHeader(w, d)
+	writeGCPauses(w, d.GC)
+	writeSafepoints(w, d.GC.Safepoints)
+	writePauseCPU(w, d.GC.PauseCPU)
+	writeConcurrentCycles(w, d.GC, d.Concurrent)
+	writeAllocationAndHeap(w, d.GC)
+	writeFullGCCauses(w, d.GC.FullGCCauses)
+	Heading(w, "Findings")
+	WriteFindings(w, r.Findings)
+	return nil
+}
+
+// writeGCLogHeader prints what was read and every reason to doubt it,
+// before any number.
+func writeGCLogHeader(w io.Writer, d GCLogData) {
 	gc := d.GC
 	collector := gc.Collector
 	if collector == "" {
@@ -62,7 +77,9 @@ func writeGCLogText(w io.Writer, r *Report, d GCLogData) error {
 	for _, note := range d.Parse.Notes() {
 		fmt.Fprintf(w, "note: %s\n", note)
 	}
+}
 
+func writeGCPauses(w io.Writer, gc evidence.GC) {
 	Heading(w, "Pauses")
 	t := Table{Header: []string{"kind", "count", "total", "mean", "p50", "p95", "p99", "max", ">goal"}}
 	for _, p := range append(gc.Pauses, gc.AllPauses) {
@@ -79,56 +96,73 @@ func writeGCLogText(w io.Writer, r *Report, d GCLogData) error {
 		fmt.Fprintf(w, "; %d young GCs escalated to full GCs (each one pause)", gc.EscalatedFullGCs)
 	}
 	fmt.Fprintln(w)
+}
 
+func writeSafepoints(w io.Writer, sp *evidence.SafepointStats) {
+	if sp == nil {
+		return
+	}
 	a := kvLines{w}
-	if sp := gc.Safepoints; sp != nil {
-		Heading(w, "Safepoints")
-		a.Add("stopped", fmt.Sprintf("%d times, %s in total (%s of the window), longest %s", sp.Count, Nanos(float64(sp.StoppedNs)), Percent(sp.StoppedShare), Nanos(float64(sp.MaxNs))))
-		if sp.TTSPCount > 0 {
-			op := ""
-			if sp.TTSPMaxOp != "" {
-				op = " in " + sp.TTSPMaxOp
-			}
-			a.Add("time to safepoint", fmt.Sprintf("%s in total, longest %s at %.1fs%s", Nanos(float64(sp.TTSPNs)), Nanos(float64(sp.TTSPMaxNs)), sp.TTSPMaxAt, op))
+	Heading(w, "Safepoints")
+	a.Add("stopped", fmt.Sprintf("%d times, %s in total (%s of the window), longest %s", sp.Count, Nanos(float64(sp.StoppedNs)), Percent(sp.StoppedShare), Nanos(float64(sp.MaxNs))))
+	if sp.TTSPCount > 0 {
+		op := ""
+		if sp.TTSPMaxOp != "" {
+			op = " in " + sp.TTSPMaxOp
 		}
-		a.Add("not GC", fmt.Sprintf("%s stopped by other operations, longest %s", Nanos(float64(sp.NonGCNs)), Nanos(float64(sp.NonGCMaxNs))))
-		for i, op := range sp.Operations {
-			if i == 5 {
-				break
-			}
-			a.Add("  "+op.Name, fmt.Sprintf("%d×, %s, longest %s", op.Count, Nanos(float64(op.StoppedNs)), Nanos(float64(op.MaxNs))))
-		}
+		a.Add("time to safepoint", fmt.Sprintf("%s in total, longest %s at %.1fs%s", Nanos(float64(sp.TTSPNs)), Nanos(float64(sp.TTSPMaxNs)), sp.TTSPMaxAt, op))
 	}
-	if c := gc.PauseCPU; c != nil {
-		Heading(w, "Pause CPU")
-		a.Add("pauses with times", fmt.Sprintf("%d: user %s, sys %s, real %s", c.Pauses, Nanos(float64(c.UserNs)), Nanos(float64(c.SysNs)), Nanos(float64(c.RealNs))))
-		if c.SysHeavy > 0 {
-			a.Add("sys > user", fmt.Sprintf("%d pauses, %s real", c.SysHeavy, Nanos(float64(c.SysHeavyRealNs))))
+	a.Add("not GC", fmt.Sprintf("%s stopped by other operations, longest %s", Nanos(float64(sp.NonGCNs)), Nanos(float64(sp.NonGCMaxNs))))
+	for i, op := range sp.Operations {
+		if i == 5 {
+			break
 		}
-		if c.Starved > 0 {
-			a.Add("real > user+sys", fmt.Sprintf("%d pauses, %s real", c.Starved, Nanos(float64(c.StarvedRealNs))))
-		}
+		a.Add("  "+op.Name, fmt.Sprintf("%d×, %s, longest %s", op.Count, Nanos(float64(op.StoppedNs)), Nanos(float64(op.MaxNs))))
 	}
-	if c := gc.Cycles; c != nil || len(gc.Phases) > 0 || gc.RefProc != nil {
-		Heading(w, "Concurrent cycles and phases")
-		if c != nil {
-			a.Add("concurrent cycles", fmt.Sprintf("%d, mean %s, longest %s (%d cut short)", c.Count, Nanos(float64(c.MeanNs)), Nanos(float64(c.MaxNs)), c.Unfinished))
-		}
-		if d.Concurrent.Count > 0 {
-			a.Add("concurrent phases", fmt.Sprintf("%d, %s", d.Concurrent.Count, Nanos(float64(d.Concurrent.TotalNs))))
-		}
-		for i, ph := range gc.Phases {
-			if i == 6 {
-				break
-			}
-			a.Add("  "+ph.Name, fmt.Sprintf("%d×, %s, longest %s", ph.Count, Nanos(float64(ph.TotalNs)), Nanos(float64(ph.MaxNs))))
-		}
-		if rp := gc.RefProc; rp != nil {
-			a.Add("reference processing", fmt.Sprintf("%s in %d pauses (%s of their time), longest %s", Nanos(float64(rp.TotalNs)), rp.Pauses,
-				Percent(float64(rp.TotalNs)/math.Max(float64(rp.PauseTotalNs), 1)), Nanos(float64(rp.MaxNs))))
-		}
-	}
+}
 
+func writePauseCPU(w io.Writer, c *evidence.PauseCPUStats) {
+	if c == nil {
+		return
+	}
+	a := kvLines{w}
+	Heading(w, "Pause CPU")
+	a.Add("pauses with times", fmt.Sprintf("%d: user %s, sys %s, real %s", c.Pauses, Nanos(float64(c.UserNs)), Nanos(float64(c.SysNs)), Nanos(float64(c.RealNs))))
+	if c.SysHeavy > 0 {
+		a.Add("sys > user", fmt.Sprintf("%d pauses, %s real", c.SysHeavy, Nanos(float64(c.SysHeavyRealNs))))
+	}
+	if c.Starved > 0 {
+		a.Add("real > user+sys", fmt.Sprintf("%d pauses, %s real", c.Starved, Nanos(float64(c.StarvedRealNs))))
+	}
+}
+
+func writeConcurrentCycles(w io.Writer, gc evidence.GC, concurrent gclog.PhaseStats) {
+	c := gc.Cycles
+	if c == nil && len(gc.Phases) == 0 && gc.RefProc == nil {
+		return
+	}
+	a := kvLines{w}
+	Heading(w, "Concurrent cycles and phases")
+	if c != nil {
+		a.Add("concurrent cycles", fmt.Sprintf("%d, mean %s, longest %s (%d cut short)", c.Count, Nanos(float64(c.MeanNs)), Nanos(float64(c.MaxNs)), c.Unfinished))
+	}
+	if concurrent.Count > 0 {
+		a.Add("concurrent phases", fmt.Sprintf("%d, %s", concurrent.Count, Nanos(float64(concurrent.TotalNs))))
+	}
+	for i, ph := range gc.Phases {
+		if i == 6 {
+			break
+		}
+		a.Add("  "+ph.Name, fmt.Sprintf("%d×, %s, longest %s", ph.Count, Nanos(float64(ph.TotalNs)), Nanos(float64(ph.MaxNs))))
+	}
+	if rp := gc.RefProc; rp != nil {
+		a.Add("reference processing", fmt.Sprintf("%s in %d pauses (%s of their time), longest %s", Nanos(float64(rp.TotalNs)), rp.Pauses,
+			Percent(float64(rp.TotalNs)/math.Max(float64(rp.PauseTotalNs), 1)), Nanos(float64(rp.MaxNs))))
+	}
+}
+
+func writeAllocationAndHeap(w io.Writer, gc evidence.GC) {
+	a := kvLines{w}
 	Heading(w, "Allocation and heap")
 	if gc.AllocRate > 0 {
 		a.Add("allocation rate", fmt.Sprintf("%s/s (from %s occupancy)", Bytes(gc.AllocRate), gc.AllocSource))
@@ -161,18 +195,18 @@ func writeGCLogText(w io.Writer, r *Report, d GCLogData) error {
 		a.Add("per request", fmt.Sprintf("%s at %.0f requests/s", Bytes(m.BytesPerRequest), m.RPS))
 		a.Add(fmt.Sprintf("at %.0f requests/s", m.TargetRPS), fmt.Sprintf("%.1f young GCs/min predicted with a %s Eden (%.1f observed)", m.PredictedYoungGCsPerMinute, Bytes(m.EdenBytes), m.ObservedYoungGCsPerMinute))
 	}
+}
 
-	if len(gc.FullGCCauses) > 0 {
-		Heading(w, "Full GCs by cause")
-		c := Table{Header: []string{"cause", "count", "total pause"}}
-		for _, fc := range gc.FullGCCauses {
-			c.Add(fc.Cause, fmt.Sprint(fc.Count), Nanos(float64(fc.TotalNs)))
-		}
-		c.Write(w)
+func writeFullGCCauses(w io.Writer, causes []evidence.CauseStats) {
+	if len(causes) == 0 {
+		return
 	}
-	Heading(w, "Findings")
-	WriteFindings(w, r.Findings)
-	return nil
+	Heading(w, "Full GCs by cause")
+	c := Table{Header: []string{"cause", "count", "total pause"}}
+	for _, fc := range causes {
+		c.Add(fc.Cause, fmt.Sprint(fc.Count), Nanos(float64(fc.TotalNs)))
+	}
+	c.Write(w)
 }
 
 // kvLines prints "name  value" lines with the names aligned.

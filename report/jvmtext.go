@@ -76,6 +76,29 @@ func (d JVMData) PageSections() []PageSection {
 // request; what the measurement cost), then the details.
 func writeJVMText(w io.Writer, r *Report, d JVMData, prof asprof.Options) {
 	e := d.JVM
+	writeJVMHeader(w, d)
+	writeRequestsLine(w, e)
+	writeBytesPerRequest(w, e)
+	writeEndpoints(w, e)
+	writeYoungGCs(w, d)
+	writeAllocatingSites(w, e)
+	writeFixes(w, e.Fixes)
+	writeOverheadLine(w, e, r, prof)
+
+	WriteLoad(w, d.Load)
+	writeAllocationAndGC(w, e)
+	writeThreadPools(w, e.Threads)
+	for _, a := range r.Artifacts {
+		fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
+	}
+	Heading(w, "Findings")
+	WriteFindings(w, r.Findings)
+}
+
+// writeJVMHeader names the JVM and the window, then the warnings, before
+// any number they qualify.
+func writeJVMHeader(w io.Writer, d JVMData) {
+	e := d.JVM
 	event := e.ProfileEvent
 	if event == "" {
 		event = "none (the JVM exited)"
@@ -87,8 +110,11 @@ func writeJVMText(w io.Writer, r *Report, d JVMData, prof asprof.Options) {
 	for _, warn := range d.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
-	writeRequestsLine(w, e)
+}
 
+// writeBytesPerRequest is the answer: the whole process's bytes per
+// request and the request threads' share of them, or why they are unknown.
+func writeBytesPerRequest(w io.Writer, e evidence.JVM) {
 	Heading(w, "Bytes per request")
 	if perReq, ok := e.PerRequest(); ok {
 		t := Table{Header: []string{"", "per request", ""}}
@@ -107,8 +133,12 @@ func writeJVMText(w io.Writer, r *Report, d JVMData, prof asprof.Options) {
 			fmt.Fprintf(w, "allocation by thread: request threads %s, background %s (%s)\n", Percent(th.Request.Share), Percent(th.Background.Share), topPools(th, false, 3))
 		}
 	}
-	writeEndpoints(w, e)
+}
 
+// writeYoungGCs holds the young GCs counted against the model: at the
+// window's own rate, then at the planning rate.
+func writeYoungGCs(w io.Writer, d JVMData) {
+	e := d.JVM
 	Heading(w, "Young GCs")
 	fmt.Fprintf(w, "now: %.1f per minute (%d in %.1fs, mean pause %s, GC time %s)", e.YoungGCsPerMinute, e.YoungGCs, float64(e.WindowNs)/1e9, Nanos(e.MeanYoungPauseNs), Percent(e.GCTimeShare))
 	if o := d.Observed; o != nil {
@@ -123,53 +153,64 @@ func writeJVMText(w io.Writer, r *Report, d JVMData, prof asprof.Options) {
 	} else if _, ok := e.PerRequest(); !ok {
 		fmt.Fprintln(w, "no prediction: bytes per request are unknown")
 	}
+}
 
-	if len(e.Sites) > 0 {
-		unit := "bytes"
-		if e.ProfileEvent != string(asprof.Alloc) {
-			unit = "weight"
-		}
-		Heading(w, "Top allocating sites by "+unit)
-		st := Table{Header: []string{"share", unit, "per request", "frame"}}
-		for _, s := range e.Sites {
-			name := s.Frame
-			if s.Type != "" {
-				name += " → " + s.Type
-			}
-			per := "-"
-			if s.BytesPerRequest > 0 {
-				per = Bytes(s.BytesPerRequest)
-			}
-			val := Bytes(float64(s.Bytes))
-			if unit != "bytes" {
-				val = Count(float64(s.Bytes))
-			}
-			st.Add(Percent(s.Share), val, per, name)
-		}
-		st.Write(w)
+// writeAllocatingSites ranks the sites by bytes, or by weight when the
+// profile was not of allocation and its samples are not bytes.
+func writeAllocatingSites(w io.Writer, e evidence.JVM) {
+	if len(e.Sites) == 0 {
+		return
 	}
-	if len(e.Fixes) > 0 {
-		Heading(w, "Fixes, ranked by bytes saved per request")
-		t := Table{Header: []string{"#", "saves", "share", "where", "allocates"}}
-		for i, f := range e.Fixes {
-			per := "-"
-			if f.BytesPerRequest != nil {
-				per = Bytes(*f.BytesPerRequest)
-			}
-			where := f.Where
-			switch f.Kind {
-			case "logging":
-				where = "logging (" + f.Where + "): parameterised messages, no eager formatting, guarded debug, garbage-free layouts"
-			case "framework":
-				where = "framework: " + f.Where
-			}
-			t.Add(strconv.Itoa(i+1), per, Percent(f.Share), where, strings.Join(f.Types, ", "))
-		}
-		t.Write(w)
+	unit := "bytes"
+	if e.ProfileEvent != string(asprof.Alloc) {
+		unit = "weight"
 	}
-	writeOverheadLine(w, e, r, prof)
+	Heading(w, "Top allocating sites by "+unit)
+	st := Table{Header: []string{"share", unit, "per request", "frame"}}
+	for _, s := range e.Sites {
+		name := s.Frame
+		if s.Type != "" {
+			name += " → " + s.Type
+		}
+		per := "-"
+		if s.BytesPerRequest > 0 {
+			per = Bytes(s.BytesPerRequest)
+		}
+		val := Bytes(float64(s.Bytes))
+		if unit != "bytes" {
+			val = Count(float64(s.Bytes))
+		}
+		st.Add(Percent(s.Share), val, per, name)
+	}
+	st.Write(w)
+}
 
-	WriteLoad(w, d.Load)
+func writeFixes(w io.Writer, fixes []evidence.AllocFix) {
+	if len(fixes) == 0 {
+		return
+	}
+	Heading(w, "Fixes, ranked by bytes saved per request")
+	t := Table{Header: []string{"#", "saves", "share", "where", "allocates"}}
+	for i, f := range fixes {
+		per := "-"
+		if f.BytesPerRequest != nil {
+			per = Bytes(*f.BytesPerRequest)
+		}
+		where := f.Where
+		switch f.Kind {
+		case "logging":
+			where = "logging (" + f.Where + "): parameterised messages, no eager formatting, guarded debug, garbage-free layouts"
+		case "framework":
+			where = "framework: " + f.Where
+		}
+		t.Add(strconv.Itoa(i+1), per, Percent(f.Share), where, strings.Join(f.Types, ", "))
+	}
+	t.Write(w)
+}
+
+// writeAllocationAndGC is the detail behind the answer: both allocation
+// totals, their disagreement, and the GCs.
+func writeAllocationAndGC(w io.Writer, e evidence.JVM) {
 	Heading(w, "Allocation and GC")
 	t := Table{Header: []string{"measure", "value"}}
 	if e.ProfileEvent == string(asprof.Alloc) {
@@ -199,26 +240,27 @@ func writeJVMText(w io.Writer, r *Report, d JVMData, prof asprof.Options) {
 		t.Add("G1 region size", Bytes(float64(e.RegionSize)))
 	}
 	t.Write(w)
-	if th := e.Threads; th != nil && len(th.Pools) > 0 {
-		Heading(w, "Threads")
-		pt := Table{Header: []string{"pool", "kind", "threads", "share", "why"}}
-		for i, p := range th.Pools {
-			if i == 10 {
-				break
-			}
-			kind := "background"
-			if p.Request {
-				kind = "request"
-			}
-			pt.Add(p.Pool, kind, strconv.Itoa(p.Threads), Percent(p.Share), p.Why)
+}
+
+// writeThreadPools lists the ten pools that allocated most, each with
+// why it counts as a request or a background pool.
+func writeThreadPools(w io.Writer, th *evidence.ThreadSplit) {
+	if th == nil || len(th.Pools) == 0 {
+		return
+	}
+	Heading(w, "Threads")
+	pt := Table{Header: []string{"pool", "kind", "threads", "share", "why"}}
+	for i, p := range th.Pools {
+		if i == 10 {
+			break
 		}
-		pt.Write(w)
+		kind := "background"
+		if p.Request {
+			kind = "request"
+		}
+		pt.Add(p.Pool, kind, strconv.Itoa(p.Threads), Percent(p.Share), p.Why)
 	}
-	for _, a := range r.Artifacts {
-		fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
-	}
-	Heading(w, "Findings")
-	WriteFindings(w, r.Findings)
+	pt.Write(w)
 }
 
 func writeRequestsLine(w io.Writer, e evidence.JVM) {

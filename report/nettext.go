@@ -162,41 +162,62 @@ func unavailable(w io.Writer, s evidence.Section) bool {
 }
 
 func writeNetDetails(w io.Writer, r *Report, ev evidence.NetEvidence) {
-	Heading(w, "Queue × CPU (NAPI work)")
-	if !unavailable(w, ev.QueueCPU.Section) {
-		cpus := map[int]bool{}
-		work := map[[2]int]uint64{}
-		for _, c := range ev.QueueCPU.Cells {
-			cpus[c.CPU] = true
-			work[[2]int{c.Queue, c.CPU}] += c.Work
-		}
-		header := []string{"queue"}
-		for _, c := range sortedKeys(cpus) {
-			header = append(header, fmt.Sprintf("cpu%d", c))
-		}
-		mt := Table{Header: header}
-		queues := map[int]bool{}
-		for _, c := range ev.QueueCPU.Cells {
-			queues[c.Queue] = true
-		}
-		for _, q := range sortedKeys(queues) {
-			row := []string{fmt.Sprint(q)}
-			for _, c := range sortedKeys(cpus) {
-				row = append(row, fmt.Sprint(work[[2]int{q, c}]))
-			}
-			mt.Add(row...)
-		}
-		mt.Write(w)
-		if ev.QueueCPU.Mapping != "" {
-			fmt.Fprintf(w, "NAPI ids mapped to queues by %s\n", ev.QueueCPU.Mapping)
-		}
-		estimateNote(w, "NAPI polls and work", ev.QueueCPU.Estimate)
+	writeQueueCPU(w, ev.QueueCPU)
+	writeIRQs(w, ev.IRQs)
+	writeTXQueues(w, ev.TX)
+	if ev.TCP != nil {
+		writeTCPDetails(w, ev.TCP)
+	}
+	writeSockets(w, ev.Sockets)
+	writeNetRXProfile(w, ev.Profile)
+	for _, a := range r.Artifacts {
+		fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
 	}
 
+	writeOverhead(w, r.Overhead)
+}
+
+// writeQueueCPU is the matrix of NAPI work by RX queue and CPU, to show
+// which CPUs each queue's receive work lands on.
+func writeQueueCPU(w io.Writer, qc evidence.QueueCPUSection) {
+	Heading(w, "Queue × CPU (NAPI work)")
+	if unavailable(w, qc.Section) {
+		return
+	}
+	cpus := map[int]bool{}
+	work := map[[2]int]uint64{}
+	for _, c := range qc.Cells {
+		cpus[c.CPU] = true
+		work[[2]int{c.Queue, c.CPU}] += c.Work
+	}
+	header := []string{"queue"}
+	for _, c := range sortedKeys(cpus) {
+		header = append(header, fmt.Sprintf("cpu%d", c))
+	}
+	mt := Table{Header: header}
+	queues := map[int]bool{}
+	for _, c := range qc.Cells {
+		queues[c.Queue] = true
+	}
+	for _, q := range sortedKeys(queues) {
+		row := []string{fmt.Sprint(q)}
+		for _, c := range sortedKeys(cpus) {
+			row = append(row, fmt.Sprint(work[[2]int{q, c}]))
+		}
+		mt.Add(row...)
+	}
+	mt.Write(w)
+	if qc.Mapping != "" {
+		fmt.Fprintf(w, "NAPI ids mapped to queues by %s\n", qc.Mapping)
+	}
+	estimateNote(w, "NAPI polls and work", qc.Estimate)
+}
+
+func writeIRQs(w io.Writer, irqs evidence.IRQSection) {
 	Heading(w, "IRQs")
-	if !unavailable(w, ev.IRQs.Section) {
+	if !unavailable(w, irqs.Section) {
 		it := Table{Header: []string{"irq", "queue", "name", "smp_affinity", "effective", "hint", "interrupts by CPU"}}
-		for _, q := range ev.IRQs.IRQs {
+		for _, q := range irqs.IRQs {
 			var by []string
 			for _, c := range sortedKeys(q.CountByCPU) {
 				by = append(by, fmt.Sprintf("cpu%d:%d", c, q.CountByCPU[c]))
@@ -210,30 +231,32 @@ func writeNetDetails(w io.Writer, r *Report, ev evidence.NetEvidence) {
 		it.Write(w)
 	}
 	bal := "not running"
-	if ev.IRQs.Irqbalance {
-		bal = "running " + strings.Join(ev.IRQs.IrqbalanceArgs, " ")
+	if irqs.Irqbalance {
+		bal = "running " + strings.Join(irqs.IrqbalanceArgs, " ")
 	}
 	fmt.Fprintf(w, "irqbalance: %s\n", bal)
-	if ev.IRQs.NICNode != nil {
-		fmt.Fprintf(w, "NIC NUMA node %d (CPUs %v); NET_RX work off the node: %v\n", *ev.IRQs.NICNode, ev.IRQs.NodeCPUs, ev.IRQs.WorkCPUsOffNode)
+	if irqs.NICNode != nil {
+		fmt.Fprintf(w, "NIC NUMA node %d (CPUs %v); NET_RX work off the node: %v\n", *irqs.NICNode, irqs.NodeCPUs, irqs.WorkCPUsOffNode)
 	} else {
 		fmt.Fprintln(w, "NIC NUMA node: none reported")
 	}
+}
 
+func writeTXQueues(w io.Writer, tx evidence.TXSection) {
 	Heading(w, "TX queues")
-	if ev.TX.Unavailable != "" {
-		fmt.Fprintf(w, "unavailable: %s\n", ev.TX.Unavailable)
+	if tx.Unavailable != "" {
+		fmt.Fprintf(w, "unavailable: %s\n", tx.Unavailable)
 	}
-	if ev.TX.XPSSet {
-		for _, q := range sortedKeys(ev.TX.XPS) {
-			fmt.Fprintf(w, "tx-%d xps_cpus=%s\n", q, ev.TX.XPS[q])
+	if tx.XPSSet {
+		for _, q := range sortedKeys(tx.XPS) {
+			fmt.Fprintf(w, "tx-%d xps_cpus=%s\n", q, tx.XPS[q])
 		}
 	} else {
 		fmt.Fprintln(w, "XPS: not set on any TX queue")
 	}
-	if len(ev.TX.PerCPU) > 0 && ev.TX.Unavailable == "" {
+	if len(tx.PerCPU) > 0 && tx.Unavailable == "" {
 		tt := Table{Header: []string{"CPU", "TX queues used (packets)", "XPS queues"}}
-		for _, c := range ev.TX.PerCPU {
+		for _, c := range tx.PerCPU {
 			var used []string
 			for _, q := range sortedKeys(c.Queues) {
 				used = append(used, fmt.Sprintf("tx-%d:%d", q, c.Queues[q]))
@@ -241,65 +264,65 @@ func writeNetDetails(w io.Writer, r *Report, ev evidence.NetEvidence) {
 			tt.Add(fmt.Sprint(c.CPU), strings.Join(used, " "), fmt.Sprint(c.XPSQueues))
 		}
 		tt.Write(w)
-		estimateNote(w, "TX packets per CPU and qdisc", ev.TX.Estimate)
+		estimateNote(w, "TX packets per CPU and qdisc", tx.Estimate)
 	}
+}
 
-	if ev.TCP != nil {
-		writeTCPDetails(w, ev.TCP)
-	}
+func writeSockets(w io.Writer, sockets evidence.SocketSection) {
 	Heading(w, "Sockets")
-	if !unavailable(w, ev.Sockets.Section) {
-		if ev.Sockets.Warning != "" {
-			fmt.Fprintf(w, "warning: %s\n", ev.Sockets.Warning)
-		}
-		st := Table{Header: []string{"local", "inode", "pid", "workload", "read/s", "read", "rx queue", "drops", "fed by CPUs (wakeups)"}}
-		for _, s := range ev.Sockets.Sockets {
-			rate := "-"
-			if s.ReceivedPerS != nil {
-				rate = Count(*s.ReceivedPerS)
-			}
-			pid := "-"
-			if s.PID > 0 {
-				pid = fmt.Sprint(s.PID)
-			}
-			st.Add(s.Local, fmt.Sprint(s.Inode), pid, workloadLabel(s.Workload), rate, withError(optU(s.ReceivedPkt), s.ReceivedRelError), Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta), feeders(s))
-		}
-		st.Write(w)
-		estimateNote(w, "datagrams read and wakeups", ev.Sockets.Estimate)
-		if ev.Sockets.ReceivedUnavailable != "" {
-			fmt.Fprintf(w, "datagrams read per socket unavailable: %s\n", ev.Sockets.ReceivedUnavailable)
-		}
-		for _, g := range ev.Sockets.Groups {
-			fmt.Fprintf(w, "SO_REUSEPORT group %s: %d sockets\n", g.Local, g.Size)
-		}
-		if len(ev.Sockets.Threads) > 0 {
-			th := Table{Header: []string{"tid", "comm", "last CPU", "allowed CPUs"}}
-			for _, t := range ev.Sockets.Threads {
-				th.Add(fmt.Sprint(t.TID), t.Comm, fmt.Sprint(t.LastCPU), t.AllowedCPUs)
-			}
-			th.Write(w)
-		}
+	if unavailable(w, sockets.Section) {
+		return
 	}
+	if sockets.Warning != "" {
+		fmt.Fprintf(w, "warning: %s\n", sockets.Warning)
+	}
+	st := Table{Header: []string{"local", "inode", "pid", "workload", "read/s", "read", "rx queue", "drops", "fed by CPUs (wakeups)"}}
+	for _, s := range sockets.Sockets {
+		rate := "-"
+		if s.ReceivedPerS != nil {
+			rate = Count(*s.ReceivedPerS)
+		}
+		pid := "-"
+		if s.PID > 0 {
+			pid = fmt.Sprint(s.PID)
+		}
+		st.Add(s.Local, fmt.Sprint(s.Inode), pid, workloadLabel(s.Workload), rate, withError(optU(s.ReceivedPkt), s.ReceivedRelError), Bytes(float64(s.RxQueueB)), fmt.Sprint(s.DropsDelta), feeders(s))
+	}
+	st.Write(w)
+	estimateNote(w, "datagrams read and wakeups", sockets.Estimate)
+	if sockets.ReceivedUnavailable != "" {
+		fmt.Fprintf(w, "datagrams read per socket unavailable: %s\n", sockets.ReceivedUnavailable)
+	}
+	for _, g := range sockets.Groups {
+		fmt.Fprintf(w, "SO_REUSEPORT group %s: %d sockets\n", g.Local, g.Size)
+	}
+	if len(sockets.Threads) > 0 {
+		th := Table{Header: []string{"tid", "comm", "last CPU", "allowed CPUs"}}
+		for _, t := range sockets.Threads {
+			th.Add(fmt.Sprint(t.TID), t.Comm, fmt.Sprint(t.LastCPU), t.AllowedCPUs)
+		}
+		th.Write(w)
+	}
+}
 
+// writeNetRXProfile is the share of the NET_RX CPUs' time in each group of
+// functions the talk's changes take away.
+func writeNetRXProfile(w io.Writer, prof evidence.ProfileSection) {
 	Heading(w, "CPU in the functions Makita's talk removes")
-	if !unavailable(w, ev.Profile.Section) {
-		fmt.Fprintf(w, "%d samples at %d Hz; NET_RX CPUs: %v; lost: %d\n", ev.Profile.Samples, ev.Profile.FrequencyHz, ev.Profile.NetRXCPUs, ev.Profile.Lost)
-		fmt.Fprintf(w, "interrupts and softirqs on idle CPUs: %d samples kept; idle loop: %d samples left out\n", ev.Profile.IdleInterruptSamples, ev.Profile.IdleLoopSamples)
-		writeSampling(w, ev.Profile.ProfileSampling, ev.Profile.CPUs, ev.Profile.FrequencyHz)
-		writeUnseenNetRX(w, ev.Profile)
-		scope := netRXScope(ev.Profile)
-		gt := Table{Header: []string{"group", "share on " + scope, "95% interval", "samples (" + scope + ")", "share of all"}}
-		for _, g := range ev.Profile.Groups {
-			gt.Add(g.Group, Percent(g.Share), Percent(g.ShareLow)+"–"+Percent(g.ShareHigh),
-				fmt.Sprintf("%d of %d", g.NetRXSamples, ev.Profile.NetRXSamples), Percent(g.AllShare))
-		}
-		gt.Write(w)
+	if unavailable(w, prof.Section) {
+		return
 	}
-	for _, a := range r.Artifacts {
-		fmt.Fprintf(w, "wrote %s: %s\n", a.Kind, a.Path)
+	fmt.Fprintf(w, "%d samples at %d Hz; NET_RX CPUs: %v; lost: %d\n", prof.Samples, prof.FrequencyHz, prof.NetRXCPUs, prof.Lost)
+	fmt.Fprintf(w, "interrupts and softirqs on idle CPUs: %d samples kept; idle loop: %d samples left out\n", prof.IdleInterruptSamples, prof.IdleLoopSamples)
+	writeSampling(w, prof.ProfileSampling, prof.CPUs, prof.FrequencyHz)
+	writeUnseenNetRX(w, prof)
+	scope := netRXScope(prof)
+	gt := Table{Header: []string{"group", "share on " + scope, "95% interval", "samples (" + scope + ")", "share of all"}}
+	for _, g := range prof.Groups {
+		gt.Add(g.Group, Percent(g.Share), Percent(g.ShareLow)+"–"+Percent(g.ShareHigh),
+			fmt.Sprintf("%d of %d", g.NetRXSamples, prof.NetRXSamples), Percent(g.AllShare))
 	}
-
-	writeOverhead(w, r.Overhead)
+	gt.Write(w)
 }
 
 // socketLabel names a socket a lock was attributed to: its address, or,

@@ -154,35 +154,48 @@ const MaxText = 4096
 // Parse reads one value of the domain from its text (a YAML scalar or a
 // --set value). The error is "want …, got …" without the place.
 func (d Domain) Parse(text string) (any, error) {
-	bad := func() (any, error) { return nil, WantGot(d.Want(), strconv.Quote(text)) }
 	if len(text) > MaxText || strings.ContainsRune(text, 0) {
 		return nil, WantGot(d.Want(), fmt.Sprintf("a value of %d bytes", len(text)))
 	}
+	switch d.Kind {
+	case KindInt, KindFloat, KindSize, KindDuration, KindBool, KindPort, KindPID:
+		return d.parseBounded(text)
+	case KindFiles, KindList, KindPorts:
+		return d.parseList(text)
+	}
+	return d.parseText(text)
+}
+
+// wantGot is the error for text that is not a value of the domain.
+func (d Domain) wantGot(text string) error { return WantGot(d.Want(), strconv.Quote(text)) }
+
+// parseBounded reads the kinds whose value then meets Min and Max.
+func (d Domain) parseBounded(text string) (any, error) {
 	var v any
 	var num float64
 	switch d.Kind {
 	case KindInt:
 		n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
 		if err != nil {
-			return bad()
+			return nil, d.wantGot(text)
 		}
 		v, num = n, float64(n)
 	case KindFloat:
 		f, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			return bad()
+			return nil, d.wantGot(text)
 		}
 		v, num = f, f
 	case KindSize:
 		n, err := parseSize(text)
 		if err != nil {
-			return bad()
+			return nil, d.wantGot(text)
 		}
 		v, num = n, float64(n)
 	case KindDuration:
 		dur, err := time.ParseDuration(strings.TrimSpace(text))
 		if err != nil {
-			return bad()
+			return nil, d.wantGot(text)
 		}
 		v, num = dur, float64(dur)
 	case KindBool:
@@ -192,37 +205,48 @@ func (d Domain) Parse(text string) (any, error) {
 		case "false":
 			v = false
 		default:
-			return bad()
+			return nil, d.wantGot(text)
 		}
+	case KindPort:
+		n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
+		if err != nil || n < 0 || n > 65535 {
+			return nil, d.wantGot(text)
+		}
+		v, num = n, float64(n)
+	case KindPID:
+		n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
+		if err != nil || n < 0 || n > math.MaxInt32 {
+			return nil, d.wantGot(text)
+		}
+		v, num = n, float64(n)
+	}
+	if (d.Min != nil && num < *d.Min) || (d.Max != nil && num > *d.Max) {
+		return nil, d.wantGot(text)
+	}
+	return v, nil
+}
+
+// parseText reads the kinds that are one value with no bounds: a CPU
+// list, a name, a URL, a path or a string.
+func (d Domain) parseText(text string) (any, error) {
+	switch d.Kind {
 	case KindCPUs:
 		if strings.TrimSpace(text) == "" {
 			return cpuset.Set{}, nil
 		}
 		s, err := cpuset.ParseList(strings.TrimSpace(text))
 		if err != nil {
-			return bad()
+			return nil, d.wantGot(text)
 		}
 		return s, nil
-	case KindPort:
-		n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
-		if err != nil || n < 0 || n > 65535 {
-			return bad()
-		}
-		v, num = n, float64(n)
-	case KindPID:
-		n, err := strconv.ParseInt(strings.TrimSpace(text), 10, 64)
-		if err != nil || n < 0 || n > math.MaxInt32 {
-			return bad()
-		}
-		v, num = n, float64(n)
 	case KindInterface:
 		if text != "" && (!interfaceName.MatchString(text) || text == "." || text == "..") {
-			return bad()
+			return nil, d.wantGot(text)
 		}
 		return text, nil
 	case KindEnum:
 		if !slices.Contains(d.Values, text) {
-			return bad()
+			return nil, d.wantGot(text)
 		}
 		return text, nil
 	case KindURL:
@@ -231,23 +255,36 @@ func (d Domain) Parse(text string) (any, error) {
 		}
 		u, err := url.Parse(text)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return bad()
+			return nil, d.wantGot(text)
 		}
 		return text, nil
 	case KindDir, KindFile:
 		if HasControl(text) {
-			return bad()
+			return nil, d.wantGot(text)
 		}
 		if text == "" {
 			return text, nil
 		}
 		return filepath.Clean(text), nil
+	default: // KindString
+		// Tabs and line breaks are text (a request body); other control
+		// characters are not, and would reach a terminal.
+		if HasControl(strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(text)) {
+			return nil, d.wantGot(text)
+		}
+		return text, nil
+	}
+}
+
+// parseList reads the list kinds; empty items are left out.
+func (d Domain) parseList(text string) (any, error) {
+	switch d.Kind {
 	case KindFiles:
 		var files []string
 		for _, f := range strings.Split(text, ",") {
 			if f = strings.TrimSpace(f); f != "" {
 				if HasControl(f) {
-					return bad()
+					return nil, d.wantGot(text)
 				}
 				files = append(files, filepath.Clean(f))
 			}
@@ -258,13 +295,13 @@ func (d Domain) Parse(text string) (any, error) {
 		for _, item := range strings.Split(text, "\n") {
 			if item = strings.TrimSpace(item); item != "" {
 				if HasControl(item) {
-					return bad()
+					return nil, d.wantGot(text)
 				}
 				items = append(items, item)
 			}
 		}
 		return items, nil
-	case KindPorts:
+	default: // KindPorts
 		var ports []int64
 		for _, item := range strings.Split(text, ",") {
 			if item = strings.TrimSpace(item); item == "" {
@@ -277,18 +314,7 @@ func (d Domain) Parse(text string) (any, error) {
 			ports = append(ports, n)
 		}
 		return ports, nil
-	default: // KindString
-		// Tabs and line breaks are text (a request body); other control
-		// characters are not, and would reach a terminal.
-		if HasControl(strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(text)) {
-			return bad()
-		}
-		return text, nil
 	}
-	if (d.Min != nil && num < *d.Min) || (d.Max != nil && num > *d.Max) {
-		return nil, WantGot(d.Want(), strconv.Quote(text))
-	}
-	return v, nil
 }
 
 // Check tests an already parsed value (a parameter's, reaching an option)

@@ -123,33 +123,7 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: spec.Timeout}
 
-	var next atomic.Int64
-	limit := int64(spec.Requests)
-	if limit == 0 {
-		limit = math.MaxInt64 // bounded by Duration (Validate)
-	}
-	// Each worker keeps its own latencies (and lags): a time-bounded run
-	// does not know its count in advance.
-	latencies := make([][]int64, spec.Concurrency)
-	var failures, non2xx atomic.Int64
-	var classes [6]atomic.Int64 // 0: outside 100-599
-	var firstErr sync.Once
-	var firstMsg string
-	var lags [][]int64
-	if spec.Rate > 0 {
-		lags = make([][]int64, spec.Concurrency)
-	}
-	start := time.Now()
-	var deadline time.Time
-	if spec.Duration > 0 {
-		deadline = start.Add(spec.Duration)
-	}
-	// slot is when request i is due. A ticker cannot do this: Go's timers
-	// fire about 1 ms late on an idle runtime and a ticker drops the ticks
-	// it missed, which held a 2000/s schedule to ~1000/s.
-	slot := func(i int64) time.Time {
-		return start.Add(time.Duration(float64(i) * float64(time.Second) / spec.Rate))
-	}
+	l := newLoadRun(spec, client)
 	var wg sync.WaitGroup
 	panics := make([]error, spec.Concurrency) // one slot per worker, no lock
 	for w := 0; w < spec.Concurrency; w++ {
@@ -157,68 +131,126 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 		go func() {
 			defer wg.Done()
 			defer gosafe.Recover(&panics[w])
-			var timer *time.Timer
-			for {
-				i := next.Add(1) - 1
-				if i >= limit || ctx.Err() != nil || !deadline.IsZero() && !time.Now().Before(deadline) {
-					return
-				}
-				if lags != nil {
-					due := slot(i)
-					if wait := time.Until(due); wait > 0 {
-						if timer == nil {
-							timer = time.NewTimer(wait)
-							defer timer.Stop()
-						} else {
-							timer.Reset(wait)
-						}
-						select {
-						case <-timer.C:
-						case <-ctx.Done():
-							return
-						}
-					}
-					if !deadline.IsZero() && !due.Before(deadline) {
-						return
-					}
-					lags[w] = append(lags[w], int64(time.Since(due)))
-				}
-				t0 := time.Now()
-				status, err := do(ctx, client, spec)
-				latencies[w] = append(latencies[w], int64(time.Since(t0)))
-				if err == nil {
-					class := status / 100
-					if class < 1 || class > 5 {
-						class = 0
-					}
-					classes[class].Add(1)
-				}
-				switch {
-				case err != nil:
-					failures.Add(1)
-					firstErr.Do(func() { firstMsg = err.Error() })
-				case status < 200 || status > 299:
-					non2xx.Add(1)
-					firstErr.Do(func() { firstMsg = fmt.Sprintf("HTTP %d", status) })
-				}
-			}
+			l.worker(ctx, w)
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(panics...); err != nil {
 		return Result{}, err
 	}
-	elapsed := time.Since(start)
-	lat := slices.Concat(latencies...)
+	return l.result(time.Since(l.start)), ctx.Err()
+}
+
+// loadRun is what a run's workers share: the next request number, the
+// schedule and the tallies they count into.
+type loadRun struct {
+	spec            Spec
+	client          *http.Client
+	next            atomic.Int64
+	limit           int64
+	start, deadline time.Time
+	// Each worker keeps its own latencies (and lags): a time-bounded run
+	// does not know its count in advance.
+	latencies        [][]int64
+	lags             [][]int64
+	failures, non2xx atomic.Int64
+	classes          [6]atomic.Int64 // 0: outside 100-599
+	firstErr         sync.Once
+	firstMsg         string
+}
+
+func newLoadRun(spec Spec, client *http.Client) *loadRun {
+	l := &loadRun{spec: spec, client: client}
+	l.limit = int64(spec.Requests)
+	if l.limit == 0 {
+		l.limit = math.MaxInt64 // bounded by Duration (Validate)
+	}
+	l.latencies = make([][]int64, spec.Concurrency)
+	if spec.Rate > 0 {
+		l.lags = make([][]int64, spec.Concurrency)
+	}
+	l.start = time.Now()
+	if spec.Duration > 0 {
+		l.deadline = l.start.Add(spec.Duration)
+	}
+	return l
+}
+
+// slot is when request i is due. A ticker cannot do this: Go's timers
+// fire about 1 ms late on an idle runtime and a ticker drops the ticks
+// it missed, which held a 2000/s schedule to ~1000/s.
+func (l *loadRun) slot(i int64) time.Time {
+	return l.start.Add(time.Duration(float64(i) * float64(time.Second) / l.spec.Rate))
+}
+
+// worker w takes request numbers until the count, the deadline or ctx
+// ends the run; with a rate, it waits for each request's slot.
+func (l *loadRun) worker(ctx context.Context, w int) {
+	var timer *time.Timer
+	for {
+		i := l.next.Add(1) - 1
+		if i >= l.limit || ctx.Err() != nil || !l.deadline.IsZero() && !time.Now().Before(l.deadline) {
+			return
+		}
+		if l.lags != nil {
+			due := l.slot(i)
+			if wait := time.Until(due); wait > 0 {
+				if timer == nil {
+					timer = time.NewTimer(wait)
+					defer timer.Stop()
+				} else {
+					timer.Reset(wait)
+				}
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if !l.deadline.IsZero() && !due.Before(l.deadline) {
+				return
+			}
+			l.lags[w] = append(l.lags[w], int64(time.Since(due)))
+		}
+		l.send(ctx, w)
+	}
+}
+
+// send makes one request from worker w and counts its latency, its
+// status class and, for a failure or a non-2xx answer, the first message.
+func (l *loadRun) send(ctx context.Context, w int) {
+	t0 := time.Now()
+	status, err := do(ctx, l.client, l.spec)
+	l.latencies[w] = append(l.latencies[w], int64(time.Since(t0)))
+	if err == nil {
+		class := status / 100
+		if class < 1 || class > 5 {
+			class = 0
+		}
+		l.classes[class].Add(1)
+	}
+	switch {
+	case err != nil:
+		l.failures.Add(1)
+		l.firstErr.Do(func() { l.firstMsg = err.Error() })
+	case status < 200 || status > 299:
+		l.non2xx.Add(1)
+		l.firstErr.Do(func() { l.firstMsg = fmt.Sprintf("HTTP %d", status) })
+	}
+}
+
+// result is the workers' tallies over the run's elapsed time.
+func (l *loadRun) result(elapsed time.Duration) Result {
+	lat := slices.Concat(l.latencies...)
 	sent := int64(len(lat))
-	r := Result{Requests: int64(spec.Requests), Failures: failures.Load(), Non2xx: non2xx.Load(), Seconds: elapsed.Seconds(), FirstError: firstMsg}
-	if spec.Requests == 0 {
+	r := Result{Requests: int64(l.spec.Requests), Failures: l.failures.Load(), Non2xx: l.non2xx.Load(), Seconds: elapsed.Seconds(), FirstError: l.firstMsg}
+	if l.spec.Requests == 0 {
 		r.Requests = sent
 	}
 	r.Completed = sent - r.Failures
 	r.StatusClasses = map[string]int64{}
-	for c := range classes {
-		if n := classes[c].Load(); n > 0 {
+	for c := range l.classes {
+		if n := l.classes[c].Load(); n > 0 {
 			name := "other"
 			if c > 0 {
 				name = fmt.Sprintf("%dxx", c)
@@ -229,20 +261,20 @@ func Run(ctx context.Context, spec Spec) (Result, error) {
 	slices.Sort(lat)
 	if n := len(lat); n > 0 {
 		var sum int64
-		for _, l := range lat {
-			sum += l
+		for _, ns := range lat {
+			sum += ns
 		}
 		r.MeanNs = sum / int64(n)
 		r.P50Ns, r.P90Ns, r.P99Ns, r.MaxNs = percentile(lat, 0.50), percentile(lat, 0.90), percentile(lat, 0.99), lat[n-1]
 	}
-	if lag := slices.Concat(lags...); len(lag) > 0 {
+	if lag := slices.Concat(l.lags...); len(lag) > 0 {
 		slices.Sort(lag)
 		r.ScheduleLagP99Ns, r.ScheduleLagMaxNs = percentile(lag, 0.99), lag[len(lag)-1]
 	}
 	if elapsed > 0 {
 		r.RPS = float64(r.Completed) / elapsed.Seconds()
 	}
-	return r, ctx.Err()
+	return r
 }
 
 // percentile uses the nearest-rank method on sorted values, as ab does.

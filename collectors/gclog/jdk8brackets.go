@@ -42,77 +42,103 @@ func (p *Parser) brackets(b []byte) {
 				continue
 			}
 			opened = true
-			if j.overflow > 0 || j.depth >= maxDepth {
-				j.overflow++
-				i = k + 1
-				continue
-			}
-			// [Times: user=... sys=..., real=... secs] follows records.
-			if bytes.HasPrefix(rest, pfxTimes) {
-				if e := bytes.IndexByte(rest, ']'); e >= 0 {
-					if j.depth == 0 {
-						p.times(rest[len(pfxTimes):e])
-					}
-					i = k + 2 + e
-					continue
-				}
-			}
-			rec := looksLikeRecord(rest)
-			parent := &j.nodes[j.depth]
-			up, wall, id := stamps(parent.text[parent.seg:])
-			if rec && j.depth > 0 && !j.nestsRecord() {
-				// Only a CMS remark holds another record (its scavenge):
-				// the open record was cut off (a truncated log, lines
-				// lost) and this one starts afresh. A bare "[GC" line
-				// repeated with the same stamp lost nothing.
-				top := &j.nodes[1]
-				if j.depth == 1 && startDepth == 1 && top.uptime == up && isBlank(top.text[min(startLen, 2):startLen]) {
-					top.record = false
-				}
-				j.dropOpen(p, "cut off: the next record starts before it ends")
-				parent = &j.nodes[0]
-			}
-			if rec && j.depth == 0 {
-				// A new record: the previous one has nothing more coming.
-				j.flushPending(p)
-			}
-			j.depth++
-			n := &j.nodes[j.depth]
-			n.reset()
-			n.uptime, n.wall, n.id = up, wall, id
-			if rec {
-				n.record, n.line = true, p.fileLine
-				n.first = append(n.first, b[:min(len(b), 200)]...)
-			}
-			if isBlank(b[:k]) {
-				n.indent = k
-			}
-			i = k + 1
+			i = p.openBracket(b, k, startDepth, startLen)
 			continue
 		}
 		// ']'
 		i = k + 1
-		if j.overflow > 0 {
-			j.overflow--
-			continue
-		}
-		if j.depth == 0 {
-			// A record's end without its start: the log (or a fragment of
-			// it) begins inside a record.
-			if !stray && bytes.HasSuffix(bytes.TrimRight(b[:k], " "), []byte("secs")) {
-				p.unrecognised(p.fileLine, "a record's end without its start", b)
-				stray = true
+		stray = p.closeBracket(b, k, stray)
+	}
+	p.endLine(b, startDepth, opened, stray)
+}
+
+// openBracket takes the '[' at b[k] (not an address range) and returns
+// where the scan goes on: past a [Times: ...] block, or into a node one
+// level down, a record when its text looks like one. The line began at
+// startDepth with startLen bytes of that node's text.
+func (p *Parser) openBracket(b []byte, k, startDepth, startLen int) int {
+	j := &p.j
+	rest := b[k+1:]
+	if j.overflow > 0 || j.depth >= maxDepth {
+		j.overflow++
+		return k + 1
+	}
+	// [Times: user=... sys=..., real=... secs] follows records.
+	if bytes.HasPrefix(rest, pfxTimes) {
+		if e := bytes.IndexByte(rest, ']'); e >= 0 {
+			if j.depth == 0 {
+				p.times(rest[len(pfxTimes):e])
 			}
-			continue
-		}
-		p.closeNode(j.depth)
-		j.depth--
-		parent := &j.nodes[j.depth]
-		parent.seg = len(parent.text)
-		if j.depth == 0 {
-			j.recordLines = 0
+			return k + 2 + e
 		}
 	}
+	rec := looksLikeRecord(rest)
+	parent := &j.nodes[j.depth]
+	up, wall, id := stamps(parent.text[parent.seg:])
+	if rec && j.depth > 0 && !j.nestsRecord() {
+		// Only a CMS remark holds another record (its scavenge):
+		// the open record was cut off (a truncated log, lines
+		// lost) and this one starts afresh. A bare "[GC" line
+		// repeated with the same stamp lost nothing.
+		top := &j.nodes[1]
+		if j.depth == 1 && startDepth == 1 && top.uptime == up && isBlank(top.text[min(startLen, 2):startLen]) {
+			top.record = false
+		}
+		j.dropOpen(p, "cut off: the next record starts before it ends")
+		parent = &j.nodes[0]
+	}
+	if rec && j.depth == 0 {
+		// A new record: the previous one has nothing more coming.
+		j.flushPending(p)
+	}
+	j.depth++
+	n := &j.nodes[j.depth]
+	n.reset()
+	n.uptime, n.wall, n.id = up, wall, id
+	if rec {
+		n.record, n.line = true, p.fileLine
+		n.first = append(n.first, b[:min(len(b), 200)]...)
+	}
+	if isBlank(b[:k]) {
+		n.indent = k
+	}
+	return k + 1
+}
+
+// closeBracket takes the ']' at b[k]: it closes the open node, or with
+// none open may be a record's end whose start the log does not have.
+// stray says the line was already counted as one; it returns whether it
+// is now.
+func (p *Parser) closeBracket(b []byte, k int, stray bool) bool {
+	j := &p.j
+	if j.overflow > 0 {
+		j.overflow--
+		return stray
+	}
+	if j.depth == 0 {
+		// A record's end without its start: the log (or a fragment of
+		// it) begins inside a record.
+		if !stray && bytes.HasSuffix(bytes.TrimRight(b[:k], " "), []byte("secs")) {
+			p.unrecognised(p.fileLine, "a record's end without its start", b)
+			stray = true
+		}
+		return stray
+	}
+	p.closeNode(j.depth)
+	j.depth--
+	parent := &j.nodes[j.depth]
+	parent.seg = len(parent.text)
+	if j.depth == 0 {
+		j.recordLines = 0
+	}
+	return stray
+}
+
+// endLine ends line b: at the top level, text of a line that opened no
+// bracket and began outside a record is a pause with no record or an
+// unknown line; inside a record the line break becomes a space.
+func (p *Parser) endLine(b []byte, startDepth int, opened, stray bool) {
+	j := &p.j
 	if j.depth == 0 {
 		n := &j.nodes[0]
 		if startDepth == 0 && !opened {
