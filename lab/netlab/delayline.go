@@ -225,6 +225,12 @@ func (d *DelayLine) Stats() DelayStats {
 	return DelayStats{Forwarded: d.forwarded.Load(), DroppedFull: d.droppedFull.Load(), SendErrors: d.sendErrors.Load(), NotIPv4: d.notIPv4.Load()}
 }
 
+// Sub is s minus an earlier reading o.
+func (s DelayStats) Sub(o DelayStats) DelayStats {
+	return DelayStats{Forwarded: s.Forwarded - o.Forwarded, DroppedFull: s.DroppedFull - o.DroppedFull,
+		SendErrors: s.SendErrors - o.SendErrors, NotIPv4: s.NotIPv4 - o.NotIPv4}
+}
+
 // Close stops the delay line: the TUN device goes with its descriptor
 // (and the route through it), the packets still held are sent, both
 // goroutines return, then the AF_PACKET socket is closed.
