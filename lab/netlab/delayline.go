@@ -38,6 +38,8 @@ type DelayStats struct {
 	// NotIPv4 are packets not carried (the veth's Ethernet header says
 	// IPv4; the lab's traffic is IPv4).
 	NotIPv4 uint64 `json:"not_ipv4"`
+	// ReadErrors are packets the TUN device could not hand over.
+	ReadErrors uint64 `json:"read_errors"`
 }
 
 // DelayLine delays the sender's packets to the receiver without netem:
@@ -56,7 +58,7 @@ type DelayLine struct {
 	wg   sync.WaitGroup
 	once sync.Once
 
-	forwarded, droppedFull, sendErrors, notIPv4 atomic.Uint64
+	forwarded, droppedFull, sendErrors, notIPv4, readErrors atomic.Uint64
 }
 
 type heldPacket struct {
@@ -183,22 +185,28 @@ func (d *DelayLine) read() {
 			buf = spill
 		}
 		n, err := d.tun.Read(buf[ethHeaderLen:])
-		if err != nil {
-			return // closed
+		if err != nil && !errors.Is(err, unix.EFAULT) {
+			return // closed, or the device went with its namespace
 		}
+		spilled := &buf[0] == &spill[0]
 		switch {
+		case err != nil:
+			// A packet larger than the buffer (the kernel consumed it);
+			// none exceeds the TUN MTU, so it is counted, not fatal.
+			d.readErrors.Add(1)
 		case n == 0 || buf[ethHeaderLen]>>4 != 4:
 			// Not IPv4 (the kernel's own IPv6 neighbour discovery on
 			// the new device): the Ethernet header says IPv4.
 			d.notIPv4.Add(1)
-			if &buf[0] != &spill[0] {
-				d.free <- buf
-			}
-		case &buf[0] == &spill[0]:
+		case spilled:
 			d.droppedFull.Add(1)
 		default:
 			copy(buf, d.hdr[:])
 			d.held <- heldPacket{frame: buf[:ethHeaderLen+n], due: time.Now().Add(d.cfg.Delay)}
+			continue
+		}
+		if !spilled {
+			d.free <- buf
 		}
 	}
 }
@@ -222,13 +230,13 @@ func (d *DelayLine) send() {
 
 // Stats returns what the delay line has done so far.
 func (d *DelayLine) Stats() DelayStats {
-	return DelayStats{Forwarded: d.forwarded.Load(), DroppedFull: d.droppedFull.Load(), SendErrors: d.sendErrors.Load(), NotIPv4: d.notIPv4.Load()}
+	return DelayStats{Forwarded: d.forwarded.Load(), DroppedFull: d.droppedFull.Load(), SendErrors: d.sendErrors.Load(), NotIPv4: d.notIPv4.Load(), ReadErrors: d.readErrors.Load()}
 }
 
 // Sub is s minus an earlier reading o.
 func (s DelayStats) Sub(o DelayStats) DelayStats {
 	return DelayStats{Forwarded: s.Forwarded - o.Forwarded, DroppedFull: s.DroppedFull - o.DroppedFull,
-		SendErrors: s.SendErrors - o.SendErrors, NotIPv4: s.NotIPv4 - o.NotIPv4}
+		SendErrors: s.SendErrors - o.SendErrors, NotIPv4: s.NotIPv4 - o.NotIPv4, ReadErrors: s.ReadErrors - o.ReadErrors}
 }
 
 // Close stops the delay line: the TUN device goes with its descriptor
