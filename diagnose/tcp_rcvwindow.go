@@ -13,7 +13,7 @@ var TCPWindowThresholds = struct {
 }{
 	PaceShare: Threshold{Name: "tcp_rcvwnd_pace_share", Default: 0.5, Min: 0.1, Max: 1,
 		Doc: "a connection's bytes received per second, as a share of its receive window per round trip, at or above which the window is what paces it"},
-	UnreadShare: Threshold{Name: "tcp_rcvwnd_unread_share", Default: 0.5, Min: 0, Max: 1,
+	UnreadShare: Threshold{Name: "tcp_rcvwnd_unread_share", Default: 0.5, Min: 0.05, Max: 1,
 		Doc: "bytes received but not yet read, as a share of those plus the receive window, at or above which the application's reading (not the buffer) is the limit"},
 	MinMiB: Threshold{Name: "tcp_rcvwnd_min_mib", Default: 1, Min: 0, Max: 1 << 20,
 		Doc: "MiB a connection must receive over the window before its pace is compared with its window"},
@@ -130,7 +130,7 @@ func checkRcvbufLimited(in TCPInput, t Thresholds) *Finding {
 	r.Why = "A TCP sender has at most the receiver's advertised window in flight, so a connection carries at most one window per round trip. The window is a share of the receive buffer, which autotuning (tcp_moderate_rcvbuf) grows as the connection needs, up to tcp_rmem's maximum; a socket whose application set SO_RCVBUF is never autotuned. A buffer smaller than the bandwidth-delay product caps the connection below what the path carries, however fast the application reads."
 	r.Reference = refIPSysctl + " (tcp_rmem, tcp_moderate_rcvbuf, tcp_adv_win_scale); ss(8) -tim: rcv_rtt, rcv_space, rcv_ssthresh, skmem rb"
 	r.Caveats = []string{
-		"Takes effect as the connections' buffers grow again: open connections grow into the new maximum, but re-created ones show it first.",
+		"Autotuning reads tcp_rmem's maximum each time it grows a buffer, so open connections may grow into the new one; new connections do.",
 		"Larger buffers hold more memory per connection: check tcp_mem (tcp.memory-pressure) on hosts with many connections.",
 	}
 	if capped == 0 {

@@ -1,7 +1,10 @@
 package diagnose
 
 import (
+	"encoding/json"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -128,4 +131,34 @@ func ruleIndex(id string) int {
 		}
 	}
 	return -1
+}
+
+// recordedTCP reads the TCP evidence of a `perfscope tcp` run recorded by
+// `perfscope lab tcp --scenario rmem-bdp --keep` (data.tcp of its report).
+func recordedTCP(t *testing.T, name string) TCPInput {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "rmem-bdp", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in TCPInput
+	if err := json.Unmarshal(b, &in.Evidence); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// Recorded in the lab: two clients streaming through a 30 ms delay line
+// with tcp_rmem's max at 64 KiB (each at 1.28 MB/s, its 39.5 KB window
+// per 30 ms), then after --apply raised it to 16 MiB (10 MB windows, the
+// connections at ~80 MB/s each: a quarter of the window's pace).
+func TestRcvbufLimitedRecorded(t *testing.T) {
+	f := runTCPRule(t, "tcp.rcvbuf-limited", recordedTCP(t, "before.json"))
+	if f == nil || !f.Recommendation.Applicable() || f.Recommendation.Changes[0].New != "4096 16384 16777216" ||
+		!strings.HasPrefix(f.Title, "2 TCP connections") || !strings.Contains(f.Evidence[0], "window 39552 bytes / RTT 30.0 ms") {
+		t.Fatalf("before the fix: %+v", f)
+	}
+	if f := runTCPRule(t, "tcp.rcvbuf-limited", recordedTCP(t, "after.json")); f != nil {
+		t.Errorf("after the fix: %+v", f)
+	}
 }
