@@ -47,6 +47,7 @@ var TCPRules = []Rule[TCPInput]{
 	{ID: "tcp.syn-queue-overflow", Check: checkSYNQueueOverflow, Changes: synBacklogChanges},
 	{ID: "tcp.backlog-drop", Check: checkBacklogDrop},
 	{ID: "tcp.rcvbuf-prune", Check: checkRcvbufPrune, Changes: tcpRmemChanges},
+	{ID: "tcp.rcvbuf-limited", Tunables: []Threshold{TCPWindowThresholds.PaceShare, TCPWindowThresholds.UnreadShare, TCPWindowThresholds.MinMiB}, CheckTuned: checkRcvbufLimited, Changes: tcpRmemChanges},
 	{ID: "tcp.memory-pressure", Check: checkTCPMemoryPressure, Changes: tcpMemChanges},
 	{ID: "tcp.retransmits", Tunables: []Threshold{TCPThresholds.RetransWarn, TCPThresholds.RetransInfo}, CheckTuned: checkRetransmits},
 	{ID: "tcp.window-scaling-off", Check: checkWindowScalingOff, Changes: windowScalingChanges},
@@ -330,8 +331,7 @@ func checkRcvbufPrune(in TCPInput) *Finding {
 	r.Caveats = []string{"Larger buffers hold more memory per connection: check tcp_mem (tcp.memory-pressure) on hosts with many connections.", "If the application sets SO_RCVBUF, autotuning is off for that socket: remove it or size it to the bandwidth-delay product."}
 	if rm := e.Settings.Rmem; rm != nil {
 		old := tripleText(*rm)
-		next := *rm
-		next[2] = max(rm[2]*2, 16<<20)
+		next := raiseRmemMax(*rm)
 		settingOrAdvice(r, []sysctlSetting{{Key: "net.ipv4.tcp_rmem", Old: &old, New: tripleText(next)}}, false)
 		r.Parameters = map[string]int64{"tcp_rmem_max_bytes": next[2]}
 		return f

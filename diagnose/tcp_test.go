@@ -240,10 +240,7 @@ func TestRetransmits(t *testing.T) {
 	if f = runTCPRule(t, "tcp.retransmits", in); f == nil || f.Severity != Info {
 		t.Fatalf("0.5%%: %+v", f)
 	}
-	r := TCPRules[5]
-	if r.ID != "tcp.retransmits" {
-		t.Fatal("rule order")
-	}
+	r := TCPRules[ruleIndex("tcp.retransmits")]
 	if f := r.CheckTuned(in, Thresholds{"tcp_retrans_info_share": 0.01}); f != nil {
 		t.Errorf("a raised threshold still fired: %+v", f)
 	}

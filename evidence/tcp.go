@@ -237,6 +237,11 @@ type TCPConnection struct {
 	BytesWindow   *uint64 `json:"bytes_window"`
 	RcvSpace      uint32  `json:"rcv_space"`
 	RcvWnd        *uint32 `json:"rcv_wnd"`
+	// RcvSsthresh is the most the receive window may grow to now (ss's
+	// rcv_ssthresh); RcvRTTUs the receiver's own RTT estimate (ss's
+	// rcv_rtt), nil until the kernel has one.
+	RcvSsthresh uint32  `json:"rcv_ssthresh"`
+	RcvRTTUs    *uint32 `json:"rcv_rtt_us"`
 	// Rcvbuf and Sndbuf are the socket's buffer limits now; Drops is
 	// sk_drops and Backlog the bytes in its socket backlog.
 	Rcvbuf  uint32  `json:"rcvbuf"`

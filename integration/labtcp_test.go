@@ -77,11 +77,13 @@ func labTCPRow(s report.LabTCPScenario, key string) report.LabTCPRow {
 	return report.LabTCPRow{Key: key}
 }
 
-// TestLabTCP runs the backlog-overflow and gro-off scenarios end to end:
-// perfscope tcp reports the planted fault, --apply makes the finding's
-// change inside the lab's namespace, and after it the accept queue no
-// longer overflows (and no client waits a second for a retried SYN), GRO
-// takes segments off the stack; nothing is left behind. A scenario
+// TestLabTCP runs the backlog-overflow, gro-off and rmem-bdp scenarios
+// end to end: perfscope tcp reports the planted fault, --apply makes the
+// finding's change inside the lab's namespace, and after it the accept
+// queue no longer overflows (and no client waits a second for a retried
+// SYN), GRO takes segments off the stack, and connections through the
+// delay line grow their windows past tcp_rmem's old max and carry more;
+// nothing is left behind (the delay line's TUN device goes with it). A scenario
 // measures a shared machine, so one that fails runs once more on its own.
 func TestLabTCP(t *testing.T) {
 	testutil.RequireRoot(t)
@@ -90,8 +92,8 @@ func TestLabTCP(t *testing.T) {
 	leftBefore := labTCPLeftovers(t)
 
 	results := map[string]report.LabTCPScenario{}
-	rep := runLabTCP(t, "backlog-overflow", "gro-off", "rfs-off")
-	if len(rep.Data.Scenarios) != 2 || len(rep.Data.Skipped) != 1 || rep.Data.Skipped[0].Name != "rfs-off" || rep.Data.Skipped[0].Reason == "" {
+	rep := runLabTCP(t, "backlog-overflow", "gro-off", "rmem-bdp", "rfs-off")
+	if len(rep.Data.Scenarios) != 3 || len(rep.Data.Skipped) != 1 || rep.Data.Skipped[0].Name != "rfs-off" || rep.Data.Skipped[0].Reason == "" {
 		t.Fatalf("scenarios %d, skipped %+v", len(rep.Data.Scenarios), rep.Data.Skipped)
 	}
 	for _, s := range rep.Data.Scenarios {
@@ -138,6 +140,29 @@ func TestLabTCP(t *testing.T) {
 		perByteBefore, perByteAfter := *segs.Before / *bytesPerS.Before, *segs.After / *bytesPerS.After
 		if perByteAfter > perByteBefore/2 {
 			t.Errorf("segments per byte %.2e → %.2e: GRO merged nothing", perByteBefore, perByteAfter)
+		}
+	})
+	t.Run("rmem-bdp", func(t *testing.T) {
+		s := results["rmem-bdp"]
+		if !s.OK() || s.Found == nil || !s.Gone || !slices.Contains(s.Applied, "sysctl -w 'net.ipv4.tcp_rmem=4096 16384 16777216'") {
+			t.Fatalf("not proved: %+v", s)
+		}
+		// The RTT is the delay line's 30 ms, before and after.
+		rtt := labTCPRow(s, "rcv_rtt_ms")
+		if rtt.Before == nil || *rtt.Before < 30 || *rtt.Before > 90 {
+			t.Errorf("rcv_rtt before %v ms, want the delay line's 30 ms and some", rtt.Before)
+		}
+		// Buffers capped at 64 KiB before; grown well past it after, and
+		// the connections carry several times more.
+		buf, wnd, bps := labTCPRow(s, "rcvbuf_bytes"), labTCPRow(s, "rcv_wnd_bytes"), labTCPRow(s, "bytes_per_s")
+		if buf.Before == nil || *buf.Before > 65536 || buf.After == nil || *buf.After < 4*65536 {
+			t.Errorf("rcvbuf %v → %v, want 64 KiB → several times more", buf.Before, buf.After)
+		}
+		if wnd.Before == nil || wnd.After == nil || *wnd.After < 4**wnd.Before {
+			t.Errorf("rcv_wnd %v → %v: the window did not grow", wnd.Before, wnd.After)
+		}
+		if bps.Before == nil || bps.After == nil || *bps.Before <= 0 || *bps.After < 4**bps.Before {
+			t.Errorf("bytes/s %v → %v: want several times more once the window is not the limit", bps.Before, bps.After)
 		}
 	})
 	testutil.AssertNoNewBPF(t, progs, maps)

@@ -516,6 +516,11 @@ func (p *TCP) connectionEvidence() evidence.ConnectionSection {
 		if i := c.Info; i != nil {
 			row.RTTUs, row.RTTVarUs, row.MinRTTUs, row.SndCwnd, row.TotalRetrans = i.RTTUs, i.RTTVarUs, i.MinRTTUs, i.SndCwnd, i.TotalRetrans
 			row.BytesReceived, row.BytesAcked, row.BytesRetrans, row.RcvSpace, row.RcvWnd = i.BytesReceived, i.BytesAcked, i.BytesRetrans, i.RcvSpace, i.RcvWnd
+			row.RcvSsthresh = i.RcvSsthresh
+			if i.RcvRTTUs > 0 {
+				v := i.RcvRTTUs
+				row.RcvRTTUs = &v
+			}
 		}
 		if m := c.Memory; m != nil {
 			row.Rcvbuf, row.Sndbuf, row.Drops, row.Backlog = m.Rcvbuf, m.Sndbuf, m.Drops, m.Backlog

@@ -113,6 +113,13 @@ func labValue(unit string, v *float64) string {
 		return fmt.Sprintf("%.1f MB/s", *v/1e6)
 	case "ns/MB":
 		return fmt.Sprintf("%.0f µs/MB", *v/1e3)
+	case "bytes":
+		if math.Abs(*v) >= 1e6 {
+			return fmt.Sprintf("%.1f MB", *v/1e6)
+		}
+		return fmt.Sprintf("%.1f KB", *v/1e3)
+	case "ms":
+		return fmt.Sprintf("%.1f ms", *v)
 	}
 	if *v == float64(int64(*v)) || *v >= 100 || *v <= -100 {
 		return strconv.FormatInt(int64(math.Round(*v)), 10)

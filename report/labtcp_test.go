@@ -24,6 +24,8 @@ func labTCPSample() LabTCPData {
 				{Key: "listen_overflows_per_s", Label: "TcpExt ListenOverflows/s", Unit: "per_s", Source: "perfscope", Before: labF(91.4), After: labF(0)},
 				{Key: "in_segs_per_s", Label: "Tcp InSegs/s", Unit: "per_s", Source: "perfscope", Before: labF(247227.4), After: labF(12208.2)},
 				{Key: "bytes_per_s", Label: "bytes received/s", Unit: "bytes/s", Source: "lab", Before: labF(3.2e8), After: nil},
+				{Key: "rcv_wnd_bytes", Label: "receive window", Unit: "bytes", Source: "perfscope", Before: labF(39600), After: labF(10.3e6)},
+				{Key: "rcv_rtt_ms", Label: "receiver's RTT", Unit: "ms", Source: "perfscope", Before: labF(31.14), After: labF(35.5)},
 			},
 		}, {
 			Name: "gro-off", Fault: "GRO off", Finding: "tcp.gro-off", Applied: []string{},
@@ -52,7 +54,8 @@ func TestLabTCPText(t *testing.T) {
 		"after:   tcp.accept-overflow gone",
 		"TcpExt ListenOverflows/s", "91.4", "-100%",
 		"247227", "12208", "-95%", // large rates without decimals
-		"320.0 MB/s", // an after that was not measured prints "-"
+		"320.0 MB/s",                    // an after that was not measured prints "-"
+		"39.6 KB", "10.3 MB", "31.1 ms", // window sizes and RTTs
 		"found:   NOT tcp.gro-off",
 		"problem: perfscope did not report tcp.gro-off",
 		"1 of 2 scenarios proved their fix in 1m15s.",

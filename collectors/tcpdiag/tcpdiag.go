@@ -139,6 +139,11 @@ type Info struct {
 	TotalRetrans uint32 `json:"total_retrans"`
 	RcvSpace     uint32 `json:"rcv_space"`
 	RcvSsthresh  uint32 `json:"rcv_ssthresh"`
+	// RcvRTTUs is the receiver's own RTT estimate (ss's rcv_rtt): how
+	// long the peer takes to send a window's worth (with timestamps, the
+	// echo of its data's timestamp). 0 until the connection received
+	// enough data to estimate it.
+	RcvRTTUs uint32 `json:"rcv_rtt_us"`
 	// Since 4.1-4.19 (older kernels send a shorter tcp_info).
 	BytesAcked    *uint64 `json:"bytes_acked"`
 	BytesReceived *uint64 `json:"bytes_received"`
@@ -426,6 +431,7 @@ const (
 	offRTTVar      = 72
 	offSndSsthresh = 76
 	offSndCwnd     = 80
+	offRcvRTT      = 92
 	offRcvSpace    = 96
 	offTotalRetr   = 100
 	offBytesAcked  = 120
@@ -456,7 +462,7 @@ func parseInfo(b []byte) *Info {
 	in := &Info{CaState: b[offCaState], RTOUs: u32(offRTO), SndMSS: u32(offSndMSS), RcvMSS: u32(offRcvMSS),
 		Unacked: u32(offUnacked), Lost: u32(offLost), Retrans: u32(offRetrans), RcvSsthresh: u32(offRcvSsthresh),
 		RTTUs: u32(offRTT), RTTVarUs: u32(offRTTVar), SndSsthresh: u32(offSndSsthresh), SndCwnd: u32(offSndCwnd),
-		RcvSpace: u32(offRcvSpace), TotalRetrans: u32(offTotalRetr)}
+		RcvRTTUs: u32(offRcvRTT), RcvSpace: u32(offRcvSpace), TotalRetrans: u32(offTotalRetr)}
 	opt32 := func(o int) *uint32 {
 		if len(b) < o+4 {
 			return nil

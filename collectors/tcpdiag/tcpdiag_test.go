@@ -36,7 +36,7 @@ func TestInfoOffsetsMatchUAPI(t *testing.T) {
 		{"retrans", offRetrans, unsafe.Offsetof(i.Retrans)}, {"rcv_ssthresh", offRcvSsthresh, unsafe.Offsetof(i.Rcv_ssthresh)},
 		{"rtt", offRTT, unsafe.Offsetof(i.Rtt)}, {"rttvar", offRTTVar, unsafe.Offsetof(i.Rttvar)},
 		{"snd_ssthresh", offSndSsthresh, unsafe.Offsetof(i.Snd_ssthresh)}, {"snd_cwnd", offSndCwnd, unsafe.Offsetof(i.Snd_cwnd)},
-		{"rcv_space", offRcvSpace, unsafe.Offsetof(i.Rcv_space)}, {"total_retrans", offTotalRetr, unsafe.Offsetof(i.Total_retrans)},
+		{"rcv_rtt", offRcvRTT, unsafe.Offsetof(i.Rcv_rtt)}, {"rcv_space", offRcvSpace, unsafe.Offsetof(i.Rcv_space)}, {"total_retrans", offTotalRetr, unsafe.Offsetof(i.Total_retrans)},
 		{"bytes_acked", offBytesAcked, unsafe.Offsetof(i.Bytes_acked)}, {"bytes_received", offBytesRecv, unsafe.Offsetof(i.Bytes_received)},
 		{"segs_out", offSegsOut, unsafe.Offsetof(i.Segs_out)}, {"segs_in", offSegsIn, unsafe.Offsetof(i.Segs_in)},
 		{"min_rtt", offMinRTT, unsafe.Offsetof(i.Min_rtt)}, {"delivery_rate", offDelivery, unsafe.Offsetof(i.Delivery_rate)},
@@ -90,7 +90,7 @@ func TestParseRecordedReplies(t *testing.T) {
 		t.Errorf("listener = %+v", listener)
 	}
 	in := conn.Info
-	if in == nil || in.RTTUs == 0 || in.SndCwnd == 0 || in.BytesReceived == nil || *in.BytesReceived < 1<<20 ||
+	if in == nil || in.RTTUs == 0 || in.RcvRTTUs == 0 || in.SndCwnd == 0 || in.BytesReceived == nil || *in.BytesReceived < 1<<20 ||
 		in.TotalRTO == nil || in.RcvWnd == nil || conn.Memory == nil || conn.Memory.Drops == nil || conn.Congestion == "" {
 		t.Errorf("connection = %+v info %+v memory %+v", conn, in, conn.Memory)
 	}
@@ -113,8 +113,9 @@ func TestParseShortAndBad(t *testing.T) {
 	// A tcp_info of Linux 2.6 (104 bytes): the newer fields are unknown.
 	old := make([]byte, offTotalRetr+4)
 	binary.NativeEndian.PutUint32(old[offRTT:], 1500)
+	binary.NativeEndian.PutUint32(old[offRcvRTT:], 40000)
 	in := parseInfo(old)
-	if in == nil || in.RTTUs != 1500 || in.BytesAcked != nil || in.TotalRTO != nil || in.SndWnd != nil {
+	if in == nil || in.RTTUs != 1500 || in.RcvRTTUs != 40000 || in.BytesAcked != nil || in.TotalRTO != nil || in.SndWnd != nil {
 		t.Errorf("old tcp_info = %+v", in)
 	}
 	if parseInfo(old[:50]) != nil {

@@ -28,9 +28,11 @@ func labTCPCmd(g *Globals, o *labTCPOptions) *cobra.Command {
 them is touched), and for each scenario plants one TCP fault inside them,
 runs a TCP server and its clients (goroutines of this process, their sockets
 in the namespaces), runs ` + "`perfscope tcp --apply FINDING`" + ` in the receiver's
-namespace, restarts the server, measures again, and prints the before/after
-table. The namespaces, goroutines and files of each scenario are removed when
-it ends, also on Ctrl-C (--keep leaves the namespaces and the JSON reports).
+namespace, restarts the server and its clients, measures again, and prints the
+before/after table. Where a scenario needs a round-trip delay (rmem-bdp), the
+sender's packets pass through the lab's own delay line (a TUN device). The
+namespaces, goroutines, devices and files of each scenario are removed when it
+ends, also on Ctrl-C (--keep leaves the namespaces and the JSON reports).
 
 Scenarios:
 ` + tcplab.Help() + `

@@ -97,9 +97,9 @@ func New(ctx context.Context, cfg Config) (*Lab, error) {
 		steps = append(steps, []string{"ip", "netns", "exec", l.ReceiverNS, "ethtool", "-K", l.ReceiverIf, "gro", "on", "rx-udp-gro-forwarding", "on"})
 	}
 	for _, s := range steps {
-		if out, err := exec.CommandContext(ctx, s[0], s[1:]...).CombinedOutput(); err != nil {
+		if err := runCommand(ctx, s); err != nil {
 			l.Close()
-			return nil, fmt.Errorf("netlab: %s: %v: %s", strings.Join(s, " "), err, strings.TrimSpace(string(out)))
+			return nil, fmt.Errorf("netlab: %w", err)
 		}
 	}
 	// operstate turns "up" asynchronously (linkwatch runs up to a second
@@ -111,6 +111,15 @@ func New(ctx context.Context, cfg Config) (*Lab, error) {
 		}
 	}
 	return l, nil
+}
+
+// runCommand runs argv on the host (ip -n, ip netns exec) and says which
+// command failed, with its output.
+func runCommand(ctx context.Context, argv []string) error {
+	if out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %v: %s", strings.Join(argv, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 func (l *Lab) waitUp(ctx context.Context, ns, dev string) error {

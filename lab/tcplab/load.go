@@ -8,42 +8,13 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/perfscope/perfscope/lab/netlab"
 	"golang.org/x/sys/unix"
 )
-
-// NetnsDir is where `ip netns add` mounts the named namespaces.
-var NetnsDir = "/run/netns"
-
-// inNetns runs fn on an OS thread that has entered network namespace ns,
-// so that the sockets fn creates belong to ns (a socket keeps the namespace
-// it was created in, whichever thread uses it later). The thread is never
-// given back to the Go scheduler: it exits with its goroutine, so no other
-// goroutine of the process ever runs in the lab's namespace by accident.
-func inNetns(ns string, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		f, err := os.Open(filepath.Join(NetnsDir, ns))
-		if err != nil {
-			errc <- fmt.Errorf("enter network namespace %s: %w", ns, err)
-			return
-		}
-		err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
-		f.Close()
-		if err != nil {
-			errc <- fmt.Errorf("enter network namespace %s: %w", ns, err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
 
 // listen opens a TCP listener on addr inside ns with an explicit listen()
 // backlog (Go's net.Listen asks for the somaxconn of the namespace the
@@ -54,7 +25,7 @@ func inNetns(ns string, fn func() error) error {
 // serialize them in the runtime instead).
 func listen(ns string, addr netip.AddrPort, backlog int, reuseport bool) (int, error) {
 	fd := -1
-	err := inNetns(ns, func() error {
+	err := netlab.InNetns(ns, func() error {
 		var err error
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -198,8 +169,8 @@ func startLoad(ctx context.Context, rns, sns string, server netip.AddrPort, s Se
 	for i := 0; i < w.Clients; i++ {
 		l.goFn(func() {
 			// Each client is an OS thread in the sender's namespace
-			// (see inNetns): every socket it dials is created there.
-			err := inNetns(sns, func() error {
+			// (see netlab.InNetns): every socket it dials is created there.
+			err := netlab.InNetns(sns, func() error {
 				if w.Bulk {
 					l.bulkClient(ctx, server)
 				} else {

@@ -56,6 +56,30 @@ func netRXTime(p phase) (ns, window float64, ok bool) {
 	return ns, float64(s.DurationNs), true
 }
 
+// serverConns is the mean of f over the server's connections on Port
+// that carried data over the window (nil: none, or f had no value).
+func serverConns(p phase, f func(c evidence.TCPConnection) *float64) *float64 {
+	t := p.run.Data.TCP
+	if t == nil {
+		return nil
+	}
+	var sum float64
+	n := 0
+	for _, c := range t.Connections.Rows {
+		if c.Local.Port() != Port || c.BytesWindow == nil || *c.BytesWindow == 0 {
+			continue
+		}
+		if v := f(c); v != nil {
+			sum += *v
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return f64(sum / float64(n))
+}
+
 var rowDefs = map[string]rowDef{
 	RowConnects: {"connections completed/s (lab clients)", "per_s", "lab", func(p phase) *float64 { return labPerS(p, p.counts.Connects) }},
 	RowSlowConnects: {"connections that took ≥ 1 s/s (a dropped SYN or ACK, retried)", "per_s", "lab", func(p phase) *float64 {
@@ -103,6 +127,31 @@ var rowDefs = map[string]rowDef{
 	}},
 	RowCollapsed: {"TcpExt TCPRcvCollapsed/s", "per_s", "perfscope", func(p phase) *float64 {
 		return perS(p, func(w *evidence.TCPCounters) uint64 { return w.TCPRcvCollapsed })
+	}},
+	RowRcvWnd: {"receive window (rcv_wnd), mean of the server's connections", "bytes", "perfscope", func(p phase) *float64 {
+		return serverConns(p, func(c evidence.TCPConnection) *float64 {
+			if c.RcvWnd == nil {
+				return nil
+			}
+			return f64(float64(*c.RcvWnd))
+		})
+	}},
+	RowRcvbuf: {"receive buffer (skmem rb), mean of the server's connections", "bytes", "perfscope", func(p phase) *float64 {
+		return serverConns(p, func(c evidence.TCPConnection) *float64 { return f64(float64(c.Rcvbuf)) })
+	}},
+	RowRcvRTT: {"receiver's RTT estimate (rcv_rtt), mean of the server's connections", "ms", "perfscope", func(p phase) *float64 {
+		return serverConns(p, func(c evidence.TCPConnection) *float64 {
+			if c.RcvRTTUs == nil {
+				return nil
+			}
+			return f64(float64(*c.RcvRTTUs) / 1e3)
+		})
+	}},
+	RowDelayDrops: {"packets the delay line dropped at its full queue/s", "per_s", "lab", func(p phase) *float64 {
+		if p.delay == nil {
+			return nil
+		}
+		return labPerS(p, p.delay.DroppedFull)
 	}},
 	RowRcvDropped: {"RcvPruned + OfoPruned + TCPRcvQDrop /s", "per_s", "perfscope", func(p phase) *float64 {
 		return perS(p, func(w *evidence.TCPCounters) uint64 { return w.RcvPruned + w.OfoPruned + w.TCPRcvQDrop })

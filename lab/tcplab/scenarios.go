@@ -55,6 +55,10 @@ const (
 	RowPrune        = "prune_called_per_s"
 	RowCollapsed    = "rcv_collapsed_per_s"
 	RowRcvDropped   = "rcv_dropped_per_s"
+	RowRcvWnd       = "rcv_wnd_bytes"
+	RowRcvbuf       = "rcvbuf_bytes"
+	RowRcvRTT       = "rcv_rtt_ms"
+	RowDelayDrops   = "delay_line_drops_per_s"
 )
 
 // Scenario plants one TCP fault and names the finding perfscope must
@@ -71,6 +75,9 @@ type Scenario struct {
 	Skip string `json:"-"`
 
 	Lab netlab.Config `json:"-"`
+	// Delay, when set, sends the sender's packets to the receiver
+	// through a delay line (netlab.DelayLine) for the whole scenario.
+	Delay netlab.DelayConfig `json:"-"`
 	// Setup runs in the receiver namespace (the planted fault); SenderSetup
 	// in the sender's.
 	Setup       [][]string `json:"-"`
@@ -116,9 +123,17 @@ var Scenarios = []Scenario{
 		Skip:  "not reproducible on 2 CPUs: 8 threads blocking in accept() on one listener under 64 clients connecting back to back (7,560 handshakes in 3 s) showed no lock wait on the listener at all in perfscope tcp's lock section (the waits on port 9000 were the accepted connections' sk_lock.slock, 0.1 ms in all), so there is no contention for SO_REUSEPORT listeners to remove: with 2 CPUs at most 2 accepting threads run at once",
 	},
 	{
-		Name:  "rmem-bdp",
-		Fault: "receive buffers too small for the bandwidth-delay product (window clamp, pruning)",
-		Skip:  "this kernel has no sch_netem (CONFIG_NET_SCH_NETEM is not set and modules cannot be loaded), so the lab cannot add delay inside its namespaces; without delay a veth's bandwidth-delay product is a few KiB, and tcp_rmem 4096 8192 16384 under 2 streaming clients (64 KiB writes, or 64-byte TCP_NODELAY writes in wire-sized segments to a reader pausing 2 ms) called PruneCalled twice at connection start and never in the measured window: the sender's window keeps the queue inside the buffer",
+		Name:    "rmem-bdp",
+		Fault:   "net.ipv4.tcp_rmem 4096 16384 65536 (receive buffers capped at 64 KiB) while 2 clients stream TCP through a 30 ms delay line: a window per round trip is far below what the path carries",
+		Finding: "tcp.rcvbuf-limited",
+		FixText: "perfscope tcp --apply tcp.rcvbuf-limited (net.ipv4.tcp_rmem's max raised in the receiver namespace), then the clients connect again and their buffers grow into it",
+		// No sch_netem (nor sch_fq) on this kernel: the delay is the
+		// lab's own, a TUN device on the sender's route (netlab.DelayLine).
+		Delay:    netlab.DelayConfig{Delay: 30 * time.Millisecond},
+		Setup:    [][]string{{"sysctl", "-q", "-w", "net.ipv4.tcp_rmem=4096 16384 65536"}},
+		Server:   Server{Listeners: 1, Threads: 1, Backlog: 128},
+		Workload: Workload{Clients: 2, Bulk: true},
+		Rows:     []string{RowBytes, RowRcvWnd, RowRcvbuf, RowRcvRTT, RowPrune, RowCollapsed, RowDelayDrops},
 	},
 	{
 		Name:  "rfs-off",

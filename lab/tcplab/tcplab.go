@@ -56,10 +56,11 @@ type run struct {
 }
 
 // phase is one measured phase: perfscope's report and the lab's counts
-// over the time perfscope ran.
+// (and its delay line's, when it has one) over the time perfscope ran.
 type phase struct {
 	run     run
 	counts  Counts
+	delay   *netlab.DelayStats
 	elapsed time.Duration
 	stderr  string
 }
@@ -95,8 +96,16 @@ func Run(ctx context.Context, o Options, sc Scenario) (res report.LabTCPScenario
 			return res, fmt.Errorf("%s: set up the sender: %w", sc.Name, err)
 		}
 	}
+	var line *netlab.DelayLine
+	if sc.Delay.Delay > 0 {
+		if line, err = lab.StartDelayLine(ctx, sc.Delay); err != nil {
+			return res, fmt.Errorf("%s: %w", sc.Name, err)
+		}
+		// Closed before the namespaces go (defers run last first).
+		defer line.Close()
+	}
 	o.logf("%s: %s; measuring for %v", sc.Name, sc.Fault, o.Duration)
-	before, err := o.phase(ctx, lab, sc, filepath.Join(o.Dir, sc.Name+"-before.json"),
+	before, err := o.phase(ctx, lab, line, sc, filepath.Join(o.Dir, sc.Name+"-before.json"),
 		[]string{"--apply", sc.Finding, "--revert-dir", o.Dir})
 	if err != nil {
 		return res, err
@@ -113,11 +122,11 @@ func Run(ctx context.Context, o Options, sc Scenario) (res report.LabTCPScenario
 		res.Problem = fmt.Sprintf("perfscope tcp --apply %s applied nothing: %s", sc.Finding, strings.TrimSpace(before.stderr))
 		return res, nil
 	}
-	res.Applied = append(res.Applied, "server restarted: its listeners created again")
+	res.Applied = append(res.Applied, "server and clients restarted: listeners and connections created again")
 	for _, a := range res.Applied {
 		o.logf("%s: applied %s", sc.Name, a)
 	}
-	after, err := o.phase(ctx, lab, sc, filepath.Join(o.Dir, sc.Name+"-after.json"), nil)
+	after, err := o.phase(ctx, lab, line, sc, filepath.Join(o.Dir, sc.Name+"-after.json"), nil)
 	if err != nil {
 		return res, err
 	}
@@ -134,8 +143,8 @@ func Run(ctx context.Context, o Options, sc Scenario) (res report.LabTCPScenario
 
 // phase starts the scenario's server and clients, measures with
 // `perfscope tcp` in the receiver namespace (extra: --apply), and stops
-// the load.
-func (o Options) phase(ctx context.Context, lab *netlab.Lab, sc Scenario, reportPath string, extra []string) (phase, error) {
+// the load. line is the scenario's delay line, or nil.
+func (o Options) phase(ctx context.Context, lab *netlab.Lab, line *netlab.DelayLine, sc Scenario, reportPath string, extra []string) (phase, error) {
 	server := netip.AddrPortFrom(lab.ReceiverAddr, Port)
 	load, err := startLoad(ctx, lab.ReceiverNS, lab.SenderNS, server, sc.Server, sc.Workload)
 	if err != nil {
@@ -157,8 +166,16 @@ func (o Options) phase(ctx context.Context, lab *netlab.Lab, sc Scenario, report
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	c0, t0 := load.Counts(), time.Now()
+	var d0 netlab.DelayStats
+	if line != nil {
+		d0 = line.Stats()
+	}
 	runErr := cmd.Run()
 	p := phase{counts: load.Counts().sub(c0), elapsed: time.Since(t0), stderr: stderr.String()}
+	if line != nil {
+		d := line.Stats().Sub(d0)
+		p.delay = &d
+	}
 	if ctx.Err() != nil {
 		return p, ctx.Err()
 	}

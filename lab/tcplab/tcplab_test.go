@@ -1,6 +1,7 @@
 package tcplab
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -108,6 +109,31 @@ func TestRows(t *testing.T) {
 	for _, r := range rows([]string{RowOverflows, RowQueuePeak, RowNetRXShare, RowNetRXPerMB, RowConnects}, empty, empty) {
 		if r.Before != nil {
 			t.Errorf("%s: %v from an empty run", r.Key, *r.Before)
+		}
+	}
+}
+
+// The connection rows are means over the server's connections on Port
+// that carried data; the delay line's drops are per second of the span.
+func TestConnectionRows(t *testing.T) {
+	u32 := func(v uint32) *uint32 { return &v }
+	u64 := func(v uint64) *uint64 { return &v }
+	p := phaseWith(evidence.TCPCounters{}, nil, 0, Counts{})
+	p.run.Data.TCP.Connections.Rows = []evidence.TCPConnection{
+		{Local: netip.MustParseAddrPort("198.18.0.2:9000"), BytesWindow: u64(5e6), RcvWnd: u32(40000), Rcvbuf: 65536, RcvRTTUs: u32(30000)},
+		{Local: netip.MustParseAddrPort("198.18.0.2:9000"), BytesWindow: u64(4e6), RcvWnd: u32(38000), Rcvbuf: 65536, RcvRTTUs: u32(32000)},
+		// Idle, and another port's: left out.
+		{Local: netip.MustParseAddrPort("198.18.0.2:9000"), BytesWindow: u64(0), RcvWnd: u32(1), Rcvbuf: 1},
+		{Local: netip.MustParseAddrPort("198.18.0.2:22"), BytesWindow: u64(9e9), RcvWnd: u32(1), Rcvbuf: 1},
+	}
+	p.delay = &netlab.DelayStats{DroppedFull: 8}
+	want := map[string]float64{RowRcvWnd: 39000, RowRcvbuf: 65536, RowRcvRTT: 31, RowDelayDrops: 2}
+	for _, r := range rows([]string{RowRcvWnd, RowRcvbuf, RowRcvRTT, RowDelayDrops}, p, phase{}) {
+		if r.Before == nil || *r.Before != want[r.Key] {
+			t.Errorf("%s = %v, want %v", r.Key, r.Before, want[r.Key])
+		}
+		if r.After != nil {
+			t.Errorf("%s: %v from an empty run", r.Key, *r.After)
 		}
 	}
 }
