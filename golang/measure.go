@@ -334,7 +334,17 @@ func buildEvidence(proc *Process, t Targets, probe *goalloc.Probe, d goalloc.Sna
 	if requests > 0 {
 		e.GCCyclesPerKReq = evidence.Float(float64(d.GCCycles) * 1000 / float64(requests))
 	}
+	allocEvidence(&e, proc, d, rate, secs, reqs, reqWhy, top)
+	poolEvidence(&e, proc, t, probe, d, window, requests, alive, guard)
+	if e.Binary.PGO {
+		e.Warnings = append(e.Warnings, "the program was built with profile-guided optimisation, which can inline sync.Pool's Get and Put into hot callers: those calls are not counted")
+	}
+	return e
+}
 
+// allocSamples are the snapshot's allocation samples with their stacks
+// named (a return address names its call, the instruction before).
+func allocSamples(proc *Process, d goalloc.Snapshot) []AllocSample {
 	cache := map[uint64]Frame{}
 	sym := func(pc uint64, leaf bool) Frame {
 		if !leaf {
@@ -355,58 +365,75 @@ func buildEvidence(proc *Process, t Targets, probe *goalloc.Probe, d goalloc.Sna
 		}
 		samples = append(samples, a)
 	}
+	return samples
+}
+
+// allocEvidence weighs the window's allocation samples into e: the bytes
+// and objects allocated with their bound, per second, per GC cycle and
+// per request, and the sites; or why bytes per request are unknown.
+func allocEvidence(e *evidence.Go, proc *Process, d goalloc.Snapshot, rate RateReading, secs float64, reqs *jvm.RequestCounts, reqWhy string, top int) {
 	switch {
 	case rate.Rate <= 0 && d.SampleCount == 0:
 		e.BytesPerRequestUnknown = "the runtime samples no allocation: runtime.MemProfileRate is 0 (" + rate.Note + ")"
+		return
 	case rate.Rate <= 0:
 		e.BytesPerRequestUnknown = fmt.Sprintf("%d allocation samples arrived but the sampling rate is unknown (%s)", d.SampleCount, rate.Note)
-	default:
-		a := AnalyzeAllocations(samples, rate.Rate, requests, top)
-		total := a.Total
-		if d.Lost.CountsFull > 0 && d.SampleCount > d.Lost.CountsFull {
-			// Samples the count hash could not hold have no size:
-			// they are assumed to weigh what the others did.
-			scale := float64(d.SampleCount) / float64(d.SampleCount-d.Lost.CountsFull)
-			total.Bytes *= scale
-			total.Objects *= scale
-			total.BytesVar *= scale * scale
-			e.Warnings = append(e.Warnings, fmt.Sprintf("%d of %d allocation samples could not be counted by size (the probe's map was full): the totals are scaled up by %.3f", d.Lost.CountsFull, d.SampleCount, scale))
-		}
-		e.AllocBytes = evidence.Float(total.Bytes)
-		e.AllocBytesError = evidence.Float(total.BytesBound())
-		e.AllocObjects = evidence.Float(total.Objects)
-		if total.Bytes > 0 {
-			e.Sampling.RelativeError = total.BytesBound() / total.Bytes
-		}
-		if secs > 0 {
-			e.AllocRate = evidence.Float(total.Bytes / secs)
-		}
-		if d.GCCycles > 0 {
-			e.BytesPerGCCycle = evidence.Float(total.Bytes / float64(d.GCCycles))
-		}
-		e.Sites, e.Stacks = a.Sites, a.Stacks
-		if e.Sites == nil {
-			e.Sites = []evidence.GoAllocSite{}
-		}
-		switch {
-		case reqs == nil:
-			e.BytesPerRequestUnknown = reqWhy
-		case requests == 0:
-			e.BytesPerRequestUnknown = "no request was served in the window"
-		default:
-			n := float64(requests)
-			e.BytesPerRequest = evidence.Float(total.Bytes / n)
-			e.ObjectsPerRequest = evidence.Float(total.Objects / n)
-			e.BytesPerRequestError = evidence.Float(PerRequestBound(total.Bytes, total.BytesBound(), requests, reqs.Uncertainty))
-		}
-		if d.SampleCount == 0 {
-			e.Warnings = append(e.Warnings, "no allocation was sampled in the window: the program allocated less than the sampling rate, or sampling is off")
-		}
-		if rate.Source == "default" {
-			e.Warnings = append(e.Warnings, "the sampling rate was assumed, not read: "+rate.Note)
-		}
+		return
 	}
+	var requests int64
+	if reqs != nil {
+		requests = reqs.Total
+	}
+	a := AnalyzeAllocations(allocSamples(proc, d), rate.Rate, requests, top)
+	total := a.Total
+	if d.Lost.CountsFull > 0 && d.SampleCount > d.Lost.CountsFull {
+		// Samples the count hash could not hold have no size:
+		// they are assumed to weigh what the others did.
+		scale := float64(d.SampleCount) / float64(d.SampleCount-d.Lost.CountsFull)
+		total.Bytes *= scale
+		total.Objects *= scale
+		total.BytesVar *= scale * scale
+		e.Warnings = append(e.Warnings, fmt.Sprintf("%d of %d allocation samples could not be counted by size (the probe's map was full): the totals are scaled up by %.3f", d.Lost.CountsFull, d.SampleCount, scale))
+	}
+	e.AllocBytes = evidence.Float(total.Bytes)
+	e.AllocBytesError = evidence.Float(total.BytesBound())
+	e.AllocObjects = evidence.Float(total.Objects)
+	if total.Bytes > 0 {
+		e.Sampling.RelativeError = total.BytesBound() / total.Bytes
+	}
+	if secs > 0 {
+		e.AllocRate = evidence.Float(total.Bytes / secs)
+	}
+	if d.GCCycles > 0 {
+		e.BytesPerGCCycle = evidence.Float(total.Bytes / float64(d.GCCycles))
+	}
+	e.Sites, e.Stacks = a.Sites, a.Stacks
+	if e.Sites == nil {
+		e.Sites = []evidence.GoAllocSite{}
+	}
+	switch {
+	case reqs == nil:
+		e.BytesPerRequestUnknown = reqWhy
+	case requests == 0:
+		e.BytesPerRequestUnknown = "no request was served in the window"
+	default:
+		n := float64(requests)
+		e.BytesPerRequest = evidence.Float(total.Bytes / n)
+		e.ObjectsPerRequest = evidence.Float(total.Objects / n)
+		e.BytesPerRequestError = evidence.Float(PerRequestBound(total.Bytes, total.BytesBound(), requests, reqs.Uncertainty))
+	}
+	if d.SampleCount == 0 {
+		e.Warnings = append(e.Warnings, "no allocation was sampled in the window: the program allocated less than the sampling rate, or sampling is off")
+	}
+	if rate.Source == "default" {
+		e.Warnings = append(e.Warnings, "the sampling rate was assumed, not read: "+rate.Note)
+	}
+}
 
+// poolEvidence puts the sync.Pools into e: why they are measured in part,
+// how the hooks were sampled, each pool's Gets, Puts and News (estimated
+// with bounds when sampled), its name and whether it has a New.
+func poolEvidence(e *evidence.Go, proc *Process, t Targets, probe *goalloc.Probe, d goalloc.Snapshot, window time.Duration, requests int64, alive bool, guard *poolGuard) {
 	if t.PoolsMissing != "" {
 		e.PoolsUnknown = "sync.Pool is measured in part or not at all: " + t.PoolsMissing
 	}
@@ -434,7 +461,7 @@ func buildEvidence(proc *Process, t Targets, probe *goalloc.Probe, d goalloc.Sna
 			u.Bounds = &[3]float64{est.GetsErr, est.PutsErr, est.NewsErr}
 		}
 		if addr >= proc.Bias {
-			u.Name = b.DataSymbolAt(addr - proc.Bias)
+			u.Name = proc.Binary.DataSymbolAt(addr - proc.Bias)
 		}
 		if alive {
 			if w, err := proc.readWord(addr + PoolNewOffset); err == nil {
@@ -445,10 +472,6 @@ func buildEvidence(proc *Process, t Targets, probe *goalloc.Probe, d goalloc.Sna
 		pools = append(pools, u)
 	}
 	e.Pools = AnalyzePools(pools, requests)
-	if e.Binary.PGO {
-		e.Warnings = append(e.Warnings, "the program was built with profile-guided optimisation, which can inline sync.Pool's Get and Put into hot callers: those calls are not counted")
-	}
-	return e
 }
 
 // counters are the request sources of one window.
