@@ -153,9 +153,9 @@ func (f GraphFlags) Check() (InputOptions, float64, error) {
 	return o, minWidth, err
 }
 
-// ReadOnce refuses inputs that name standard input ("-") more than once:
+// CheckInputs refuses inputs that name standard input ("-") more than once:
 // it can be read only once.
-func ReadOnce(paths ...string) error {
+func CheckInputs(paths ...string) error {
 	if stdin := slices.Index(paths, "-"); stdin >= 0 && slices.Contains(paths[stdin+1:], "-") {
 		return errors.New("standard input (-) can be read only once")
 	}

@@ -39,13 +39,13 @@ func TestGraphFlagsCheck(t *testing.T) {
 	}
 }
 
-func TestReadOnce(t *testing.T) {
+func TestCheckInputs(t *testing.T) {
 	for _, c := range []struct {
 		paths []string
 		ok    bool
 	}{{nil, true}, {[]string{"-"}, true}, {[]string{"a", "-", "b"}, true}, {[]string{"-", "a", "-"}, false}, {[]string{"-", "-"}, false}} {
-		if err := ReadOnce(c.paths...); (err == nil) != c.ok {
-			t.Errorf("ReadOnce(%q) = %v", c.paths, err)
+		if err := CheckInputs(c.paths...); (err == nil) != c.ok {
+			t.Errorf("CheckInputs(%q) = %v", c.paths, err)
 		}
 	}
 }

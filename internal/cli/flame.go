@@ -155,7 +155,7 @@ func (o *flameOptions) validate() error {
 	if err := o.flameGraphOptions.validate("flame"); err != nil {
 		return err
 	}
-	return asUsage(flame.ReadOnce(o.Files...))
+	return asUsage(flame.CheckInputs(o.Files...))
 }
 
 func (d *flameDiffOptions) validate() error {
@@ -166,7 +166,7 @@ func (d *flameDiffOptions) validate() error {
 	if d.shape, err = flame.ParseShape(d.Shape); err != nil {
 		return asUsage(err)
 	}
-	return asUsage(flame.ReadOnce(d.Before, d.After))
+	return asUsage(flame.CheckInputs(d.Before, d.After))
 }
 
 func (o *flameGraphOptions) show(defaultTitle string) report.Show {
