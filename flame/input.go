@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -101,11 +102,71 @@ func ReadInputs(ctx context.Context, paths []string, o InputOptions) (*Profile, 
 	return merged, inputs, nil
 }
 
-// ParseMinWidth reads --minwidth: pixels, or with "%" a share of the
+// GraphFlags are the flags of `perfscope flame` and `flame diff` that say
+// how to read the inputs and how to draw them, as the user typed them.
+type GraphFlags struct {
+	// Format is --format and Unit --unit (ParseFormat, ParseUnit).
+	Format string
+	Unit   string
+	// Width is --width in pixels and MinWidth --minwidth (pixels, or a
+	// percentage of the width).
+	Width    int
+	MinWidth string
+	// Include and Exclude are --include and --exclude.
+	Include string
+	Exclude string
+	// Top is --top: functions listed by -o text and -o json.
+	Top int
+	// MaxMemory is --max-memory: the memory in MiB one profile may take
+	// (MaxBytes).
+	MaxMemory int
+}
+
+// Check reads the flags into the options ReadInputs reads with (Roots,
+// Stdin and Waiting left for the caller) and the graph's minimum frame
+// width in pixels (Options.MinWidth). The sentences name the flags, in
+// the order they are checked.
+func (f GraphFlags) Check() (InputOptions, float64, error) {
+	var o InputOptions
+	var err error
+	if o.Format, err = ParseFormat(f.Format); err != nil {
+		return o, 0, err
+	}
+	if o.Unit, err = ParseUnit(f.Unit); err != nil {
+		return o, 0, err
+	}
+	if f.Width < 100 || f.Width > 100000 {
+		return o, 0, fmt.Errorf("--width must be between 100 and 100000 pixels, got %d", f.Width)
+	}
+	minWidth, err := parseMinWidth(f.MinWidth, f.Width)
+	if err != nil {
+		return o, 0, err
+	}
+	if f.Top < 0 {
+		return o, 0, fmt.Errorf("--top must not be negative, got %d", f.Top)
+	}
+	if f.MaxMemory < 16 || f.MaxMemory > 1<<20 {
+		return o, 0, fmt.Errorf("--max-memory must be between 16 and 1048576 MiB, got %d", f.MaxMemory)
+	}
+	o.MaxMemoryMiB = f.MaxMemory
+	o.Filter, err = parseFilter(f.Include, f.Exclude)
+	return o, minWidth, err
+}
+
+// CheckInputs refuses inputs that name standard input ("-") more than once:
+// it can be read only once.
+func CheckInputs(paths ...string) error {
+	if stdin := slices.Index(paths, "-"); stdin >= 0 && slices.Contains(paths[stdin+1:], "-") {
+		return errors.New("standard input (-) can be read only once")
+	}
+	return nil
+}
+
+// parseMinWidth reads --minwidth: pixels, or with "%" a share of the
 // drawable width of a graph width pixels wide, which is how inferno's
 // --minwidth counts. It returns Options.MinWidth: negative draws every
 // frame.
-func ParseMinWidth(s string, width int) (float64, error) {
+func parseMinWidth(s string, width int) (float64, error) {
 	pct := strings.HasSuffix(s, "%")
 	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
 	if err != nil || v < 0 || v != v {
@@ -120,8 +181,8 @@ func ParseMinWidth(s string, width int) (float64, error) {
 	return v, nil
 }
 
-// ParseFilter compiles --include and --exclude (either may be empty).
-func ParseFilter(include, exclude string) (Filter, error) {
+// parseFilter compiles --include and --exclude (either may be empty).
+func parseFilter(include, exclude string) (Filter, error) {
 	var f Filter
 	for _, re := range []struct {
 		flag, expr string

@@ -257,6 +257,32 @@ func wakerAt(waits []evidence.OffCPUWait, reason, site string) string {
 	return ""
 }
 
+// The bounds of a stepped load: it is bounded in count and time, and so in
+// what it sends.
+const (
+	MaxLevelDuration    = 10 * time.Minute
+	MaxRequestsPerLevel = 10_000_000
+)
+
+// Check refuses a stepped load that is not bounded as `perfscope load`
+// promises: each level's time and requests, a request's timeout, the
+// probe's stack sampling. The sentences name the command's flags.
+func (o LoadOptions) Check() error {
+	if o.PerLevel < 100*time.Millisecond || o.PerLevel > MaxLevelDuration {
+		return fmt.Errorf("--duration-per-level must be between 100ms and %v, got %v: every level is bounded in time", MaxLevelDuration, o.PerLevel)
+	}
+	if o.RequestsPerLevel < 0 || o.RequestsPerLevel > MaxRequestsPerLevel {
+		return fmt.Errorf("--requests-per-level must be between 0 and %d, got %d", MaxRequestsPerLevel, o.RequestsPerLevel)
+	}
+	if o.Spec.Timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive, got %v", o.Spec.Timeout)
+	}
+	if o.Probe.StackEvery < 1 || o.Probe.StackEvery > probe.MaxStackEvery {
+		return fmt.Errorf("--stack-every must be between 1 and %d, got %d", probe.MaxStackEvery, o.Probe.StackEvery)
+	}
+	return nil
+}
+
 // MaxLevels bounds the levels of one stepped load.
 const MaxLevels = 32
 

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/perfscope/perfscope/jvm/asprof"
 )
 
 // JVMStopData is the JSON data section of `perfscope jvm --stop PID`.
@@ -25,6 +27,20 @@ type JVMStopData struct {
 	ForeignLibraries []string `json:"foreign_libraries"`
 	// Notes are sessions of other JVMs found on the way.
 	Notes []string `json:"notes"`
+}
+
+// NewJVMStopData is what StopLeftover did in the JVM pid, with every list
+// present in the JSON (empty, not null).
+func NewJVMStopData(pid int, rep asprof.StopReport) JVMStopData {
+	return JVMStopData{PID: pid, Stopped: rep.Stopped, RanForNs: int64(rep.RanFor), OwnerPIDs: orEmpty(rep.Owners),
+		Removed: orEmpty(rep.Removed), ForeignLibraries: orEmpty(rep.Foreign), Notes: orEmpty(rep.Notes)}
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }
 
 // WriteText implements Texter: one sentence on what was stopped and

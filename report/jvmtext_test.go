@@ -146,3 +146,15 @@ func TestJVMTextGolden(t *testing.T) {
 	}
 	testutil.Golden(t, "lab-jvm.txt", renderText(t, "lab jvm", lab))
 }
+
+// --stop's JSON lists are present when empty: [], never null.
+func TestNewJVMStopDataEmptyLists(t *testing.T) {
+	b, err := json.Marshal(NewJVMStopData(42, asprof.StopReport{Stopped: true, RanFor: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"pid":42,"stopped":true,"ran_for_ns":60000000000,"owner_pids":[],"removed":[],"foreign_libraries":[],"notes":[]}`
+	if string(b) != want {
+		t.Errorf("JSON %s, want %s", b, want)
+	}
+}

@@ -62,6 +62,9 @@ type LabTCPSkipped struct {
 // OK says the scenario proved its fix.
 func (s LabTCPScenario) OK() bool { return s.Problem == "" }
 
+// Finished counts the scenarios that ran to their end (not the skipped).
+func (d LabTCPData) Finished() int { return len(d.Scenarios) }
+
 // Failed counts the scenarios that did not prove their fix.
 func (d LabTCPData) Failed() int {
 	n := 0
@@ -165,8 +168,9 @@ func (d LabTCPData) WriteText(w io.Writer, r *Report) error {
 	return nil
 }
 
-// WriteLabTCPKept says where --keep left the reports and the namespaces.
-func WriteLabTCPKept(w io.Writer, dir string, d LabTCPData) {
+// WriteKept says where --keep left the reports (in dir) and the
+// namespaces.
+func (d LabTCPData) WriteKept(w io.Writer, dir string) {
 	fmt.Fprintf(w, "Kept: reports in %s; namespaces:", dir)
 	for _, s := range d.Scenarios {
 		for _, ns := range s.Namespaces {

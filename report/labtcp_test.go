@@ -65,8 +65,13 @@ func TestLabTCPText(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}
 	}
-	if d.Failed() != 1 {
-		t.Errorf("Failed() = %d", d.Failed())
+	if d.Failed() != 1 || d.Finished() != 2 {
+		t.Errorf("Failed() = %d, Finished() = %d", d.Failed(), d.Finished())
+	}
+	var kept bytes.Buffer
+	d.WriteKept(&kept, "/tmp/lab")
+	if !strings.HasPrefix(kept.String(), "Kept: reports in /tmp/lab; namespaces:") || !strings.Contains(kept.String(), "perfscope tcp --iface vb") {
+		t.Errorf("WriteKept: %q", kept.String())
 	}
 }
 

@@ -20,6 +20,18 @@ var (
 	_ PageSectioner = LoadData{}
 )
 
+// LoadProgress is a stepped load's progress for a terminal: a line on w
+// when the probe watches (started), and one as each level ends (level).
+func LoadProgress(w io.Writer, url string, levels int, perLevel time.Duration) (started func(), level func(evidence.LoadLevel)) {
+	started = func() {
+		fmt.Fprintf(w, "loading %s at %d levels of %v (Ctrl-C stops early)…\n", url, levels, perLevel)
+	}
+	level = func(l evidence.LoadLevel) {
+		fmt.Fprintf(w, "  concurrency %d: %.0f requests/s, p99 %s, %d errors\n", l.Concurrency, l.RPS, Nanos(float64(l.P99Ns)), l.Errors)
+	}
+	return started, level
+}
+
 // WriteText prints the levels as one table, the knee, the findings and
 // what was not seen.
 func (d LoadData) WriteText(w io.Writer, r *Report) error {

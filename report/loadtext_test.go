@@ -43,3 +43,16 @@ func TestLoadTextAndPage(t *testing.T) {
 		}
 	}
 }
+
+// The load's progress names the URL and the levels, then each level's rate,
+// p99 and errors.
+func TestLoadProgress(t *testing.T) {
+	var b bytes.Buffer
+	started, level := LoadProgress(&b, "http://127.0.0.1:8080/", 3, 2*time.Second)
+	started()
+	level(evidence.LoadLevel{Concurrency: 4, RPS: 812.4, P99Ns: 12.9e6, Errors: 2})
+	want := "loading http://127.0.0.1:8080/ at 3 levels of 2s (Ctrl-C stops early)…\n  concurrency 4: 812 requests/s, p99 12.90ms, 2 errors\n"
+	if b.String() != want {
+		t.Errorf("progress %q, want %q", b.String(), want)
+	}
+}

@@ -45,6 +45,16 @@ var (
 	ErrNotFile = errors.New("not a file")
 )
 
+// PathFault reports whether err is about the path the caller was given
+// rather than about the work: missing, unreadable, a directory, too
+// large, below a file, or refused by the rules of this package (Refused).
+// A command tells its user to correct the path.
+func PathFault(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
+		errors.Is(err, ErrNotFile) || errors.Is(err, ErrTooLarge) || errors.Is(err, syscall.EISDIR) ||
+		errors.Is(err, syscall.ENOTDIR) || Refused(err)
+}
+
 // Refused reports whether err is a refusal of a path by the rules of
 // resolve.go or of OpenPrivateDir: the user's input, not a failed run.
 func Refused(err error) bool {

@@ -292,3 +292,32 @@ func TestTrustedDirCreateAndOpen(t *testing.T) {
 		}
 	}
 }
+
+// A path the caller can correct is a PathFault; a failure of the work
+// itself (a full disk, a cancelled read) is not.
+func TestPathFault(t *testing.T) {
+	dir := t.TempDir()
+	_, missing := os.Open(filepath.Join(dir, "missing"))
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, nil, 0o644)
+	_, belowFile := os.Open(filepath.Join(file, "x"))
+	for _, c := range []struct {
+		err   error
+		fault bool
+	}{
+		{missing, true},
+		{belowFile, true},
+		{&fs.PathError{Op: "open", Path: dir, Err: unix.EISDIR}, true},
+		{fs.ErrPermission, true},
+		{ErrNotFile, true},
+		{ErrTooLarge, true},
+		{ErrUntrusted, true},
+		{&fs.PathError{Op: "write", Path: file, Err: unix.ENOSPC}, false},
+		{context.Canceled, false},
+		{nil, false},
+	} {
+		if got := PathFault(c.err); got != c.fault {
+			t.Errorf("PathFault(%v) = %v, want %v", c.err, got, c.fault)
+		}
+	}
+}

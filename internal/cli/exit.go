@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"syscall"
 
 	"github.com/perfscope/perfscope/base/gosafe"
 	"github.com/perfscope/perfscope/base/safeio"
@@ -107,11 +105,7 @@ func failOn(fs []diagnose.Finding, threshold diagnose.Severity) error {
 }
 
 // isBadInputFile says whether err is about the file the user named rather
-// than about the run: missing, unreadable, a directory, too large, below
-// a file, or refused because another user could redirect it. Those are
-// bad input (exit 2), as the README promises.
-func isBadInputFile(err error) bool {
-	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) ||
-		errors.Is(err, safeio.ErrNotFile) || errors.Is(err, safeio.ErrTooLarge) || errors.Is(err, syscall.EISDIR) ||
-		errors.Is(err, syscall.ENOTDIR) || safeio.Refused(err)
-}
+// than about the run (safeio.PathFault: missing, unreadable, a directory,
+// too large, below a file, or refused because another user could
+// redirect it). Those are bad input (exit 2), as the README promises.
+func isBadInputFile(err error) bool { return safeio.PathFault(err) }

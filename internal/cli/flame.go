@@ -16,24 +16,15 @@ import (
 // flameGraphOptions are the flags shared by `flame` and `flame diff`: how
 // to read the inputs and how to draw and where to write the result.
 type flameGraphOptions struct {
-	Output   string
-	Out      string
-	Title    string
-	Width    int
-	MinWidth string
-	Icicle   bool
-	Format   string
-	Unit     string
-	Include  string
-	Exclude  string
-	Top      int
-	// MaxMemory is the memory in MiB one profile may take (flame.MaxBytes).
-	MaxMemory int
+	Output string
+	Out    string
+	Title  string
+	Icicle bool
+	// GraphFlags are the flags flame checks: how to read and draw.
+	flame.GraphFlags
 
 	format     report.Format
-	inputFmt   flame.Format
-	unit       flame.Unit
-	filter     flame.Filter
+	input      flame.InputOptions
 	minWidthPx float64
 }
 
@@ -156,25 +147,7 @@ func (o *flameGraphOptions) validate(command string) error {
 	if o.format, err = report.ParseFormat(command, o.Output); err != nil {
 		return asUsage(err)
 	}
-	if o.inputFmt, err = flame.ParseFormat(o.Format); err != nil {
-		return asUsage(err)
-	}
-	if o.unit, err = flame.ParseUnit(o.Unit); err != nil {
-		return asUsage(err)
-	}
-	if o.Width < 100 || o.Width > 100000 {
-		return usageError("--width must be between 100 and 100000 pixels, got %d", o.Width)
-	}
-	if o.minWidthPx, err = flame.ParseMinWidth(o.MinWidth, o.Width); err != nil {
-		return asUsage(err)
-	}
-	if o.Top < 0 {
-		return usageError("--top must not be negative, got %d", o.Top)
-	}
-	if o.MaxMemory < 16 || o.MaxMemory > 1<<20 {
-		return usageError("--max-memory must be between 16 and 1048576 MiB, got %d", o.MaxMemory)
-	}
-	o.filter, err = flame.ParseFilter(o.Include, o.Exclude)
+	o.input, o.minWidthPx, err = o.GraphFlags.Check()
 	return asUsage(err)
 }
 
@@ -182,16 +155,7 @@ func (o *flameOptions) validate() error {
 	if err := o.flameGraphOptions.validate("flame"); err != nil {
 		return err
 	}
-	stdin := 0
-	for _, f := range o.Files {
-		if f == "-" {
-			stdin++
-		}
-	}
-	if stdin > 1 {
-		return usageError("standard input (-) can be read only once")
-	}
-	return nil
+	return asUsage(flame.CheckInputs(o.Files...))
 }
 
 func (d *flameDiffOptions) validate() error {
@@ -202,10 +166,7 @@ func (d *flameDiffOptions) validate() error {
 	if d.shape, err = flame.ParseShape(d.Shape); err != nil {
 		return asUsage(err)
 	}
-	if d.Before == "-" && d.After == "-" {
-		return usageError("standard input (-) can be read only once")
-	}
-	return nil
+	return asUsage(flame.CheckInputs(d.Before, d.After))
 }
 
 func (o *flameGraphOptions) show(defaultTitle string) report.Show {
@@ -219,8 +180,9 @@ func (o *flameGraphOptions) show(defaultTitle string) report.Show {
 // readProfiles reads and merges the inputs (flame.ReadInputs): an
 // unreadable or malformed one is bad input (exit 2).
 func (o *flameGraphOptions) readProfiles(ctx context.Context, g *Globals, paths []string, roots flame.RootFrames) (*flame.Profile, []flame.Input, error) {
-	p, in, err := flame.ReadInputs(ctx, paths, flame.InputOptions{Format: o.inputFmt, Unit: o.unit, Filter: o.filter, Roots: roots,
-		MaxMemoryMiB: o.MaxMemory, Stdin: os.Stdin, Waiting: waitingFor(g, "a writer")})
+	opts := o.input
+	opts.Roots, opts.Stdin, opts.Waiting = roots, os.Stdin, waitingFor(g, "a writer")
+	p, in, err := flame.ReadInputs(ctx, paths, opts)
 	if err != nil && ctx.Err() == nil {
 		err = asUsage(err)
 	}

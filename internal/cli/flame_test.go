@@ -32,7 +32,7 @@ func TestFlameFlagsReachRun(t *testing.T) {
 		t.Fatal("run not called")
 	}
 	if got.format != report.HTML || got.Out != "x.html" || got.Title != "T" || got.Width != 800 || !got.Icicle ||
-		got.inputFmt != flame.FormatPerfScript || got.filter.Include == nil || got.filter.Exclude != nil ||
+		got.input.Format != flame.FormatPerfScript || got.input.Filter.Include == nil || got.input.Filter.Exclude != nil ||
 		!got.PerCPU || !got.PerThread || got.PerProcess || strings.Join(got.Files, ",") != "a.folded,-" {
 		t.Errorf("options %+v", got)
 	}

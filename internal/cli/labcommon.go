@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -48,12 +50,16 @@ type labRun struct {
 	// and their packages.
 	missing func() (tools, packages []string)
 	// run measures the scenarios, printing each as it ends; it returns
-	// the report's data, the scenarios that finished, how many were to
-	// run, how many did not prove their fix, and where an interrupt
-	// stopped it.
-	run func(bin, dir string) (data any, finished, total, failed int, stop *netlab.Interrupted, err error)
-	// kept lists what --keep kept in dir, after the text report.
-	kept func(dir string)
+	// the report's data and where an interrupt stopped it.
+	run func(bin, dir string) (labScenarios, *netlab.Interrupted, error)
+}
+
+// labScenarios is a network lab's report data: the scenarios that
+// finished, those that did not prove their fix, and what --keep kept.
+type labScenarios interface {
+	Finished() int
+	Failed() int
+	WriteKept(w io.Writer, dir string)
 }
 
 // runLab runs a network lab: root and the tools first (exit 3 naming
@@ -74,14 +80,14 @@ func runLab(ctx context.Context, g *Globals, l labRun) error {
 	}
 	defer done()
 	started := time.Now()
-	data, finished, total, failed, stop, err := l.run(bin, dir)
+	data, stop, err := l.run(bin, dir)
 	if err != nil {
 		return err
 	}
+	finished := data.Finished()
 	var interrupted error
 	if stop != nil {
-		interrupted = &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("%s interrupted during %s, whose namespaces were removed; %d of %d scenarios finished, not run: %s",
-			l.name, stop.During, finished, total, strings.Join(stop.NotRun, ", "))}
+		interrupted = &ExitError{Code: ExitInterrupted, Err: errors.New(stop.Sentence(l.name, finished))}
 		if finished == 0 {
 			return interrupted
 		}
@@ -93,12 +99,12 @@ func runLab(ctx context.Context, g *Globals, l labRun) error {
 		return err
 	}
 	if l.flags.report.format == report.Text && l.flags.Keep {
-		l.kept(dir)
+		data.WriteKept(g.Out, dir)
 	}
 	if interrupted != nil {
 		return interrupted
 	}
-	if failed > 0 {
+	if failed := data.Failed(); failed > 0 {
 		return &ExitError{Code: ExitFindings, Err: fmt.Errorf("%d of %d scenarios did not prove their fix", failed, finished)}
 	}
 	return nil

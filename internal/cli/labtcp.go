@@ -58,22 +58,14 @@ after its fix.`,
 }
 
 func runLabTCP(ctx context.Context, o *labTCPOptions, g *Globals) error {
-	var data report.LabTCPData
 	return runLab(ctx, g, labRun{name: "lab tcp", flags: &o.labFlags, missing: tcplab.MissingTools,
-		run: func(bin, dir string) (any, int, int, int, *netlab.Interrupted, error) {
+		run: func(bin, dir string) (labScenarios, *netlab.Interrupted, error) {
 			opts := tcplab.Options{Binary: bin, Duration: o.Duration, Dir: dir, Keep: o.Keep, Log: g.Err}
-			var stop *netlab.Interrupted
-			var err error
-			data, stop, err = tcplab.RunAll(ctx, opts, o.scenarios, func(res report.LabTCPScenario) {
+			data, stop, err := tcplab.RunAll(ctx, opts, o.scenarios, func(res report.LabTCPScenario) {
 				if o.report.format == report.Text {
 					report.WriteLabTCPScenario(g.textOut(), res)
 				}
 			})
-			total := len(data.Scenarios)
-			if stop != nil {
-				total += len(stop.NotRun)
-			}
-			return data, len(data.Scenarios), total, data.Failed(), stop, err
-		},
-		kept: func(dir string) { report.WriteLabTCPKept(g.Out, dir, data) }})
+			return data, stop, err
+		}})
 }

@@ -64,25 +64,15 @@ after its fix (or the tuned rig has a finding of severity warn or worse).`,
 }
 
 func runLabUDP(ctx context.Context, o *labUDPOptions, g *Globals) error {
-	var results []udplab.Result
 	return runLab(ctx, g, labRun{name: "lab udp", flags: &o.labFlags,
 		missing: func() ([]string, []string) { return udplab.MissingTools(o.scenarios) },
-		run: func(bin, dir string) (any, int, int, int, *netlab.Interrupted, error) {
+		run: func(bin, dir string) (labScenarios, *netlab.Interrupted, error) {
 			opts := udplab.Options{Binary: bin, Duration: o.Duration, Freq: o.Freq, Dir: dir, Keep: o.Keep, Log: g.Err}
-			var stop *netlab.Interrupted
-			var err error
-			results, stop, err = udplab.RunAll(ctx, opts, o.scenarios, func(res udplab.Result) {
+			results, stop, err := udplab.RunAll(ctx, opts, o.scenarios, func(res udplab.Result) {
 				if o.report.format == report.Text {
 					compare.WriteLabUDPScenario(g.textOut(), res)
 				}
 			})
-			failed := 0
-			for _, r := range results {
-				if !r.OK() {
-					failed++
-				}
-			}
-			return compare.LabUDPData(results), len(results), len(o.scenarios), failed, stop, err
-		},
-		kept: func(dir string) { compare.WriteLabUDPKept(g.Out, dir, results) }})
+			return compare.LabUDPData(results), stop, err
+		}})
 }

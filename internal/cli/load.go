@@ -12,18 +12,10 @@ import (
 
 	"github.com/perfscope/perfscope/base/httpload"
 	"github.com/perfscope/perfscope/collectors/procfs"
-	"github.com/perfscope/perfscope/evidence"
 	"github.com/perfscope/perfscope/measure"
 	"github.com/perfscope/perfscope/offcpu"
 	probe "github.com/perfscope/perfscope/probes/offcpu"
 	"github.com/perfscope/perfscope/report"
-)
-
-// The bounds of `perfscope load`: a stepped load is bounded in count and
-// time, and so in what it sends.
-const (
-	maxLevelDuration    = 10 * time.Minute
-	maxRequestsPerLevel = 10_000_000
 )
 
 type loadOptions struct {
@@ -38,8 +30,8 @@ type loadOptions struct {
 	PIDs             []int
 	StackEvery       int
 
-	levels []int
-	spec   httpload.Spec
+	// load is the stepped load the flags ask for (offcpu.LoadOptions.Check).
+	load   offcpu.LoadOptions
 	report reportFlags
 	proc   procfs.FS
 	// run is the measurement; tests replace it to check flag handling.
@@ -101,34 +93,27 @@ func (o *loadOptions) validate() error {
 	if err := o.report.check(); err != nil {
 		return err
 	}
-	var err error
 	if o.URL == "" {
 		return usageError("--url is required: the service's URL to load")
 	}
-	if o.levels, err = offcpu.ParseLevels(o.Concurrency); err != nil {
+	levels, err := offcpu.ParseLevels(o.Concurrency)
+	if err != nil {
 		return asUsage(err)
 	}
-	if o.DurationPerLevel < 100*time.Millisecond || o.DurationPerLevel > maxLevelDuration {
-		return usageError("--duration-per-level must be between 100ms and %v, got %v: every level is bounded in time", maxLevelDuration, o.DurationPerLevel)
-	}
-	if o.RequestsPerLevel < 0 || o.RequestsPerLevel > maxRequestsPerLevel {
-		return usageError("--requests-per-level must be between 0 and %d, got %d", maxRequestsPerLevel, o.RequestsPerLevel)
-	}
-	if o.Timeout <= 0 {
-		return usageError("--timeout must be positive, got %v", o.Timeout)
-	}
-	if o.StackEvery < 1 || o.StackEvery > probe.MaxStackEvery {
-		return usageError("--stack-every must be between 1 and %d, got %d", probe.MaxStackEvery, o.StackEvery)
+	spec := httpload.Spec{URL: o.URL, Method: strings.ToUpper(o.Method), Header: http.Header{}, Timeout: o.Timeout,
+		Concurrency: levels[0], Duration: o.DurationPerLevel}
+	o.load = offcpu.LoadOptions{Spec: spec, Levels: levels, PerLevel: o.DurationPerLevel, RequestsPerLevel: o.RequestsPerLevel,
+		PIDs: o.PIDs, PIDFrom: "flag", Probe: probe.Options{StackEvery: o.StackEvery}, Proc: o.proc}
+	if err := o.load.Check(); err != nil {
+		return asUsage(err)
 	}
 	if err := checkHeaders(o.Headers); err != nil {
 		return err
 	}
-	o.spec = httpload.Spec{URL: o.URL, Method: strings.ToUpper(o.Method), Header: http.Header{}, Timeout: o.Timeout,
-		Concurrency: o.levels[0], Duration: o.DurationPerLevel}
-	if err := o.spec.SetFlags(o.Headers, o.Body); err != nil {
+	if err := o.load.Spec.SetFlags(o.Headers, o.Body); err != nil {
 		return asUsage(err)
 	}
-	if err := o.spec.Validate(); err != nil {
+	if err := o.load.Spec.Validate(); err != nil {
 		return usageError("--url: %v", err)
 	}
 	for _, pid := range o.PIDs {
@@ -140,15 +125,9 @@ func (o *loadOptions) validate() error {
 }
 
 func runLoad(ctx context.Context, o *loadOptions, g *Globals) error {
-	lo := offcpu.LoadOptions{Spec: o.spec, Levels: o.levels, PerLevel: o.DurationPerLevel, RequestsPerLevel: o.RequestsPerLevel,
-		PIDs: o.PIDs, PIDFrom: "flag", Probe: probe.Options{StackEvery: o.StackEvery}, Proc: o.proc}
+	lo := o.load
 	if isTerminal(os.Stderr) {
-		lo.Started = func() {
-			fmt.Fprintf(g.Err, "loading %s at %d levels of %v (Ctrl-C stops early)…\n", o.URL, len(o.levels), o.DurationPerLevel)
-		}
-		lo.Level = func(l evidence.LoadLevel) {
-			fmt.Fprintf(g.Err, "  concurrency %d: %.0f requests/s, p99 %s, %d errors\n", l.Concurrency, l.RPS, report.Nanos(float64(l.P99Ns)), l.Errors)
-		}
+		lo.Started, lo.Level = report.LoadProgress(g.Err, o.URL, len(lo.Levels), o.DurationPerLevel)
 	}
 	ev, findings, err := measure.RunLoad(ctx, lo)
 	if err != nil {
@@ -165,7 +144,7 @@ func runLoad(ctx context.Context, o *loadOptions, g *Globals) error {
 	}
 	if ctx.Err() != nil {
 		// As lab udp: the levels that did not run proved nothing.
-		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted: %d of %d levels ran", len(ev.Levels), len(o.levels))}
+		return &ExitError{Code: ExitInterrupted, Err: fmt.Errorf("interrupted: %d of %d levels ran", len(ev.Levels), len(lo.Levels))}
 	}
 	return failOn(r.Findings, o.report.failOn)
 }

@@ -26,8 +26,8 @@ func TestLoadFlagsReachRun(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	s := got.spec
-	if !slices.Equal(got.levels, []int{2, 4, 16}) || got.DurationPerLevel != 3*time.Second || got.RequestsPerLevel != 500 || s.Method != "POST" ||
+	s := got.load.Spec
+	if !slices.Equal(got.load.Levels, []int{2, 4, 16}) || got.DurationPerLevel != 3*time.Second || got.RequestsPerLevel != 500 || s.Method != "POST" ||
 		string(s.Body) != "hi" || s.Header.Get("X-A") != "b" || s.Timeout != 2*time.Second || got.StackEvery != 4 || got.report.format != "json" {
 		t.Fatalf("options = %+v, spec %+v", got, s)
 	}

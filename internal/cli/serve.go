@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -123,27 +121,11 @@ func runServe(ctx context.Context, o *serveOptions, g *Globals) error {
 	var srv *serve.Server
 	opts := o.opts
 	opts.Log, opts.Started, opts.Version = g.Err, g.Started, Version()
-	opts.OnListen = func(addr string) {
-		scheme, auth := "http", ""
-		if opts.Web != nil && opts.Web.TLS {
-			scheme = "https"
-		}
-		if opts.Web != nil && opts.Web.BasicAuth {
-			auth = ", basic auth"
-		}
-		fmt.Fprintf(g.Err, "perfscope serve: recipe %s, a window every %v, metrics at %s://%s/metrics (at most %d connections at once%s)\n",
-			srv.RecipeName(), opts.Interval, scheme, addr, srv.FDBudget().MaxConnections, auth)
-	}
+	opts.OnListen = func(addr string) { fmt.Fprintln(g.Err, srv.Listening(addr)) }
 	srv, err := serve.Open(o.src, opts)
 	if err != nil {
 		return err // recipes' errors carry their exit code (CodeOf)
 	}
-	if err := srv.Run(ctx); err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "listen" {
-			return asUsage(err)
-		}
-		return err
-	}
-	return nil
+	// An address that cannot be listened on is bad input (serve.Run).
+	return srv.Run(ctx)
 }

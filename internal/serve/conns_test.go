@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/perfscope/perfscope/measure"
 )
 
 func TestFDBudget(t *testing.T) {
@@ -242,4 +244,23 @@ func serveRequest(h http.Handler, method, path string) recorded {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return recorded{code: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// The listening line names the recipe, the window, the metrics' URL with
+// its scheme, the connections held at once, and basic auth when asked.
+func TestListening(t *testing.T) {
+	r, err := LoadRecipe(measure.Live(), "softirq-balance", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{recipe: r, opts: Options{Interval: 15 * time.Second}, budget: FDBudget{MaxConnections: 256}}
+	want := "perfscope serve: recipe softirq-balance, a window every 15s, metrics at http://127.0.0.1:9742/metrics (at most 256 connections at once)"
+	if got := s.Listening("127.0.0.1:9742"); got != want {
+		t.Errorf("plain: %q, want %q", got, want)
+	}
+	s.opts.Web = &WebConfig{TLS: true, BasicAuth: true}
+	want = "perfscope serve: recipe softirq-balance, a window every 15s, metrics at https://[::]:9742/metrics (at most 256 connections at once, basic auth)"
+	if got := s.Listening("[::]:9742"); got != want {
+		t.Errorf("TLS and basic auth: %q, want %q", got, want)
+	}
 }

@@ -100,6 +100,21 @@ func newRegistry(m *Metrics) *prometheus.Registry {
 // RecipeName is the served recipe's name (a file's recipe names itself).
 func (s *Server) RecipeName() string { return s.recipe.Name() }
 
+// Listening is the line that says the server listens at addr: the
+// recipe, the window, the metrics' URL (https with TLS), and the
+// connections it holds at once (and basic auth). Call it from OnListen.
+func (s *Server) Listening(addr string) string {
+	scheme, auth := "http", ""
+	if s.opts.Web != nil && s.opts.Web.TLS {
+		scheme = "https"
+	}
+	if s.opts.Web != nil && s.opts.Web.BasicAuth {
+		auth = ", basic auth"
+	}
+	return fmt.Sprintf("perfscope serve: recipe %s, a window every %v, metrics at %s://%s/metrics (at most %d connections at once%s)",
+		s.RecipeName(), s.opts.Interval, scheme, addr, s.budget.MaxConnections, auth)
+}
+
 // FDBudget is how Run divided the open-file limit (set before OnListen).
 func (s *Server) FDBudget() FDBudget { return s.budget }
 
@@ -174,7 +189,8 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	ln, err := net.Listen("tcp", s.opts.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.opts.Listen, err)
+		// The address is the user's --listen: taken or not this host's.
+		return measure.MarkBadInput(fmt.Errorf("listen on %s: %w", s.opts.Listen, err))
 	}
 	s.budget = budget
 	table := newConnTable(budget.MaxConnections)

@@ -33,3 +33,13 @@ func TestLabBuildsAndLeavesNothing(t *testing.T) {
 		t.Errorf("namespaces left behind: %v", ns)
 	}
 }
+
+// An interrupted lab says where it stopped, how many of its scenarios
+// finished out of those it was to run, and which did not run.
+func TestInterruptedSentence(t *testing.T) {
+	stop := &Interrupted{During: "gro-on", NotRun: []string{"gro-on", "rps-off"}}
+	want := "lab udp interrupted during gro-on, whose namespaces were removed; 3 of 5 scenarios finished, not run: gro-on, rps-off"
+	if got := stop.Sentence("lab udp", 3); got != want {
+		t.Errorf("Sentence = %q, want %q", got, want)
+	}
+}

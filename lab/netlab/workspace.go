@@ -17,6 +17,14 @@ type Interrupted struct {
 	NotRun []string
 }
 
+// Sentence says that lab (its command) was interrupted here, after
+// finished scenarios: which scenario's namespaces were removed, and the
+// scenarios not run.
+func (i *Interrupted) Sentence(lab string, finished int) string {
+	return fmt.Sprintf("%s interrupted during %s, whose namespaces were removed; %d of %d scenarios finished, not run: %s",
+		lab, i.During, finished, finished+len(i.NotRun), strings.Join(i.NotRun, ", "))
+}
+
 // Privileged checks what every network lab needs before it starts: root,
 // and CAP_SYS_ADMIN and CAP_NET_ADMIN for namespaces, veths and the probes
 // — said up front, rather than failing in `ip netns add`. The sentence

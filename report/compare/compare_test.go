@@ -221,3 +221,17 @@ func TestCompareExactWithEstimated(t *testing.T) {
 		t.Errorf("unknown bound: %+v", m)
 	}
 }
+
+// lab udp's data counts what finished and what did not prove its fix, and
+// names what --keep kept.
+func TestLabUDPDataCountsAndKept(t *testing.T) {
+	d := LabUDPData{{Namespaces: []string{"a1", "a2"}}, {Namespaces: []string{"b1"}, Problem: "no finding"}}
+	if d.Finished() != 2 || d.Failed() != 1 {
+		t.Errorf("Finished() = %d, Failed() = %d, want 2 and 1", d.Finished(), d.Failed())
+	}
+	var b bytes.Buffer
+	d.WriteKept(&b, "/tmp/lab")
+	if want := "Kept: reports in /tmp/lab; namespaces: a1 a2 b1\n(remove with: ip netns del NAME; look around with: ip netns exec NAME perfscope udp --iface vb)\n"; b.String() != want {
+		t.Errorf("WriteKept: %q, want %q", b.String(), want)
+	}
+}

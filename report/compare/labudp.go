@@ -285,10 +285,11 @@ func writeLabUDPSummary(w io.Writer, results []LabUDPResult, took time.Duration)
 	}
 }
 
-// WriteLabUDPKept says where --keep left the reports and the namespaces.
-func WriteLabUDPKept(w io.Writer, dir string, results []LabUDPResult) {
+// WriteKept says where --keep left the reports (in dir) and the
+// namespaces.
+func (rs LabUDPData) WriteKept(w io.Writer, dir string) {
 	fmt.Fprintf(w, "Kept: reports in %s; namespaces:", dir)
-	for _, r := range results {
+	for _, r := range rs {
 		fmt.Fprintf(w, " %s", strings.Join(r.Namespaces, " "))
 	}
 	fmt.Fprintln(w, "\n(remove with: ip netns del NAME; look around with: ip netns exec NAME perfscope udp --iface vb)")
@@ -297,6 +298,20 @@ func WriteLabUDPKept(w io.Writer, dir string, results []LabUDPResult) {
 // LabUDPData are a lab run's scenarios, the data of `perfscope lab udp`'s
 // report (a JSON array, as it always was).
 type LabUDPData []LabUDPResult
+
+// Finished counts the scenarios that ran to their end.
+func (rs LabUDPData) Finished() int { return len(rs) }
+
+// Failed counts the scenarios that did not prove their fix.
+func (rs LabUDPData) Failed() int {
+	n := 0
+	for _, r := range rs {
+		if !r.OK() {
+			n++
+		}
+	}
+	return n
+}
 
 // WriteText implements report.Texter: the summary table and verdict (each
 // scenario's own table is printed as it finishes).
