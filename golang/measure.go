@@ -204,6 +204,58 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 		// with --exact-pools what the report says the hooks cost.
 		trapCosts()
 	}
+	w, err := o.window(ctx, proc, targets, probe, counters, res)
+	if err != nil {
+		return nil, err
+	}
+	passiveCosts := counters.costs(&warnings)
+	reqs, reqWhy := o.requestCounts(context.WithoutCancel(ctx), w.length, res, counters, &warnings)
+	exited := w.exited || !proc.Alive()
+	if !exited {
+		if after := proc.MemProfileRate(); after.Source == "memory" && after.Rate != rate.Rate {
+			warnings = append(warnings, fmt.Sprintf("runtime.MemProfileRate changed from %d to %d during the window: samples are weighted at the rate at its end", rate.Rate, after.Rate))
+			rate = after
+		}
+	}
+	if errors.Is(w.runErr, context.Canceled) && ctx.Err() != nil {
+		w.runErr = nil
+		res.Interrupted = true
+	}
+	if w.runErr != nil && !exited {
+		return nil, w.runErr
+	}
+	d := w.last.Sub(w.first)
+	res.Costs = append(jvm.SelfProgramCosts(w.selfLast, w.selfFirst), passiveCosts...)
+	res.Evidence = buildEvidence(proc, targets, probe, d, rate, w.length, reqs, reqWhy, o.TopSites, exited || proc.Alive(), w.guard)
+	if o.NoPools {
+		res.Evidence.PoolsUnknown = "sync.Pool was not probed (--no-pools)"
+	}
+	res.Evidence.Warnings = append(warnings, res.Evidence.Warnings...)
+	if exited {
+		res.Evidence.Warnings = append(res.Evidence.Warnings, fmt.Sprintf("pid %d exited %.1fs into the window; the report covers what was measured until then", o.PID, w.length.Seconds()))
+		return res, fmt.Errorf("pid %d: %w", o.PID, ErrTargetExited)
+	}
+	return res, nil
+}
+
+// measuredWindow is what one window read: the probe's snapshots and self
+// costs at its ends, its length, the pool guard that ran in it, whether
+// the program exited in it, and the load's or the wait's error.
+type measuredWindow struct {
+	first, last         goalloc.Snapshot
+	selfFirst, selfLast probes.SelfCosts
+	length              time.Duration
+	guard               *poolGuard
+	exited              bool
+	runErr              error
+}
+
+// window opens the window — the requests' count, the first readings, the
+// pool guard, a watch on the program — runs the load or waits out the
+// duration, and closes it with the last readings. An error is returned
+// only when the window could not be read; the load's is in runErr.
+func (o Options) window(ctx context.Context, proc *Process, targets Targets, probe *goalloc.Probe, counters *counters, res *Result) (*measuredWindow, error) {
+	w := &measuredWindow{}
 	winCtx, endWindow := context.WithCancel(ctx)
 	defer endWindow()
 	if err := counters.begin(winCtx); err != nil {
@@ -213,38 +265,36 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	// requests' count began: the allocations and GC cycles counted are
 	// those of the window the requests and its duration are, so a program
 	// under load is not charged what it allocated while perfscope set up.
-	first, err := probe.Snapshot()
-	if err != nil {
+	var err error
+	if w.first, err = probe.Snapshot(); err != nil {
 		return nil, err
 	}
-	selfFirst, _ := probe.SelfCosts()
+	w.selfFirst, _ = probe.SelfCosts()
 	if o.Started != nil {
 		o.Started()
 	}
 	windowStart := time.Now()
-	var guard *poolGuard
 	var guardErr error
 	var guardDone sync.WaitGroup
 	if probe.Attached(goalloc.HookPoolGet) || probe.Attached(goalloc.HookPoolPut) {
-		guard = newPoolGuard(probe, func() (time.Duration, error) { return threadCPU(o.FS, o.PID) },
+		w.guard = newPoolGuard(probe, func() (time.Duration, error) { return threadCPU(o.FS, o.PID) },
 			o.PoolBudget, o.ExactPools, targets.PoolEmulated)
 		guardDone.Add(1)
 		go func() {
 			defer guardDone.Done()
 			defer gosafe.Recover(&guardErr)
-			guardErr = guard.run(winCtx)
+			guardErr = w.guard.run(winCtx)
 		}()
 	}
 	watch := procwatch.Start(winCtx, o.PollEvery, proc.Alive, nil, endWindow)
-	var runErr error
 	if o.Load != nil {
 		lr, err := httpload.Run(winCtx, *o.Load)
 		res.Load = &lr
-		runErr = err
+		w.runErr = err
 	} else {
 		select {
 		case <-winCtx.Done():
-			runErr = ctx.Err()
+			w.runErr = ctx.Err()
 		case <-time.After(o.Duration):
 		}
 	}
@@ -257,43 +307,13 @@ func Measure(ctx context.Context, o Options) (*Result, error) {
 	if guardErr != nil && !exited && proc.Alive() {
 		return nil, fmt.Errorf("sync.Pool hooks: %w", guardErr)
 	}
-	window := time.Since(windowStart)
-	last, err := probe.Snapshot()
-	if err != nil {
+	w.exited = exited
+	w.length = time.Since(windowStart)
+	if w.last, err = probe.Snapshot(); err != nil {
 		return nil, err
 	}
-	selfLast, _ := probe.SelfCosts()
-	passiveCosts := counters.costs(&warnings)
-	endCtx := context.WithoutCancel(ctx)
-	reqs, reqWhy := o.requestCounts(endCtx, window, res, counters, &warnings)
-	if !exited && !proc.Alive() {
-		exited = true
-	}
-	if !exited {
-		if after := proc.MemProfileRate(); after.Source == "memory" && after.Rate != rate.Rate {
-			warnings = append(warnings, fmt.Sprintf("runtime.MemProfileRate changed from %d to %d during the window: samples are weighted at the rate at its end", rate.Rate, after.Rate))
-			rate = after
-		}
-	}
-	if errors.Is(runErr, context.Canceled) && ctx.Err() != nil {
-		runErr = nil
-		res.Interrupted = true
-	}
-	if runErr != nil && !exited {
-		return nil, runErr
-	}
-	d := last.Sub(first)
-	res.Costs = append(jvm.SelfProgramCosts(selfLast, selfFirst), passiveCosts...)
-	res.Evidence = buildEvidence(proc, targets, probe, d, rate, window, reqs, reqWhy, o.TopSites, exited || proc.Alive(), guard)
-	if o.NoPools {
-		res.Evidence.PoolsUnknown = "sync.Pool was not probed (--no-pools)"
-	}
-	res.Evidence.Warnings = append(warnings, res.Evidence.Warnings...)
-	if exited {
-		res.Evidence.Warnings = append(res.Evidence.Warnings, fmt.Sprintf("pid %d exited %.1fs into the window; the report covers what was measured until then", o.PID, window.Seconds()))
-		return res, fmt.Errorf("pid %d: %w", o.PID, ErrTargetExited)
-	}
-	return res, nil
+	w.selfLast, _ = probe.SelfCosts()
+	return w, nil
 }
 
 // buildEvidence turns the window's counts into evidence. alive says
