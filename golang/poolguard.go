@@ -174,22 +174,25 @@ func (g *poolGuard) run(ctx context.Context) error {
 	}
 	on := g.calibration
 	for {
+		// The counts and the allocation samples are read back to back,
+		// the CPU times after: the stretch's sample is the calls and the
+		// samples of one interval.
 		start := time.Now()
 		c0, err := g.hooks.PoolCounts()
 		if err != nil {
 			return err
 		}
+		ref0, _ := g.hooks.AllocSamples()
 		cpu0, cpuErr := g.cpu()
 		self0, _ := g.hooks.SelfCosts()
-		ref0, _ := g.hooks.AllocSamples()
 		ended := sleep(ctx, on)
 		c1, err := g.hooks.PoolCounts()
 		if err != nil {
 			return err
 		}
+		ref1, _ := g.hooks.AllocSamples()
 		cpu1, cpuErr1 := g.cpu()
 		self1, _ := g.hooks.SelfCosts()
-		ref1, _ := g.hooks.AllocSamples()
 		span := time.Since(start)
 		d := subPools(c1, c0)
 		g.periods = append(g.periods, poolPeriodCounts{on: span, counts: d, samples: ref1 - min(ref0, ref1), whole: g.detached == 0})
