@@ -47,6 +47,11 @@ const (
 	// and the shortest: the hooks go back on at most once a period (run).
 	poolPeriod = time.Second
 	minPoolOn  = 20 * time.Millisecond
+	// poolTick is how often the guard reads the counts inside the
+	// stretches that cover the window's start whole (poolPeriodCounts'
+	// ticks): fine enough that a load's onset fills one or two of the
+	// calibration's ten.
+	poolTick = 20 * time.Millisecond
 )
 
 // poolPeriodCounts is one stretch with the pool hooks attached and what
@@ -61,6 +66,9 @@ type poolPeriodCounts struct {
 	// without a gap, before the guard first took the hooks off; their
 	// counts are exact for that part of the window.
 	whole bool
+	// ticks: a whole stretch split at readings every poolTick, for the
+	// estimate to tell a load's onset from what follows it (startTicks).
+	ticks []poolPeriodCounts
 }
 
 // poolReference is what the counts seen while attached are scaled by: the
@@ -107,9 +115,9 @@ type poolGuard struct {
 	trapNote string
 	// exact keeps the hooks attached whatever they cost (--exact-pools).
 	exact bool
-	// calibration, period and minOn: poolCalibration, poolPeriod and
-	// minPoolOn unless set (tests).
-	calibration, period, minOn time.Duration
+	// calibration, period, minOn and tick: poolCalibration, poolPeriod,
+	// minPoolOn and poolTick unless set (tests).
+	calibration, period, minOn, tick time.Duration
 
 	periods  []poolPeriodCounts
 	detached int // times the guard took the hooks off
@@ -172,6 +180,9 @@ func (g *poolGuard) run(ctx context.Context) error {
 	if g.calibration <= 0 {
 		g.calibration, g.period, g.minOn = poolCalibration, poolPeriod, minPoolOn
 	}
+	if g.tick <= 0 {
+		g.tick = poolTick
+	}
 	on := g.calibration
 	for {
 		// The counts and the allocation samples are read back to back,
@@ -185,7 +196,17 @@ func (g *poolGuard) run(ctx context.Context) error {
 		ref0, _ := g.hooks.AllocSamples()
 		cpu0, cpuErr := g.cpu()
 		self0, _ := g.hooks.SelfCosts()
-		ended := sleep(ctx, on)
+		whole := g.detached == 0
+		var ended bool
+		var ticks []poolPeriodCounts
+		from, fromRef := c0, ref0 // the last tick's start
+		if whole && !g.exact {
+			if ticks, from, fromRef, ended, err = g.readTicks(ctx, on, c0, ref0); err != nil {
+				return err
+			}
+		} else {
+			ended = sleep(ctx, on)
+		}
 		c1, err := g.hooks.PoolCounts()
 		if err != nil {
 			return err
@@ -194,8 +215,11 @@ func (g *poolGuard) run(ctx context.Context) error {
 		cpu1, cpuErr1 := g.cpu()
 		self1, _ := g.hooks.SelfCosts()
 		span := time.Since(start)
+		if whole && !g.exact {
+			ticks = append(ticks, poolPeriodCounts{counts: subPools(c1, from), samples: ref1 - min(fromRef, ref1)})
+		}
 		d := subPools(c1, c0)
-		g.periods = append(g.periods, poolPeriodCounts{on: span, counts: d, samples: ref1 - min(ref0, ref1), whole: g.detached == 0})
+		g.periods = append(g.periods, poolPeriodCounts{on: span, counts: d, samples: ref1 - min(ref0, ref1), whole: whole, ticks: ticks})
 		g.charge(d)
 		cpuSpan := cpu1 - cpu0
 		if cpuErr == nil && cpuErr1 == nil {
@@ -250,7 +274,6 @@ func (g *poolGuard) run(ctx context.Context) error {
 		if cpuSpan > 0 && span > 0 {
 			rate = float64(cpuSpan) / float64(span)
 		}
-		whole := g.periods[len(g.periods)-1].whole
 		cost := float64(callsIn(late)) * g.costPerCall()
 		if !whole {
 			cost += float64(callsIn(d)) * g.costPerCall()
@@ -269,6 +292,34 @@ func (g *poolGuard) run(ctx context.Context) error {
 		if err := g.hooks.AttachPools(); err != nil {
 			return err
 		}
+	}
+}
+
+// readTicks waits on, or until ctx ends, reading the counts and the
+// allocation samples every tick from c and ref, the stretch's first
+// reading: the ticks up to its last reading, that reading, and whether
+// ctx ended. The stretch's own last reading ends the last tick.
+func (g *poolGuard) readTicks(ctx context.Context, on time.Duration, c map[uint64]goalloc.PoolCounts, ref uint64) ([]poolPeriodCounts, map[uint64]goalloc.PoolCounts, uint64, bool, error) {
+	var ticks []poolPeriodCounts
+	end := time.Now().Add(on)
+	for {
+		left := time.Until(end)
+		if left <= 0 {
+			return ticks, c, ref, false, nil
+		}
+		if sleep(ctx, min(left, g.tick)) {
+			return ticks, c, ref, true, nil
+		}
+		if time.Until(end) <= 0 {
+			return ticks, c, ref, false, nil
+		}
+		now, err := g.hooks.PoolCounts()
+		if err != nil {
+			return nil, nil, 0, false, err
+		}
+		r, _ := g.hooks.AllocSamples()
+		ticks = append(ticks, poolPeriodCounts{counts: subPools(now, c), samples: r - min(ref, r)})
+		c, ref = now, r
 	}
 }
 
@@ -415,6 +466,9 @@ func (g *poolGuard) sampling(window time.Duration) *evidence.GoPoolSampling {
 		}
 		s.Note = fmt.Sprintf("the pool hooks cost %.1f %% of the program's CPU while attached (%d calls, %.0f ns each), over the %.1f %% budget: attached %.1f %% of the window in %d stretch(es), counts scaled to the window by %s with 95 %% bounds",
 			100*s.CostShare, g.calls, s.CostPerCallNs, 100*g.budget, 100*s.OnFraction, len(g.periods), s.ScaledBy)
+		if s.ScaledBy == "allocation samples" && !seenAfterStart(g.periods) {
+			s.Note += fmt.Sprintf("; no stretch after the attached start saw an allocation sample (the load, or the window, was over before the hooks came back): the rest of the window is scaled by the start after the first tick (%v) in which each pool was called, the load's onset (connections set up, the program's pools filled) counted as it is", g.tick)
+		}
 		if g.lateCalls > 0 {
 			s.Note += fmt.Sprintf("; %d of the calls hit the hooks while they were being taken off: charged, not scaled", g.lateCalls)
 		}
