@@ -121,6 +121,8 @@ type poolGuard struct {
 
 	periods  []poolPeriodCounts
 	detached int // times the guard took the hooks off
+	// extended: the start was kept attached past the budget (extendStart).
+	extended bool
 	calls    uint64
 	newCalls uint64 // of calls, those of New (a miss)
 	cpuOn    time.Duration
@@ -236,7 +238,7 @@ func (g *poolGuard) run(ctx context.Context) error {
 			return nil
 		}
 		share := g.costShare()
-		if g.exact || (share <= g.budget && g.detached == 0) {
+		if g.exact || (share <= g.budget && g.detached == 0) || g.extendStart() {
 			// Checked as often as at first: a program idle so far can
 			// take load at any moment, at the hooks' full cost.
 			on = g.calibration
@@ -293,6 +295,36 @@ func (g *poolGuard) run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// extendStart says whether the hooks stay attached over the budget for
+// one more calibration, before the guard first takes them off: the start
+// saw pool calls and allocation samples, but too few samples after the
+// tick of the first call for the rest of the window to be scaled by, were
+// no later stretch to see the load (scaleFromStart). A load that began in
+// the calibration's last milliseconds left only its onset to scale by.
+// Once a window: a load that stays as thin is scaled as it is.
+func (g *poolGuard) extendStart() bool {
+	if g.detached > 0 || g.extended {
+		return false
+	}
+	ticks := startTicks(g.periods)
+	i := 0
+	for i < len(ticks) && callsIn(ticks[i].counts) == 0 {
+		i++
+	}
+	var seen, after uint64
+	for j, t := range ticks {
+		seen += t.samples
+		if j > i {
+			after += t.samples
+		}
+	}
+	if i >= len(ticks) || seen == 0 || after >= minReferenceSamples {
+		return false
+	}
+	g.extended = true
+	return true
 }
 
 // readTicks waits on, or until ctx ends, reading the counts and the
@@ -468,6 +500,9 @@ func (g *poolGuard) sampling(window time.Duration) *evidence.GoPoolSampling {
 			100*s.CostShare, g.calls, s.CostPerCallNs, 100*g.budget, 100*s.OnFraction, len(g.periods), s.ScaledBy)
 		if s.ScaledBy == "allocation samples" && !seenAfterStart(g.periods) {
 			s.Note += fmt.Sprintf("; no stretch after the attached start saw an allocation sample (the load, or the window, was over before the hooks came back): the rest of the window is scaled by the start after the first tick (%v) in which each pool was called, the load's onset (connections set up, the program's pools filled) counted as it is", g.tick)
+		}
+		if g.extended {
+			s.Note += fmt.Sprintf("; the start stayed attached %v over the budget, the load having begun as it ended", g.calibration)
 		}
 		if g.lateCalls > 0 {
 			s.Note += fmt.Sprintf("; %d of the calls hit the hooks while they were being taken off: charged, not scaled", g.lateCalls)

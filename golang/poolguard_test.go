@@ -40,6 +40,9 @@ type fakePoolHooks struct {
 	idleAfter time.Duration
 	busyOn    time.Duration
 	attaches  int
+	// busyAfter, when set, is how long after start the program begins
+	// calling the pool and allocating.
+	busyAfter time.Duration
 }
 
 func newFakePoolHooks(callsPerS, cpuPerS float64) *fakePoolHooks {
@@ -60,6 +63,9 @@ func (f *fakePoolHooks) on() time.Duration {
 func (f *fakePoolHooks) busy(a, b time.Time) time.Duration {
 	if f.idleAfter > 0 {
 		b = minTime(b, f.start.Add(f.idleAfter))
+	}
+	if from := f.start.Add(f.busyAfter); a.Before(from) {
+		a = from
 	}
 	return max(b.Sub(a), 0)
 }
@@ -184,6 +190,9 @@ func TestPoolGuardSamplesHooksOverBudget(t *testing.T) {
 	}
 	if s.ScaledBy != "allocation samples" {
 		t.Errorf("scaled by %q, want allocation samples (the fake takes %d)", s.ScaledBy, g.ref.total)
+	}
+	if g.extended {
+		t.Errorf("a load from the window's start kept the start attached past the budget")
 	}
 	if seen := float64(est.getsSeen); seen >= 0.9*truth {
 		t.Errorf("the hooks saw %.0f of %.0f Gets: they were not off for most of the window", seen, truth)
@@ -579,5 +588,48 @@ func TestEstimatePoolsScalesTheRestPastTheLoadsOnset(t *testing.T) {
 	e := estimatePools([]poolPeriodCounts{start}, 8*time.Second, poolReference{total: total, ok: true}, true)[pool]
 	if want := 2900.0 / 3050 * total; math.Abs(e.Gets-want) > 1 {
 		t.Errorf("start without ticks: %.0f Gets, want %.0f", e.Gets, want)
+	}
+}
+
+// A load that begins in the calibration's last tick: the start saw its
+// onset and little after it, too little to scale the rest of the window by
+// should the load be over before the hooks come back. The start stays
+// attached one calibration more, once, and its ticks after the onset then
+// hold the samples.
+func TestPoolGuardFollowsAnOnsetLateInTheCalibration(t *testing.T) {
+	f := newFakePoolHooks(50000, 1) // 5,000 samples a second once busy
+	f.busyAfter = 95 * time.Millisecond
+	g := &poolGuard{hooks: f, cpu: f.cpu, budget: DefaultPoolBudget, trapNs: UprobeTrapNs,
+		calibration: 100 * time.Millisecond, period: 300 * time.Millisecond, minOn: 5 * time.Millisecond, tick: 10 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	defer cancel()
+	if err := g.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !g.extended || f.detaches == 0 || f.onAtDetach < 190*time.Millisecond {
+		t.Fatalf("extended %v, first detach after %v attached: want the start kept for a second calibration", g.extended, f.onAtDetach)
+	}
+	var whole, ticks int
+	var after uint64
+	onset := false
+	for _, p := range g.periods {
+		if !p.whole {
+			continue
+		}
+		whole++
+		ticks += len(p.ticks)
+		for _, tk := range p.ticks {
+			if onset {
+				after += tk.samples
+			}
+			onset = onset || callsIn(tk.counts) > 0
+		}
+	}
+	t.Logf("%d whole stretches, %d ticks, %d samples after the onset's tick", whole, ticks, after)
+	if whole != 2 || ticks < 15 || after < minReferenceSamples {
+		t.Errorf("%d whole stretches in %d ticks, %d samples after the onset's tick: want 2 stretches of ~10 ticks and at least %d samples", whole, ticks, after, minReferenceSamples)
+	}
+	if n := g.sampling(700 * time.Millisecond).Note; !strings.Contains(n, "over the budget, the load having begun as it ended") {
+		t.Errorf("note %q does not say the start was kept attached", n)
 	}
 }
