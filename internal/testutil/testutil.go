@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -89,8 +90,9 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// BPFProgramIDs is the set of BPF program ids loaded right now.
-func BPFProgramIDs(t testing.TB) map[uint32]bool {
+// BPFProgramIDs is the set of BPF program ids loaded right now, but
+// those of the programs named in except.
+func BPFProgramIDs(t testing.TB, except ...string) map[uint32]bool {
 	t.Helper()
 	progs, err := probes.LoadedPrograms()
 	if err != nil {
@@ -98,7 +100,9 @@ func BPFProgramIDs(t testing.TB) map[uint32]bool {
 	}
 	ids := map[uint32]bool{}
 	for _, p := range progs {
-		ids[p.ID] = true
+		if !slices.Contains(except, p.Name) {
+			ids[p.ID] = true
+		}
 	}
 	return ids
 }
