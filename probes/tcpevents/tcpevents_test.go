@@ -378,6 +378,7 @@ func TestRTOAndTLP(t *testing.T) {
 	}
 	var first Snapshot
 	var before netstat.TCPCounters
+	missedBefore := retransmitMisses(t, p)
 	ns.in(t, func() error {
 		ln, err := net.Listen("tcp4", "127.0.0.1:7301")
 		if err != nil {
@@ -418,16 +419,24 @@ func TestRTOAndTLP(t *testing.T) {
 	timeouts := after.TCPTimeouts - before.TCPTimeouts
 	lossRetrans := after.TCPSlowStartRetrans - before.TCPSlowStartRetrans
 	probesSent := after.TCPLossProbes - before.TCPLossProbes
-	t.Logf("probe: rto %+v tlp %+v; kernel: TCPTimeouts +%d TCPSlowStartRetrans +%d TCPLossProbes +%d RetransSegs +%d",
-		rto, tlp, timeouts, lossRetrans, probesSent, after.RetransSegs-before.RetransSegs)
-	if rto.Events == 0 || rto.Segs != timeouts+lossRetrans {
-		t.Errorf("RTO retransmits %+v, kernel timeouts %d + Loss-state retransmits %d", rto, timeouts, lossRetrans)
+	retransSegs := after.RetransSegs - before.RetransSegs
+	// A retransmit the kernel skipped the program for (a timer's softirq
+	// on a CPU where the program was running: recursion_misses) is
+	// reported lost, so each count may be short by the misses, never more
+	// (CI on a busy machine: 2 RTO retransmits against 3 timeouts, one
+	// skipped).
+	missed := retransmitMisses(t, p) - missedBefore
+	t.Logf("probe: rto %+v tlp %+v, %d runs skipped by the kernel; kernel: TCPTimeouts +%d TCPSlowStartRetrans +%d TCPLossProbes +%d RetransSegs +%d",
+		rto, tlp, missed, timeouts, lossRetrans, probesSent, retransSegs)
+	short := func(got, want uint64) bool { return got > want || got+missed < want }
+	if rto.Events == 0 || short(rto.Segs, timeouts+lossRetrans) {
+		t.Errorf("RTO retransmits %+v, kernel timeouts %d + Loss-state retransmits %d, %d skipped", rto, timeouts, lossRetrans, missed)
 	}
-	if tlp.Events != probesSent {
-		t.Errorf("tail loss probes %+v, TCPLossProbes +%d", tlp, probesSent)
+	if short(tlp.Events, probesSent) {
+		t.Errorf("tail loss probes %+v, TCPLossProbes +%d, %d skipped", tlp, probesSent, missed)
 	}
-	if d.Total(Retransmit).Segs != after.RetransSegs-before.RetransSegs {
-		t.Errorf("retransmitted segments %d, RetransSegs +%d", d.Total(Retransmit).Segs, after.RetransSegs-before.RetransSegs)
+	if short(d.Total(Retransmit).Segs, retransSegs) {
+		t.Errorf("retransmitted segments %d, RetransSegs +%d, %d skipped", d.Total(Retransmit).Segs, retransSegs, missed)
 	}
 }
 
