@@ -210,10 +210,16 @@ func within(t *testing.T, what string, got, want, tol float64) {
 
 // bounded checks a sampled figure against the truth, which perfscope sees
 // all of and may exceed by the share above, known to be outside the
-// truth: truth ≤ got + err and got − err ≤ truth·(1+above).
+// truth: truth ≤ got + e and got − e ≤ truth·(1+above), where e is the
+// reported 95 % error widened to 3σ (×1.53). A right 95 % bound misses
+// one run in twenty by definition, and this test checks several: CI
+// failed on a whole-process figure 23.3 ± 1.0 KiB against 24.3. At 3σ a
+// right bound fails about one run in 370 per figure; a wrong one still
+// fails.
 func bounded(t *testing.T, what string, got, err, truth, above float64) {
 	t.Helper()
 	t.Logf("%s: perfscope %.1f ±%.1f KiB, truth %.1f KiB (%+.1f%%)", what, got/1024, err/1024, truth/1024, (got/truth-1)*100)
+	err *= 3 / 1.96
 	if math.IsNaN(err) || got+err < truth || got-err > truth*(1+above) {
 		t.Errorf("%s: %.1f ±%.1f KiB, truth %.1f KiB: outside [truth − error, truth·%.2f + error]", what, got/1024, err/1024, truth/1024, 1+above)
 	}
